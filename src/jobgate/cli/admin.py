@@ -1,0 +1,134 @@
+"""Operator commands: tenants and their API keys."""
+
+from __future__ import annotations
+
+import click
+
+from jobgate.cli.common import emit, load, with_runtime
+from jobgate.services.runtime import Runtime
+
+_json = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+_db = click.option(
+    "--database-url", help="sqlite:///path or postgresql://… (JOBGATE_DATABASE_URL)."
+)
+
+
+@click.group()
+def tenants() -> None:
+    """Create and list tenants."""
+
+
+@tenants.command("create")
+@click.argument("name")
+@_json
+@_db
+def tenants_create(name: str, as_json: bool, database_url: str | None) -> None:
+    """Create tenant NAME and print its API key (shown once)."""
+
+    async def work(runtime: Runtime) -> dict[str, str]:
+        issued = await runtime.tenants.create(name)
+        return {
+            "tenant": issued.tenant.name,
+            "tenant_id": issued.tenant.id,
+            "api_key": issued.api_key,
+        }
+
+    result = with_runtime(load(database_url=database_url), work)
+    emit(
+        result,
+        as_json=as_json,
+        text=f"created tenant {result['tenant']}; API key (shown once):\n{result['api_key']}",
+    )
+
+
+@tenants.command("list")
+@_json
+@_db
+def tenants_list(as_json: bool, database_url: str | None) -> None:
+    """List tenants."""
+
+    async def work(runtime: Runtime) -> list[dict[str, str]]:
+        return [
+            {"tenant": t.name, "tenant_id": t.id, "created_at": t.created_at.isoformat()}
+            for t in await runtime.storage.tenant_list()
+        ]
+
+    rows = with_runtime(load(database_url=database_url), work)
+    emit(
+        rows,
+        as_json=as_json,
+        text="\n".join(f"{r['tenant']:<24} {r['tenant_id']}" for r in rows) or "no tenants",
+    )
+
+
+@click.group()
+def keys() -> None:
+    """Issue, list and revoke API keys."""
+
+
+@keys.command("create")
+@click.option("--tenant", "tenant_name", required=True, help="Tenant name.")
+@_json
+@_db
+def keys_create(tenant_name: str, as_json: bool, database_url: str | None) -> None:
+    """Issue another key for a tenant (shown once)."""
+
+    async def work(runtime: Runtime) -> dict[str, str]:
+        tenant = await runtime.storage.tenant_get(name=tenant_name)
+        if tenant is None:
+            raise click.ClickException(f"no tenant named {tenant_name!r}")
+        issued = await runtime.tenants.issue_key(tenant)
+        return {"tenant": tenant.name, "key_id": issued.key_id, "api_key": issued.api_key}
+
+    result = with_runtime(load(database_url=database_url), work)
+    emit(result, as_json=as_json, text=f"{result['key_id']}: {result['api_key']}")
+
+
+@keys.command("list")
+@click.option("--tenant", "tenant_name", required=True, help="Tenant name.")
+@_json
+@_db
+def keys_list(tenant_name: str, as_json: bool, database_url: str | None) -> None:
+    """List a tenant's keys (prefixes only; keys are stored hashed)."""
+
+    async def work(runtime: Runtime) -> list[dict[str, str | None]]:
+        tenant = await runtime.storage.tenant_get(name=tenant_name)
+        if tenant is None:
+            raise click.ClickException(f"no tenant named {tenant_name!r}")
+        return [
+            {
+                "key_id": k.id,
+                "prefix": k.key_prefix,
+                "created_at": k.created_at.isoformat(),
+                "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
+            }
+            for k in await runtime.storage.api_key_list(tenant_id=tenant.id)
+        ]
+
+    rows = with_runtime(load(database_url=database_url), work)
+    emit(
+        rows,
+        as_json=as_json,
+        text="\n".join(
+            f"{r['key_id']}  {r['prefix']}…  {'revoked' if r['revoked_at'] else 'active'}"
+            for r in rows
+        )
+        or "no keys",
+    )
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@_db
+def keys_revoke(key_id: str, database_url: str | None) -> None:
+    """Revoke a key by id."""
+
+    async def work(runtime: Runtime) -> bool:
+        return await runtime.storage.api_key_revoke(key_id=key_id)
+
+    if not with_runtime(load(database_url=database_url), work):
+        raise click.ClickException(f"no key with id {key_id!r}")
+    click.echo(f"revoked {key_id}")
+
+
+COMMANDS = (tenants, keys)

@@ -1,0 +1,168 @@
+"""Server commands: serve (every role in one process), one command per role, migrate."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import sys
+
+import click
+
+import jobgate
+from jobgate import logs
+from jobgate.cli.common import credentials_path, load, save_credentials
+from jobgate.config import Settings
+from jobgate.services.runtime import ROLES, Runtime, available_roles
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _storage_label(settings: Settings) -> str:
+    url = settings.database_url
+    if url.startswith("sqlite:"):
+        return f"sqlite {url.split('sqlite://', 1)[1].lstrip('/') or url}"
+    return "postgresql " + url.rsplit("@", 1)[-1]  # never print a password
+
+
+async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
+    runtime = Runtime(settings)
+    await runtime.open(migrate=True)
+    sock = None
+    try:
+        if "api" in roles:
+            sock = _bind(settings.host, settings.port)
+            port = sock.getsockname()[1]
+            url = f"http://{settings.host}:{port}"
+            issued = await runtime.tenants.ensure_default()
+            click.echo(
+                f"jobgate {jobgate.__version__} listening on {url} "
+                f"({_storage_label(settings)}; roles: {', '.join(roles)})"
+            )
+            if issued is not None:
+                path = credentials_path(settings)
+                save_credentials(path, url, issued.api_key, issued.tenant.name)
+                click.echo(
+                    f"Created tenant 'default'. Its API key, shown once "
+                    f"(saved to {path}):\n\n    {issued.api_key}\n"
+                )
+                click.echo(
+                    f"Try:\n    curl -s {url}/v1/jobs -H 'Authorization: Bearer "
+                    f"{issued.api_key}' -H 'Content-Type: application/json' -d "
+                    '\'{"endpoint": "/v1/chat/completions", "body": {"model": '
+                    '"sim-echo", "messages": [{"role": "user", "content": '
+                    '"hello"}]}}\'\n'
+                )
+        else:
+            click.echo(
+                f"jobgate {jobgate.__version__} running {', '.join(roles)} "
+                f"({_storage_label(settings)})"
+            )
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await runtime.run_roles(roles, stop, sock=sock)
+    finally:
+        if sock is not None:
+            sock.close()
+        await runtime.close()
+
+
+def _start(roles: tuple[str, ...], **overrides: object) -> None:
+    settings = load(**overrides)
+    logs.configure(settings.log_level)
+    asyncio.run(_run(settings, roles))
+
+
+def _parse_roles(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    roles = tuple(part.strip() for part in value.split(",") if part.strip())
+    for role in roles:
+        if role not in ROLES:
+            raise click.BadParameter(f"unknown role {role!r} (one of {', '.join(ROLES)})")
+    return roles
+
+
+_host = click.option("--host", help="Interface to listen on (JOBGATE_HOST, default 127.0.0.1).")
+_port = click.option("--port", type=int, help="Port (JOBGATE_PORT, default 8000; 0 picks one).")
+_db = click.option(
+    "--database-url", help="sqlite:///path or postgresql://… (JOBGATE_DATABASE_URL)."
+)
+
+
+@click.command()
+@_host
+@_port
+@_db
+@click.option("--roles", help=f"Comma-separated subset of: {', '.join(ROLES)}.")
+def serve(host: str | None, port: int | None, database_url: str | None, roles: str | None) -> None:
+    """Run every role in one process (SQLite and the simulated provider by default)."""
+    settings = load(host=host, port=port, database_url=database_url)
+    chosen = _parse_roles(roles) or settings.roles or available_roles()
+    logs.configure(settings.log_level)
+    asyncio.run(_run(settings, chosen))
+
+
+@click.command()
+@_host
+@_port
+@_db
+def api(host: str | None, port: int | None, database_url: str | None) -> None:
+    """Run only the HTTP API."""
+    _start(("api",), host=host, port=port, database_url=database_url)
+
+
+@click.command()
+@_db
+@click.option("--concurrency", type=int, help="Jobs at once (JOBGATE_WORKER_CONCURRENCY).")
+def worker(database_url: str | None, concurrency: int | None) -> None:
+    """Run only a worker."""
+    _start(("worker",), database_url=database_url, worker_concurrency=concurrency)
+
+
+@click.command()
+@_db
+def reaper(database_url: str | None) -> None:
+    """Run only the reaper."""
+    _start(("reaper",), database_url=database_url)
+
+
+@click.command()
+@_db
+def migrate(database_url: str | None) -> None:
+    """Apply pending database migrations."""
+    settings = load(database_url=database_url)
+
+    async def run() -> tuple[list[int], int]:
+        runtime = Runtime(settings)
+        await runtime.open(migrate=False)
+        try:
+            applied = await runtime.storage.migrate()
+            return applied, await runtime.storage.schema_version()
+        finally:
+            await runtime.close()
+
+    logs.configure("warning")
+    applied, version = asyncio.run(run())
+    if applied:
+        click.echo(f"applied migrations {', '.join(map(str, applied))}; schema at {version}")
+    else:
+        click.echo(f"schema up to date at {version}")
+
+
+COMMANDS = (serve, api, worker, reaper, migrate)

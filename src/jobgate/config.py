@@ -1,0 +1,175 @@
+"""Settings: defaults, then `jobgate.toml` (or $JOBGATE_CONFIG), then JOBGATE_* variables.
+
+A bad value is a ConfigError whose message names the setting, e.g.
+`JOBGATE_LEASE_TTL_S: Input should be greater than 0`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from jobgate import errors
+
+DAY_S = 86_400
+# The standard webhook schedule spans about three days; results must outlive it.
+WEBHOOK_RETRY_WINDOW_S = 3 * DAY_S
+
+
+class ProviderConfig(pydantic.BaseModel):
+    """One provider: how to reach it, which models it serves, how long its calls may take."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["openai", "anthropic", "sim"]
+    base_url: str | None = None
+    api_key_env: str | None = None  # the variable that holds the key, never the key itself
+    models: tuple[str, ...] = ()  # allowed models; empty = any
+    model_prefixes: tuple[str, ...] = ()  # `model` values starting with these route here
+    mode: Literal["sync", "background"] = "sync"
+    concurrency: int = pydantic.Field(default=64, gt=0)
+    connect_timeout_s: float = pydantic.Field(default=10.0, gt=0)
+    request_timeout_s: float = pydantic.Field(default=600.0, gt=0)
+    execution_timeout_s: float | None = pydantic.Field(default=None, gt=0)
+    webhook_secret_env: str | None = (
+        None  # inbound provider webhooks: the signing secret's variable
+    )
+
+
+class TenantLimits(pydantic.BaseModel):
+    """Limits for one tenant; `[tenants.NAME]` in jobgate.toml, defaults for everyone else."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    max_running: int = pydantic.Field(default=0, ge=0)  # 0 = no cap
+    max_queued: int = pydantic.Field(default=100_000, ge=0)  # 0 = no cap
+    weight: float = pydantic.Field(default=1.0, gt=0)
+    allowed_models: tuple[str, ...] = ()  # empty = any
+    allowed_providers: tuple[str, ...] = ()  # empty = any
+    max_output_tokens: int = pydantic.Field(default=0, ge=0)  # 0 = no cap
+    daily_token_budget: int = pydantic.Field(default=0, ge=0)  # 0 = unlimited
+
+
+class Settings(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    database_url: str = "sqlite:///./jobgate.db"
+    database_pool_size: int = pydantic.Field(default=10, gt=0)
+    host: str = "127.0.0.1"
+    port: int = pydantic.Field(default=8000, ge=0, le=65535)
+    roles: tuple[str, ...] = ()  # empty: every role this build has
+    lease_ttl_s: float = pydantic.Field(default=60.0, gt=0)
+    heartbeat_interval_s: float = pydantic.Field(default=15.0, gt=0)
+    reaper_interval_s: float = pydantic.Field(default=30.0, gt=0)
+    reaper_warn_threshold: int = pydantic.Field(default=100, gt=0)
+    worker_concurrency: int = pydantic.Field(default=16, gt=0)
+    worker_poll_interval_s: float = pydantic.Field(default=1.0, gt=0)
+    shutdown_grace_s: float = pydantic.Field(default=10.0, ge=0)
+    retry_base_s: float = pydantic.Field(default=2.0, gt=0)
+    retry_max_s: float = pydantic.Field(default=300.0, gt=0)
+    max_attempts: int = pydantic.Field(default=3, gt=0, le=100)
+    max_body_bytes: int = pydantic.Field(default=1024 * 1024, gt=0)
+    default_provider: str = "sim"
+    webhook_retry_profile: Literal["standard", "short"] = "standard"
+    webhook_allow_cidrs: tuple[str, ...] = ()
+    webhook_allow_http: bool = False
+    unknown_outcome: Literal["fail", "retry"] = "fail"
+    retention_s: float = pydantic.Field(default=7 * DAY_S, gt=0)
+    idempotency_ttl_s: float = pydantic.Field(default=DAY_S, ge=DAY_S)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    credentials_path: str | None = None  # where `serve` saves the default tenant's key
+    providers: dict[str, ProviderConfig] = pydantic.Field(default_factory=dict)
+    tenants: dict[str, TenantLimits] = pydantic.Field(default_factory=dict)
+    tenant_defaults: TenantLimits = TenantLimits()
+
+    @pydantic.model_validator(mode="after")
+    def _check_relations(self) -> Settings:
+        if self.heartbeat_interval_s >= self.lease_ttl_s:
+            raise ValueError(
+                "heartbeat_interval_s must be shorter than lease_ttl_s "
+                f"({self.heartbeat_interval_s} >= {self.lease_ttl_s})"
+            )
+        if self.retention_s < WEBHOOK_RETRY_WINDOW_S and self.webhook_retry_profile == "standard":
+            raise ValueError(
+                f"retention_s must cover the webhook retry window ({WEBHOOK_RETRY_WINDOW_S} s)"
+            )
+        if self.default_provider not in self.all_providers():
+            raise ValueError(f"default_provider {self.default_provider!r} is not configured")
+        return self
+
+    def all_providers(self) -> dict[str, ProviderConfig]:
+        """Configured providers plus the built-in simulator `sim` (unless overridden)."""
+        builtin = {"sim": ProviderConfig(kind="sim", model_prefixes=("sim-",))}
+        return {**builtin, **self.providers}
+
+    def limits_for(self, tenant_name: str) -> TenantLimits:
+        return self.tenants.get(tenant_name, self.tenant_defaults)
+
+
+# Settings that JOBGATE_* variables may set; the rest come from jobgate.toml only.
+_ENV_FIELDS = (
+    "database_url", "database_pool_size", "host", "port", "roles", "lease_ttl_s",
+    "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "worker_concurrency",
+    "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",
+    "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
+    "webhook_allow_http", "unknown_outcome", "retention_s", "idempotency_ttl_s", "log_level",
+    "credentials_path",
+)  # fmt: skip
+_LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
+
+
+def _env_value(field: str, raw: str) -> Any:
+    if field in _LIST_FIELDS:
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if field == "webhook_allow_http":
+        lowered = raw.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off", ""}:
+            return False
+    return raw
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None,
+    *,
+    config_path: str | os.PathLike[str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Read jobgate.toml (if present) and JOBGATE_* variables; `overrides` win over both."""
+    env = os.environ if env is None else env
+    path = Path(config_path or env.get("JOBGATE_CONFIG") or "jobgate.toml")
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if path.exists():
+        try:
+            file_values = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise errors.ConfigError(str(path), f"cannot read: {exc}") from exc
+        values.update(file_values)
+        sources.update({key: f"{path.name} {key}" for key in file_values})
+    elif config_path or env.get("JOBGATE_CONFIG"):
+        raise errors.ConfigError(str(path), "configuration file not found")
+    for field in _ENV_FIELDS:
+        name = f"JOBGATE_{field.upper()}"
+        if name in env:
+            values[field] = _env_value(field, env[name])
+            sources[field] = name
+    values.update(overrides)
+    try:
+        return Settings.model_validate(values)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        location = [str(part) for part in first["loc"]]
+        head = location[0] if location else "configuration"
+        setting = sources.get(head, head)
+        if len(location) > 1:
+            setting = (
+                f"{setting} {'.'.join(location[1:])}" if head in sources else ".".join(location)
+            )
+        raise errors.ConfigError(setting, first["msg"]) from None

@@ -1,0 +1,114 @@
+"""The job record and its event log entries, as the storage layer returns them."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from jobgate.domain.states import JobState
+
+JSONObject = dict[str, Any]
+
+
+class Phase:
+    """Sub-state of a running job (a field, not a state)."""
+
+    SUBMITTING = "submitting"
+    AWAITING_PROVIDER = "awaiting_provider"
+    FINALIZING = "finalizing"
+
+
+class CancelOutcome:
+    """How a cancellation ended, recorded on the job."""
+
+    NOT_STARTED = "not_started"  # cancelled while queued: the provider never saw it
+    INTERRUPTED = "interrupted"  # the worker aborted its in-flight call
+    AT_PROVIDER = "at_provider"  # the provider confirmed the cancellation
+    TOO_LATE = "too_late"  # the provider had already finished; the job keeps its result
+    NOT_SUPPORTED = "not_supported"  # cancelled locally; the provider's answer will be discarded
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    tenant_id: str
+    state: JobState
+    api: str
+    provider: str
+    endpoint: str
+    model: str | None
+    request: JSONObject | None
+    metadata: JSONObject
+    webhook: JSONObject | None
+    result: JSONObject | None
+    error: JSONObject | None
+    usage: JSONObject | None
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_count: int
+    lost_count: int
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    cancel_requested_at: datetime | None
+    expires_at: datetime | None
+    execution_timeout_s: float | None
+    deadline_at: datetime | None
+    lease_owner: str | None
+    lease_token: str | None
+    lease_expires_at: datetime | None
+    phase: str | None
+    provider_job_id: str | None
+    creation_outcome: str | None
+    cancel_outcome: str | None
+    reconcile_at: datetime | None
+    dead_lettered: bool
+    purged_at: datetime | None
+    event_seq: int
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewJob:
+    """What a submit stores; the storage adds state, times and counters."""
+
+    id: str
+    tenant_id: str
+    provider: str
+    endpoint: str
+    model: str | None
+    request: JSONObject
+    metadata: JSONObject
+    webhook: JSONObject | None = None
+    api: str = "jobs"
+    priority: int = 5
+    max_attempts: int = 3
+    start_timeout_s: float | None = None
+    execution_timeout_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobEvent:
+    job_id: str
+    seq: int
+    from_state: JobState | None
+    to_state: JobState
+    actor: str
+    reason: str | None
+    applied: bool
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lease:
+    """Proof that a worker holds a running job; every write it makes is fenced on the token."""
+
+    job_id: str
+    token: str

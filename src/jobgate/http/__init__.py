@@ -1,0 +1,1 @@
+"""The HTTP edge: thin routes over the services, RFC 9457 problems, auth."""

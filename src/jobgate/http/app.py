@@ -1,0 +1,33 @@
+"""The ASGI application: routers, middleware and error handlers."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import jobgate
+from jobgate import errors
+from jobgate.http import health, jobs_routes, problems
+from jobgate.http.body_limit import BodyLimitMiddleware
+from jobgate.http.context import AppContext
+
+
+def create_app(ctx: AppContext) -> FastAPI:
+    app = FastAPI(
+        title="jobgate",
+        version=jobgate.__version__,
+        description="A durable asynchronous job gateway for long-running AI calls.",
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+        redoc_url=None,
+    )
+    app.state.ctx = ctx
+    app.include_router(jobs_routes.router)
+    app.include_router(health.router)
+    app.add_exception_handler(errors.JobgateError, problems.handle_jobgate_error)
+    app.add_exception_handler(RequestValidationError, problems.handle_validation_error)
+    app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)
+    app.add_exception_handler(Exception, problems.handle_unexpected)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=ctx.settings.max_body_bytes)
+    return app

@@ -1,0 +1,41 @@
+"""What route handlers reach through `request.app.state.ctx`, and the auth dependency."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from jobgate import errors
+from jobgate.config import Settings
+from jobgate.services.jobs import JobService
+from jobgate.services.tenants import TenantService
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import Tenant
+
+
+@dataclasses.dataclass(slots=True)
+class AppContext:
+    settings: Settings
+    storage: Storage
+    jobs: JobService
+    tenants: TenantService
+
+
+def context(request: Request) -> AppContext:
+    ctx: AppContext = request.app.state.ctx
+    return ctx
+
+
+async def authenticate(request: Request) -> Tenant:
+    """The tenant whose Bearer key authorises this request (401 otherwise)."""
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise errors.Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    return await context(request).tenants.authenticate(key.strip())
+
+
+Ctx = Annotated[AppContext, Depends(context)]
+CurrentTenant = Annotated[Tenant, Depends(authenticate)]

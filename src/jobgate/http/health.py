@@ -1,0 +1,34 @@
+"""Liveness, readiness and problem type documentation."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import PlainTextResponse, Response
+
+from jobgate import errors
+from jobgate.http.context import Ctx
+from jobgate.http.jobs_routes import json_response
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", summary="Liveness")
+async def healthz() -> Response:
+    return json_response({"status": "ok"})
+
+
+@router.get("/readyz", summary="Readiness: the storage answers")
+async def readyz(ctx: Ctx) -> Response:
+    try:
+        await ctx.storage.ping()
+    except errors.StorageError:
+        return json_response({"status": "unavailable"}, 503, {"Retry-After": "2"})
+    return json_response({"status": "ready", "storage": ctx.storage.dialect})
+
+
+@router.get("/problems/{code}", include_in_schema=False)
+async def problem_type(code: str) -> Response:
+    return PlainTextResponse(
+        f"jobgate problem type '{code}'. See the `detail` and `error` members of the response "
+        "for what went wrong; docs/api.md lists every code.\n"
+    )

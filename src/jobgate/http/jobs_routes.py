@@ -1,0 +1,248 @@
+"""The native job API: submit, read, long-poll, stream events, cancel, list, delete, retry."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header, Query, Request
+from starlette.responses import Response, StreamingResponse
+
+from jobgate import errors
+from jobgate.domain.states import JobState
+from jobgate.http.context import Ctx, CurrentTenant
+from jobgate.http.models import (
+    EventListOut,
+    JobListOut,
+    JobOut,
+    ProblemOut,
+    SubmitJobRequest,
+)
+from jobgate.http.views import event_view, job_view
+from jobgate.services.jobs import MAX_WAIT_S, SubmitSpec
+from jobgate.storage.changes import wait_for
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
+    for status in (400, 401, 404, 409, 413, 422, 429, 503)
+}
+_PREFER_WAIT = re.compile(r"(?:^|[;,\s])wait\s*=\s*(\d+)", re.IGNORECASE)
+_KEEPALIVE_S = 15.0
+
+
+def json_response(
+    body: Any, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(
+        orjson.dumps(body), status_code=status_code, media_type="application/json", headers=headers
+    )
+
+
+def _job_headers(ctx: Ctx, job: Any) -> dict[str, str]:
+    if job.terminal:
+        return {}
+    return {"Retry-After": str(ctx.jobs.retry_after_s(job))}
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    response_model=JobOut,
+    responses=_PROBLEMS,
+    summary="Submit a job",
+    description="Stores the job durably and answers at once (202). `Prefer: wait=N` (N <= 60) "
+    "waits up to N seconds and answers 200 if the job finished in time.",
+)
+async def submit_job(
+    payload: SubmitJobRequest,
+    request: Request,
+    ctx: Ctx,
+    tenant: CurrentTenant,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    prefer: Annotated[str | None, Header(alias="Prefer")] = None,
+) -> Response:
+    raw = orjson.loads(await request.body())
+    spec = SubmitSpec(
+        endpoint=payload.endpoint,
+        body=payload.body,
+        provider=payload.provider,
+        metadata=payload.metadata,
+        webhook=None if payload.webhook is None else payload.webhook.model_dump(),
+        priority=payload.priority,
+        max_attempts=payload.max_attempts,
+        start_timeout_s=payload.start_timeout_s,
+        execution_timeout_s=payload.execution_timeout_s,
+    )
+    outcome = await ctx.jobs.submit(
+        tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key
+    )
+    job = outcome.job
+    status = outcome.status_code
+    headers = {"Location": f"/v1/jobs/{job.id}"}
+    if outcome.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    wait_s = _prefer_wait(prefer)
+    if wait_s is not None:
+        headers["Preference-Applied"] = f"wait={int(wait_s)}"
+        job = await ctx.jobs.wait(
+            tenant_id=tenant.id, job_id=job.id, timeout_s=wait_s, until_terminal=True
+        )
+        if job.terminal and not outcome.replayed:
+            status = 200
+    headers.update(_job_headers(ctx, job))
+    return json_response(job_view(job), status, headers)
+
+
+def _prefer_wait(prefer: str | None) -> float | None:
+    if not prefer:
+        return None
+    match = _PREFER_WAIT.search(prefer)
+    return None if match is None else min(float(match.group(1)), MAX_WAIT_S)
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut, responses=_PROBLEMS, summary="Get a job")
+async def get_job(
+    job_id: str,
+    ctx: Ctx,
+    tenant: CurrentTenant,
+    wait: Annotated[
+        float | None,
+        Query(
+            ge=0,
+            le=MAX_WAIT_S,
+            description=("Long poll: answer when the status changes, or after this many seconds"),
+        ),
+    ] = None,
+) -> Response:
+    if wait:
+        job = await ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait)
+    else:
+        job = await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)
+    return json_response(job_view(job), 200, _job_headers(ctx, job))
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    response_model=EventListOut,
+    responses=_PROBLEMS,
+    summary="A job's transition log",
+    description="JSON list, or with `Accept: text/event-stream` a live SSE stream that ends "
+    "after the terminal event; resume with `Last-Event-ID`.",
+)
+async def job_events(
+    job_id: str,
+    request: Request,
+    ctx: Ctx,
+    tenant: CurrentTenant,
+    after: Annotated[int, Query(ge=0, description="Events after this sequence number")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Response:
+    if "text/event-stream" in request.headers.get("accept", ""):
+        start = after
+        if last_event_id:
+            try:
+                start = max(start, int(last_event_id))
+            except ValueError:
+                raise errors.InvalidRequest(
+                    "Last-Event-ID must be an event sequence number", param="Last-Event-ID"
+                ) from None
+        await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
+        return StreamingResponse(
+            _event_stream(ctx, tenant.id, job_id, start),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+    events = await ctx.jobs.events(
+        tenant_id=tenant.id, job_id=job_id, after_seq=after, limit=limit + 1
+    )
+    return json_response(
+        {
+            "object": "list",
+            "data": [event_view(e) for e in events[:limit]],
+            "has_more": len(events) > limit,
+        }
+    )
+
+
+async def _event_stream(ctx: Ctx, tenant_id: str, job_id: str, after: int) -> AsyncIterator[bytes]:
+    last = after
+    with ctx.storage.changes.watch_job(job_id) as changed:
+        while True:
+            job = await ctx.jobs.get(tenant_id=tenant_id, job_id=job_id)
+            for event in await ctx.jobs.events(tenant_id=tenant_id, job_id=job_id, after_seq=last):
+                last = event.seq
+                data = orjson.dumps(event_view(event)).decode()
+                yield f"id: {event.seq}\nevent: job.event\ndata: {data}\n\n".encode()
+            if job.terminal:
+                return
+            if not await wait_for(changed, min(_KEEPALIVE_S, ctx.jobs.poll_fallback_s * 15)):
+                yield b": keep-alive\n\n"
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response_model=JobOut,
+    responses=_PROBLEMS,
+    summary="Cancel a job (idempotent, never 409)",
+)
+async def cancel_job(job_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+    job = await ctx.jobs.cancel(tenant_id=tenant.id, job_id=job_id)
+    return json_response(job_view(job), 200, _job_headers(ctx, job))
+
+
+@router.get("/jobs", response_model=JobListOut, responses=_PROBLEMS, summary="List jobs")
+async def list_jobs(
+    ctx: Ctx,
+    tenant: CurrentTenant,
+    status: Annotated[list[JobState] | None, Query(description="Filter by status")] = None,
+    dead_lettered: Annotated[bool | None, Query()] = None,
+    after: Annotated[
+        str | None, Query(description="Id of the last job of the previous page")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> Response:
+    jobs, has_more = await ctx.jobs.list(
+        tenant_id=tenant.id,
+        states=status,
+        dead_lettered=dead_lettered,
+        after=after,
+        limit=limit,
+    )
+    return json_response(
+        {
+            "object": "list",
+            "data": [job_view(job) for job in jobs],
+            "has_more": has_more,
+            "last_id": jobs[-1].id if jobs else None,
+        }
+    )
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses=_PROBLEMS,
+    summary="Cancel if live, then purge input and result",
+)
+async def delete_job(job_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+    job = await ctx.jobs.delete(tenant_id=tenant.id, job_id=job_id)
+    return json_response(job_view(job))
+
+
+@router.post(
+    "/jobs/{job_id}/retry",
+    status_code=202,
+    response_model=JobOut,
+    responses=_PROBLEMS,
+    summary="Redrive a dead-lettered job",
+)
+async def retry_job(job_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+    job = await ctx.jobs.retry(tenant_id=tenant.id, job_id=job_id)
+    return json_response(
+        job_view(job), 202, {"Location": f"/v1/jobs/{job.id}", **_job_headers(ctx, job)}
+    )

@@ -1,0 +1,140 @@
+"""RFC 9457 problem+json answers, with an OpenAI-shaped `error` member, from one table."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from jobgate import errors
+
+log = logging.getLogger(__name__)
+MEDIA_TYPE = "application/problem+json"
+
+# error class -> (status, title, OpenAI error type). The most specific class wins.
+TABLE: list[tuple[type[errors.JobgateError], int, str, str]] = [
+    (errors.PayloadTooLarge, 413, "Payload too large", "invalid_request_error"),
+    (errors.UnknownProvider, 400, "Unknown provider", "invalid_request_error"),
+    (errors.InvalidRequest, 400, "Invalid request", "invalid_request_error"),
+    (errors.Unauthorized, 401, "Unauthorized", "authentication_error"),
+    (errors.NotFound, 404, "Not found", "not_found_error"),
+    (errors.IdempotencyKeyReused, 422, "Idempotency key reused", "invalid_request_error"),
+    (errors.IdempotencyInProgress, 409, "Request in progress", "invalid_request_error"),
+    (errors.Conflict, 409, "Conflict", "invalid_request_error"),
+    (errors.QueueFull, 429, "Too many requests", "rate_limit_error"),
+    (errors.LimitExceeded, 403, "Limit exceeded", "permission_error"),
+    (errors.StorageUnavailable, 503, "Service unavailable", "server_error"),
+]
+
+
+def problem(
+    status: int,
+    *,
+    code: str,
+    title: str,
+    detail: str,
+    error_type: str,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Response:
+    body: dict[str, Any] = {
+        "type": f"/problems/{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "error": {"message": detail, "type": error_type, "code": code, "param": param},
+    }
+    if extra:
+        body.update(extra)
+    return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def _classify(exc: errors.JobgateError) -> tuple[int, str, str]:
+    for cls, status, title, error_type in TABLE:
+        if isinstance(exc, cls):
+            return status, title, error_type
+    return 500, "Internal error", "server_error"
+
+
+def from_error(exc: errors.JobgateError) -> Response:
+    status, title, error_type = _classify(exc)
+    headers: dict[str, str] = {}
+    extra: dict[str, Any] = {}
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(max(1, int(retry_after)))
+    if isinstance(exc, errors.LimitExceeded):
+        status = exc.status
+        extra["limit"] = exc.limit
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return problem(
+        status,
+        code=exc.code,
+        title=title,
+        detail=exc.message,
+        error_type=error_type,
+        param=getattr(exc, "param", None),
+        headers=headers or None,
+        extra=extra or None,
+    )
+
+
+async def handle_jobgate_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, errors.JobgateError)
+    if isinstance(exc, errors.StorageUnavailable):
+        log.warning("storage unavailable: %s", exc.message)
+    return from_error(exc)
+
+
+async def handle_validation_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    location = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(location) or None
+    if first.get("type") == "json_invalid":
+        detail = "request body is not valid JSON"
+        code = "invalid_json"
+    else:
+        message = first.get("msg", "invalid request")
+        detail = f"{param}: {message}" if param else message
+        code = "invalid_request"
+    return problem(
+        400,
+        code=code,
+        title="Invalid request",
+        detail=detail,
+        error_type="invalid_request_error",
+        param=param,
+    )
+
+
+async def handle_http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return problem(
+        exc.status_code,
+        code=code,
+        title=str(exc.detail),
+        detail=str(exc.detail),
+        error_type="invalid_request_error",
+        headers=dict(exc.headers or {}) or None,
+    )
+
+
+async def handle_unexpected(_request: Request, exc: Exception) -> Response:
+    log.error("unhandled error: %s", type(exc).__name__, exc_info=exc)
+    return problem(
+        500,
+        code="internal_error",
+        title="Internal error",
+        detail="an internal error occurred",
+        error_type="server_error",
+    )

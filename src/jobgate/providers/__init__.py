@@ -1,0 +1,1 @@
+"""Provider adapters behind one Protocol; each classifies its failures once (see errors)."""

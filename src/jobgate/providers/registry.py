@@ -1,0 +1,93 @@
+"""Which provider serves a job: an explicit name, a `provider/model` model, a model prefix or
+an allowed-model list, else the default provider."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+
+from jobgate import errors
+from jobgate.clock import Clock
+from jobgate.config import ProviderConfig, Settings
+from jobgate.providers.base import Provider
+from jobgate.providers.sim import SimProvider
+
+# kind -> factory(name, config, clock); adapters for real providers register themselves here.
+ProviderFactory = Callable[[str, ProviderConfig, Clock], Provider]
+FACTORIES: dict[str, ProviderFactory] = {
+    "sim": lambda name, _config, clock: SimProvider(name, clock=clock),
+}
+
+
+class ProviderRegistry:
+    def __init__(
+        self,
+        providers: Mapping[str, Provider],
+        *,
+        configs: Mapping[str, ProviderConfig],
+        default: str,
+    ) -> None:
+        self._providers = dict(providers)
+        self._configs = dict(configs)
+        self.default = default
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, clock: Clock) -> ProviderRegistry:
+        configs = settings.all_providers()
+        providers: dict[str, Provider] = {}
+        for name, config in configs.items():
+            factory = FACTORIES.get(config.kind)
+            if factory is None:
+                raise errors.ConfigError(
+                    f"providers.{name}.kind", f"no adapter for provider kind {config.kind!r}"
+                )
+            providers[name] = factory(name, config, clock)
+        return cls(providers, configs=configs, default=settings.default_provider)
+
+    def names(self) -> list[str]:
+        return sorted(self._providers)
+
+    def get(self, name: str) -> Provider:
+        try:
+            return self._providers[name]
+        except KeyError:
+            raise errors.UnknownProvider(name) from None
+
+    def config(self, name: str) -> ProviderConfig:
+        return self._configs[name]
+
+    def route(self, provider: str | None, model: str | None) -> tuple[Provider, str | None]:
+        """The provider for a job and the model name to send it (a `provider/` prefix removed).
+
+        Raises errors.UnknownProvider, or errors.InvalidRequest when the provider does not
+        allow the model."""
+        if provider is None and model and "/" in model:
+            head, _, rest = model.partition("/")
+            if head in self._providers:
+                provider, model = head, rest
+        if provider is None and model:
+            provider = self._by_model(model)
+        name = provider or self.default
+        chosen = self.get(name)
+        allowed = self._configs[name].models
+        if allowed and model not in allowed:
+            raise errors.InvalidRequest(
+                f"provider {name!r} does not allow model {model!r}",
+                param="body.model",
+                code="model_not_allowed",
+            )
+        return chosen, model
+
+    def _by_model(self, model: str) -> str | None:
+        for name, config in self._configs.items():
+            if model in config.models:
+                return name
+        for name, config in self._configs.items():
+            if any(model.startswith(prefix) for prefix in config.model_prefixes):
+                return name
+        return None
+
+    async def aclose(self) -> None:
+        for provider in self._providers.values():
+            with contextlib.suppress(Exception):
+                await provider.aclose()

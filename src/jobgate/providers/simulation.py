@@ -1,0 +1,166 @@
+"""The simulated model: deterministic answers in the providers' wire formats, plus faults.
+
+Shared by the in-process `sim` provider and the `jobgate simulator` HTTP server. A request body
+may carry a `sim` object: `latency_s`, `fail_with` (`rate_limit`, `server_error`,
+`invalid_request`, `hang`), `fail_times` (how many calls fail before one succeeds; default:
+all of them), `retry_after_s` (for `rate_limit`, default 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import secrets
+from typing import Any
+
+from jobgate import errors
+
+JSONObject = dict[str, Any]
+FAULTS = ("rate_limit", "server_error", "invalid_request", "hang")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Directives:
+    latency_s: float = 0.0
+    fail_with: str | None = None
+    fail_times: int | None = None  # None: every call fails
+    retry_after_s: float = 1.0
+
+    def fails_on(self, call_number: int) -> bool:
+        """Whether the `call_number`-th call (1-based) fails."""
+        if self.fail_with is None:
+            return False
+        return self.fail_times is None or call_number <= self.fail_times
+
+
+def directives(body: JSONObject) -> Directives:
+    """Read and check the `sim` object; raises errors.InvalidRequest naming the bad field."""
+    raw = body.get("sim")
+    if raw is None:
+        return Directives()
+    if not isinstance(raw, dict):
+        raise errors.InvalidRequest("body.sim must be an object", param="body.sim")
+    unknown = set(raw) - {"latency_s", "fail_with", "fail_times", "retry_after_s"}
+    if unknown:
+        raise errors.InvalidRequest(
+            f"unknown body.sim field {sorted(unknown)[0]!r}", param="body.sim"
+        )
+    latency = _number(raw, "latency_s", 0.0)
+    retry_after = _number(raw, "retry_after_s", 1.0)
+    fail_with = raw.get("fail_with")
+    if fail_with is not None and fail_with not in FAULTS:
+        raise errors.InvalidRequest(
+            f"body.sim.fail_with must be one of {', '.join(FAULTS)}", param="body.sim.fail_with"
+        )
+    fail_times = raw.get("fail_times")
+    if fail_times is not None and (
+        isinstance(fail_times, bool) or not isinstance(fail_times, int) or fail_times < 0
+    ):
+        raise errors.InvalidRequest(
+            "body.sim.fail_times must be a non-negative integer", param="body.sim.fail_times"
+        )
+    return Directives(latency, fail_with, fail_times, retry_after)
+
+
+def _number(raw: JSONObject, field: str, default: float) -> float:
+    value = raw.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise errors.InvalidRequest(
+            f"body.sim.{field} must be a non-negative number", param=f"body.sim.{field}"
+        )
+    return float(value)
+
+
+def fault(kind: str, retry_after_s: float) -> errors.ProviderError:
+    """The classified error a simulated fault raises."""
+    if kind == "rate_limit":
+        return errors.ProviderRateLimited("simulated rate limit", retry_after_s=retry_after_s)
+    if kind == "server_error":
+        return errors.ProviderRetryable("simulated server error", status_code=500)
+    return errors.ProviderFatal("simulated invalid request", status_code=400)
+
+
+def count_tokens(text: str) -> int:
+    """A deterministic stand-in for a tokenizer: about four characters a token."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def message_text(content: Any) -> str:
+    """The text of a chat message's content: a string or a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def validate_chat(body: JSONObject) -> None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise errors.InvalidRequest(
+            "body.messages must be a non-empty array of messages", param="body.messages"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise errors.InvalidRequest(
+                f"body.messages[{index}] must be an object with a role",
+                param=f"body.messages[{index}]",
+            )
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise errors.InvalidRequest("body.model is required", param="body.model")
+
+
+def echo_reply(prompt: str) -> str:
+    return f"echo: {prompt}"
+
+
+def chat_completion(body: JSONObject, *, created: int) -> JSONObject:
+    """A `chat.completion` object answering the last user message (OpenAI's published shape)."""
+    messages = body.get("messages") or []
+    prompt = ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            prompt = message_text(message.get("content"))
+            break
+    prompt_tokens = sum(
+        count_tokens(message_text(m.get("content"))) for m in messages if isinstance(m, dict)
+    )
+    reply = echo_reply(prompt)
+    completion_tokens = count_tokens(reply)
+    return {
+        "id": f"chatcmpl-{secrets.token_hex(12)}",
+        "object": "chat.completion",
+        "created": created,
+        "model": body.get("model", "sim-echo"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": reply,
+                    "refusal": None,
+                    "annotations": [],
+                },
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+        "system_fingerprint": "fp_jobgate_sim",
+        "service_tier": "default",
+    }

@@ -1,0 +1,1 @@
+"""Orchestration: the job service behind the API, the worker, the reaper and the runtime."""

@@ -1,0 +1,259 @@
+"""The job service: what the API does with a request, independent of HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import dataclasses
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+from jobgate import errors
+from jobgate.clock import Clock
+from jobgate.config import Settings
+from jobgate.domain import idempotency
+from jobgate.domain.job import Job, JobEvent, NewJob
+from jobgate.domain.states import JobState
+from jobgate.ids import IdGenerator
+from jobgate.providers.registry import ProviderRegistry
+from jobgate.storage.changes import wait_for
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import IdempotencyClaim, SubmitOutcome
+
+log = logging.getLogger(__name__)
+
+SUBMIT_ROUTE = "POST /v1/jobs"
+MAX_WAIT_S = 60.0
+KNOWN_EVENT_TYPES = frozenset({
+    "job.running", "job.succeeded", "job.failed", "job.cancelled", "job.expired",
+    "response.in_progress", "response.completed", "response.failed", "response.cancelled",
+    "response.incomplete",
+})  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SubmitSpec:
+    """A validated submit request (field types and ranges checked by the HTTP layer)."""
+
+    endpoint: str
+    body: dict[str, Any]
+    provider: str | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    webhook: dict[str, Any] | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    start_timeout_s: float | None = None
+    execution_timeout_s: float | None = None
+    api: str = "jobs"
+    id_prefix: str = "job"
+
+
+class JobService:
+    def __init__(
+        self,
+        *,
+        storage: Storage,
+        providers: ProviderRegistry,
+        settings: Settings,
+        clock: Clock,
+        ids: IdGenerator,
+    ) -> None:
+        self.storage = storage
+        self.providers = providers
+        self.settings = settings
+        self.clock = clock
+        self.ids = ids
+        # Without cross-process notifications (SQLite) a waiter re-reads this often.
+        self.poll_fallback_s = 1.0 if storage.dialect == "sqlite" else 10.0
+
+    # -- submit -------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        *,
+        tenant_id: str,
+        spec: SubmitSpec,
+        raw_body: Any = None,
+        idempotency_key: str | None = None,
+        route: str = SUBMIT_ROUTE,
+    ) -> SubmitOutcome:
+        """Validate, route and store a job. With an Idempotency-Key, a repeat of the same
+        request answers the original job; nothing invalid is ever stored."""
+        claim = None
+        if idempotency_key is not None:
+            if not idempotency.key_is_valid(idempotency_key):
+                raise errors.InvalidRequest(
+                    "Idempotency-Key must be 1-255 printable ASCII characters",
+                    param="Idempotency-Key",
+                    code="invalid_idempotency_key",
+                )
+            claim = IdempotencyClaim(
+                route=route,
+                key=idempotency_key,
+                body_hash=idempotency.body_hash(raw_body if raw_body is not None else spec.body),
+                status_code=202,
+                ttl_s=self.settings.idempotency_ttl_s,
+            )
+        new_job = self.prepare(tenant_id=tenant_id, spec=spec)
+        outcome = await self.storage.job_insert(job=new_job, idempotency=claim)
+        if not outcome.replayed:
+            log.info(
+                "job transition",
+                extra={
+                    "job_id": new_job.id,
+                    "tenant_id": tenant_id,
+                    "to_state": "queued",
+                    "provider": new_job.provider,
+                    "endpoint": new_job.endpoint,
+                    "actor": "api",
+                },
+            )
+        return outcome
+
+    def prepare(self, *, tenant_id: str, spec: SubmitSpec) -> NewJob:
+        """Route and validate a submit; raise errors.InvalidRequest for anything unrunnable."""
+        model = spec.body.get("model")
+        if model is not None and not isinstance(model, str):
+            raise errors.InvalidRequest("body.model must be a string", param="body.model")
+        provider, routed_model = self.providers.route(spec.provider, model)
+        body = spec.body
+        if routed_model != model:
+            body = {**body, "model": routed_model}
+        provider.validate(spec.endpoint, body)
+        config = self.providers.config(provider.name)
+        return NewJob(
+            id=self.ids.new(spec.id_prefix),
+            tenant_id=tenant_id,
+            provider=provider.name,
+            endpoint=spec.endpoint,
+            model=routed_model,
+            request=body,
+            metadata=spec.metadata,
+            webhook=self._check_webhook(spec.webhook),
+            api=spec.api,
+            priority=5 if spec.priority is None else spec.priority,
+            max_attempts=spec.max_attempts or self.settings.max_attempts,
+            start_timeout_s=spec.start_timeout_s,
+            execution_timeout_s=spec.execution_timeout_s or config.execution_timeout_s,
+        )
+
+    def _check_webhook(self, webhook: dict[str, Any] | None) -> dict[str, Any] | None:
+        if webhook is None:
+            return None
+        url = webhook.get("url")
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise errors.InvalidRequest(
+                "webhook.url must be an absolute http(s) URL",
+                param="webhook.url",
+                code="invalid_webhook_url",
+            )
+        event_types = webhook.get("event_types") or []
+        unknown = [t for t in event_types if t not in KNOWN_EVENT_TYPES]
+        if unknown:
+            raise errors.InvalidRequest(
+                f"unknown webhook event type {unknown[0]!r}", param="webhook.event_types"
+            )
+        return {"url": url, "event_types": list(event_types)}
+
+    # -- read ---------------------------------------------------------------------------
+
+    async def get(self, *, tenant_id: str, job_id: str) -> Job:
+        job = await self.storage.job_get(job_id=job_id, tenant_id=tenant_id)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        return job
+
+    async def wait(
+        self, *, tenant_id: str, job_id: str, timeout_s: float, until_terminal: bool = False
+    ) -> Job:
+        """Long poll: the job once its state changes from what it is now (or, with
+        until_terminal, once it is terminal), or as it stands when `timeout_s` runs out.
+        Wakes on the change itself, not on a poll tick."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout_s, MAX_WAIT_S)
+        with self.storage.changes.watch_job(job_id) as changed:
+            job = await self.get(tenant_id=tenant_id, job_id=job_id)
+            initial = job.state
+            while not job.terminal and (until_terminal or job.state is initial):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                await wait_for(changed, min(remaining, self.poll_fallback_s))
+                job = await self.get(tenant_id=tenant_id, job_id=job_id)
+        return job
+
+    async def list(
+        self,
+        *,
+        tenant_id: str,
+        states: list[JobState] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int = 20,
+    ) -> tuple[builtins.list[Job], bool]:
+        """A page (newest first) and whether more follow."""
+        jobs = await self.storage.job_list(
+            tenant_id=tenant_id,
+            states=states,
+            dead_lettered=dead_lettered,
+            after=after,
+            limit=limit + 1,
+        )
+        return jobs[:limit], len(jobs) > limit
+
+    async def events(
+        self, *, tenant_id: str, job_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> builtins.list[JobEvent]:
+        await self.get(tenant_id=tenant_id, job_id=job_id)
+        return await self.storage.job_events(job_id=job_id, after_seq=after_seq, limit=limit)
+
+    # -- change -------------------------------------------------------------------------
+
+    async def cancel(self, *, tenant_id: str, job_id: str, actor: str = "api") -> Job:
+        """Idempotent: queued -> cancelled now; running -> the worker stops the call and
+        confirms; terminal -> unchanged. Never a conflict."""
+        job = await self.storage.job_cancel(job_id=job_id, tenant_id=tenant_id, actor=actor)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        log.info(
+            "job cancel",
+            extra={
+                "job_id": job_id,
+                "tenant_id": tenant_id,
+                "to_state": str(job.state),
+                "actor": actor,
+            },
+        )
+        return job
+
+    async def delete(self, *, tenant_id: str, job_id: str) -> Job:
+        """Cancel if still live, then purge input and result (the tombstone stays)."""
+        await self.cancel(tenant_id=tenant_id, job_id=job_id, actor="api:delete")
+        job = await self.storage.job_purge(job_id=job_id, tenant_id=tenant_id)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        return job
+
+    async def retry(self, *, tenant_id: str, job_id: str, actor: str = "operator") -> Job:
+        job = await self.storage.job_redrive(job_id=job_id, tenant_id=tenant_id, actor=actor)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        log.info(
+            "job transition",
+            extra={
+                "job_id": job_id,
+                "tenant_id": tenant_id,
+                "from_state": "failed",
+                "to_state": "queued",
+                "reason": "redrive",
+                "actor": actor,
+            },
+        )
+        return job
+
+    def retry_after_s(self, job: Job) -> int:
+        """How long a poller should wait before asking again: longer as the job ages."""
+        age_s = (self.clock.now() - job.created_at).total_seconds()
+        return int(min(30, max(1, age_s / 10)))

@@ -1,0 +1,170 @@
+"""One jobgate process: storage, providers and services built from settings, and the roles
+(api, worker, reaper, ...) it runs until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import uvicorn
+
+from jobgate import errors
+from jobgate.clock import Clock, SystemClock
+from jobgate.config import Settings
+from jobgate.http.app import create_app
+from jobgate.http.context import AppContext
+from jobgate.ids import IdGenerator, RandomIds
+from jobgate.providers.registry import ProviderRegistry
+from jobgate.services.jobs import JobService
+from jobgate.services.reaper import Reaper
+from jobgate.services.tenants import TenantService
+from jobgate.services.worker import Worker
+from jobgate.storage.factory import storage_for_url
+from jobgate.storage.protocol import Storage
+
+log = logging.getLogger(__name__)
+
+ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler")
+
+# Roles that later features add register a starter here: name -> (runtime, stop) -> coroutine.
+RoleStarter = Callable[["Runtime", asyncio.Event], Coroutine[Any, Any, None]]
+EXTRA_ROLES: dict[str, RoleStarter] = {}
+
+
+def available_roles() -> tuple[str, ...]:
+    """The roles this build can run: the built-in ones and those features registered."""
+    return tuple(r for r in ROLES if r in ("api", "worker", "reaper") or r in EXTRA_ROLES)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the runtime owns SIGTERM and SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[no-untyped-def]
+        yield
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        storage: Storage | None = None,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+        providers: ProviderRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds(self.clock)
+        self.storage = storage or storage_for_url(
+            settings.database_url, clock=self.clock, pool_size=settings.database_pool_size
+        )
+        self.providers = providers or ProviderRegistry.from_settings(settings, clock=self.clock)
+        self.jobs = JobService(
+            storage=self.storage,
+            providers=self.providers,
+            settings=settings,
+            clock=self.clock,
+            ids=self.ids,
+        )
+        self.tenants = TenantService(storage=self.storage, ids=self.ids)
+
+    async def open(self, *, migrate: bool = True) -> None:
+        await self.storage.open()
+        if migrate:
+            applied = await self.storage.migrate()
+            if applied:
+                log.info("migrations applied", extra={"versions": applied})
+
+    async def close(self) -> None:
+        await self.providers.aclose()
+        await self.storage.close()
+
+    def app_context(self) -> AppContext:
+        return AppContext(
+            settings=self.settings, storage=self.storage, jobs=self.jobs, tenants=self.tenants
+        )
+
+    def worker(self, *, concurrency: int | None = None, worker_id: str | None = None) -> Worker:
+        return Worker(
+            storage=self.storage,
+            providers=self.providers,
+            settings=self.settings,
+            clock=self.clock,
+            concurrency=concurrency,
+            worker_id=worker_id,
+        )
+
+    def reaper(self) -> Reaper:
+        return Reaper(storage=self.storage, settings=self.settings)
+
+    async def run_roles(
+        self,
+        roles: tuple[str, ...],
+        stop: asyncio.Event,
+        *,
+        sock: socket.socket | None = None,
+    ) -> None:
+        """Run `roles` until `stop` is set, then shut each down gracefully."""
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown:
+            raise errors.ConfigError(
+                "roles", f"unknown role {unknown[0]!r} (one of {', '.join(ROLES)})"
+            )
+        await self.storage.listen()
+        tasks: list[asyncio.Task[None]] = []
+        stoppers: list[Callable[[], None]] = []
+        server: _Server | None = None
+        if "worker" in roles:
+            worker = self.worker()
+            tasks.append(asyncio.create_task(worker.run(), name="worker"))
+            stoppers.append(worker.request_stop)
+        if "reaper" in roles:
+            reaper = self.reaper()
+            tasks.append(asyncio.create_task(reaper.run(), name="reaper"))
+            stoppers.append(reaper.request_stop)
+        for role in roles:
+            starter = EXTRA_ROLES.get(role)
+            if starter is not None:
+                tasks.append(asyncio.create_task(starter(self, stop), name=role))
+        if "api" in roles:
+            config = uvicorn.Config(
+                create_app(self.app_context()),
+                host=self.settings.host,
+                port=self.settings.port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=max(1, int(self.settings.shutdown_grace_s)),
+                server_header=False,
+            )
+            server = _Server(config)
+            tasks.append(
+                asyncio.create_task(
+                    server.serve(sockets=[sock] if sock is not None else None), name="api"
+                )
+            )
+
+            def stop_server() -> None:
+                assert server is not None
+                server.should_exit = True
+
+            stoppers.append(stop_server)
+        stopped = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopped and task.exception() is not None:
+                log.error("role %s crashed", task.get_name(), exc_info=task.exception())
+        stop.set()
+        for request_stop in stoppers:
+            request_stop()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        stopped.cancel()
+        for task, result in zip(tasks, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                log.error("role %s ended with %s", task.get_name(), type(result).__name__)

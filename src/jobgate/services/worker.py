@@ -1,0 +1,414 @@
+"""The worker: claims jobs under leases, calls providers outside any transaction, renews its
+leases by heartbeat, and writes each verdict fenced on the lease it was claimed with.
+
+A worker whose lease was reclaimed (or that cannot renew it before it runs out) stops the call
+and drops the result: whoever holds the lease now owns the job. Verdicts of concurrently
+finishing jobs are written together in one statement (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import secrets
+import socket
+
+from jobgate import errors
+from jobgate.clock import Clock, SystemClock
+from jobgate.config import Settings
+from jobgate.domain.job import Job, Lease
+from jobgate.providers.base import ProviderCall, ProviderResult
+from jobgate.providers.registry import ProviderRegistry
+from jobgate.services import outcomes
+from jobgate.storage.changes import wait_for
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import Finish
+
+log = logging.getLogger(__name__)
+
+ABORT_CANCEL = "cancel"  # the client asked: stop the call, confirm `cancelled`
+ABORT_LEASE_LOST = "lease_lost"  # someone else owns the job now: stop, write nothing
+ABORT_LEASE_EXPIRING = "lease_expiring"  # cannot renew in time: stop, write nothing
+ABORT_SHUTDOWN = "shutdown"  # graceful stop: give the job back at once
+
+
+@dataclasses.dataclass(slots=True)
+class _InFlight:
+    job: Job
+    lease: Lease
+    renewed_at: float  # monotonic time at which the last successful renewal was sent
+    abort: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    abort_reason: str | None = None
+
+    def stop(self, reason: str) -> None:
+        if self.abort_reason is None:
+            self.abort_reason = reason
+            self.abort.set()
+
+
+def default_worker_id() -> str:
+    return f"worker:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class _FinishBatcher:
+    """Write the verdicts that arrive while a write is in flight together, in the next one."""
+
+    def __init__(self, storage: Storage, *, max_batch: int = 500) -> None:
+        self._storage = storage
+        self._max_batch = max_batch
+        self._pending: list[tuple[Finish, asyncio.Future[Job | None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def finish(self, finish: Finish) -> Job | None:
+        future: asyncio.Future[Job | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((finish, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await asyncio.shield(future)
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch = self._pending[: self._max_batch]
+            del self._pending[: self._max_batch]
+            try:
+                results = await self._storage.job_finish_many(finishes=[f for f, _ in batch])
+            except Exception as exc:  # each caller decides whether to retry
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        storage: Storage,
+        providers: ProviderRegistry,
+        settings: Settings,
+        clock: Clock | None = None,
+        worker_id: str | None = None,
+        concurrency: int | None = None,
+        provider_names: list[str] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.worker_id = worker_id or default_worker_id()
+        self._storage = storage
+        self._providers = providers
+        self._settings = settings
+        self._clock = clock or SystemClock()
+        self._rng = rng
+        self.concurrency = concurrency or settings.worker_concurrency
+        self._provider_names = provider_names
+        self._inflight: dict[str, _InFlight] = {}
+        self._tasks: set[asyncio.Task[Job | None]] = set()
+        self._batcher = _FinishBatcher(storage)
+        self._wake = asyncio.Event()
+        self._stopping = False
+        lease_ttl_s = settings.lease_ttl_s
+        # Stop work this long before the lease would run out without a renewal.
+        self._safety_margin_s = min(settings.heartbeat_interval_s, lease_ttl_s / 4)
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    def held_leases(self) -> list[Lease]:
+        return [entry.lease for entry in self._inflight.values()]
+
+    # -- one pass, for tests and for the loop ----------------------------------------------
+
+    async def claim(self, limit: int | None = None) -> list[Job]:
+        """Lease up to `limit` jobs (at most the free slots) and register them as in flight."""
+        free = self.concurrency - len(self._inflight)
+        count = free if limit is None else min(free, limit)
+        if count <= 0 or self._stopping:
+            return []
+        sent_at = self._clock.monotonic()
+        jobs = await self._storage.job_claim(
+            worker_id=self.worker_id,
+            limit=count,
+            lease_ttl_s=self._settings.lease_ttl_s,
+            providers=self._provider_names,
+        )
+        for job in jobs:
+            assert job.lease_token is not None
+            self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
+        return jobs
+
+    async def run_once(self, *, limit: int | None = None) -> list[Job | None]:
+        """Claim a batch and run every claimed job to its written verdict. The answer holds
+        each job as written, or None where the lease was lost and the result dropped."""
+        jobs = await self.claim(limit)
+        return list(await asyncio.gather(*(self.execute(job) for job in jobs)))
+
+    async def execute(self, job: Job) -> Job | None:
+        """Run one claimed job: call its provider, then write the verdict under its lease."""
+        entry = self._inflight[job.id]
+        try:
+            finish = await self._attempt(entry)
+            if finish is None:
+                await self._record_dropped(entry, "lease_lost")
+                return None
+            return await self._write(entry, finish)
+        finally:
+            self._inflight.pop(job.id, None)
+            self._wake.set()
+
+    async def _attempt(self, entry: _InFlight) -> Finish | None:
+        job = entry.job
+        actor = self.worker_id
+        try:
+            provider = self._providers.get(job.provider)
+        except errors.UnknownProvider as exc:
+            fatal = errors.ProviderFatal(exc.message, code="unknown_provider")
+            return outcomes.failed(job, fatal, actor=actor, settings=self._settings)
+        timeout_s = None
+        if job.deadline_at is not None:
+            timeout_s = (job.deadline_at - self._clock.now()).total_seconds()
+            if timeout_s <= 0:
+                return outcomes.deadline_exceeded(job, actor=actor)
+        call = ProviderCall(
+            job_id=job.id,
+            tenant_id=job.tenant_id,
+            endpoint=job.endpoint,
+            body=job.request or {},
+            model=job.model,
+            attempt=job.attempt,
+            run_count=job.run_count,
+            idempotency_key=job.id,
+        )
+        call_task = asyncio.create_task(provider.call(call), name=f"call {job.id}")
+        abort_task = asyncio.create_task(entry.abort.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {call_task, abort_task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:
+            call_task.cancel()
+            raise
+        finally:
+            abort_task.cancel()
+        if call_task in done:
+            if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
+                return None
+            return self._verdict(job, call_task)
+        call_task.cancel()
+        with contextlib.suppress(BaseException):
+            await call_task
+        if not done:
+            return outcomes.deadline_exceeded(job, actor=actor)
+        if entry.abort_reason == ABORT_CANCEL:
+            return outcomes.cancelled(job, actor=actor)
+        if entry.abort_reason == ABORT_SHUTDOWN:
+            return outcomes.released(job, actor=actor)
+        return None
+
+    def _verdict(self, job: Job, call_task: asyncio.Task[object]) -> Finish:
+        actor = self.worker_id
+        try:
+            result = call_task.result()
+        except errors.ProviderError as exc:
+            return outcomes.failed(job, exc, actor=actor, settings=self._settings, rng=self._rng)
+        except BaseException as exc:  # a bug, or a provider cancelled behind our back
+            log.exception(
+                "provider call raised unexpectedly",
+                extra={"job_id": job.id, "provider": job.provider},
+            )
+            return outcomes.internal_error(
+                job, exc, actor=actor, settings=self._settings, rng=self._rng
+            )
+        assert isinstance(result, ProviderResult)
+        return outcomes.succeeded(job, result, actor=actor)
+
+    async def _write(self, entry: _InFlight, finish: Finish) -> Job | None:
+        delay_s = 0.05
+        while True:
+            try:
+                written = await self._batcher.finish(finish)
+                break
+            except errors.StorageUnavailable:
+                # Keep trying while our lease may still hold; after that the job is the
+                # reaper's, and writing would be wrong anyway (the fence would refuse it).
+                if self._clock.monotonic() - entry.renewed_at >= self._settings.lease_ttl_s:
+                    log.warning(
+                        "could not record a verdict before the lease ran out",
+                        extra={"job_id": entry.job.id, "to_state": str(finish.state)},
+                    )
+                    return None
+                await self._clock.sleep(delay_s)
+                delay_s = min(delay_s * 2, 2.0)
+        if written is None:
+            await self._record_dropped(entry, "lease_lost", to_state=finish)
+            return None
+        log.info(
+            "job transition",
+            extra={
+                "job_id": written.id,
+                "tenant_id": written.tenant_id,
+                "from_state": "running",
+                "to_state": str(written.state),
+                "reason": finish.reason,
+                "attempt": written.attempt,
+                "worker_id": self.worker_id,
+                "provider": written.provider,
+                "error_code": (written.error or {}).get("code")
+                if written.state != "succeeded"
+                else None,
+            },
+        )
+        return written
+
+    async def _record_dropped(
+        self, entry: _InFlight, reason: str, *, to_state: Finish | None = None
+    ) -> None:
+        log.warning(
+            "lease lost; result dropped",
+            extra={"job_id": entry.job.id, "worker_id": self.worker_id},
+        )
+        if to_state is None:
+            return
+        with contextlib.suppress(errors.StorageError):
+            await self._storage.job_record_ignored(
+                job_id=entry.job.id, to_state=to_state.state, actor=self.worker_id, reason=reason
+            )
+
+    # -- heartbeats ------------------------------------------------------------------------
+
+    async def heartbeat_once(self) -> None:
+        """Renew every held lease; stop the calls whose lease is gone or whose cancel was
+        requested. A failed renewal only matters once the lease is about to run out."""
+        entries = list(self._inflight.values())
+        if not entries:
+            return
+        sent_at = self._clock.monotonic()
+        try:
+            async with asyncio.timeout(self._settings.heartbeat_interval_s):
+                held = await self._storage.job_heartbeat(
+                    leases=[entry.lease for entry in entries],
+                    lease_ttl_s=self._settings.lease_ttl_s,
+                )
+        except (errors.StorageError, TimeoutError):
+            log.warning(
+                "heartbeat failed", extra={"worker_id": self.worker_id, "count": len(entries)}
+            )
+            self.check_lease_expiry()
+            return
+        answers = {result.job_id: result for result in held}
+        for entry in entries:
+            answer = answers.get(entry.job.id)
+            if answer is None:
+                if entry.job.id in self._inflight:
+                    entry.stop(ABORT_LEASE_LOST)
+                continue
+            entry.renewed_at = sent_at
+            if answer.cancel_requested:
+                entry.stop(ABORT_CANCEL)
+
+    def check_lease_expiry(self) -> None:
+        """Stop calls whose lease will run out before another renewal could land."""
+        now = self._clock.monotonic()
+        limit_s = self._settings.lease_ttl_s - self._safety_margin_s
+        for entry in list(self._inflight.values()):
+            if now - entry.renewed_at >= limit_s and entry.abort_reason is None:
+                log.warning(
+                    "lease about to expire without renewal; stopping the call",
+                    extra={"job_id": entry.job.id, "worker_id": self.worker_id},
+                )
+                entry.stop(ABORT_LEASE_EXPIRING)
+
+    def on_cancel_requested(self, job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            entry = self._inflight.get(job_id)
+            if entry is not None:
+                entry.stop(ABORT_CANCEL)
+
+    async def _heartbeat_loop(self) -> None:
+        tick_s = min(1.0, self._settings.heartbeat_interval_s / 4)
+        next_beat = self._clock.monotonic() + self._settings.heartbeat_interval_s
+        beat: asyncio.Task[None] | None = None
+        try:
+            while True:
+                await asyncio.sleep(tick_s)
+                self.check_lease_expiry()
+                if self._clock.monotonic() >= next_beat and (beat is None or beat.done()):
+                    beat = asyncio.create_task(self.heartbeat_once())
+                    next_beat = self._clock.monotonic() + self._settings.heartbeat_interval_s
+        finally:
+            if beat is not None:
+                beat.cancel()
+
+    # -- the long-running loop ---------------------------------------------------------------
+
+    def _spawn(self, job: Job) -> None:
+        task = asyncio.create_task(self.execute(job), name=f"job {job.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def request_stop(self) -> None:
+        """Stop claiming; `run` then drains in-flight work and returns."""
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Claim and run jobs until request_stop(); then finish in-flight work within the
+        shutdown grace period and give the rest back to the queue at once."""
+        changes = self._storage.changes
+        with changes.watch_work() as work, changes.on_cancel(self.on_cancel_requested):
+            heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
+            relay = asyncio.create_task(self._relay(work), name="work relay")
+            try:
+                await self._claim_loop()
+                await self._drain()
+            finally:
+                relay.cancel()
+                heartbeats.cancel()
+                for task in (relay, heartbeats):
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _relay(self, work: asyncio.Event) -> None:
+        while True:
+            await work.wait()
+            work.clear()
+            self._wake.set()
+
+    async def _claim_loop(self) -> None:
+        backoff_s = 0.1
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                jobs = await self.claim()
+                backoff_s = 0.1
+            except errors.StorageError as exc:
+                log.warning(
+                    "claim failed: %s", type(exc).__name__, extra={"worker_id": self.worker_id}
+                )
+                await wait_for(self._wake, backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+                continue
+            for job in jobs:
+                self._spawn(job)
+            if jobs and len(self._inflight) < self.concurrency:
+                continue  # the queue may hold more
+            await wait_for(self._wake, self._settings.worker_poll_interval_s)
+
+    async def _drain(self) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self._settings.shutdown_grace_s)
+        for entry in list(self._inflight.values()):
+            entry.stop(ABORT_SHUTDOWN)
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=30)
+            for task in pending:
+                task.cancel()
+        released = [e.job.id for e in self._inflight.values()]
+        if released:
+            log.warning("shutdown left jobs in flight", extra={"count": len(released)})

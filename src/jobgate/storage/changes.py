@@ -1,0 +1,105 @@
+"""In-process wake-ups: who is waiting on which job, and which loops want to hear of new work.
+
+The storage layer publishes here after its own commits; on PostgreSQL a LISTEN connection also
+publishes what other processes committed. A signal is a hint to re-read, never data: waiters
+always read the database after waking, so a duplicate or spurious signal is harmless and a
+lost one costs at most a poll interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+
+
+class ChangeHub:
+    def __init__(self) -> None:
+        self._job_waiters: dict[str, set[asyncio.Event]] = {}
+        self._work: set[asyncio.Event] = set()
+        self._outbox: set[asyncio.Event] = set()
+        self._cancel_listeners: set[Callable[[list[str]], None]] = set()
+
+    # -- publishing ----------------------------------------------------------------------
+
+    def jobs_changed(self, job_ids: Iterable[str]) -> None:
+        for job_id in job_ids:
+            for event in self._job_waiters.get(job_id, ()):
+                event.set()
+
+    def work_available(self) -> None:
+        for event in self._work:
+            event.set()
+
+    def outbox_available(self) -> None:
+        for event in self._outbox:
+            event.set()
+
+    def cancel_requested(self, job_ids: list[str]) -> None:
+        for listener in list(self._cancel_listeners):
+            listener(job_ids)
+
+    def everything_changed(self) -> None:
+        """After a gap in the notification stream (a reconnect): wake every waiter."""
+        for events in self._job_waiters.values():
+            for event in events:
+                event.set()
+        self.work_available()
+        self.outbox_available()
+
+    # -- subscribing ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def watch_job(self, job_id: str) -> Iterator[asyncio.Event]:
+        """An event set whenever `job_id` changes; register before reading to miss nothing."""
+        event = asyncio.Event()
+        self._job_waiters.setdefault(job_id, set()).add(event)
+        try:
+            yield event
+        finally:
+            waiters = self._job_waiters.get(job_id)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._job_waiters[job_id]
+
+    @contextlib.contextmanager
+    def watch_work(self) -> Iterator[asyncio.Event]:
+        event = asyncio.Event()
+        self._work.add(event)
+        try:
+            yield event
+        finally:
+            self._work.discard(event)
+
+    @contextlib.contextmanager
+    def watch_outbox(self) -> Iterator[asyncio.Event]:
+        event = asyncio.Event()
+        self._outbox.add(event)
+        try:
+            yield event
+        finally:
+            self._outbox.discard(event)
+
+    @contextlib.contextmanager
+    def on_cancel(self, listener: Callable[[list[str]], None]) -> Iterator[None]:
+        self._cancel_listeners.add(listener)
+        try:
+            yield
+        finally:
+            self._cancel_listeners.discard(listener)
+
+    @property
+    def job_watch_count(self) -> int:
+        return sum(len(waiters) for waiters in self._job_waiters.values())
+
+
+async def wait_for(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until `event` is set or `timeout_s` passes; clear it; True if it was set."""
+    if not event.is_set():
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
+    fired = event.is_set()
+    event.clear()
+    return fired

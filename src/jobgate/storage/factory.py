@@ -1,0 +1,22 @@
+"""Open the storage a database URL names."""
+
+from __future__ import annotations
+
+from jobgate import errors
+from jobgate.clock import Clock
+from jobgate.storage.protocol import Storage
+
+
+def storage_for_url(url: str, *, clock: Clock | None = None, pool_size: int = 10) -> Storage:
+    """`sqlite:///path` or `postgresql://…` (also `postgres://…`)."""
+    if url.startswith("sqlite:"):
+        from jobgate.storage.sqlite.store import SqliteStorage
+
+        return SqliteStorage.from_url(url, clock=clock)
+    if url.startswith(("postgresql://", "postgres://")):
+        from jobgate.storage.postgres.store import PostgresStorage
+
+        return PostgresStorage(url, pool_size=pool_size)
+    raise errors.ConfigError(
+        "JOBGATE_DATABASE_URL", f"unsupported database URL {url!r} (sqlite:/// or postgresql://)"
+    )

@@ -1,0 +1,340 @@
+-- Core queries for PostgreSQL. :now may be NULL, meaning the database's clock:
+-- every query reads the time as `clock.now` from (SELECT coalesce(:now, now()) AS now).
+
+-- name: migrations_table
+-- Create the table that records applied migrations.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+
+-- name: migrations_lock
+-- Serialise migrators across processes (released at the end of the transaction).
+SELECT pg_advisory_xact_lock(7146011)
+
+-- name: migrations_applied
+-- Versions already applied.
+SELECT version FROM schema_migrations ORDER BY version
+
+-- name: migration_record
+-- Record one applied migration.
+INSERT INTO schema_migrations (version, name) VALUES (:version, :name)
+
+-- name: database_now
+-- The database's clock.
+SELECT now() AS now
+
+-- name: tenant_insert
+-- Create a tenant (nothing when the name is taken).
+INSERT INTO tenants (id, name, webhook_secret, created_at)
+SELECT :id, :name, :webhook_secret, clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ON CONFLICT (name) DO NOTHING
+RETURNING *
+
+-- name: tenant_by_id
+-- One tenant by id.
+SELECT * FROM tenants WHERE id = :id
+
+-- name: tenant_by_name
+-- One tenant by name.
+SELECT * FROM tenants WHERE name = :name
+
+-- name: tenant_list
+-- Every tenant, oldest first.
+SELECT * FROM tenants ORDER BY created_at, id
+
+-- name: api_key_insert
+-- Store a key's hash.
+INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
+SELECT :id, :tenant_id, :key_hash, :key_prefix, clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+RETURNING *
+
+-- name: api_key_tenant
+-- The tenant owning a live key with this hash.
+SELECT t.*
+  FROM api_keys AS k JOIN tenants AS t ON t.id = k.tenant_id
+ WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL
+
+-- name: api_key_list
+-- A tenant's keys, oldest first.
+SELECT * FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id
+
+-- name: api_key_revoke
+-- Revoke a key (idempotent).
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock.now)
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE id = :id
+RETURNING id
+
+-- name: job_insert
+-- Insert a queued job (its first event is written by the jobs_after_insert trigger).
+INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
+                  webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
+                  execution_timeout_s, event_seq, transition_actor, transition_reason)
+SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
+       :webhook, :priority, :max_attempts, clock.now, clock.now, clock.now,
+       clock.now + make_interval(secs => :start_timeout_s::double precision),
+       :execution_timeout_s, 1, 'api', 'submitted'
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+RETURNING *
+
+-- name: job_insert_idempotent
+-- Bind an Idempotency-Key (or replace an expired binding) and insert the job, in one statement;
+-- nothing is inserted when a live binding exists. Waits while another transaction holds the key.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), bound AS (
+    INSERT INTO idempotency_keys AS k
+        (tenant_id, route, key, body_hash, job_id, status_code, created_at, expires_at)
+    SELECT :tenant_id, :route, :key, :body_hash, :id, :status_code, clock.now,
+           clock.now + make_interval(secs => :ttl_s::double precision)
+      FROM clock
+    ON CONFLICT (tenant_id, route, key) DO UPDATE
+       SET body_hash = excluded.body_hash, job_id = excluded.job_id,
+           status_code = excluded.status_code, created_at = excluded.created_at,
+           expires_at = excluded.expires_at
+     WHERE k.expires_at <= excluded.created_at
+    RETURNING k.job_id
+)
+INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
+                  webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
+                  execution_timeout_s, event_seq, transition_actor, transition_reason)
+SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
+       :webhook, :priority, :max_attempts, clock.now, clock.now, clock.now,
+       clock.now + make_interval(secs => :start_timeout_s::double precision),
+       :execution_timeout_s, 1, 'api', 'submitted'
+  FROM clock, bound
+RETURNING *
+
+-- name: idempotency_find
+-- The live binding of an Idempotency-Key.
+SELECT body_hash, job_id, status_code
+  FROM idempotency_keys
+ WHERE tenant_id = :tenant_id AND route = :route AND key = :key
+   AND expires_at > coalesce(:now::timestamptz, now())
+
+-- name: job_get
+-- One job by id.
+SELECT * FROM jobs WHERE id = :id
+
+-- name: job_get_for_tenant
+-- One job by id, only if the tenant owns it.
+SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
+
+-- name: job_list
+-- A page of a tenant's jobs, newest first, optionally filtered.
+SELECT *
+  FROM jobs
+ WHERE tenant_id = :tenant_id
+   AND (:states::text[] IS NULL OR state = ANY(:states::text[]))
+   AND (:dead_lettered::boolean IS NULL OR dead_lettered = :dead_lettered::boolean)
+   AND (:after_id::text IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a
+                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: job_events
+-- A job's event log after a sequence number.
+SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit
+
+-- name: job_claim
+-- Lease the next claimable jobs in (priority, run_at, id) order. The CTE keeps the LIMIT and
+-- SKIP LOCKED on the candidate scan (a plain subquery lets the planner ignore the LIMIT).
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), next AS (
+    SELECT j.id
+      FROM jobs AS j, clock
+     WHERE j.state = 'queued'
+       AND j.run_at <= clock.now
+       AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+     ORDER BY j.priority, j.run_at, j.id
+     LIMIT :limit
+       FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs AS j
+   SET state = 'running',
+       attempt = j.attempt + 1,
+       run_count = j.run_count + 1,
+       lease_owner = :worker_id,
+       lease_token = md5(random()::text || clock_timestamp()::text || j.id),
+       lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
+       started_at = coalesce(j.started_at, clock.now),
+       deadline_at = coalesce(j.deadline_at,
+                              clock.now + make_interval(secs => j.execution_timeout_s)),
+       phase = 'awaiting_provider',
+       updated_at = clock.now,
+       event_seq = j.event_seq + 1,
+       transition_actor = :worker_id,
+       transition_reason = 'claimed'
+  FROM next, clock
+ WHERE j.id = next.id
+RETURNING j.*
+
+-- name: job_heartbeat
+-- Extend the leases still held; answers whether a cancel was requested.
+UPDATE jobs AS j
+   SET lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision)
+  FROM unnest(:ids::text[], :tokens::text[]) AS held(id, token),
+       (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = held.id AND j.lease_token = held.token AND j.state = 'running'
+RETURNING j.id, j.cancel_requested_at
+
+-- name: job_finish
+-- Apply lease holders' verdicts, fenced on each lease token, and bill each success once. A
+-- retry of a job whose cancel was requested becomes the cancellation instead.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), verdict AS (
+    SELECT *
+      FROM jsonb_to_recordset(:finishes::jsonb) AS v(
+           id text, token text, state text, result jsonb, error jsonb, usage jsonb,
+           refund_attempt integer, lost integer, dead_lettered boolean,
+           retry_in_s double precision, cancel_outcome text, creation_outcome text,
+           actor text, reason text)
+), finished AS (
+    UPDATE jobs AS j
+       SET state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                        THEN 'cancelled' ELSE v.state END,
+           result = CASE WHEN j.purged_at IS NULL THEN v.result END,
+           error = v.error,
+           usage = coalesce(v.usage, j.usage),
+           attempt = j.attempt - v.refund_attempt,
+           lost_count = j.lost_count + v.lost,
+           dead_lettered = v.dead_lettered,
+           run_at = CASE WHEN v.state = 'queued'
+                         THEN clock.now + make_interval(secs => v.retry_in_s)
+                         ELSE j.run_at END,
+           completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                               THEN NULL ELSE clock.now END,
+           cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                                 THEN 'interrupted'
+                                 ELSE coalesce(v.cancel_outcome, j.cancel_outcome) END,
+           creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
+           phase = NULL,
+           lease_owner = NULL,
+           lease_token = NULL,
+           lease_expires_at = NULL,
+           updated_at = clock.now,
+           event_seq = j.event_seq + 1,
+           transition_actor = v.actor,
+           transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                                    THEN 'cancel_requested' ELSE v.reason END
+      FROM verdict AS v, clock
+     WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
+       AND (NOT :expired_only::boolean OR j.lease_expires_at < clock.now)
+    RETURNING j.*
+), billed AS (
+    INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                              output_tokens, created_at)
+    SELECT f.id, 'completion', f.tenant_id, f.provider, f.model,
+           coalesce((v.usage ->> 'input_tokens')::bigint, 0),
+           coalesce((v.usage ->> 'output_tokens')::bigint, 0),
+           f.updated_at
+      FROM finished AS f JOIN verdict AS v ON v.id = f.id
+     WHERE f.state = 'succeeded' AND v.usage IS NOT NULL
+    ON CONFLICT (job_id, kind) DO NOTHING
+)
+SELECT * FROM finished
+
+-- name: job_leases_expired
+-- Lock running jobs whose lease ran out (skipping those another reaper holds).
+SELECT j.*
+  FROM jobs AS j
+ WHERE j.state = 'running' AND j.lease_expires_at < coalesce(:now::timestamptz, now())
+ ORDER BY j.lease_expires_at
+ LIMIT :limit
+   FOR UPDATE SKIP LOCKED
+
+-- name: usage_for_job
+-- A job's ledger entries.
+SELECT * FROM usage_ledger WHERE job_id = :job_id ORDER BY created_at, kind
+
+-- name: job_cancel
+-- Cancel: a queued job at once, a running one by request (its lease holder confirms).
+UPDATE jobs AS j
+   SET state = CASE j.state WHEN 'queued' THEN 'cancelled' ELSE j.state END,
+       completed_at = CASE j.state WHEN 'queued' THEN clock.now ELSE j.completed_at END,
+       cancel_outcome = CASE j.state WHEN 'queued' THEN 'not_started' ELSE j.cancel_outcome END,
+       cancel_requested_at = clock.now,
+       updated_at = clock.now,
+       event_seq = j.event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = CASE j.state WHEN 'queued' THEN 'cancelled'
+                                ELSE 'cancel_requested' END
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = :id AND j.tenant_id = :tenant_id
+   AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
+RETURNING j.*
+
+-- name: job_record_ignored
+-- Log an event that was not applied, under the job's next sequence number.
+WITH bumped AS (
+    UPDATE jobs SET event_seq = event_seq + 1 WHERE id = :id RETURNING id, event_seq, state
+)
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+SELECT id, event_seq, state, :to_state, :actor, :reason, false,
+       coalesce(:now::timestamptz, now())
+  FROM bumped
+
+-- name: job_expire_due
+-- Queued jobs past their start deadline become expired.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), due AS (
+    SELECT j.id
+      FROM jobs AS j, clock
+     WHERE j.state = 'queued' AND j.expires_at IS NOT NULL AND j.expires_at <= clock.now
+     ORDER BY j.expires_at
+     LIMIT :limit
+       FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs AS j
+   SET state = 'expired',
+       completed_at = clock.now,
+       error = jsonb_build_object('code', 'start_timeout', 'type', 'expired', 'message',
+                                  'no worker started the job before its start deadline'),
+       updated_at = clock.now,
+       event_seq = j.event_seq + 1,
+       transition_actor = 'reaper',
+       transition_reason = 'start_timeout'
+  FROM due, clock
+ WHERE j.id = due.id
+RETURNING j.id
+
+-- name: job_redrive
+-- An operator's redrive: a dead-lettered failed job starts a new attempt series.
+UPDATE jobs AS j
+   SET state = 'queued',
+       attempt = 0,
+       lost_count = 0,
+       series = j.series + 1,
+       dead_lettered = false,
+       run_at = clock.now,
+       completed_at = NULL,
+       deadline_at = NULL,
+       started_at = NULL,
+       updated_at = clock.now,
+       event_seq = j.event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = 'redrive'
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = :id AND j.tenant_id = :tenant_id AND j.state = 'failed' AND j.dead_lettered
+RETURNING j.*
+
+-- name: job_purge
+-- Erase a job's input and result, leaving the row as a tombstone.
+UPDATE jobs AS j
+   SET request = NULL, result = NULL, purged_at = coalesce(j.purged_at, clock.now),
+       updated_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = :id AND j.tenant_id = :tenant_id
+RETURNING j.*
+
+-- name: outbox_for_job
+-- Every outbox row of a job.
+SELECT * FROM outbox WHERE job_id = :job_id ORDER BY created_at, event_type, target

@@ -1,0 +1,609 @@
+"""The scale-out backend: PostgreSQL through asyncpg, SKIP LOCKED claims, LISTEN/NOTIFY wake-ups.
+
+Every role may run in many processes on many machines against one database. Hot paths (submit,
+claim, heartbeat, finish, get) are one statement each: asyncpg prepares and caches them per
+connection, and the triggers of migration 0001 write the event log, the outbox and the
+NOTIFY wake-ups inside the same statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import asyncpg
+import orjson
+from asyncpg.pool import PoolConnectionProxy
+
+from jobgate import errors
+from jobgate.domain.job import Job, JobEvent, Lease, NewJob
+from jobgate.domain.states import JobState
+from jobgate.storage import migrations, shared, sql
+from jobgate.storage.changes import ChangeHub
+from jobgate.storage.records import (
+    ApiKey,
+    Finish,
+    HeartbeatResult,
+    IdempotencyClaim,
+    OutboxEntry,
+    ReapResult,
+    RetryDelay,
+    SubmitOutcome,
+    Tenant,
+    UsageEntry,
+)
+from jobgate.storage.rows import RowDecoder
+
+Q = sql.load("jobgate.storage.postgres")
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+CHANNEL = "jobgate"
+Conn = asyncpg.Connection | PoolConnectionProxy
+_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.LockNotAvailableError,
+    asyncpg.exceptions.QueryCanceledError,
+    OSError,
+    TimeoutError,
+)
+
+
+def translate(exc: BaseException) -> errors.StorageError:
+    if isinstance(exc, _UNAVAILABLE):
+        return errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}")
+    return errors.StorageError(f"postgres: {type(exc).__name__}: {exc}")
+
+
+def _setter(event: asyncio.Event) -> Callable[[object], None]:
+    return lambda _conn: event.set()
+
+
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for name in ("jsonb", "json"):
+        await conn.set_type_codec(
+            name, encoder=_json_dumps, decoder=orjson.loads, schema="pg_catalog"
+        )
+
+
+def _finish_payload(finish: Finish) -> dict[str, Any]:
+    return {
+        "id": finish.lease.job_id,
+        "token": finish.lease.token,
+        "state": str(finish.state),
+        "result": finish.result,
+        "error": finish.error,
+        "usage": finish.usage,
+        "refund_attempt": 0 if finish.count_attempt else 1,
+        "lost": int(finish.lost),
+        "dead_lettered": finish.dead_lettered,
+        "retry_in_s": finish.retry_in_s,
+        "cancel_outcome": finish.cancel_outcome,
+        "creation_outcome": finish.creation_outcome,
+        "actor": finish.actor,
+        "reason": finish.reason,
+    }
+
+
+class PostgresStorage:
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 10,
+        acquire_timeout_s: float = 5.0,
+        lock_timeout_ms: int = 5000,
+    ) -> None:
+        self.dsn = dsn
+        self.changes = ChangeHub()
+        self._pool_size = pool_size
+        self._acquire_timeout_s = acquire_timeout_s
+        self._lock_timeout_ms = lock_timeout_ms
+        self._pool: asyncpg.Pool | None = None
+        self._decode = RowDecoder(time=_identity, json=_identity)
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                init=_init_connection,
+                command_timeout=60,
+                server_settings={
+                    "lock_timeout": str(self._lock_timeout_ms),
+                    "application_name": "jobgate",
+                },
+            )
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pool.close(), timeout=5)
+
+    async def _with_conn(
+        self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False
+    ) -> T:
+        if self._pool is None:
+            raise errors.StorageUnavailable("postgres storage is not open")
+        try:
+            async with self._pool.acquire(timeout=self._acquire_timeout_s) as conn:
+                if not transaction:
+                    return await work(conn)
+                async with conn.transaction():
+                    return await work(conn)
+        except errors.JobgateError:
+            raise
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+            raise translate(exc) from exc
+
+    async def _fetch(self, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
+        query = Q[query_name]
+        return await self._with_conn(
+            lambda conn: conn.fetch(query.positional_sql, *query.args(params))
+        )
+
+    async def _fetchrow(self, query_name: str, /, **params: Any) -> asyncpg.Record | None:
+        query = Q[query_name]
+        return await self._with_conn(
+            lambda conn: conn.fetchrow(query.positional_sql, *query.args(params))
+        )
+
+    @staticmethod
+    async def _run(conn: Conn, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
+        query = Q[query_name]
+        return list(await conn.fetch(query.positional_sql, *query.args(params)))
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        pending = migrations.available("jobgate.storage.postgres")
+
+        async def apply(conn: Conn) -> list[int]:
+            await conn.execute(Q["migrations_table"].sql)
+            await conn.execute(Q["migrations_lock"].sql)
+            done = {row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)}
+            applied = []
+            for migration in pending:
+                if migration.version in done:
+                    continue
+                await conn.execute(migration.sql)
+                await self._run(
+                    conn, "migration_record", version=migration.version, name=migration.name
+                )
+                applied.append(migration.version)
+            return applied
+
+        return await self._with_conn(apply, transaction=True)
+
+    async def schema_version(self) -> int:
+        async def read(conn: Conn) -> int:
+            await conn.execute(Q["migrations_table"].sql)
+            versions = [row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)]
+            return max(versions, default=0)
+
+        return await self._with_conn(read)
+
+    async def ping(self) -> None:
+        await self._with_conn(lambda conn: conn.fetchval("SELECT 1"))
+
+    async def database_now(self) -> datetime:
+        row = await self._fetchrow("database_now")
+        assert row is not None
+        moment: datetime = row["now"]
+        return moment
+
+    async def listen(self) -> None:
+        """Keep a LISTEN connection open (reconnecting with backoff) feeding `changes`."""
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen_forever(), name="jobgate-listen")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._listening.wait(), timeout=5)
+
+    async def _listen_forever(self) -> None:
+        delay = 0.1
+        while True:
+            lost = asyncio.Event()
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await asyncpg.connect(self.dsn, timeout=5)
+                conn.add_termination_listener(_setter(lost))
+                await conn.add_listener(CHANNEL, self._on_notify)
+                self._listening.set()
+                self.changes.everything_changed()  # whatever happened while we were away
+                delay = 0.1
+                while not lost.is_set():
+                    # A silent network drop does not terminate the connection: probe it.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(lost.wait(), timeout=10)
+                    if not lost.is_set():
+                        await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=5)
+            except asyncio.CancelledError:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), timeout=2)
+                raise
+            except Exception as exc:  # reconnect on any failure; never let wake-ups die
+                log.warning("listen connection lost: %s", type(exc).__name__)
+            self._listening.clear()
+            if conn is not None:
+                conn.terminate()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        kind, _, ids = str(payload).partition(":")
+        if kind == "j":
+            self.changes.jobs_changed(ids.split(","))
+        elif kind == "q":
+            self.changes.work_available()
+        elif kind == "c":
+            self.changes.cancel_requested(ids.split(","))
+        elif kind == "o":
+            self.changes.outbox_available()
+
+    # -- tenants and keys --------------------------------------------------------------
+
+    async def tenant_create(
+        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
+    ) -> Tenant:
+        row = await self._fetchrow(
+            "tenant_insert", id=tenant_id, name=name, webhook_secret=webhook_secret, now=now
+        )
+        if row is None:
+            raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
+        return self._decode.tenant(row)
+
+    async def tenant_get(
+        self, *, tenant_id: str | None = None, name: str | None = None
+    ) -> Tenant | None:
+        if tenant_id is not None:
+            row = await self._fetchrow("tenant_by_id", id=tenant_id)
+        else:
+            row = await self._fetchrow("tenant_by_name", name=name)
+        return None if row is None else self._decode.tenant(row)
+
+    async def tenant_list(self) -> list[Tenant]:
+        return [self._decode.tenant(row) for row in await self._fetch("tenant_list")]
+
+    async def api_key_create(
+        self,
+        *,
+        key_id: str,
+        tenant_id: str,
+        key_hash: str,
+        key_prefix: str,
+        now: datetime | None = None,
+    ) -> ApiKey:
+        row = await self._fetchrow(
+            "api_key_insert",
+            id=key_id,
+            tenant_id=tenant_id,
+            key_hash=key_hash,
+            key_prefix=key_prefix,
+            now=now,
+        )
+        assert row is not None
+        return self._decode.api_key(row)
+
+    async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
+        row = await self._fetchrow("api_key_tenant", key_hash=key_hash)
+        return None if row is None else self._decode.tenant(row)
+
+    async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
+        rows = await self._fetch("api_key_list", tenant_id=tenant_id)
+        return [self._decode.api_key(row) for row in rows]
+
+    async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
+        return await self._fetchrow("api_key_revoke", id=key_id, now=now) is not None
+
+    # -- jobs: submit and read ---------------------------------------------------------
+
+    async def job_insert(
+        self,
+        *,
+        job: NewJob,
+        idempotency: IdempotencyClaim | None = None,
+        now: datetime | None = None,
+    ) -> SubmitOutcome:
+        params: dict[str, Any] = {
+            "id": job.id,
+            "tenant_id": job.tenant_id,
+            "api": job.api,
+            "provider": job.provider,
+            "endpoint": job.endpoint,
+            "model": job.model,
+            "request": job.request,
+            "metadata": job.metadata,
+            "webhook": job.webhook,
+            "priority": job.priority,
+            "max_attempts": job.max_attempts,
+            "start_timeout_s": job.start_timeout_s,
+            "execution_timeout_s": job.execution_timeout_s,
+            "now": now,
+        }
+        if idempotency is None:
+            row = await self._fetchrow("job_insert", **params)
+            assert row is not None
+            self.changes.work_available()
+            return SubmitOutcome(self._decode.job(row), False, 202)
+        params.update(
+            route=idempotency.route,
+            key=idempotency.key,
+            body_hash=idempotency.body_hash,
+            status_code=idempotency.status_code,
+            ttl_s=idempotency.ttl_s,
+        )
+        for _ in range(3):  # a binding may expire between our two statements: look again
+            try:
+                row = await self._fetchrow("job_insert_idempotent", **params)
+            except errors.StorageUnavailable as exc:
+                if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
+                    raise errors.IdempotencyInProgress() from exc
+                raise
+            if row is not None:
+                self.changes.work_available()
+                return SubmitOutcome(self._decode.job(row), False, 202)
+            seen = await self._fetchrow(
+                "idempotency_find",
+                tenant_id=job.tenant_id,
+                route=idempotency.route,
+                key=idempotency.key,
+                now=now,
+            )
+            if seen is None:
+                continue
+            if seen["body_hash"] != idempotency.body_hash:
+                raise errors.IdempotencyKeyReused()
+            existing = await self.job_get(job_id=seen["job_id"])
+            if existing is None:
+                raise errors.StorageError(f"idempotency key bound to missing job {seen['job_id']}")
+            return SubmitOutcome(existing, True, seen["status_code"])
+        raise errors.IdempotencyInProgress()
+
+    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
+        if tenant_id is None:
+            row = await self._fetchrow("job_get", id=job_id)
+        else:
+            row = await self._fetchrow("job_get_for_tenant", id=job_id, tenant_id=tenant_id)
+        return None if row is None else self._decode.job(row)
+
+    async def job_list(
+        self,
+        *,
+        tenant_id: str,
+        states: Sequence[JobState] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int = 20,
+    ) -> list[Job]:
+        if after is not None and await self.job_get(job_id=after, tenant_id=tenant_id) is None:
+            raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
+        rows = await self._fetch(
+            "job_list",
+            tenant_id=tenant_id,
+            states=None if states is None else [str(s) for s in states],
+            dead_lettered=dead_lettered,
+            after_id=after,
+            limit=limit,
+        )
+        return [self._decode.job(row) for row in rows]
+
+    async def job_events(
+        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[JobEvent]:
+        rows = await self._fetch("job_events", job_id=job_id, after_seq=after_seq, limit=limit)
+        return [self._decode.event(row) for row in rows]
+
+    # -- jobs: the lease holder's side -------------------------------------------------
+
+    async def job_claim(
+        self,
+        *,
+        worker_id: str,
+        limit: int,
+        lease_ttl_s: float,
+        providers: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        rows = await self._fetch(
+            "job_claim",
+            worker_id=worker_id,
+            limit=limit,
+            lease_ttl_s=lease_ttl_s,
+            providers=None if providers is None else list(providers),
+            now=now,
+        )
+        claimed = sorted(
+            (self._decode.job(row) for row in rows), key=lambda j: (j.priority, j.run_at, j.id)
+        )
+        if claimed:
+            self.changes.jobs_changed(job.id for job in claimed)
+        return claimed
+
+    async def job_heartbeat(
+        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
+    ) -> list[HeartbeatResult]:
+        if not leases:
+            return []
+        rows = await self._fetch(
+            "job_heartbeat",
+            ids=[lease.job_id for lease in leases],
+            tokens=[lease.token for lease in leases],
+            lease_ttl_s=lease_ttl_s,
+            now=now,
+        )
+        return [HeartbeatResult(row["id"], row["cancel_requested_at"] is not None) for row in rows]
+
+    async def job_finish_many(
+        self, *, finishes: Sequence[Finish], now: datetime | None = None
+    ) -> list[Job | None]:
+        if not finishes:
+            return []
+        rows = await self._fetch(
+            "job_finish",
+            finishes=[_finish_payload(f) for f in finishes],
+            now=now,
+            expired_only=False,
+        )
+        results = self._in_order(finishes, rows)
+        self._published(results)
+        return results
+
+    def _in_order(
+        self, finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]
+    ) -> list[Job | None]:
+        by_id = {row["id"]: self._decode.job(row) for row in rows}
+        return [by_id.get(finish.lease.job_id) for finish in finishes]
+
+    async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
+        return shared.single_finish(await self.job_finish_many(finishes=[finish], now=now), finish)
+
+    async def job_release(
+        self, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
+    ) -> list[str]:
+        finishes = [
+            Finish(lease=lease, state=JobState.QUEUED, reason=reason, count_attempt=False)
+            for lease in leases
+        ]
+        results = await self.job_finish_many(finishes=finishes, now=now)
+        return [job.id for job in results if job is not None]
+
+    def _published(self, jobs: Sequence[Job | None]) -> None:
+        changed = [job.id for job in jobs if job is not None]
+        if changed:
+            self.changes.jobs_changed(changed)
+            if any(job is not None and job.state is JobState.QUEUED for job in jobs):
+                self.changes.work_available()
+
+    # -- jobs: everyone else's side ----------------------------------------------------
+
+    async def job_cancel(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        row = await self._fetchrow(
+            "job_cancel", id=job_id, tenant_id=tenant_id, actor=actor, now=now
+        )
+        if row is None:
+            return await self.job_get(job_id=job_id, tenant_id=tenant_id)
+        job = self._decode.job(row)
+        self.changes.jobs_changed([job.id])
+        if job.state is JobState.RUNNING:
+            self.changes.cancel_requested([job.id])
+        return job
+
+    async def job_record_ignored(
+        self,
+        *,
+        job_id: str,
+        to_state: JobState,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> None:
+        await self._fetch(
+            "job_record_ignored",
+            id=job_id,
+            to_state=str(to_state),
+            actor=actor,
+            reason=reason,
+            now=now,
+        )
+
+    async def job_reap_expired(
+        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
+    ) -> ReapResult:
+        async def reap(conn: Conn) -> list[Job | None]:
+            moment = now or await conn.fetchval(Q["database_now"].sql)
+            rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
+            verdicts = [
+                shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
+                for row in rows
+            ]
+            if not verdicts:
+                return []
+            finished = await self._run(
+                conn,
+                "job_finish",
+                finishes=[_finish_payload(v) for v in verdicts],
+                now=now,
+                expired_only=True,
+            )
+            return self._in_order(verdicts, finished)
+
+        jobs = await self._with_conn(reap, transaction=True)
+        self._published(jobs)
+        return shared.reap_result(jobs)
+
+    async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
+        rows = await self._fetch("job_expire_due", limit=limit, now=now)
+        expired = [row["id"] for row in rows]
+        self.changes.jobs_changed(expired)
+        return expired
+
+    async def job_redrive(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        row = await self._fetchrow(
+            "job_redrive", id=job_id, tenant_id=tenant_id, actor=actor, now=now
+        )
+        if row is None:
+            if await self.job_get(job_id=job_id, tenant_id=tenant_id) is None:
+                return None
+            raise errors.Conflict(
+                f"job {job_id} is not dead-lettered; only dead-lettered jobs can be retried",
+                code="job_not_dead_lettered",
+            )
+        job = self._decode.job(row)
+        self.changes.jobs_changed([job.id])
+        self.changes.work_available()
+        return job
+
+    async def job_purge(
+        self, *, job_id: str, tenant_id: str, now: datetime | None = None
+    ) -> Job | None:
+        row = await self._fetchrow("job_purge", id=job_id, tenant_id=tenant_id, now=now)
+        return None if row is None else self._decode.job(row)
+
+    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
+        return [
+            self._decode.usage(row) for row in await self._fetch("usage_for_job", job_id=job_id)
+        ]
+
+    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
+        return [
+            self._decode.outbox(row) for row in await self._fetch("outbox_for_job", job_id=job_id)
+        ]

@@ -1,0 +1,88 @@
+"""What both SQL backends share: deciding a reaped job's fate and the single-item wrappers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from jobgate import errors
+from jobgate.domain.job import Job, Lease
+from jobgate.domain.states import JobState
+from jobgate.storage.records import Finish, ReapResult, RetryDelay
+
+WORKER_LOST = "worker_lost"
+WORKER_LOST_REPEATEDLY = "worker_lost_repeatedly"
+
+
+def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
+    """What the reaper does with a running job whose lease expired (its worker is gone)."""
+    lease = Lease(job.id, job.lease_token or "")
+    if job.cancel_requested_at is not None:
+        return Finish(
+            lease=lease,
+            state=JobState.CANCELLED,
+            reason="cancel_requested",
+            actor="reaper",
+            cancel_outcome="interrupted",
+            lost=True,
+        )
+    if job.deadline_at is not None and job.deadline_at <= now:
+        return Finish(
+            lease=lease,
+            state=JobState.FAILED,
+            reason="deadline_exceeded",
+            actor="reaper",
+            error=error_body("deadline_exceeded", "the job ran past its execution deadline"),
+            lost=True,
+        )
+    if job.attempt >= job.max_attempts:
+        code = WORKER_LOST_REPEATEDLY if job.lost_count >= 1 else WORKER_LOST
+        return Finish(
+            lease=lease,
+            state=JobState.FAILED,
+            reason=code,
+            actor="reaper",
+            lost=True,
+            dead_lettered=True,
+            error=error_body(
+                code,
+                f"the worker running attempt {job.attempt} stopped "
+                "heartbeating and no attempts remain",
+            ),
+        )
+    return Finish(
+        lease=lease,
+        state=JobState.QUEUED,
+        reason=WORKER_LOST,
+        actor="reaper",
+        lost=True,
+        retry_in_s=retry_delay(job.attempt),
+        error=error_body(
+            WORKER_LOST, f"the worker running attempt {job.attempt} stopped heartbeating"
+        ),
+    )
+
+
+def error_body(code: str, message: str, *, kind: str = "job_error") -> dict[str, str]:
+    return {"code": code, "message": message, "type": kind}
+
+
+def single_finish(results: list[Job | None], finish: Finish) -> Job:
+    job = results[0]
+    if job is None:
+        raise errors.LeaseLost(finish.lease.job_id)
+    return job
+
+
+def reap_result(jobs: Sequence[Job | None]) -> ReapResult:
+    result = ReapResult()
+    for job in jobs:
+        if job is None:
+            continue
+        if job.state is JobState.QUEUED:
+            result.requeued.append(job.id)
+        elif job.state is JobState.CANCELLED:
+            result.cancelled.append(job.id)
+        else:
+            result.failed.append(job.id)
+    return result

@@ -1,0 +1,214 @@
+"""SQLite access for an asyncio program: one writer thread with group commit, reader threads.
+
+SQLite has one writer. Instead of every coroutine fighting for the write lock, write operations
+queue for one thread, which runs every operation waiting at that moment inside one
+`BEGIN IMMEDIATE` transaction, each in its own SAVEPOINT, and commits once (one fsync for the
+group). An operation that raises rolls back to its savepoint alone. No caller is answered
+before the COMMIT that made its write durable. Reads run on a small pool of reader threads,
+each with its own connection; WAL lets them proceed while the writer writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from jobgate import errors
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+_MAX_GROUP = 512
+_STOP = object()
+
+
+def translate(exc: sqlite3.Error) -> errors.StorageError:
+    """Map a driver error onto jobgate's storage errors."""
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in text or "busy" in text or "unable to open" in text or "disk i/o" in text
+    ):
+        return errors.StorageUnavailable(f"sqlite: {exc}")
+    return errors.StorageError(f"sqlite: {exc}")
+
+
+class SqliteDatabase:
+    def __init__(
+        self,
+        path: str,
+        *,
+        configure: Callable[[sqlite3.Connection], None] | None = None,
+        readers: int = 2,
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        self.path = path
+        self._configure = configure
+        self._busy_timeout_ms = busy_timeout_ms
+        self._reader_count = readers
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._readers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._reader_connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self._busy_timeout_ms / 1000,
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")  # durability is not traded for speed
+        conn.execute("PRAGMA foreign_keys = ON")
+        if self._configure is not None:
+            self._configure(conn)
+        return conn
+
+    def open(self) -> None:
+        if self._writer is not None:
+            return
+        try:
+            conn = self._connect()
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        self._writer = threading.Thread(
+            target=self._write_loop, args=(conn,), name="jobgate-sqlite-writer", daemon=True
+        )
+        self._writer.start()
+        self._readers = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self._reader_count, thread_name_prefix="jobgate-sqlite-reader"
+        )
+
+    async def close(self) -> None:
+        if self._writer is None:
+            return
+        self._queue.put(_STOP)
+        await asyncio.to_thread(self._writer.join)
+        self._writer = None
+        if self._readers is not None:
+            self._readers.shutdown(wait=True)
+            self._readers = None
+        with self._lock:
+            for conn in self._reader_connections:
+                conn.close()
+            self._reader_connections.clear()
+        self._local = threading.local()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def write(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `operation` in the writer's transaction; return once it is committed."""
+        if self._writer is None:
+            raise errors.StorageUnavailable("sqlite database is not open")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((operation, future, loop))
+        return await asyncio.shield(future)
+
+    def _write_loop(self, conn: sqlite3.Connection) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            group = [first]
+            while len(group) < _MAX_GROUP:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                    break
+                group.append(item)
+            self._run_group(conn, group)
+        conn.close()
+
+    def _run_group(self, conn: sqlite3.Connection, group: list[Any]) -> None:
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            failure = translate(exc)
+            failure.__cause__ = exc
+            for _, future, loop in group:
+                _deliver(loop, future, None, failure)
+            return
+        for operation, _, _ in group:
+            try:
+                conn.execute("SAVEPOINT op")
+                value = operation(conn)
+                conn.execute("RELEASE op")
+                outcomes.append((value, None))
+            except BaseException as exc:  # the operation's own error, or a driver error
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                if isinstance(exc, sqlite3.Error):
+                    failure = translate(exc)
+                    failure.__cause__ = exc
+                    exc = failure
+                outcomes.append((None, exc))
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            failure = translate(exc)
+            failure.__cause__ = exc
+            outcomes = [(None, failure) for _ in group]
+        for (_, future, loop), (value, error) in zip(group, outcomes, strict=True):
+            _deliver(loop, future, value, error)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def read(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `operation` on a reader connection (sees everything committed before it starts)."""
+        if self._readers is None:
+            raise errors.StorageUnavailable("sqlite database is not open")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._read_call, operation)
+
+    def _read_call(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        try:
+            if conn is None:
+                conn = self._connect()
+                self._local.conn = conn
+                with self._lock:
+                    self._reader_connections.append(conn)
+            return operation(conn)
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+
+def _deliver(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    value: Any,
+    error: BaseException | None,
+) -> None:
+    def settle() -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting any more
+        loop.call_soon_threadsafe(settle)

@@ -1,0 +1,258 @@
+-- Core queries for SQLite. Times are REAL Unix seconds; :now is always supplied by the caller.
+
+-- name: migrations_table
+-- Create the table that records applied migrations.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at REAL NOT NULL
+)
+
+-- name: migrations_applied
+-- Versions already applied.
+SELECT version FROM schema_migrations ORDER BY version
+
+-- name: migration_record
+-- Record one applied migration.
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :now)
+
+-- name: tenant_insert
+-- Create a tenant.
+INSERT INTO tenants (id, name, webhook_secret, created_at)
+VALUES (:id, :name, :webhook_secret, :now)
+RETURNING *
+
+-- name: tenant_by_id
+-- One tenant by id.
+SELECT * FROM tenants WHERE id = :id
+
+-- name: tenant_by_name
+-- One tenant by name.
+SELECT * FROM tenants WHERE name = :name
+
+-- name: tenant_list
+-- Every tenant, oldest first.
+SELECT * FROM tenants ORDER BY created_at, id
+
+-- name: api_key_insert
+-- Store a key's hash.
+INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
+VALUES (:id, :tenant_id, :key_hash, :key_prefix, :now)
+RETURNING *
+
+-- name: api_key_tenant
+-- The tenant owning a live key with this hash.
+SELECT t.*
+  FROM api_keys AS k JOIN tenants AS t ON t.id = k.tenant_id
+ WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL
+
+-- name: api_key_list
+-- A tenant's keys, oldest first.
+SELECT * FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id
+
+-- name: api_key_revoke
+-- Revoke a key (idempotent).
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, :now) WHERE id = :id RETURNING id
+
+-- name: idempotency_find
+-- A live idempotency key.
+SELECT body_hash, job_id, status_code
+  FROM idempotency_keys
+ WHERE tenant_id = :tenant_id AND route = :route AND key = :key AND expires_at > :now
+
+-- name: idempotency_bind
+-- Bind a key to a new job, replacing an expired binding.
+INSERT INTO idempotency_keys
+    (tenant_id, route, key, body_hash, job_id, status_code, created_at, expires_at)
+VALUES (:tenant_id, :route, :key, :body_hash, :job_id, :status_code, :now, :expires_at)
+ON CONFLICT (tenant_id, route, key) DO UPDATE
+   SET body_hash = excluded.body_hash, job_id = excluded.job_id,
+       status_code = excluded.status_code, created_at = excluded.created_at,
+       expires_at = excluded.expires_at
+ WHERE idempotency_keys.expires_at <= :now
+
+-- name: job_insert
+-- Insert a queued job (its first event is written by the jobs_log_insert trigger).
+INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
+                  webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
+                  execution_timeout_s, event_seq, transition_actor, transition_reason)
+VALUES (:id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
+        :webhook, :priority, :max_attempts, :now, :now, :now, :expires_at,
+        :execution_timeout_s, 1, 'api', 'submitted')
+RETURNING *
+
+-- name: job_get
+-- One job by id.
+SELECT * FROM jobs WHERE id = :id
+
+-- name: job_get_for_tenant
+-- One job by id, only if the tenant owns it.
+SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
+
+-- name: job_list
+-- A page of a tenant's jobs, newest first, optionally filtered.
+SELECT *
+  FROM jobs
+ WHERE tenant_id = :tenant_id
+   AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+   AND (:dead_lettered IS NULL OR dead_lettered = :dead_lettered)
+   AND (:after_created_at IS NULL OR (created_at, id) < (:after_created_at, :after_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: job_events
+-- A job's event log after a sequence number.
+SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit
+
+-- name: job_claim
+-- Lease the next claimable jobs in (priority, run_at, id) order.
+UPDATE jobs
+   SET state = 'running',
+       attempt = attempt + 1,
+       run_count = run_count + 1,
+       lease_owner = :worker_id,
+       lease_token = lower(hex(randomblob(16))),
+       lease_expires_at = :now + :lease_ttl_s,
+       started_at = coalesce(started_at, :now),
+       deadline_at = coalesce(deadline_at, :now + execution_timeout_s),
+       phase = 'awaiting_provider',
+       updated_at = :now,
+       event_seq = event_seq + 1,
+       transition_actor = :worker_id,
+       transition_reason = 'claimed'
+ WHERE id IN (SELECT id
+                FROM jobs
+               WHERE state = 'queued'
+                 AND run_at <= :now
+                 AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+               ORDER BY priority, run_at, id
+               LIMIT :limit)
+RETURNING *
+
+-- name: job_heartbeat
+-- Extend a lease still held; answers whether a cancel was requested.
+UPDATE jobs
+   SET lease_expires_at = :now + :lease_ttl_s
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING id, cancel_requested_at
+
+-- name: job_finish
+-- Apply a lease holder's verdict, fenced on the lease token. A retry of a job whose cancel was
+-- requested becomes the cancellation instead.
+UPDATE jobs
+   SET state = CASE WHEN :state = 'queued' AND cancel_requested_at IS NOT NULL
+                    THEN 'cancelled' ELSE :state END,
+       result = CASE WHEN purged_at IS NULL THEN :result END,
+       error = :error,
+       usage = coalesce(:usage, usage),
+       attempt = attempt - :refund_attempt,
+       lost_count = lost_count + :lost,
+       dead_lettered = :dead_lettered,
+       run_at = CASE WHEN :state = 'queued' THEN :now + :retry_in_s ELSE run_at END,
+       completed_at = CASE WHEN :state = 'queued' AND cancel_requested_at IS NULL
+                           THEN NULL ELSE :now END,
+       cancel_outcome = CASE WHEN :state = 'queued' AND cancel_requested_at IS NOT NULL
+                             THEN 'interrupted' ELSE coalesce(:cancel_outcome, cancel_outcome) END,
+       creation_outcome = coalesce(:creation_outcome, creation_outcome),
+       phase = NULL,
+       lease_owner = NULL,
+       lease_token = NULL,
+       lease_expires_at = NULL,
+       updated_at = :now,
+       event_seq = event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = CASE WHEN :state = 'queued' AND cancel_requested_at IS NOT NULL
+                                THEN 'cancel_requested' ELSE :reason END
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+   AND (:expired_only = 0 OR lease_expires_at < :now)
+RETURNING *
+
+-- name: usage_record
+-- Bill a completion once: the ledger is unique on (job_id, kind).
+INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                          output_tokens, created_at)
+VALUES (:job_id, :kind, :tenant_id, :provider, :model, :input_tokens, :output_tokens, :now)
+ON CONFLICT (job_id, kind) DO NOTHING
+
+-- name: usage_for_job
+-- A job's ledger entries.
+SELECT * FROM usage_ledger WHERE job_id = :job_id ORDER BY created_at, kind
+
+-- name: job_cancel
+-- Cancel: a queued job at once, a running one by request (its lease holder confirms).
+UPDATE jobs
+   SET state = CASE state WHEN 'queued' THEN 'cancelled' ELSE state END,
+       completed_at = CASE state WHEN 'queued' THEN :now ELSE completed_at END,
+       cancel_outcome = CASE state WHEN 'queued' THEN 'not_started' ELSE cancel_outcome END,
+       cancel_requested_at = :now,
+       updated_at = :now,
+       event_seq = event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = CASE state WHEN 'queued' THEN 'cancelled' ELSE 'cancel_requested' END
+ WHERE id = :id AND tenant_id = :tenant_id
+   AND (state = 'queued' OR (state = 'running' AND cancel_requested_at IS NULL))
+RETURNING *
+
+-- name: job_bump_seq
+-- Take the next event sequence number without changing the state (an ignored event).
+UPDATE jobs SET event_seq = event_seq + 1 WHERE id = :id RETURNING event_seq, state
+
+-- name: job_event_insert
+-- Append an event the triggers do not write (one that was not applied).
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+VALUES (:job_id, :seq, :from_state, :to_state, :actor, :reason, :applied, :now)
+
+-- name: job_leases_expired
+-- Running jobs whose lease ran out, oldest expiry first.
+SELECT *
+  FROM jobs
+ WHERE state = 'running' AND lease_expires_at < :now
+ ORDER BY lease_expires_at
+ LIMIT :limit
+
+-- name: job_expire_due
+-- Queued jobs past their start deadline become expired.
+UPDATE jobs
+   SET state = 'expired',
+       completed_at = :now,
+       error = json_object('code', 'start_timeout', 'type', 'expired',
+                           'message', 'no worker started the job before its start deadline'),
+       updated_at = :now,
+       event_seq = event_seq + 1,
+       transition_actor = 'reaper',
+       transition_reason = 'start_timeout'
+ WHERE id IN (SELECT id FROM jobs
+               WHERE state = 'queued' AND expires_at IS NOT NULL AND expires_at <= :now
+               ORDER BY expires_at
+               LIMIT :limit)
+RETURNING id
+
+-- name: job_redrive
+-- An operator's redrive: a dead-lettered failed job starts a new attempt series.
+UPDATE jobs
+   SET state = 'queued',
+       attempt = 0,
+       lost_count = 0,
+       series = series + 1,
+       dead_lettered = 0,
+       run_at = :now,
+       completed_at = NULL,
+       deadline_at = NULL,
+       started_at = NULL,
+       updated_at = :now,
+       event_seq = event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = 'redrive'
+ WHERE id = :id AND tenant_id = :tenant_id AND state = 'failed' AND dead_lettered = 1
+RETURNING *
+
+-- name: job_purge
+-- Erase a job's input and result, leaving the row as a tombstone.
+UPDATE jobs
+   SET request = NULL, result = NULL, purged_at = coalesce(purged_at, :now), updated_at = :now
+ WHERE id = :id AND tenant_id = :tenant_id
+RETURNING *
+
+-- name: outbox_for_job
+-- Every outbox row of a job.
+SELECT * FROM outbox WHERE job_id = :job_id ORDER BY created_at, event_type, target

@@ -1,0 +1,595 @@
+"""The embedded backend: one SQLite file in WAL mode, `synchronous=FULL`, one writer.
+
+SQLite is one writer by design; the writer thread in `database` groups concurrent writes into
+one commit. Several jobgate processes may share the file (busy_timeout waits for the lock),
+but wake-ups then cross processes only by polling: scale out on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from jobgate import errors, ids
+from jobgate.clock import Clock, SystemClock, from_unix
+from jobgate.domain import events as domain_events
+from jobgate.domain.job import Job, JobEvent, Lease, NewJob
+from jobgate.domain.states import JobState
+from jobgate.storage import migrations, shared, sql
+from jobgate.storage.changes import ChangeHub
+from jobgate.storage.records import (
+    ApiKey,
+    Finish,
+    HeartbeatResult,
+    IdempotencyClaim,
+    OutboxEntry,
+    ReapResult,
+    RetryDelay,
+    SubmitOutcome,
+    Tenant,
+    UsageEntry,
+)
+from jobgate.storage.rows import RowDecoder
+from jobgate.storage.sqlite.database import SqliteDatabase
+
+Q = sql.load("jobgate.storage.sqlite")
+
+
+def _time_out(value: Any) -> datetime | None:
+    return None if value is None else from_unix(value)
+
+
+def _json_out(value: Any) -> Any:
+    return None if value is None else orjson.loads(value)
+
+
+def _json_in(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _ts(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def _event_type(api: str, state: str) -> str | None:
+    return domain_events.event_type_for(api, JobState(state))
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """The functions the triggers call; every connection that writes jobs needs them."""
+    conn.create_function("jobgate_event_type", 2, _event_type, deterministic=True)
+    conn.create_function("jobgate_event_id", 3, ids.event_id, deterministic=True)
+
+
+def path_from_url(url: str) -> str:
+    """`sqlite:///relative.db`, `sqlite:////absolute.db` or `sqlite://:memory:`-free paths."""
+    if not url.startswith("sqlite://"):
+        raise errors.ConfigError("JOBGATE_DATABASE_URL", f"not a sqlite URL: {url!r}")
+    path = url[len("sqlite://") :]
+    if path.startswith("/"):
+        path = path[1:]
+    if not path:
+        raise errors.ConfigError("JOBGATE_DATABASE_URL", "sqlite URL names no file")
+    return path
+
+
+class SqliteStorage:
+    dialect = "sqlite"
+
+    def __init__(self, path: str, *, clock: Clock | None = None) -> None:
+        self.path = path
+        self.changes = ChangeHub()
+        self._clock = clock or SystemClock()
+        self._db = SqliteDatabase(path, configure=register_functions)
+        self._decode = RowDecoder(time=_time_out, json=_json_out)
+
+    @classmethod
+    def from_url(cls, url: str, *, clock: Clock | None = None) -> SqliteStorage:
+        return cls(path_from_url(url), clock=clock)
+
+    def _now(self, now: datetime | None) -> float:
+        # On SQLite the database's clock is this host's clock.
+        return _ts(now or self._clock.now())
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._db.open()
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def migrate(self) -> list[int]:
+        pending = migrations.available("jobgate.storage.sqlite")
+        now = self._now(None)
+
+        def apply(conn: sqlite3.Connection) -> list[int]:
+            conn.execute(Q["migrations_table"].sql)
+            done = {row[0] for row in conn.execute(Q["migrations_applied"].sql)}
+            applied = []
+            for migration in pending:
+                if migration.version in done:
+                    continue
+                for statement in _statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    Q["migration_record"].sql,
+                    {"version": migration.version, "name": migration.name, "now": now},
+                )
+                applied.append(migration.version)
+            return applied
+
+        return await self._db.write(apply)
+
+    async def schema_version(self) -> int:
+        def read(conn: sqlite3.Connection) -> int:
+            conn.execute(Q["migrations_table"].sql)
+            versions = [row[0] for row in conn.execute(Q["migrations_applied"].sql)]
+            return max(versions, default=0)
+
+        return await self._db.read(read)
+
+    async def ping(self) -> None:
+        await self._db.read(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def listen(self) -> None:
+        return None
+
+    async def database_now(self) -> datetime:
+        return self._clock.now()
+
+    # -- tenants and keys --------------------------------------------------------------
+
+    async def tenant_create(
+        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
+    ) -> Tenant:
+        params = {
+            "id": tenant_id,
+            "name": name,
+            "webhook_secret": webhook_secret,
+            "now": self._now(now),
+        }
+
+        def insert(conn: sqlite3.Connection) -> Tenant:
+            if conn.execute(Q["tenant_by_name"].sql, {"name": name}).fetchone():
+                raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
+            return self._decode.tenant(conn.execute(Q["tenant_insert"].sql, params).fetchone())
+
+        return await self._db.write(insert)
+
+    async def tenant_get(
+        self, *, tenant_id: str | None = None, name: str | None = None
+    ) -> Tenant | None:
+        query, params = (
+            (Q["tenant_by_id"], {"id": tenant_id})
+            if tenant_id is not None
+            else (Q["tenant_by_name"], {"name": name})
+        )
+        row = await self._db.read(lambda conn: conn.execute(query.sql, params).fetchone())
+        return None if row is None else self._decode.tenant(row)
+
+    async def tenant_list(self) -> list[Tenant]:
+        rows = await self._db.read(lambda conn: conn.execute(Q["tenant_list"].sql).fetchall())
+        return [self._decode.tenant(row) for row in rows]
+
+    async def api_key_create(
+        self,
+        *,
+        key_id: str,
+        tenant_id: str,
+        key_hash: str,
+        key_prefix: str,
+        now: datetime | None = None,
+    ) -> ApiKey:
+        params = {
+            "id": key_id,
+            "tenant_id": tenant_id,
+            "key_hash": key_hash,
+            "key_prefix": key_prefix,
+            "now": self._now(now),
+        }
+        row = await self._db.write(
+            lambda conn: conn.execute(Q["api_key_insert"].sql, params).fetchone()
+        )
+        return self._decode.api_key(row)
+
+    async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
+        row = await self._db.read(
+            lambda conn: conn.execute(Q["api_key_tenant"].sql, {"key_hash": key_hash}).fetchone()
+        )
+        return None if row is None else self._decode.tenant(row)
+
+    async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
+        rows = await self._db.read(
+            lambda conn: conn.execute(Q["api_key_list"].sql, {"tenant_id": tenant_id}).fetchall()
+        )
+        return [self._decode.api_key(row) for row in rows]
+
+    async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
+        params = {"id": key_id, "now": self._now(now)}
+        row = await self._db.write(
+            lambda conn: conn.execute(Q["api_key_revoke"].sql, params).fetchone()
+        )
+        return row is not None
+
+    # -- jobs: submit and read ---------------------------------------------------------
+
+    async def job_insert(
+        self,
+        *,
+        job: NewJob,
+        idempotency: IdempotencyClaim | None = None,
+        now: datetime | None = None,
+    ) -> SubmitOutcome:
+        at = self._now(now)
+        params = {
+            "id": job.id,
+            "tenant_id": job.tenant_id,
+            "api": job.api,
+            "provider": job.provider,
+            "endpoint": job.endpoint,
+            "model": job.model,
+            "request": _json_in(job.request),
+            "metadata": _json_in(job.metadata),
+            "webhook": _json_in(job.webhook),
+            "priority": job.priority,
+            "max_attempts": job.max_attempts,
+            "now": at,
+            "expires_at": None if job.start_timeout_s is None else at + job.start_timeout_s,
+            "execution_timeout_s": job.execution_timeout_s,
+        }
+
+        def insert(conn: sqlite3.Connection) -> SubmitOutcome:
+            if idempotency is not None:
+                key = {
+                    "tenant_id": job.tenant_id,
+                    "route": idempotency.route,
+                    "key": idempotency.key,
+                    "now": at,
+                }
+                seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
+                if seen is not None:
+                    if seen["body_hash"] != idempotency.body_hash:
+                        raise errors.IdempotencyKeyReused()
+                    row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
+                    return SubmitOutcome(self._decode.job(row), True, seen["status_code"])
+                conn.execute(
+                    Q["idempotency_bind"].sql,
+                    {
+                        **key,
+                        "body_hash": idempotency.body_hash,
+                        "job_id": job.id,
+                        "status_code": idempotency.status_code,
+                        "expires_at": at + idempotency.ttl_s,
+                    },
+                )
+            row = conn.execute(Q["job_insert"].sql, params).fetchone()
+            return SubmitOutcome(self._decode.job(row), False, 202)
+
+        outcome = await self._db.write(insert)
+        if not outcome.replayed:
+            self.changes.work_available()
+        return outcome
+
+    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
+        if tenant_id is None:
+            query, params = Q["job_get"].sql, {"id": job_id}
+        else:
+            query, params = Q["job_get_for_tenant"].sql, {"id": job_id, "tenant_id": tenant_id}
+        row = await self._db.read(lambda conn: conn.execute(query, params).fetchone())
+        return None if row is None else self._decode.job(row)
+
+    async def job_list(
+        self,
+        *,
+        tenant_id: str,
+        states: Sequence[JobState] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int = 20,
+    ) -> list[Job]:
+        def read(conn: sqlite3.Connection) -> list[Job]:
+            after_created_at = after_id = None
+            if after is not None:
+                anchor = conn.execute(
+                    Q["job_get_for_tenant"].sql, {"id": after, "tenant_id": tenant_id}
+                ).fetchone()
+                if anchor is None:
+                    raise errors.InvalidRequest(
+                        f"no job with id {after!r} to page after", param="after"
+                    )
+                after_created_at, after_id = anchor["created_at"], anchor["id"]
+            rows = conn.execute(
+                Q["job_list"].sql,
+                {
+                    "tenant_id": tenant_id,
+                    "states": None if states is None else _json_in([str(s) for s in states]),
+                    "dead_lettered": dead_lettered,
+                    "after_created_at": after_created_at,
+                    "after_id": after_id,
+                    "limit": limit,
+                },
+            ).fetchall()
+            return [self._decode.job(row) for row in rows]
+
+        return await self._db.read(read)
+
+    async def job_events(
+        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[JobEvent]:
+        params = {"job_id": job_id, "after_seq": after_seq, "limit": limit}
+        rows = await self._db.read(
+            lambda conn: conn.execute(Q["job_events"].sql, params).fetchall()
+        )
+        return [self._decode.event(row) for row in rows]
+
+    # -- jobs: the lease holder's side -------------------------------------------------
+
+    async def job_claim(
+        self,
+        *,
+        worker_id: str,
+        limit: int,
+        lease_ttl_s: float,
+        providers: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        params = {
+            "worker_id": worker_id,
+            "limit": limit,
+            "lease_ttl_s": lease_ttl_s,
+            "providers": None if providers is None else _json_in(list(providers)),
+            "now": self._now(now),
+        }
+        rows = await self._db.write(
+            lambda conn: conn.execute(Q["job_claim"].sql, params).fetchall()
+        )
+        claimed = sorted(
+            (self._decode.job(row) for row in rows), key=lambda j: (j.priority, j.run_at, j.id)
+        )
+        if claimed:
+            self.changes.jobs_changed(job.id for job in claimed)
+        return claimed
+
+    async def job_heartbeat(
+        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
+    ) -> list[HeartbeatResult]:
+        at = self._now(now)
+
+        def renew(conn: sqlite3.Connection) -> list[HeartbeatResult]:
+            held = []
+            for lease in leases:
+                row = conn.execute(
+                    Q["job_heartbeat"].sql,
+                    {
+                        "id": lease.job_id,
+                        "token": lease.token,
+                        "now": at,
+                        "lease_ttl_s": lease_ttl_s,
+                    },
+                ).fetchone()
+                if row is not None:
+                    held.append(HeartbeatResult(row["id"], row["cancel_requested_at"] is not None))
+            return held
+
+        return await self._db.write(renew) if leases else []
+
+    def _finish_one(
+        self, conn: sqlite3.Connection, finish: Finish, at: float, *, expired_only: bool = False
+    ) -> Job | None:
+        row = conn.execute(
+            Q["job_finish"].sql,
+            {
+                "id": finish.lease.job_id,
+                "token": finish.lease.token,
+                "state": str(finish.state),
+                "result": _json_in(finish.result),
+                "error": _json_in(finish.error),
+                "usage": _json_in(finish.usage),
+                "refund_attempt": 0 if finish.count_attempt else 1,
+                "lost": int(finish.lost),
+                "dead_lettered": int(finish.dead_lettered),
+                "retry_in_s": finish.retry_in_s,
+                "cancel_outcome": finish.cancel_outcome,
+                "creation_outcome": finish.creation_outcome,
+                "actor": finish.actor,
+                "reason": finish.reason,
+                "expired_only": int(expired_only),
+                "now": at,
+            },
+        ).fetchone()
+        if row is None:
+            return None
+        job = self._decode.job(row)
+        if job.state is JobState.SUCCEEDED and finish.usage:
+            conn.execute(
+                Q["usage_record"].sql,
+                {
+                    "job_id": job.id,
+                    "kind": "completion",
+                    "tenant_id": job.tenant_id,
+                    "provider": job.provider,
+                    "model": job.model,
+                    "input_tokens": int(finish.usage.get("input_tokens") or 0),
+                    "output_tokens": int(finish.usage.get("output_tokens") or 0),
+                    "now": at,
+                },
+            )
+        return job
+
+    async def job_finish_many(
+        self, *, finishes: Sequence[Finish], now: datetime | None = None
+    ) -> list[Job | None]:
+        if not finishes:
+            return []
+        at = self._now(now)
+        results = await self._db.write(
+            lambda conn: [self._finish_one(conn, finish, at) for finish in finishes]
+        )
+        self._published(results)
+        return results
+
+    async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
+        return shared.single_finish(await self.job_finish_many(finishes=[finish], now=now), finish)
+
+    async def job_release(
+        self, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
+    ) -> list[str]:
+        finishes = [
+            Finish(lease=lease, state=JobState.QUEUED, reason=reason, count_attempt=False)
+            for lease in leases
+        ]
+        results = await self.job_finish_many(finishes=finishes, now=now)
+        return [job.id for job in results if job is not None]
+
+    def _published(self, jobs: Sequence[Job | None]) -> None:
+        changed = [job.id for job in jobs if job is not None]
+        if changed:
+            self.changes.jobs_changed(changed)
+            if any(job is not None and job.state is JobState.QUEUED for job in jobs):
+                self.changes.work_available()
+            self.changes.outbox_available()
+
+    # -- jobs: everyone else's side ----------------------------------------------------
+
+    async def job_cancel(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        params = {"id": job_id, "tenant_id": tenant_id, "actor": actor, "now": self._now(now)}
+
+        def cancel(conn: sqlite3.Connection) -> tuple[Job | None, bool]:
+            row = conn.execute(Q["job_cancel"].sql, params).fetchone()
+            if row is not None:
+                return self._decode.job(row), True
+            row = conn.execute(Q["job_get_for_tenant"].sql, params).fetchone()
+            return (None if row is None else self._decode.job(row)), False
+
+        job, changed = await self._db.write(cancel)
+        if job is not None and changed:
+            self.changes.jobs_changed([job.id])
+            if job.state is JobState.RUNNING:
+                self.changes.cancel_requested([job.id])
+            else:
+                self.changes.outbox_available()
+        return job
+
+    async def job_record_ignored(
+        self,
+        *,
+        job_id: str,
+        to_state: JobState,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> None:
+        at = self._now(now)
+
+        def record(conn: sqlite3.Connection) -> None:
+            row = conn.execute(Q["job_bump_seq"].sql, {"id": job_id}).fetchone()
+            if row is None:
+                return
+            conn.execute(
+                Q["job_event_insert"].sql,
+                {
+                    "job_id": job_id,
+                    "seq": row["event_seq"],
+                    "from_state": row["state"],
+                    "to_state": str(to_state),
+                    "actor": actor,
+                    "reason": reason,
+                    "applied": 0,
+                    "now": at,
+                },
+            )
+
+        await self._db.write(record)
+
+    async def job_reap_expired(
+        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
+    ) -> ReapResult:
+        moment = now or self._clock.now()
+        at = _ts(moment)
+
+        def reap(conn: sqlite3.Connection) -> list[Job | None]:
+            rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
+            verdicts = [
+                shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
+                for row in rows.fetchall()
+            ]
+            return [self._finish_one(conn, v, at, expired_only=True) for v in verdicts]
+
+        jobs = await self._db.write(reap)
+        self._published(jobs)
+        return shared.reap_result(jobs)
+
+    async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
+        params = {"limit": limit, "now": self._now(now)}
+        rows = await self._db.write(
+            lambda conn: conn.execute(Q["job_expire_due"].sql, params).fetchall()
+        )
+        expired = [row["id"] for row in rows]
+        if expired:
+            self.changes.jobs_changed(expired)
+            self.changes.outbox_available()
+        return expired
+
+    async def job_redrive(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        params = {"id": job_id, "tenant_id": tenant_id, "actor": actor, "now": self._now(now)}
+
+        def redrive(conn: sqlite3.Connection) -> Job | None:
+            row = conn.execute(Q["job_redrive"].sql, params).fetchone()
+            if row is not None:
+                return self._decode.job(row)
+            if conn.execute(Q["job_get_for_tenant"].sql, params).fetchone() is None:
+                return None
+            raise errors.Conflict(
+                f"job {job_id} is not dead-lettered; only dead-lettered jobs can be retried",
+                code="job_not_dead_lettered",
+            )
+
+        job = await self._db.write(redrive)
+        if job is not None:
+            self.changes.jobs_changed([job.id])
+            self.changes.work_available()
+        return job
+
+    async def job_purge(
+        self, *, job_id: str, tenant_id: str, now: datetime | None = None
+    ) -> Job | None:
+        params = {"id": job_id, "tenant_id": tenant_id, "now": self._now(now)}
+        row = await self._db.write(lambda conn: conn.execute(Q["job_purge"].sql, params).fetchone())
+        return None if row is None else self._decode.job(row)
+
+    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
+        rows = await self._db.read(
+            lambda conn: conn.execute(Q["usage_for_job"].sql, {"job_id": job_id}).fetchall()
+        )
+        return [self._decode.usage(row) for row in rows]
+
+    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
+        rows = await self._db.read(
+            lambda conn: conn.execute(Q["outbox_for_job"].sql, {"job_id": job_id}).fetchall()
+        )
+        return [self._decode.outbox(row) for row in rows]
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements; CREATE TRIGGER bodies hold semicolons of their own."""
+    statements: list[str] = []
+    current: list[str] = []
+    for line in script.splitlines():
+        current.append(line)
+        candidate = "\n".join(current).strip()
+        if candidate.endswith(";") and sqlite3.complete_statement(candidate):
+            statements.append(candidate)
+            current = []
+    tail = "\n".join(current).strip()
+    if tail and not all(line.strip().startswith("--") or not line.strip() for line in current):
+        statements.append(tail)
+    return statements

@@ -1,0 +1,13 @@
+"""Predictable ids: prefix_000001, prefix_000002, ..."""
+
+from __future__ import annotations
+
+import itertools
+
+
+class SequentialIds:
+    def __init__(self) -> None:
+        self._counter = itertools.count(1)
+
+    def new(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._counter):06d}"

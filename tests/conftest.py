@@ -1,0 +1,102 @@
+"""Fixtures shared by every tier: a fake clock, and storage on both backends.
+
+PostgreSQL tests run against JOBGATE_TEST_DATABASE_URL (default: the local `test` database),
+each on its own database cloned from a migrated template. They skip when the server is not
+reachable, unless JOBGATE_TEST_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.protocol import Storage
+from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.testing import FakeClock
+from jobgate.testing.databases import PostgresTemplate, postgres_available
+
+T = TypeVar("T")
+REQUIRE_POSTGRES = os.environ.get("JOBGATE_TEST_REQUIRE_POSTGRES") == "1"
+_postgres_tests_run = 0
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running loop."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[PostgresTemplate]:
+    if not run_sync(postgres_available()):
+        message = "PostgreSQL is not reachable (JOBGATE_TEST_DATABASE_URL)"
+        if REQUIRE_POSTGRES:
+            pytest.fail(message + " and JOBGATE_TEST_REQUIRE_POSTGRES=1")
+        pytest.skip(message)
+    template = PostgresTemplate()
+    run_sync(template.create())
+    yield template
+    run_sync(template.drop())
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    global _postgres_tests_run
+    if request.param == "postgres":
+        request.getfixturevalue("pg_template")
+        _postgres_tests_run += 1
+    return str(request.param)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    # Starts at the real time, so PostgreSQL's own clock (used where `now` is not passed)
+    # agrees with it to within the test's duration.
+    from jobgate.clock import SystemClock
+
+    real = SystemClock().now()
+    return FakeClock(datetime.fromtimestamp(int(real.timestamp()), UTC))
+
+
+@pytest.fixture
+async def storage(
+    backend: str, clock: FakeClock, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Storage]:
+    if backend == "sqlite":
+        store: Storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+        await store.open()
+        await store.migrate()
+        yield store
+        await store.close()
+        return
+    template: PostgresTemplate = request.getfixturevalue("pg_template")
+    dsn = await template.clone()
+    store = PostgresStorage(dsn, pool_size=4)
+    await store.open()
+    yield store
+    await store.close()
+    await template.drop_clone(dsn)
+
+
+@pytest.fixture
+async def pg_dsn(pg_template: PostgresTemplate) -> AsyncIterator[str]:
+    """A fresh migrated PostgreSQL database for tests that start their own processes."""
+    global _postgres_tests_run
+    _postgres_tests_run += 1
+    dsn = await pg_template.clone()
+    yield dsn
+    await pg_template.drop_clone(dsn)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if REQUIRE_POSTGRES and _postgres_tests_run == 0 and session.testscollected:
+        print("\nJOBGATE_TEST_REQUIRE_POSTGRES=1 but no PostgreSQL test ran", flush=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
