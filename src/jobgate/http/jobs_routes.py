@@ -10,7 +10,7 @@ import orjson
 from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
 
-from jobgate import errors
+from jobgate import errors, failpoints
 from jobgate.domain.states import JobState
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.models import (
@@ -80,6 +80,7 @@ async def submit_job(
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key
     )
+    failpoints.hit("after_submit_commit_before_response")
     job = outcome.job
     status = outcome.status_code
     headers = {"Location": f"/v1/jobs/{job.id}"}

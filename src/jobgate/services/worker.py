@@ -17,7 +17,7 @@ import random
 import secrets
 import socket
 
-from jobgate import errors
+from jobgate import errors, failpoints
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
@@ -75,7 +75,9 @@ class _FinishBatcher:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             try:
+                failpoints.hit("before_finish_commit")
                 results = await self._storage.job_finish_many(finishes=[f for f, _ in batch])
+                failpoints.hit("after_finish_commit")
             except Exception as exc:  # each caller decides whether to retry
                 for _, future in batch:
                     if not future.done():
@@ -197,6 +199,7 @@ class Worker:
         finally:
             abort_task.cancel()
         if call_task in done:
+            failpoints.hit("after_provider_response")
             if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
                 return None
             return self._verdict(job, call_task)
