@@ -17,10 +17,14 @@ from typing import Any, TypeVar
 
 import pytest
 
+from jobgate.config import ProviderConfig, Settings
+from jobgate.providers.registry import ProviderRegistry
+from jobgate.providers.sim import SimProvider
+from jobgate.services.runtime import Runtime
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
-from jobgate.testing import FakeClock
+from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds
 from jobgate.testing.databases import PostgresTemplate, postgres_available
 
 T = TypeVar("T")
@@ -94,6 +98,39 @@ async def pg_dsn(pg_template: PostgresTemplate) -> AsyncIterator[str]:
     dsn = await pg_template.clone()
     yield dsn
     await pg_template.drop_clone(dsn)
+
+
+@pytest.fixture
+def scripted() -> ScriptedProvider:
+    return ScriptedProvider("scripted")
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(
+        database_url="sqlite:///unused.db",
+        lease_ttl_s=60,
+        heartbeat_interval_s=15,
+        retry_base_s=0.05,
+        retry_max_s=0.05,
+        max_attempts=3,
+        shutdown_grace_s=0,
+    )
+
+
+@pytest.fixture
+def runtime(
+    storage: Storage, settings: Settings, clock: FakeClock, scripted: ScriptedProvider
+) -> Runtime:
+    registry = ProviderRegistry(
+        {"sim": SimProvider("sim", clock=clock), "scripted": scripted},
+        configs={
+            "sim": ProviderConfig(kind="sim", model_prefixes=("sim-",)),
+            "scripted": ProviderConfig(kind="sim"),
+        },
+        default="sim",
+    )
+    return Runtime(settings, storage=storage, clock=clock, ids=SequentialIds(), providers=registry)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

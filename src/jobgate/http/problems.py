@@ -97,11 +97,14 @@ async def handle_jobgate_error(_request: Request, exc: Exception) -> Response:
 async def handle_validation_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
-    location = [str(part) for part in first.get("loc", ()) if part != "body"]
+    location = [str(part) for part in first.get("loc", ())]
+    if location[:1] == ["body"]:  # FastAPI's prefix for the request body: the rest names the field
+        location = location[1:]
     param = ".".join(location) or None
     if first.get("type") == "json_invalid":
         detail = "request body is not valid JSON"
         code = "invalid_json"
+        param = None
     else:
         message = first.get("msg", "invalid request")
         detail = f"{param}: {message}" if param else message

@@ -1,0 +1,5 @@
+"""`python -m jobgate.cli`."""
+
+from jobgate.cli import main
+
+main()

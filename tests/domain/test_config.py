@@ -1,0 +1,77 @@
+"""Settings: defaults, jobgate.toml, JOBGATE_* variables; bad values name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobgate import errors
+from jobgate.config import load_settings
+
+
+def test_defaults_match_the_design(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no jobgate.toml here
+    settings = load_settings({})
+    assert settings.database_url == "sqlite:///./jobgate.db"
+    assert (settings.lease_ttl_s, settings.heartbeat_interval_s) == (60, 15)
+    assert settings.reaper_interval_s == 30 and settings.worker_concurrency == 16
+    assert settings.max_body_bytes == 1024 * 1024
+    assert settings.webhook_retry_profile == "standard" and settings.unknown_outcome == "fail"
+    assert settings.retention_s == 7 * 86400 and settings.idempotency_ttl_s >= 86400
+    assert "sim" in settings.all_providers()
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(
+        "lease_ttl_s = 30\nheartbeat_interval_s = 5\n"
+        '[providers.upstream]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "UPSTREAM_KEY"\nmodels = ["gpt-4.1-mini"]\n'
+        "[tenants.acme]\nmax_running = 8\n"
+    )
+    settings = load_settings(
+        {
+            "JOBGATE_LEASE_TTL_S": "45",
+            "JOBGATE_WEBHOOK_ALLOW_HTTP": "1",
+            "JOBGATE_WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8, 10.0.0.0/8",
+        },
+        config_path=config,
+    )
+    assert settings.lease_ttl_s == 45 and settings.heartbeat_interval_s == 5
+    assert settings.webhook_allow_http is True
+    assert settings.webhook_allow_cidrs == ("127.0.0.0/8", "10.0.0.0/8")
+    assert settings.providers["upstream"].models == ("gpt-4.1-mini",)
+    assert settings.limits_for("acme").max_running == 8
+    assert settings.limits_for("someone").max_running == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"JOBGATE_LEASE_TTL_S": "-1"}, "JOBGATE_LEASE_TTL_S"),
+        ({"JOBGATE_LEASE_TTL_S": "soon"}, "JOBGATE_LEASE_TTL_S"),
+        ({"JOBGATE_WEBHOOK_RETRY_PROFILE": "forever"}, "JOBGATE_WEBHOOK_RETRY_PROFILE"),
+        ({"JOBGATE_UNKNOWN_OUTCOME": "pray"}, "JOBGATE_UNKNOWN_OUTCOME"),
+        ({"JOBGATE_HEARTBEAT_INTERVAL_S": "90"}, "heartbeat_interval_s"),
+        ({"JOBGATE_RETENTION_S": "60"}, "retention_s"),
+    ],
+)
+def test_bad_values_name_the_setting(env: dict[str, str], named: str) -> None:
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings(env)
+    assert named in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_file_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text('[providers.up]\nkind = "carrier-pigeon"\n')
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    assert "providers" in str(caught.value) and "kind" in str(caught.value)
+    config.write_text("this is = = not toml")
+    with pytest.raises(errors.ConfigError, match="cannot read"):
+        load_settings({}, config_path=config)
+    with pytest.raises(errors.ConfigError, match="not found"):
+        load_settings({"JOBGATE_CONFIG": str(tmp_path / "missing.toml")})
