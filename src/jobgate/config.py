@@ -86,6 +86,8 @@ class Settings(pydantic.BaseModel):
     providers: dict[str, ProviderConfig] = pydantic.Field(default_factory=dict)
     tenants: dict[str, TenantLimits] = pydantic.Field(default_factory=dict)
     tenant_defaults: TenantLimits = TenantLimits()
+    max_queued_total: int = pydantic.Field(default=1_000_000, gt=0)
+    max_output_tokens_mode: Literal["clamp", "reject"] = "clamp"
 
     @pydantic.model_validator(mode="after")
     def _check_relations(self) -> Settings:
@@ -118,7 +120,7 @@ _ENV_FIELDS = (
     "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",
     "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
     "webhook_allow_http", "unknown_outcome", "retention_s", "idempotency_ttl_s", "log_level",
-    "credentials_path",
+    "credentials_path", "max_queued_total", "max_output_tokens_mode",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

@@ -461,3 +461,36 @@ async def test_job_states_in_views(api: Api) -> None:
         "expired",
     }
     assert isinstance(api.http, httpx.AsyncClient)
+
+
+# -- limits ----------------------------------------------------------------------------------
+
+
+async def test_limits_answer_403_and_429_naming_the_limit(api: Api) -> None:
+    from jobgate.storage.records import LimitOverrides
+
+    key = await api.key("acme")
+    tenant = await api.runtime.tenants.authenticate(key)
+    await api.runtime.storage.tenant_limits_set(
+        tenant_id=tenant.id, overrides=LimitOverrides(allowed_models=("sim-echo",), max_queued=1)
+    )
+    api.runtime.limits.invalidate()
+    refused = await api.http.post(
+        "/v1/jobs",
+        json={
+            "endpoint": CHAT,
+            "body": {"model": "sim-other", "messages": [{"role": "user", "content": "x"}]},
+        },
+        headers=auth(key),
+    )
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "limit_exceeded"
+    assert refused.json()["limit"] == "allowed_models"
+    assert (await api.http.post("/v1/jobs", json=job_body(), headers=auth(key))).status_code == 202
+    api.runtime.limits.invalidate()
+    full = await api.http.post("/v1/jobs", json=job_body("more"), headers=auth(key))
+    assert full.status_code == 429
+    assert full.json()["code"] == "queue_full" and full.json()["limit"] == "max_queued"
+    assert 1 <= int(full.headers["retry-after"]) <= 120
+    listed = (await api.http.get("/v1/jobs", headers=auth(key))).json()
+    assert len(listed["data"]) == 1

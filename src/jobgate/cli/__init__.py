@@ -26,8 +26,11 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
-    except click.ClickException as exc:
+    except click.UsageError as exc:
         exc.show()
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        click.echo(f"jobgate: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except errors.ConfigError as exc:
         click.echo(f"jobgate: configuration error: {exc}", err=True)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import click
 
 from jobgate.cli.common import emit, load, with_runtime
 from jobgate.services.runtime import Runtime
+from jobgate.storage.records import LimitOverrides
 
 _json = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 _db = click.option(
@@ -59,6 +63,69 @@ def tenants_list(as_json: bool, database_url: str | None) -> None:
         as_json=as_json,
         text="\n".join(f"{r['tenant']:<24} {r['tenant_id']}" for r in rows) or "no tenants",
     )
+
+
+def _names(value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+@tenants.command("set")
+@click.argument("name")
+@click.option("--max-running", type=click.IntRange(min=0), help="Worker slots at once (0: no cap).")
+@click.option("--max-queued", type=click.IntRange(min=0), help="Queued jobs before 429 (0: none).")
+@click.option("--weight", type=click.FloatRange(min=0, min_open=True), help="Fair-share weight.")
+@click.option("--allowed-models", help="Comma-separated; empty string: any.")
+@click.option("--allowed-providers", help="Comma-separated; empty string: any.")
+@click.option("--max-output-tokens", type=click.IntRange(min=0), help="Per request (0: none).")
+@click.option("--daily-token-budget", type=click.IntRange(min=0), help="Tokens a day (0: none).")
+@click.option("--reset", is_flag=True, help="Drop every override first (back to jobgate.toml).")
+@_json
+@_db
+def tenants_set(
+    name: str, reset: bool, as_json: bool, database_url: str | None, **changes: object
+) -> None:
+    """Override a tenant's limits (they win over jobgate.toml, in every process within 2 s)."""
+    changes["allowed_models"] = _names(changes["allowed_models"])  # type: ignore[arg-type]
+    changes["allowed_providers"] = _names(changes["allowed_providers"])  # type: ignore[arg-type]
+
+    async def work(runtime: Runtime) -> dict[str, object]:
+        tenant = await runtime.storage.tenant_get(name=name)
+        if tenant is None:
+            raise click.ClickException(f"no tenant named {name!r}")
+        current = (
+            LimitOverrides()
+            if reset
+            else ((await runtime.storage.tenant_limits_all()).get(tenant.id, LimitOverrides()))
+        )
+        given: dict[str, Any] = {k: v for k, v in changes.items() if v is not None}
+        wanted = dataclasses.replace(current, **given)
+        await runtime.storage.tenant_limits_set(tenant_id=tenant.id, overrides=wanted)
+        runtime.limits.invalidate()
+        return {"tenant": name, **(await runtime.limits.for_tenant(tenant.id)).model_dump()}
+
+    result = with_runtime(load(database_url=database_url), work)
+    emit(result, as_json=as_json, text=_limits_text(result))
+
+
+@tenants.command("show")
+@click.argument("name")
+@_json
+@_db
+def tenants_show(name: str, as_json: bool, database_url: str | None) -> None:
+    """Show the limits in force for a tenant."""
+
+    async def work(runtime: Runtime) -> dict[str, object]:
+        tenant = await runtime.storage.tenant_get(name=name)
+        if tenant is None:
+            raise click.ClickException(f"no tenant named {name!r}")
+        return {"tenant": name, **(await runtime.limits.for_tenant(tenant.id)).model_dump()}
+
+    result = with_runtime(load(database_url=database_url), work)
+    emit(result, as_json=as_json, text=_limits_text(result))
+
+
+def _limits_text(limits: dict[str, object]) -> str:
+    return "\n".join(f"{key:<20} {value}" for key, value in limits.items())
 
 
 @click.group()

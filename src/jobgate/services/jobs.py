@@ -17,6 +17,7 @@ from jobgate.domain.job import Job, JobEvent, NewJob
 from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services.limits import LimitsService
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, SubmitOutcome
@@ -58,8 +59,10 @@ class JobService:
         settings: Settings,
         clock: Clock,
         ids: IdGenerator,
+        limits: LimitsService | None = None,
     ) -> None:
         self.storage = storage
+        self.limits = limits or LimitsService(storage=storage, settings=settings, clock=clock)
         self.providers = providers
         self.settings = settings
         self.clock = clock
@@ -95,8 +98,13 @@ class JobService:
                 status_code=202,
                 ttl_s=self.settings.idempotency_ttl_s,
             )
-        new_job = self.prepare(tenant_id=tenant_id, spec=spec)
-        outcome = await self.storage.job_insert(job=new_job, idempotency=claim)
+        new_job, queue_limit = await self.limits.admit(self.prepare(tenant_id=tenant_id, spec=spec))
+        try:
+            outcome = await self.storage.job_insert(
+                job=new_job, idempotency=claim, queue_limit=queue_limit
+            )
+        except errors.QueueFull as exc:
+            raise self.limits.queue_full(exc, tenant_id) from None
         if not outcome.replayed:
             log.info(
                 "job transition",

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import logging
 import random
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobgate import errors
 from jobgate.config import Settings
@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 class ReapPass:
     reaped: ReapResult
     expired: list[str]
+    purged: int = 0  # jobs whose input and result passed the retention period
+    keys_forgotten: int = 0  # idempotency keys past their expiry
 
     @property
     def total(self) -> int:
@@ -70,6 +72,22 @@ class Reaper:
             expired = await self._storage.job_expire_due(limit=self._batch_size, now=now)
             total.expired += expired
             if len(expired) < self._batch_size:
+                break
+        cut_off = await self._storage.database_now() if now is None else now
+        cut_off -= timedelta(seconds=self._settings.retention_s)
+        while True:
+            purged = await self._storage.job_purge_expired(
+                completed_before=cut_off, limit=self._batch_size, now=now
+            )
+            total.purged += purged
+            if purged < self._batch_size:
+                break
+        while True:
+            forgotten = await self._storage.idempotency_purge_expired(
+                limit=self._batch_size, now=now
+            )
+            total.keys_forgotten += forgotten
+            if forgotten < self._batch_size:
                 break
         facts = {
             "requeued": len(total.reaped.requeued),

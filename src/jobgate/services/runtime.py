@@ -20,6 +20,7 @@ from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import JobService
+from jobgate.services.limits import LimitsService
 from jobgate.services.reaper import Reaper
 from jobgate.services.tenants import TenantService
 from jobgate.services.worker import Worker
@@ -65,12 +66,14 @@ class Runtime:
             settings.database_url, clock=self.clock, pool_size=settings.database_pool_size
         )
         self.providers = providers or ProviderRegistry.from_settings(settings, clock=self.clock)
+        self.limits = LimitsService(storage=self.storage, settings=settings, clock=self.clock)
         self.jobs = JobService(
             storage=self.storage,
             providers=self.providers,
             settings=settings,
             clock=self.clock,
             ids=self.ids,
+            limits=self.limits,
         )
         self.tenants = TenantService(storage=self.storage, ids=self.ids)
 
@@ -98,6 +101,7 @@ class Runtime:
             clock=self.clock,
             concurrency=concurrency,
             worker_id=worker_id,
+            limits=self.limits,
         )
 
     def reaper(self) -> Reaper:

@@ -24,6 +24,7 @@ from jobgate.domain.job import Job, Lease
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import outcomes
+from jobgate.services.limits import LimitsService
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish
@@ -100,6 +101,7 @@ class Worker:
         concurrency: int | None = None,
         provider_names: list[str] | None = None,
         rng: random.Random | None = None,
+        limits: LimitsService | None = None,
     ) -> None:
         self.worker_id = worker_id or default_worker_id()
         self._storage = storage
@@ -109,6 +111,7 @@ class Worker:
         self._rng = rng
         self.concurrency = concurrency or settings.worker_concurrency
         self._provider_names = provider_names
+        self._limits = limits
         self._inflight: dict[str, _InFlight] = {}
         self._tasks: set[asyncio.Task[Job | None]] = set()
         self._batcher = _FinishBatcher(storage)
@@ -133,12 +136,14 @@ class Worker:
         count = free if limit is None else min(free, limit)
         if count <= 0 or self._stopping:
             return []
+        policy = None if self._limits is None else await self._limits.claim_policy()
         sent_at = self._clock.monotonic()
         jobs = await self._storage.job_claim(
             worker_id=self.worker_id,
             limit=count,
             lease_ttl_s=self._settings.lease_ttl_s,
             providers=self._provider_names,
+            policy=policy,
         )
         for job in jobs:
             assert job.lease_token is not None

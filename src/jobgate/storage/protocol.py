@@ -22,12 +22,15 @@ from typing import Protocol
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.records import (
     ApiKey,
+    ClaimPolicy,
     Finish,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
+    QueueLimit,
     ReapResult,
     RetryDelay,
     SubmitOutcome,
@@ -109,9 +112,14 @@ class JobStore(Protocol):
         *,
         job: NewJob,
         idempotency: IdempotencyClaim | None = None,
+        queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> SubmitOutcome:
         """Insert a queued job, its first event and its idempotency key in one transaction.
+
+        With `queue_limit`, count the tenant's (and everyone's) queued jobs first and raise
+        errors.QueueFull (retry_after_s 0: the caller knows the drain rate) at the bound,
+        storing nothing; a replay of a bound key is answered even when the queue is full.
 
         A live key with the same body hash answers the existing job (replayed=True) and inserts
         nothing; with another hash raises errors.IdempotencyKeyReused; while another transaction
@@ -149,11 +157,15 @@ class JobStore(Protocol):
         limit: int,
         lease_ttl_s: float,
         providers: Sequence[str] | None = None,
+        policy: ClaimPolicy | None = None,
         now: datetime | None = None,
     ) -> list[Job]:
         """Move up to `limit` claimable jobs (queued, run_at <= now) to running under a fresh
-        lease token each, in (priority, run_at, id) order. Never returns a job twice for
-        concurrent callers (SKIP LOCKED on PostgreSQL, one writer on SQLite)."""
+        lease token each. Across tenants the order is weighted fair share (domain.fairness:
+        the tenant furthest below its share first); within a tenant (priority, run_at, id).
+        No tenant exceeds its cap in `policy`, across every worker process (claims are
+        serialised while a cap applies); blocked tenants get nothing. Never returns a job twice
+        for concurrent callers (SKIP LOCKED on PostgreSQL, one writer on SQLite)."""
         ...
 
     async def job_heartbeat(
@@ -229,5 +241,5 @@ class JobStore(Protocol):
     async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
 
 
-class Storage(LifecycleStore, TenantStore, JobStore, Protocol):
+class Storage(LifecycleStore, TenantStore, JobStore, LimitsStore, Protocol):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

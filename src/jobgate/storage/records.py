@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -113,6 +113,64 @@ class OutboxEntry:
     last_status_code: int | None
     last_error: str | None
     completed_at: datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TenantShare:
+    """A tenant's claim on worker slots."""
+
+    max_running: int = 0  # 0: no cap
+    weight: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimPolicy:
+    """Who may take worker slots, and how many: per-tenant caps and weights for fair claims."""
+
+    default: TenantShare = TenantShare()
+    tenants: Mapping[str, TenantShare] = dataclasses.field(default_factory=dict)  # by tenant id
+    blocked_tenants: frozenset[str] = frozenset()  # e.g. over their daily budget
+
+    def share(self, tenant_id: str) -> TenantShare:
+        return self.tenants.get(tenant_id, self.default)
+
+    @property
+    def capped(self) -> bool:
+        """Whether any cap applies (then claims must be serialised to enforce it exactly)."""
+        return self.default.max_running > 0 or any(
+            share.max_running > 0 for share in self.tenants.values()
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LimitOverrides:
+    """Limits stored for one tenant by `jobgate tenants set`; None: not overridden."""
+
+    max_running: int | None = None
+    max_queued: int | None = None
+    weight: float | None = None
+    allowed_models: tuple[str, ...] | None = None
+    allowed_providers: tuple[str, ...] | None = None
+    max_output_tokens: int | None = None
+    daily_token_budget: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueLimit:
+    """Queue bounds a submit must check exactly before it inserts (None: not checked)."""
+
+    tenant_max: int | None = None
+    total_max: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueCounts:
+    queued_by_tenant: Mapping[str, int]
+    claimed_by_tenant: Mapping[str, int]  # claims ever made, for the drain rate
+
+    @property
+    def queued_total(self) -> int:
+        return sum(self.queued_by_tenant.values())
 
 
 # Given the attempt just lost (1-based), the seconds to wait before the job is claimable again.

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from jobgate import errors
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.records import Finish, ReapResult, RetryDelay
+from jobgate.storage.records import Finish, LimitOverrides, ReapResult, RetryDelay
 
 WORKER_LOST = "worker_lost"
 WORKER_LOST_REPEATEDLY = "worker_lost_repeatedly"
@@ -86,3 +87,34 @@ def reap_result(jobs: Sequence[Job | None]) -> ReapResult:
         else:
             result.failed.append(job.id)
     return result
+
+
+def overrides_params(overrides: LimitOverrides) -> dict[str, Any]:
+    """LimitOverrides as query parameters (lists stay lists: each dialect encodes JSON)."""
+    return {
+        "max_running": overrides.max_running,
+        "max_queued": overrides.max_queued,
+        "weight": overrides.weight,
+        "allowed_models": None
+        if overrides.allowed_models is None
+        else list(overrides.allowed_models),
+        "allowed_providers": None
+        if overrides.allowed_providers is None
+        else list(overrides.allowed_providers),
+        "max_output_tokens": overrides.max_output_tokens,
+        "daily_token_budget": overrides.daily_token_budget,
+    }
+
+
+def overrides_from_row(row: Any, decode_json: Any) -> LimitOverrides:
+    models = decode_json(row["allowed_models"])
+    providers = decode_json(row["allowed_providers"])
+    return LimitOverrides(
+        max_running=row["max_running"],
+        max_queued=row["max_queued"],
+        weight=row["weight"],
+        allowed_models=None if models is None else tuple(models),
+        allowed_providers=None if providers is None else tuple(providers),
+        max_output_tokens=row["max_output_tokens"],
+        daily_token_budget=row["daily_token_budget"],
+    )

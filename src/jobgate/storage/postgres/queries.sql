@@ -141,39 +141,95 @@ SELECT *
 -- A job's event log after a sequence number.
 SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit
 
+-- name: job_claim_lock
+-- Serialise claims while a tenant cap applies, so that running counts read by one claim include
+-- every earlier claim (the claim statement takes its snapshot after this lock is granted).
+SELECT pg_advisory_xact_lock(7146012)
+
 -- name: job_claim
--- Lease the next claimable jobs in (priority, run_at, id) order. The CTE keeps the LIMIT and
--- SKIP LOCKED on the candidate scan (a plain subquery lets the planner ignore the LIMIT).
-WITH clock AS (
+-- Lease the next jobs by weighted fair share across tenants (see jobgate.domain.fairness): a
+-- tenant's k-th candidate scores (running + k) / weight, lowest first; within a tenant by
+-- (priority, run_at, id); no more than a tenant's free slots. `waiting` is a loose index scan
+-- over jobs_claimable for the tenants with queued jobs. Each tenant's candidates are locked as
+-- they are scanned (LIMIT with SKIP LOCKED on the scan itself), so concurrent claimers pass
+-- over each other's rows instead of colliding on the same few.
+WITH RECURSIVE clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
+), waiting AS (
+    (SELECT j.tenant_id FROM jobs AS j WHERE j.state = 'queued' ORDER BY j.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.tenant_id FROM jobs AS j
+             WHERE j.state = 'queued' AND j.tenant_id > w.tenant_id
+             ORDER BY j.tenant_id LIMIT 1)
+      FROM waiting AS w
+     WHERE w.tenant_id IS NOT NULL
+), shares AS (
+    SELECT *
+      FROM jsonb_to_recordset(:shares::jsonb)
+           AS s(tenant_id text, max_running integer, weight double precision)
+), busy AS (
+    SELECT j.tenant_id, count(*)::integer AS running
+      FROM jobs AS j
+     WHERE j.state = 'running' AND j.lease_token IS NOT NULL
+     GROUP BY j.tenant_id
+), slots AS (
+    SELECT w.tenant_id,
+           coalesce(b.running, 0) AS running,
+           coalesce(s.weight, :default_weight::double precision) AS weight,
+           CASE WHEN coalesce(s.max_running, :default_max_running::integer) > 0
+                THEN greatest(coalesce(s.max_running, :default_max_running::integer)
+                              - coalesce(b.running, 0), 0)
+                ELSE :limit::integer END AS free
+      FROM waiting AS w
+      LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id
+      LEFT JOIN busy AS b ON b.tenant_id = w.tenant_id
+     WHERE w.tenant_id IS NOT NULL
+       AND NOT w.tenant_id = ANY(:blocked_tenants::text[])
+), candidates AS (
+    SELECT c.id, c.priority, c.run_at,
+           (sl.running + row_number() OVER (PARTITION BY sl.tenant_id
+                                            ORDER BY c.priority, c.run_at, c.id))
+           / sl.weight AS share
+      FROM slots AS sl
+     CROSS JOIN LATERAL (
+           SELECT j.id, j.priority, j.run_at
+             FROM jobs AS j, clock
+            WHERE j.state = 'queued'
+              AND j.tenant_id = sl.tenant_id
+              AND j.run_at <= clock.now
+              AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+            ORDER BY j.priority, j.run_at, j.id
+            LIMIT least(sl.free, :limit::integer)
+              FOR UPDATE OF j SKIP LOCKED
+           ) AS c
+     WHERE sl.free > 0
 ), next AS (
-    SELECT j.id
-      FROM jobs AS j, clock
-     WHERE j.state = 'queued'
-       AND j.run_at <= clock.now
-       AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
-     ORDER BY j.priority, j.run_at, j.id
-     LIMIT :limit
-       FOR UPDATE OF j SKIP LOCKED
+    SELECT id FROM candidates ORDER BY share, priority, run_at, id LIMIT :limit
+), claimed AS (
+    UPDATE jobs AS j
+       SET state = 'running',
+           attempt = j.attempt + 1,
+           run_count = j.run_count + 1,
+           lease_owner = :worker_id,
+           lease_token = md5(random()::text || clock_timestamp()::text || j.id),
+           lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
+           started_at = coalesce(j.started_at, clock.now),
+           deadline_at = coalesce(j.deadline_at,
+                                  clock.now + make_interval(secs => j.execution_timeout_s)),
+           phase = 'awaiting_provider',
+           updated_at = clock.now,
+           event_seq = j.event_seq + 1,
+           transition_actor = :worker_id,
+           transition_reason = 'claimed'
+      FROM next, clock
+     WHERE j.id = next.id
+    RETURNING j.*
+), counted AS (
+    INSERT INTO tenant_stats AS t (tenant_id, claimed_total)
+    SELECT tenant_id, count(*) FROM claimed GROUP BY tenant_id
+    ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded.claimed_total
 )
-UPDATE jobs AS j
-   SET state = 'running',
-       attempt = j.attempt + 1,
-       run_count = j.run_count + 1,
-       lease_owner = :worker_id,
-       lease_token = md5(random()::text || clock_timestamp()::text || j.id),
-       lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
-       started_at = coalesce(j.started_at, clock.now),
-       deadline_at = coalesce(j.deadline_at,
-                              clock.now + make_interval(secs => j.execution_timeout_s)),
-       phase = 'awaiting_provider',
-       updated_at = clock.now,
-       event_seq = j.event_seq + 1,
-       transition_actor = :worker_id,
-       transition_reason = 'claimed'
-  FROM next, clock
- WHERE j.id = next.id
-RETURNING j.*
+SELECT * FROM claimed
 
 -- name: job_heartbeat
 -- Extend the leases still held; answers whether a cancel was requested.

@@ -24,12 +24,15 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.records import (
     ApiKey,
+    ClaimPolicy,
     Finish,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
+    QueueLimit,
     ReapResult,
     RetryDelay,
     SubmitOutcome,
@@ -102,7 +105,7 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
     }
 
 
-class PostgresStorage:
+class PostgresStorage(PostgresLimits):
     dialect = "postgres"
 
     def __init__(
@@ -337,6 +340,7 @@ class PostgresStorage:
         *,
         job: NewJob,
         idempotency: IdempotencyClaim | None = None,
+        queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> SubmitOutcome:
         params: dict[str, Any] = {
@@ -355,6 +359,15 @@ class PostgresStorage:
             "execution_timeout_s": job.execution_timeout_s,
             "now": now,
         }
+        if queue_limit is not None:
+            # Near a bound: a replay still answers, then the bound is counted exactly. (Two
+            # submits racing at the bound may both pass: the bound can be exceeded by the
+            # number of concurrent submits, never by more.)
+            if idempotency is not None:
+                replay = await self._replay(job.tenant_id, idempotency, now)
+                if replay is not None:
+                    return replay
+            await self._check_queue(job.tenant_id, queue_limit)
         if idempotency is None:
             row = await self._fetchrow("job_insert", **params)
             assert row is not None
@@ -377,22 +390,39 @@ class PostgresStorage:
             if row is not None:
                 self.changes.work_available()
                 return SubmitOutcome(self._decode.job(row), False, 202)
-            seen = await self._fetchrow(
-                "idempotency_find",
-                tenant_id=job.tenant_id,
-                route=idempotency.route,
-                key=idempotency.key,
-                now=now,
-            )
-            if seen is None:
-                continue
-            if seen["body_hash"] != idempotency.body_hash:
-                raise errors.IdempotencyKeyReused()
-            existing = await self.job_get(job_id=seen["job_id"])
-            if existing is None:
-                raise errors.StorageError(f"idempotency key bound to missing job {seen['job_id']}")
-            return SubmitOutcome(existing, True, seen["status_code"])
+            replay = await self._replay(job.tenant_id, idempotency, now)
+            if replay is not None:
+                return replay
         raise errors.IdempotencyInProgress()
+
+    async def _replay(
+        self, tenant_id: str, idempotency: IdempotencyClaim, now: datetime | None
+    ) -> SubmitOutcome | None:
+        """The outcome of an earlier submit with this key, if it is still bound."""
+        seen = await self._fetchrow(
+            "idempotency_find",
+            tenant_id=tenant_id,
+            route=idempotency.route,
+            key=idempotency.key,
+            now=now,
+        )
+        if seen is None:
+            return None
+        if seen["body_hash"] != idempotency.body_hash:
+            raise errors.IdempotencyKeyReused()
+        existing = await self.job_get(job_id=seen["job_id"])
+        if existing is None:
+            raise errors.StorageError(f"idempotency key bound to missing job {seen['job_id']}")
+        return SubmitOutcome(existing, True, seen["status_code"])
+
+    async def _check_queue(self, tenant_id: str, limit: QueueLimit) -> None:
+        if limit.tenant_max is not None:
+            if await self.queued_count(tenant_id=tenant_id) >= limit.tenant_max:
+                raise errors.QueueFull("max_queued", 0)
+        if limit.total_max is not None:
+            row = await self._fetchrow("queued_total")
+            if row is not None and row["queued"] >= limit.total_max:
+                raise errors.QueueFull("max_queued_total", 0)
 
     async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
         if tenant_id is None:
@@ -437,19 +467,40 @@ class PostgresStorage:
         limit: int,
         lease_ttl_s: float,
         providers: Sequence[str] | None = None,
+        policy: ClaimPolicy | None = None,
         now: datetime | None = None,
     ) -> list[Job]:
-        rows = await self._fetch(
-            "job_claim",
-            worker_id=worker_id,
-            limit=limit,
-            lease_ttl_s=lease_ttl_s,
-            providers=None if providers is None else list(providers),
-            now=now,
+        rules = policy or ClaimPolicy()
+        query = Q["job_claim"]
+        args = query.args(
+            {
+                "worker_id": worker_id,
+                "limit": limit,
+                "lease_ttl_s": lease_ttl_s,
+                "providers": None if providers is None else list(providers),
+                "now": now,
+                "shares": [
+                    {
+                        "tenant_id": tenant_id,
+                        "max_running": share.max_running,
+                        "weight": share.weight,
+                    }
+                    for tenant_id, share in rules.tenants.items()
+                ],
+                "default_weight": rules.default.weight,
+                "default_max_running": rules.default.max_running,
+                "blocked_tenants": sorted(rules.blocked_tenants),
+            }
         )
-        claimed = sorted(
-            (self._decode.job(row) for row in rows), key=lambda j: (j.priority, j.run_at, j.id)
-        )
+
+        async def claim(conn: Conn) -> list[asyncpg.Record]:
+            if rules.capped:
+                await conn.execute(Q["job_claim_lock"].sql)
+            return list(await conn.fetch(query.positional_sql, *args))
+
+        rows = await self._with_conn(claim, transaction=rules.capped)
+        by_id = {row["id"]: self._decode.job(row) for row in rows}
+        claimed = sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
         if claimed:
             self.changes.jobs_changed(job.id for job in claimed)
         return claimed

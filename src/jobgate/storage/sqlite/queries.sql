@@ -104,8 +104,30 @@ SELECT *
 -- A job's event log after a sequence number.
 SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit
 
+-- name: job_claim_running
+-- Worker slots held per tenant (background jobs at a provider hold none).
+SELECT tenant_id, count(*) AS running
+  FROM jobs
+ WHERE state = 'running' AND lease_token IS NOT NULL
+ GROUP BY tenant_id
+
+-- name: job_claim_next_tenant
+-- The next tenant, in id order, with queued jobs (one index probe).
+SELECT min(tenant_id) AS tenant_id FROM jobs WHERE state = 'queued' AND tenant_id > :after
+
+-- name: job_claim_candidates
+-- A tenant's claimable jobs, best first.
+SELECT id, priority, run_at
+  FROM jobs
+ WHERE state = 'queued'
+   AND tenant_id = :tenant_id
+   AND run_at <= :now
+   AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+ ORDER BY priority, run_at, id
+ LIMIT :limit
+
 -- name: job_claim
--- Lease the next claimable jobs in (priority, run_at, id) order.
+-- Lease the chosen jobs.
 UPDATE jobs
    SET state = 'running',
        attempt = attempt + 1,
@@ -120,14 +142,13 @@ UPDATE jobs
        event_seq = event_seq + 1,
        transition_actor = :worker_id,
        transition_reason = 'claimed'
- WHERE id IN (SELECT id
-                FROM jobs
-               WHERE state = 'queued'
-                 AND run_at <= :now
-                 AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
-               ORDER BY priority, run_at, id
-               LIMIT :limit)
+ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING *
+
+-- name: tenant_stats_bump
+-- Count a tenant's claims (for its drain rate).
+INSERT INTO tenant_stats (tenant_id, claimed_total) VALUES (:tenant_id, :count)
+ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = claimed_total + excluded.claimed_total
 
 -- name: job_heartbeat
 -- Extend a lease still held; answers whether a cancel was requested.

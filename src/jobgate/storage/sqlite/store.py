@@ -17,16 +17,19 @@ import orjson
 from jobgate import errors, ids
 from jobgate.clock import Clock, SystemClock, from_unix
 from jobgate.domain import events as domain_events
+from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import (
     ApiKey,
+    ClaimPolicy,
     Finish,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
+    QueueLimit,
     ReapResult,
     RetryDelay,
     SubmitOutcome,
@@ -35,6 +38,7 @@ from jobgate.storage.records import (
 )
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.limits import SqliteLimits
 
 Q = sql.load("jobgate.storage.sqlite")
 
@@ -77,7 +81,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage:
+class SqliteStorage(SqliteLimits):
     dialect = "sqlite"
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:
@@ -223,6 +227,7 @@ class SqliteStorage:
         *,
         job: NewJob,
         idempotency: IdempotencyClaim | None = None,
+        queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> SubmitOutcome:
         at = self._now(now)
@@ -244,19 +249,22 @@ class SqliteStorage:
         }
 
         def insert(conn: sqlite3.Connection) -> SubmitOutcome:
+            key = {
+                "tenant_id": job.tenant_id,
+                "route": idempotency.route if idempotency else None,
+                "key": idempotency.key if idempotency else None,
+                "now": at,
+            }
             if idempotency is not None:
-                key = {
-                    "tenant_id": job.tenant_id,
-                    "route": idempotency.route,
-                    "key": idempotency.key,
-                    "now": at,
-                }
                 seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
                 if seen is not None:
                     if seen["body_hash"] != idempotency.body_hash:
                         raise errors.IdempotencyKeyReused()
                     row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
                     return SubmitOutcome(self._decode.job(row), True, seen["status_code"])
+            if queue_limit is not None:
+                _check_queue(conn, job.tenant_id, queue_limit)
+            if idempotency is not None:
                 conn.execute(
                     Q["idempotency_bind"].sql,
                     {
@@ -336,21 +344,66 @@ class SqliteStorage:
         limit: int,
         lease_ttl_s: float,
         providers: Sequence[str] | None = None,
+        policy: ClaimPolicy | None = None,
         now: datetime | None = None,
     ) -> list[Job]:
-        params = {
-            "worker_id": worker_id,
-            "limit": limit,
-            "lease_ttl_s": lease_ttl_s,
-            "providers": None if providers is None else _json_in(list(providers)),
-            "now": self._now(now),
-        }
-        rows = await self._db.write(
-            lambda conn: conn.execute(Q["job_claim"].sql, params).fetchall()
-        )
-        claimed = sorted(
-            (self._decode.job(row) for row in rows), key=lambda j: (j.priority, j.run_at, j.id)
-        )
+        rules = policy or ClaimPolicy()
+        at = self._now(now)
+        provider_filter = None if providers is None else _json_in(list(providers))
+
+        def claim(conn: sqlite3.Connection) -> list[Job]:
+            # One writer: reading the running counts and claiming are one atomic step, so
+            # caps hold exactly.
+            running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
+            queues: list[TenantQueue] = []
+            tenant = ""
+            while True:
+                row = conn.execute(Q["job_claim_next_tenant"].sql, {"after": tenant}).fetchone()
+                if row is None or row["tenant_id"] is None:
+                    break
+                tenant = row["tenant_id"]
+                if tenant in rules.blocked_tenants:
+                    continue
+                share = rules.share(tenant)
+                held = running.get(tenant, 0)
+                free = max(share.max_running - held, 0) if share.max_running > 0 else limit
+                if free == 0:
+                    continue
+                rows = conn.execute(
+                    Q["job_claim_candidates"].sql,
+                    {
+                        "tenant_id": tenant,
+                        "now": at,
+                        "providers": provider_filter,
+                        "limit": min(free, limit),
+                    },
+                ).fetchall()
+                if rows:
+                    candidates = tuple(
+                        Candidate(r["id"], r["priority"], from_unix(r["run_at"])) for r in rows
+                    )
+                    queues.append(TenantQueue(tenant, held, share.weight, free, candidates))
+            chosen = fair_order(queues, limit)
+            if not chosen:
+                return []
+            rows = conn.execute(
+                Q["job_claim"].sql,
+                {
+                    "ids": _json_in(chosen),
+                    "worker_id": worker_id,
+                    "lease_ttl_s": lease_ttl_s,
+                    "now": at,
+                },
+            ).fetchall()
+            claimed = {row["id"]: self._decode.job(row) for row in rows}
+            per_tenant: dict[str, int] = {}
+            for job in claimed.values():
+                per_tenant[job.tenant_id] = per_tenant.get(job.tenant_id, 0) + 1
+            for tenant_id, count in per_tenant.items():
+                conn.execute(Q["tenant_stats_bump"].sql, {"tenant_id": tenant_id, "count": count})
+            return [claimed[job_id] for job_id in chosen if job_id in claimed]
+
+        claimed = await self._db.write(claim)
         if claimed:
             self.changes.jobs_changed(job.id for job in claimed)
         return claimed
@@ -577,6 +630,16 @@ class SqliteStorage:
             lambda conn: conn.execute(Q["outbox_for_job"].sql, {"job_id": job_id}).fetchall()
         )
         return [self._decode.outbox(row) for row in rows]
+
+
+def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: QueueLimit) -> None:
+    if limit.tenant_max is not None:
+        row = conn.execute(Q["queued_count"].sql, {"tenant_id": tenant_id}).fetchone()
+        if row["queued"] >= limit.tenant_max:
+            raise errors.QueueFull("max_queued", 0)
+    if limit.total_max is not None:
+        if conn.execute(Q["queued_total"].sql).fetchone()["queued"] >= limit.total_max:
+            raise errors.QueueFull("max_queued_total", 0)
 
 
 def _statements(script: str) -> list[str]:

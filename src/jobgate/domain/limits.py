@@ -1,0 +1,65 @@
+"""Per-tenant limits as pure rules: model allow-lists, output-token caps, the Retry-After of a
+full queue."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from jobgate import errors
+
+# The request field that bounds output, per endpoint (OpenAI chat's legacy name second).
+OUTPUT_TOKEN_FIELDS: dict[str, tuple[str, ...]] = {
+    "/v1/chat/completions": ("max_completion_tokens", "max_tokens"),
+    "/v1/responses": ("max_output_tokens",),
+    "/v1/messages": ("max_tokens",),
+}
+MAX_RETRY_AFTER_S = 120
+
+
+def check_allowed(
+    *,
+    model: str | None,
+    provider: str,
+    allowed_models: tuple[str, ...],
+    allowed_providers: tuple[str, ...],
+) -> None:
+    if allowed_providers and provider not in allowed_providers:
+        raise errors.LimitExceeded(
+            "allowed_providers", f"this tenant may not use provider {provider!r}"
+        )
+    if allowed_models and model not in allowed_models:
+        raise errors.LimitExceeded("allowed_models", f"this tenant may not use model {model!r}")
+
+
+def cap_output_tokens(
+    endpoint: str, body: dict[str, Any], *, cap: int, mode: str
+) -> dict[str, Any]:
+    """The body with its output-token bound at most `cap` (mode `clamp`: rewritten, a missing
+    bound is set), or errors.LimitExceeded when it asks for more (mode `reject`)."""
+    fields = OUTPUT_TOKEN_FIELDS.get(endpoint)
+    if cap <= 0 or fields is None:
+        return body
+    present = [f for f in fields if isinstance(body.get(f), int) and not isinstance(body[f], bool)]
+    asked = max((body[f] for f in present), default=None)
+    if asked is not None and asked <= cap:
+        return body
+    if mode == "reject" and asked is not None:
+        raise errors.LimitExceeded(
+            "max_output_tokens",
+            f"{present[0]} {asked} exceeds this tenant's max_output_tokens ({cap})",
+        )
+    capped = dict(body)
+    for field in present or fields[:1]:
+        capped[field] = cap
+    return capped
+
+
+def retry_after_s(*, excess: int, drain_per_s: float | None) -> int:
+    """How long a refused client should wait: the time the queue needs to drain `excess`
+    jobs at the observed rate, within 1..120 s (120 when nothing drains)."""
+    if drain_per_s is None:
+        return 30
+    if drain_per_s <= 0:
+        return MAX_RETRY_AFTER_S
+    return max(1, min(MAX_RETRY_AFTER_S, math.ceil(max(excess, 1) / drain_per_s)))

@@ -1,0 +1,187 @@
+"""Tenant limits in force: jobgate.toml `[tenants.NAME]` (or `tenant_defaults`) overlaid with
+`jobgate tenants set` overrides from the database, which win. Answers are cached for a couple of
+seconds, so a change takes effect across every process within that time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import deque
+from datetime import datetime, time
+
+from jobgate import errors
+from jobgate.clock import Clock
+from jobgate.config import Settings, TenantLimits
+from jobgate.domain import limits as rules
+from jobgate.domain.job import NewJob
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import (
+    ClaimPolicy,
+    LimitOverrides,
+    QueueLimit,
+    TenantShare,
+)
+
+log = logging.getLogger(__name__)
+
+_NEAR_FULL = 0.9  # past this share of a bound, admission counts exactly
+
+
+def apply_overrides(base: TenantLimits, overrides: LimitOverrides | None) -> TenantLimits:
+    if overrides is None:
+        return base
+    changes = {k: v for k, v in dataclasses.asdict(overrides).items() if v is not None}
+    return base.model_copy(update=changes)
+
+
+class LimitsService:
+    def __init__(
+        self, *, storage: Storage, settings: Settings, clock: Clock, refresh_s: float = 2.0
+    ) -> None:
+        self._storage = storage
+        self._settings = settings
+        self._clock = clock
+        self._refresh_s = refresh_s
+        self._limits_at = -1e18
+        self._by_tenant: dict[str, TenantLimits] = {}
+        self._queue_at = -1e18
+        self._queued: dict[str, int] = {}
+        self._claims: deque[tuple[float, dict[str, int]]] = deque()
+        self._budget_at = -1e18
+        self._blocked: frozenset[str] = frozenset()
+
+    # -- effective limits ------------------------------------------------------------------
+
+    async def _refresh_limits(self) -> None:
+        if self._clock.monotonic() - self._limits_at < self._refresh_s:
+            return
+        overrides = await self._storage.tenant_limits_all()
+        tenants = await self._storage.tenant_list()
+        self._by_tenant = {
+            t.id: apply_overrides(self._settings.limits_for(t.name), overrides.get(t.id))
+            for t in tenants
+        }
+        self._limits_at = self._clock.monotonic()
+
+    def invalidate(self) -> None:
+        self._limits_at = self._queue_at = self._budget_at = -1e18
+
+    async def for_tenant(self, tenant_id: str) -> TenantLimits:
+        await self._refresh_limits()
+        if tenant_id not in self._by_tenant:  # a tenant created since the last refresh
+            self._limits_at = -1e18
+            await self._refresh_limits()
+        return self._by_tenant.get(tenant_id, self._settings.tenant_defaults)
+
+    # -- admission (submit) ----------------------------------------------------------------
+
+    async def admit(self, job: NewJob) -> tuple[NewJob, QueueLimit | None]:
+        """The job as it may be stored (output tokens capped), and the queue bounds the
+        insert must check exactly (None while the queues are far from full). Raises
+        errors.LimitExceeded naming the limit."""
+        limits = await self.for_tenant(job.tenant_id)
+        rules.check_allowed(
+            model=job.model,
+            provider=job.provider,
+            allowed_models=limits.allowed_models,
+            allowed_providers=limits.allowed_providers,
+        )
+        body = rules.cap_output_tokens(
+            job.endpoint,
+            job.request,
+            cap=limits.max_output_tokens,
+            mode=self._settings.max_output_tokens_mode,
+        )
+        if body is not job.request:
+            job = dataclasses.replace(job, request=body)
+        await self._refresh_queue()
+        queued = self._queued.get(job.tenant_id, 0)
+        total = sum(self._queued.values())
+        tenant_max = limits.max_queued or None
+        total_max = self._settings.max_queued_total
+        near_tenant = tenant_max is not None and queued >= tenant_max * _NEAR_FULL
+        near_total = total >= total_max * _NEAR_FULL
+        if not (near_tenant or near_total):
+            return job, None
+        return job, QueueLimit(
+            tenant_max=tenant_max if near_tenant else None,
+            total_max=total_max if near_total else None,
+        )
+
+    def queue_full(self, exc: errors.QueueFull, tenant_id: str) -> errors.QueueFull:
+        """The refusal with a Retry-After from the tenant's (or everyone's) drain rate."""
+        if exc.limit == "max_queued_total":
+            rate = self._drain_rate(None)
+            excess = max(1, sum(self._queued.values()) - self._settings.max_queued_total + 1)
+        else:
+            rate = self._drain_rate(tenant_id)
+            limit = self._by_tenant.get(tenant_id, self._settings.tenant_defaults).max_queued
+            excess = max(1, self._queued.get(tenant_id, 0) - limit + 1)
+        return errors.QueueFull(exc.limit, rules.retry_after_s(excess=excess, drain_per_s=rate))
+
+    async def _refresh_queue(self) -> None:
+        now = self._clock.monotonic()
+        if now - self._queue_at < 1.0:
+            return
+        counts = await self._storage.queue_counts()
+        self._queued = dict(counts.queued_by_tenant)
+        self._claims.append((now, dict(counts.claimed_by_tenant)))
+        while len(self._claims) > 2 and now - self._claims[1][0] >= 30:
+            self._claims.popleft()
+        self._queue_at = now
+
+    def _drain_rate(self, tenant_id: str | None) -> float | None:
+        """Claims per second over the last ~30 s (None until two samples exist)."""
+        if len(self._claims) < 2:
+            return None
+        (start, first), (end, last) = self._claims[0], self._claims[-1]
+        if end <= start:
+            return None
+
+        def total(snapshot: dict[str, int]) -> int:
+            if tenant_id is None:
+                return sum(snapshot.values())
+            return snapshot.get(tenant_id, 0)
+
+        return (total(last) - total(first)) / (end - start)
+
+    # -- claims (workers) ------------------------------------------------------------------
+
+    async def claim_policy(self) -> ClaimPolicy:
+        """Caps and weights per tenant, and the tenants over their daily token budget."""
+        await self._refresh_limits()
+        defaults = self._settings.tenant_defaults
+        shares = {
+            tenant_id: TenantShare(limits.max_running, limits.weight)
+            for tenant_id, limits in self._by_tenant.items()
+            if (limits.max_running, limits.weight) != (defaults.max_running, defaults.weight)
+        }
+        return ClaimPolicy(
+            default=TenantShare(defaults.max_running, defaults.weight),
+            tenants=shares,
+            blocked_tenants=await self._over_budget(),
+        )
+
+    async def _over_budget(self) -> frozenset[str]:
+        budgets = {
+            t: lim.daily_token_budget
+            for t, lim in self._by_tenant.items()
+            if lim.daily_token_budget > 0
+        }
+        if not budgets:
+            return frozenset()
+        if self._clock.monotonic() - self._budget_at >= self._refresh_s:
+            midnight = datetime.combine(
+                self._clock.now().date(), time(0), tzinfo=self._clock.now().tzinfo
+            )
+            used = await self._storage.usage_tokens_since(since=midnight)
+            blocked = frozenset(t for t, budget in budgets.items() if used.get(t, 0) >= budget)
+            if blocked != self._blocked and blocked:
+                log.warning(
+                    "tenants over their daily token budget: claims paused",
+                    extra={"count": len(blocked)},
+                )
+            self._blocked = blocked
+            self._budget_at = self._clock.monotonic()
+        return self._blocked

@@ -1,0 +1,67 @@
+-- Tenant limits, queue accounting and retention (PostgreSQL).
+
+-- name: tenant_limits_upsert
+-- Replace a tenant's stored overrides.
+INSERT INTO tenant_limits (tenant_id, max_running, max_queued, weight, allowed_models,
+                           allowed_providers, max_output_tokens, daily_token_budget, updated_at)
+VALUES (:tenant_id, :max_running, :max_queued, :weight, :allowed_models, :allowed_providers,
+        :max_output_tokens, :daily_token_budget, coalesce(:now::timestamptz, now()))
+ON CONFLICT (tenant_id) DO UPDATE
+   SET max_running = excluded.max_running, max_queued = excluded.max_queued,
+       weight = excluded.weight, allowed_models = excluded.allowed_models,
+       allowed_providers = excluded.allowed_providers,
+       max_output_tokens = excluded.max_output_tokens,
+       daily_token_budget = excluded.daily_token_budget, updated_at = excluded.updated_at
+RETURNING *
+
+-- name: tenant_limits_all
+-- Every tenant's stored overrides.
+SELECT * FROM tenant_limits
+
+-- name: queued_by_tenant
+-- Queued jobs per tenant (an index-only scan of jobs_claimable).
+SELECT tenant_id, count(*)::integer AS queued FROM jobs WHERE state = 'queued' GROUP BY tenant_id
+
+-- name: claimed_by_tenant
+-- Claims per tenant so far.
+SELECT tenant_id, claimed_total FROM tenant_stats
+
+-- name: queued_count
+-- One tenant's queued jobs.
+SELECT count(*)::integer AS queued FROM jobs WHERE state = 'queued' AND tenant_id = :tenant_id
+
+-- name: queued_total
+-- Everyone's queued jobs.
+SELECT count(*)::integer AS queued FROM jobs WHERE state = 'queued'
+
+-- name: usage_tokens_since
+-- Tokens billed per tenant since a time: completions minus refunds.
+SELECT tenant_id,
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * (input_tokens + output_tokens))::bigint
+           AS tokens
+  FROM usage_ledger
+ WHERE created_at >= :since
+ GROUP BY tenant_id
+
+-- name: job_purge_expired
+-- Erase input and result of jobs completed before the cut-off, oldest first.
+WITH due AS (
+    SELECT id FROM jobs
+     WHERE purged_at IS NULL AND completed_at < :completed_before
+     ORDER BY completed_at
+     LIMIT :limit
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs AS j
+   SET request = NULL, result = NULL, purged_at = coalesce(:now::timestamptz, now())
+  FROM due
+ WHERE j.id = due.id
+RETURNING j.id
+
+-- name: idempotency_purge_expired
+-- Forget expired idempotency keys.
+DELETE FROM idempotency_keys
+ WHERE ctid IN (SELECT ctid FROM idempotency_keys
+                 WHERE expires_at <= coalesce(:now::timestamptz, now())
+                 LIMIT :limit)
+RETURNING key

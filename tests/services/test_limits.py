@@ -1,0 +1,142 @@
+"""Limits in force: admission at submit, fair and capped claims, budgets, retention."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobgate import errors
+from jobgate.config import Settings, TenantLimits
+from jobgate.domain.states import JobState
+from jobgate.services.jobs import SubmitSpec
+from jobgate.services.runtime import Runtime
+from jobgate.storage.records import LimitOverrides
+from jobgate.testing import FakeClock
+
+CHAT = "/v1/chat/completions"
+
+
+def chat(text: str = "hi", **extra: object) -> SubmitSpec:
+    body = {"model": "sim-echo", "messages": [{"role": "user", "content": text}], **extra}
+    return SubmitSpec(endpoint=CHAT, body=body)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(
+        database_url="sqlite:///unused.db",
+        retry_base_s=0.05,
+        retry_max_s=0.05,
+        shutdown_grace_s=0,
+        max_queued_total=50,
+        tenants={"toml": TenantLimits(max_queued=3, allowed_models=("sim-echo",))},
+    )
+
+
+async def test_toml_limits_and_database_overrides(runtime: Runtime) -> None:
+    owner = (await runtime.tenants.create("toml")).tenant
+    limits = await runtime.limits.for_tenant(owner.id)
+    assert limits.max_queued == 3 and limits.allowed_models == ("sim-echo",)
+    await runtime.storage.tenant_limits_set(
+        tenant_id=owner.id, overrides=LimitOverrides(max_queued=5)
+    )
+    runtime.limits.invalidate()
+    assert (await runtime.limits.for_tenant(owner.id)).max_queued == 5
+
+
+async def test_disallowed_model_is_refused_naming_the_limit(runtime: Runtime) -> None:
+    owner = (await runtime.tenants.create("toml")).tenant
+    spec = SubmitSpec(
+        endpoint=CHAT, body={"model": "sim-big", "messages": [{"role": "user", "content": "x"}]}
+    )
+    with pytest.raises(errors.LimitExceeded) as caught:
+        await runtime.jobs.submit(tenant_id=owner.id, spec=spec)
+    assert caught.value.limit == "allowed_models"
+    assert await runtime.storage.job_list(tenant_id=owner.id) == []
+
+
+async def test_output_tokens_are_clamped_before_storing(runtime: Runtime) -> None:
+    owner = (await runtime.tenants.create("acme")).tenant
+    await runtime.storage.tenant_limits_set(
+        tenant_id=owner.id, overrides=LimitOverrides(max_output_tokens=64)
+    )
+    outcome = await runtime.jobs.submit(tenant_id=owner.id, spec=chat(max_tokens=5000))
+    assert outcome.job.request is not None and outcome.job.request["max_tokens"] == 64
+
+
+async def test_full_queue_is_429_with_retry_after_and_stores_nothing(
+    runtime: Runtime, clock: FakeClock
+) -> None:
+    owner = (await runtime.tenants.create("toml")).tenant
+    for i in range(3):
+        await runtime.jobs.submit(tenant_id=owner.id, spec=chat(str(i)), idempotency_key=f"k{i}")
+    clock.advance(1.1)  # queue counts are sampled once a second
+    with pytest.raises(errors.QueueFull) as caught:
+        await runtime.jobs.submit(tenant_id=owner.id, spec=chat("one too many"))
+    assert caught.value.limit == "max_queued" and 1 <= caught.value.retry_after_s <= 120
+    assert await runtime.storage.queued_count(tenant_id=owner.id) == 3
+    replay = await runtime.jobs.submit(tenant_id=owner.id, spec=chat("0"), idempotency_key="k0")
+    assert replay.replayed
+    # Workers drain 2 jobs over 10 s: the next refusal says how long one slot takes.
+    clock.advance(1.5)
+    await runtime.worker().run_once(limit=2)
+    clock.advance(10)
+    for i in range(2):
+        await runtime.jobs.submit(tenant_id=owner.id, spec=chat(f"refill {i}"))
+    clock.advance(1.5)
+    with pytest.raises(errors.QueueFull) as caught:
+        await runtime.jobs.submit(tenant_id=owner.id, spec=chat("again"))
+    assert caught.value.retry_after_s == pytest.approx(7, abs=2)  # 1 job at ~2/13 per s
+
+
+async def test_everyones_bound(runtime: Runtime, clock: FakeClock) -> None:
+    owners = [(await runtime.tenants.create(f"t{i}")).tenant for i in range(6)]
+    for owner in owners:
+        for i in range(9):
+            await runtime.jobs.submit(tenant_id=owner.id, spec=chat(str(i)))
+            if (await runtime.storage.queue_counts()).queued_total >= 50:
+                break
+    clock.advance(1.1)  # queue counts are sampled once a second
+    with pytest.raises(errors.QueueFull) as caught:
+        await runtime.jobs.submit(tenant_id=owners[-1].id, spec=chat("over"))
+    assert caught.value.limit == "max_queued_total"
+
+
+async def test_budget_exhaustion_stops_claims_for_that_tenant_only(runtime: Runtime) -> None:
+    spender = (await runtime.tenants.create("spender")).tenant
+    saver = (await runtime.tenants.create("saver")).tenant
+    await runtime.storage.tenant_limits_set(
+        tenant_id=spender.id, overrides=LimitOverrides(daily_token_budget=5)
+    )
+    await runtime.jobs.submit(tenant_id=spender.id, spec=chat("spend it all"))
+    worker = runtime.worker()
+    [done] = await worker.run_once()
+    assert done is not None and done.state is JobState.SUCCEEDED  # under budget when claimed
+    await runtime.jobs.submit(tenant_id=spender.id, spec=chat("more"))
+    await runtime.jobs.submit(tenant_id=saver.id, spec=chat("mine"))
+    runtime.limits.invalidate()
+    claimed = await worker.run_once()
+    assert [j.tenant_id for j in claimed if j is not None] == [saver.id]
+    assert await runtime.storage.queued_count(tenant_id=spender.id) == 1
+
+
+async def test_caps_come_from_limits(runtime: Runtime) -> None:
+    owner = (await runtime.tenants.create("capped")).tenant
+    await runtime.storage.tenant_limits_set(
+        tenant_id=owner.id, overrides=LimitOverrides(max_running=2)
+    )
+    for i in range(5):
+        await runtime.jobs.submit(tenant_id=owner.id, spec=chat(str(i)))
+    claimed = await runtime.worker(concurrency=10).claim()
+    assert len(claimed) == 2
+
+
+async def test_reaper_applies_retention(runtime: Runtime, clock: FakeClock) -> None:
+    owner = (await runtime.tenants.create("acme")).tenant
+    job = (await runtime.jobs.submit(tenant_id=owner.id, spec=chat())).job
+    await runtime.jobs.cancel(tenant_id=owner.id, job_id=job.id)
+    reaper = runtime.reaper()
+    assert (await reaper.reap_once(now=clock.now())).purged == 0
+    later = clock.advance(runtime.settings.retention_s + 1)
+    assert (await reaper.reap_once(now=later)).purged == 1
+    tombstone = await runtime.jobs.get(tenant_id=owner.id, job_id=job.id)
+    assert tombstone.purged_at is not None and tombstone.request is None

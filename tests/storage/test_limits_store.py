@@ -1,0 +1,135 @@
+"""The LimitsStore part of the contract, on both backends."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobgate import errors
+from jobgate.domain.job import Lease
+from jobgate.domain.states import JobState
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import Finish, IdempotencyClaim, LimitOverrides, QueueLimit
+from jobgate.testing import FakeClock
+from tests.storage.helpers import make_tenant, new_job
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_overrides_round_trip(storage: Storage) -> None:
+    tenant = await make_tenant(storage)
+    wanted = LimitOverrides(
+        max_running=3, weight=2.5, allowed_models=("a", "b"), daily_token_budget=10_000
+    )
+    assert await storage.tenant_limits_set(tenant_id=tenant.id, overrides=wanted) == wanted
+    assert await storage.tenant_limits_all() == {tenant.id: wanted}
+    cleared = LimitOverrides(max_queued=7)
+    await storage.tenant_limits_set(tenant_id=tenant.id, overrides=cleared)
+    assert await storage.tenant_limits_all() == {tenant.id: cleared}
+
+
+async def test_queue_counts_and_claims(storage: Storage, clock: FakeClock) -> None:
+    a = await make_tenant(storage, "a")
+    b = await make_tenant(storage, "b")
+    for owner, count in ((a, 3), (b, 2)):
+        for _ in range(count):
+            await storage.job_insert(job=new_job(owner), now=clock.now())
+    await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=60, now=clock.now())
+    counts = await storage.queue_counts()
+    assert counts.queued_total == 3
+    assert sum(counts.claimed_by_tenant.values()) == 2
+    assert (
+        await storage.queued_count(tenant_id=a.id) + await storage.queued_count(tenant_id=b.id) == 3
+    )
+
+
+async def test_queue_limit_refuses_at_the_bound_but_answers_replays(
+    storage: Storage, clock: FakeClock
+) -> None:
+    tenant = await make_tenant(storage)
+    key = IdempotencyClaim(
+        route="POST /v1/jobs", key="k", body_hash="h", status_code=202, ttl_s=86_400
+    )
+    first = await storage.job_insert(job=new_job(tenant), idempotency=key, now=clock.now())
+    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    with pytest.raises(errors.QueueFull) as caught:
+        await storage.job_insert(
+            job=new_job(tenant), queue_limit=QueueLimit(tenant_max=2), now=clock.now()
+        )
+    assert caught.value.limit == "max_queued"
+    replay = await storage.job_insert(
+        job=new_job(tenant), idempotency=key, queue_limit=QueueLimit(tenant_max=2), now=clock.now()
+    )
+    assert replay.replayed and replay.job.id == first.job.id
+    with pytest.raises(errors.QueueFull) as caught:
+        await storage.job_insert(
+            job=new_job(tenant), queue_limit=QueueLimit(total_max=2), now=clock.now()
+        )
+    assert caught.value.limit == "max_queued_total"
+    assert await storage.queued_count(tenant_id=tenant.id) == 2
+    ok = await storage.job_insert(
+        job=new_job(tenant), queue_limit=QueueLimit(tenant_max=3), now=clock.now()
+    )
+    assert not ok.replayed
+
+
+async def test_usage_tokens_since(storage: Storage, clock: FakeClock) -> None:
+    tenant = await make_tenant(storage)
+    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    [job] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    await storage.job_finish(
+        finish=Finish(
+            lease=Lease(job.id, job.lease_token or ""),
+            state=JobState.SUCCEEDED,
+            reason="completed",
+            usage={"input_tokens": 30, "output_tokens": 12},
+        ),
+        now=clock.now(),
+    )
+    since = clock.now() - timedelta(seconds=1)
+    assert await storage.usage_tokens_since(since=since) == {tenant.id: 42}
+    assert await storage.usage_tokens_since(since=clock.now() + timedelta(seconds=1)) == {}
+
+
+async def test_retention_purges_old_results_and_keeps_tombstones(
+    storage: Storage, clock: FakeClock
+) -> None:
+    tenant = await make_tenant(storage)
+    old = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    await storage.job_cancel(job_id=old.id, tenant_id=tenant.id, actor="api", now=clock.now())
+    live = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    clock.advance(100)
+    recent = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    await storage.job_cancel(job_id=recent.id, tenant_id=tenant.id, actor="api", now=clock.now())
+    purged = await storage.job_purge_expired(
+        completed_before=clock.now() - timedelta(seconds=50), limit=10, now=clock.now()
+    )
+    assert purged == 1
+    tombstone = await storage.job_get(job_id=old.id)
+    assert tombstone is not None and tombstone.request is None and tombstone.purged_at
+    assert len(await storage.job_events(job_id=old.id)) == 2  # the history stays
+    for keep in (live.id, recent.id):
+        kept = await storage.job_get(job_id=keep)
+        assert kept is not None and kept.request is not None
+    assert (
+        await storage.job_purge_expired(
+            completed_before=clock.now() - timedelta(seconds=50), limit=10, now=clock.now()
+        )
+        == 0
+    )
+
+
+async def test_expired_idempotency_keys_are_forgotten(storage: Storage, clock: FakeClock) -> None:
+    tenant = await make_tenant(storage)
+    for key, ttl in (("short", 10), ("long", 1000)):
+        await storage.job_insert(
+            job=new_job(tenant),
+            idempotency=IdempotencyClaim(
+                route="POST /v1/jobs", key=key, body_hash="h", status_code=202, ttl_s=ttl
+            ),
+            now=clock.now(),
+        )
+    clock.advance(11)
+    assert await storage.idempotency_purge_expired(limit=10, now=clock.now()) == 1
+    assert await storage.idempotency_purge_expired(limit=10, now=clock.now()) == 0
