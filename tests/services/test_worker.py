@@ -203,7 +203,8 @@ async def test_reclaimed_lease_drops_the_result(
     fresh = runtime.worker(worker_id="fresh")
     job = await runtime.storage.job_get(job_id=job_id)
     assert job is not None
-    await runtime.storage.job_claim(worker_id="fresh", limit=1, lease_ttl_s=60, now=job.run_at)
+    due = job.run_at + timedelta(milliseconds=1)  # past the backoff (float rounding on SQLite)
+    await runtime.storage.job_claim(worker_id="fresh", limit=1, lease_ttl_s=60, now=due)
     block.release.set()
     [dropped] = await asyncio.wait_for(running, 5)
     assert dropped is None
