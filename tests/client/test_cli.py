@@ -9,8 +9,10 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +48,20 @@ def run(
     )
 
 
-def run_on_pty(served: JobgateServer, *args: str, timeout_s: float = 90.0) -> tuple[int, str]:
-    """Run `jobgate ARGS` with a terminal as its stdin, stdout and stderr."""
+def run_on_pty(
+    served: JobgateServer,
+    *args: str,
+    interrupt_when: Callable[[str], bool] | None = None,
+    timeout_s: float = 90.0,
+) -> tuple[int, str]:
+    """Run `jobgate ARGS` with a terminal as its stdin, stdout and stderr; send it SIGINT
+    (Ctrl-C) once its screen satisfies `interrupt_when`."""
+    env = served.env(JOBGATE_URL=served.url, TERM="xterm")
+    env.pop("NO_COLOR", None)
     master, slave = pty.openpty()
     process = subprocess.Popen(
         [*JOBGATE, *args],
-        env=served.env(JOBGATE_URL=served.url, TERM="xterm"),
+        env=env,
         cwd=served.workdir,
         stdin=slave,
         stdout=slave,
@@ -60,6 +70,7 @@ def run_on_pty(served: JobgateServer, *args: str, timeout_s: float = 90.0) -> tu
     )
     os.close(slave)
     output = b""
+    interrupted = False
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
@@ -73,6 +84,13 @@ def run_on_pty(served: JobgateServer, *args: str, timeout_s: float = 90.0) -> tu
             if not chunk:
                 break
             output += chunk
+            if (
+                interrupt_when
+                and not interrupted
+                and interrupt_when(output.decode(errors="replace"))
+            ):
+                process.send_signal(signal.SIGINT)
+                interrupted = True
         return process.wait(timeout=30), output.decode()
     finally:
         os.close(master)
@@ -102,6 +120,22 @@ def test_wait_on_a_terminal_shows_a_live_status_line_and_the_transitions(
     assert "\x1b[" in screen.split("running → ")[1]  # statuses in colour on a terminal
     assert f"✔ {job_id} succeeded after" in screen
     assert screen.rstrip().endswith("echo: hello")
+
+
+def test_wait_on_a_terminal_shows_a_long_job_running_and_ends_cleanly_on_ctrl_c(
+    served: JobgateServer,
+) -> None:
+    job_id = submit_id(served, {**HELLO, "sim": {"fail_with": "hang"}})
+    live_running = re.compile(rf"[{SPINNER}] {job_id}  \S*running\S*  \d+\.\ds")
+    try:
+        code, screen = run_on_pty(
+            served, "wait", job_id, interrupt_when=lambda s: bool(live_running.search(s))
+        )
+    finally:
+        invoke(served, "cancel", job_id)
+    assert code == 130, screen
+    assert "queued → " in screen  # the transition, shown while the long poll is held
+    assert screen.endswith(CLEAR_LINE + "\r\n")  # the live line was cleared and ended
 
 
 def test_wait_without_a_terminal_prints_plain_lines(served: JobgateServer) -> None:

@@ -51,7 +51,8 @@ def test_wait_returns_on_the_transition_with_long_poll(served: JobgateServer) ->
         result: list[Job] = []
         waiter = threading.Thread(target=lambda: result.append(client.wait(job.id, timeout_s=120)))
         waiter.start()
-        wait_until(lambda: len(transport.sent) == 1, message="the long poll was sent")
+        # a plain read, then the long poll
+        wait_until(lambda: len(transport.sent) == 2, message="the long poll was sent")
         time.sleep(1.0)  # let it reach the server and park there
         assert waiter.is_alive()  # held: the job is still running
         cancelled_at = time.monotonic()
@@ -59,7 +60,8 @@ def test_wait_returns_on_the_transition_with_long_poll(served: JobgateServer) ->
         waiter.join(timeout=60)
         returned_after_s = time.monotonic() - cancelled_at
     assert result and result[0].status == "cancelled"
-    (poll,) = [r for r in transport.sent if r.url.path == f"/v1/jobs/{job.id}"]
+    read, poll = [r for r in transport.sent if r.url.path == f"/v1/jobs/{job.id}"]
+    assert "wait" not in read.url.params
     assert poll.url.params["wait"] == "50"  # one held request answered on the transition,
     assert returned_after_s < 40  # not at the end of its 50 s window
 

@@ -59,7 +59,8 @@ def test_falls_back_to_full_jitter_backoff_when_long_poll_is_not_honoured() -> N
     with FakeTimeClient(handler, clock) as client:
         job = client.wait("job_1")
     assert job.status == "succeeded"
-    assert all(r.url.params["wait"] == "30" for r in seen)  # still offers long polling
+    assert "wait" not in seen[0].url.params  # a plain read first: the status at once
+    assert all(r.url.params["wait"] == "30" for r in seen[1:])  # still offers long polling
     delays = positive(clock.sleeps)
     assert delays == expected_delays(9)  # exactly the seeded full-jitter schedule
     for attempt, delay in enumerate(delays, start=1):
@@ -103,7 +104,7 @@ def test_long_poll_needs_no_sleeping_and_returns_on_the_transition() -> None:
         job = client.wait("job_1", on_change=lambda j: changes.append(j.status))
     assert job.status == "succeeded"
     assert positive(clock.sleeps) == []
-    assert len(seen) == 5 and all(r.url.params["wait"] == "30" for r in seen)
+    assert len(seen) == 5 and all(r.url.params["wait"] == "30" for r in seen[1:])
     assert changes == ["queued", "running", "succeeded"]
 
 
@@ -121,8 +122,8 @@ def test_windows_shrink_to_the_time_left() -> None:
     seen, handler = scripted(clock, [ok("running")] * 10, hold=True)
     with FakeTimeClient(handler, clock) as client, pytest.raises(WaitTimeout):
         client.wait("job_1", timeout_s=75)
-    # The first answer is "new" and returns at once (no hold); then 30 + 30 + 15 s holds.
-    assert [r.url.params["wait"] for r in seen] == ["30", "30", "30", "15"]
+    # A plain read first, then 30 + 30 + 15 s holds.
+    assert [r.url.params.get("wait") for r in seen] == [None, "30", "30", "15"]
 
 
 def test_a_retry_after_beyond_the_deadline_gives_up_at_once() -> None:
@@ -155,7 +156,7 @@ def test_rides_out_cut_long_polls_and_shortens_them() -> None:
     seen, handler = scripted(clock, answers)
     with FakeTimeClient(handler, clock, max_retries=0) as client:
         assert client.wait("job_1").status == "succeeded"
-    assert [r.url.params["wait"] for r in seen] == ["30", "30", "15", "7.5", "3.7"]
+    assert [r.url.params.get("wait") for r in seen] == [None, "30", "15", "7.5", "3.7"]
 
 
 def test_a_missing_job_is_raised_not_retried() -> None:

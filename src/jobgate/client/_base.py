@@ -272,7 +272,8 @@ def retry_after_s(response: httpx.Response) -> float | None:
 class WaitState:
     """The decisions of one `wait()`: how long to long-poll, when to back off, when to stop.
 
-    Long polling asks the server to hold `GET /v1/jobs/{id}?wait=N` until the status changes.
+    After one plain read, long polling asks the server to hold `GET /v1/jobs/{id}?wait=N`
+    until the status changes.
     An answer that comes back early with nothing changed means something in between does not
     hold requests (or an old server ignores the parameter): then the client falls back to
     polling with full-jitter backoff (1 s doubling to 30 s). A broken long poll halves the
@@ -301,7 +302,10 @@ class WaitState:
         self.last: Job | None = None
 
     def window_s(self, now: float) -> float:
-        """Seconds to ask the server to hold the next request (0: a plain read)."""
+        """Seconds to ask the server to hold the next request (0: a plain read). The first
+        request is a plain read, so the caller learns the current status at once."""
+        if self.last is None:
+            return 0.0
         window = self.long_poll_s
         if self.deadline is not None:
             window = min(window, self.deadline - now)
