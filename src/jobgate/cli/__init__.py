@@ -1,4 +1,6 @@
-"""The `jobgate` command. Exit codes: 0 success, 1 failure, 2 bad usage or configuration."""
+"""The `jobgate` command. Exit codes: 0 success, 1 failure, 2 bad usage or configuration;
+the client verbs add 3 job failed, 4 job cancelled, 5 job expired, 6 timed out waiting
+(see cli/client_verbs.py)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,21 @@ import click
 
 import jobgate
 from jobgate import errors
-from jobgate.cli import admin, server
+from jobgate.cli import admin, client_verbs, server
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(jobgate.__version__, prog_name="jobgate")
 def cli() -> None:
-    """jobgate: a durable asynchronous job gateway for long-running AI calls."""
+    """jobgate: a durable asynchronous job gateway for long-running AI calls.
+
+    \b
+    Exit codes: 0 success, 1 failure, 2 bad usage or configuration,
+    3 job failed, 4 job cancelled, 5 job expired, 6 timed out waiting, 130 interrupted.
+    """
 
 
-for command in (*server.COMMANDS, *admin.COMMANDS):
+for command in (*server.COMMANDS, *admin.COMMANDS, *client_verbs.COMMANDS):
     cli.add_command(command)
 
 

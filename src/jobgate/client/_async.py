@@ -1,0 +1,391 @@
+"""The asynchronous client: `Client`'s API, awaited. Journal writes run in a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import dataclasses
+import inspect
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from jobgate.client import errors
+from jobgate.client._base import (
+    DEFAULT_LONG_POLL_S,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    STREAM_READ_TIMEOUT_S,
+    BaseClient,
+    WaitState,
+)
+from jobgate.client.backoff import Backoff
+from jobgate.client.journal import Journal, Operation, new_operation_id
+from jobgate.client.models import EventPage, Job, JobEvent, JobPage
+from jobgate.client.sse import SSEDecoder
+
+
+class AsyncClient(BaseClient):
+    """An asyncio client for jobgate's native API (see `Client` for the details).
+
+    `base_url` and `api_key` default to JOBGATE_URL / JOBGATE_API_KEY, then to the key that
+    `jobgate serve` saved for that URL. Every request that is safe to repeat is retried on a
+    lost connection, 429 and 503 (at most `max_retries` times, full-jitter backoff, never
+    sooner than Retry-After). A submit is always safe to repeat: it carries an
+    Idempotency-Key (yours, or a fresh operation id). With `journal="ops.db"` every submit is
+    recorded before it is sent; `resume()` settles what a crash left unfinished.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        long_poll_s: float = DEFAULT_LONG_POLL_S,
+        journal: str | os.PathLike[str] | Journal | None = None,
+        rng: random.Random | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            long_poll_s=long_poll_s,
+            journal=journal,
+            rng=rng,
+            headers=headers,
+        )
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=self._headers,
+            timeout=self._timeout(),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+        if self.journal is not None and self._owns_journal:
+            self.journal.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # Seams for tests that run the wait loop on a fake clock.
+    async def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            await asyncio.sleep(seconds)
+
+    def _monotonic(self) -> float:
+        return time.monotonic()
+
+    # -- jobs ---------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        endpoint: str,
+        body: Mapping[str, Any],
+        *,
+        provider: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        webhook: Mapping[str, Any] | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        start_timeout_s: float | None = None,
+        execution_timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+        wait_s: float | None = None,
+    ) -> Job:
+        """Submit a job; answers at once with it `queued` (or, with `wait_s` ≤ 60, finished if
+        it finished in time). Repeating a call with the same `idempotency_key` and body
+        answers the same job; with a journal the key is the journaled operation's id."""
+        content = self._submit_body(
+            endpoint,
+            body,
+            provider=provider,
+            metadata=metadata,
+            webhook=webhook,
+            priority=priority,
+            max_attempts=max_attempts,
+            start_timeout_s=start_timeout_s,
+            execution_timeout_s=execution_timeout_s,
+        )
+        return await self._submit(idempotency_key or new_operation_id(), content, wait_s)
+
+    async def _submit(self, key: str, content: bytes, wait_s: float | None) -> Job:
+        if self.journal is not None:
+            await asyncio.to_thread(
+                self.journal.record_send, key, base_url=self.base_url, request=content
+            )
+        try:
+            response = await self._request(
+                "POST",
+                "/v1/jobs",
+                content=content,
+                headers=self._submit_headers(key, wait_s),
+                request_timeout=self._held_timeout(wait_s) if wait_s else None,
+            )
+        except errors.APIStatusError as exc:
+            if self.journal is not None:
+                await asyncio.to_thread(self.journal.record_refusal, key, exc)
+            raise
+        job = self._job(response)
+        if self.journal is not None:
+            await asyncio.to_thread(self.journal.record_job, key, job)
+        return job
+
+    async def get(self, job_id: str) -> Job:
+        """The job as it stands now."""
+        response = await self._request("GET", self._job_path(job_id))
+        return await self._observed(self._job(response))
+
+    async def wait(
+        self,
+        job_id: str,
+        *,
+        timeout_s: float | None = None,
+        on_change: Callable[[Job], object] | None = None,
+    ) -> Job:
+        """Block until the job is terminal and return it; raise WaitTimeout (carrying the last
+        job seen) if `timeout_s` passes first. `on_change` is called with each new status seen.
+        """
+        state = WaitState(
+            job_id,
+            timeout_s=timeout_s,
+            long_poll_s=self.long_poll_s,
+            max_retries=self.max_retries,
+            backoff=Backoff(self.rng),
+            now=self._monotonic(),
+        )
+        path = self._job_path(job_id)
+        while True:
+            window = state.window_s(self._monotonic())
+            request = self._http.build_request(
+                "GET",
+                path,
+                params={"wait": f"{window:g}"} if window else None,
+                timeout=self._held_timeout(window),
+            )
+            started = self._monotonic()
+            delay: float | None
+            try:
+                response = await self._http.send(request)
+            except httpx.TransportError as exc:
+                delay = state.after_failure(exc, window_s=window)
+                if delay is None:
+                    raise self._connection_error(exc, self.base_url) from exc
+            else:
+                if response.is_success:
+                    job = self._job(response)
+                    changed = state.observe(job)
+                    if changed and on_change is not None:
+                        outcome = on_change(job)
+                        if inspect.isawaitable(outcome):
+                            await outcome
+                    if job.terminal:
+                        return await self._observed(job)
+                    elapsed = self._monotonic() - started
+                    delay = state.after_answer(changed=changed, window_s=window, elapsed_s=elapsed)
+                else:
+                    error = self.problem(response)
+                    delay = state.after_refusal(error)
+                    if delay is None:
+                        raise error
+            await self._sleep(state.budget(delay, self._monotonic()))
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel (idempotent): a queued job is cancelled at once, a running one once its
+        worker has stopped the call; a finished job is answered unchanged."""
+        response = await self._request("POST", self._job_path(job_id, "/cancel"))
+        return await self._observed(self._job(response))
+
+    async def delete(self, job_id: str) -> Job:
+        """Cancel if still live, then purge the job's input and result (the record stays)."""
+        response = await self._request("DELETE", self._job_path(job_id))
+        return await self._observed(self._job(response))
+
+    async def retry(self, job_id: str) -> Job:
+        """Redrive a dead-lettered job (NotDeadLetteredError for any other)."""
+        response = await self._request("POST", self._job_path(job_id, "/retry"), idempotent=False)
+        return await self._observed(self._job(response))
+
+    async def list(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> JobPage:
+        """One page of jobs, newest first."""
+        params = self._list_params(status, dead_lettered, after, limit)
+        response = await self._request("GET", "/v1/jobs", params=params)
+        return JobPage.from_json(self._json(response))
+
+    async def iter_jobs(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        dead_lettered: bool | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[Job]:
+        """Every matching job, newest first, fetching pages as it goes."""
+        after: str | None = None
+        while True:
+            page = await self.list(
+                status=status, dead_lettered=dead_lettered, after=after, limit=page_size
+            )
+            for job in page.data:
+                yield job
+            if not page.has_more or page.last_id is None:
+                return
+            after = page.last_id
+
+    async def event_log(
+        self, job_id: str, *, after: int = 0, limit: int | None = None
+    ) -> EventPage:
+        """One page of the job's transition log (events with seq > `after`)."""
+        params: dict[str, Any] = {"after": after}
+        if limit is not None:
+            params["limit"] = limit
+        response = await self._request("GET", self._job_path(job_id, "/events"), params=params)
+        return EventPage.from_json(self._json(response))
+
+    async def events(
+        self, job_id: str, *, after: int = 0, max_reconnects: int = 8
+    ) -> AsyncIterator[JobEvent]:
+        """Follow the job's events live (SSE) until it is terminal. A dropped stream is resumed
+        where it broke (Last-Event-ID), so no event is lost or repeated; `after` starts past a
+        sequence number. Gives up after `max_reconnects` failures in a row."""
+        last = after
+        backoff = Backoff(self.rng)
+        saw_terminal = False
+        path = self._job_path(job_id, "/events")
+        timeout = httpx.Timeout(self.timeout_s, read=STREAM_READ_TIMEOUT_S)
+        while True:
+            received = 0
+            delay: float | None = None
+            try:
+                async with self._http.stream(
+                    "GET", path, headers=self._stream_headers(last), timeout=timeout
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        error = self.problem(response)
+                        delay = self._retry_after_answer(backoff, error, idempotent=True)
+                        if delay is None:
+                            raise error
+                    else:
+                        decoder = SSEDecoder()
+                        async for line in response.aiter_lines():
+                            sse = decoder.feed(line)
+                            if sse is None or sse.event != "job.event":
+                                continue
+                            event = self._event(sse.data)
+                            if event.seq <= last:
+                                continue
+                            last, received = event.seq, received + 1
+                            saw_terminal = saw_terminal or event.terminal
+                            backoff.reset()
+                            yield event
+            except httpx.TransportError as exc:
+                if backoff.attempt >= max_reconnects:
+                    raise self._connection_error(exc, self.base_url) from exc
+                delay = backoff.next_delay_s()
+            if delay is None:
+                # The server ends the stream after the terminal event.
+                if saw_terminal or (received == 0 and (await self.get(job_id)).terminal):
+                    return
+                delay = backoff.next_delay_s()  # closed early (a restart): resume
+            await self._sleep(delay)
+
+    # -- journal ------------------------------------------------------------------------
+
+    async def resume(self) -> builtins.list[Operation]:
+        """Settle what the journal holds unfinished for this server: re-send each submit whose
+        outcome is unknown with its original key and body (the server answers the job it
+        created, or creates it now: never twice), and refresh the others. Pending submits
+        older than the server keeps keys become `stale` instead. Returns the operations
+        touched, each with its `job`."""
+        journal = self._require_journal()
+        await asyncio.to_thread(journal.mark_stale_pending, self.base_url)
+        settled: builtins.list[Operation] = []
+        for op in await asyncio.to_thread(journal.unfinished, self.base_url):
+            job: Job | None = None
+            try:
+                if op.state == "pending":
+                    job = await self._submit(op.id, op.request_json.encode(), None)
+                else:
+                    assert op.job_id is not None
+                    job = await self.get(op.job_id)
+            except errors.NotFoundError:
+                if op.state == "pending":
+                    raise
+                await asyncio.to_thread(journal.record_missing, op.id)
+            except errors.APIStatusError as exc:
+                if exc.status not in (400, 413, 422):
+                    raise
+            current = await asyncio.to_thread(journal.get, op.id)
+            assert current is not None
+            settled.append(dataclasses.replace(current, job=job))
+        return settled
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    async def _observed(self, job: Job) -> Job:
+        if self.journal is not None:
+            await asyncio.to_thread(self.journal.record_status, job)
+        return job
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        request_timeout: httpx.Timeout | None = None,
+        idempotent: bool = True,
+    ) -> httpx.Response:
+        request = self._http.build_request(
+            method,
+            path,
+            params=params,
+            content=content,
+            headers=headers,
+            timeout=request_timeout or self._timeout(),
+        )
+        backoff = Backoff(self.rng)
+        while True:
+            try:
+                response = await self._http.send(request)
+            except httpx.TransportError as exc:
+                delay = self._retry_after_failure(backoff, exc, idempotent=idempotent)
+                if delay is None:
+                    raise self._connection_error(exc, self.base_url) from exc
+            else:
+                if response.is_success:
+                    return response
+                error = self.problem(response)
+                delay = self._retry_after_answer(backoff, error, idempotent=idempotent)
+                if delay is None:
+                    raise error
+            await self._sleep(delay)

@@ -1,0 +1,200 @@
+"""Typed, dependency-free views of the API's JSON: jobs, their events, and list pages.
+
+Parsing is lenient on purpose: unknown fields are ignored and missing optional fields read as
+None, so an older client keeps working against a newer server. `raw` keeps the full JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+JSONObject = dict[str, Any]
+
+
+class JobStatus(enum.StrEnum):
+    """The states a job can be in; `Job.status` compares equal to these."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobError:
+    """Why a job failed: `code` is stable (e.g. `rate_limit_exceeded`), `message` is for people."""
+
+    code: str
+    message: str
+    type: str
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> JobError:
+        return cls(
+            code=str(data.get("code", "")),
+            message=str(data.get("message", "")),
+            type=str(data.get("type", "")),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Job:
+    """A job as the server last described it. Times are Unix seconds."""
+
+    id: str
+    status: str
+    provider: str
+    endpoint: str
+    model: str | None
+    created_at: int
+    started_at: int | None
+    completed_at: int | None
+    cancel_requested_at: int | None
+    expires_at: int | None
+    attempt: int
+    max_attempts: int
+    priority: int
+    phase: str | None
+    provider_job_id: str | None
+    progress: float | None
+    result: JSONObject | None
+    error: JobError | None
+    usage: JSONObject | None
+    metadata: JSONObject
+    dead_lettered: bool
+    purged: bool
+    raw: JSONObject = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the job is finished for good (succeeded, failed, cancelled or expired)."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def output_text(self) -> str | None:
+        """The assistant's text for a chat completion, messages or responses result; else None."""
+        return output_text(self.result)
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Job:
+        error = data.get("error")
+        return cls(
+            id=str(data["id"]),
+            status=str(data["status"]),
+            provider=str(data.get("provider") or ""),
+            endpoint=str(data.get("endpoint") or ""),
+            model=data.get("model"),
+            created_at=int(data.get("created_at") or 0),
+            started_at=data.get("started_at"),
+            completed_at=data.get("completed_at"),
+            cancel_requested_at=data.get("cancel_requested_at"),
+            expires_at=data.get("expires_at"),
+            attempt=int(data.get("attempt") or 0),
+            max_attempts=int(data.get("max_attempts") or 0),
+            priority=int(data.get("priority") or 0),
+            phase=data.get("phase"),
+            provider_job_id=data.get("provider_job_id"),
+            progress=data.get("progress"),
+            result=data.get("result"),
+            error=JobError.from_json(error) if isinstance(error, dict) else None,
+            usage=data.get("usage"),
+            metadata=dict(data.get("metadata") or {}),
+            dead_lettered=bool(data.get("dead_lettered")),
+            purged=bool(data.get("purged")),
+            raw=data,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One row of a job's transition log. `applied` is False for a late or duplicate event
+    that the server recorded but ignored (terminal states never change)."""
+
+    job_id: str
+    seq: int
+    from_status: str | None
+    to_status: str
+    actor: str
+    reason: str | None
+    applied: bool
+    created_at: int
+    raw: JSONObject = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.applied and self.to_status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> JobEvent:
+        return cls(
+            job_id=str(data["job_id"]),
+            seq=int(data["seq"]),
+            from_status=data.get("from"),
+            to_status=str(data["to"]),
+            actor=str(data.get("actor") or ""),
+            reason=data.get("reason"),
+            applied=bool(data.get("applied", True)),
+            created_at=int(data.get("created_at") or 0),
+            raw=data,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobPage:
+    """One page of `GET /v1/jobs`, newest first; pass `last_id` as `after` for the next."""
+
+    data: list[Job]
+    has_more: bool
+    last_id: str | None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> JobPage:
+        return cls(
+            data=[Job.from_json(item) for item in data.get("data") or []],
+            has_more=bool(data.get("has_more")),
+            last_id=data.get("last_id"),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EventPage:
+    """One page of a job's transition log, oldest first."""
+
+    data: list[JobEvent]
+    has_more: bool
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> EventPage:
+        return cls(
+            data=[JobEvent.from_json(item) for item in data.get("data") or []],
+            has_more=bool(data.get("has_more")),
+        )
+
+
+def output_text(result: JSONObject | None) -> str | None:
+    """The model's text in a Chat Completions, Anthropic Messages or Responses body."""
+    if not isinstance(result, dict):
+        return None
+    choices = result.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            return str(message["content"])
+    parts: list[str] = []
+    content = result.get("content")  # Anthropic Messages
+    if isinstance(content, list):
+        parts += [str(b["text"]) for b in content if isinstance(b, dict) and "text" in b]
+    output = result.get("output")  # Responses
+    if isinstance(output, list):
+        for item in output:
+            for block in (item.get("content") or []) if isinstance(item, dict) else []:
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+    return "".join(parts) if parts else None
