@@ -4,16 +4,38 @@ the client verbs add 3 job failed, 4 job cancelled, 5 job expired, 6 timed out w
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 import jobgate
 from jobgate import errors
-from jobgate.cli import admin, client_verbs, server
+
+# Command name -> the module defining it (in its COMMANDS). Modules load only when one of
+# their commands runs, so client verbs start without importing the server.
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(("serve", "api", "worker", "reaper", "migrate"), "jobgate.cli.server"),
+    **dict.fromkeys(("tenants", "keys"), "jobgate.cli.admin"),
+    **dict.fromkeys(
+        ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMAND_MODULES, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module_name = COMMAND_MODULES.get(cmd_name)
+        if module_name is None:
+            return super().get_command(ctx, cmd_name)
+        module = importlib.import_module(module_name)
+        return next((c for c in module.COMMANDS if c.name == cmd_name), None)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(jobgate.__version__, prog_name="jobgate")
 def cli() -> None:
     """jobgate: a durable asynchronous job gateway for long-running AI calls.
@@ -22,10 +44,6 @@ def cli() -> None:
     Exit codes: 0 success, 1 failure, 2 bad usage or configuration,
     3 job failed, 4 job cancelled, 5 job expired, 6 timed out waiting, 130 interrupted.
     """
-
-
-for command in (*server.COMMANDS, *admin.COMMANDS, *client_verbs.COMMANDS):
-    cli.add_command(command)
 
 
 def main() -> None:
