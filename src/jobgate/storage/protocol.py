@@ -34,6 +34,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
+from jobgate.storage.webhooks_protocol import WebhookStore
 
 
 class LifecycleStore(Protocol):
@@ -229,5 +230,5 @@ class JobStore(Protocol):
     async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
 
 
-class Storage(LifecycleStore, TenantStore, JobStore, Protocol):
+class Storage(LifecycleStore, TenantStore, JobStore, WebhookStore, Protocol):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""
