@@ -55,9 +55,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 
 @pytest.fixture
-async def make_dispatcher(
-    storage: Storage, clock: FakeClock
-) -> AsyncIterator[Any]:
+async def make_dispatcher(storage: Storage, clock: FakeClock) -> AsyncIterator[Any]:
     made: list[Dispatcher] = []
 
     def build(**kwargs: Any) -> Dispatcher:
@@ -82,9 +80,7 @@ async def setup(
 
 
 def failed_count(reason: str) -> float:
-    value = REGISTRY.get_sample_value(
-        "jobgate_webhook_deliveries_failed_total", {"reason": reason}
-    )
+    value = REGISTRY.get_sample_value("jobgate_webhook_deliveries_failed_total", {"reason": reason})
     return value or 0.0
 
 
@@ -168,7 +164,7 @@ async def test_gives_up_after_the_last_attempt_and_counts_it(
     assert failed_count("exhausted") == before + 1
     assert receiver.count == 10
     # The standard schedule: about three days from the first attempt to the last.
-    first, last = (await storage.delivery_attempts_for_job(job_id=job.id))[:: 9]
+    first, last = (await storage.delivery_attempts_for_job(job_id=job.id))[::9]
     span_s = (last.created_at - first.created_at).total_seconds()
     assert 0.8 * 241_205 <= span_s <= 1.2 * 241_205
 

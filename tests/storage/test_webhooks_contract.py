@@ -257,9 +257,7 @@ async def test_record_success_and_attempts(storage: Storage, clock: FakeClock) -
     endpoint = await make_endpoint(storage, tenant, clock)
     job = await finish_job(storage, clock, tenant)
     [delivery] = await storage.delivery_claim_due(limit=5, lease_s=30, now=clock.now())
-    assert await storage.delivery_record(
-        delivery=delivery, outcome=retry(5), now=clock.advance(1)
-    )
+    assert await storage.delivery_record(delivery=delivery, outcome=retry(5), now=clock.advance(1))
     [row] = await storage.outbox_for_job(job_id=job.id)
     assert (row.state, row.attempts, row.last_status_code) == ("pending", 1, 500)
     assert row.next_attempt_at == clock.now() + timedelta(seconds=5)
