@@ -36,6 +36,8 @@ from jobgate.storage.webhook_records import (
 
 log = logging.getLogger(__name__)
 
+_GATHER_S = 0.02  # how long a full dispatcher waits for slots to free before claiming again
+
 
 @dataclasses.dataclass(slots=True)
 class DispatchPass:
@@ -101,6 +103,7 @@ class Dispatcher:
         self.lease_s = lease_for(self.sender.timeout_s)
         self._inflight: collections.Counter[str] = collections.Counter()
         self._tasks: set[asyncio.Task[str | None]] = set()
+        self._claim_batch = max(1, self.concurrency // 8)
         self._kick = asyncio.Event()
         self._stopping = False
 
@@ -287,13 +290,25 @@ class Dispatcher:
                         for delivery in claimed:
                             self._spawn(delivery)
                         if claimed and len(claimed) == free:
-                            continue  # more may be due: claim again as soon as a slot frees
+                            # More may be due: claim again once a few slots have freed (a
+                            # claim per batch of completions, not one per completion).
+                            await self._slots_free(self._claim_batch, _GATHER_S)
+                            continue
                     await wait_for(self._kick, self.poll_interval_s)
             finally:
                 forward.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await forward
                 await self._drain()
+
+    async def _slots_free(self, wanted: int, within_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        while self.concurrency - len(self._tasks) < wanted and not self._stopping:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await wait_for(self._kick, remaining)
 
     def _spawn(self, delivery: Delivery) -> None:
         task = asyncio.create_task(self._deliver(delivery, None), name="webhook-delivery")

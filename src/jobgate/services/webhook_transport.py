@@ -29,6 +29,7 @@ from jobgate.services.webhook_guard import Destination, UrlGuard
 
 USER_AGENT = f"jobgate-webhooks/{jobgate.__version__}"
 _MAX_RESPONSE_BYTES = 64 * 1024  # read (and discard) at most this much of an answer
+_CONNECTIONS_PER_POOL = 8
 
 # (host as httpx sends it, port) -> the vetted addresses to dial, for the current send only.
 _PINS: contextvars.ContextVar[Mapping[tuple[str, int], tuple[str, ...]] | None] = (
@@ -139,19 +140,27 @@ class WebhookSender:
         self.guard = guard
         self.timeout_s = timeout_s
         self._clock = clock or SystemClock()
-        limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
-        self._client = httpx.AsyncClient(
-            transport=PinnedTransport(guard.policy, ssl_context=ssl_context, limits=limits),
-            timeout=httpx.Timeout(timeout_s),
-            follow_redirects=False,
-            trust_env=False,  # an environment proxy would dial hosts the guard never vetted
-            headers={"user-agent": USER_AGENT},
-        )
+        # httpcore's pool does work quadratic in its connection count on every request, so
+        # the connections are split over small pools; each send takes the least busy one.
+        shards = max(1, -(-max_connections // _CONNECTIONS_PER_POOL))
+        per_pool = -(-max_connections // shards)
+        limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
+        ssl_context = ssl_context or httpx.create_ssl_context()  # one for every pool
+        self._clients = [
+            httpx.AsyncClient(
+                transport=PinnedTransport(guard.policy, ssl_context=ssl_context, limits=limits),
+                timeout=httpx.Timeout(timeout_s),
+                follow_redirects=False,
+                trust_env=False,  # an environment proxy would dial hosts the guard never vetted
+                headers={"user-agent": USER_AGENT},
+            )
+            for _ in range(shards)
+        ]
+        self._busy = [0] * shards
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._clients:
+            await client.aclose()
 
     async def __aenter__(self) -> WebhookSender:
         return self
@@ -187,7 +196,9 @@ class WebhookSender:
         headers: Mapping[str, str],
         elapsed_ms: typing.Callable[[], int],
     ) -> SendResult:
-        request = self._client.build_request(
+        shard = min(range(len(self._clients)), key=self._busy.__getitem__)
+        client = self._clients[shard]
+        request = client.build_request(
             "POST", destination.target.url, content=body, headers=dict(headers)
         )
         host = request.url.raw_host.decode("ascii")
@@ -197,16 +208,20 @@ class WebhookSender:
             raise errors.WebhookUrlRefused(
                 "ambiguous_url", "webhook URL refused: its host is ambiguous"
             )
-        with pinned(host, port, destination.addresses):
-            response = await self._client.send(request, stream=True)
+        self._busy[shard] += 1
         try:
-            read = 0
-            async for chunk in response.aiter_raw():
-                read += len(chunk)
-                if read >= _MAX_RESPONSE_BYTES:
-                    break
+            with pinned(host, port, destination.addresses):
+                response = await client.send(request, stream=True)
+            try:
+                read = 0
+                async for chunk in response.aiter_raw():
+                    read += len(chunk)
+                    if read >= _MAX_RESPONSE_BYTES:
+                        break
+            finally:
+                await response.aclose()
         finally:
-            await response.aclose()
+            self._busy[shard] -= 1
         return SendResult(response.status_code, response.headers, elapsed_ms(), None)
 
 

@@ -149,5 +149,5 @@ class WebhookReceiver:
             pass
         finally:
             writer.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
