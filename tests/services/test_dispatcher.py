@@ -503,3 +503,46 @@ async def test_payload_bytes_are_what_was_signed(
     [request] = receiver.received
     assert orjson.loads(request.body)["type"] == "job.failed"
     assert signature_matches(request, endpoint.secret)
+
+
+async def test_the_ssrf_corpus_reaches_nothing_at_delivery(
+    storage: Storage, clock: FakeClock, receiver: WebhookReceiver, make_dispatcher: Any
+) -> None:
+    # Outbox rows written straight to storage, as if the URLs had slipped past registration:
+    # the dispatcher must still refuse every spelling of the receiver's loopback address.
+    port = receiver.port
+    spellings = [
+        "127.0.0.1",
+        "2130706433",
+        "0x7f.1",
+        "0177.0.0.1",
+        "0x7f000001",
+        "127.1",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+        "[::127.0.0.1]",
+        "loopback.test",  # a name resolving to loopback (fake resolver)
+        "localhost",  # the system resolver
+    ]
+
+    async def resolve(host: str, resolve_port: int) -> Sequence[str]:
+        if host == "loopback.test":
+            return ["127.0.0.1"]
+        from jobgate.services.webhook_guard import system_resolver
+
+        return await system_resolver(host, resolve_port)
+
+    tenant = await make_tenant(storage)
+    jobs = [
+        await finish_job(storage, clock, tenant, webhook={"url": f"http://{host}:{port}/hook"})
+        for host in spellings
+    ]
+    guard = UrlGuard(ssrf.UrlPolicy(allow_http=True), resolver=resolve)
+    done = await make_dispatcher(guard=guard).deliver_once(now=clock.now(), limit=50)
+    assert done.claimed == len(spellings)
+    assert receiver.count == 0
+    assert done.failed == len(spellings) - 2  # literals: refused for good
+    assert done.retrying == 2  # names: DNS may answer otherwise later, retried (and refused)
+    for job in jobs:
+        [row] = await storage.outbox_for_job(job_id=job.id)
+        assert row.last_error == "refused: loopback", row.url

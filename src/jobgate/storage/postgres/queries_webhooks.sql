@@ -83,7 +83,7 @@ WITH clock AS (
       FROM outbox AS o, clock
      WHERE o.state = 'pending'
        AND o.next_attempt_at <= clock.now
-       AND NOT (coalesce(o.endpoint_id, 'url:' || o.url) = ANY (:busy::text[]))
+       AND NOT (coalesce(o.endpoint_id, 'url:' || coalesce(o.url, '')) = ANY (:busy::text[]))
      ORDER BY o.next_attempt_at, o.id
      LIMIT :limit
        FOR UPDATE OF o SKIP LOCKED

@@ -77,7 +77,7 @@ UPDATE outbox
                 FROM outbox
                WHERE state = 'pending'
                  AND next_attempt_at <= :now
-                 AND coalesce(endpoint_id, 'url:' || url)
+                 AND coalesce(endpoint_id, 'url:' || coalesce(url, ''))
                      NOT IN (SELECT value FROM json_each(:busy))
                ORDER BY next_attempt_at, id
                LIMIT :limit)
