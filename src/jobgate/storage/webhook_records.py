@@ -70,7 +70,7 @@ class Delivery:
     @property
     def limit_key(self) -> str:
         """What the per-endpoint concurrency cap counts: an endpoint, or a per-job URL."""
-        return self.entry.endpoint_id or f"url:{self.entry.url}"
+        return self.entry.endpoint_id or f"url:{self.entry.url or ''}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
