@@ -78,6 +78,9 @@ class Settings(pydantic.BaseModel):
     webhook_retry_profile: Literal["standard", "short"] = "standard"
     webhook_allow_cidrs: tuple[str, ...] = ()
     webhook_allow_http: bool = False
+    webhook_timeout_s: float = pydantic.Field(default=15.0, gt=0, le=60)
+    webhook_concurrency: int = pydantic.Field(default=64, gt=0)  # deliveries in flight
+    webhook_endpoint_concurrency: int = pydantic.Field(default=8, gt=0)  # per endpoint
     unknown_outcome: Literal["fail", "retry"] = "fail"
     retention_s: float = pydantic.Field(default=7 * DAY_S, gt=0)
     idempotency_ttl_s: float = pydantic.Field(default=DAY_S, ge=DAY_S)
@@ -119,8 +122,9 @@ _ENV_FIELDS = (
     "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "worker_concurrency",
     "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",
     "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
-    "webhook_allow_http", "unknown_outcome", "retention_s", "idempotency_ttl_s", "log_level",
-    "credentials_path", "max_queued_total", "max_output_tokens_mode",
+    "webhook_allow_http", "webhook_timeout_s", "webhook_concurrency",
+    "webhook_endpoint_concurrency", "unknown_outcome", "retention_s", "idempotency_ttl_s",
+    "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

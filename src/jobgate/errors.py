@@ -10,7 +10,8 @@ JobgateError
 ├── NotFound                     missing, or another tenant's (indistinguishable by design)
 ├── InvalidRequest               bad input (param, code)
 │   ├── UnknownProvider
-│   └── PayloadTooLarge
+│   ├── PayloadTooLarge
+│   └── WebhookUrlRefused        the SSRF guard refuses a webhook URL (reason)
 ├── Conflict                     a valid request the object's current state refuses
 ├── IdempotencyKeyReused         same key, different body
 ├── IdempotencyInProgress        same key while the first submit is still committing
@@ -103,6 +104,20 @@ class PayloadTooLarge(InvalidRequest):
     def __init__(self, limit_bytes: int) -> None:
         super().__init__(f"request body exceeds {limit_bytes} bytes", code="payload_too_large")
         self.limit_bytes = limit_bytes
+
+
+class WebhookUrlRefused(InvalidRequest):
+    """A webhook URL the SSRF guard refuses; `reason` names the rule (e.g. `loopback`).
+
+    `permanent` is False when the refusal depends on what DNS answers now (a delivery retries).
+    """
+
+    def __init__(
+        self, reason: str, message: str, *, param: str | None = "url", permanent: bool = True
+    ) -> None:
+        super().__init__(message, param=param, code="webhook_url_refused")
+        self.reason = reason
+        self.permanent = permanent
 
 
 class Conflict(JobgateError):

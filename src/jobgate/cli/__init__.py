@@ -17,6 +17,7 @@ from jobgate import errors
 COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("serve", "api", "worker", "reaper", "migrate"), "jobgate.cli.server"),
     **dict.fromkeys(("tenants", "keys"), "jobgate.cli.admin"),
+    "dispatcher": "jobgate.cli.webhooks",
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),

@@ -41,6 +41,7 @@ from jobgate.client.models import (
     JobPage,
     JobStatus,
 )
+from jobgate.client.webhooks import WebhookVerificationError, verify_webhook
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -73,5 +74,7 @@ __all__ = [
     "ServiceUnavailableError",
     "UnprocessableEntityError",
     "WaitTimeout",
+    "WebhookVerificationError",
     "new_operation_id",
+    "verify_webhook",
 ]

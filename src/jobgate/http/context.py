@@ -11,6 +11,7 @@ from jobgate import errors
 from jobgate.config import Settings
 from jobgate.services.jobs import JobService
 from jobgate.services.tenants import TenantService
+from jobgate.services.webhooks import WebhookService
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 
@@ -21,6 +22,7 @@ class AppContext:
     storage: Storage
     jobs: JobService
     tenants: TenantService
+    webhooks: WebhookService
 
 
 def context(request: Request) -> AppContext:

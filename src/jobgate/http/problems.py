@@ -19,6 +19,7 @@ MEDIA_TYPE = "application/problem+json"
 # error class -> (status, title, OpenAI error type). The most specific class wins.
 TABLE: list[tuple[type[errors.JobgateError], int, str, str]] = [
     (errors.PayloadTooLarge, 413, "Payload too large", "invalid_request_error"),
+    (errors.WebhookUrlRefused, 422, "Webhook URL refused", "invalid_request_error"),
     (errors.UnknownProvider, 400, "Unknown provider", "invalid_request_error"),
     (errors.InvalidRequest, 400, "Invalid request", "invalid_request_error"),
     (errors.Unauthorized, 401, "Unauthorized", "authentication_error"),
@@ -73,6 +74,8 @@ def from_error(exc: errors.JobgateError) -> Response:
     if isinstance(exc, errors.LimitExceeded):
         status = exc.status
         extra["limit"] = exc.limit
+    if isinstance(exc, errors.WebhookUrlRefused):
+        extra["reason"] = exc.reason
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     return problem(

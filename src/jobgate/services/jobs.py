@@ -7,7 +7,6 @@ import builtins
 import dataclasses
 import logging
 from typing import Any
-from urllib.parse import urlsplit
 
 from jobgate import errors
 from jobgate.clock import Clock
@@ -18,6 +17,7 @@ from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.limits import LimitsService
+from jobgate.services.webhook_guard import UrlGuard
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, SubmitOutcome
@@ -67,6 +67,7 @@ class JobService:
         self.settings = settings
         self.clock = clock
         self.ids = ids
+        self.webhook_guard = UrlGuard.from_settings(settings)  # the SSRF guard for webhook.url
         # Without cross-process notifications (SQLite) a waiter re-reads this often.
         self.poll_fallback_s = 1.0 if storage.dialect == "sqlite" else 10.0
 
@@ -99,6 +100,8 @@ class JobService:
                 ttl_s=self.settings.idempotency_ttl_s,
             )
         new_job, queue_limit = await self.limits.admit(self.prepare(tenant_id=tenant_id, spec=spec))
+        if new_job.webhook is not None:  # resolve and vet the host (the delivery does again)
+            await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
         try:
             outcome = await self.storage.job_insert(
                 job=new_job, idempotency=claim, queue_limit=queue_limit
@@ -150,13 +153,13 @@ class JobService:
         if webhook is None:
             return None
         url = webhook.get("url")
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        if not isinstance(url, str):
             raise errors.InvalidRequest(
-                "webhook.url must be an absolute http(s) URL",
+                "webhook.url must be an absolute https URL",
                 param="webhook.url",
                 code="invalid_webhook_url",
             )
+        url = self.webhook_guard.check_static(url, param="webhook.url").url
         event_types = webhook.get("event_types") or []
         unknown = [t for t in event_types if t not in KNOWN_EVENT_TYPES]
         if unknown:

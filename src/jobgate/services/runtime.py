@@ -19,10 +19,12 @@ from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
 from jobgate.services.reaper import Reaper
 from jobgate.services.tenants import TenantService
+from jobgate.services.webhooks import WebhookService
 from jobgate.services.worker import Worker
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
@@ -38,7 +40,9 @@ EXTRA_ROLES: dict[str, RoleStarter] = {}
 
 def available_roles() -> tuple[str, ...]:
     """The roles this build can run: the built-in ones and those features registered."""
-    return tuple(r for r in ROLES if r in ("api", "worker", "reaper") or r in EXTRA_ROLES)
+    return tuple(
+        r for r in ROLES if r in ("api", "worker", "reaper", "dispatcher") or r in EXTRA_ROLES
+    )
 
 
 class _Server(uvicorn.Server):
@@ -76,6 +80,13 @@ class Runtime:
             limits=self.limits,
         )
         self.tenants = TenantService(storage=self.storage, ids=self.ids)
+        self.webhooks = WebhookService(
+            storage=self.storage,
+            settings=settings,
+            clock=self.clock,
+            ids=self.ids,
+            guard=self.jobs.webhook_guard,  # one SSRF policy for endpoints and per-job URLs
+        )
 
     async def open(self, *, migrate: bool = True) -> None:
         await self.storage.open()
@@ -90,7 +101,11 @@ class Runtime:
 
     def app_context(self) -> AppContext:
         return AppContext(
-            settings=self.settings, storage=self.storage, jobs=self.jobs, tenants=self.tenants
+            settings=self.settings,
+            storage=self.storage,
+            jobs=self.jobs,
+            tenants=self.tenants,
+            webhooks=self.webhooks,
         )
 
     def worker(self, *, concurrency: int | None = None, worker_id: str | None = None) -> Worker:
@@ -103,6 +118,9 @@ class Runtime:
             worker_id=worker_id,
             limits=self.limits,
         )
+
+    def dispatcher(self) -> Dispatcher:
+        return Dispatcher(storage=self.storage, settings=self.settings, clock=self.clock)
 
     def reaper(self) -> Reaper:
         return Reaper(storage=self.storage, settings=self.settings)
@@ -123,6 +141,7 @@ class Runtime:
         await self.storage.listen()
         tasks: list[asyncio.Task[None]] = []
         stoppers: list[Callable[[], None]] = []
+        closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         server: _Server | None = None
         if "worker" in roles:
             worker = self.worker()
@@ -132,6 +151,11 @@ class Runtime:
             reaper = self.reaper()
             tasks.append(asyncio.create_task(reaper.run(), name="reaper"))
             stoppers.append(reaper.request_stop)
+        if "dispatcher" in roles:
+            dispatcher = self.dispatcher()
+            tasks.append(asyncio.create_task(dispatcher.run(), name="dispatcher"))
+            stoppers.append(dispatcher.request_stop)
+            closers.append(dispatcher.aclose)
         for role in roles:
             starter = EXTRA_ROLES.get(role)
             if starter is not None:
@@ -172,3 +196,5 @@ class Runtime:
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 log.error("role %s ended with %s", task.get_name(), type(result).__name__)
+        for close in closers:
+            await close()

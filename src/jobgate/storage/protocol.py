@@ -37,6 +37,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
+from jobgate.storage.webhooks_protocol import WebhookStore
 
 
 class LifecycleStore(Protocol):
@@ -241,5 +242,5 @@ class JobStore(Protocol):
     async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
 
 
-class Storage(LifecycleStore, TenantStore, JobStore, LimitsStore, Protocol):
+class Storage(LifecycleStore, TenantStore, JobStore, LimitsStore, WebhookStore, Protocol):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -25,6 +25,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.limits import PostgresLimits
+from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
@@ -105,7 +106,7 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
     }
 
 
-class PostgresStorage(PostgresLimits):
+class PostgresStorage(PostgresLimits, PostgresWebhookStore):
     dialect = "postgres"
 
     def __init__(

@@ -39,6 +39,7 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
+from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
 
@@ -81,7 +82,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage(SqliteLimits):
+class SqliteStorage(SqliteLimits, SqliteWebhookStore):
     dialect = "sqlite"
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:

@@ -1,0 +1,135 @@
+"""Request and response schemas of the webhook API (validation and /openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pydantic
+
+from jobgate.services.webhooks import DEFAULT_ROTATION_GRACE_S, MAX_ROTATION_GRACE_S
+
+_EVENT_TYPES = "Events to send; empty means every terminal event (job.running is opt-in)"
+
+
+class CreateEndpointRequest(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    url: str = pydantic.Field(max_length=2048, description="An https URL (SSRF-checked)")
+    event_types: list[str] = pydantic.Field(
+        default_factory=list, max_length=16, description=_EVENT_TYPES
+    )
+    description: str = pydantic.Field(default="", max_length=500)
+    include_result: bool = pydantic.Field(
+        default=False,
+        description="Send the job's result, error and usage in `data` (results above 256 KiB "
+        "are left out and `data.result_truncated` is true)",
+    )
+    disabled: bool = False
+
+
+class UpdateEndpointRequest(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    url: str | None = pydantic.Field(default=None, max_length=2048)
+    event_types: list[str] | None = pydantic.Field(default=None, max_length=16)
+    description: str | None = pydantic.Field(default=None, max_length=500)
+    include_result: bool | None = None
+    disabled: bool | None = None
+
+
+class RotateSecretRequest(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    grace_period_s: int = pydantic.Field(
+        default=DEFAULT_ROTATION_GRACE_S,
+        ge=0,
+        le=MAX_ROTATION_GRACE_S,
+        description="How long the old secret keeps signing (as a second v1 signature)",
+    )
+
+
+class RecoverRequest(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    since: int = pydantic.Field(ge=0, description="Unix seconds: re-queue failures since then")
+
+
+class EndpointOut(pydantic.BaseModel):
+    id: str
+    object: Literal["webhook_endpoint"]
+    url: str
+    description: str
+    event_types: list[str]
+    include_result: bool
+    disabled: bool
+    disabled_reason: str | None
+    previous_secret_expires_at: int | None = pydantic.Field(
+        description="While set and in the future, the previous secret also signs"
+    )
+    created_at: int
+    updated_at: int
+    secret: str | None = pydantic.Field(
+        default=None, description="Only in the answers to create and rotate_secret"
+    )
+
+
+class EndpointListOut(pydantic.BaseModel):
+    object: Literal["list"]
+    data: list[EndpointOut]
+    has_more: bool
+    last_id: str | None
+
+
+class DeletedOut(pydantic.BaseModel):
+    id: str
+    object: Literal["webhook_endpoint"]
+    deleted: bool
+
+
+class PingOut(pydantic.BaseModel):
+    object: Literal["webhook_test"]
+    event_id: str
+    succeeded: bool
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+
+
+class RecoverOut(pydantic.BaseModel):
+    object: Literal["webhook_recovery"]
+    endpoint_id: str
+    requeued: int
+
+
+class SecretOut(pydantic.BaseModel):
+    secret: str
+
+
+class AttemptOut(pydantic.BaseModel):
+    attempt: int
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+    succeeded: bool
+    created_at: int
+
+
+class DeliveryOut(pydantic.BaseModel):
+    id: str
+    object: Literal["webhook_delivery"]
+    event_id: str
+    event_type: str
+    endpoint_id: str | None
+    url: str | None
+    status: Literal["pending", "succeeded", "failed"]
+    attempts: list[AttemptOut]
+    next_attempt_at: int | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: int
+    completed_at: int | None
+
+
+class DeliveryListOut(pydantic.BaseModel):
+    object: Literal["list"]
+    data: list[DeliveryOut]

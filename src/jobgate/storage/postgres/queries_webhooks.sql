@@ -1,0 +1,168 @@
+-- Webhook queries for PostgreSQL: endpoints, and the outbox as a leased delivery queue.
+-- :now may be NULL, meaning the database's clock.
+
+-- name: webhook_endpoint_insert
+-- Create an endpoint.
+INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, include_result,
+                               disabled, secret, created_at, updated_at)
+SELECT :id, :tenant_id, :url, :description, :event_types, :include_result, :disabled, :secret,
+       clock.now, clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+RETURNING *
+
+-- name: webhook_endpoint_get
+-- One endpoint by id.
+SELECT * FROM webhook_endpoints WHERE id = :id
+
+-- name: webhook_endpoint_get_for_tenant
+-- One endpoint by id, only if the tenant owns it.
+SELECT * FROM webhook_endpoints WHERE id = :id AND tenant_id = :tenant_id
+
+-- name: webhook_endpoint_list
+-- A page of a tenant's endpoints, oldest first.
+SELECT *
+  FROM webhook_endpoints
+ WHERE tenant_id = :tenant_id
+   AND (:after_id::text IS NULL
+        OR (created_at, id) > (SELECT a.created_at, a.id FROM webhook_endpoints AS a
+                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
+ ORDER BY created_at, id
+ LIMIT :limit
+
+-- name: webhook_endpoint_update
+-- Apply a partial update (NULL leaves a field); enabling clears the disabled reason.
+UPDATE webhook_endpoints AS e
+   SET url = coalesce(:url::text, e.url),
+       description = coalesce(:description::text, e.description),
+       event_types = coalesce(:event_types::jsonb, e.event_types),
+       include_result = coalesce(:include_result::boolean, e.include_result),
+       disabled = coalesce(:disabled::boolean, e.disabled),
+       disabled_reason = CASE WHEN :disabled::boolean IS NULL THEN e.disabled_reason
+                              WHEN :disabled::boolean
+                              THEN coalesce(e.disabled_reason, 'disabled by request')
+                              ELSE NULL END,
+       updated_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE e.id = :id AND e.tenant_id = :tenant_id
+RETURNING e.*
+
+-- name: webhook_endpoint_delete
+-- Delete an endpoint and give up its pending deliveries.
+WITH deleted AS (
+    DELETE FROM webhook_endpoints WHERE id = :id AND tenant_id = :tenant_id RETURNING id
+), abandoned AS (
+    UPDATE outbox AS o
+       SET state = 'failed', last_error = 'endpoint deleted',
+           completed_at = coalesce(:now::timestamptz, now()), lease_token = NULL
+      FROM deleted
+     WHERE o.endpoint_id = deleted.id AND o.state = 'pending'
+)
+SELECT id FROM deleted
+
+-- name: webhook_endpoint_rotate
+-- A new current secret; the old one keeps signing until the grace period ends.
+UPDATE webhook_endpoints AS e
+   SET previous_secret = CASE WHEN :grace_s::double precision > 0 THEN e.secret END,
+       previous_secret_expires_at =
+           CASE WHEN :grace_s::double precision > 0
+                THEN clock.now + make_interval(secs => :grace_s::double precision) END,
+       secret = :secret,
+       updated_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE e.id = :id AND e.tenant_id = :tenant_id
+RETURNING e.*
+
+-- name: delivery_claim
+-- Lease due deliveries, oldest due first, skipping busy limit keys and rows another
+-- dispatcher holds; counts the attempt. Answers each row with its endpoint's URL and live
+-- secrets, or the tenant's secret for a job's own URL.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), due AS (
+    SELECT o.id
+      FROM outbox AS o, clock
+     WHERE o.state = 'pending'
+       AND o.next_attempt_at <= clock.now
+       AND NOT (coalesce(o.endpoint_id, 'url:' || coalesce(o.url, '')) = ANY (:busy::text[]))
+     ORDER BY o.next_attempt_at, o.id
+     LIMIT :limit
+       FOR UPDATE OF o SKIP LOCKED
+), claimed AS (
+    UPDATE outbox AS o
+       SET attempts = o.attempts + 1,
+           next_attempt_at = clock.now + make_interval(secs => :lease_s::double precision),
+           lease_token = md5(random()::text || clock_timestamp()::text || o.id)
+      FROM due, clock
+     WHERE o.id = due.id
+    RETURNING o.*
+)
+SELECT c.*,
+       e.url AS e_url,
+       e.secret AS e_secret,
+       CASE WHEN e.previous_secret_expires_at > clock.now THEN e.previous_secret END
+           AS e_previous_secret,
+       e.include_result AS e_include_result,
+       e.disabled AS e_disabled,
+       t.webhook_secret AS tenant_secret
+  FROM claimed AS c
+ CROSS JOIN clock
+  LEFT JOIN webhook_endpoints AS e ON e.id = c.endpoint_id
+  LEFT JOIN tenants AS t ON t.id = c.tenant_id
+ ORDER BY c.created_at, c.id
+
+-- name: delivery_record
+-- Record an attempt (always), disable the endpoint on 410, and write the delivery's new state
+-- fenced on the lease token; answers the row only when the fence held.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), attempt AS (
+    INSERT INTO webhook_attempts (id, outbox_id, event_id, tenant_id, job_id, target, attempt,
+                                  status_code, latency_ms, error, succeeded, created_at)
+    SELECT 'att_' || replace(gen_random_uuid()::text, '-', ''), :id, :event_id, :tenant_id,
+           :job_id, :target, :attempt, :status_code, :latency_ms, :error,
+           :state = 'succeeded', clock.now
+      FROM clock
+     WHERE :attempted::boolean
+), disabled AS (
+    UPDATE webhook_endpoints AS e
+       SET disabled = true, disabled_reason = :disable_reason::text, updated_at = clock.now
+      FROM clock
+     WHERE e.id = :endpoint_id::text AND :disable_reason::text IS NOT NULL AND NOT e.disabled
+)
+UPDATE outbox AS o
+   SET state = :state,
+       next_attempt_at = CASE WHEN :state = 'pending'
+                              THEN clock.now + make_interval(secs => :retry_in_s::double precision)
+                              ELSE o.next_attempt_at END,
+       lease_token = NULL,
+       last_status_code = CASE WHEN :attempted::boolean THEN :status_code::integer
+                               ELSE o.last_status_code END,
+       last_error = :error,
+       completed_at = CASE WHEN :state = 'pending' THEN NULL ELSE clock.now END
+  FROM clock
+ WHERE o.id = :id AND o.lease_token = :token AND o.state = 'pending'
+RETURNING o.id
+
+-- name: delivery_release
+-- Give a claimed delivery back unsent, refunding its attempt; fenced on the lease token.
+UPDATE outbox AS o
+   SET attempts = o.attempts - 1,
+       next_attempt_at = clock.now + make_interval(secs => :delay_s::double precision),
+       lease_token = NULL
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE o.id = :id AND o.lease_token = :token AND o.state = 'pending'
+RETURNING o.id
+
+-- name: delivery_recover
+-- Re-queue an endpoint's failed deliveries since a time, with a fresh attempt budget.
+UPDATE outbox AS o
+   SET state = 'pending', attempts = 0, next_attempt_at = clock.now, completed_at = NULL,
+       lease_token = NULL
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE o.endpoint_id = :endpoint_id AND o.tenant_id = :tenant_id AND o.state = 'failed'
+   AND o.created_at >= :since
+RETURNING o.id
+
+-- name: delivery_attempts_for_job
+-- Every attempt at delivering a job's events, oldest first.
+SELECT * FROM webhook_attempts WHERE job_id = :job_id ORDER BY created_at, attempt, id

@@ -1,0 +1,140 @@
+-- Webhook queries for SQLite: endpoints, and the outbox as a leased delivery queue.
+-- Times are REAL Unix seconds; :now is always given (the host's clock is the database's).
+
+-- name: webhook_endpoint_insert
+-- Create an endpoint.
+INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, include_result,
+                               disabled, secret, created_at, updated_at)
+VALUES (:id, :tenant_id, :url, :description, :event_types, :include_result, :disabled, :secret,
+        :now, :now)
+RETURNING *
+
+-- name: webhook_endpoint_get
+-- One endpoint by id.
+SELECT * FROM webhook_endpoints WHERE id = :id
+
+-- name: webhook_endpoint_get_for_tenant
+-- One endpoint by id, only if the tenant owns it.
+SELECT * FROM webhook_endpoints WHERE id = :id AND tenant_id = :tenant_id
+
+-- name: webhook_endpoint_list
+-- A page of a tenant's endpoints, oldest first.
+SELECT *
+  FROM webhook_endpoints
+ WHERE tenant_id = :tenant_id
+   AND (:after_created_at IS NULL OR (created_at, id) > (:after_created_at, :after_id))
+ ORDER BY created_at, id
+ LIMIT :limit
+
+-- name: webhook_endpoint_update
+-- Apply a partial update (NULL leaves a field); enabling clears the disabled reason.
+UPDATE webhook_endpoints
+   SET url = coalesce(:url, url),
+       description = coalesce(:description, description),
+       event_types = coalesce(:event_types, event_types),
+       include_result = coalesce(:include_result, include_result),
+       disabled = coalesce(:disabled, disabled),
+       disabled_reason = CASE WHEN :disabled IS NULL THEN disabled_reason
+                              WHEN :disabled = 1 THEN coalesce(disabled_reason, 'disabled by request')
+                              ELSE NULL END,
+       updated_at = :now
+ WHERE id = :id AND tenant_id = :tenant_id
+RETURNING *
+
+-- name: webhook_endpoint_delete
+-- Delete an endpoint.
+DELETE FROM webhook_endpoints WHERE id = :id AND tenant_id = :tenant_id RETURNING id
+
+-- name: outbox_fail_for_endpoint
+-- Give up an endpoint's pending deliveries (it was deleted).
+UPDATE outbox
+   SET state = 'failed', last_error = :error, completed_at = :now, lease_token = NULL
+ WHERE endpoint_id = :endpoint_id AND state = 'pending'
+
+-- name: webhook_endpoint_rotate
+-- A new current secret; the old one keeps signing until the grace period ends.
+UPDATE webhook_endpoints
+   SET previous_secret = CASE WHEN :grace_s > 0 THEN secret END,
+       previous_secret_expires_at = CASE WHEN :grace_s > 0 THEN :now + :grace_s END,
+       secret = :secret,
+       updated_at = :now
+ WHERE id = :id AND tenant_id = :tenant_id
+RETURNING *
+
+-- name: webhook_endpoint_disable
+-- Disable an endpoint (it answered 410 Gone).
+UPDATE webhook_endpoints
+   SET disabled = 1, disabled_reason = :reason, updated_at = :now
+ WHERE id = :id AND disabled = 0
+
+-- name: delivery_claim
+-- Lease due deliveries, oldest due first, skipping busy limit keys; counts the attempt.
+UPDATE outbox
+   SET attempts = attempts + 1,
+       next_attempt_at = :now + :lease_s,
+       lease_token = lower(hex(randomblob(16)))
+ WHERE id IN (SELECT id
+                FROM outbox
+               WHERE state = 'pending'
+                 AND next_attempt_at <= :now
+                 AND coalesce(endpoint_id, 'url:' || coalesce(url, ''))
+                     NOT IN (SELECT value FROM json_each(:busy))
+               ORDER BY next_attempt_at, id
+               LIMIT :limit)
+RETURNING id
+
+-- name: delivery_claimed
+-- Claimed rows with their endpoint's URL and live secrets, or the tenant's secret.
+SELECT o.*,
+       e.url AS e_url,
+       e.secret AS e_secret,
+       CASE WHEN e.previous_secret_expires_at > :now THEN e.previous_secret END
+           AS e_previous_secret,
+       e.include_result AS e_include_result,
+       e.disabled AS e_disabled,
+       t.webhook_secret AS tenant_secret
+  FROM outbox AS o
+  LEFT JOIN webhook_endpoints AS e ON e.id = o.endpoint_id
+  LEFT JOIN tenants AS t ON t.id = o.tenant_id
+ WHERE o.id IN (SELECT value FROM json_each(:ids))
+ ORDER BY o.created_at, o.id
+
+-- name: delivery_attempt_insert
+-- Record one attempt.
+INSERT INTO webhook_attempts (id, outbox_id, event_id, tenant_id, job_id, target, attempt,
+                              status_code, latency_ms, error, succeeded, created_at)
+VALUES ('att_' || lower(hex(randomblob(12))), :outbox_id, :event_id, :tenant_id, :job_id,
+        :target, :attempt, :status_code, :latency_ms, :error, :succeeded, :now)
+
+-- name: delivery_update
+-- A delivery's new state, fenced on the lease token.
+UPDATE outbox
+   SET state = :state,
+       next_attempt_at = CASE WHEN :state = 'pending' THEN :now + :retry_in_s
+                              ELSE next_attempt_at END,
+       lease_token = NULL,
+       last_status_code = CASE WHEN :attempted = 1 THEN :status_code ELSE last_status_code END,
+       last_error = :error,
+       completed_at = CASE WHEN :state = 'pending' THEN NULL ELSE :now END
+ WHERE id = :id AND lease_token = :token AND state = 'pending'
+RETURNING id
+
+-- name: delivery_release
+-- Give a claimed delivery back unsent, refunding its attempt; fenced on the lease token.
+UPDATE outbox
+   SET attempts = attempts - 1, next_attempt_at = :now + :delay_s, lease_token = NULL
+ WHERE id = :id AND lease_token = :token AND state = 'pending'
+RETURNING id
+
+-- name: delivery_recover
+-- Re-queue an endpoint's failed deliveries since a time, with a fresh attempt budget.
+UPDATE outbox
+   SET state = 'pending', attempts = 0, next_attempt_at = :now, completed_at = NULL,
+       lease_token = NULL
+ WHERE endpoint_id = :endpoint_id AND tenant_id = :tenant_id AND state = 'failed'
+   AND created_at >= :since
+RETURNING id
+
+-- name: delivery_attempts_for_job
+-- Every attempt at delivering a job's events, oldest first.
+SELECT * FROM webhook_attempts WHERE job_id = :job_id ORDER BY created_at, attempt, id
