@@ -26,6 +26,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds
 from jobgate.testing.databases import PostgresTemplate, postgres_available
+from tests.api_server import api  # noqa: F401  (the `api` fixture, for every folder)
 
 T = TypeVar("T")
 REQUIRE_POSTGRES = os.environ.get("JOBGATE_TEST_REQUIRE_POSTGRES") == "1"

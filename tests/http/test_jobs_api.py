@@ -12,7 +12,7 @@ import pytest
 from jobgate.domain.states import JobState
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.testing import Block, ScriptedProvider
-from tests.http.conftest import Api
+from tests.api_server import Api
 
 CHAT = "/v1/chat/completions"
 

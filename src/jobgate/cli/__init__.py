@@ -16,7 +16,7 @@ from jobgate import errors
 # their commands runs, so client verbs start without importing the server.
 COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("serve", "api", "worker", "reaper", "migrate"), "jobgate.cli.server"),
-    **dict.fromkeys(("tenants", "keys"), "jobgate.cli.admin"),
+    **dict.fromkeys(("tenants", "keys", "operators"), "jobgate.cli.admin"),
     "dispatcher": "jobgate.cli.webhooks",
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"

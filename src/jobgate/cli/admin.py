@@ -129,6 +129,29 @@ def _limits_text(limits: dict[str, object]) -> str:
 
 
 @click.group()
+def operators() -> None:
+    """Operator keys (the dashboard sees every tenant)."""
+
+
+@operators.command("create")
+@click.argument("name")
+@_json
+@_db
+def operators_create(name: str, as_json: bool, database_url: str | None) -> None:
+    """Issue an operator key for NAME (shown once)."""
+
+    async def work(runtime: Runtime) -> dict[str, str]:
+        return {"operator": name, "operator_key": await runtime.operators.create(name)}
+
+    result = with_runtime(load(database_url=database_url), work)
+    emit(
+        result,
+        as_json=as_json,
+        text=f"operator key for {name} (shown once):\n{result['operator_key']}",
+    )
+
+
+@click.group()
 def keys() -> None:
     """Issue, list and revoke API keys."""
 
@@ -198,4 +221,4 @@ def keys_revoke(key_id: str, database_url: str | None) -> None:
     click.echo(f"revoked {key_id}")
 
 
-COMMANDS = (tenants, keys)
+COMMANDS = (tenants, keys, operators)

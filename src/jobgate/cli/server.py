@@ -47,6 +47,7 @@ async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
             port = sock.getsockname()[1]
             url = f"http://{settings.host}:{port}"
             issued = await runtime.tenants.ensure_default()
+            operator_key = await runtime.operators.ensure_first()
             click.echo(
                 f"jobgate {jobgate.__version__} listening on {url} "
                 f"({_storage_label(settings)}; roles: {', '.join(roles)})"
@@ -64,6 +65,11 @@ async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
                     '\'{"endpoint": "/v1/chat/completions", "body": {"model": '
                     '"sim-echo", "messages": [{"role": "user", "content": '
                     '"hello"}]}}\'\n'
+                )
+            if operator_key is not None:
+                click.echo(
+                    f"Operator key for the dashboard ({url}/dashboard), shown once:\n\n"
+                    f"    {operator_key}\n"
                 )
         else:
             click.echo(

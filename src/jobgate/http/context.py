@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from jobgate import errors
 from jobgate.config import Settings
 from jobgate.services.jobs import JobService
+from jobgate.services.operators import OperatorService
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
 from jobgate.storage.protocol import Storage
@@ -23,6 +24,7 @@ class AppContext:
     jobs: JobService
     tenants: TenantService
     webhooks: WebhookService
+    operators: OperatorService
 
 
 def context(request: Request) -> AppContext:

@@ -22,6 +22,7 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
+from jobgate.services.operators import OperatorService
 from jobgate.services.reaper import Reaper
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
@@ -80,6 +81,7 @@ class Runtime:
             limits=self.limits,
         )
         self.tenants = TenantService(storage=self.storage, ids=self.ids)
+        self.operators = OperatorService(storage=self.storage, ids=self.ids)
         self.webhooks = WebhookService(
             storage=self.storage,
             settings=settings,
@@ -106,6 +108,7 @@ class Runtime:
             jobs=self.jobs,
             tenants=self.tenants,
             webhooks=self.webhooks,
+            operators=self.operators,
         )
 
     def worker(self, *, concurrency: int | None = None, worker_id: str | None = None) -> Worker:

@@ -24,6 +24,7 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
@@ -106,7 +107,7 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
     }
 
 
-class PostgresStorage(PostgresLimits, PostgresWebhookStore):
+class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin):
     dialect = "postgres"
 
     def __init__(

@@ -37,6 +37,7 @@ from jobgate.storage.records import (
     UsageEntry,
 )
 from jobgate.storage.rows import RowDecoder
+from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
@@ -82,7 +83,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage(SqliteLimits, SqliteWebhookStore):
+class SqliteStorage(SqliteLimits, SqliteWebhookStore, SqliteAdmin):
     dialect = "sqlite"
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:

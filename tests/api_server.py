@@ -1,4 +1,5 @@
-"""A real HTTP server (uvicorn on 127.0.0.1, port 0) in the test's event loop."""
+"""A real HTTP server (uvicorn on 127.0.0.1, port 0) in the test's event loop: the `api`
+fixture, registered for every test folder by tests/conftest.py."""
 
 from __future__ import annotations
 

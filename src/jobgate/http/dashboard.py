@@ -1,0 +1,229 @@
+"""The operator dashboard: server-rendered pages over the services (no build step).
+
+Operators sign in with an operator key (`jobgate operators create NAME`, or the one `jobgate
+serve` prints on first start), kept in an HttpOnly, SameSite=Strict cookie; state-changing
+forms also check that the request comes from this origin.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from datetime import datetime
+from typing import Annotated, Any
+
+import jinja2
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from jobgate import errors
+from jobgate.clock import to_unix
+from jobgate.domain.states import JobState
+from jobgate.http.context import AppContext, Ctx, context
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False)
+COOKIE = "jobgate_operator"
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("jobgate.http", "templates"),
+    autoescape=jinja2.select_autoescape(["html"]),
+    undefined=jinja2.StrictUndefined,
+)
+
+
+class LoginRequired(Exception):
+    """An unauthenticated browser: send it to the login page."""
+
+
+def _age(moment: datetime | None, now: datetime) -> str:
+    """How long ago, in the two largest units: `3m 12s`, `2h 5m`, `4d 1h`."""
+    if moment is None:
+        return "—"
+    seconds = max(0, int((now - moment).total_seconds()))
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {secs}s" if minutes else f"{secs}s"
+
+
+def _time(moment: datetime | None) -> str:
+    return "—" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_templates.filters["time"] = _time
+
+
+def render(ctx: AppContext, template: str, operator: str, **values: Any) -> HTMLResponse:
+    now = ctx.jobs.clock.now()
+    page = _templates.get_template(template).render(
+        operator=operator, now=now, age=lambda m: _age(m, now), **values
+    )
+    return HTMLResponse(
+        page,
+        headers={
+            "Cache-Control": "no-store",
+            "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'",
+        },
+    )
+
+
+async def operator(request: Request) -> str:
+    ctx = context(request)
+    key = request.cookies.get(COOKIE) or ""
+    if not key:
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        key = bearer.strip() if scheme.lower() == "bearer" else ""
+    if not key:
+        raise LoginRequired
+    try:
+        return await ctx.operators.authenticate(key)
+    except errors.Unauthorized:
+        raise LoginRequired from None
+
+
+Operator = Annotated[str, Depends(operator)]
+
+
+def _same_origin(request: Request) -> None:
+    origin = request.headers.get("origin")
+    if origin is not None and urllib.parse.urlsplit(origin).netloc != request.headers.get("host"):
+        raise errors.Unauthorized("cross-origin form refused")
+
+
+async def login_redirect(request: Request, _exc: Exception) -> Response:
+    if request.method == "GET":
+        return RedirectResponse("/dashboard/login", status_code=303)
+    return HTMLResponse("sign in first", status_code=401)
+
+
+@router.get("/login")
+async def login_page(ctx: Ctx, error: str | None = None) -> HTMLResponse:
+    return HTMLResponse(_templates.get_template("login.html").render(error=error, operator=None))
+
+
+@router.post("/login")
+async def login(request: Request, ctx: Ctx) -> Response:
+    _same_origin(request)
+    form = urllib.parse.parse_qs((await request.body()).decode())
+    key = (form.get("key") or [""])[0].strip()
+    try:
+        await ctx.operators.authenticate(key)
+    except errors.Unauthorized:
+        return RedirectResponse("/dashboard/login?error=1", status_code=303)
+    response = RedirectResponse("/dashboard", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        key,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/dashboard",
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    _same_origin(request)
+    response = RedirectResponse("/dashboard/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/dashboard")
+    return response
+
+
+@router.get("")
+async def overview(ctx: Ctx, who: Operator) -> HTMLResponse:
+    tenants = await ctx.storage.admin_overview()
+    try:
+        await ctx.storage.ping()
+        storage_ok = True
+    except errors.StorageError:
+        storage_ok = False
+    endpoints = await ctx.storage.admin_endpoint_health()
+    return render(
+        ctx,
+        "overview.html",
+        who,
+        tenants=tenants,
+        storage_ok=storage_ok,
+        dialect=ctx.storage.dialect,
+        totals={
+            "queued": sum(t.queued for t in tenants),
+            "running": sum(t.running for t in tenants),
+            "dead_lettered": sum(t.dead_lettered for t in tenants),
+            "failing_endpoints": sum(1 for e in endpoints if e.disabled or e.failed),
+        },
+        oldest=min((t.oldest_due_at for t in tenants if t.oldest_due_at), default=None),
+    )
+
+
+@router.get("/jobs")
+async def jobs(
+    ctx: Ctx,
+    who: Operator,
+    tenant: Annotated[str | None, Query()] = None,
+    status: Annotated[JobState | None, Query()] = None,
+    after: Annotated[str | None, Query()] = None,
+) -> HTMLResponse:
+    tenants = await ctx.storage.tenant_list()
+    by_name = {t.name: t.id for t in tenants}
+    tenant_id = by_name.get(tenant) if tenant else None
+    rows = await ctx.storage.admin_job_list(
+        tenant_id=tenant_id, states=None if status is None else [status], after=after, limit=51
+    )
+    names = {t.id: t.name for t in tenants}
+    return render(
+        ctx,
+        "jobs.html",
+        who,
+        jobs=rows[:50],
+        more=len(rows) > 50,
+        names=names,
+        tenants=sorted(by_name),
+        tenant=tenant or "",
+        status=status or "",
+        statuses=[s.value for s in JobState],
+    )
+
+
+@router.get("/jobs/{job_id}")
+async def job_detail(job_id: str, ctx: Ctx, who: Operator) -> HTMLResponse:
+    job = await ctx.storage.job_get(job_id=job_id)
+    if job is None:
+        raise errors.NotFound("job", job_id)
+    tenant = await ctx.storage.tenant_get(tenant_id=job.tenant_id)
+    events = await ctx.storage.job_events(job_id=job_id)
+    deliveries = await ctx.storage.delivery_attempts_for_job(job_id=job_id)
+    return render(
+        ctx,
+        "job.html",
+        who,
+        job=job,
+        tenant=tenant.name if tenant else "?",
+        events=events,
+        deliveries=deliveries,
+        to_unix=to_unix,
+    )
+
+
+@router.get("/dlq")
+async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
+    rows = await ctx.storage.admin_job_list(dead_lettered=True, states=[JobState.FAILED], limit=200)
+    names = {t.id: t.name for t in await ctx.storage.tenant_list()}
+    return render(ctx, "dlq.html", who, jobs=rows, names=names)
+
+
+@router.post("/jobs/{job_id}/redrive")
+async def redrive(job_id: str, request: Request, ctx: Ctx, who: Operator) -> Response:
+    _same_origin(request)
+    job = await ctx.storage.job_get(job_id=job_id)
+    if job is None:
+        raise errors.NotFound("job", job_id)
+    await ctx.jobs.retry(tenant_id=job.tenant_id, job_id=job_id, actor=f"operator:{who}")
+    return RedirectResponse(f"/dashboard/jobs/{job_id}", status_code=303)
+
+
+@router.get("/webhooks")
+async def webhooks(ctx: Ctx, who: Operator) -> HTMLResponse:
+    return render(ctx, "webhooks.html", who, endpoints=await ctx.storage.admin_endpoint_health())

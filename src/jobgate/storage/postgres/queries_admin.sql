@@ -1,0 +1,60 @@
+-- What operators see across tenants (PostgreSQL).
+
+-- name: operator_key_insert
+-- Store an operator key's hash.
+INSERT INTO operator_keys (id, name, key_hash, key_prefix, created_at)
+VALUES (:id, :name, :key_hash, :key_prefix, coalesce(:now::timestamptz, now()))
+
+-- name: operator_key_name
+-- The operator owning a live key.
+SELECT name FROM operator_keys WHERE key_hash = :key_hash AND revoked_at IS NULL
+
+-- name: operator_key_count
+-- How many live operator keys exist.
+SELECT count(*)::integer AS keys FROM operator_keys WHERE revoked_at IS NULL
+
+-- name: admin_overview
+-- Per tenant: queued, running, the longest-waiting claimable job, dead letters.
+SELECT t.id AS tenant_id, t.name AS tenant_name,
+       (SELECT count(*)::integer FROM jobs AS j
+         WHERE j.tenant_id = t.id AND j.state = 'queued') AS queued,
+       (SELECT count(*)::integer FROM jobs AS j
+         WHERE j.tenant_id = t.id AND j.state = 'running') AS running,
+       (SELECT min(j.run_at) FROM jobs AS j
+         WHERE j.tenant_id = t.id AND j.state = 'queued'
+           AND j.run_at <= coalesce(:now::timestamptz, now())) AS oldest_due_at,
+       (SELECT count(*)::integer FROM jobs AS j
+         WHERE j.tenant_id = t.id AND j.dead_lettered AND j.state = 'failed') AS dead_lettered
+  FROM tenants AS t
+ ORDER BY t.name
+
+-- name: admin_job_list
+-- Jobs of one tenant or all, newest first.
+SELECT *
+  FROM jobs
+ WHERE (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
+   AND (:states::text[] IS NULL OR state = ANY(:states::text[]))
+   AND (:dead_lettered::boolean IS NULL OR dead_lettered = :dead_lettered::boolean)
+   AND (:after_id::text IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a
+                                WHERE a.id = :after_id::text))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: admin_endpoint_health
+-- Webhook endpoints with their deliveries by state and the last failure.
+SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled_reason,
+       count(*) FILTER (WHERE o.state = 'pending')::integer AS pending,
+       count(*) FILTER (WHERE o.state = 'succeeded')::integer AS succeeded,
+       count(*) FILTER (WHERE o.state = 'failed')::integer AS failed,
+       (SELECT o2.last_status_code FROM outbox AS o2
+         WHERE o2.endpoint_id = e.id AND o2.attempts > 0
+         ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_status_code,
+       (SELECT o2.last_error FROM outbox AS o2
+         WHERE o2.endpoint_id = e.id AND o2.last_error IS NOT NULL
+         ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_error
+  FROM webhook_endpoints AS e
+  JOIN tenants AS t ON t.id = e.tenant_id
+  LEFT JOIN outbox AS o ON o.endpoint_id = e.id
+ GROUP BY e.id, t.name
+ ORDER BY t.name, e.created_at

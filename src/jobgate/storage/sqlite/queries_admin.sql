@@ -1,0 +1,57 @@
+-- What operators see across tenants (SQLite).
+
+-- name: operator_key_insert
+-- Store an operator key's hash.
+INSERT INTO operator_keys (id, name, key_hash, key_prefix, created_at)
+VALUES (:id, :name, :key_hash, :key_prefix, :now)
+
+-- name: operator_key_name
+-- The operator owning a live key.
+SELECT name FROM operator_keys WHERE key_hash = :key_hash AND revoked_at IS NULL
+
+-- name: operator_key_count
+-- How many live operator keys exist.
+SELECT count(*) AS keys FROM operator_keys WHERE revoked_at IS NULL
+
+-- name: admin_overview
+-- Per tenant: queued, running, the longest-waiting claimable job, dead letters.
+SELECT t.id AS tenant_id, t.name AS tenant_name,
+       (SELECT count(*) FROM jobs AS j WHERE j.tenant_id = t.id AND j.state = 'queued')
+           AS queued,
+       (SELECT count(*) FROM jobs AS j WHERE j.tenant_id = t.id AND j.state = 'running')
+           AS running,
+       (SELECT min(j.run_at) FROM jobs AS j
+         WHERE j.tenant_id = t.id AND j.state = 'queued' AND j.run_at <= :now) AS oldest_due_at,
+       (SELECT count(*) FROM jobs AS j WHERE j.tenant_id = t.id AND j.dead_lettered = 1
+           AND j.state = 'failed') AS dead_lettered
+  FROM tenants AS t
+ ORDER BY t.name
+
+-- name: admin_job_list
+-- Jobs of one tenant or all, newest first.
+SELECT *
+  FROM jobs
+ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+   AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+   AND (:dead_lettered IS NULL OR dead_lettered = :dead_lettered)
+   AND (:after_created_at IS NULL OR (created_at, id) < (:after_created_at, :after_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: admin_endpoint_health
+-- Webhook endpoints with their deliveries by state and the last failure.
+SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled_reason,
+       coalesce(sum(o.state = 'pending'), 0) AS pending,
+       coalesce(sum(o.state = 'succeeded'), 0) AS succeeded,
+       coalesce(sum(o.state = 'failed'), 0) AS failed,
+       (SELECT o2.last_status_code FROM outbox AS o2
+         WHERE o2.endpoint_id = e.id AND o2.attempts > 0
+         ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_status_code,
+       (SELECT o2.last_error FROM outbox AS o2
+         WHERE o2.endpoint_id = e.id AND o2.last_error IS NOT NULL
+         ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_error
+  FROM webhook_endpoints AS e
+  JOIN tenants AS t ON t.id = e.tenant_id
+  LEFT JOIN outbox AS o ON o.endpoint_id = e.id
+ GROUP BY e.id
+ ORDER BY t.name, e.created_at
