@@ -9,7 +9,10 @@ def test_dialects_have_the_same_versions() -> None:
     sqlite = [(m.version, m.name) for m in migrations.available("jobgate.storage.sqlite")]
     postgres = [(m.version, m.name) for m in migrations.available("jobgate.storage.postgres")]
     assert sqlite == postgres
-    assert [v for v, _ in sqlite] == list(range(1, len(sqlite) + 1))
+    versions = [v for v, _ in sqlite]
+    # Numbers are assigned per feature (0003 providers before 0002 webhooks may merge), so
+    # only order and uniqueness are required, not a gapless sequence.
+    assert versions == sorted(set(versions)) and versions[0] == 1
 
 
 def test_query_blocks_have_descriptions() -> None:

@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import jobgate
 from jobgate import errors
-from jobgate.http import health, jobs_routes, problems
+from jobgate.http import health, jobs_routes, problems, provider_webhooks
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
 
@@ -25,6 +25,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.state.ctx = ctx
     app.include_router(jobs_routes.router)
     app.include_router(health.router)
+    app.include_router(provider_webhooks.router)
     app.add_exception_handler(errors.JobgateError, problems.handle_jobgate_error)
     app.add_exception_handler(RequestValidationError, problems.handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)

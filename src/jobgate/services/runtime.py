@@ -19,6 +19,7 @@ from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services import reconciler
 from jobgate.services.jobs import JobService
 from jobgate.services.reaper import Reaper
 from jobgate.services.tenants import TenantService
@@ -32,7 +33,7 @@ ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler")
 
 # Roles that later features add register a starter here: name -> (runtime, stop) -> coroutine.
 RoleStarter = Callable[["Runtime", asyncio.Event], Coroutine[Any, Any, None]]
-EXTRA_ROLES: dict[str, RoleStarter] = {}
+EXTRA_ROLES: dict[str, RoleStarter] = {reconciler.ROLE: reconciler.start_role}
 
 
 def available_roles() -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from typing import Protocol
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.providers_protocol import ProviderStore
 from jobgate.storage.records import (
     ApiKey,
     Finish,
@@ -229,5 +230,5 @@ class JobStore(Protocol):
     async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
 
 
-class Storage(LifecycleStore, TenantStore, JobStore, Protocol):
+class Storage(LifecycleStore, TenantStore, JobStore, ProviderStore, Protocol):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -24,6 +24,7 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.records import (
     ApiKey,
     Finish,
@@ -102,7 +103,7 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
     }
 
 
-class PostgresStorage:
+class PostgresStorage(PostgresProviderStore):
     dialect = "postgres"
 
     def __init__(
@@ -274,6 +275,8 @@ class PostgresStorage:
             self.changes.cancel_requested(ids.split(","))
         elif kind == "o":
             self.changes.outbox_available()
+        elif kind == "r":
+            self.changes.reconcile_due()
 
     # -- tenants and keys --------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from jobgate.storage.records import (
 )
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.providers import SqliteProviderStore
 
 Q = sql.load("jobgate.storage.sqlite")
 
@@ -77,7 +78,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage:
+class SqliteStorage(SqliteProviderStore):
     dialect = "sqlite"
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:
