@@ -62,6 +62,11 @@ class SimProvider:
             assert plan.fail_with is not None
             if plan.fail_with == "hang":
                 await asyncio.Event().wait()  # until cancelled or timed out
+            if plan.fail_with == "drop":
+                raise errors.ProviderOutcomeUnknown(
+                    "simulated connection dropped after the request",
+                    safe_to_retry=self.idempotent_creates,
+                )
             raise simulation.fault(plan.fail_with, plan.retry_after_s)
 
     async def call(self, call: ProviderCall) -> ProviderResult:

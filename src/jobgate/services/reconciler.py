@@ -210,6 +210,8 @@ class Reconciler:
             if overdue and not cancel_wanted:
                 return await self._settle(item, _deadline_exceeded(job, snapshot), now)
             return await self._defer(item, self._next_check(item, snapshot, sent_cancel), now)
+        if overdue and not cancel_wanted and snapshot.status == Status.CANCELLED:
+            return await self._settle(item, _deadline_exceeded(job, snapshot), now)
         result = await self._result(item, provider, ref, snapshot)
         return await self._settle(item, self._verdict(job, snapshot, result, cancel_wanted), now)
 
