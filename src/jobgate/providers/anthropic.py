@@ -46,12 +46,10 @@ class AnthropicProvider:
         headers = {"anthropic-version": config.anthropic_version}
         if key:
             headers["x-api-key"] = key
-        self._client = calls.client(
-            config,
-            base_url=config.base_url or DEFAULT_BASE_URL,
-            headers=headers,
-            transport=transport,
-        )
+        # Paths carry the /v1 (as in Anthropic's SDK, whose base URL has none); forgive a
+        # base_url written the OpenAI way.
+        base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
+        self._client = calls.client(config, base_url=base_url, headers=headers, transport=transport)
         self.idempotent_creates = config.idempotent_creates
 
     # -- submit-time checks ------------------------------------------------------------------
