@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 from jobgate import errors
@@ -326,3 +328,42 @@ async def test_refresh_after_restart(rig: Rig) -> None:
     assert await restarted.refresh(now=rig.clock.now()) == 2
     result = await restarted.sweep_once(now=rig.clock.now())
     assert sorted(result.settled) == sorted([first.id, second.id])
+
+
+async def test_a_server_that_ignores_background_is_settled_from_the_create(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """An OpenAI-compatible server that answers `background: true` with the finished response
+    (and keeps nothing to retrieve later): the worker settles the job from that answer."""
+    from jobgate.providers import sim_wire
+    from jobgate.providers.openai import OpenAIProvider
+
+    seen: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        if request.method != "POST":
+            return httpx.Response(404, json={"error": {"message": "not stored"}})
+        body = orjson.loads(request.content)
+        answer = sim_wire.response_object(
+            body, response_id="resp_sync", created_at=1, status="completed", completed_at=2
+        )
+        return httpx.Response(200, json=answer)
+
+    config = ProviderConfig(kind="openai", base_url="http://compatible.test/v1", mode="background")
+    settings = Settings(providers={"compatible": config})
+    provider = OpenAIProvider("compatible", config, transport=httpx.MockTransport(server))
+    registry = ProviderRegistry(
+        {"compatible": provider}, configs=settings.all_providers(), default="sim", clock=clock
+    )
+    clocked: Storage = ClockedStorage(storage, clock)  # type: ignore[assignment]
+    worker = Worker(storage=clocked, providers=registry, settings=settings, clock=clock)
+    tenant = await make_tenant(storage)
+    body = {"model": "local-model", "input": "now please"}
+    job = new_job(tenant, provider="compatible", endpoint=RESPONSES, request=body)
+    await clocked.job_insert(job=job)
+    (done,) = await worker.run_once()
+    await provider.aclose()
+    assert done is not None and done.state is JobState.SUCCEEDED
+    assert done.creation_outcome == "accepted" and done.result is not None
+    assert seen == ["POST /v1/responses"]  # no status check was needed

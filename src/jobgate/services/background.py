@@ -97,7 +97,24 @@ class BackgroundStarter:
             return dataclasses.replace(finish, creation_outcome=_outcome_of(exc))
         failpoints.hit("after_provider_create")
         self._providers.gates.record(job.provider, job.id, None)
+        if snapshot.terminal and not snapshot.needs_result:
+            # Finished in the create's answer (a server that ignores `background`, which may
+            # not even keep the response for a later retrieve): settle it under the lease.
+            return self._finished_at_once(job, snapshot)
         return Accepted(snapshot, provider)
+
+    def _finished_at_once(self, job: Job, snapshot: Snapshot) -> Finish:
+        if snapshot.result is not None:
+            finish = outcomes.succeeded(job, snapshot.result, actor=self._actor)
+        else:
+            error = snapshot.error or errors.ProviderFatal(
+                f"the provider answered the create with status {snapshot.status}",
+                code=f"response_{snapshot.status}",
+            )
+            finish = outcomes.failed(
+                job, error, actor=self._actor, settings=self._settings, rng=self._rng
+            )
+        return dataclasses.replace(finish, creation_outcome=ACCEPTED)
 
     def _died_mid_create(self, job: Job) -> Finish:
         return Finish(
@@ -120,7 +137,7 @@ class BackgroundStarter:
         storage outage for as long as the lease may hold. None when the lease was lost."""
         snapshot = accepted.snapshot
         config = self._providers.config(job.provider)
-        first_check_s = 0.0 if snapshot.terminal else config.reconcile_after_s
+        first_check_s = 0.0 if snapshot.terminal else config.reconcile_after_s  # results to fetch
         give_up_at = self._clock.monotonic() + self._settings.lease_ttl_s
         delay_s = 0.05
         while True:
