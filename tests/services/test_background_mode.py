@@ -367,3 +367,24 @@ async def test_a_server_that_ignores_background_is_settled_from_the_create(
     assert done is not None and done.state is JobState.SUCCEEDED
     assert done.creation_outcome == "accepted" and done.result is not None
     assert seen == ["POST /v1/responses"]  # no status check was needed
+
+
+async def test_a_bug_while_reconciling_defers_the_job_and_spares_the_pass(rig: Rig) -> None:
+    job = await rig.start(sim={"latency_s": 1})
+    other = await rig.start(sim={"latency_s": 1})
+    original = rig.provider.retrieve
+
+    async def broken(ref: ProviderJobRef) -> Snapshot:
+        if ref.job_id == job.id:
+            raise KeyError("a bug")
+        return await original(ref)
+
+    rig.provider.retrieve = broken  # type: ignore[method-assign]
+    rig.clock.advance(DUE_S)
+    result = await rig.reconciler.sweep_once(now=rig.clock.now())
+    assert result.settled == [other.id] and result.failed_checks == [job.id]
+    item = await rig.storage.job_by_provider_job(
+        provider="bg", provider_job_id=job.provider_job_id or ""
+    )
+    assert item is not None and item.job.state is JobState.RUNNING
+    assert item.reconcile_error is not None and item.reconcile_error["code"] == "internal_error"

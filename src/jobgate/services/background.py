@@ -86,6 +86,10 @@ class BackgroundStarter:
             await self._storage.job_provider_submitting(lease=lease)
         except errors.LeaseLost:
             return None
+        except errors.StorageError:
+            # Nothing was sent. The lease runs out and the reaper gives the job back.
+            log.warning("could not mark the create as sending", extra={"job_id": job.id})
+            return None
         failpoints.hit("before_provider_create")
         try:
             snapshot = await provider.create(call)
@@ -95,6 +99,16 @@ class BackgroundStarter:
                 job, exc, actor=self._actor, settings=self._settings, rng=self._rng
             )
             return dataclasses.replace(finish, creation_outcome=_outcome_of(exc))
+        except Exception as exc:  # a bug, possibly after the provider accepted: unknown
+            log.exception("background create raised unexpectedly", extra={"job_id": job.id})
+            unknown = errors.ProviderOutcomeUnknown(
+                f"internal error while creating the job ({type(exc).__name__})",
+                safe_to_retry=provider.idempotent_creates,
+            )
+            finish = outcomes.failed(
+                job, unknown, actor=self._actor, settings=self._settings, rng=self._rng
+            )
+            return dataclasses.replace(finish, creation_outcome=UNKNOWN)
         failpoints.hit("after_provider_create")
         self._providers.gates.record(job.provider, job.id, None)
         if snapshot.terminal and not snapshot.needs_result:

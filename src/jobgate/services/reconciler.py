@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import logging
 import random
+from collections.abc import Awaitable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -182,6 +183,20 @@ class Reconciler:
                 extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
             )
             return "failed_checks"
+        except Exception as exc:  # a bug: keep the job, and the loop, alive
+            log.exception(
+                "reconciler failed on a job",
+                extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
+            )
+            failure = errors.ProviderRetryable(
+                f"internal error while handling the job ({type(exc).__name__})",
+                code="internal_error",
+            )
+            with contextlib.suppress(errors.StorageError):
+                return await self._defer(
+                    item, self._failed_check(item, COMPLETION_HANDLING_FAILED, failure), now
+                )
+            return "failed_checks"
 
     async def _check(
         self,
@@ -209,7 +224,9 @@ class Reconciler:
         if not snapshot.terminal:
             if overdue and not cancel_wanted:
                 return await self._settle(item, _deadline_exceeded(job, snapshot), now)
-            return await self._defer(item, self._next_check(item, snapshot, sent_cancel), now)
+            return await self._defer(
+                item, self._next_check(item, snapshot, sent_cancel, moment), now
+            )
         if overdue and not cancel_wanted and snapshot.status == Status.CANCELLED:
             return await self._settle(item, _deadline_exceeded(job, snapshot), now)
         result = await self._result(item, provider, ref, snapshot)
@@ -226,7 +243,8 @@ class Reconciler:
         finishes, its result is discarded and its cost refunded to the tenant."""
         snapshot = await self._ask(item, provider.retrieve(ref))
         if not snapshot.terminal:
-            return await self._defer(item, self._next_check(item, snapshot, False), now)
+            moment = now or self._clock.now()
+            return await self._defer(item, self._next_check(item, snapshot, False, moment), now)
         result = await self._result(item, provider, ref, snapshot)
         usage = None if result is None else result.usage.as_dict()
         await self._storage.job_discard_late_result(
@@ -243,12 +261,11 @@ class Reconciler:
         )
         return "ignored"
 
-    async def _ask(self, item: BackgroundJob, question: object) -> Snapshot:
+    async def _ask(self, item: BackgroundJob, question: Awaitable[Snapshot]) -> Snapshot:
         """A status check or cancel; a failure defers the job (status-check-failed)."""
         job = item.job
-        assert asyncio.iscoroutine(question)
         try:
-            snapshot: Snapshot = await question
+            snapshot = await question
         except errors.ProviderCancelUnsupported:
             raise
         except errors.ProviderError as exc:
@@ -383,11 +400,15 @@ class Reconciler:
         )
 
     def _next_check(
-        self, item: BackgroundJob, snapshot: Snapshot, sent_cancel: bool
+        self, item: BackgroundJob, snapshot: Snapshot, sent_cancel: bool, now: datetime
     ) -> ReconcileDeferral:
         job = item.job
         in_s = self._check_interval(item)
-        if sent_cancel or item.cancel_sent_at is not None or snapshot.status == Status.CANCELLING:
+        if item.cancel_sent_at is not None:
+            # A cancel on its way: soon, backing off as it takes longer than it should.
+            waited_s = (now - item.cancel_sent_at).total_seconds()
+            in_s = min(in_s, max(reconcile.CANCEL_CHECK_S, waited_s / 2))
+        elif sent_cancel or snapshot.status == Status.CANCELLING:
             in_s = min(in_s, reconcile.CANCEL_CHECK_S)
         return ReconcileDeferral(
             job.id,
