@@ -88,8 +88,12 @@ class _Batch:
         """Each request's state at `now`: processing, succeeded, errored or canceled."""
         states = []
         for item in self.items:
-            finished = item.done_at is not None and now >= item.done_at
-            if finished and (self.cancel_at is None or item.done_at <= self.cancel_at):  # type: ignore[operator]
+            done_at = item.done_at
+            finished = done_at is not None and now >= done_at
+            before_cancel = self.cancel_at is None or (
+                done_at is not None and done_at <= self.cancel_at
+            )
+            if finished and before_cancel:
                 states.append(item.outcome)
             elif self.cancel_at is not None and now >= self.cancel_at + CANCEL_GRACE_S:
                 states.append("canceled")

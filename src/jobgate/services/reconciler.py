@@ -31,8 +31,6 @@ from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain import reconcile
-from jobgate.domain.backoff import full_jitter_s
-from jobgate.domain.job import CancelOutcome, Job
 from jobgate.domain.states import JobState
 from jobgate.providers.background import (
     BackgroundProvider,
@@ -42,10 +40,10 @@ from jobgate.providers.background import (
 )
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services import settlements
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
-from jobgate.storage.shared import error_body
 
 if TYPE_CHECKING:
     from jobgate.services.runtime import Runtime
@@ -53,18 +51,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROLE = "reconciler"
-ACTOR = "reconciler"
+ACTOR = settlements.ACTOR
 CLAIM_LEASE_S = 120.0  # a reconciler that dies mid-check is replaced after this
 STATUS_CHECK_FAILED = "status_check_failed"
 COMPLETION_HANDLING_FAILED = "completion_handling_failed"
 LOST_AFTER_NOT_FOUND = 3  # consecutive 404s on a status check: the provider lost the job
 PROVIDER_EVENT_RETENTION = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
-_ERROR_TYPES: dict[type[errors.ProviderError], str] = {
-    errors.ProviderRetryable: "server_error",
-    errors.ProviderRateLimited: "rate_limit_error",
-    errors.ProviderFatal: "invalid_request_error",
-}
 
 
 @dataclasses.dataclass(slots=True)
@@ -148,7 +141,7 @@ class Reconciler:
                     reconcile.failure_backoff_s(
                         item.reconcile_failures, max_s=300.0, rng=self._rng
                     ),
-                    failure=_failure(
+                    failure=settlements.failure(
                         STATUS_CHECK_FAILED,
                         "unknown_provider",
                         f"provider {job.provider!r} is not configured for background jobs",
@@ -218,19 +211,27 @@ class Reconciler:
                 if overdue and not cancel_wanted:
                     snapshot = await self._ask(item, provider.retrieve(ref))
                 else:
-                    return await self._cancel_locally(item)
+                    return await self._cancel_locally(item, now)
         else:
             snapshot = await self._ask(item, provider.retrieve(ref))
         if not snapshot.terminal:
             if overdue and not cancel_wanted:
-                return await self._settle(item, _deadline_exceeded(job, snapshot), now)
+                return await self._settle(item, settlements.deadline_exceeded(job, snapshot), now)
             return await self._defer(
                 item, self._next_check(item, snapshot, sent_cancel, moment), now
             )
         if overdue and not cancel_wanted and snapshot.status == Status.CANCELLED:
-            return await self._settle(item, _deadline_exceeded(job, snapshot), now)
+            return await self._settle(item, settlements.deadline_exceeded(job, snapshot), now)
         result = await self._result(item, provider, ref, snapshot)
-        return await self._settle(item, self._verdict(job, snapshot, result, cancel_wanted), now)
+        verdict = settlements.from_snapshot(
+            job,
+            snapshot,
+            result,
+            cancel_wanted=cancel_wanted,
+            settings=self._settings,
+            rng=self._rng,
+        )
+        return await self._settle(item, verdict, now)
 
     async def _watch_after_cancel(
         self,
@@ -250,7 +251,7 @@ class Reconciler:
         await self._storage.job_discard_late_result(
             job_id=item.job.id,
             provider_job_id=ref.provider_job_id,
-            to_state=_state_of(snapshot),
+            to_state=settlements.state_of(snapshot),
             usage=usage,
             actor=ACTOR,
             now=now,
@@ -271,7 +272,7 @@ class Reconciler:
         except errors.ProviderError as exc:
             self._providers.gates.record(job.provider, job.id, exc)
             if exc.status_code == 404 and item.reconcile_failures + 1 >= LOST_AFTER_NOT_FOUND:
-                raise _Settle(self._lost(item, exc)) from exc
+                raise _Settle(settlements.lost(item.job, exc)) from exc
             raise _Deferred(self._failed_check(item, STATUS_CHECK_FAILED, exc)) from exc
         self._providers.gates.record(job.provider, job.id, None)
         return snapshot
@@ -290,75 +291,12 @@ class Reconciler:
         except errors.ProviderError as exc:
             raise _Deferred(self._failed_check(item, COMPLETION_HANDLING_FAILED, exc)) from exc
 
-    # -- verdicts ----------------------------------------------------------------------------
-
-    def _verdict(
-        self, job: Job, snapshot: Snapshot, result: ProviderResult | None, cancel_wanted: bool
-    ) -> Settlement:
-        base = Settlement(
-            job_id=job.id,
-            provider_job_id=snapshot.provider_job_id,
-            state=JobState.SUCCEEDED,
-            reason="completed",
-            actor=ACTOR,
-            provider_status=snapshot.status,
-            result=None if result is None else result.body,
-            usage=None if result is None else result.usage.as_dict(),
-            cancel_outcome=CancelOutcome.TOO_LATE if cancel_wanted else None,
-        )
-        if snapshot.status in (Status.COMPLETED, Status.INCOMPLETE):
-            return base
-        if snapshot.status == Status.CANCELLED:
-            return dataclasses.replace(
-                base,
-                state=JobState.CANCELLED,
-                reason="cancel_requested" if cancel_wanted else "cancelled_at_provider",
-                cancel_outcome=CancelOutcome.AT_PROVIDER,
-            )
-        exc = snapshot.error or errors.ProviderFatal("the provider reports the job failed")
-        kind = _ERROR_TYPES.get(type(exc), "provider_error")
-        error = error_body(exc.code, exc.message, kind=kind)
-        failed = dataclasses.replace(
-            base, state=JobState.FAILED, reason="failed_at_provider", error=error, result=None
-        )
-        if cancel_wanted or isinstance(exc, errors.ProviderFatal):
-            return failed
-        if isinstance(exc, errors.ProviderRateLimited):
-            return dataclasses.replace(
-                failed,
-                state=JobState.QUEUED,
-                reason="rate_limited",
-                retry_in_s=max(exc.retry_after_s, 1.0),
-                count_attempt=False,
-            )
-        if job.attempt >= job.max_attempts:
-            return dataclasses.replace(failed, reason="attempts_exhausted", dead_lettered=True)
-        return dataclasses.replace(
-            failed,
-            state=JobState.QUEUED,
-            reason="retryable_error",
-            retry_in_s=full_jitter_s(
-                job.attempt,
-                base_s=self._settings.retry_base_s,
-                cap_s=self._settings.retry_max_s,
-                rng=self._rng,
-            ),
-        )
-
-    async def _cancel_locally(self, item: BackgroundJob) -> str:
+    async def _cancel_locally(self, item: BackgroundJob, now: datetime | None) -> str:
         """The provider cannot cancel: cancel here and keep watching the provider's job."""
         job = item.job
         assert job.provider_job_id is not None
-        settlement = Settlement(
-            job_id=job.id,
-            provider_job_id=job.provider_job_id,
-            state=JobState.CANCELLED,
-            reason="cancel_requested",
-            actor=ACTOR,
-            cancel_outcome=CancelOutcome.NOT_SUPPORTED,
-            watch_in_s=self._check_interval(item),
-        )
-        return await self._settle(item, settlement, None)
+        settlement = settlements.cancelled_locally(job, watch_in_s=self._check_interval(item))
+        return await self._settle(item, settlement, now)
 
     async def _settle(
         self, item: BackgroundJob, settlement: Settlement, now: datetime | None
@@ -443,22 +381,7 @@ class Reconciler:
             job.id,
             job.provider_job_id or "",
             in_s,
-            failure=_failure(kind, exc.code, exc.message),
-        )
-
-    def _lost(self, item: BackgroundJob, exc: errors.ProviderError) -> Settlement:
-        """The provider keeps saying it has no such job: fail it (never create it again)."""
-        return Settlement(
-            job_id=item.job.id,
-            provider_job_id=item.job.provider_job_id or "",
-            state=JobState.FAILED,
-            reason="provider_job_not_found",
-            actor=ACTOR,
-            error=error_body(
-                "provider_job_not_found",
-                f"the provider no longer knows job {item.job.provider_job_id} ({exc.message})",
-                kind="provider_error",
-            ),
+            failure=settlements.failure(kind, exc.code, exc.message),
         )
 
     async def _defer(
@@ -530,32 +453,6 @@ class _Settle(Exception):
     def __init__(self, settlement: Settlement) -> None:
         super().__init__(settlement.job_id)
         self.settlement = settlement
-
-
-def _failure(kind: str, code: str, message: str) -> dict[str, str]:
-    return {"kind": kind, "code": code, "message": message[:500]}
-
-
-def _state_of(snapshot: Snapshot) -> JobState:
-    if snapshot.status in (Status.COMPLETED, Status.INCOMPLETE):
-        return JobState.SUCCEEDED
-    if snapshot.status == Status.CANCELLED:
-        return JobState.CANCELLED
-    return JobState.FAILED
-
-
-def _deadline_exceeded(job: Job, snapshot: Snapshot) -> Settlement:
-    return Settlement(
-        job_id=job.id,
-        provider_job_id=snapshot.provider_job_id,
-        state=JobState.FAILED,
-        reason="deadline_exceeded",
-        actor=ACTOR,
-        provider_status=snapshot.status,
-        error=error_body(
-            "deadline_exceeded", "the job ran past its execution deadline", kind="timeout_error"
-        ),
-    )
 
 
 async def start_role(runtime: Runtime, stop: asyncio.Event) -> None:
