@@ -239,7 +239,33 @@ async def test_connection_refused_was_not_sent(flavour: Flavour) -> None:
         await provider.aclose()
 
 
-def test_missing_key_variable_is_a_config_error() -> None:
-    config = ProviderConfig(kind="openai", api_key_env="JOBGATE_TEST_NO_SUCH_VARIABLE")
-    with pytest.raises(errors.ConfigError, match="JOBGATE_TEST_NO_SUCH_VARIABLE"):
-        OpenAIProvider("upstream", config)
+async def test_a_missing_key_variable(flavour: Flavour, simulator: Simulator) -> None:
+    """Only processes that call providers need keys: the adapter builds without one, the
+    registry names the variable for the roles that check at start, and a call made anyway is
+    retried rather than failed for good."""
+    from jobgate.clock import SystemClock
+    from jobgate.config import Settings
+    from jobgate.providers.registry import ProviderRegistry
+
+    provider = build(flavour, simulator, api_key_env="JOBGATE_TEST_NO_SUCH_VARIABLE")
+    try:
+        with pytest.raises(errors.ProviderRetryable) as caught:
+            await provider.call(call(flavour))
+        assert caught.value.code == "missing_api_key"
+    finally:
+        await provider.aclose()
+    assert simulator.engine.requests == []
+    settings = Settings(
+        providers={
+            "upstream": ProviderConfig(
+                kind=flavour.kind,  # type: ignore[arg-type]
+                api_key_env="JOBGATE_TEST_NO_SUCH_VARIABLE",
+            )
+        }
+    )
+    registry = ProviderRegistry.from_settings(settings, clock=SystemClock())
+    try:
+        with pytest.raises(errors.ConfigError, match="JOBGATE_TEST_NO_SUCH_VARIABLE"):
+            registry.require_credentials()
+    finally:
+        await registry.aclose()

@@ -388,3 +388,14 @@ async def test_a_bug_while_reconciling_defers_the_job_and_spares_the_pass(rig: R
     )
     assert item is not None and item.job.state is JobState.RUNNING
     assert item.reconcile_error is not None and item.reconcile_error["code"] == "internal_error"
+
+
+async def test_a_job_the_provider_lost_fails_and_is_not_recreated(rig: Rig) -> None:
+    job = await rig.start(sim={"latency_s": 1})
+    rig.provider.engine._responses.clear()  # e.g. the in-process simulator restarted
+    for _ in range(3):
+        await rig.sweep_at(600)
+    lost = await rig.get(job.id)
+    assert lost.state is JobState.FAILED
+    assert lost.error is not None and lost.error["code"] == "provider_job_not_found"
+    assert rig.provider.creates == 1

@@ -42,14 +42,14 @@ class AnthropicProvider:
         self.name = name
         self._config = config
         self._clock = clock or SystemClock()
-        key = calls.api_key(name, config)
         headers = {"anthropic-version": config.anthropic_version}
-        if key:
-            headers["x-api-key"] = key
+        auth = calls.EnvKey(config.api_key_env, "x-api-key") if config.api_key_env else None
         # Paths carry the /v1 (as in Anthropic's SDK, whose base URL has none); forgive a
         # base_url written the OpenAI way.
         base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
-        self._client = calls.client(config, base_url=base_url, headers=headers, transport=transport)
+        self._client = calls.client(
+            config, base_url=base_url, headers=headers, auth=auth, transport=transport
+        )
         self.idempotent_creates = config.idempotent_creates
 
     # -- submit-time checks ------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import email.utils
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Generator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -27,17 +27,36 @@ SIM_HEADER = "x-jobgate-sim"
 _MAX_MESSAGE = 500
 
 
-def api_key(name: str, config: ProviderConfig) -> str | None:
-    """The key from the variable the configuration names (never from the file itself)."""
-    if config.api_key_env is None:
+def missing_key(name: str, config: ProviderConfig) -> errors.ConfigError | None:
+    """The error to start with when the key's variable is unset (roles that call providers
+    check this at startup; the API and admin commands never need provider keys)."""
+    if config.api_key_env is None or os.environ.get(config.api_key_env):
         return None
-    value = os.environ.get(config.api_key_env)
-    if not value:
-        raise errors.ConfigError(
-            f"providers.{name}.api_key_env",
-            f"the environment variable {config.api_key_env} is not set",
-        )
-    return value
+    return errors.ConfigError(
+        f"providers.{name}.api_key_env",
+        f"the environment variable {config.api_key_env} is not set",
+    )
+
+
+class EnvKey(httpx.Auth):
+    """Reads the key from its variable on every request, so it is never kept in the file,
+    the logs, or a process that makes no calls."""
+
+    def __init__(self, variable: str, header: str, prefix: str = "") -> None:
+        self._variable = variable
+        self._header = header
+        self._prefix = prefix
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        value = os.environ.get(self._variable)
+        if not value:
+            # Retryable (and counted by the breaker): the operator fixes the host's environment.
+            raise errors.ProviderRetryable(
+                f"the environment variable {self._variable} holding the API key is not set",
+                code="missing_api_key",
+            )
+        request.headers[self._header] = self._prefix + value
+        yield request
 
 
 def client(
@@ -45,6 +64,7 @@ def client(
     *,
     base_url: str,
     headers: Mapping[str, str],
+    auth: httpx.Auth | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
     """One pooled client per provider. The read timeout is `request_timeout_s`: for a plain
@@ -63,6 +83,7 @@ def client(
         timeout=timeout,
         limits=limits,
         follow_redirects=False,
+        auth=auth,
         transport=transport,
     )
 

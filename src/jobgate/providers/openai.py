@@ -50,11 +50,14 @@ class OpenAIProvider:
         self.name = name
         self._config = config
         self._clock = clock or SystemClock()
-        key = calls.api_key(name, config)
+        auth = None
+        if config.api_key_env:
+            auth = calls.EnvKey(config.api_key_env, "authorization", "Bearer ")
         self._client = calls.client(
             config,
             base_url=config.base_url or DEFAULT_BASE_URL,
-            headers={"authorization": f"Bearer {key}"} if key else {},
+            headers={},
+            auth=auth,
             transport=transport,
         )
         self.idempotent_creates = config.idempotent_creates

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.config import ProviderConfig, Settings
+from jobgate.providers import calls
 from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.base import Provider
 from jobgate.providers.gates import ProviderGates
@@ -53,6 +54,13 @@ class ProviderRegistry:
                 )
             providers[name] = factory(name, config, clock)
         return cls(providers, configs=configs, default=settings.default_provider, clock=clock)
+
+    def require_credentials(self) -> None:
+        """Raise errors.ConfigError naming the first provider whose key variable is unset
+        (for the roles that call providers; checked when they start)."""
+        for name, config in self._configs.items():
+            if name in self._providers and (missing := calls.missing_key(name, config)):
+                raise missing
 
     def names(self) -> list[str]:
         return sorted(self._providers)

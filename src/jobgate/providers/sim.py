@@ -109,7 +109,9 @@ class SimProvider:
     async def retrieve(self, ref: ProviderJobRef) -> Snapshot:
         answer = self.engine.response(ref.provider_job_id)
         if answer is None:
-            raise errors.ProviderFatal(f"no response {ref.provider_job_id}", code="not_found")
+            raise errors.ProviderFatal(
+                f"no response {ref.provider_job_id}", code="not_found", status_code=404
+            )
         return response_snapshot(answer)
 
     async def fetch_result(self, ref: ProviderJobRef, snapshot: Snapshot) -> ProviderResult:
@@ -123,7 +125,9 @@ class SimProvider:
             raise errors.ProviderCancelUnsupported(f"provider {self.name!r} cannot cancel")
         answer = self.engine.cancel_response(ref.provider_job_id)
         if answer is None:
-            raise errors.ProviderFatal(f"no response {ref.provider_job_id}", code="not_found")
+            raise errors.ProviderFatal(
+                f"no response {ref.provider_job_id}", code="not_found", status_code=404
+            )
         return response_snapshot(answer)
 
     def webhook_event(self, payload: JSONObject) -> ProviderEvent | None:

@@ -117,6 +117,8 @@ class Runtime:
             raise errors.ConfigError(
                 "roles", f"unknown role {unknown[0]!r} (one of {', '.join(ROLES)})"
             )
+        if "worker" in roles or "reconciler" in roles:
+            self.providers.require_credentials()  # fail at start, not on the first job
         await self.storage.listen()
         tasks: list[asyncio.Task[None]] = []
         stoppers: list[Callable[[], None]] = []
