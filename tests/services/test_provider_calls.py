@@ -18,12 +18,14 @@ from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.providers import gates
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services.reconciler import Reconciler
 from jobgate.services.worker import Worker
 from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
 from jobgate.testing.clocked import ClockedStorage
+from tests.e2e.gateway import eventually
 from tests.storage.helpers import make_tenant, new_job
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -240,3 +242,43 @@ async def test_concurrency_cap_bounds_calls_in_flight(
         rig.worker.request_stop()
         await runner
     assert simulator.max_concurrent <= 2
+
+
+async def test_anthropic_batch_job_through_worker_and_reconciler(
+    rig: Rig, simulator: Simulator
+) -> None:
+    params = {"model": "claude-sim", "max_tokens": 16}
+    body = {
+        "requests": [
+            {
+                "custom_id": "a",
+                "params": {**params, "messages": [{"role": "user", "content": "x"}]},
+            },
+            {
+                "custom_id": "b",
+                "params": {**params, "messages": [{"role": "user", "content": "y"}]},
+            },
+        ],
+        "sim": {"latency_s": 0.2},
+    }
+    job = new_job(rig.tenant, provider="anthropic", endpoint="/v1/messages/batches", request=body)
+    await rig.storage.job_insert(job=job)
+    (accepted,) = await rig.worker.run_once()
+    assert accepted is not None and accepted.state is JobState.RUNNING
+    assert (accepted.provider_job_id or "").startswith("msgbatch_")
+    reconciler = Reconciler(
+        storage=rig.storage, providers=rig.registry, settings=rig.settings, clock=rig.clock
+    )
+
+    async def ended() -> bool:
+        batch = simulator.engine.batch(accepted.provider_job_id or "", base_url="")
+        return batch is not None and batch["processing_status"] == "ended"
+
+    await eventually(ended)
+    rig.clock.advance(60)
+    await reconciler.sweep_once()
+    done = await rig.get(job.id)
+    assert done.state is JobState.SUCCEEDED and done.result is not None
+    assert [r["custom_id"] for r in done.result["results"]] == ["a", "b"]
+    ledger = await rig.storage.usage_for_job(job_id=job.id)
+    assert [e.kind for e in ledger] == ["completion"] and ledger[0].output_tokens > 0
