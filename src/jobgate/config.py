@@ -39,6 +39,18 @@ class ProviderConfig(pydantic.BaseModel):
     webhook_secret_env: str | None = (
         None  # inbound provider webhooks: the signing secret's variable
     )
+    # The provider deduplicates creates by the Idempotency-Key jobgate sends (the job id), so
+    # a create whose outcome is unknown may be sent again without running twice.
+    idempotent_creates: bool = False
+    headers: dict[str, str] = pydantic.Field(default_factory=dict)  # extra request headers
+    anthropic_version: str = "2023-06-01"
+    retry_after_default_s: float = pydantic.Field(default=5.0, ge=0)  # a 429 without the header
+    # Background mode: the first status check after a create, then doubling up to the max.
+    reconcile_after_s: float = pydantic.Field(default=10.0, gt=0)
+    reconcile_max_interval_s: float = pydantic.Field(default=300.0, gt=0)
+    # Circuit breaker: open after this many consecutive failures, probe again after reset_s.
+    breaker_failure_threshold: int = pydantic.Field(default=5, gt=0)
+    breaker_reset_s: float = pydantic.Field(default=30.0, gt=0)
 
 
 class TenantLimits(pydantic.BaseModel):
@@ -67,6 +79,7 @@ class Settings(pydantic.BaseModel):
     heartbeat_interval_s: float = pydantic.Field(default=15.0, gt=0)
     reaper_interval_s: float = pydantic.Field(default=30.0, gt=0)
     reaper_warn_threshold: int = pydantic.Field(default=100, gt=0)
+    reconciler_interval_s: float = pydantic.Field(default=5.0, gt=0)
     worker_concurrency: int = pydantic.Field(default=16, gt=0)
     worker_poll_interval_s: float = pydantic.Field(default=1.0, gt=0)
     shutdown_grace_s: float = pydantic.Field(default=10.0, ge=0)
@@ -119,7 +132,8 @@ class Settings(pydantic.BaseModel):
 # Settings that JOBGATE_* variables may set; the rest come from jobgate.toml only.
 _ENV_FIELDS = (
     "database_url", "database_pool_size", "host", "port", "roles", "lease_ttl_s",
-    "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "worker_concurrency",
+    "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "reconciler_interval_s",
+    "worker_concurrency",
     "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",
     "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
     "webhook_allow_http", "webhook_timeout_s", "webhook_concurrency",

@@ -21,7 +21,9 @@ JobgateError
     ├── ProviderRetryable        timeouts, 5xx, overloaded
     ├── ProviderRateLimited      429 (retry_after_s)
     ├── ProviderFatal            4xx, auth, invalid request
-    └── ProviderOutcomeUnknown   the create call may or may not have reached the provider
+    ├── ProviderOutcomeUnknown   the create call may or may not have reached the provider
+    │                            (safe_to_retry: the provider deduplicates by idempotency key)
+    └── ProviderCancelUnsupported  the provider cannot cancel a job it runs
 """
 
 from __future__ import annotations
@@ -194,3 +196,20 @@ class ProviderFatal(ProviderError):
 
 class ProviderOutcomeUnknown(ProviderError):
     code = "creation_outcome_unknown"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        safe_to_retry: bool = False,
+        code: str | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message, code=code, status_code=status_code)
+        # True when the provider deduplicates creates by the idempotency key we sent: sending
+        # the create again returns the original instead of running (and billing) it twice.
+        self.safe_to_retry = safe_to_retry
+
+
+class ProviderCancelUnsupported(ProviderError):
+    code = "cancel_not_supported"

@@ -45,5 +45,5 @@ def configure(level: str = "info", *, stream: Any = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("uvicorn.access",):
+    for noisy in ("uvicorn.access", "httpx"):  # httpx logs every provider request at info
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -18,6 +18,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("serve", "api", "worker", "reaper", "migrate"), "jobgate.cli.server"),
     **dict.fromkeys(("tenants", "keys", "operators"), "jobgate.cli.admin"),
     "dispatcher": "jobgate.cli.webhooks",
+    **dict.fromkeys(("simulator", "reconciler"), "jobgate.cli.providers"),
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),

@@ -8,7 +8,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import jobgate
 from jobgate import errors
-from jobgate.http import dashboard, health, jobs_routes, problems, webhooks_routes
+from jobgate.http import (
+    dashboard,
+    health,
+    jobs_routes,
+    problems,
+    provider_webhooks,
+    webhooks_routes,
+)
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
 
@@ -28,6 +35,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(health.router)
     app.include_router(dashboard.router)
     app.add_exception_handler(dashboard.LoginRequired, dashboard.login_redirect)
+    app.include_router(provider_webhooks.router)
     app.add_exception_handler(errors.JobgateError, problems.handle_jobgate_error)
     app.add_exception_handler(RequestValidationError, problems.handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)

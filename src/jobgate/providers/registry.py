@@ -9,13 +9,21 @@ from collections.abc import Callable, Mapping
 from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.config import ProviderConfig, Settings
+from jobgate.providers import calls
+from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.base import Provider
+from jobgate.providers.gates import ProviderGates
+from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.sim import SimProvider
 
 # kind -> factory(name, config, clock); adapters for real providers register themselves here.
 ProviderFactory = Callable[[str, ProviderConfig, Clock], Provider]
 FACTORIES: dict[str, ProviderFactory] = {
-    "sim": lambda name, _config, clock: SimProvider(name, clock=clock),
+    "sim": lambda name, config, clock: SimProvider(
+        name, clock=clock, background=config.mode == "background"
+    ),
+    "openai": lambda name, config, clock: OpenAIProvider(name, config, clock=clock),
+    "anthropic": lambda name, config, clock: AnthropicProvider(name, config, clock=clock),
 }
 
 
@@ -26,10 +34,13 @@ class ProviderRegistry:
         *,
         configs: Mapping[str, ProviderConfig],
         default: str,
+        clock: Clock | None = None,
     ) -> None:
         self._providers = dict(providers)
         self._configs = dict(configs)
         self.default = default
+        # Backpressure per provider, shared by the worker and the reconciler of this process.
+        self.gates = ProviderGates(self._configs, clock=clock)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, clock: Clock) -> ProviderRegistry:
@@ -42,7 +53,14 @@ class ProviderRegistry:
                     f"providers.{name}.kind", f"no adapter for provider kind {config.kind!r}"
                 )
             providers[name] = factory(name, config, clock)
-        return cls(providers, configs=configs, default=settings.default_provider)
+        return cls(providers, configs=configs, default=settings.default_provider, clock=clock)
+
+    def require_credentials(self) -> None:
+        """Raise errors.ConfigError naming the first provider whose key variable is unset
+        (for the roles that call providers; checked when they start)."""
+        for name, config in self._configs.items():
+            if name in self._providers and (missing := calls.missing_key(name, config)):
+                raise missing
 
     def names(self) -> list[str]:
         return sorted(self._providers)

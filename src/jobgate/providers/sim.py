@@ -1,4 +1,8 @@
-"""The built-in `sim` provider: the simulated model, in process, no network and no key."""
+"""The built-in `sim` provider: the simulated model, in process, no network and no key.
+
+It answers Chat Completions and Responses bodies, and with `mode = "background"` runs
+Responses jobs in background mode on the same engine the `jobgate simulator` server uses.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,33 @@ import asyncio
 
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
-from jobgate.providers import simulation
+from jobgate.providers import sim_wire, simulation
+from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
+from jobgate.providers.openai import response_snapshot
+from jobgate.providers.sim_engine import SimEngine
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
 
 
 class SimProvider:
     kind = "sim"
-    endpoints = frozenset({CHAT_COMPLETIONS})
+    endpoints = frozenset({CHAT_COMPLETIONS, RESPONSES})
+    idempotent_creates = True  # nothing leaves the process: a create never has an unknown fate
 
-    def __init__(self, name: str = "sim", *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "sim",
+        *,
+        clock: Clock | None = None,
+        background: bool = False,
+        engine: SimEngine | None = None,
+    ) -> None:
         self.name = name
         self._clock = clock or SystemClock()
+        self._background = background
+        self.engine = engine or SimEngine(self._clock)
 
     def validate(self, endpoint: str, body: JSONObject) -> None:
         if endpoint not in self.endpoints:
@@ -28,18 +46,46 @@ class SimProvider:
                 param="endpoint",
                 code="unsupported_endpoint",
             )
-        simulation.validate_chat(body)
+        if endpoint == CHAT_COMPLETIONS:
+            simulation.validate_chat(body)
+        else:
+            problem = sim_wire.validate_responses(body)
+            if problem is not None:
+                raise errors.InvalidRequest(f"body.{problem}", param="body")
         simulation.directives(body)
 
-    async def call(self, call: ProviderCall) -> ProviderResult:
-        plan = simulation.directives(call.body)
-        if plan.latency_s:
-            await self._clock.sleep(plan.latency_s)
+    def runs_in_background(self, endpoint: str) -> bool:
+        return self._background and endpoint == RESPONSES
+
+    async def _faults(self, plan: simulation.Directives, call: ProviderCall) -> None:
         if plan.fails_on(call.run_count):
             assert plan.fail_with is not None
             if plan.fail_with == "hang":
                 await asyncio.Event().wait()  # until cancelled or timed out
+            if plan.fail_with == "drop":
+                raise errors.ProviderOutcomeUnknown(
+                    "simulated connection dropped after the request",
+                    safe_to_retry=self.idempotent_creates,
+                )
             raise simulation.fault(plan.fail_with, plan.retry_after_s)
+
+    async def call(self, call: ProviderCall) -> ProviderResult:
+        plan = simulation.directives(call.body)
+        if call.endpoint == RESPONSES:
+            await self._faults(plan, call)
+            response_id = self.engine.create_response(call.body, plan, background=False)
+            await self._clock.sleep(plan.latency_s)
+            answer = self.engine.response(response_id)
+            assert answer is not None
+            snapshot = response_snapshot(answer)
+            if snapshot.result is None:
+                raise snapshot.error or errors.ProviderFatal(
+                    f"the response ended {snapshot.status}", code=f"response_{snapshot.status}"
+                )
+            return snapshot.result
+        if plan.latency_s:
+            await self._clock.sleep(plan.latency_s)
+        await self._faults(plan, call)
         body = simulation.chat_completion(call.body, created=int(self._clock.now().timestamp()))
         usage = body["usage"]
         return ProviderResult(
@@ -47,6 +93,45 @@ class SimProvider:
             usage=Usage(usage["prompt_tokens"], usage["completion_tokens"]),
             provider_request_id=body["id"],
         )
+
+    # -- background mode, on the shared engine -------------------------------------------------
+
+    async def create(self, call: ProviderCall) -> Snapshot:
+        plan = simulation.directives(call.body)
+        await self._faults(plan, call)
+        body = {k: v for k, v in call.body.items() if k != "sim"}
+        body["metadata"] = {**(body.get("metadata") or {}), "jobgate_job_id": call.job_id}
+        response_id = self.engine.create_response(body, plan, background=True)
+        answer = self.engine.response(response_id, as_created=True)
+        assert answer is not None
+        return response_snapshot(answer)
+
+    async def retrieve(self, ref: ProviderJobRef) -> Snapshot:
+        answer = self.engine.response(ref.provider_job_id)
+        if answer is None:
+            raise errors.ProviderFatal(
+                f"no response {ref.provider_job_id}", code="not_found", status_code=404
+            )
+        return response_snapshot(answer)
+
+    async def fetch_result(self, ref: ProviderJobRef, snapshot: Snapshot) -> ProviderResult:
+        if snapshot.result is None:
+            raise errors.ProviderFatal(f"the response ended {snapshot.status}")
+        return snapshot.result
+
+    async def cancel(self, ref: ProviderJobRef) -> Snapshot:
+        plan = self.engine.response_plan(ref.provider_job_id)
+        if plan is not None and plan.cancel == "unsupported":
+            raise errors.ProviderCancelUnsupported(f"provider {self.name!r} cannot cancel")
+        answer = self.engine.cancel_response(ref.provider_job_id)
+        if answer is None:
+            raise errors.ProviderFatal(
+                f"no response {ref.provider_job_id}", code="not_found", status_code=404
+            )
+        return response_snapshot(answer)
+
+    def webhook_event(self, payload: JSONObject) -> ProviderEvent | None:
+        return None  # in process there is nobody to send webhooks: the reconciler polls
 
     async def aclose(self) -> None:
         return None

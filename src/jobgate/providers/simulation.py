@@ -1,9 +1,18 @@
 """The simulated model: deterministic answers in the providers' wire formats, plus faults.
 
 Shared by the in-process `sim` provider and the `jobgate simulator` HTTP server. A request body
-may carry a `sim` object: `latency_s`, `fail_with` (`rate_limit`, `server_error`,
-`invalid_request`, `hang`), `fail_times` (how many calls fail before one succeeds; default:
-all of them), `retry_after_s` (for `rate_limit`, default 1).
+may carry a `sim` object (the provider adapters move it into the `x-jobgate-sim` header, so the
+body they send stays valid for the real providers):
+
+- `latency_s`: how long the call (or, in background mode, the provider-side run) takes;
+- `fail_with`: `rate_limit`, `server_error`, `overloaded`, `invalid_request`, `hang` (never
+  answer), `drop` (accept the request, then close the connection without an answer);
+- `fail_times`: how many calls fail before one succeeds (default: all of them);
+- `retry_after_s`: for `rate_limit` (default 1; sent as `retry-after-ms` and `retry-after`);
+- `outcome`: how a background run ends: `completed` (default), `failed`, `incomplete`, `never`;
+- `webhooks`: `send` (default), `none` (lost), `duplicate`, `out_of_order` (a stale
+  contradicting event after the real one), `early` (the event before the create's answer);
+- `cancel`: `supported` (default) or `unsupported` (the provider has no cancel endpoint).
 """
 
 from __future__ import annotations
@@ -16,7 +25,13 @@ from typing import Any
 from jobgate import errors
 
 JSONObject = dict[str, Any]
-FAULTS = ("rate_limit", "server_error", "invalid_request", "hang")
+FAULTS = ("rate_limit", "server_error", "overloaded", "invalid_request", "hang", "drop")
+OUTCOMES = ("completed", "failed", "incomplete", "never")
+WEBHOOK_MODES = ("send", "none", "duplicate", "out_of_order", "early")
+CANCEL_MODES = ("supported", "unsupported")
+_FIELDS = frozenset(
+    {"latency_s", "fail_with", "fail_times", "retry_after_s", "outcome", "webhooks", "cancel"}
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -25,6 +40,9 @@ class Directives:
     fail_with: str | None = None
     fail_times: int | None = None  # None: every call fails
     retry_after_s: float = 1.0
+    outcome: str = "completed"
+    webhooks: str = "send"
+    cancel: str = "supported"
 
     def fails_on(self, call_number: int) -> bool:
         """Whether the `call_number`-th call (1-based) fails."""
@@ -40,7 +58,7 @@ def directives(body: JSONObject) -> Directives:
         return Directives()
     if not isinstance(raw, dict):
         raise errors.InvalidRequest("body.sim must be an object", param="body.sim")
-    unknown = set(raw) - {"latency_s", "fail_with", "fail_times", "retry_after_s"}
+    unknown = set(raw) - _FIELDS
     if unknown:
         raise errors.InvalidRequest(
             f"unknown body.sim field {sorted(unknown)[0]!r}", param="body.sim"
@@ -48,10 +66,8 @@ def directives(body: JSONObject) -> Directives:
     latency = _number(raw, "latency_s", 0.0)
     retry_after = _number(raw, "retry_after_s", 1.0)
     fail_with = raw.get("fail_with")
-    if fail_with is not None and fail_with not in FAULTS:
-        raise errors.InvalidRequest(
-            f"body.sim.fail_with must be one of {', '.join(FAULTS)}", param="body.sim.fail_with"
-        )
+    if fail_with is not None:
+        _choice(raw, "fail_with", FAULTS)
     fail_times = raw.get("fail_times")
     if fail_times is not None and (
         isinstance(fail_times, bool) or not isinstance(fail_times, int) or fail_times < 0
@@ -59,7 +75,24 @@ def directives(body: JSONObject) -> Directives:
         raise errors.InvalidRequest(
             "body.sim.fail_times must be a non-negative integer", param="body.sim.fail_times"
         )
-    return Directives(latency, fail_with, fail_times, retry_after)
+    return Directives(
+        latency,
+        fail_with,
+        fail_times,
+        retry_after,
+        outcome=_choice(raw, "outcome", OUTCOMES),
+        webhooks=_choice(raw, "webhooks", WEBHOOK_MODES),
+        cancel=_choice(raw, "cancel", CANCEL_MODES),
+    )
+
+
+def _choice(raw: JSONObject, field: str, allowed: tuple[str, ...]) -> str:
+    value = raw.get(field, allowed[0])
+    if value not in allowed:
+        raise errors.InvalidRequest(
+            f"body.sim.{field} must be one of {', '.join(allowed)}", param=f"body.sim.{field}"
+        )
+    return str(value)
 
 
 def _number(raw: JSONObject, field: str, default: float) -> float:
@@ -77,6 +110,12 @@ def fault(kind: str, retry_after_s: float) -> errors.ProviderError:
         return errors.ProviderRateLimited("simulated rate limit", retry_after_s=retry_after_s)
     if kind == "server_error":
         return errors.ProviderRetryable("simulated server error", status_code=500)
+    if kind == "overloaded":
+        return errors.ProviderRetryable(
+            "simulated overload", code="overloaded_error", status_code=529
+        )
+    if kind == "drop":
+        return errors.ProviderOutcomeUnknown("simulated connection dropped after the request")
     return errors.ProviderFatal("simulated invalid request", status_code=400)
 
 

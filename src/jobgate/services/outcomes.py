@@ -100,7 +100,9 @@ def failed(
     creation_outcome = None
     if isinstance(exc, errors.ProviderOutcomeUnknown):
         creation_outcome = "unknown"
-        if settings.unknown_outcome == "fail":
+        # A provider that deduplicates by our idempotency key makes the retry safe: the
+        # create is sent again and answers the original. Otherwise the policy decides.
+        if settings.unknown_outcome == "fail" and not exc.safe_to_retry:
             # A retry might run (and bill) the call twice: fail loudly instead.
             return Finish(
                 lease=lease,

@@ -24,6 +24,7 @@ from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
 from jobgate.services.operators import OperatorService
 from jobgate.services.reaper import Reaper
+from jobgate.services.reconciler import Reconciler
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
 from jobgate.services.worker import Worker
@@ -34,16 +35,10 @@ log = logging.getLogger(__name__)
 
 ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler")
 
-# Roles that later features add register a starter here: name -> (runtime, stop) -> coroutine.
-RoleStarter = Callable[["Runtime", asyncio.Event], Coroutine[Any, Any, None]]
-EXTRA_ROLES: dict[str, RoleStarter] = {}
-
 
 def available_roles() -> tuple[str, ...]:
-    """The roles this build can run: the built-in ones and those features registered."""
-    return tuple(
-        r for r in ROLES if r in ("api", "worker", "reaper", "dispatcher") or r in EXTRA_ROLES
-    )
+    """Every role, in start order (`jobgate serve` runs them all)."""
+    return ROLES
 
 
 class _Server(uvicorn.Server):
@@ -125,6 +120,11 @@ class Runtime:
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(storage=self.storage, settings=self.settings, clock=self.clock)
 
+    def reconciler(self) -> Reconciler:
+        return Reconciler(
+            storage=self.storage, providers=self.providers, settings=self.settings, clock=self.clock
+        )
+
     def reaper(self) -> Reaper:
         return Reaper(storage=self.storage, settings=self.settings)
 
@@ -141,6 +141,8 @@ class Runtime:
             raise errors.ConfigError(
                 "roles", f"unknown role {unknown[0]!r} (one of {', '.join(ROLES)})"
             )
+        if "worker" in roles or "reconciler" in roles:
+            self.providers.require_credentials()  # fail at start, not on the first job
         await self.storage.listen()
         tasks: list[asyncio.Task[None]] = []
         stoppers: list[Callable[[], None]] = []
@@ -159,10 +161,10 @@ class Runtime:
             tasks.append(asyncio.create_task(dispatcher.run(), name="dispatcher"))
             stoppers.append(dispatcher.request_stop)
             closers.append(dispatcher.aclose)
-        for role in roles:
-            starter = EXTRA_ROLES.get(role)
-            if starter is not None:
-                tasks.append(asyncio.create_task(starter(self, stop), name=role))
+        if "reconciler" in roles:
+            reconciler = self.reconciler()
+            tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
+            stoppers.append(reconciler.request_stop)
         if "api" in roles:
             config = uvicorn.Config(
                 create_app(self.app_context()),

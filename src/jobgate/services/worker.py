@@ -21,9 +21,10 @@ from jobgate import errors, failpoints
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
+from jobgate.providers import background as provider_background
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import outcomes
+from jobgate.services import background, outcomes
 from jobgate.services.limits import LimitsService
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
@@ -115,6 +116,15 @@ class Worker:
         self._inflight: dict[str, _InFlight] = {}
         self._tasks: set[asyncio.Task[Job | None]] = set()
         self._batcher = _FinishBatcher(storage)
+        # Background mode (providers that run the job on their side): create, record, let go.
+        self._background = background.BackgroundStarter(
+            storage=storage,
+            providers=providers,
+            settings=settings,
+            clock=self._clock,
+            actor=self.worker_id,
+            rng=rng,
+        )
         self._wake = asyncio.Event()
         self._stopping = False
         lease_ttl_s = settings.lease_ttl_s
@@ -138,16 +148,25 @@ class Worker:
             return []
         policy = None if self._limits is None else await self._limits.claim_policy()
         sent_at = self._clock.monotonic()
-        jobs = await self._storage.job_claim(
-            worker_id=self.worker_id,
-            limit=count,
-            lease_ttl_s=self._settings.lease_ttl_s,
-            providers=self._provider_names,
-            policy=policy,
-        )
+        # Per-provider backpressure: providers whose breaker is open or whose concurrency cap
+        # is full are left out of the claim (their jobs wait in the queue); in the common case
+        # the plan is one claim exactly as before.
+        gates = self._providers.gates
+        jobs: list[Job] = []
+        for providers, quota in gates.claim_plan(self._provider_names, count):
+            quota = min(quota, count - len(jobs))
+            if quota > 0:
+                jobs += await self._storage.job_claim(
+                    worker_id=self.worker_id,
+                    limit=quota,
+                    lease_ttl_s=self._settings.lease_ttl_s,
+                    providers=providers,
+                    policy=policy,
+                )
         for job in jobs:
             assert job.lease_token is not None
             self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
+            gates.started(job.provider, job.id)
         return jobs
 
     async def run_once(self, *, limit: int | None = None) -> list[Job | None]:
@@ -164,12 +183,16 @@ class Worker:
             if finish is None:
                 await self._record_dropped(entry, "lease_lost")
                 return None
+            if isinstance(finish, background.Accepted):
+                # Background mode: record the provider's id (fenced) and free the slot.
+                return await self._background.accept(job, entry.lease, finish)
             return await self._write(entry, finish)
         finally:
             self._inflight.pop(job.id, None)
+            self._providers.gates.finished(job.provider, job.id)
             self._wake.set()
 
-    async def _attempt(self, entry: _InFlight) -> Finish | None:
+    async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
         job = entry.job
         actor = self.worker_id
         try:
@@ -192,6 +215,9 @@ class Worker:
             run_count=job.run_count,
             idempotency_key=job.id,
         )
+        in_background = provider_background.background_for(provider, job.endpoint)
+        if in_background is not None:
+            return await self._background.start(job, entry.lease, call, in_background)
         call_task = asyncio.create_task(provider.call(call), name=f"call {job.id}")
         abort_task = asyncio.create_task(entry.abort.wait())
         try:
@@ -224,6 +250,7 @@ class Worker:
         try:
             result = call_task.result()
         except errors.ProviderError as exc:
+            self._providers.gates.record(job.provider, job.id, exc)  # feeds the breaker
             return outcomes.failed(job, exc, actor=actor, settings=self._settings, rng=self._rng)
         except BaseException as exc:  # a bug, or a provider cancelled behind our back
             log.exception(
@@ -234,6 +261,7 @@ class Worker:
                 job, exc, actor=actor, settings=self._settings, rng=self._rng
             )
         assert isinstance(result, ProviderResult)
+        self._providers.gates.record(job.provider, job.id, None)
         return outcomes.succeeded(job, result, actor=actor)
 
     async def _write(self, entry: _InFlight, finish: Finish) -> Job | None:

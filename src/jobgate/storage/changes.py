@@ -18,6 +18,7 @@ class ChangeHub:
         self._job_waiters: dict[str, set[asyncio.Event]] = {}
         self._work: set[asyncio.Event] = set()
         self._outbox: set[asyncio.Event] = set()
+        self._reconcile: set[asyncio.Event] = set()
         self._cancel_listeners: set[Callable[[list[str]], None]] = set()
 
     # -- publishing ----------------------------------------------------------------------
@@ -35,6 +36,11 @@ class ChangeHub:
         for event in self._outbox:
             event.set()
 
+    def reconcile_due(self) -> None:
+        """A background job needs a status check now (a provider event, an early accept)."""
+        for event in self._reconcile:
+            event.set()
+
     def cancel_requested(self, job_ids: list[str]) -> None:
         for listener in list(self._cancel_listeners):
             listener(job_ids)
@@ -46,6 +52,7 @@ class ChangeHub:
                 event.set()
         self.work_available()
         self.outbox_available()
+        self.reconcile_due()
 
     # -- subscribing ---------------------------------------------------------------------
 
@@ -80,6 +87,15 @@ class ChangeHub:
             yield event
         finally:
             self._outbox.discard(event)
+
+    @contextlib.contextmanager
+    def watch_reconcile(self) -> Iterator[asyncio.Event]:
+        event = asyncio.Event()
+        self._reconcile.add(event)
+        try:
+            yield event
+        finally:
+            self._reconcile.discard(event)
 
     @contextlib.contextmanager
     def on_cancel(self, listener: Callable[[list[str]], None]) -> Iterator[None]:

@@ -24,6 +24,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage.admin_protocol import AdminStore
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.limits_protocol import LimitsStore
+from jobgate.storage.providers_protocol import ProviderStore
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
@@ -244,6 +245,13 @@ class JobStore(Protocol):
 
 
 class Storage(
-    LifecycleStore, TenantStore, JobStore, LimitsStore, WebhookStore, AdminStore, Protocol
+    LifecycleStore,
+    TenantStore,
+    JobStore,
+    LimitsStore,
+    WebhookStore,
+    AdminStore,
+    ProviderStore,
+    Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

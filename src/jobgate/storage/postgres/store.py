@@ -26,6 +26,7 @@ from jobgate.storage import migrations, shared, sql
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.limits import PostgresLimits
+from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -107,7 +108,7 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
     }
 
 
-class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin):
+class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin, PostgresProviderStore):
     dialect = "postgres"
 
     def __init__(
@@ -279,6 +280,8 @@ class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin):
             self.changes.cancel_requested(ids.split(","))
         elif kind == "o":
             self.changes.outbox_available()
+        elif kind == "r":
+            self.changes.reconcile_due()
 
     # -- tenants and keys --------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
+from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -83,7 +84,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage(SqliteLimits, SqliteWebhookStore, SqliteAdmin):
+class SqliteStorage(SqliteLimits, SqliteWebhookStore, SqliteAdmin, SqliteProviderStore):
     dialect = "sqlite"
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:

@@ -1,0 +1,89 @@
+"""Provider commands: `jobgate simulator` (the provider simulator server) and `jobgate
+reconciler` (the role that asks providers about background jobs)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import click
+
+from jobgate import logs
+from jobgate.cli import server
+from jobgate.simulator.server import Simulator
+
+
+async def _simulate(simulator: Simulator) -> None:
+    await simulator.start()
+    click.echo(
+        f"jobgate simulator listening on {simulator.url} "
+        f"(OpenAI base_url {simulator.openai_base_url}, Anthropic base_url "
+        f"{simulator.anthropic_base_url})"
+    )
+    sys.stdout.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await simulator.close()
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=int, default=9100, show_default=True, help="Port (0 picks one).")
+@click.option("--webhook-url", help="Where to POST signed Responses webhooks.")
+@click.option(
+    "--webhook-secret-env",
+    default="JOBGATE_SIMULATOR_WEBHOOK_SECRET",
+    show_default=True,
+    help="Variable holding the whsec_… secret that signs webhooks.",
+)
+@click.option(
+    "--api-key-env",
+    default="JOBGATE_SIMULATOR_API_KEY",
+    show_default=True,
+    help="Variable holding the API key to require (unset: any key is accepted).",
+)
+@click.option(
+    "--idempotent/--no-idempotent",
+    default=True,
+    show_default=True,
+    help="Deduplicate creates by their Idempotency-Key header.",
+)
+def simulator(
+    host: str,
+    port: int,
+    webhook_url: str | None,
+    webhook_secret_env: str,
+    api_key_env: str,
+    idempotent: bool,
+) -> None:
+    """Run the provider simulator: OpenAI and Anthropic wire formats with injectable faults."""
+    secret = os.environ.get(webhook_secret_env) or None
+    if webhook_url and not secret:
+        raise click.UsageError(f"--webhook-url needs a secret in ${webhook_secret_env}")
+    logs.configure("warning")
+    instance = Simulator(
+        host=host,
+        port=port,
+        api_key=os.environ.get(api_key_env) or None,
+        webhook_url=webhook_url,
+        webhook_secret=secret,
+        idempotent=idempotent,
+    )
+    asyncio.run(_simulate(instance))
+
+
+@click.command()
+@server._db
+def reconciler(database_url: str | None) -> None:
+    """Run only the reconciler: status checks, cancels and settlements of background jobs."""
+    server._start(("reconciler",), database_url=database_url)
+
+
+COMMANDS = (simulator, reconciler)

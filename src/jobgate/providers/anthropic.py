@@ -1,0 +1,333 @@
+"""The `anthropic` adapter: Messages called under the worker's lease, always streamed (so a long
+generation keeps the connection alive and `request_timeout_s` bounds silence, not length) and
+assembled into the same `message` object a non-streaming call returns; and Message Batches for
+bulk jobs, which always run in the background: create, poll, fetch results, cancel.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import orjson
+
+from jobgate import errors
+from jobgate.clock import Clock, SystemClock
+from jobgate.config import ProviderConfig
+from jobgate.providers import calls, sim_wire, simulation
+from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
+from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+MESSAGES = "/v1/messages"
+BATCHES = "/v1/messages/batches"
+ENDPOINTS = frozenset({MESSAGES, BATCHES})
+MAX_BATCH_REQUESTS = 100_000
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_STREAM_ERRORS_RETRYABLE = frozenset({"overloaded_error", "api_error", "timeout_error"})
+
+
+class AnthropicProvider:
+    kind = "anthropic"
+
+    def __init__(
+        self,
+        name: str,
+        config: ProviderConfig,
+        *,
+        clock: Clock | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.name = name
+        self._config = config
+        self._clock = clock or SystemClock()
+        headers = {"anthropic-version": config.anthropic_version}
+        auth = calls.EnvKey(config.api_key_env, "x-api-key") if config.api_key_env else None
+        # Paths carry the /v1 (as in Anthropic's SDK, whose base URL has none); forgive a
+        # base_url written the OpenAI way.
+        base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
+        self._client = calls.client(
+            config, base_url=base_url, headers=headers, auth=auth, transport=transport
+        )
+        self.idempotent_creates = config.idempotent_creates
+
+    # -- submit-time checks ------------------------------------------------------------------
+
+    def validate(self, endpoint: str, body: JSONObject) -> None:
+        if endpoint not in ENDPOINTS:
+            raise errors.InvalidRequest(
+                f"provider {self.name!r} does not serve {endpoint!r} "
+                f"(it serves {', '.join(sorted(ENDPOINTS))})",
+                param="endpoint",
+                code="unsupported_endpoint",
+            )
+        simulation.directives(body)
+        if endpoint == MESSAGES:
+            _check_params(body, "body")
+            return
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_BATCH_REQUESTS:
+            raise errors.InvalidRequest(
+                f"body.requests must hold 1 to {MAX_BATCH_REQUESTS} requests",
+                param="body.requests",
+            )
+        seen: set[str] = set()
+        for index, item in enumerate(requests):
+            where = f"body.requests[{index}]"
+            custom_id = item.get("custom_id") if isinstance(item, dict) else None
+            if not isinstance(custom_id, str) or not _CUSTOM_ID.match(custom_id):
+                raise errors.InvalidRequest(
+                    f"{where}.custom_id must be 1-64 letters, digits, _ or -",
+                    param=f"{where}.custom_id",
+                )
+            if custom_id in seen:
+                raise errors.InvalidRequest(
+                    f"{where}.custom_id {custom_id!r} is not unique", param=f"{where}.custom_id"
+                )
+            seen.add(custom_id)
+            params = item.get("params")
+            if not isinstance(params, dict):
+                raise errors.InvalidRequest(f"{where}.params is required", param=f"{where}.params")
+            _check_params(params, f"{where}.params")
+
+    def runs_in_background(self, endpoint: str) -> bool:
+        return endpoint == BATCHES
+
+    # -- Messages, streamed under the worker's lease -----------------------------------------
+
+    async def call(self, call: ProviderCall) -> ProviderResult:
+        if call.endpoint != MESSAGES:
+            raise errors.ProviderFatal(
+                f"{call.endpoint} runs in the background, not as a call", code="internal_error"
+            )
+        sent, headers = calls.wire_body(call.body)
+        sent["stream"] = True
+        headers.update(
+            {
+                "idempotency-key": call.job_id,
+                "content-type": "application/json",
+                "accept": "text/event-stream",
+            }
+        )
+        request = self._client.build_request(
+            "POST", "v1/messages", content=orjson.dumps(sent), headers=headers
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from exc
+        try:
+            if not response.is_success:
+                await response.aread()
+                raise self._status_error(response)
+            message = await _assemble(response)
+        except httpx.TransportError as exc:
+            # The provider accepted the request and was answering: its outcome is unknown.
+            raise self._transport_error(exc) from exc
+        finally:
+            await response.aclose()
+        usage = message.get("usage") or {}
+        return ProviderResult(
+            body=message,
+            usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+            provider_request_id=message.get("id"),
+        )
+
+    # -- Message Batches ---------------------------------------------------------------------
+
+    async def create(self, call: ProviderCall) -> Snapshot:
+        requests = [
+            {"custom_id": item["custom_id"], "params": calls.wire_body(item["params"])[0]}
+            for item in call.body["requests"]
+        ]
+        _, headers = calls.wire_body(call.body)
+        headers.update({"idempotency-key": call.job_id, "content-type": "application/json"})
+        payload = await self._json(
+            "POST",
+            "v1/messages/batches",
+            content=orjson.dumps({"requests": requests}),
+            headers=headers,
+        )
+        return batch_snapshot(payload)
+
+    async def retrieve(self, ref: ProviderJobRef) -> Snapshot:
+        return batch_snapshot(await self._json("GET", f"v1/messages/batches/{ref.provider_job_id}"))
+
+    async def fetch_result(self, ref: ProviderJobRef, snapshot: Snapshot) -> ProviderResult:
+        # The results file is read from the configured base URL, never from the `results_url`
+        # the answer names: the API key goes to the configured host only.
+        path = f"v1/messages/batches/{ref.provider_job_id}/results"
+        try:
+            response = await self._client.get(path)
+        except httpx.TransportError as exc:
+            raise calls.classify_transport(exc, creates=False) from exc
+        if not response.is_success:
+            raise self._status_error(response)
+        results = []
+        input_tokens = output_tokens = 0
+        for line in response.text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                item = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise errors.ProviderRetryable(
+                    "the batch results file has a line that is not JSON", code="bad_response"
+                ) from exc
+            results.append(item)
+            result = item.get("result") or {}
+            if result.get("type") == "succeeded":
+                usage = (result.get("message") or {}).get("usage") or {}
+                input_tokens += int(usage.get("input_tokens") or 0)
+                output_tokens += int(usage.get("output_tokens") or 0)
+        return ProviderResult(
+            body={"object": "message_batch.results", "batch": snapshot.body, "results": results},
+            usage=Usage(input_tokens, output_tokens),
+            provider_request_id=ref.provider_job_id,
+        )
+
+    async def cancel(self, ref: ProviderJobRef) -> Snapshot:
+        try:
+            payload = await self._json("POST", f"v1/messages/batches/{ref.provider_job_id}/cancel")
+        except errors.ProviderFatal as exc:
+            if exc.status_code in (405, 501):
+                raise errors.ProviderCancelUnsupported(
+                    f"provider {self.name!r} cannot cancel batches", status_code=exc.status_code
+                ) from exc
+            raise
+        return batch_snapshot(payload)
+
+    def webhook_event(self, payload: JSONObject) -> ProviderEvent | None:
+        return None  # Anthropic sends no webhooks for batches: the reconciler polls
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> JSONObject:
+        try:
+            response = await self._client.request(method, path, content=content, headers=headers)
+        except httpx.TransportError as exc:
+            raise calls.classify_transport(
+                exc, creates=content is not None, safe_to_retry=self.idempotent_creates
+            ) from exc
+        if not response.is_success:
+            raise self._status_error(response)
+        return calls.decode_json(response)
+
+    def _status_error(self, response: httpx.Response) -> errors.ProviderError:
+        return calls.classify_status(
+            response,
+            now=self._clock.now(),
+            default_retry_after_s=self._config.retry_after_default_s,
+        )
+
+    def _transport_error(self, exc: httpx.TransportError) -> errors.ProviderError:
+        return calls.classify_transport(exc, creates=True, safe_to_retry=self.idempotent_creates)
+
+
+def _check_params(params: JSONObject, where: str) -> None:
+    problem = sim_wire.validate_messages(params)
+    if problem is not None:
+        raise errors.InvalidRequest(f"{where}.{problem}", param=where)
+    if "stream" in params:
+        raise errors.InvalidRequest(
+            f"{where}.stream: jobgate streams on its own and stores the whole message",
+            param=f"{where}.stream",
+        )
+
+
+async def _assemble(response: httpx.Response) -> JSONObject:
+    """Build the complete `message` from a Messages event stream."""
+    message: JSONObject | None = None
+    blocks: dict[int, JSONObject] = {}
+    partial_json: dict[int, list[str]] = {}
+    async for _event, data in calls.server_sent_events(response):
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise errors.ProviderOutcomeUnknown("the event stream carried invalid JSON") from exc
+        kind = payload.get("type")
+        if kind == "message_start":
+            message = dict(payload["message"])
+        elif kind == "content_block_start":
+            blocks[payload["index"]] = dict(payload["content_block"])
+        elif kind == "content_block_delta":
+            _apply_delta(blocks[payload["index"]], payload["delta"], partial_json, payload["index"])
+        elif kind == "content_block_stop":
+            index = payload["index"]
+            if index in partial_json:
+                text = "".join(partial_json.pop(index))
+                blocks[index]["input"] = orjson.loads(text) if text else {}
+        elif kind == "message_delta" and message is not None:
+            message.update({k: v for k, v in payload.get("delta", {}).items() if k != "usage"})
+            usage = dict(message.get("usage") or {})
+            usage.update({k: v for k, v in (payload.get("usage") or {}).items() if v is not None})
+            message["usage"] = usage
+        elif kind == "message_stop" and message is not None:
+            message["content"] = [blocks[index] for index in sorted(blocks)]
+            return message
+        elif kind == "error":
+            raise _stream_error(payload.get("error") or {})
+    raise errors.ProviderOutcomeUnknown("the event stream ended before message_stop")
+
+
+def _apply_delta(
+    block: JSONObject, delta: JSONObject, partial_json: dict[int, list[str]], index: int
+) -> None:
+    kind = delta.get("type")
+    if kind == "text_delta":
+        block["text"] = block.get("text", "") + delta.get("text", "")
+    elif kind == "input_json_delta":
+        partial_json.setdefault(index, []).append(delta.get("partial_json", ""))
+    elif kind == "thinking_delta":
+        block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+    elif kind == "signature_delta":
+        block["signature"] = delta.get("signature", "")
+    elif kind == "citations_delta":
+        block["citations"] = [*(block.get("citations") or []), delta.get("citation")]
+
+
+def _stream_error(error: dict[str, Any]) -> errors.ProviderError:
+    kind = str(error.get("type") or "api_error")
+    message = str(error.get("message") or "the provider reported an error mid-stream")[:500]
+    if kind == "rate_limit_error":
+        return errors.ProviderRateLimited(message, retry_after_s=0.0, status_code=None)
+    if kind in _STREAM_ERRORS_RETRYABLE:
+        return errors.ProviderRetryable(message, code=kind)
+    return errors.ProviderFatal(message, code=kind)
+
+
+def batch_snapshot(payload: JSONObject) -> Snapshot:
+    """An Anthropic `message_batch` object, as a Snapshot. An ended batch that produced
+    anything needs its results file fetched."""
+    batch_id = payload.get("id")
+    if not isinstance(batch_id, str) or not batch_id:
+        raise errors.ProviderRetryable("the batch object has no id", code="bad_response")
+    processing = payload.get("processing_status")
+    if processing == "canceling":
+        return Snapshot(batch_id, Status.CANCELLING, payload)
+    if processing != "ended":
+        return Snapshot(batch_id, Status.IN_PROGRESS, payload)
+    counts = payload.get("request_counts") or {}
+    succeeded = int(counts.get("succeeded") or 0)
+    if payload.get("cancel_initiated_at") and int(counts.get("canceled") or 0):
+        return Snapshot(batch_id, Status.CANCELLED, payload, needs_result=succeeded > 0)
+    if succeeded:
+        return Snapshot(batch_id, Status.COMPLETED, payload, needs_result=True)
+    if int(counts.get("expired") or 0) and not int(counts.get("errored") or 0):
+        error: errors.ProviderError = errors.ProviderRetryable(
+            "every request of the batch expired before the provider ran it", code="batch_expired"
+        )
+    else:
+        error = errors.ProviderFatal("every request of the batch errored", code="batch_errored")
+    return Snapshot(batch_id, Status.FAILED, payload, error=error)

@@ -1,0 +1,163 @@
+"""Per-provider backpressure inside one process: a concurrency cap and a circuit breaker.
+
+The breaker opens after `breaker_failure_threshold` consecutive failures (retryable errors,
+unknown outcomes); while open the worker claims no job for that provider, so its jobs wait in
+the queue instead of being retried harder. After `breaker_reset_s` it lets one probe through
+(half-open): success closes it, failure opens it again for twice as long (capped). A rate limit
+pauses claims until the provider's Retry-After. Fatal errors say nothing about the provider's
+health and do not count. State is per process: each worker learns on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from jobgate import errors
+from jobgate.clock import Clock, SystemClock
+from jobgate.config import ProviderConfig
+
+CLOSED = "closed"
+OPEN = "open"
+HALF_OPEN = "half_open"
+MAX_RESET_S = 600.0
+
+
+class CircuitBreaker:
+    def __init__(self, *, failure_threshold: int, reset_s: float, clock: Clock) -> None:
+        self._threshold = failure_threshold
+        self._base_reset_s = reset_s
+        self._reset_s = reset_s
+        self._clock = clock
+        self._failures = 0
+        self._opened_at: float | None = None
+        self._paused_until = 0.0
+        self.probe: str | None = None  # the job sent as the half-open probe
+
+    @property
+    def state(self) -> str:
+        if self._opened_at is None:
+            return CLOSED
+        if self._clock.monotonic() >= self._opened_at + self._reset_s:
+            return HALF_OPEN
+        return OPEN
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._failures
+
+    def admits(self, wanted: int) -> int:
+        """How many of `wanted` new calls may start now."""
+        if self._clock.monotonic() < self._paused_until:
+            return 0
+        state = self.state
+        if state == CLOSED:
+            return wanted
+        if state == HALF_OPEN and self.probe is None:
+            return min(wanted, 1)
+        return 0
+
+    def started(self, job_id: str) -> None:
+        if self.state == HALF_OPEN and self.probe is None:
+            self.probe = job_id
+
+    def succeeded(self) -> None:
+        self._failures = 0
+        self._opened_at = None
+        self._reset_s = self._base_reset_s
+        self.probe = None
+
+    def failed(self) -> None:
+        self._failures += 1
+        if self.state == HALF_OPEN or self.probe is not None:
+            # The probe failed: stay away twice as long.
+            self._reset_s = min(self._reset_s * 2, MAX_RESET_S)
+            self._opened_at = self._clock.monotonic()
+        elif self._failures >= self._threshold and self._opened_at is None:
+            self._opened_at = self._clock.monotonic()
+        self.probe = None
+
+    def rate_limited(self, retry_after_s: float) -> None:
+        """The provider said when to come back: no new calls before then."""
+        self._paused_until = max(self._paused_until, self._clock.monotonic() + retry_after_s)
+        self.probe = None
+
+    def abandoned(self, job_id: str) -> None:
+        """A call ended without telling anything about the provider (cancelled, lost)."""
+        if self.probe == job_id:
+            self.probe = None
+
+
+@dataclasses.dataclass(slots=True)
+class ProviderGate:
+    cap: int
+    breaker: CircuitBreaker
+    inflight: set[str] = dataclasses.field(default_factory=set)
+
+    def room(self, wanted: int) -> int:
+        return max(0, min(wanted, self.cap - len(self.inflight), self.breaker.admits(wanted)))
+
+
+class ProviderGates:
+    def __init__(self, configs: Mapping[str, ProviderConfig], *, clock: Clock | None = None):
+        clock = clock or SystemClock()
+        self._gates = {
+            name: ProviderGate(
+                config.concurrency,
+                CircuitBreaker(
+                    failure_threshold=config.breaker_failure_threshold,
+                    reset_s=config.breaker_reset_s,
+                    clock=clock,
+                ),
+            )
+            for name, config in configs.items()
+        }
+
+    def gate(self, provider: str) -> ProviderGate | None:
+        return self._gates.get(provider)
+
+    def claim_plan(
+        self, providers: Sequence[str] | None, free: int
+    ) -> list[tuple[list[str] | None, int]]:
+        """How to claim up to `free` jobs: (provider filter, count) pairs. One unfiltered claim
+        while no provider is held back; otherwise the unconstrained providers together, then
+        each constrained one up to its room, and none whose breaker is open or cap is full."""
+        names = list(providers) if providers is not None else list(self._gates)
+        rooms = {n: (g.room(free) if (g := self._gates.get(n)) else free) for n in names}
+        if all(room >= free for room in rooms.values()):
+            return [(None if providers is None else names, free)]
+        plan: list[tuple[list[str] | None, int]] = []
+        unconstrained = [n for n in names if rooms[n] >= free]
+        if unconstrained:
+            plan.append((unconstrained, free))
+        plan += [([n], rooms[n]) for n in names if 0 < rooms[n] < free]
+        return plan
+
+    def started(self, provider: str, job_id: str) -> None:
+        gate = self._gates.get(provider)
+        if gate is not None:
+            gate.inflight.add(job_id)
+            gate.breaker.started(job_id)
+
+    def record(self, provider: str, job_id: str, error: BaseException | None) -> None:
+        """What a call (or a status check) said about the provider's health."""
+        gate = self._gates.get(provider)
+        if gate is None:
+            return
+        breaker = gate.breaker
+        if error is None or isinstance(
+            error, errors.ProviderFatal | errors.ProviderCancelUnsupported
+        ):
+            breaker.succeeded()
+        elif isinstance(error, errors.ProviderRateLimited):
+            breaker.rate_limited(error.retry_after_s)
+        elif isinstance(error, errors.ProviderError):
+            breaker.failed()
+        else:
+            breaker.abandoned(job_id)
+
+    def finished(self, provider: str, job_id: str) -> None:
+        gate = self._gates.get(provider)
+        if gate is not None:
+            gate.inflight.discard(job_id)
+            gate.breaker.abandoned(job_id)

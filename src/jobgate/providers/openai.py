@@ -1,0 +1,241 @@
+"""The `openai` adapter: Chat Completions called under the worker's lease, and the Responses
+API either the same way (`mode = "sync"`) or in OpenAI's background mode (`mode =
+"background"`: create with `background: true` and the job id in `metadata`, then the
+reconciler retrieves it and cancels it at the provider). Any OpenAI-compatible server (vLLM,
+Ollama, LiteLLM, OpenRouter, `jobgate simulator`) works through `base_url`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+
+from jobgate import errors
+from jobgate.clock import Clock, SystemClock
+from jobgate.config import ProviderConfig
+from jobgate.providers import calls, sim_wire, simulation
+from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
+from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+CHAT_COMPLETIONS = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
+ENDPOINTS = frozenset({CHAT_COMPLETIONS, RESPONSES})
+JOB_ID_METADATA = "jobgate_job_id"
+SYNC_POLL_INTERVAL_S = 1.0
+_STATUSES = {
+    "queued": Status.QUEUED,
+    "in_progress": Status.IN_PROGRESS,
+    "completed": Status.COMPLETED,
+    "incomplete": Status.INCOMPLETE,
+    "failed": Status.FAILED,
+    "cancelled": Status.CANCELLED,
+}
+_RETRYABLE_RUN_ERRORS = frozenset({"server_error", "vector_store_timeout"})
+
+
+class OpenAIProvider:
+    kind = "openai"
+
+    def __init__(
+        self,
+        name: str,
+        config: ProviderConfig,
+        *,
+        clock: Clock | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.name = name
+        self._config = config
+        self._clock = clock or SystemClock()
+        auth = None
+        if config.api_key_env:
+            auth = calls.EnvKey(config.api_key_env, "authorization", "Bearer ")
+        self._client = calls.client(
+            config,
+            base_url=config.base_url or DEFAULT_BASE_URL,
+            headers={},
+            auth=auth,
+            transport=transport,
+        )
+        self.idempotent_creates = config.idempotent_creates
+
+    # -- submit-time checks ------------------------------------------------------------------
+
+    def validate(self, endpoint: str, body: JSONObject) -> None:
+        if endpoint not in ENDPOINTS:
+            raise errors.InvalidRequest(
+                f"provider {self.name!r} does not serve {endpoint!r} "
+                f"(it serves {', '.join(sorted(ENDPOINTS))})",
+                param="endpoint",
+                code="unsupported_endpoint",
+            )
+        simulation.directives(body)
+        if body.get("stream"):
+            raise errors.InvalidRequest(
+                "body.stream: jobgate stores the whole answer; read it from the job",
+                param="body.stream",
+            )
+        if endpoint == CHAT_COMPLETIONS:
+            simulation.validate_chat(body)
+            return
+        problem = sim_wire.validate_responses(body)
+        if problem is not None:
+            raise errors.InvalidRequest(f"body.{problem}", param="body")
+        if "background" in body:
+            raise errors.InvalidRequest(
+                "body.background: set by jobgate from the provider's configured mode",
+                param="body.background",
+            )
+        metadata = body.get("metadata")
+        if metadata is not None and (not isinstance(metadata, dict) or len(metadata) > 15):
+            raise errors.InvalidRequest(
+                "body.metadata must be an object of at most 15 entries "
+                f"(jobgate adds {JOB_ID_METADATA})",
+                param="body.metadata",
+            )
+
+    def runs_in_background(self, endpoint: str) -> bool:
+        return endpoint == RESPONSES and self._config.mode == "background"
+
+    # -- sync calls, under the worker's lease ------------------------------------------------
+
+    async def call(self, call: ProviderCall) -> ProviderResult:
+        if call.endpoint == CHAT_COMPLETIONS:
+            payload = await self._post("chat/completions", call.body, idempotency_key=call.job_id)
+            usage = payload.get("usage") or {}
+            return ProviderResult(
+                body=payload,
+                usage=Usage(
+                    int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+                ),
+                provider_request_id=payload.get("id"),
+            )
+        snapshot = self._snapshot(
+            await self._post("responses", call.body, idempotency_key=call.job_id)
+        )
+        # A server that chose to run it in the background anyway: wait for it here.
+        ref = ProviderJobRef(call.job_id, snapshot.provider_job_id, call.endpoint, call.model)
+        while not snapshot.terminal:
+            await self._clock.sleep(SYNC_POLL_INTERVAL_S)
+            snapshot = await self.retrieve(ref)
+        return _result_or_raise(snapshot)
+
+    # -- background mode ---------------------------------------------------------------------
+
+    async def create(self, call: ProviderCall) -> Snapshot:
+        metadata = dict(call.body.get("metadata") or {})
+        metadata[JOB_ID_METADATA] = call.job_id
+        body = {**call.body, "background": True, "store": True, "metadata": metadata}
+        return self._snapshot(await self._post("responses", body, idempotency_key=call.job_id))
+
+    async def retrieve(self, ref: ProviderJobRef) -> Snapshot:
+        return self._snapshot(await self._send("GET", f"responses/{ref.provider_job_id}"))
+
+    async def fetch_result(self, ref: ProviderJobRef, snapshot: Snapshot) -> ProviderResult:
+        return _result_or_raise(snapshot)
+
+    async def cancel(self, ref: ProviderJobRef) -> Snapshot:
+        try:
+            payload = await self._send("POST", f"responses/{ref.provider_job_id}/cancel")
+        except errors.ProviderFatal as exc:
+            if exc.status_code in (404, 405, 501):
+                # No cancel route (many OpenAI-compatible servers): jobgate cancels locally.
+                raise errors.ProviderCancelUnsupported(
+                    f"provider {self.name!r} cannot cancel responses ({exc.message})",
+                    status_code=exc.status_code,
+                ) from exc
+            raise
+        return self._snapshot(payload)
+
+    def webhook_event(self, payload: JSONObject) -> ProviderEvent | None:
+        event_type = payload.get("type")
+        data = payload.get("data")
+        if not isinstance(event_type, str) or not event_type.startswith("response."):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            return None
+        return ProviderEvent(event_type, data["id"])
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _post(self, path: str, body: JSONObject, *, idempotency_key: str) -> JSONObject:
+        """A create: sent once; an answer lost after sending is an unknown outcome."""
+        sent, headers = calls.wire_body(body)
+        headers["idempotency-key"] = idempotency_key
+        headers["content-type"] = "application/json"
+        return await self._send("POST", path, content=orjson.dumps(sent), headers=headers)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> JSONObject:
+        creates = content is not None
+        try:
+            response = await self._client.request(method, path, content=content, headers=headers)
+        except httpx.TransportError as exc:
+            raise calls.classify_transport(
+                exc, creates=creates, safe_to_retry=self.idempotent_creates
+            ) from exc
+        if not response.is_success:
+            raise calls.classify_status(
+                response,
+                now=self._clock.now(),
+                default_retry_after_s=self._config.retry_after_default_s,
+            )
+        return calls.decode_json(response)
+
+    def _snapshot(self, payload: JSONObject) -> Snapshot:
+        return response_snapshot(payload)
+
+
+def response_snapshot(payload: JSONObject) -> Snapshot:
+    """A Responses API `response` object, as a Snapshot."""
+    response_id = payload.get("id")
+    if not isinstance(response_id, str) or not response_id:
+        raise errors.ProviderRetryable("the response object has no id", code="bad_response")
+    raw_status = payload.get("status")
+    status = _STATUSES.get(raw_status if isinstance(raw_status, str) else "", Status.IN_PROGRESS)
+    result = None
+    error: errors.ProviderError | None = None
+    if status in (Status.COMPLETED, Status.INCOMPLETE):
+        usage = payload.get("usage") or {}
+        result = ProviderResult(
+            body=payload,
+            usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+            provider_request_id=response_id,
+        )
+    elif status == Status.FAILED:
+        error = _run_error(payload.get("error"))
+    return Snapshot(response_id, status, payload, result=result, error=error)
+
+
+def _run_error(raw: Any) -> errors.ProviderError:
+    """Classify the `error` of a failed response like a failed call."""
+    details = raw if isinstance(raw, dict) else {}
+    code = str(details.get("code") or "server_error")
+    message = str(details.get("message") or "the response failed at the provider")[:500]
+    if code == "rate_limit_exceeded":
+        return errors.ProviderRateLimited(message, retry_after_s=0.0, status_code=None)
+    if code in _RETRYABLE_RUN_ERRORS:
+        return errors.ProviderRetryable(message, code=code)
+    return errors.ProviderFatal(message, code=code)
+
+
+def _result_or_raise(snapshot: Snapshot) -> ProviderResult:
+    if snapshot.result is not None:
+        return snapshot.result
+    if snapshot.error is not None:
+        raise snapshot.error
+    raise errors.ProviderFatal(
+        f"the response ended {snapshot.status} at the provider", code=f"response_{snapshot.status}"
+    )

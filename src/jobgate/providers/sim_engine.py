@@ -1,0 +1,309 @@
+"""The simulated provider's state: background responses, message batches, idempotent creates
+and the webhooks they owe. One engine serves both the in-process `sim` provider and the
+`jobgate simulator` HTTP server, so the two cannot drift.
+
+Everything is computed from the clock, lazily: a background response created at t with
+`latency_s = L` is `queued`, then `in_progress`, then terminal from t + L on. A FakeClock
+therefore drives the whole lifecycle in unit tests without sleeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from jobgate.clock import Clock, SystemClock
+from jobgate.providers import sim_wire, simulation
+from jobgate.providers.simulation import Directives
+
+JSONObject = dict[str, Any]
+TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
+CANCEL_GRACE_S = 0.05  # a batch stays `canceling` this long before it ends
+STALE_EVENT_DELAY_S = 0.05  # how long after the real event an out-of-order stale one follows
+_OUTCOME_EVENT = {
+    "completed": "response.completed",
+    "failed": "response.failed",
+    "incomplete": "response.incomplete",
+    "cancelled": "response.cancelled",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: JSONObject | None
+    at: float
+
+
+@dataclasses.dataclass(slots=True)
+class Outgoing:
+    """A webhook the simulated provider owes: sent at `due_at`, signed with `webhook_id`."""
+
+    webhook_id: str
+    event: JSONObject
+    due_at: float
+    before_answer: bool = False  # `early`: delivered before the create call is answered
+
+
+@dataclasses.dataclass(slots=True)
+class _Response:
+    id: str
+    body: JSONObject
+    plan: Directives
+    created_at: float
+    done_at: float | None  # None: never finishes (`outcome: never`)
+    background: bool
+    cancelled_at: float | None = None
+
+    def status(self, now: float) -> str:
+        if self.cancelled_at is not None:
+            return "cancelled"
+        if self.done_at is not None and now >= self.done_at:
+            return self.plan.outcome
+        return "in_progress" if now > self.created_at else "queued"
+
+
+@dataclasses.dataclass(slots=True)
+class _BatchItem:
+    custom_id: str
+    params: JSONObject
+    done_at: float | None
+    outcome: str  # succeeded | errored
+
+
+@dataclasses.dataclass(slots=True)
+class _Batch:
+    id: str
+    created_at: float
+    items: list[_BatchItem]
+    cancel_at: float | None = None
+
+    def outcomes(self, now: float) -> list[str]:
+        """Each request's state at `now`: processing, succeeded, errored or canceled."""
+        states = []
+        for item in self.items:
+            done_at = item.done_at
+            finished = done_at is not None and now >= done_at
+            before_cancel = self.cancel_at is None or (
+                done_at is not None and done_at <= self.cancel_at
+            )
+            if finished and before_cancel:
+                states.append(item.outcome)
+            elif self.cancel_at is not None and now >= self.cancel_at + CANCEL_GRACE_S:
+                states.append("canceled")
+            else:
+                states.append("processing")
+        return states
+
+
+def request_key(route: str, idempotency_key: str | None, body: Mapping[str, Any]) -> str:
+    """What counts calls for `fail_times`: the Idempotency-Key, else the body's digest."""
+    if idempotency_key:
+        return f"{route}:key:{idempotency_key}"
+    digest = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return f"{route}:body:{digest}"
+
+
+def replay_key(route: str, idempotency_key: str | None) -> str | None:
+    """Where a create's answer is remembered: only under an explicit Idempotency-Key."""
+    return f"{route}:key:{idempotency_key}" if idempotency_key else None
+
+
+class SimEngine:
+    def __init__(self, clock: Clock | None = None, *, idempotent: bool = True) -> None:
+        self._clock = clock or SystemClock()
+        self.idempotent = idempotent  # replay a create's answer for a repeated Idempotency-Key
+        self.requests: list[RecordedRequest] = []
+        self.created: list[str] = []  # every object the provider accepted: billed work
+        self.cancel_calls: list[str] = []
+        self._calls: dict[str, int] = {}
+        self._answers: dict[str, tuple[int, JSONObject]] = {}
+        self._responses: dict[str, _Response] = {}
+        self._batches: dict[str, _Batch] = {}
+        self._outbox: list[Outgoing] = []
+
+    def now(self) -> float:
+        return self._clock.now().timestamp()
+
+    # -- bookkeeping shared by every create -------------------------------------------------
+
+    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> None:
+        self.requests.append(
+            RecordedRequest(
+                method, path, headers, body if isinstance(body, dict) else None, self.now()
+            )
+        )
+
+    def count_call(self, key: str) -> int:
+        """The 1-based number of this call among calls with the same key."""
+        self._calls[key] = self._calls.get(key, 0) + 1
+        return self._calls[key]
+
+    def replay(self, key: str | None) -> tuple[int, JSONObject] | None:
+        """The stored answer of an earlier create with this Idempotency-Key (idempotent
+        engines only; a request without a key is never deduplicated)."""
+        return self._answers.get(key) if self.idempotent and key else None
+
+    def remember(self, key: str | None, status: int, body: JSONObject) -> None:
+        if self.idempotent and key and 200 <= status < 300:
+            self._answers[key] = (status, body)
+
+    # -- OpenAI Responses ------------------------------------------------------------------
+
+    def create_response(self, body: JSONObject, plan: Directives, *, background: bool) -> str:
+        now = self.now()
+        response_id = sim_wire.new_id("resp_")
+        latency = 0.0 if plan.webhooks == "early" else plan.latency_s
+        done_at = None if plan.outcome == "never" else now + latency
+        run = _Response(response_id, body, plan, now, done_at, background)
+        self._responses[response_id] = run
+        self.created.append(response_id)
+        if background and done_at is not None:
+            self._schedule(run, _OUTCOME_EVENT[plan.outcome], done_at)
+        return response_id
+
+    def response(self, response_id: str, *, as_created: bool = False) -> JSONObject | None:
+        """The response as it stands now; `as_created`: as a background create answers it
+        (`queued`, whatever happened since)."""
+        run = self._responses.get(response_id)
+        if run is None:
+            return None
+        status = "queued" if as_created else run.status(self.now())
+        completed_at = None
+        if status in TERMINAL:
+            completed_at = run.cancelled_at if status == "cancelled" else run.done_at
+        return sim_wire.response_object(
+            run.body,
+            response_id=run.id,
+            created_at=run.created_at,
+            status=status,
+            completed_at=completed_at,
+            background=run.background,
+        )
+
+    def response_plan(self, response_id: str) -> Directives | None:
+        run = self._responses.get(response_id)
+        return None if run is None else run.plan
+
+    def cancel_response(self, response_id: str) -> JSONObject | None:
+        """Cancel a background response that has not finished; a finished one is answered
+        as it is (too late). None when unknown."""
+        run = self._responses.get(response_id)
+        if run is None:
+            return None
+        self.cancel_calls.append(response_id)
+        now = self.now()
+        if run.status(now) not in TERMINAL:
+            run.cancelled_at = now
+            self._outbox = [o for o in self._outbox if o.event["data"]["id"] != response_id]
+            self._schedule(run, "response.cancelled", now)
+        return self.response(response_id)
+
+    def _schedule(self, run: _Response, event_type: str, at: float) -> None:
+        mode = run.plan.webhooks
+        if mode == "none":
+            return
+        event = sim_wire.response_event(event_type, run.id, at)
+        webhook_id = f"wh_{event['id'].removeprefix('evt_')}"
+        self._outbox.append(Outgoing(webhook_id, event, at, before_answer=mode == "early"))
+        if mode == "duplicate":
+            self._outbox.append(Outgoing(webhook_id, event, at))
+        elif mode == "out_of_order":
+            stale_type = (
+                "response.failed" if event_type != "response.failed" else "response.completed"
+            )
+            stale = sim_wire.response_event(stale_type, run.id, at - 1)
+            stale_id = f"wh_{stale['id'].removeprefix('evt_')}"
+            self._outbox.append(Outgoing(stale_id, stale, at + STALE_EVENT_DELAY_S))
+
+    # -- webhooks owed ---------------------------------------------------------------------
+
+    def due_webhooks(self, *, early_for: str | None = None) -> list[Outgoing]:
+        """Take the webhooks due now (or, with early_for, the early ones of one response)."""
+        now = self.now()
+        if early_for is not None:
+            due = [
+                o for o in self._outbox if o.before_answer and o.event["data"]["id"] == early_for
+            ]
+        else:
+            due = [o for o in self._outbox if o.due_at <= now and not o.before_answer]
+        self._outbox = [o for o in self._outbox if o not in due]
+        return due
+
+    def next_webhook_at(self) -> float | None:
+        pending = [o.due_at for o in self._outbox if not o.before_answer]
+        return min(pending, default=None)
+
+    # -- Anthropic Message Batches ---------------------------------------------------------
+
+    def create_batch(self, body: JSONObject, plan: Directives) -> str:
+        now = self.now()
+        items = []
+        for index, request in enumerate(body.get("requests") or []):
+            params = request.get("params") or {}
+            item_plan = simulation.directives(params) if "sim" in params else plan
+            done_at = None if item_plan.outcome == "never" else now + item_plan.latency_s
+            outcome = "errored" if item_plan.outcome == "failed" else "succeeded"
+            items.append(_BatchItem(str(request.get("custom_id", index)), params, done_at, outcome))
+        batch_id = sim_wire.new_id("msgbatch_")
+        self._batches[batch_id] = _Batch(batch_id, now, items)
+        self.created.append(batch_id)
+        return batch_id
+
+    def batch(self, batch_id: str, *, base_url: str) -> JSONObject | None:
+        batch = self._batches.get(batch_id)
+        if batch is None:
+            return None
+        now = self.now()
+        states = batch.outcomes(now)
+        counts: dict[str, int] = {}
+        for state in states:
+            counts[state] = counts.get(state, 0) + 1
+        ended = counts.get("processing", 0) == 0
+        ended_at = None
+        if ended:
+            moments = [
+                i.done_at for i, s in zip(batch.items, states, strict=True) if s != "canceled"
+            ]
+            if batch.cancel_at is not None and "canceled" in states:
+                moments.append(batch.cancel_at + CANCEL_GRACE_S)
+            ended_at = max((m for m in moments if m is not None), default=batch.created_at)
+        return sim_wire.message_batch(
+            batch_id=batch.id,
+            created_at=batch.created_at,
+            processing_status="ended"
+            if ended
+            else ("canceling" if batch.cancel_at is not None else "in_progress"),
+            counts=counts,
+            ended_at=ended_at,
+            cancel_initiated_at=batch.cancel_at,
+            results_url=f"{base_url}/v1/messages/batches/{batch.id}/results" if ended else None,
+        )
+
+    def cancel_batch(self, batch_id: str, *, base_url: str) -> JSONObject | None:
+        batch = self._batches.get(batch_id)
+        if batch is None:
+            return None
+        self.cancel_calls.append(batch_id)
+        if batch.cancel_at is None and "processing" in batch.outcomes(self.now()):
+            batch.cancel_at = self.now()
+        return self.batch(batch_id, base_url=base_url)
+
+    def batch_results(self, batch_id: str) -> list[JSONObject] | None:
+        """The results file's lines, once the batch has ended; None before (or if unknown)."""
+        batch = self._batches.get(batch_id)
+        if batch is None:
+            return None
+        states = batch.outcomes(self.now())
+        if "processing" in states:
+            return None
+        return [
+            sim_wire.batch_result(item.custom_id, state, item.params)
+            for item, state in zip(batch.items, states, strict=True)
+        ]

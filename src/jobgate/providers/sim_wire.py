@@ -1,0 +1,337 @@
+"""The simulated model's answers in the providers' published wire formats: OpenAI Responses
+objects, Anthropic Messages (whole and as stream events), Message Batches, and both providers'
+error bodies. (Chat Completions bodies live in `simulation`.) Tests validate every shape here
+against the official `openai` and `anthropic` SDK types in strict mode.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+from jobgate.providers import simulation
+
+JSONObject = dict[str, Any]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+# -- errors -------------------------------------------------------------------------------
+
+# fault -> (HTTP status, OpenAI error type, OpenAI code, Anthropic error type)
+FAULT_STATUS: dict[str, tuple[int, str, str | None, str]] = {
+    "rate_limit": (429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error"),
+    "server_error": (500, "server_error", "server_error", "api_error"),
+    "overloaded": (529, "server_error", "overloaded", "overloaded_error"),
+    "invalid_request": (400, "invalid_request_error", "invalid_value", "invalid_request_error"),
+    "unauthorized": (401, "invalid_request_error", "invalid_api_key", "authentication_error"),
+    "not_found": (404, "invalid_request_error", "not_found", "not_found_error"),
+    "not_allowed": (405, "invalid_request_error", "method_not_allowed", "invalid_request_error"),
+}
+
+
+def openai_error(fault: str, message: str, *, param: str | None = None) -> JSONObject:
+    _, kind, code, _ = FAULT_STATUS[fault]
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def anthropic_error(fault: str, message: str) -> JSONObject:
+    _, _, _, kind = FAULT_STATUS[fault]
+    return {
+        "type": "error",
+        "error": {"type": kind, "message": message},
+        "request_id": new_id("req_"),
+    }
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+
+
+def responses_prompt(body: JSONObject) -> str:
+    """The last user text of a Responses `input` (a string, or a list of input items)."""
+    given = body.get("input")
+    if isinstance(given, str):
+        return given
+    if isinstance(given, list):
+        for item in reversed(given):
+            if isinstance(item, dict) and item.get("role", "user") == "user":
+                return _content_text(item.get("content"))
+    return ""
+
+
+def _content_text(content: Any) -> str:
+    """Text of a message content: a string or a list of text parts (`input_text`, `text`)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _responses_input_tokens(body: JSONObject) -> int:
+    given = body.get("input")
+    if isinstance(given, str):
+        return simulation.count_tokens(given)
+    if isinstance(given, list):
+        return sum(
+            simulation.count_tokens(_content_text(item.get("content")))
+            for item in given
+            if isinstance(item, dict)
+        )
+    return 0
+
+
+def validate_responses(body: JSONObject) -> str | None:
+    """The problem with a Responses create body, or None."""
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model is required"
+    given = body.get("input")
+    if not isinstance(given, str | list) or not given:
+        return "input must be a non-empty string or array of input items"
+    return None
+
+
+def response_object(
+    body: JSONObject,
+    *,
+    response_id: str,
+    created_at: float,
+    status: str,
+    completed_at: float | None = None,
+    background: bool = False,
+) -> JSONObject:
+    """An OpenAI `response` object for `body` as it stands in `status`.
+
+    `completed` and `incomplete` carry output and usage; `failed` carries an error; `queued`,
+    `in_progress` and `cancelled` carry neither (as OpenAI's background mode answers them).
+    """
+    output: list[JSONObject] = []
+    usage = None
+    error = None
+    incomplete = None
+    if status in ("completed", "incomplete"):
+        reply = simulation.echo_reply(responses_prompt(body))
+        if status == "incomplete":
+            reply = reply[: max(1, len(reply) // 2)]
+            incomplete = {"reason": "max_output_tokens"}
+        output = [
+            {
+                "id": f"msg_{response_id.removeprefix('resp_')}",
+                "type": "message",
+                "status": status,
+                "role": "assistant",
+                "content": [
+                    {"type": "output_text", "text": reply, "annotations": [], "logprobs": []}
+                ],
+            }
+        ]
+        input_tokens = _responses_input_tokens(body)
+        output_tokens = simulation.count_tokens(reply)
+        usage = {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        }
+    elif status == "failed":
+        error = {"code": "server_error", "message": "the simulated model failed"}
+    metadata = body.get("metadata")
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(created_at),
+        "status": status,
+        "background": background,
+        "completed_at": None if completed_at is None else int(completed_at),
+        "error": error,
+        "incomplete_details": incomplete,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": None,
+        "model": body.get("model", "sim-echo"),
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": body.get("previous_response_id"),
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "default",
+        "temperature": body.get("temperature", 1.0),
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": [],
+        "top_logprobs": 0,
+        "top_p": body.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": usage,
+        "user": None,
+        "metadata": metadata if isinstance(metadata, dict) else {},
+    }
+
+
+def response_event(event_type: str, response_id: str, created_at: float) -> JSONObject:
+    """An OpenAI webhook event (`response.completed`, ...) about one response."""
+    return {
+        "id": new_id("evt_"),
+        "object": "event",
+        "type": event_type,
+        "created_at": int(created_at),
+        "data": {"id": response_id},
+    }
+
+
+# -- Anthropic Messages ---------------------------------------------------------------------
+
+
+def validate_messages(body: JSONObject) -> str | None:
+    """The problem with a Messages create body, or None (Anthropic requires these three)."""
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model: Field required"
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        return "max_tokens: Field required"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: Field required"
+    if any(not isinstance(m, dict) or m.get("role") not in ("user", "assistant") for m in messages):
+        return "messages: each message needs a role of user or assistant"
+    return None
+
+
+def _anthropic_prompt(body: JSONObject) -> tuple[str, int]:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    prompt = ""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            prompt = _content_text(message.get("content"))
+            break
+    system = body.get("system")
+    system_text = _content_text(system) if system is not None else ""
+    tokens = simulation.count_tokens(system_text) + sum(
+        simulation.count_tokens(_content_text(m.get("content"))) for m in messages
+    )
+    return prompt, tokens
+
+
+def _anthropic_usage(input_tokens: int, output_tokens: int) -> JSONObject:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "service_tier": "standard",
+    }
+
+
+def anthropic_message(body: JSONObject, *, message_id: str | None = None) -> JSONObject:
+    """A complete Anthropic `message` answering the last user turn."""
+    prompt, input_tokens = _anthropic_prompt(body)
+    reply = simulation.echo_reply(prompt)
+    return {
+        "id": message_id or new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "sim-echo"),
+        "content": [{"type": "text", "text": reply, "citations": None}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": _anthropic_usage(input_tokens, simulation.count_tokens(reply)),
+    }
+
+
+def anthropic_stream_events(message: JSONObject, *, chunks: int = 4) -> list[JSONObject]:
+    """The server-sent events that stream `message`: message_start, one text block in
+    `chunks` deltas, message_delta (stop reason and output tokens), message_stop."""
+    text = "".join(block.get("text", "") for block in message["content"])
+    size = max(1, -(-len(text) // chunks))
+    pieces = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": _anthropic_usage(message["usage"]["input_tokens"], 1),
+    }
+    events: list[JSONObject] = [
+        {"type": "message_start", "message": start},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "text", "text": "", "citations": None},
+        },
+        {"type": "ping"},
+    ]
+    events += [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+        for p in pieces
+    ]
+    events += [
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": message["stop_reason"],
+                "stop_sequence": message["stop_sequence"],
+            },
+            "usage": {"output_tokens": message["usage"]["output_tokens"]},
+        },
+        {"type": "message_stop"},
+    ]
+    return events
+
+
+# -- Anthropic Message Batches --------------------------------------------------------------
+
+
+def rfc3339(unix_s: float) -> str:
+    return datetime.fromtimestamp(unix_s, UTC).isoformat().replace("+00:00", "Z")
+
+
+def message_batch(
+    *,
+    batch_id: str,
+    created_at: float,
+    processing_status: str,
+    counts: dict[str, int],
+    ended_at: float | None,
+    cancel_initiated_at: float | None,
+    results_url: str | None,
+) -> JSONObject:
+    """An Anthropic `message_batch` object (times as RFC 3339 strings)."""
+    return {
+        "id": batch_id,
+        "type": "message_batch",
+        "processing_status": processing_status,
+        "request_counts": {
+            key: counts.get(key, 0)
+            for key in ("processing", "succeeded", "errored", "canceled", "expired")
+        },
+        "created_at": rfc3339(created_at),
+        "expires_at": rfc3339(created_at + 86_400),
+        "ended_at": None if ended_at is None else rfc3339(ended_at),
+        "cancel_initiated_at": None
+        if cancel_initiated_at is None
+        else rfc3339(cancel_initiated_at),
+        "archived_at": None,
+        "results_url": results_url,
+    }
+
+
+def batch_result(custom_id: str, outcome: str, params: JSONObject) -> JSONObject:
+    """One line of a batch's results file: succeeded (with the message), errored or canceled."""
+    if outcome == "succeeded":
+        result: JSONObject = {"type": "succeeded", "message": anthropic_message(params)}
+    elif outcome == "errored":
+        result = {
+            "type": "errored",
+            "error": anthropic_error("server_error", "the simulated model failed"),
+        }
+    else:
+        result = {"type": outcome}
+    return {"custom_id": custom_id, "result": result}

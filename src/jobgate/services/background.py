@@ -1,0 +1,212 @@
+"""The worker's part in background mode: create the job at the provider under the lease,
+record the provider's id with a fenced write, and give the worker slot back. From then on
+the job is the reconciler's.
+
+Each phase of a create is recorded on the job (`creation_outcome`):
+- `sending`: written (fenced) just before the create leaves. A job found in this phase by the
+  next worker means the previous one died mid-create: the provider may hold the job;
+- `accepted`: the provider answered with its id (known-running);
+- `unknown`: the request went out and no answer came back (timeout, dropped connection);
+- `rejected`: the provider answered with an error (nothing was created);
+- `not_sent`: the request never left (connection refused, connect timeout).
+A `sending` or `unknown` job is created again only when the provider deduplicates by our
+idempotency key, or when JOBGATE_UNKNOWN_OUTCOME=retry says to accept the risk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import random
+
+from jobgate import errors, failpoints
+from jobgate.clock import Clock
+from jobgate.config import Settings
+from jobgate.domain.job import Job, Lease
+from jobgate.domain.states import JobState
+from jobgate.providers.background import BackgroundProvider, ProviderJobRef, Snapshot
+from jobgate.providers.base import ProviderCall
+from jobgate.providers.registry import ProviderRegistry
+from jobgate.services import outcomes
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import Finish
+from jobgate.storage.shared import error_body
+
+log = logging.getLogger(__name__)
+
+SENDING = "sending"
+ACCEPTED = "accepted"
+UNKNOWN = "unknown"
+REJECTED = "rejected"
+NOT_SENT = "not_sent"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Accepted:
+    """The provider took the job; the worker records its id and lets go."""
+
+    snapshot: Snapshot
+    provider: BackgroundProvider
+
+
+class BackgroundStarter:
+    def __init__(
+        self,
+        *,
+        storage: Storage,
+        providers: ProviderRegistry,
+        settings: Settings,
+        clock: Clock,
+        actor: str,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._storage = storage
+        self._providers = providers
+        self._settings = settings
+        self._clock = clock
+        self._actor = actor
+        self._rng = rng
+
+    async def start(
+        self, job: Job, lease: Lease, call: ProviderCall, provider: BackgroundProvider
+    ) -> Finish | Accepted | None:
+        """Create the job at the provider. None when the lease was lost before sending.
+
+        Not interrupted by a cancel request: aborting a create half-way would only turn a
+        known outcome into an unknown one. The reconciler cancels at the provider instead."""
+        if (
+            job.creation_outcome == SENDING
+            and not provider.idempotent_creates
+            and self._settings.unknown_outcome == "fail"
+        ):
+            return self._died_mid_create(job)
+        try:
+            await self._storage.job_provider_submitting(lease=lease)
+        except errors.LeaseLost:
+            return None
+        except errors.StorageError:
+            # Nothing was sent. The lease runs out and the reaper gives the job back.
+            log.warning("could not mark the create as sending", extra={"job_id": job.id})
+            return None
+        failpoints.hit("before_provider_create")
+        try:
+            snapshot = await provider.create(call)
+        except errors.ProviderError as exc:
+            self._providers.gates.record(job.provider, job.id, exc)
+            finish = outcomes.failed(
+                job, exc, actor=self._actor, settings=self._settings, rng=self._rng
+            )
+            return dataclasses.replace(finish, creation_outcome=_outcome_of(exc))
+        except Exception as exc:  # a bug, possibly after the provider accepted: unknown
+            log.exception("background create raised unexpectedly", extra={"job_id": job.id})
+            unknown = errors.ProviderOutcomeUnknown(
+                f"internal error while creating the job ({type(exc).__name__})",
+                safe_to_retry=provider.idempotent_creates,
+            )
+            finish = outcomes.failed(
+                job, unknown, actor=self._actor, settings=self._settings, rng=self._rng
+            )
+            return dataclasses.replace(finish, creation_outcome=UNKNOWN)
+        failpoints.hit("after_provider_create")
+        self._providers.gates.record(job.provider, job.id, None)
+        if snapshot.terminal and not snapshot.needs_result:
+            # Finished in the create's answer (a server that ignores `background`, which may
+            # not even keep the response for a later retrieve): settle it under the lease.
+            return self._finished_at_once(job, snapshot)
+        return Accepted(snapshot, provider)
+
+    def _finished_at_once(self, job: Job, snapshot: Snapshot) -> Finish:
+        if snapshot.result is not None:
+            finish = outcomes.succeeded(job, snapshot.result, actor=self._actor)
+        else:
+            error = snapshot.error or errors.ProviderFatal(
+                f"the provider answered the create with status {snapshot.status}",
+                code=f"response_{snapshot.status}",
+            )
+            finish = outcomes.failed(
+                job, error, actor=self._actor, settings=self._settings, rng=self._rng
+            )
+        return dataclasses.replace(finish, creation_outcome=ACCEPTED)
+
+    def _died_mid_create(self, job: Job) -> Finish:
+        return Finish(
+            lease=Lease(job.id, job.lease_token or ""),
+            state=JobState.FAILED,
+            reason="creation_outcome_unknown",
+            actor=self._actor,
+            creation_outcome=UNKNOWN,
+            error=error_body(
+                "creation_outcome_unknown",
+                "a worker stopped after sending the create to the provider and before "
+                "recording its answer; the provider may be running the job, so it is not "
+                "sent again (JOBGATE_UNKNOWN_OUTCOME=fail)",
+                kind="provider_error",
+            ),
+        )
+
+    async def accept(self, job: Job, lease: Lease, accepted: Accepted) -> Job | None:
+        """Record the provider's id under the lease and release it; keep trying through a
+        storage outage for as long as the lease may hold. None when the lease was lost."""
+        snapshot = accepted.snapshot
+        config = self._providers.config(job.provider)
+        first_check_s = 0.0 if snapshot.terminal else config.reconcile_after_s  # results to fetch
+        give_up_at = self._clock.monotonic() + self._settings.lease_ttl_s
+        delay_s = 0.05
+        while True:
+            try:
+                written = await self._storage.job_background_accept(
+                    lease=lease,
+                    provider_job_id=snapshot.provider_job_id,
+                    provider_status=snapshot.status,
+                    reconcile_in_s=first_check_s,
+                )
+                break
+            except errors.LeaseLost:
+                await self._orphaned(job, accepted)
+                return None
+            except errors.StorageUnavailable:
+                if self._clock.monotonic() >= give_up_at:
+                    log.warning(
+                        "could not record the provider's id before the lease ran out",
+                        extra={"job_id": job.id, "provider_job_id": snapshot.provider_job_id},
+                    )
+                    return None
+                await self._clock.sleep(delay_s)
+                delay_s = min(delay_s * 2, 2.0)
+        log.info(
+            "job accepted by the provider",
+            extra={
+                "job_id": job.id,
+                "provider": job.provider,
+                "provider_job_id": snapshot.provider_job_id,
+                "phase": written.phase,
+                "worker_id": self._actor,
+            },
+        )
+        return written
+
+    async def _orphaned(self, job: Job, accepted: Accepted) -> None:
+        """Our lease was reclaimed while we created the job: whoever holds it now creates
+        its own. Without idempotent creates ours is an orphan the provider would bill: cancel
+        it (best effort)."""
+        provider_job_id = accepted.snapshot.provider_job_id
+        log.warning(
+            "lease lost after the provider accepted the job",
+            extra={"job_id": job.id, "provider_job_id": provider_job_id},
+        )
+        if accepted.provider.idempotent_creates:
+            return  # the new holder's create answers this same provider job
+        ref = ProviderJobRef(job.id, provider_job_id, job.endpoint, job.model)
+        with contextlib.suppress(errors.ProviderError, asyncio.TimeoutError):
+            async with asyncio.timeout(30):
+                await accepted.provider.cancel(ref)
+
+
+def _outcome_of(exc: errors.ProviderError) -> str:
+    if isinstance(exc, errors.ProviderOutcomeUnknown):
+        return UNKNOWN
+    if exc.status_code is None and exc.code == "connection_error":
+        return NOT_SENT
+    return REJECTED

@@ -1,0 +1,140 @@
+"""What the reconciler writes for each answer of a provider about a background job (the
+counterpart of `outcomes`, which holds the worker's verdicts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+from jobgate import errors
+from jobgate.config import Settings
+from jobgate.domain.backoff import full_jitter_s
+from jobgate.domain.job import CancelOutcome, Job
+from jobgate.domain.states import JobState
+from jobgate.providers.background import Snapshot, Status
+from jobgate.providers.base import ProviderResult
+from jobgate.storage.providers_records import Settlement
+from jobgate.storage.shared import error_body
+
+ACTOR = "reconciler"
+_ERROR_TYPES: dict[type[errors.ProviderError], str] = {
+    errors.ProviderRetryable: "server_error",
+    errors.ProviderRateLimited: "rate_limit_error",
+    errors.ProviderFatal: "invalid_request_error",
+}
+
+
+def from_snapshot(
+    job: Job,
+    snapshot: Snapshot,
+    result: ProviderResult | None,
+    *,
+    cancel_wanted: bool,
+    settings: Settings,
+    rng: random.Random | None = None,
+) -> Settlement:
+    """The verdict for a terminal snapshot. A cancel that came too late keeps the real
+    outcome; a retryable failure at the provider is a new attempt (created anew)."""
+    base = Settlement(
+        job_id=job.id,
+        provider_job_id=snapshot.provider_job_id,
+        state=JobState.SUCCEEDED,
+        reason="completed",
+        actor=ACTOR,
+        provider_status=snapshot.status,
+        result=None if result is None else result.body,
+        usage=None if result is None else result.usage.as_dict(),
+        cancel_outcome=CancelOutcome.TOO_LATE if cancel_wanted else None,
+    )
+    if snapshot.status in (Status.COMPLETED, Status.INCOMPLETE):
+        return base
+    if snapshot.status == Status.CANCELLED:
+        return dataclasses.replace(
+            base,
+            state=JobState.CANCELLED,
+            reason="cancel_requested" if cancel_wanted else "cancelled_at_provider",
+            cancel_outcome=CancelOutcome.AT_PROVIDER,
+        )
+    exc = snapshot.error or errors.ProviderFatal("the provider reports the job failed")
+    error = error_body(exc.code, exc.message, kind=_ERROR_TYPES.get(type(exc), "provider_error"))
+    failed = dataclasses.replace(
+        base, state=JobState.FAILED, reason="failed_at_provider", error=error, result=None
+    )
+    if cancel_wanted or isinstance(exc, errors.ProviderFatal):
+        return failed
+    if isinstance(exc, errors.ProviderRateLimited):
+        return dataclasses.replace(
+            failed,
+            state=JobState.QUEUED,
+            reason="rate_limited",
+            retry_in_s=max(exc.retry_after_s, 1.0),
+            count_attempt=False,
+        )
+    if job.attempt >= job.max_attempts:
+        return dataclasses.replace(failed, reason="attempts_exhausted", dead_lettered=True)
+    return dataclasses.replace(
+        failed,
+        state=JobState.QUEUED,
+        reason="retryable_error",
+        retry_in_s=full_jitter_s(
+            job.attempt, base_s=settings.retry_base_s, cap_s=settings.retry_max_s, rng=rng
+        ),
+    )
+
+
+def cancelled_locally(job: Job, *, watch_in_s: float) -> Settlement:
+    """The provider cannot cancel: cancelled here, its job watched so that its result is
+    discarded (and refunded) when it comes."""
+    return Settlement(
+        job_id=job.id,
+        provider_job_id=job.provider_job_id or "",
+        state=JobState.CANCELLED,
+        reason="cancel_requested",
+        actor=ACTOR,
+        cancel_outcome=CancelOutcome.NOT_SUPPORTED,
+        watch_in_s=watch_in_s,
+    )
+
+
+def deadline_exceeded(job: Job, snapshot: Snapshot) -> Settlement:
+    return Settlement(
+        job_id=job.id,
+        provider_job_id=snapshot.provider_job_id,
+        state=JobState.FAILED,
+        reason="deadline_exceeded",
+        actor=ACTOR,
+        provider_status=snapshot.status,
+        error=error_body(
+            "deadline_exceeded", "the job ran past its execution deadline", kind="timeout_error"
+        ),
+    )
+
+
+def lost(job: Job, exc: errors.ProviderError) -> Settlement:
+    """The provider keeps saying it has no such job: failed (never created again)."""
+    return Settlement(
+        job_id=job.id,
+        provider_job_id=job.provider_job_id or "",
+        state=JobState.FAILED,
+        reason="provider_job_not_found",
+        actor=ACTOR,
+        error=error_body(
+            "provider_job_not_found",
+            f"the provider no longer knows job {job.provider_job_id} ({exc.message})",
+            kind="provider_error",
+        ),
+    )
+
+
+def state_of(snapshot: Snapshot) -> JobState:
+    """The state a terminal snapshot would put a job in."""
+    if snapshot.status in (Status.COMPLETED, Status.INCOMPLETE):
+        return JobState.SUCCEEDED
+    if snapshot.status == Status.CANCELLED:
+        return JobState.CANCELLED
+    return JobState.FAILED
+
+
+def failure(kind: str, code: str, message: str) -> dict[str, str]:
+    """A failed check as recorded on the job (reconcile_error)."""
+    return {"kind": kind, "code": code, "message": message[:500]}

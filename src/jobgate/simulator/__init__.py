@@ -1,0 +1,1 @@
+"""The provider simulator server (`jobgate simulator`): the providers' wire formats, with faults."""

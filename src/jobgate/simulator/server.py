@@ -1,0 +1,416 @@
+"""The provider simulator: an HTTP server speaking OpenAI Chat Completions and Responses
+(background mode, retrieve, cancel, signed webhooks) and Anthropic Messages (streaming too) and
+Message Batches, over one SimEngine shared with the in-process `sim` provider.
+
+Behaviour comes from each request's directives (see `jobgate.providers.simulation`), read from
+the `x-jobgate-sim` header (where jobgate's adapters put them) or a `sim` member of the body.
+Tests may also `inject()` faults into any route, e.g. failing status checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+
+from jobgate import errors
+from jobgate.clock import Clock
+from jobgate.providers import signatures, sim_wire, simulation
+from jobgate.providers.sim_engine import Outgoing, SimEngine, replay_key, request_key
+from jobgate.providers.simulation import Directives
+from jobgate.simulator.http11 import Answer, Drop, H11Server, Hang, Reply, Request, Stream
+
+log = logging.getLogger(__name__)
+SIM_HEADER = "x-jobgate-sim"
+_RESPONSE = re.compile(r"^/v1/responses/([\w-]+)(/cancel)?$")
+_BATCH = re.compile(r"^/v1/messages/batches/([\w-]+)(/cancel|/results)?$")
+WEBHOOK_ATTEMPTS = 3
+
+
+@dataclasses.dataclass(slots=True)
+class _Injected:
+    method: str
+    path_prefix: str
+    fault: str
+    times: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delivery:
+    webhook_id: str
+    event_type: str
+    status_code: int | None
+
+
+class Simulator:
+    def __init__(
+        self,
+        engine: SimEngine | None = None,
+        *,
+        clock: Clock | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
+        idempotent: bool = True,
+    ) -> None:
+        self.engine = engine or SimEngine(clock, idempotent=idempotent)
+        self.api_key = api_key
+        self.webhook_url = webhook_url
+        self.webhook_secret = webhook_secret
+        self.deliveries: list[Delivery] = []
+        self.max_concurrent = 0  # the most requests in flight at once, for concurrency caps
+        self._inflight = 0
+        self._injected: list[_Injected] = []
+        self._server = H11Server(self.handle, host=host, port=port)
+        self._wake = asyncio.Event()
+        self._delivery_task: asyncio.Task[None] | None = None
+        self._http: httpx.AsyncClient | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._server.host}:{self._server.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+    async def start(self) -> Simulator:
+        await self._server.start()
+        self._http = httpx.AsyncClient(timeout=5.0)
+        self._delivery_task = asyncio.create_task(self._deliver_forever(), name="sim webhooks")
+        return self
+
+    async def close(self) -> None:
+        if self._delivery_task is not None:
+            self._delivery_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._delivery_task
+        await self._server.close()
+        if self._http is not None:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> Simulator:
+        return await self.start()
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    def inject(self, method: str, path_prefix: str, fault: str, *, times: int = 1) -> None:
+        """Fail the next `times` requests matching method and path prefix with `fault`."""
+        self._injected.append(_Injected(method.upper(), path_prefix, fault, times))
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    async def handle(self, request: Request) -> Answer:
+        if request.path == "/_simulator/state":
+            return Reply.json(
+                200,
+                {"created": self.engine.created, "cancel_calls": self.engine.cancel_calls,
+                 "requests": len(self.engine.requests)},
+            )  # fmt: skip
+        anthropic = request.path.startswith("/v1/messages")
+        try:
+            body = request.json()
+        except orjson.JSONDecodeError:
+            return _error(anthropic, "invalid_request", "the body is not valid JSON")
+        self.engine.record(request.method, request.path, request.headers, body)
+        self._inflight += 1
+        self.max_concurrent = max(self.max_concurrent, self._inflight)
+        try:
+            answer = self._injected_fault(request, anthropic) or self._unauthorized(
+                request, anthropic
+            )
+            if answer is None:
+                answer = await self._route(request, body if isinstance(body, dict) else {})
+        finally:
+            self._inflight -= 1
+            self._wake.set()
+        return answer
+
+    def _injected_fault(self, request: Request, anthropic: bool) -> Answer | None:
+        for rule in self._injected:
+            if rule.times > 0 and request.method == rule.method:
+                if request.path.startswith(rule.path_prefix):
+                    rule.times -= 1
+                    return _fault_answer(rule.fault, Directives(), anthropic)
+        return None
+
+    def _unauthorized(self, request: Request, anthropic: bool) -> Answer | None:
+        if self.api_key is None:
+            return None
+        offered = request.headers.get("x-api-key") or request.headers.get(
+            "authorization", ""
+        ).removeprefix("Bearer ")
+        if offered == self.api_key:
+            return None
+        return _error(anthropic, "unauthorized", "invalid api key")
+
+    async def _route(self, request: Request, body: dict[str, Any]) -> Answer:
+        method, path = request.method, request.path
+        if method == "POST" and path == "/v1/chat/completions":
+            return await self._chat(request, body)
+        if method == "POST" and path == "/v1/responses":
+            return await self._responses_create(request, body)
+        if (match := _RESPONSE.match(path)) is not None:
+            if method == "GET" and not match.group(2):
+                return self._found(self.engine.response(match.group(1)), anthropic=False)
+            if method == "POST" and match.group(2):
+                return self._responses_cancel(match.group(1))
+        if path.startswith("/v1/messages") and "anthropic-version" not in request.headers:
+            return _error(True, "invalid_request", "anthropic-version: header is required")
+        if method == "POST" and path == "/v1/messages":
+            return await self._messages(request, body)
+        if method == "POST" and path == "/v1/messages/batches":
+            return self._batch_create(request, body)
+        if (match := _BATCH.match(path)) is not None:
+            return self._batch_route(method, match.group(1), match.group(2))
+        return _error(path.startswith("/v1/messages"), "not_found", f"no route {method} {path}")
+
+    def _plan(self, request: Request, body: dict[str, Any]) -> Directives:
+        raw = body.pop("sim", None)
+        header = request.headers.get(SIM_HEADER)
+        if header:
+            raw = orjson.loads(header)
+        return simulation.directives({} if raw is None else {"sim": raw})
+
+    async def _begin(
+        self, request: Request, body: dict[str, Any], route: str, anthropic: bool
+    ) -> tuple[Directives, str | None, Answer | None, bool]:
+        """Directives, where to remember the answer, the answer if this call is replayed or
+        faulted, and whether to drop the connection once the call has been accepted."""
+        try:
+            plan = self._plan(request, body)
+        except (errors.InvalidRequest, orjson.JSONDecodeError) as exc:
+            return Directives(), None, _error(anthropic, "invalid_request", str(exc)), False
+        idempotency_key = request.headers.get("idempotency-key")
+        key = replay_key(route, idempotency_key)
+        replayed = self.engine.replay(key)
+        if replayed is not None:
+            status, stored = replayed
+            return plan, key, Reply.json(status, stored, {"idempotent-replayed": "true"}), False
+        call_number = self.engine.count_call(request_key(route, idempotency_key, body))
+        fault = plan.fail_with if plan.fails_on(call_number) else None
+        if fault == "drop":
+            return plan, key, None, True
+        if fault is not None:
+            if fault != "hang" and plan.latency_s and route != "responses-bg":
+                await asyncio.sleep(plan.latency_s)
+            return plan, key, _fault_answer(fault, plan, anthropic), False
+        return plan, key, None, False
+
+    # -- OpenAI ------------------------------------------------------------------------------
+
+    async def _chat(self, request: Request, body: dict[str, Any]) -> Answer:
+        plan, key, early, drop = await self._begin(request, body, "chat", anthropic=False)
+        if early is not None:
+            return early
+        try:
+            simulation.validate_chat(body)
+        except errors.InvalidRequest as exc:
+            return _error(False, "invalid_request", exc.message, param=exc.param)
+        if body.get("stream"):
+            return _error(False, "invalid_request", "the simulator does not stream chat")
+        completion = simulation.chat_completion(body, created=int(self.engine.now()))
+        self.engine.created.append(completion["id"])
+        self.engine.remember(key, 200, completion)
+        await asyncio.sleep(plan.latency_s)
+        return Drop() if drop else Reply.json(200, completion)
+
+    async def _responses_create(self, request: Request, body: dict[str, Any]) -> Answer:
+        background = body.get("background") is True
+        route = "responses-bg" if background else "responses"
+        plan, key, early, drop = await self._begin(request, body, route, anthropic=False)
+        if early is not None:
+            return early
+        problem = sim_wire.validate_responses(body)
+        if background and body.get("store") is False:
+            problem = "background mode requires store=true"
+        if problem is not None:
+            return _error(False, "invalid_request", problem)
+        response_id = self.engine.create_response(body, plan, background=background)
+        if background:
+            answer = self.engine.response(response_id, as_created=True)
+            for outgoing in self.engine.due_webhooks(early_for=response_id):
+                await self._deliver(outgoing)
+        else:
+            await asyncio.sleep(plan.latency_s)
+            answer = self.engine.response(response_id)
+        assert answer is not None
+        self.engine.remember(key, 200, answer)
+        return Drop() if drop else Reply.json(200, answer)
+
+    def _responses_cancel(self, response_id: str) -> Answer:
+        plan = self.engine.response_plan(response_id)
+        if plan is not None and plan.cancel == "unsupported":
+            return _error(False, "not_allowed", "this server cannot cancel responses")
+        return self._found(self.engine.cancel_response(response_id), anthropic=False)
+
+    # -- Anthropic ---------------------------------------------------------------------------
+
+    async def _messages(self, request: Request, body: dict[str, Any]) -> Answer:
+        plan, key, early, drop = await self._begin(request, body, "messages", anthropic=True)
+        replayed = isinstance(early, Reply) and "idempotent-replayed" in early.headers
+        if early is not None and not replayed:
+            return early
+        problem = sim_wire.validate_messages(body)
+        if problem is not None:
+            return _error(True, "invalid_request", problem)
+        if replayed:
+            assert isinstance(early, Reply)
+            message = orjson.loads(early.body)
+        else:
+            message = sim_wire.anthropic_message(body)
+            self.engine.created.append(message["id"])
+            self.engine.remember(key, 200, message)
+        if not body.get("stream"):
+            await asyncio.sleep(plan.latency_s)
+            return Drop() if drop else Reply.json(200, message)
+        events = sim_wire.anthropic_stream_events(message)
+        return Stream(
+            200,
+            _sse(events, pause_s=plan.latency_s / len(events), drop_midway=drop),
+            {"content-type": "text/event-stream", "cache-control": "no-cache"},
+        )
+
+    def _batch_create(self, request: Request, body: dict[str, Any]) -> Answer:
+        try:
+            plan = self._plan(request, body)
+        except (errors.InvalidRequest, orjson.JSONDecodeError) as exc:
+            return _error(True, "invalid_request", str(exc))
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not requests:
+            return _error(True, "invalid_request", "requests: Field required")
+        for index, item in enumerate(requests):
+            if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
+                return _error(True, "invalid_request", f"requests.{index}.custom_id: required")
+            params = dict(item.get("params") or {})
+            params.pop("sim", None)
+            problem = sim_wire.validate_messages(params)
+            if problem is not None:
+                return _error(True, "invalid_request", f"requests.{index}.params.{problem}")
+        key = replay_key("batches", request.headers.get("idempotency-key"))
+        replayed = self.engine.replay(key)
+        if replayed is not None:
+            return Reply.json(replayed[0], replayed[1], {"idempotent-replayed": "true"})
+        batch = self.engine.batch(self.engine.create_batch(body, plan), base_url=self.url)
+        assert batch is not None
+        self.engine.remember(key, 200, batch)
+        return Reply.json(200, batch)
+
+    def _batch_route(self, method: str, batch_id: str, action: str | None) -> Answer:
+        if method == "GET" and action is None:
+            return self._found(self.engine.batch(batch_id, base_url=self.url), anthropic=True)
+        if method == "POST" and action == "/cancel":
+            found = self.engine.cancel_batch(batch_id, base_url=self.url)
+            return self._found(found, anthropic=True)
+        if method == "GET" and action == "/results":
+            lines = self.engine.batch_results(batch_id)
+            if lines is None:
+                return _error(True, "not_found", f"no results for batch {batch_id} yet")
+            payload = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+            return Reply(200, payload, {"content-type": "application/binary"})
+        return _error(True, "not_found", f"no route {method} for batch {batch_id}")
+
+    @staticmethod
+    def _found(body: dict[str, Any] | None, *, anthropic: bool) -> Answer:
+        if body is None:
+            return _error(anthropic, "not_found", "no such object")
+        return Reply.json(200, body)
+
+    # -- webhooks ----------------------------------------------------------------------------
+
+    async def _deliver_forever(self) -> None:
+        while True:
+            for outgoing in self.engine.due_webhooks():
+                await self._deliver(outgoing)
+            due = self.engine.next_webhook_at()
+            wait_s = 0.25 if due is None else min(0.25, max(0.0, due - self.engine.now()))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await self._wake.wait()
+            self._wake.clear()
+
+    async def _deliver(self, outgoing: Outgoing) -> None:
+        """POST one signed event, retrying a few times; a webhook that fails them is lost."""
+        if self.webhook_url is None or self.webhook_secret is None or self._http is None:
+            return
+        body = orjson.dumps(outgoing.event)
+        status: int | None = None
+        for attempt in range(WEBHOOK_ATTEMPTS):
+            timestamp = int(self.engine.now())
+            headers = signatures.headers_for(
+                self.webhook_secret, outgoing.webhook_id, timestamp, body
+            )
+            try:
+                response = await self._http.post(
+                    self.webhook_url,
+                    content=body,
+                    headers={**headers, "content-type": "application/json"},
+                )
+                status = response.status_code
+                if 200 <= status < 300:
+                    break
+            except httpx.HTTPError:
+                status = None
+            await asyncio.sleep(0.2 * 2**attempt)
+        self.deliveries.append(Delivery(outgoing.webhook_id, outgoing.event["type"], status))
+
+
+def _fault_answer(fault: str, plan: Directives, anthropic: bool) -> Answer:
+    if fault == "hang":
+        return Hang()
+    if fault == "drop":
+        return Drop()
+    headers: dict[str, str] = {}
+    if fault == "rate_limit":
+        headers = {
+            "retry-after-ms": str(int(plan.retry_after_s * 1000)),
+            "retry-after": str(max(1, round(plan.retry_after_s))),
+        }
+    if fault == "overloaded" and not anthropic:
+        fault_status = 503  # OpenAI answers overload with 503; Anthropic with 529
+        return Reply.json(
+            fault_status, sim_wire.openai_error("overloaded", "the engine is overloaded")
+        )
+    return _error(anthropic, fault, f"simulated {fault.replace('_', ' ')}", headers=headers)
+
+
+def _error(
+    anthropic: bool,
+    fault: str,
+    message: str,
+    *,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    status = sim_wire.FAULT_STATUS[fault][0]
+    body = (
+        sim_wire.anthropic_error(fault, message)
+        if anthropic
+        else sim_wire.openai_error(fault, message, param=param)
+    )
+    return Reply.json(status, body, headers)
+
+
+async def _sse(
+    events: list[dict[str, Any]], *, pause_s: float, drop_midway: bool
+) -> AsyncIterator[bytes]:
+    for index, event in enumerate(events):
+        if drop_midway and index == len(events) // 2:
+            raise ConnectionAbortedError("simulated drop in the middle of a stream")
+        yield f"event: {event['type']}\ndata: ".encode() + orjson.dumps(event) + b"\n\n"
+        if pause_s:
+            await asyncio.sleep(pause_s)

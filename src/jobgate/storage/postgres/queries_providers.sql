@@ -1,0 +1,209 @@
+-- Background mode, the reconciler and inbound provider events, for PostgreSQL. :now may be
+-- NULL, meaning the database's clock. A reconciler wakes on NOTIFY `r:` (a job is due now).
+
+-- name: job_provider_submitting
+-- Fenced on the lease: a create is about to leave for the provider.
+UPDATE jobs AS j
+   SET phase = 'submitting', creation_outcome = 'sending', updated_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = :id AND j.lease_token = :token AND j.state = 'running'
+RETURNING j.id
+
+-- name: job_background_accept
+-- Fenced on the lease: record the provider's id, release the lease, schedule the first check
+-- (at once when an event about that id came first or a cancel is waiting).
+UPDATE jobs AS j
+   SET provider_job_id = :provider_job_id,
+       provider_status = :provider_status,
+       creation_outcome = 'accepted',
+       phase = 'awaiting_provider',
+       lease_owner = NULL,
+       lease_token = NULL,
+       lease_expires_at = NULL,
+       reconcile_checks = 0,
+       reconcile_failures = 0,
+       reconcile_error = NULL,
+       reconciled_at = NULL,
+       cancel_sent_at = NULL,
+       reconcile_at = CASE
+           WHEN j.cancel_requested_at IS NOT NULL
+             OR EXISTS (SELECT 1 FROM provider_events AS e
+                         WHERE e.provider = j.provider
+                           AND e.provider_job_id = :provider_job_id::text)
+           THEN clock.now
+           ELSE clock.now + make_interval(secs => :reconcile_in_s::double precision) END,
+       updated_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = :id AND j.lease_token = :token AND j.state = 'running'
+RETURNING j.*, (j.reconcile_at <= clock.now) AS due_now
+
+-- name: job_reconcile_refresh
+-- Every running job with a provider id becomes due for a check now.
+UPDATE jobs AS j
+   SET reconcile_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.state = 'running' AND j.provider_job_id IS NOT NULL AND j.lease_token IS NULL
+   AND (j.reconcile_at IS NULL OR j.reconcile_at > clock.now)
+   AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+RETURNING j.id
+
+-- name: job_reconcile_claim
+-- Take the background jobs due for a check, pushing their reconcile_at ahead as a lease.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), due AS (
+    SELECT j.id
+      FROM jobs AS j, clock
+     WHERE j.provider_job_id IS NOT NULL
+       AND j.lease_token IS NULL
+       AND j.reconcile_at IS NOT NULL
+       AND (j.state = 'running' OR (j.state = 'cancelled' AND j.cancel_outcome = 'not_supported'))
+       AND (j.reconcile_at <= clock.now
+            OR (j.state = 'running' AND j.cancel_requested_at IS NOT NULL
+                AND (j.reconciled_at IS NULL OR j.reconciled_at < j.cancel_requested_at)))
+       AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+     ORDER BY j.reconcile_at
+     LIMIT :limit
+       FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs AS j
+   SET reconcile_at = clock.now + make_interval(secs => :lease_s::double precision),
+       reconciled_at = clock.now
+  FROM due, clock
+ WHERE j.id = due.id
+RETURNING j.*
+
+-- name: job_reconcile_defer
+-- Schedule the next check of a job still at its provider; count a failed check.
+UPDATE jobs AS j
+   SET reconcile_at = clock.now + make_interval(secs => :reconcile_in_s::double precision),
+       reconcile_checks = j.reconcile_checks + 1,
+       reconcile_failures = CASE WHEN :failure::jsonb IS NULL THEN 0
+                                 ELSE j.reconcile_failures + 1 END,
+       reconcile_error = :failure::jsonb,
+       provider_status = coalesce(:provider_status, j.provider_status),
+       cancel_sent_at = CASE WHEN :cancel_sent::boolean THEN coalesce(j.cancel_sent_at, clock.now)
+                             ELSE j.cancel_sent_at END,
+       updated_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = :id AND j.provider_job_id = :provider_job_id AND j.lease_token IS NULL
+   AND (j.state = 'running' OR (j.state = 'cancelled' AND j.cancel_outcome = 'not_supported'))
+RETURNING j.id
+
+-- name: job_settle
+-- Apply the provider's verdict to a job running at it (the first verdict wins), and bill a
+-- verdict that carries usage once.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), settled AS (
+    UPDATE jobs AS j
+       SET state = :state,
+           result = CASE WHEN j.purged_at IS NULL THEN :result::jsonb END,
+           error = :error::jsonb,
+           usage = coalesce(:usage::jsonb, j.usage),
+           attempt = j.attempt - :refund_attempt,
+           dead_lettered = :dead_lettered,
+           run_at = CASE WHEN :state = 'queued'
+                         THEN clock.now + make_interval(secs => :retry_in_s::double precision)
+                         ELSE j.run_at END,
+           completed_at = CASE WHEN :state = 'queued' THEN NULL ELSE clock.now END,
+           cancel_outcome = coalesce(:cancel_outcome, j.cancel_outcome),
+           creation_outcome = CASE WHEN :state = 'queued' THEN NULL ELSE j.creation_outcome END,
+           provider_job_id = CASE WHEN :state = 'queued' THEN NULL ELSE j.provider_job_id END,
+           provider_status = coalesce(:provider_status, j.provider_status),
+           phase = NULL,
+           reconcile_at = CASE WHEN :watch_in_s::double precision IS NULL THEN NULL
+                               ELSE clock.now + make_interval(secs => :watch_in_s) END,
+           reconcile_checks = 0,
+           reconcile_failures = 0,
+           reconcile_error = NULL,
+           updated_at = clock.now,
+           event_seq = j.event_seq + 1,
+           transition_actor = :actor,
+           transition_reason = :reason
+      FROM clock
+     WHERE j.id = :id AND j.provider_job_id = :provider_job_id AND j.state = 'running'
+       AND j.lease_token IS NULL
+    RETURNING j.*
+), billed AS (
+    INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                              output_tokens, created_at)
+    SELECT s.id, 'completion', s.tenant_id, s.provider, s.model,
+           coalesce((:usage::jsonb ->> 'input_tokens')::bigint, 0),
+           coalesce((:usage::jsonb ->> 'output_tokens')::bigint, 0),
+           s.updated_at
+      FROM settled AS s
+     WHERE :usage::jsonb IS NOT NULL AND s.state <> 'queued'
+    ON CONFLICT (job_id, kind) DO NOTHING
+)
+SELECT * FROM settled
+
+-- name: job_discard_late_result
+-- A locally cancelled job's provider finished: stop watching, log the discarded result, and
+-- bill its usage with a matching refund.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), stopped AS (
+    UPDATE jobs AS j
+       SET reconcile_at = NULL, provider_status = :to_state, updated_at = clock.now,
+           event_seq = j.event_seq + 1
+      FROM clock
+     WHERE j.id = :id AND j.provider_job_id = :provider_job_id AND j.state = 'cancelled'
+       AND j.cancel_outcome = 'not_supported' AND j.reconcile_at IS NOT NULL
+    RETURNING j.*
+), logged AS (
+    INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied,
+                            created_at)
+    SELECT s.id, s.event_seq, s.state, :to_state, :actor, 'result_discarded_after_cancel',
+           false, s.updated_at
+      FROM stopped AS s
+), billed AS (
+    INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                              output_tokens, created_at)
+    SELECT s.id, kind.name, s.tenant_id, s.provider, s.model,
+           coalesce((:usage::jsonb ->> 'input_tokens')::bigint, 0),
+           coalesce((:usage::jsonb ->> 'output_tokens')::bigint, 0),
+           s.updated_at
+      FROM stopped AS s, (VALUES ('completion'), ('refund')) AS kind(name)
+     WHERE :usage::jsonb IS NOT NULL
+    ON CONFLICT (job_id, kind) DO NOTHING
+)
+SELECT id FROM stopped
+
+-- name: job_by_provider_job
+-- The newest job a provider id belongs to.
+SELECT * FROM jobs
+ WHERE provider = :provider AND provider_job_id = :provider_job_id
+ ORDER BY created_at DESC
+ LIMIT 1
+
+-- name: provider_event_record
+-- Record an inbound provider event once; a first sighting makes its job due for a check now.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), inserted AS (
+    INSERT INTO provider_events (provider, event_id, event_type, provider_job_id, received_at)
+    SELECT :provider, :event_id, :event_type, :provider_job_id, clock.now FROM clock
+    ON CONFLICT (provider, event_id) DO NOTHING
+    RETURNING provider, provider_job_id
+), due AS (
+    UPDATE jobs AS j
+       SET reconcile_at = clock.now
+      FROM inserted AS i, clock
+     WHERE j.provider = i.provider AND j.provider_job_id = i.provider_job_id
+       AND j.lease_token IS NULL
+       AND (j.state = 'running'
+            OR (j.state = 'cancelled' AND j.cancel_outcome = 'not_supported'
+                AND j.reconcile_at IS NOT NULL))
+    RETURNING j.id
+)
+SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM due) AS due
+
+-- name: provider_events_prune
+-- Forget old provider events.
+WITH gone AS (DELETE FROM provider_events WHERE received_at < :before RETURNING 1)
+SELECT count(*) AS count FROM gone
+
+-- name: notify_reconcile
+-- Wake every reconciler: a background job is due now.
+SELECT pg_notify('jobgate', 'r:')

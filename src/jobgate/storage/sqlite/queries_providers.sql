@@ -1,0 +1,140 @@
+-- Background mode, the reconciler and inbound provider events, for SQLite. Times are REAL Unix
+-- seconds; :now is always supplied by the caller.
+
+-- name: job_provider_submitting
+-- Fenced on the lease: a create is about to leave for the provider.
+UPDATE jobs
+   SET phase = 'submitting', creation_outcome = 'sending', updated_at = :now
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING id
+
+-- name: job_background_accept
+-- Fenced on the lease: record the provider's id, release the lease, schedule the first check
+-- (at once when an event about that id came first or a cancel is waiting).
+UPDATE jobs
+   SET provider_job_id = :provider_job_id,
+       provider_status = :provider_status,
+       creation_outcome = 'accepted',
+       phase = 'awaiting_provider',
+       lease_owner = NULL,
+       lease_token = NULL,
+       lease_expires_at = NULL,
+       reconcile_checks = 0,
+       reconcile_failures = 0,
+       reconcile_error = NULL,
+       reconciled_at = NULL,
+       cancel_sent_at = NULL,
+       reconcile_at = CASE
+           WHEN cancel_requested_at IS NOT NULL
+             OR EXISTS (SELECT 1 FROM provider_events AS e
+                         WHERE e.provider = jobs.provider
+                           AND e.provider_job_id = :provider_job_id)
+           THEN :now ELSE :now + :reconcile_in_s END,
+       updated_at = :now
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING *
+
+-- name: job_reconcile_refresh
+-- Every running job with a provider id becomes due for a check now.
+UPDATE jobs
+   SET reconcile_at = :now
+ WHERE state = 'running' AND provider_job_id IS NOT NULL AND lease_token IS NULL
+   AND (reconcile_at IS NULL OR reconcile_at > :now)
+   AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+RETURNING id
+
+-- name: job_reconcile_claim
+-- Take the background jobs due for a check, pushing their reconcile_at ahead as a lease.
+UPDATE jobs
+   SET reconcile_at = :now + :lease_s, reconciled_at = :now
+ WHERE id IN (SELECT id
+                FROM jobs
+               WHERE provider_job_id IS NOT NULL
+                 AND lease_token IS NULL
+                 AND reconcile_at IS NOT NULL
+                 AND (state = 'running' OR (state = 'cancelled' AND cancel_outcome = 'not_supported'))
+                 AND (reconcile_at <= :now
+                      OR (state = 'running' AND cancel_requested_at IS NOT NULL
+                          AND (reconciled_at IS NULL OR reconciled_at < cancel_requested_at)))
+                 AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+               ORDER BY reconcile_at
+               LIMIT :limit)
+RETURNING *
+
+-- name: job_reconcile_defer
+-- Schedule the next check of a job still at its provider; count a failed check.
+UPDATE jobs
+   SET reconcile_at = :now + :reconcile_in_s,
+       reconcile_checks = reconcile_checks + 1,
+       reconcile_failures = CASE WHEN :failure IS NULL THEN 0 ELSE reconcile_failures + 1 END,
+       reconcile_error = :failure,
+       provider_status = coalesce(:provider_status, provider_status),
+       cancel_sent_at = CASE WHEN :cancel_sent THEN coalesce(cancel_sent_at, :now)
+                             ELSE cancel_sent_at END,
+       updated_at = :now
+ WHERE id = :id AND provider_job_id = :provider_job_id AND lease_token IS NULL
+   AND (state = 'running' OR (state = 'cancelled' AND cancel_outcome = 'not_supported'))
+RETURNING id
+
+-- name: job_settle
+-- Apply the provider's verdict to a job running at it (the first verdict wins).
+UPDATE jobs
+   SET state = :state,
+       result = CASE WHEN purged_at IS NULL THEN :result END,
+       error = :error,
+       usage = coalesce(:usage, usage),
+       attempt = attempt - :refund_attempt,
+       dead_lettered = :dead_lettered,
+       run_at = CASE WHEN :state = 'queued' THEN :now + :retry_in_s ELSE run_at END,
+       completed_at = CASE WHEN :state = 'queued' THEN NULL ELSE :now END,
+       cancel_outcome = coalesce(:cancel_outcome, cancel_outcome),
+       creation_outcome = CASE WHEN :state = 'queued' THEN NULL ELSE creation_outcome END,
+       provider_job_id = CASE WHEN :state = 'queued' THEN NULL ELSE provider_job_id END,
+       provider_status = coalesce(:provider_status, provider_status),
+       phase = NULL,
+       reconcile_at = CASE WHEN :watch_in_s IS NULL THEN NULL ELSE :now + :watch_in_s END,
+       reconcile_checks = 0,
+       reconcile_failures = 0,
+       reconcile_error = NULL,
+       updated_at = :now,
+       event_seq = event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = :reason
+ WHERE id = :id AND provider_job_id = :provider_job_id AND state = 'running'
+   AND lease_token IS NULL
+RETURNING *
+
+-- name: job_stop_watching
+-- A locally cancelled job's provider finished: stop checking on it.
+UPDATE jobs
+   SET reconcile_at = NULL, provider_status = :provider_status, updated_at = :now
+ WHERE id = :id AND provider_job_id = :provider_job_id AND state = 'cancelled'
+   AND cancel_outcome = 'not_supported' AND reconcile_at IS NOT NULL
+RETURNING *
+
+-- name: job_by_provider_job
+-- The newest job a provider id belongs to.
+SELECT * FROM jobs
+ WHERE provider = :provider AND provider_job_id = :provider_job_id
+ ORDER BY created_at DESC
+ LIMIT 1
+
+-- name: provider_event_insert
+-- Record an inbound provider event once.
+INSERT INTO provider_events (provider, event_id, event_type, provider_job_id, received_at)
+VALUES (:provider, :event_id, :event_type, :provider_job_id, :now)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING event_id
+
+-- name: job_reconcile_now
+-- An event named this provider job: check on it now.
+UPDATE jobs
+   SET reconcile_at = :now
+ WHERE provider = :provider AND provider_job_id = :provider_job_id AND lease_token IS NULL
+   AND (state = 'running'
+        OR (state = 'cancelled' AND cancel_outcome = 'not_supported' AND reconcile_at IS NOT NULL))
+RETURNING id
+
+-- name: provider_events_prune
+-- Forget old provider events.
+DELETE FROM provider_events WHERE received_at < :before RETURNING event_id

@@ -1,0 +1,193 @@
+"""Background mode in the adapters, against the simulator over real HTTP (its lifecycles on a
+fake clock): OpenAI Responses with `background: true` and Anthropic Message Batches — create,
+retrieve, results, cancel — with every request checked against the SDKs' request types."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from anthropic.types import message_create_params
+from anthropic.types.messages import batch_create_params
+from openai.types.responses import response_create_params
+
+from jobgate import errors
+from jobgate.config import ProviderConfig
+from jobgate.providers import sim_wire
+from jobgate.providers.anthropic import BATCHES, AnthropicProvider
+from jobgate.providers.background import ProviderJobRef, Status, background_for
+from jobgate.providers.base import ProviderCall
+from jobgate.providers.openai import RESPONSES, OpenAIProvider
+from jobgate.simulator.server import Simulator
+from jobgate.testing import FakeClock
+from tests.providers.sdk import request_matches
+
+
+@pytest.fixture
+async def simulator(clock: FakeClock) -> AsyncIterator[Simulator]:
+    async with Simulator(clock=clock) as sim:
+        yield sim
+
+
+@pytest.fixture
+async def openai_bg(simulator: Simulator) -> AsyncIterator[OpenAIProvider]:
+    provider = OpenAIProvider(
+        "upstream",
+        ProviderConfig(kind="openai", base_url=simulator.openai_base_url, mode="background"),
+    )
+    yield provider
+    await provider.aclose()
+
+
+@pytest.fixture
+async def batches(simulator: Simulator) -> AsyncIterator[AnthropicProvider]:
+    provider = AnthropicProvider(
+        "claude", ProviderConfig(kind="anthropic", base_url=simulator.anthropic_base_url)
+    )
+    yield provider
+    await provider.aclose()
+
+
+def call(endpoint: str, body: dict[str, Any], job_id: str = "job_bg") -> ProviderCall:
+    return ProviderCall(job_id, "ten_1", endpoint, body, body.get("model"), 1, 1, job_id)
+
+
+def ref(snapshot_id: str, endpoint: str, job_id: str = "job_bg") -> ProviderJobRef:
+    return ProviderJobRef(job_id, snapshot_id, endpoint, None)
+
+
+async def test_openai_background_create_retrieve(
+    openai_bg: OpenAIProvider, simulator: Simulator, clock: FakeClock
+) -> None:
+    assert background_for(openai_bg, RESPONSES) is openai_bg
+    body = {"model": "gpt-4.1", "input": "think hard", "metadata": {"team": "a"}}
+    openai_bg.validate(RESPONSES, body)
+    created = await openai_bg.create(call(RESPONSES, {**body, "sim": {"latency_s": 5}}))
+    assert created.status == Status.QUEUED and not created.terminal
+    (sent,) = [r for r in simulator.engine.requests if r.path == "/v1/responses"]
+    assert sent.body is not None
+    request_matches(response_create_params.ResponseCreateParamsNonStreaming, sent.body)
+    assert sent.body["background"] is True and sent.body["store"] is True
+    assert sent.body["metadata"] == {"team": "a", "jobgate_job_id": "job_bg"}
+    assert sent.headers["idempotency-key"] == "job_bg"
+    clock.advance(1)
+    running = await openai_bg.retrieve(ref(created.provider_job_id, RESPONSES))
+    assert running.status == Status.IN_PROGRESS
+    clock.advance(5)
+    done = await openai_bg.retrieve(ref(created.provider_job_id, RESPONSES))
+    assert done.status == Status.COMPLETED and done.result is not None
+    assert "think hard" in str(done.result.body["output"])
+    assert done.result.usage.output_tokens > 0
+
+
+async def test_openai_background_outcomes_and_cancel(
+    openai_bg: OpenAIProvider, clock: FakeClock
+) -> None:
+    body = {"model": "gpt-4.1", "input": "x"}
+    failed = await openai_bg.create(call(RESPONSES, {**body, "sim": {"outcome": "failed"}}))
+    clock.advance(0.1)
+    answer = await openai_bg.retrieve(ref(failed.provider_job_id, RESPONSES))
+    assert answer.status == Status.FAILED and isinstance(answer.error, errors.ProviderRetryable)
+
+    slow = await openai_bg.create(call(RESPONSES, {**body, "sim": {"latency_s": 60}}, "job_2"))
+    cancelled = await openai_bg.cancel(ref(slow.provider_job_id, RESPONSES, "job_2"))
+    assert cancelled.status == Status.CANCELLED
+
+    quick = await openai_bg.create(call(RESPONSES, {**body, "sim": {"latency_s": 1}}, "job_3"))
+    clock.advance(2)
+    too_late = await openai_bg.cancel(ref(quick.provider_job_id, RESPONSES, "job_3"))
+    assert too_late.status == Status.COMPLETED and too_late.result is not None
+
+    stuck = await openai_bg.create(
+        call(RESPONSES, {**body, "sim": {"latency_s": 60, "cancel": "unsupported"}}, "job_4")
+    )
+    with pytest.raises(errors.ProviderCancelUnsupported):
+        await openai_bg.cancel(ref(stuck.provider_job_id, RESPONSES, "job_4"))
+
+
+async def test_openai_retrieve_of_an_unknown_id_is_fatal(openai_bg: OpenAIProvider) -> None:
+    with pytest.raises(errors.ProviderFatal) as caught:
+        await openai_bg.retrieve(ref("resp_nope", RESPONSES))
+    assert caught.value.status_code == 404
+
+
+async def test_a_status_check_that_gets_no_answer_is_retryable(
+    openai_bg: OpenAIProvider, simulator: Simulator
+) -> None:
+    created = await openai_bg.create(call(RESPONSES, {"model": "m", "input": "x"}))
+    simulator.inject("GET", "/v1/responses/", "server_error")
+    with pytest.raises(errors.ProviderRetryable):
+        await openai_bg.retrieve(ref(created.provider_job_id, RESPONSES))
+    assert (await openai_bg.retrieve(ref(created.provider_job_id, RESPONSES))).status
+
+
+def batch_body(*texts: str, **sim: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "requests": [
+            {
+                "custom_id": f"req-{index}",
+                "params": {
+                    "model": "claude-sim",
+                    "max_tokens": 32,
+                    "messages": [{"role": "user", "content": text}],
+                },
+            }
+            for index, text in enumerate(texts)
+        ]
+    }
+    if sim:
+        body["sim"] = sim
+    return body
+
+
+async def test_anthropic_batch_create_poll_results(
+    batches: AnthropicProvider, simulator: Simulator, clock: FakeClock
+) -> None:
+    body = batch_body("one", "two", latency_s=3)
+    batches.validate(BATCHES, body)
+    assert background_for(batches, BATCHES) is batches
+    created = await batches.create(call(BATCHES, body))
+    assert created.status == Status.IN_PROGRESS
+    (sent,) = [r for r in simulator.engine.requests if r.path == "/v1/messages/batches"]
+    assert sent.body is not None
+    request_matches(batch_create_params.BatchCreateParams, sent.body)
+    for item in sent.body["requests"]:
+        request_matches(message_create_params.MessageCreateParamsNonStreaming, item["params"])
+    clock.advance(4)
+    ended = await batches.retrieve(ref(created.provider_job_id, BATCHES))
+    assert ended.status == Status.COMPLETED and ended.needs_result and ended.result is None
+    result = await batches.fetch_result(ref(created.provider_job_id, BATCHES), ended)
+    assert [r["custom_id"] for r in result.body["results"]] == ["req-0", "req-1"]
+    assert result.usage.output_tokens == sum(
+        r["result"]["message"]["usage"]["output_tokens"] for r in result.body["results"]
+    )
+
+
+async def test_anthropic_batch_cancel(batches: AnthropicProvider, clock: FakeClock) -> None:
+    created = await batches.create(call(BATCHES, batch_body("slow", latency_s=60)))
+    canceling = await batches.cancel(ref(created.provider_job_id, BATCHES))
+    assert canceling.status == Status.CANCELLING
+    clock.advance(1)
+    ended = await batches.retrieve(ref(created.provider_job_id, BATCHES))
+    assert ended.status == Status.CANCELLED and not ended.needs_result
+
+    errored = await batches.create(call(BATCHES, batch_body("bad", outcome="failed"), "job_e"))
+    clock.advance(1)
+    failed = await batches.retrieve(ref(errored.provider_job_id, BATCHES, "job_e"))
+    assert failed.status == Status.FAILED and isinstance(failed.error, errors.ProviderFatal)
+
+
+def test_batch_validation() -> None:
+    provider = AnthropicProvider("claude", ProviderConfig(kind="anthropic"))
+    with pytest.raises(errors.InvalidRequest, match="custom_id"):
+        provider.validate(BATCHES, {"requests": [{"custom_id": "bad id!", "params": {}}]})
+    duplicate = batch_body("a", "b")
+    duplicate["requests"][1]["custom_id"] = "req-0"
+    with pytest.raises(errors.InvalidRequest, match="not unique"):
+        provider.validate(BATCHES, duplicate)
+    streaming = batch_body("a")
+    streaming["requests"][0]["params"]["stream"] = True
+    with pytest.raises(errors.InvalidRequest, match="stream"):
+        provider.validate(BATCHES, streaming)
+    assert sim_wire.validate_messages({"model": "m", "messages": []}) is not None
