@@ -74,6 +74,8 @@ class Settings(pydantic.BaseModel):
     retry_max_s: float = pydantic.Field(default=300.0, gt=0)
     max_attempts: int = pydantic.Field(default=3, gt=0, le=100)
     max_body_bytes: int = pydantic.Field(default=1024 * 1024, gt=0)
+    # How long a client may take to deliver one whole request (head and body).
+    request_receipt_timeout_s: float = pydantic.Field(default=60.0, gt=0)
     default_provider: str = "sim"
     webhook_retry_profile: Literal["standard", "short"] = "standard"
     webhook_allow_cidrs: tuple[str, ...] = ()
@@ -116,7 +118,7 @@ _ENV_FIELDS = (
     "database_url", "database_pool_size", "host", "port", "roles", "lease_ttl_s",
     "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "worker_concurrency",
     "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",
-    "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
+    "max_body_bytes", "request_receipt_timeout_s", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
     "webhook_allow_http", "unknown_outcome", "retention_s", "idempotency_ttl_s", "log_level",
     "credentials_path",
 )  # fmt: skip
