@@ -49,3 +49,12 @@ def private_pg() -> Iterator[PrivateCluster]:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
     with PrivateCluster() as cluster:
         yield cluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Real processes on a shared CI machine: a longer budget than unit tests (deadlines inside
+    # the tests are what fail them; this only catches a hang).
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(240))

@@ -127,3 +127,54 @@ def assert_completed_once(facts: dict[str, JobFacts], *, state: str = "succeeded
 
 def monotonic_s() -> float:
     return time.monotonic()
+
+
+class Load:
+    """Submits a job every `interval_s` from a background thread and records each answer:
+    the ids of accepted jobs (2xx) and the status codes (or transport errors) of the rest."""
+
+    def __init__(self, url: str, key: str, *, interval_s: float = 0.05, latency_s: float = 0.2):
+        import threading
+
+        self.url = url
+        self.key = key
+        self.interval_s = interval_s
+        self.latency_s = latency_s
+        self.accepted: list[str] = []
+        self.statuses: list[int | str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load", daemon=True)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=60)
+
+    def count(self, status: int | str) -> int:
+        return self.statuses.count(status)
+
+    def _run(self) -> None:
+        headers = {"Authorization": f"Bearer {self.key}"}
+        with httpx.Client(base_url=self.url, headers=headers, timeout=15) as client:
+            n = 0
+            while not self._stop.is_set():
+                n += 1
+                body = job_body(f"load {n}", latency_s=self.latency_s)
+                try:
+                    response = client.post("/v1/jobs", json=body)
+                except httpx.TransportError as exc:
+                    self.statuses.append(type(exc).__name__)
+                else:
+                    self.statuses.append(response.status_code)
+                    if response.status_code in (200, 202):
+                        self.accepted.append(response.json()["id"])
+                    elif response.status_code == 503 and not response.headers.get("Retry-After"):
+                        self.statuses[-1] = "503 without Retry-After"
+                self._stop.wait(self.interval_s)

@@ -159,9 +159,9 @@ class Runtime:
             stoppers.append(stop_server)
         stopped = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopped and task.exception() is not None:
-                log.error("role %s crashed", task.get_name(), exc_info=task.exception())
+        crashed = [task for task in done if task is not stopped and task.exception() is not None]
+        for task in crashed:
+            log.error("role %s crashed", task.get_name(), exc_info=task.exception())
         stop.set()
         for request_stop in stoppers:
             request_stop()
@@ -170,3 +170,7 @@ class Runtime:
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 log.error("role %s ended with %s", task.get_name(), type(result).__name__)
+        if crashed:
+            # Exit non-zero, so that a supervisor restarts the process instead of believing
+            # it was stopped on purpose.
+            raise errors.JobgateError(f"role {crashed[0].get_name()} crashed")

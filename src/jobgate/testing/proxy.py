@@ -149,6 +149,10 @@ class TcpProxy:
         for link in list(self._links):
             link.abort()
         self._links.clear()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     def _set(self, mode: str, delay_s: float) -> None:
         self.mode = mode
