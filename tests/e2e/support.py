@@ -52,8 +52,9 @@ OPEN_CLIENTS: list[Api] = []  # closed after each test by the e2e conftest
 class Api:
     """A small client for one (or, after a failover, another) API process."""
 
-    def __init__(self, url: str, key: str) -> None:
-        OPEN_CLIENTS.append(self)
+    def __init__(self, url: str, key: str, *, close_after_test: bool = True) -> None:
+        if close_after_test:
+            OPEN_CLIENTS.append(self)
         self.url = url
         self.key = key
         self.client = httpx.Client(
@@ -133,10 +134,19 @@ class Load:
     """Submits a job every `interval_s` from a background thread and records each answer:
     the ids of accepted jobs (2xx) and the status codes (or transport errors) of the rest."""
 
-    def __init__(self, url: str, key: str, *, interval_s: float = 0.05, latency_s: float = 0.2):
+    def __init__(
+        self,
+        url: str | list[str],
+        key: str,
+        *,
+        interval_s: float = 0.05,
+        latency_s: float = 0.2,
+    ) -> None:
         import threading
 
-        self.url = url
+        # Several URLs: a client behind a load balancer that tries the next API when one
+        # refuses the connection or answers 503 (a rolling restart).
+        self.urls = [url] if isinstance(url, str) else list(url)
         self.key = key
         self.interval_s = interval_s
         self.latency_s = latency_s
@@ -162,19 +172,26 @@ class Load:
 
     def _run(self) -> None:
         headers = {"Authorization": f"Bearer {self.key}"}
-        with httpx.Client(base_url=self.url, headers=headers, timeout=15) as client:
+        with httpx.Client(headers=headers, timeout=15) as client:
             n = 0
             while not self._stop.is_set():
                 n += 1
                 body = job_body(f"load {n}", latency_s=self.latency_s)
-                try:
-                    response = client.post("/v1/jobs", json=body)
-                except httpx.TransportError as exc:
-                    self.statuses.append(type(exc).__name__)
-                else:
-                    self.statuses.append(response.status_code)
-                    if response.status_code in (200, 202):
+                status: int | str = "no answer"
+                for attempt in range(len(self.urls)):
+                    url = self.urls[(n + attempt) % len(self.urls)]
+                    try:
+                        response = client.post(f"{url}/v1/jobs", json=body)
+                    except httpx.TransportError as exc:
+                        status = type(exc).__name__
+                        continue
+                    status = response.status_code
+                    if status in (200, 202):
                         self.accepted.append(response.json()["id"])
-                    elif response.status_code == 503 and not response.headers.get("Retry-After"):
-                        self.statuses[-1] = "503 without Retry-After"
+                        break
+                    if status == 503 and not response.headers.get("Retry-After"):
+                        status = "503 without Retry-After"
+                    if status != 503:
+                        break
+                self.statuses.append(status)
                 self._stop.wait(self.interval_s)

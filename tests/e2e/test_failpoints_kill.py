@@ -1,10 +1,9 @@
 """kill -9 at each failpoint, with real processes: separate api, worker and reaper processes on
-PostgreSQL, and the all-in-one `serve` process on SQLite. Whatever the crash point, every
-accepted job ends exactly once (one terminal event, one ledger row)."""
+PostgreSQL. Whatever the crash point, every accepted job ends exactly once (one terminal event,
+one ledger row). The all-in-one process on SQLite gets the same treatment in test_scenarios
+(restart while running; terminal result processing crashing halfway)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import httpx
 import pytest
@@ -81,28 +80,3 @@ def test_kill9_worker_at_failpoint_postgres(
     else:
         assert job.claims == 2 and job.lost_count == 1  # the provider was called twice
     assert_completed_once(facts)
-
-
-def _serve(harness: ProcessHarness, tmp_path: Path, failpoints: str) -> tuple[JobgateProcess, str]:
-    db_url = f"sqlite:///{tmp_path}/jobgate.db"
-    harness.env["JOBGATE_DATABASE_URL"] = db_url
-    serve = harness.start("serve", env={"JOBGATE_FAILPOINTS": failpoints})
-    return serve, db_url
-
-
-@pytest.mark.parametrize("point", WORKER_POINTS)
-def test_kill9_serve_at_failpoint_sqlite(
-    harness: ProcessHarness, tmp_path: Path, point: str
-) -> None:
-    serve, db_url = _serve(harness, tmp_path, f"{point}=kill")
-    assert serve.url is not None
-    api = Api(serve.url, harness.default_api_key(serve.url))
-    job_id = api.submit(job_body(f"killed at {point}"))
-    _wait_dead(serve)
-    del serve.env["JOBGATE_FAILPOINTS"]
-    serve.start().wait_ready()
-    facts = wait_settled(db_url, [job_id])
-    assert_completed_once(facts)
-    expected_claims = 1 if point == "after_finish_commit" else 2
-    assert facts[job_id].claims == expected_claims
-    assert api.get(job_id)["status"] == "succeeded"
