@@ -118,9 +118,10 @@ _ENV_FIELDS = (
     "database_url", "database_pool_size", "host", "port", "roles", "lease_ttl_s",
     "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "worker_concurrency",
     "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",
-    "max_body_bytes", "request_receipt_timeout_s", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
+    "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
     "webhook_allow_http", "unknown_outcome", "retention_s", "idempotency_ttl_s", "log_level",
     "credentials_path",
+    "request_receipt_timeout_s",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

@@ -21,9 +21,7 @@ from jobgate.testing.processes import wait_until
 TERMINAL = audit.TERMINAL
 
 
-def job_body(
-    prompt: str = "hello", *, model: str = "sim-echo", **sim: Any
-) -> dict[str, Any]:
+def job_body(prompt: str = "hello", *, model: str = "sim-echo", **sim: Any) -> dict[str, Any]:
     """A submit body for the simulated provider; `sim` keywords become body.sim directives."""
     body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}]}
     if sim:

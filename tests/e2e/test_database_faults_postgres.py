@@ -155,20 +155,20 @@ def test_heartbeat_that_cannot_reach_the_database_stops_work_before_lease_expiry
             what="the cut-off worker to stop its call",
         )[0]  # fmt: skip
 
-        async def lease_expiry() -> dt.datetime:
+        async def lease_expiry() -> dt.datetime | None:
             conn = await asyncpg.connect(pg_dsn)
             try:
                 row = await conn.fetchrow(
                     "SELECT lease_expires_at, state FROM jobs WHERE id = $1", job_id
                 )
                 assert row is not None
-                return row["lease_expires_at"] if row["state"] == "running" else dt.datetime.max
+                return row["lease_expires_at"] if row["state"] == "running" else None
             finally:
                 await conn.close()
 
         expires = asyncio.run(lease_expiry())
         stopped_at = dt.datetime.fromisoformat(line["time"])
-        if expires != dt.datetime.max:
+        if expires is not None:
             # It gave up while its lease still held: nobody else could own the job yet.
             assert stopped_at < expires, (stopped_at, expires)
         harness.start("worker")
@@ -179,9 +179,7 @@ def test_heartbeat_that_cannot_reach_the_database_stops_work_before_lease_expiry
     assert_completed_once(facts)
 
 
-def test_database_link_delayed_then_reset_postgres(
-    harness: ProcessHarness, pg_dsn: str
-) -> None:
+def test_database_link_delayed_then_reset_postgres(harness: ProcessHarness, pg_dsn: str) -> None:
     with TcpProxy(_pg_address(pg_dsn)) as proxy:
         url = _start_roles(harness, _via(pg_dsn, proxy), "api", "worker")
         harness.start("reaper", env={"JOBGATE_DATABASE_URL": pg_dsn})

@@ -40,9 +40,7 @@ async def _submit_all(url: str, key: str, body: dict[str, Any], idem: str) -> li
         return await asyncio.gather(*tasks)
 
 
-def _check_one_job(
-    url: str, db_url: str, key: str, other_key: str
-) -> None:
+def _check_one_job(url: str, db_url: str, key: str, other_key: str) -> None:
     body = job_body("once only")
     responses = asyncio.run(_submit_all(url, key, body, "order-42"))
     assert {r.status_code for r in responses} == {202}, [r.text for r in responses][:3]
@@ -88,6 +86,4 @@ def test_50_concurrent_idempotent_submits_make_one_job_postgres(
     harness.env["JOBGATE_DATABASE_URL"] = pg_dsn
     api = harness.start("api")
     assert api.url is not None
-    _check_one_job(
-        api.url, pg_dsn, create_tenant(pg_dsn, "acme"), harness.create_tenant("globex")
-    )
+    _check_one_job(api.url, pg_dsn, create_tenant(pg_dsn, "acme"), harness.create_tenant("globex"))

@@ -23,8 +23,7 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
-from jobgate.testing import Block, Fail, FakeClock, ScriptedProvider, SequentialIds, Succeed
-from jobgate.testing import audit
+from jobgate.testing import Block, Fail, FakeClock, ScriptedProvider, SequentialIds, Succeed, audit
 from jobgate.testing.processes import JobgateProcess, ProcessHarness, wait_until
 from tests.e2e.support import (
     Api,
@@ -285,8 +284,7 @@ def test_deployment_rolling_restart_of_every_role(harness: ProcessHarness, pg_ds
         for process in roles:
             assert process.terminate(timeout_s=60) == 0, process.tail()
             process.start().wait_ready()
-            before = len(load.accepted)
-            wait_until(lambda: len(load.accepted) >= before + 3, what="submits after a restart")
+            _wait_for_more(load, 3)
     assert {s for s in load.statuses if s not in (200, 202)} == set(), load.statuses
     facts = wait_settled(pg_dsn, list(audit.job_facts(pg_dsn)), timeout_s=120)
     assert set(load.accepted) <= set(facts)
@@ -296,3 +294,7 @@ def test_deployment_rolling_restart_of_every_role(harness: ProcessHarness, pg_ds
     handed_back = [e for job in facts.values() for e in job.events if e[3] == "worker_shutdown"]
     assert handed_back
 
+
+def _wait_for_more(load: Load, count: int) -> None:
+    before = len(load.accepted)
+    wait_until(lambda: len(load.accepted) >= before + count, what="more accepted submits")

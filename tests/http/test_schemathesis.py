@@ -32,14 +32,21 @@ def test_openapi_contract_holds_under_schemathesis(tmp_path: Path) -> None:
         key = harness.default_api_key(serve.url)
         result = subprocess.run(
             [
-                cli, "--config-file", str(HERE / "schemathesis.toml"), "run",
+                cli,
+                "--config-file",
+                str(HERE / "schemathesis.toml"),
+                "run",
                 f"{serve.url}/openapi.json",
-                "--checks", "all",
-                "--header", f"Authorization: Bearer {key}",
-                "--max-examples", os.environ.get("JOBGATE_FUZZ_EXAMPLES", "10"),
-                "--seed", os.environ.get("JOBGATE_FUZZ_SEED", "20261130"),
+                "--checks",
+                "all",
+                "--header",
+                f"Authorization: Bearer {key}",
+                "--max-examples",
+                os.environ.get("JOBGATE_FUZZ_EXAMPLES", "10"),
+                "--seed",
+                os.environ.get("JOBGATE_FUZZ_SEED", "20261130"),
                 "--no-color",
-            ],  # fmt: skip
+            ],
             capture_output=True,
             text=True,
             timeout=280,

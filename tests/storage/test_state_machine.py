@@ -204,7 +204,9 @@ def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) 
                 after = self.run(self.storage.job_get(job_id=job_id))
                 assert before is not None and after is not None
                 assert (after.state, after.event_seq, after.result) == (
-                    before.state, before.event_seq, before.result,
+                    before.state,
+                    before.event_seq,
+                    before.result,
                 )  # fenced: nothing changed
                 return
             job = self.run(self.storage.job_finish(finish=finish, now=self.now()))
@@ -280,7 +282,7 @@ def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) 
                 assert seqs == sorted(set(seqs))
                 applied = [e for e in events if e.applied]
                 assert applied[0].from_state is None and applied[0].to_state is JobState.QUEUED
-                for previous, event in zip(applied, applied[1:], strict=False):
+                for previous, event in itertools.pairwise(applied):
                     assert event.from_state is previous.to_state
                     assert not previous.to_state.terminal, "a terminal job moved"
                     if event.to_state is event.from_state:

@@ -35,7 +35,8 @@ class JobFacts:
     ledger_rows: int
     outbox_rows: int
     outbox_duplicates: int  # (event_type, target, series) seen more than once
-    events: tuple[tuple[str | None, str, str, str | None, bool], ...]  # from, to, actor, reason, applied
+    # (from, to, actor, reason, applied) for each event, in order
+    events: tuple[tuple[str | None, str, str, str | None, bool], ...]
 
     @property
     def terminal(self) -> bool:

@@ -34,9 +34,7 @@ def find_bindir() -> Path | None:
     explicit = os.environ.get("JOBGATE_PG_BINDIR")
     if explicit:
         return Path(explicit)
-    candidates = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2])
-    )
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
     for candidate in reversed(candidates):
         if (Path(candidate) / "initdb").exists():
             return Path(candidate)

@@ -219,9 +219,7 @@ class JobgateProcess:
     def tail(self, lines: int = 40) -> str:
         out = self.stdout().splitlines()[-lines:]
         err = self.stderr().splitlines()[-lines:]
-        return "\n".join(
-            [f"== {self.name} stdout ==", *out, f"== {self.name} stderr ==", *err]
-        )
+        return "\n".join([f"== {self.name} stdout ==", *out, f"== {self.name} stderr ==", *err])
 
 
 def _read(path: Path) -> str:
@@ -285,9 +283,7 @@ class ProcessHarness:
         self._names[base_name] = count + 1
         unique = base_name if count == 0 else f"{base_name}-{count + 1}"
         merged = {**self.env, **(env or {})}
-        process = JobgateProcess(
-            unique, [command, *args], merged, self.log_dir, cwd=self.directory
-        )
+        process = JobgateProcess(unique, [command, *args], merged, self.log_dir, cwd=self.directory)
         self.processes.append(process)
         return process
 
