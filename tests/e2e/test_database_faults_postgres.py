@@ -58,10 +58,6 @@ def _wait_for_status(url: str, key: str, wanted: int, *, timeout_s: float = 60) 
     wait_until(answered, timeout_s=timeout_s, interval_s=0.1, what=f"the API to answer {wanted}")
 
 
-def _probe_ids(dsn: str, accepted: list[str]) -> list[str]:
-    return list(audit.job_facts(dsn))
-
-
 def test_postgres_crash_restart_during_load_api_503_then_recovers(
     harness: ProcessHarness, private_pg: PrivateCluster
 ) -> None:
@@ -71,15 +67,13 @@ def test_postgres_crash_restart_during_load_api_503_then_recovers(
     with Load(url, key) as load:
         wait_until(lambda: len(load.accepted) >= 10, what="some accepted jobs")
         private_pg.stop(mode="immediate")  # the crash
-        _wait_for_status(url, key, 503)
-        down_statuses = len(load.statuses)
+        _wait_for_status(url, key, 503)  # the API says so while the database is down
         private_pg.start()  # crash recovery replays the WAL
         _wait_for_status(url, key, 202)
         private_pg.restart(mode="immediate")  # and the one-step crash restart, under load
         _wait_for_status(url, key, 202)
         before = len(load.accepted)
         wait_until(lambda: len(load.accepted) >= before + 10, what="submits after recovery")
-    assert load.count(503) >= 1 or down_statuses >= 0
     unexpected = {s for s in load.statuses if s not in (202, 503)}
     assert not unexpected, load.statuses
     # Every job that got a 202 ran to completion exactly once (jobs whose 503 hid a commit
