@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import socketserver
 import threading
@@ -15,8 +16,9 @@ from jobgate.testing.proxy import TcpProxy
 
 class _Echo(socketserver.BaseRequestHandler):
     def handle(self) -> None:
-        while data := self.request.recv(4096):
-            self.request.sendall(data)
+        with contextlib.suppress(OSError):
+            while data := self.request.recv(4096):
+                self.request.sendall(data)
 
 
 @pytest.fixture
@@ -73,7 +75,7 @@ def test_reset_tears_connections_down(proxy: TcpProxy) -> None:
         with pytest.raises(ConnectionResetError):
             sock.sendall(b"y")
             sock.recv(16)
-    with _connect(proxy) as refused, pytest.raises(ConnectionResetError):
+    with pytest.raises(ConnectionResetError), _connect(proxy) as refused:
         refused.sendall(b"z")
         refused.recv(16)
     proxy.heal()
