@@ -5,6 +5,8 @@ one ledger row). The all-in-one process on SQLite gets the same treatment in tes
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -80,3 +82,34 @@ def test_kill9_worker_at_failpoint_postgres(
     else:
         assert job.claims == 2 and job.lost_count == 1  # the provider was called twice
     assert_completed_once(facts)
+
+
+@pytest.mark.parametrize(
+    "point", ["after_submit_commit_before_response", "after_provider_response"]
+)
+def test_kill9_serve_at_failpoint_sqlite(
+    harness: ProcessHarness, tmp_path: Path, point: str
+) -> None:
+    """The all-in-one process on SQLite (before/after_finish_commit: test_scenarios)."""
+    db_url = f"sqlite:///{tmp_path}/jobgate.db"
+    harness.env["JOBGATE_DATABASE_URL"] = db_url
+    serve = harness.start("serve", env={"JOBGATE_FAILPOINTS": f"{point}=kill"})
+    assert serve.url is not None
+    key = harness.default_api_key(serve.url)
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "crash-1"}
+    body = job_body(f"killed at {point}")
+    try:
+        first = httpx.post(f"{serve.url}/v1/jobs", json=body, headers=headers, timeout=30)
+        assert point == "after_provider_response" and first.status_code == 202
+    except httpx.TransportError:
+        assert point == "after_submit_commit_before_response"
+    _wait_dead(serve)
+    del serve.env["JOBGATE_FAILPOINTS"]
+    serve.start().wait_ready()
+    retried = httpx.post(f"{serve.url}/v1/jobs", json=body, headers=headers, timeout=30)
+    assert retried.status_code == 202 and retried.headers["Idempotent-Replayed"] == "true"
+    job_id = retried.json()["id"]
+    facts = wait_settled(db_url, [job_id])
+    assert_completed_once(facts)
+    assert list(audit.job_facts(db_url)) == [job_id]
+    assert facts[job_id].claims == (2 if point == "after_provider_response" else 1)
