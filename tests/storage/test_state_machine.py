@@ -325,7 +325,7 @@ def test_job_lifecycle_state_machine(backend: str, tmp_path: Path, request: Any)
         run_state_machine_as_test(
             _machine(open_storage),
             settings=settings(
-                max_examples=100 if backend == "sqlite" else 40,
+                max_examples=60 if backend == "sqlite" else 30,
                 stateful_step_count=40,
                 deadline=None,
                 suppress_health_check=[HealthCheck.too_slow],
