@@ -87,6 +87,8 @@ class Settings(pydantic.BaseModel):
     retry_max_s: float = pydantic.Field(default=300.0, gt=0)
     max_attempts: int = pydantic.Field(default=3, gt=0, le=100)
     max_body_bytes: int = pydantic.Field(default=1024 * 1024, gt=0)
+    # How long a client may take to deliver one whole request (head and body).
+    request_receipt_timeout_s: float = pydantic.Field(default=60.0, gt=0)
     default_provider: str = "sim"
     webhook_retry_profile: Literal["standard", "short"] = "standard"
     webhook_allow_cidrs: tuple[str, ...] = ()
@@ -139,6 +141,7 @@ _ENV_FIELDS = (
     "webhook_allow_http", "webhook_timeout_s", "webhook_concurrency",
     "webhook_endpoint_concurrency", "unknown_outcome", "retention_s", "idempotency_ttl_s",
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
+    "request_receipt_timeout_s",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

@@ -3,10 +3,13 @@ an exact point, e.g. `after_provider_response=kill;before_finish_commit=stall@2`
 
 Actions: `kill` (SIGKILL this process), `stall` (freeze the whole process, event loop included),
 `sleep:S` (block for S seconds), `error` (raise FailpointError). `@N` fires only on the N-th hit.
-Off by default, and free when off: `hit()` is one dict lookup on an empty dict.
+A point may be narrowed to hits carrying a tag: `before_provider_call[sim-poison]=kill` fires
+only for jobs of model `sim-poison` (a poison job that kills every worker that runs it).
+Off by default, and free when off: `hit()` is one truth test of an empty dict.
 
-Points in the code: after_submit_commit_before_response, after_provider_response,
-before_finish_commit, after_finish_commit, after_webhook_sent_before_mark.
+Points in the code: after_submit_commit_before_response, before_provider_call (tag: the job's
+model), after_provider_response, before_finish_commit, after_finish_commit,
+after_webhook_sent_before_mark.
 """
 
 from __future__ import annotations
@@ -53,11 +56,14 @@ def arm(spec: str) -> None:
     _ARMED.update(parse(spec))
 
 
-def hit(name: str) -> None:
-    """Mark that execution reached `name`; act if a test armed it."""
+def hit(name: str, tag: str | None = None) -> None:
+    """Mark that execution reached `name` (for `tag`); act if a test armed it."""
     if not _ARMED:
         return
     armed = _ARMED.get(name)
+    if armed is None and tag is not None:
+        armed = _ARMED.get(f"{name}[{tag}]")
+        name = f"{name}[{tag}]"
     if armed is None:
         return
     armed.hits += 1

@@ -22,3 +22,14 @@ def test_parse_and_fire_on_nth_hit() -> None:
 def test_bad_specs_are_refused(spec: str) -> None:
     with pytest.raises(ValueError):
         failpoints.parse(spec)
+
+
+def test_a_tagged_failpoint_fires_only_for_its_tag() -> None:
+    failpoints.arm("before_provider_call[sim-poison]=error")
+    try:
+        failpoints.hit("before_provider_call", "sim-echo")
+        failpoints.hit("before_provider_call")
+        with pytest.raises(failpoints.FailpointError):
+            failpoints.hit("before_provider_call", "sim-poison")
+    finally:
+        failpoints.arm("")

@@ -203,7 +203,8 @@ async def list_jobs(
     status: Annotated[list[JobState] | None, Query(description="Filter by status")] = None,
     dead_lettered: Annotated[bool | None, Query()] = None,
     after: Annotated[
-        str | None, Query(description="Id of the last job of the previous page")
+        str | None,
+        Query(min_length=1, max_length=255, description="Id of the last job of the previous page"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> Response:

@@ -10,6 +10,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from jobgate import errors
 
@@ -122,17 +123,31 @@ async def handle_validation_error(_request: Request, exc: Exception) -> Response
     )
 
 
-async def handle_http_error(_request: Request, exc: Exception) -> Response:
+async def handle_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # Starlette names only the methods of the first route that matched the path; a path
+        # served by several routes (GET and DELETE /v1/jobs/{id}) must list all of them.
+        headers["Allow"] = ", ".join(_allowed_methods(request))
     return problem(
         exc.status_code,
         code=code,
         title=str(exc.detail),
         detail=str(exc.detail),
         error_type="invalid_request_error",
-        headers=dict(exc.headers or {}) or None,
+        headers=headers or None,
     )
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 async def handle_unexpected(_request: Request, exc: Exception) -> Response:

@@ -14,7 +14,12 @@ _EVENT_TYPES = "Events to send; empty means every terminal event (job.running is
 class CreateEndpointRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    url: str = pydantic.Field(max_length=2048, description="An https URL (SSRF-checked)")
+    url: str = pydantic.Field(
+        min_length=8,
+        max_length=2048,
+        pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+",
+        description="An https URL (SSRF-checked)",
+    )
     event_types: list[str] = pydantic.Field(
         default_factory=list, max_length=16, description=_EVENT_TYPES
     )
@@ -30,7 +35,9 @@ class CreateEndpointRequest(pydantic.BaseModel):
 class UpdateEndpointRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    url: str | None = pydantic.Field(default=None, max_length=2048)
+    url: str | None = pydantic.Field(
+        default=None, min_length=8, max_length=2048, pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+"
+    )
     event_types: list[str] | None = pydantic.Field(default=None, max_length=16)
     description: str | None = pydantic.Field(default=None, max_length=500)
     include_result: bool | None = None
@@ -51,7 +58,11 @@ class RotateSecretRequest(pydantic.BaseModel):
 class RecoverRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    since: int = pydantic.Field(ge=0, description="Unix seconds: re-queue failures since then")
+    since: int = pydantic.Field(
+        ge=0,
+        le=253_402_300_799,  # 9999-12-31: the last second a datetime can hold
+        description="Unix seconds: re-queue failures since then",
+    )
 
 
 class EndpointOut(pydantic.BaseModel):

@@ -204,7 +204,10 @@ class JobService:
         after: str | None = None,
         limit: int = 20,
     ) -> tuple[builtins.list[Job], bool]:
-        """A page (newest first) and whether more follow."""
+        """A page (newest first) and whether more follow. The cursor must name one of the
+        tenant's jobs: any other id is NotFound, like every other unknown or foreign id."""
+        if after is not None:
+            await self.get(tenant_id=tenant_id, job_id=after)
         jobs = await self.storage.job_list(
             tenant_id=tenant_id,
             states=states,

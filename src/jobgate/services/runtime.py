@@ -17,6 +17,7 @@ from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
+from jobgate.http.receipt_timeout import protocol_class
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.dispatcher import Dispatcher
@@ -175,6 +176,7 @@ class Runtime:
                 lifespan="off",
                 timeout_graceful_shutdown=max(1, int(self.settings.shutdown_grace_s)),
                 server_header=False,
+                http=protocol_class(self.settings.request_receipt_timeout_s),
             )
             server = _Server(config)
             tasks.append(
@@ -190,9 +192,9 @@ class Runtime:
             stoppers.append(stop_server)
         stopped = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopped and task.exception() is not None:
-                log.error("role %s crashed", task.get_name(), exc_info=task.exception())
+        crashed = [task for task in done if task is not stopped and task.exception() is not None]
+        for task in crashed:
+            log.error("role %s crashed", task.get_name(), exc_info=task.exception())
         stop.set()
         for request_stop in stoppers:
             request_stop()
@@ -203,3 +205,7 @@ class Runtime:
                 log.error("role %s ended with %s", task.get_name(), type(result).__name__)
         for close in closers:
             await close()
+        if crashed:
+            # Exit non-zero, so that a supervisor restarts the process instead of believing
+            # it was stopped on purpose.
+            raise errors.JobgateError(f"role {crashed[0].get_name()} crashed")

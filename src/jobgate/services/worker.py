@@ -202,7 +202,10 @@ class Worker:
             return outcomes.failed(job, fatal, actor=actor, settings=self._settings)
         timeout_s = None
         if job.deadline_at is not None:
-            timeout_s = (job.deadline_at - self._clock.now()).total_seconds()
+            # Measured on the database's clock (the claim stamped updated_at), then on this
+            # host's monotonic clock since the claim: a skewed wall clock cannot shorten it.
+            since_claim_s = self._clock.monotonic() - entry.renewed_at
+            timeout_s = (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
             if timeout_s <= 0:
                 return outcomes.deadline_exceeded(job, actor=actor)
         call = ProviderCall(
@@ -215,6 +218,7 @@ class Worker:
             run_count=job.run_count,
             idempotency_key=job.id,
         )
+        failpoints.hit("before_provider_call", job.model)
         in_background = provider_background.background_for(provider, job.endpoint)
         if in_background is not None:
             return await self._background.start(job, entry.lease, call, in_background)

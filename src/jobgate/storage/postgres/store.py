@@ -167,12 +167,20 @@ class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin, Postg
             raise errors.StorageUnavailable("postgres storage is not open")
         try:
             async with self._pool.acquire(timeout=self._acquire_timeout_s) as conn:
-                if not transaction:
-                    return await work(conn)
-                async with conn.transaction():
-                    return await work(conn)
+                try:
+                    if not transaction:
+                        return await work(conn)
+                    async with conn.transaction():
+                        return await work(conn)
+                except asyncpg.exceptions.InternalClientError:
+                    # asyncpg's protocol state is broken (seen when the server terminates a
+                    # backend mid-statement): never hand this connection out again.
+                    conn.terminate()
+                    raise
         except errors.JobgateError:
             raise
+        except asyncpg.exceptions.InternalClientError as exc:
+            raise errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
             raise translate(exc) from exc
 
@@ -199,8 +207,9 @@ class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin, Postg
         pending = migrations.available("jobgate.storage.postgres")
 
         async def apply(conn: Conn) -> list[int]:
-            await conn.execute(Q["migrations_table"].sql)
+            # The lock first: two processes creating the table at once collide in pg_type.
             await conn.execute(Q["migrations_lock"].sql)
+            await conn.execute(Q["migrations_table"].sql)
             done = {row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)}
             applied = []
             for migration in pending:
@@ -217,11 +226,12 @@ class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin, Postg
 
     async def schema_version(self) -> int:
         async def read(conn: Conn) -> int:
+            await conn.execute(Q["migrations_lock"].sql)
             await conn.execute(Q["migrations_table"].sql)
             versions = [row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)]
             return max(versions, default=0)
 
-        return await self._with_conn(read)
+        return await self._with_conn(read, transaction=True)
 
     async def ping(self) -> None:
         await self._with_conn(lambda conn: conn.fetchval("SELECT 1"))

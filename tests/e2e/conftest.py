@@ -1,0 +1,60 @@
+"""Fixtures for real-process tests: a process harness that always cleans up (and prints every
+process's log tail when a test fails), PostgreSQL databases and a private cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobgate.testing import pgcluster
+from jobgate.testing.pgcluster import PrivateCluster
+from jobgate.testing.processes import ProcessHarness
+from tests.e2e import support
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while support.OPEN_CLIENTS:
+        support.OPEN_CLIENTS.pop().close()
+
+
+@pytest.fixture
+def harness(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ProcessHarness]:
+    with ProcessHarness(tmp_path) as processes:
+        yield processes
+        if request.node.stash.get(_FAILED, False):
+            print("\n" + processes.logs())
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivateCluster]:
+    """A throwaway PostgreSQL cluster that tests may crash and restart (never the shared one)."""
+    if not pgcluster.available():
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    with PrivateCluster() as cluster:
+        yield cluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Real processes on a shared CI machine: a longer budget than unit tests (deadlines inside
+    # the tests are what fail them; this only catches a hang).
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(240))

@@ -1,0 +1,153 @@
+"""Issue 2's real-process guarantees on PostgreSQL, with separate api, worker and reaper
+processes: a worker killed mid-call, a frozen worker resumed after its job was reclaimed,
+and a graceful SIGTERM that gives leases back at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobgate.testing import audit
+from jobgate.testing.processes import ProcessHarness, wait_until
+from tests.e2e.support import (
+    Api,
+    assert_completed_once,
+    create_tenant,
+    job_body,
+    wait_settled,
+    wait_state,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+
+def _stack(harness: ProcessHarness, dsn: str, **env: str) -> Api:
+    harness.env["JOBGATE_DATABASE_URL"] = dsn
+    harness.env.update(env)
+    api = harness.start("api")
+    harness.start("reaper")
+    assert api.url is not None
+    return Api(api.url, create_tenant(dsn, "acme"))
+
+
+def _claimers(job: audit.JobFacts) -> list[str]:
+    return [actor for src, dst, actor, _, applied in job.events if dst == "running" and applied]
+
+
+def test_kill9_worker_mid_call_every_job_succeeds_once_postgres(
+    harness: ProcessHarness, pg_dsn: str
+) -> None:
+    api = _stack(harness, pg_dsn)
+    doomed = harness.start("worker")
+    ids = [api.submit(job_body(f"job {n}", latency_s=1.5)) for n in range(8)]
+    wait_until(
+        lambda: all(f.state == "running" for f in audit.job_facts(pg_dsn, ids).values()),
+        what="the first worker to claim every job",
+    )
+    doomed.kill()
+    harness.start("worker")
+
+    facts = wait_settled(pg_dsn, ids)
+    assert_completed_once(facts)
+    for job in facts.values():
+        # Reclaimed by the reaper once the dead worker's lease expired, then run again.
+        assert (
+            "running",
+            "queued",
+            "reaper",
+            "worker_lost",
+            True,
+        ) in job.events, job.events
+        assert job.claims == 2 and job.lost_count == 1
+    sample = api.get(ids[0])["result"]["choices"][0]["message"]["content"]
+    assert sample == "echo: job 0"
+
+
+def test_sigstopped_worker_resumed_after_reclaim_writes_nothing_postgres(
+    harness: ProcessHarness, pg_dsn: str
+) -> None:
+    api = _stack(harness, pg_dsn)
+    frozen = harness.start("worker")
+    job_id = api.submit(job_body("slow", latency_s=2.0))
+    wait_state(pg_dsn, job_id, ["running"])
+    frozen.freeze()
+    try:
+        rescuer = harness.start("worker")
+        facts = wait_settled(pg_dsn, [job_id])
+    finally:
+        frozen.thaw()
+    first, second = _claimers(facts[job_id])
+    # The frozen worker wakes with a lease it can no longer renew: it stops and drops.
+    wait_until(
+        lambda: frozen.log_lines_matching("lease about to expire|lease lost; result dropped"),
+        what="the resumed worker to notice it lost its lease",
+    )
+    job = audit.job_facts(pg_dsn, [job_id])[job_id]
+    assert_completed_once({job_id: job})
+    winner = [e for e in job.events if e[1] == "succeeded" and e[4]]
+    assert winner[0][2] == second != first
+    reclaimed_at = job.events.index(("running", "queued", "reaper", "worker_lost", True))
+    assert all(event[2] != first for event in job.events[reclaimed_at:])
+    assert frozen.alive and rescuer.alive
+    # The resumed worker is healthy: it goes on to run new work.
+    rescuer.kill()
+    again = api.submit(job_body("after the thaw"))
+    done = wait_settled(pg_dsn, [again])
+    assert _claimers(done[again]) == [first]
+
+
+def test_sigstopped_worker_fenced_at_commit_records_an_ignored_event_postgres(
+    harness: ProcessHarness, pg_dsn: str
+) -> None:
+    api = _stack(harness, pg_dsn)
+    # The sleep holds the worker just before it commits its verdict, long enough for the test
+    # to freeze it there; it resumes only after another worker has finished the job.
+    stale = harness.start("worker", env={"JOBGATE_FAILPOINTS": "before_finish_commit=sleep:3"})
+    job_id = api.submit(job_body("fenced"))
+    wait_until(
+        lambda: stale.log_lines_matching("failpoint before_finish_commit"),
+        what="the worker to reach its commit",
+    )
+    stale.freeze()
+    try:
+        harness.start("worker")
+        wait_settled(pg_dsn, [job_id])
+    finally:
+        stale.thaw()
+    job = wait_until(
+        lambda: (f := audit.job_facts(pg_dsn, [job_id])[job_id]).ignored_events and f,
+        what="the stale worker's fenced write to be recorded",
+    )
+    first, second = _claimers(job)
+    ignored = [e for e in job.events if not e[4]]
+    assert ignored == [("succeeded", "succeeded", first, "lease_lost", False)]
+    assert_completed_once({job_id: job})
+    assert [e[2] for e in job.events if e[1] == "succeeded" and e[4]] == [second]
+    assert stale.log_lines_matching("lease lost; result dropped")
+    assert api.get(job_id)["status"] == "succeeded"
+
+
+def test_graceful_sigterm_releases_leases_at_once_postgres(
+    harness: ProcessHarness, pg_dsn: str
+) -> None:
+    # A long lease: without the release, the jobs would wait 60 s for the reaper.
+    api = _stack(
+        harness, pg_dsn, JOBGATE_LEASE_TTL_S="60", JOBGATE_HEARTBEAT_INTERVAL_S="1",
+        JOBGATE_SHUTDOWN_GRACE_S="0.3",
+    )  # fmt: skip
+    leaving = harness.start("worker")
+    ids = [api.submit(job_body(f"job {n}", latency_s=3)) for n in range(3)]
+    wait_until(
+        lambda: all(f.state == "running" for f in audit.job_facts(pg_dsn, ids).values()),
+        what="every job to be claimed",
+    )
+    assert leaving.terminate(timeout_s=30) == 0
+    released = audit.job_facts(pg_dsn, ids)
+    for job in released.values():
+        # Back in the queue the moment the worker left, the attempt not counted.
+        assert job.state == "queued", job.events
+        assert job.events[-1][1:4] == ("queued", _claimers(job)[0], "worker_shutdown")
+        assert job.attempt == 0
+    harness.start("worker")
+    facts = wait_settled(pg_dsn, ids)
+    assert_completed_once(facts)
+    assert all(job.attempt == 1 and job.lost_count == 0 for job in facts.values())
