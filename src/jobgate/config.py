@@ -106,6 +106,8 @@ class Settings(pydantic.BaseModel):
     tenant_defaults: TenantLimits = TenantLimits()
     max_queued_total: int = pydantic.Field(default=1_000_000, gt=0)
     max_output_tokens_mode: Literal["clamp", "reject"] = "clamp"
+    metrics_public: bool = False  # /metrics without an operator key (a private network only)
+    metrics_port: int = pydantic.Field(default=0, ge=0, le=65535)  # roles without the API
 
     @pydantic.model_validator(mode="after")
     def _check_relations(self) -> Settings:
@@ -141,7 +143,7 @@ _ENV_FIELDS = (
     "webhook_allow_http", "webhook_timeout_s", "webhook_concurrency",
     "webhook_endpoint_concurrency", "unknown_outcome", "retention_s", "idempotency_ttl_s",
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
-    "request_receipt_timeout_s",
+    "request_receipt_timeout_s", "metrics_public", "metrics_port",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 
@@ -149,7 +151,7 @@ _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 def _env_value(field: str, raw: str) -> Any:
     if field in _LIST_FIELDS:
         return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if field == "webhook_allow_http":
+    if field in ("webhook_allow_http", "metrics_public"):
         lowered = raw.strip().lower()
         if lowered in {"1", "true", "yes", "on"}:
             return True

@@ -1,11 +1,14 @@
-"""Prometheus metric objects, registered on the default registry (served by the /metrics route).
+"""Prometheus metric objects, registered on the default registry (served by the /metrics route,
+or on JOBGATE_METRICS_PORT by processes without the API role).
 
-Labels are low-cardinality by design: never a tenant, endpoint or job id.
+Labels are low-cardinality by design: never an endpoint or a job id. Per-tenant gauges carry
+the tenant's name (bounded by the number of tenants) and are computed from the database when
+/metrics is scraped, so every API process reports the same cluster-wide values.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 WEBHOOK_ATTEMPTS = Counter(
     "jobgate_webhook_attempts",
@@ -27,3 +30,45 @@ WEBHOOK_ATTEMPT_SECONDS = Histogram(
     "Time from resolving a webhook URL to the receiver's answer",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15),
 )
+
+
+# -- jobs (cluster-wide, from the database at scrape time) --------------------------------------
+
+JOBS = Gauge("jobgate_jobs", "Jobs queued or running, by tenant", ["tenant", "state"])
+QUEUE_OLDEST_AGE_SECONDS = Gauge(
+    "jobgate_queue_oldest_age_seconds",
+    "How long the longest-waiting claimable job of each tenant has waited (alert on this)",
+    ["tenant"],
+)
+DEAD_LETTERED = Gauge("jobgate_jobs_dead_lettered", "Dead-lettered jobs, by tenant", ["tenant"])
+
+# -- this process ------------------------------------------------------------------------------
+
+QUEUE_WAIT_SECONDS = Histogram(
+    "jobgate_queue_wait_seconds",
+    "From claimable (queued, run_at reached) to claimed, on the database clock",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+)
+PROVIDER_CALL_SECONDS = Histogram(
+    "jobgate_provider_call_seconds",
+    "Provider call latency, by provider and outcome (succeeded, or the error class)",
+    ["provider", "outcome"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+)
+ATTEMPTS = Counter(
+    "jobgate_attempts", "Attempts that ended, by provider and verdict", ["provider", "verdict"]
+)
+TRANSITIONS = Counter(
+    "jobgate_job_transitions", "Job state transitions this process made", ["to_state"]
+)
+REAPER_RECLAIMED = Histogram(
+    "jobgate_reaper_reclaimed_per_pass",
+    "Expired leases one reaper pass reclaimed (a burst means workers are crashing)",
+    buckets=(0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000),
+)
+BREAKER_STATE = Gauge(
+    "jobgate_provider_breaker_state",
+    "Per-provider circuit breaker in this process: 0 closed, 1 half-open, 2 open",
+    ["provider"],
+)
+BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}

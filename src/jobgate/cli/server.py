@@ -8,6 +8,7 @@ import socket
 import sys
 
 import click
+import prometheus_client
 
 import jobgate
 from jobgate import logs
@@ -72,6 +73,8 @@ async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
                     f"    {operator_key}\n"
                 )
         else:
+            if settings.metrics_port:
+                prometheus_client.start_http_server(settings.metrics_port, addr=settings.host)
             click.echo(
                 f"jobgate {jobgate.__version__} running {', '.join(roles)} "
                 f"({_storage_label(settings)})"

@@ -12,6 +12,7 @@ from jobgate.http import (
     dashboard,
     health,
     jobs_routes,
+    metrics_route,
     problems,
     provider_webhooks,
     webhooks_routes,
@@ -33,6 +34,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(jobs_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
+    app.include_router(metrics_route.router)
     app.include_router(dashboard.router)
     app.add_exception_handler(dashboard.LoginRequired, dashboard.login_redirect)
     app.include_router(provider_webhooks.router)

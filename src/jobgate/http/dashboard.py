@@ -128,7 +128,7 @@ async def login(request: Request, ctx: Ctx) -> Response:
 async def logout(request: Request) -> Response:
     _same_origin(request)
     response = RedirectResponse("/dashboard/login", status_code=303)
-    response.delete_cookie(COOKIE, path="/dashboard")
+    response.delete_cookie(COOKIE, path="/")
     return response
 
 

@@ -11,9 +11,9 @@ health and do not count. State is per process: each worker learns on its own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from jobgate import errors
+from jobgate import errors, metrics
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
 
@@ -88,6 +88,10 @@ class CircuitBreaker:
             self.probe = None
 
 
+def _state_reader(breaker: CircuitBreaker) -> Callable[[], float]:
+    return lambda: metrics.BREAKER_STATES[breaker.state]
+
+
 @dataclasses.dataclass(slots=True)
 class ProviderGate:
     cap: int
@@ -112,6 +116,9 @@ class ProviderGates:
             )
             for name, config in configs.items()
         }
+        for name, gate in self._gates.items():
+            # Read at scrape time; the newest registry of a process owns the series.
+            metrics.BREAKER_STATE.labels(name).set_function(_state_reader(gate.breaker))
 
     def gate(self, provider: str) -> ProviderGate | None:
         return self._gates.get(provider)

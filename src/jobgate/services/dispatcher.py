@@ -18,7 +18,7 @@ from datetime import datetime
 
 import orjson
 
-from jobgate import errors, failpoints, metrics
+from jobgate import errors, failpoints, metrics, tracing
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
 from jobgate.domain import webhooks
@@ -192,7 +192,15 @@ class Dispatcher:
         headers = webhooks.signed_headers(
             delivery.secrets, entry.event_id, int(moment.timestamp()), body
         )
-        result = await self.sender.send(delivery.url, body, headers)
+        with tracing.span(
+            "jobgate.webhook_delivery",
+            job_id=entry.job_id,
+            event_id=entry.event_id,
+            event_type=entry.event_type,
+            attempt=entry.attempts,
+        ) as attempt_span:
+            result = await self.sender.send(delivery.url, body, headers)
+            attempt_span.set_attribute("http.status_code", result.status_code or 0)
         if result.answered:
             failpoints.hit("after_webhook_sent_before_mark")
         verdict = self._judge(delivery, result, moment)

@@ -8,7 +8,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from jobgate import errors
+from jobgate import errors, tracing
 from jobgate.clock import Clock
 from jobgate.config import Settings
 from jobgate.domain import idempotency
@@ -99,15 +99,20 @@ class JobService:
                 status_code=202,
                 ttl_s=self.settings.idempotency_ttl_s,
             )
-        new_job, queue_limit = await self.limits.admit(self.prepare(tenant_id=tenant_id, spec=spec))
-        if new_job.webhook is not None:  # resolve and vet the host (the delivery does again)
-            await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
-        try:
-            outcome = await self.storage.job_insert(
-                job=new_job, idempotency=claim, queue_limit=queue_limit
+        with tracing.span("jobgate.submit", tenant_id=tenant_id, api=spec.api) as submit_span:
+            new_job, queue_limit = await self.limits.admit(
+                self.prepare(tenant_id=tenant_id, spec=spec)
             )
-        except errors.QueueFull as exc:
-            raise self.limits.queue_full(exc, tenant_id) from None
+            if new_job.webhook is not None:  # resolve and vet the host (delivery does again)
+                await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
+            try:
+                outcome = await self.storage.job_insert(
+                    job=new_job, idempotency=claim, queue_limit=queue_limit
+                )
+            except errors.QueueFull as exc:
+                raise self.limits.queue_full(exc, tenant_id) from None
+            submit_span.set_attribute("jobgate.job_id", outcome.job.id)
+            submit_span.set_attribute("jobgate.replayed", outcome.replayed)
         if not outcome.replayed:
             log.info(
                 "job transition",

@@ -12,7 +12,7 @@ import logging
 import random
 from datetime import datetime, timedelta
 
-from jobgate import errors
+from jobgate import errors, metrics
 from jobgate.config import Settings
 from jobgate.domain.backoff import full_jitter_s
 from jobgate.storage.protocol import Storage
@@ -95,6 +95,15 @@ class Reaper:
             "cancelled": len(total.reaped.cancelled),
             "expired": len(total.expired),
         }
+        metrics.REAPER_RECLAIMED.observe(total.reaped.total)
+        for state, ids in (
+            ("queued", total.reaped.requeued),
+            ("failed", total.reaped.failed),
+            ("cancelled", total.reaped.cancelled),
+            ("expired", total.expired),
+        ):
+            if ids:
+                metrics.TRANSITIONS.labels(state).inc(len(ids))
         if total.reaped.total > self._settings.reaper_warn_threshold:
             # A burst means workers are crashing in bulk: an incident, not bad luck.
             log.warning("reaper reclaimed many leases in one pass", extra=facts)

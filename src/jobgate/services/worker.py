@@ -17,10 +17,11 @@ import random
 import secrets
 import socket
 
-from jobgate import errors, failpoints
+from jobgate import errors, failpoints, metrics, tracing
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
+from jobgate.domain.states import JobState
 from jobgate.providers import background as provider_background
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
@@ -153,18 +154,24 @@ class Worker:
         # the plan is one claim exactly as before.
         gates = self._providers.gates
         jobs: list[Job] = []
-        for providers, quota in gates.claim_plan(self._provider_names, count):
-            quota = min(quota, count - len(jobs))
-            if quota > 0:
-                jobs += await self._storage.job_claim(
-                    worker_id=self.worker_id,
-                    limit=quota,
-                    lease_ttl_s=self._settings.lease_ttl_s,
-                    providers=providers,
-                    policy=policy,
-                )
+        with tracing.span("jobgate.claim", worker_id=self.worker_id) as claim_span:
+            for providers, quota in gates.claim_plan(self._provider_names, count):
+                quota = min(quota, count - len(jobs))
+                if quota > 0:
+                    jobs += await self._storage.job_claim(
+                        worker_id=self.worker_id,
+                        limit=quota,
+                        lease_ttl_s=self._settings.lease_ttl_s,
+                        providers=providers,
+                        policy=policy,
+                    )
+            claim_span.set_attribute("jobgate.claimed", len(jobs))
         for job in jobs:
             assert job.lease_token is not None
+            # Both times are the database's: when the job became claimable, and the claim.
+            metrics.QUEUE_WAIT_SECONDS.observe(
+                max(0.0, (job.updated_at - job.run_at).total_seconds())
+            )
             self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
             gates.started(job.provider, job.id)
         return jobs
@@ -222,22 +229,39 @@ class Worker:
         in_background = provider_background.background_for(provider, job.endpoint)
         if in_background is not None:
             return await self._background.start(job, entry.lease, call, in_background)
-        call_task = asyncio.create_task(provider.call(call), name=f"call {job.id}")
-        abort_task = asyncio.create_task(entry.abort.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {call_task, abort_task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
-        except asyncio.CancelledError:
-            call_task.cancel()
-            raise
-        finally:
-            abort_task.cancel()
+        started = self._clock.monotonic()
+        with tracing.span(
+            "jobgate.provider_call",
+            job_id=job.id,
+            provider=job.provider,
+            endpoint=job.endpoint,
+            attempt=job.attempt,
+        ):
+            call_task = asyncio.create_task(provider.call(call), name=f"call {job.id}")
+            abort_task = asyncio.create_task(entry.abort.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {call_task, abort_task},
+                    timeout=timeout_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            except asyncio.CancelledError:
+                call_task.cancel()
+                raise
+            finally:
+                abort_task.cancel()
         if call_task in done:
             failpoints.hit("after_provider_response")
             if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
                 return None
-            return self._verdict(job, call_task)
+            verdict = self._verdict(job, call_task)
+            metrics.PROVIDER_CALL_SECONDS.labels(
+                job.provider,
+                "succeeded"
+                if verdict.state is JobState.SUCCEEDED
+                else (verdict.error or {}).get("type", "error"),
+            ).observe(self._clock.monotonic() - started)
+            return verdict
         call_task.cancel()
         with contextlib.suppress(BaseException):
             await call_task
@@ -288,6 +312,8 @@ class Worker:
         if written is None:
             await self._record_dropped(entry, "lease_lost", to_state=finish)
             return None
+        metrics.ATTEMPTS.labels(written.provider, finish.reason).inc()
+        metrics.TRANSITIONS.labels(str(written.state)).inc()
         log.info(
             "job transition",
             extra={
