@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from jobgate import errors
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.records import Finish, LimitOverrides, ReapResult, RetryDelay
@@ -66,13 +65,6 @@ def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
 
 def error_body(code: str, message: str, *, kind: str = "job_error") -> dict[str, str]:
     return {"code": code, "message": message, "type": kind}
-
-
-def single_finish(results: list[Job | None], finish: Finish) -> Job:
-    job = results[0]
-    if job is None:
-        raise errors.LeaseLost(finish.lease.job_id)
-    return job
 
 
 def reap_result(jobs: Sequence[Job | None]) -> ReapResult:

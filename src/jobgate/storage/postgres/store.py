@@ -23,6 +23,7 @@ from jobgate import errors
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
+from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.limits import PostgresLimits
@@ -108,7 +109,9 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
     }
 
 
-class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin, PostgresProviderStore):
+class PostgresStorage(
+    SqlStorageBase, PostgresLimits, PostgresWebhookStore, PostgresAdmin, PostgresProviderStore
+):
     dialect = "postgres"
 
     def __init__(
@@ -554,26 +557,6 @@ class PostgresStorage(PostgresLimits, PostgresWebhookStore, PostgresAdmin, Postg
     ) -> list[Job | None]:
         by_id = {row["id"]: self._decode.job(row) for row in rows}
         return [by_id.get(finish.lease.job_id) for finish in finishes]
-
-    async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
-        return shared.single_finish(await self.job_finish_many(finishes=[finish], now=now), finish)
-
-    async def job_release(
-        self, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
-    ) -> list[str]:
-        finishes = [
-            Finish(lease=lease, state=JobState.QUEUED, reason=reason, count_attempt=False)
-            for lease in leases
-        ]
-        results = await self.job_finish_many(finishes=finishes, now=now)
-        return [job.id for job in results if job is not None]
-
-    def _published(self, jobs: Sequence[Job | None]) -> None:
-        changed = [job.id for job in jobs if job is not None]
-        if changed:
-            self.changes.jobs_changed(changed)
-            if any(job is not None and job.state is JobState.QUEUED for job in jobs):
-                self.changes.work_available()
 
     # -- jobs: everyone else's side ----------------------------------------------------
 

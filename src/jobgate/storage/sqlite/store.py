@@ -21,6 +21,7 @@ from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
+from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import (
     ApiKey,
@@ -84,7 +85,9 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage(SqliteLimits, SqliteWebhookStore, SqliteAdmin, SqliteProviderStore):
+class SqliteStorage(
+    SqlStorageBase, SqliteLimits, SqliteWebhookStore, SqliteAdmin, SqliteProviderStore
+):
     dialect = "sqlite"
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:
@@ -488,27 +491,6 @@ class SqliteStorage(SqliteLimits, SqliteWebhookStore, SqliteAdmin, SqliteProvide
         )
         self._published(results)
         return results
-
-    async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
-        return shared.single_finish(await self.job_finish_many(finishes=[finish], now=now), finish)
-
-    async def job_release(
-        self, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
-    ) -> list[str]:
-        finishes = [
-            Finish(lease=lease, state=JobState.QUEUED, reason=reason, count_attempt=False)
-            for lease in leases
-        ]
-        results = await self.job_finish_many(finishes=finishes, now=now)
-        return [job.id for job in results if job is not None]
-
-    def _published(self, jobs: Sequence[Job | None]) -> None:
-        changed = [job.id for job in jobs if job is not None]
-        if changed:
-            self.changes.jobs_changed(changed)
-            if any(job is not None and job.state is JobState.QUEUED for job in jobs):
-                self.changes.work_available()
-            self.changes.outbox_available()
 
     # -- jobs: everyone else's side ----------------------------------------------------
 
