@@ -8,7 +8,7 @@ import click
 
 import jobgate
 from jobgate import errors
-from jobgate.cli import admin, server
+from jobgate.cli import admin, bench, server
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,7 +17,7 @@ def cli() -> None:
     """jobgate: a durable asynchronous job gateway for long-running AI calls."""
 
 
-for command in (*server.COMMANDS, *admin.COMMANDS):
+for command in (*server.COMMANDS, *admin.COMMANDS, *bench.COMMANDS):
     cli.add_command(command)
 
 

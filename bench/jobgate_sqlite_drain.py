@@ -1,0 +1,70 @@
+"""`python -m bench.jobgate_sqlite_drain PATH JOBS CONCURRENCY`: the SQLite drain in one process
+shaped like `jobgate serve` (every role, the database in-process). Queues JOBS no-op jobs,
+then runs the roles and prints one JSON line once every job is terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sqlite3
+import sys
+import time
+
+from bench.jobgate_setup import new_tenant, open_runtime, submit_many
+from jobgate import logs
+from jobgate.services.runtime import available_roles
+
+
+def _count(path: str) -> tuple[int, int, float | None, int]:
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        done, bad, last = conn.execute(
+            "SELECT sum(state = 'succeeded'), sum(state IN ('failed', 'cancelled', 'expired')), "
+            "max(completed_at) FROM jobs"
+        ).fetchone()
+        events = conn.execute("SELECT count(*) FROM job_events").fetchone()[0]
+    finally:
+        conn.close()
+    return int(done or 0), int(bad or 0), last, int(events)
+
+
+async def main(path: str, jobs: int, concurrency: int) -> dict[str, float]:
+    runtime = await open_runtime(f"sqlite:///{path}", worker_concurrency=concurrency)
+    logs.configure(runtime.settings.log_level)  # as `jobgate serve` does
+    try:
+        tenant_id, _ = await new_tenant(runtime)
+        started = time.monotonic()
+        await submit_many(runtime, tenant_id, jobs)
+        fill_s = time.monotonic() - started
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        stop = asyncio.Event()
+        opened = time.time()
+        roles = asyncio.create_task(runtime.run_roles(available_roles(), stop, sock=sock))
+        while True:
+            await asyncio.sleep(0.05)
+            done, bad, last, events = await asyncio.to_thread(_count, path)
+            if done + bad >= jobs:
+                break
+            if roles.done():
+                raise RuntimeError("the roles stopped before the queue drained")
+        stop.set()
+        await roles
+        sock.close()
+    finally:
+        await runtime.close()
+    assert last is not None
+    return {
+        "seconds": last - opened,
+        "done": done,
+        "bad": bad,
+        "events": events,
+        "fill_jobs_per_s": jobs / fill_s,
+    }
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    print(json.dumps(result), flush=True)
