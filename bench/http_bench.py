@@ -9,6 +9,8 @@ import asyncio
 import json
 from typing import Any
 
+import asyncpg
+
 from bench import pg, procs
 from bench.context import RunContext
 from bench.jobgate_setup import NOOP_SUBMIT, new_tenant, open_runtime, submit_many
@@ -35,6 +37,7 @@ async def _load(
     job_ids: list[str],
     servers: list[procs.Proc],
     config: dict[str, Any],
+    dsn: str | None = None,
 ) -> list[Case]:
     sizes = ctx.sizes
     cases = []
@@ -51,6 +54,7 @@ async def _load(
                 "body": NOOP_SUBMIT,
                 "job_ids": job_ids,
             }
+            database_before = await _database_cpu(dsn)
             cpu_before = [procs.cpu_seconds(s.pid) for s in servers]
             answer = await run_loadgen(
                 ctx, f"http-{backend}-{op}-{rate}", spec, timeout_s=sizes.http_seconds * 3 + 90
@@ -58,6 +62,7 @@ async def _load(
             cpu = sum(
                 procs.cpu_seconds(s.pid) - b for s, b in zip(servers, cpu_before, strict=True)
             )
+            database_cpu = procs.cpu_delta(database_before, await _database_cpu(dsn))
             ok = answer["ok"]
             errors = sum(v for k, v in answer["statuses"].items() if not k.startswith("2"))
             metrics = {
@@ -68,6 +73,9 @@ async def _load(
                 "max_ms": answer["max_ms"],
                 "errors": errors + answer["unanswered"],
                 "server_cpu_ms_per_request": round(cpu * 1000 / ok, 3) if ok else None,
+                "postgres_cpu_ms_per_request": (
+                    round(database_cpu * 1000 / ok, 3) if ok and dsn else None
+                ),
                 "sender_max_lag_ms": answer["sender_max_lag_ms"],
             }
             note = "; ".join(answer["failures"][:3])
@@ -89,6 +97,17 @@ async def _load(
             )
             await asyncio.sleep(1)
     return cases
+
+
+async def _database_cpu(dsn: str | None) -> dict[int, float]:
+    """CPU used so far by the PostgreSQL backends serving `dsn` (every process's pool)."""
+    if dsn is None:
+        return {}
+    conn = await asyncpg.connect(dsn)
+    try:
+        return procs.cpu_of(await pg.backend_pids(conn, pg.database_of(dsn)))
+    finally:
+        await conn.close()
 
 
 async def http_sqlite(ctx: RunContext) -> list[Case]:
@@ -153,6 +172,7 @@ async def http_postgres(ctx: RunContext) -> list[Case]:
                 job_ids,
                 [api],
                 {"server": "api + worker"},
+                dsn=dsn,
             )
         finally:
             for proc in (api, worker):

@@ -89,6 +89,9 @@ async def drain_postgres(
                         raise RuntimeError("workers did not start listening within 30 s")
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(SETTLE_S)
+                backends = await pg.backend_pids(monitor, database)
+                worker_pids = [worker.pid for worker in workers]
+                cpu_before = procs.cpu_of(backends), procs.cpu_of(worker_pids)
                 await conn.execute("SELECT pg_notify('jobgate', 'q:')")
                 opened = await conn.fetchval("SELECT clock_timestamp()")
                 await gate.commit()
@@ -105,6 +108,9 @@ async def drain_postgres(
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"drain incomplete: {row['done']}/{jobs} succeeded")
                     await asyncio.sleep(0.05)
+                backends = await pg.backend_pids(monitor, database)
+                database_cpu = procs.cpu_delta(cpu_before[0], procs.cpu_of(backends))
+                worker_cpu = procs.cpu_delta(cpu_before[1], procs.cpu_of(worker_pids))
                 events = await monitor.fetchval("SELECT count(*) FROM job_events")
             finally:
                 await monitor.close()
@@ -119,6 +125,10 @@ async def drain_postgres(
         "jobs_per_s": round(row["done"] / seconds, 1),
         "failed": row["bad"],
         "events_per_job": round(events / jobs, 2),
+        # Where the time goes: CPU per job in the worker processes and in PostgreSQL's
+        # backends for this database (a ceiling on throughput for 2 cores: 2000 / sum).
+        "worker_cpu_ms_per_job": round(worker_cpu * 1000 / jobs, 3),
+        "postgres_cpu_ms_per_job": round(database_cpu * 1000 / jobs, 3),
     }
     return case
 
@@ -136,6 +146,10 @@ async def drain_sqlite(ctx: RunContext, *, concurrency: int, jobs: int) -> Case:
     )
     try:
         line = await asyncio.to_thread(proc.line, max(300, jobs / 50))
+        if line == "draining":
+            if procs.PROFILE_HOOK is not None:
+                procs.PROFILE_HOOK(proc)
+            line = await asyncio.to_thread(proc.line, max(300, jobs / 50))
     finally:
         await asyncio.to_thread(proc.stop)
     answer = json.loads(line)
@@ -147,5 +161,6 @@ async def drain_sqlite(ctx: RunContext, *, concurrency: int, jobs: int) -> Case:
         "failed": answer["bad"],
         "events_per_job": round(answer["events"] / jobs, 2),
         "fill_jobs_per_s": round(answer["fill_jobs_per_s"], 1),
+        "worker_cpu_ms_per_job": round(answer["cpu_s"] * 1000 / jobs, 3),
     }
     return case

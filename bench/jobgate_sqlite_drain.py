@@ -41,12 +41,15 @@ async def main(path: str, jobs: int, concurrency: int) -> dict[str, float]:
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         stop = asyncio.Event()
+        print("draining", flush=True)
+        cpu_before = time.process_time()
         opened = time.time()
         roles = asyncio.create_task(runtime.run_roles(available_roles(), stop, sock=sock))
         while True:
             await asyncio.sleep(0.05)
             done, bad, last, events = await asyncio.to_thread(_count, path)
             if done + bad >= jobs:
+                cpu_s = time.process_time() - cpu_before
                 break
             if roles.done():
                 raise RuntimeError("the roles stopped before the queue drained")
@@ -62,6 +65,7 @@ async def main(path: str, jobs: int, concurrency: int) -> dict[str, float]:
         "bad": bad,
         "events": events,
         "fill_jobs_per_s": jobs / fill_s,
+        "cpu_s": cpu_s,
     }
 
 

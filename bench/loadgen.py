@@ -306,8 +306,11 @@ async def hold(spec: dict[str, Any]) -> dict[str, Any]:
         polls.append(asyncio.ensure_future(connection.request(raw)))
     print(json.dumps({"holding": len(polls), "connect_failures": connect_failures}), flush=True)
     await asyncio.to_thread(sys.stdin.readline)
-    answered = sum(1 for poll in polls if poll.done() and not poll.exception())
+    answered = [p.result()[0] for p in polls if p.done() and not p.exception()]
     errors = sum(1 for poll in polls if poll.done() and poll.exception())
+    statuses: dict[str, int] = {}
+    for status in answered:
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
     for connection in connections:
         connection.close()
     for poll in polls:
@@ -317,7 +320,8 @@ async def hold(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "clients": clients,
         "held": len(polls),
-        "answered_early": answered,
+        "answered_early": len(answered),
+        "answered_statuses": statuses,
         "errors": errors,
         "connect_failures": connect_failures,
     }

@@ -126,7 +126,8 @@ async def _memory(
         # CPU the API process spends while the polls are parked (re-reads, keep-alives)
         "cpu_percent_holding": busy,
     }
-    return Case("longpoll", "jobgate", backend, "memory", config, metrics)
+    note = f"answered early: {answer['answered_statuses']}" if answer["answered_early"] else ""
+    return Case("longpoll", "jobgate", backend, "memory", config, metrics, note=note)
 
 
 async def _prepare(database_url: str, jobs: int) -> tuple[str, list[str]]:

@@ -93,3 +93,12 @@ async def server_facts() -> dict[str, Any]:
         return facts
     finally:
         await conn.close()
+
+
+async def backend_pids(conn: asyncpg.Connection, database: str) -> list[int]:
+    """The server processes serving `database`, except the asking connection's own."""
+    rows = await conn.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+        database,
+    )
+    return [int(row["pid"]) for row in rows]

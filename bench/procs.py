@@ -12,10 +12,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
+
+# Set by `python -m bench.profile`: called with each jobgate process once it runs the code
+# under measurement (at start for roles, on its "draining" line for the SQLite drain).
+PROFILE_HOOK: Callable[[Proc], None] | None = None
 
 
 class Proc:
@@ -140,13 +144,16 @@ def jobgate_env(database_url: str, workdir: Path, **settings: object) -> dict[st
 def start_jobgate(
     name: str, args: Sequence[str], *, env: Mapping[str, str], workdir: Path, log_dir: Path
 ) -> Proc:
-    return Proc(
+    proc = Proc(
         name,
         [sys.executable, "-m", "jobgate.cli", *args],
         env=env,
         cwd=workdir,
         log_dir=log_dir,
     )
+    if PROFILE_HOOK is not None:
+        PROFILE_HOOK(proc)
+    return proc
 
 
 def wait_listening(proc: Proc, timeout_s: float = 60) -> str:
@@ -186,3 +193,19 @@ def cpu_seconds(pid: int) -> float:
         fields = stat.read().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def cpu_of(pids: list[int]) -> dict[int, float]:
+    """CPU seconds per process, skipping those that are gone or not readable."""
+    used = {}
+    for pid in pids:
+        try:
+            used[pid] = cpu_seconds(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+    return used
+
+
+def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two snapshots (processes born in between count whole)."""
+    return sum(used - before.get(pid, 0.0) for pid, used in after.items())

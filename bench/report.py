@@ -234,7 +234,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
     labels = [r.label for r in peer_ratios]
     values = [r.value or 0.0 for r in peer_ratios]
     colors = ["#2b8a3e" if (r.value or 0) >= 1 else "#c92a2a" for r in peer_ratios]
-    left.barh(labels, values, color=colors)
+    left.barh(labels, [max(v, 0.011) if v else 0.0 for v in values], color=colors)
     left.axvline(1.0, color="black", linewidth=1)
     left.axvline(
         targets.DRAIN_RATIO,
@@ -244,29 +244,27 @@ def chart(results: dict[str, Any], path: Path) -> None:
         label=f"drain target {targets.DRAIN_RATIO}x PgQueuer",
     )
     for index, ratio in enumerate(peer_ratios):
-        text = "n/a" if ratio.value is None else f"{ratio.value:.2f}x"
-        left.text(
-            max([*values, 1.0]) * 0.01 + (ratio.value or 0),
-            index,
-            " " + text,
-            va="center",
-            fontsize=8,
-        )
-    left.set_xscale("symlog", linthresh=1)
+        text = ratio.detail if ratio.value is None else f"{ratio.value:.2f}x"
+        left.text(ratio.value or 0.011, index, " " + text, va="center", fontsize=8)
+    left.set_xscale("log")
+    left.set_xlim(0.01, max([*values, 2.0]) * 4)
     left.set_title("jobgate ÷ peer, same run (higher is better)")
     left.invert_yaxis()
     left.legend(loc="lower right", fontsize=8)
 
     glabels = [v.target for v in goals]
     gvalues = [max(v.score or 0.0, 1e-3) for v in goals]
-    gcolors = ["#2b8a3e" if (v.score or 0) >= 1 else "#c92a2a" for v in goals]
+    gcolors = [
+        "#2b8a3e" if (v.met if v.met is not None else (v.score or 0) >= 1) else "#c92a2a"
+        for v in goals
+    ]
     right.barh(glabels, gvalues, color=gcolors)
     right.axvline(1.0, color="black", linewidth=1)
     right.set_xscale("log")
     right.set_title("measured ÷ target (>= 1 meets the target)")
     right.invert_yaxis()
     for index, value in enumerate(gvalues):
-        right.text(value, index, f" {value:.2f}", va="center", fontsize=8)
+        right.text(value, index, f" {value:.2g}", va="center", fontsize=8)
 
     fig.suptitle(f"jobgate benchmarks, {results['run']['date']} ({results['run']['size']})")
     fig.tight_layout()

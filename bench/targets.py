@@ -58,7 +58,11 @@ def ratios(cases: Sequence[Case]) -> list[Ratio]:
     for name in ("single", "batched"):
         for peer in ("pgqueuer", "procrastinate"):
             mine, theirs = enqueue_best(cases, "jobgate", name), enqueue_best(cases, peer, name)
-            rows.append(_ratio(f"{name} enqueue vs {peer}", mine, theirs))
+            ratio = _ratio(f"{name} enqueue vs {peer}", mine, theirs)
+            gap = select(cases, section="enqueue", system="jobgate", name=name)
+            if mine is None and any(c.error for c in gap):
+                ratio.detail = "n/a: jobgate has no batched path"
+            rows.append(ratio)
     return rows
 
 
