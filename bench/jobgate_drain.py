@@ -112,6 +112,11 @@ async def drain_postgres(
                 database_cpu = procs.cpu_delta(cpu_before[0], procs.cpu_of(backends))
                 worker_cpu = procs.cpu_delta(cpu_before[1], procs.cpu_of(worker_pids))
                 events = await monitor.fetchval("SELECT count(*) FROM job_events")
+                # One claim (one finish) statement stamps all its jobs with one time.
+                batches = await monitor.fetchrow(
+                    "SELECT count(DISTINCT started_at) AS claims, "
+                    "count(DISTINCT completed_at) AS finishes FROM jobs"
+                )
             finally:
                 await monitor.close()
         finally:
@@ -129,6 +134,8 @@ async def drain_postgres(
         # backends for this database (a ceiling on throughput for 2 cores: 2000 / sum).
         "worker_cpu_ms_per_job": round(worker_cpu * 1000 / jobs, 3),
         "postgres_cpu_ms_per_job": round(database_cpu * 1000 / jobs, 3),
+        "jobs_per_claim": round(jobs / max(1, batches["claims"]), 1),
+        "jobs_per_finish": round(jobs / max(1, batches["finishes"]), 1),
     }
     return case
 
@@ -162,5 +169,7 @@ async def drain_sqlite(ctx: RunContext, *, concurrency: int, jobs: int) -> Case:
         "events_per_job": round(answer["events"] / jobs, 2),
         "fill_jobs_per_s": round(answer["fill_jobs_per_s"], 1),
         "worker_cpu_ms_per_job": round(answer["cpu_s"] * 1000 / jobs, 3),
+        "jobs_per_claim": round(jobs / max(1, answer["claims"]), 1),
+        "jobs_per_finish": round(jobs / max(1, answer["finishes"]), 1),
     }
     return case

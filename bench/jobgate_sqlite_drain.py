@@ -16,6 +16,18 @@ from jobgate import logs
 from jobgate.services.runtime import available_roles
 
 
+def _batches(path: str) -> tuple[int, int]:
+    """Claim and finish statements: each stamps all of its jobs with one time."""
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        claims, finishes = conn.execute(
+            "SELECT count(DISTINCT started_at), count(DISTINCT completed_at) FROM jobs"
+        ).fetchone()
+    finally:
+        conn.close()
+    return int(claims), int(finishes)
+
+
 def _count(path: str) -> tuple[int, int, float | None, int]:
     conn = sqlite3.connect(path, timeout=30)
     try:
@@ -59,7 +71,10 @@ async def main(path: str, jobs: int, concurrency: int) -> dict[str, float]:
     finally:
         await runtime.close()
     assert last is not None
+    claims, finishes = _batches(path)
     return {
+        "claims": claims,
+        "finishes": finishes,
         "seconds": last - opened,
         "done": done,
         "bad": bad,

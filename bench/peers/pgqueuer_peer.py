@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 
 import asyncpg
@@ -51,7 +51,7 @@ async def fill(dsn: str, jobs: int) -> None:
 
 
 async def _worker(dsn: str, batch_size: int, consumers: int) -> None:
-    async def ready() -> Callable[[], Awaitable[None]]:
+    async def ready() -> tuple[gate.Drain, gate.Close | None]:
         queuers = []
         for _ in range(consumers):
             pgq = PgQueuer(AsyncpgDriver(await asyncpg.connect(dsn)))
@@ -74,7 +74,7 @@ async def _worker(dsn: str, batch_size: int, consumers: int) -> None:
                 )
             )
 
-        return drain
+        return drain, None
 
     await gate.child(ready)
 
@@ -86,10 +86,11 @@ async def drain(ctx: RunContext, *, processes: int, batch_size: int, jobs: int) 
         await install(dsn)
         await fill(dsn, jobs)
         await pg.analyze(dsn)
-        seconds = await gate.run_children(
+        outcome = await gate.run_children(
             ctx,
             f"drain-pgqueuer-p{processes}-b{batch_size}",
             "bench.peers.pgqueuer_peer",
+            dsn,
             [["worker", dsn, str(batch_size), str(CONSUMERS)]] * processes,
         )
         conn = await asyncpg.connect(dsn)
@@ -102,8 +103,10 @@ async def drain(ctx: RunContext, *, processes: int, batch_size: int, jobs: int) 
         return case
     case.metrics = {
         "jobs": jobs,
-        "seconds": round(seconds, 3),
-        "jobs_per_s": round(jobs / seconds, 1),
+        "seconds": round(outcome.seconds, 3),
+        "jobs_per_s": round(jobs / outcome.seconds, 1),
+        "worker_cpu_ms_per_job": round(outcome.worker_cpu_s * 1000 / jobs, 3),
+        "postgres_cpu_ms_per_job": round(outcome.postgres_cpu_s * 1000 / jobs, 3),
     }
     return case
 

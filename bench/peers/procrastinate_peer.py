@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
 import asyncpg
 from procrastinate import App, PsycopgConnector
@@ -50,19 +50,16 @@ async def fill(dsn: str, jobs: int) -> None:
 
 
 async def _worker(dsn: str, concurrency: int) -> None:
-    async def ready() -> Callable[[], Awaitable[None]]:
+    async def ready() -> tuple[gate.Drain, gate.Close | None]:
         app = make_app(dsn)
         await app.open_async()
 
         async def drain() -> None:
-            try:
-                await app.run_worker_async(
-                    concurrency=concurrency, wait=False, install_signal_handlers=False
-                )
-            finally:
-                await app.close_async()
+            await app.run_worker_async(
+                concurrency=concurrency, wait=False, install_signal_handlers=False
+            )
 
-        return drain
+        return drain, app.close_async
 
     await gate.child(ready)
 
@@ -74,10 +71,11 @@ async def drain(ctx: RunContext, *, processes: int, concurrency: int, jobs: int)
         await install(dsn)
         await fill(dsn, jobs)
         await pg.analyze(dsn)
-        seconds = await gate.run_children(
+        outcome = await gate.run_children(
             ctx,
             f"drain-procrastinate-p{processes}-c{concurrency}",
             "bench.peers.procrastinate_peer",
+            dsn,
             [["worker", dsn, str(concurrency)]] * processes,
         )
         conn = await asyncpg.connect(dsn)
@@ -92,8 +90,10 @@ async def drain(ctx: RunContext, *, processes: int, concurrency: int, jobs: int)
         return case
     case.metrics = {
         "jobs": jobs,
-        "seconds": round(seconds, 3),
-        "jobs_per_s": round(jobs / seconds, 1),
+        "seconds": round(outcome.seconds, 3),
+        "jobs_per_s": round(jobs / outcome.seconds, 1),
+        "worker_cpu_ms_per_job": round(outcome.worker_cpu_s * 1000 / jobs, 3),
+        "postgres_cpu_ms_per_job": round(outcome.postgres_cpu_s * 1000 / jobs, 3),
     }
     return case
 
