@@ -79,6 +79,14 @@ def _identity(value: Any) -> Any:
     return value
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release without asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN,
+    RESET ALL): one round trip per storage call saved. Safe because pooled connections carry
+    no session state: every lock taken is transaction-scoped, LISTEN lives on its own
+    connection, and nothing SETs a session variable. (asyncpg still rolls back a transaction
+    left open.) Keep it that way, or drop this."""
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("jsonb", "json"):
         await conn.set_type_codec(
@@ -137,6 +145,7 @@ class PostgresStorage(PostgresLimits):
                 min_size=1,
                 max_size=self._pool_size,
                 init=_init_connection,
+                reset=_keep_session,
                 command_timeout=60,
                 server_settings={
                     "lock_timeout": str(self._lock_timeout_ms),
