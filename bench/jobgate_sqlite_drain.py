@@ -13,6 +13,7 @@ import time
 
 from bench.jobgate_setup import new_tenant, open_runtime, submit_many
 from jobgate import logs
+from jobgate.cli.server import run_server
 from jobgate.services.runtime import available_roles
 
 
@@ -85,5 +86,6 @@ async def main(path: str, jobs: int, concurrency: int) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    result = asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    # The event loop `jobgate serve` runs on.
+    result = run_server(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
     print(json.dumps(result), flush=True)
