@@ -21,6 +21,7 @@ from typing import Protocol
 
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
+from jobgate.storage.batch_protocol import BatchStore
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.records import (
@@ -241,5 +242,5 @@ class JobStore(Protocol):
     async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
 
 
-class Storage(LifecycleStore, TenantStore, JobStore, LimitsStore, Protocol):
+class Storage(LifecycleStore, TenantStore, JobStore, LimitsStore, BatchStore, Protocol):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -24,6 +24,7 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.records import (
     ApiKey,
@@ -113,7 +114,7 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
     }
 
 
-class PostgresStorage(PostgresLimits):
+class PostgresStorage(PostgresLimits, PostgresBatch):
     dialect = "postgres"
 
     def __init__(
