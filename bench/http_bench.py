@@ -13,7 +13,7 @@ import asyncpg
 
 from bench import pg, procs
 from bench.context import RunContext
-from bench.jobgate_setup import NOOP_SUBMIT, new_tenant, open_runtime, submit_many
+from bench.jobgate_setup import NOOP_SUBMIT, new_tenant, open_runtime, submit_each
 from bench.results import Case
 
 STATUS_JOBS = 1_000  # jobs whose status the status load reads, round robin
@@ -116,7 +116,7 @@ async def http_sqlite(ctx: RunContext) -> list[Case]:
     runtime = await open_runtime(url)
     try:
         tenant_id, api_key = await new_tenant(runtime)
-        job_ids = await submit_many(runtime, tenant_id, STATUS_JOBS)
+        job_ids = await submit_each(runtime, tenant_id, STATUS_JOBS)
     finally:
         await runtime.close()
     server = procs.start_jobgate(
@@ -147,7 +147,7 @@ async def http_postgres(ctx: RunContext) -> list[Case]:
         runtime = await open_runtime(dsn)
         try:
             tenant_id, api_key = await new_tenant(runtime)
-            job_ids = await submit_many(runtime, tenant_id, STATUS_JOBS)
+            job_ids = await submit_each(runtime, tenant_id, STATUS_JOBS)
         finally:
             await runtime.close()
         env = procs.jobgate_env(dsn, directory)

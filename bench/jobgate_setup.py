@@ -30,7 +30,7 @@ async def new_tenant(runtime: Runtime, name: str = "bench") -> tuple[str, str]:
     return issued.tenant.id, issued.api_key
 
 
-async def submit_many(
+async def submit_each(
     runtime: Runtime, tenant_id: str, count: int, *, concurrency: int = 64
 ) -> list[str]:
     """Submit `count` no-op jobs through JobService.submit (the API's own path, minus HTTP),
@@ -46,3 +46,20 @@ async def submit_many(
 
     await asyncio.gather(*(caller() for _ in range(max(1, min(concurrency, count)))))
     return ids
+
+
+async def submit_batches(runtime: Runtime, tenant_id: str, count: int, *, batch: int) -> list[str]:
+    """Submit `count` no-op jobs `batch` at a time through JobService.submit_many (the batched
+    enqueue, one transaction per batch); returns their ids in submit order."""
+    spec = SubmitSpec(endpoint=ENDPOINT, body=NOOP_BODY)
+    ids: list[str] = []
+    for start in range(0, count, batch):
+        size = min(batch, count - start)
+        stored = await runtime.jobs.submit_many(tenant_id=tenant_id, specs=[spec] * size)
+        ids.extend(job.id for job in stored)
+    return ids
+
+
+def has_batches(runtime: Runtime) -> bool:
+    """Whether this jobgate has a batched enqueue (JobService.submit_many)."""
+    return hasattr(runtime.jobs, "submit_many")

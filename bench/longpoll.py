@@ -22,7 +22,7 @@ from typing import Any
 from bench import pg, procs
 from bench.context import RunContext
 from bench.http_bench import run_loadgen
-from bench.jobgate_setup import NOOP_SUBMIT, new_tenant, open_runtime, submit_many
+from bench.jobgate_setup import NOOP_SUBMIT, new_tenant, open_runtime, submit_each
 from bench.results import Case
 
 MiB = 1024 * 1024
@@ -134,7 +134,7 @@ async def _prepare(database_url: str, jobs: int) -> tuple[str, list[str]]:
     runtime = await open_runtime(database_url)
     try:
         tenant_id, api_key = await new_tenant(runtime)
-        return api_key, await submit_many(runtime, tenant_id, jobs)
+        return api_key, await submit_each(runtime, tenant_id, jobs)
     finally:
         await runtime.close()
 
