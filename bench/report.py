@@ -80,8 +80,26 @@ def _section_rows(cases: Sequence[Case], section: str, metrics: Sequence[str]) -
 SECTIONS: dict[str, tuple[str, Sequence[str], Sequence[str]]] = {
     "drain": (
         "Drain: queued no-op jobs to all finished",
-        ("jobs", "seconds", "jobs_per_s", "events_per_job", "note"),
-        ("jobs", "seconds", "jobs/s", "events/job", "note"),
+        (
+            "jobs",
+            "seconds",
+            "jobs_per_s",
+            "worker_cpu_ms_per_job",
+            "postgres_cpu_ms_per_job",
+            "jobs_per_claim",
+            "events_per_job",
+            "note",
+        ),
+        (
+            "jobs",
+            "seconds",
+            "jobs/s",
+            "worker CPU ms/job",
+            "PostgreSQL CPU ms/job",
+            "jobs/claim",
+            "events/job",
+            "note",
+        ),
     ),
     "enqueue": (
         "Enqueue",
@@ -271,3 +289,22 @@ def chart(results: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def main() -> None:
+    """`python -m bench.report [RESULTS_JSON]`: rebuild docs/benchmarks.md and its chart from
+    a saved run (default bench/results/latest.json), e.g. after editing bench/notes.md."""
+    import json
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    source = Path(sys.argv[1]) if len(sys.argv) > 1 else root / "bench" / "results" / "latest.json"
+    results = json.loads(source.read_text())
+    chart_name = "benchmarks-ratios.png"
+    chart(results, root / "docs" / chart_name)
+    (root / "docs" / "benchmarks.md").write_text(markdown(results, chart_name))
+    print(f"docs/benchmarks.md and docs/{chart_name} rebuilt from {source}")
+
+
+if __name__ == "__main__":
+    main()

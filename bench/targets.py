@@ -185,22 +185,32 @@ def _submit_verdict(cases: Sequence[Case], backend: str) -> Verdict:
 
 
 def _status_verdict(cases: Sequence[Case], backend: str) -> Verdict:
+    """Judged at the highest offered rate the server sustained (the issue names no rate for
+    status reads; a rate the server cannot keep up with measures its queue, not its reads)."""
     name = f"HTTP status p99 ({backend})"
     goal = f"< {STATUS_P99_MS:g} ms"
-    runs = _http(cases, backend, "status")
+    runs = sorted(_http(cases, backend, "status"), key=lambda c: c.metrics["offered_per_s"] or 0)
     if not runs:
         return Verdict(name, goal, "n/a", None)
-    top = max(runs, key=lambda c: c.metrics.get("offered_per_s") or 0)
+    kept = [c for c in runs if sustained(c)]
+    if not kept:
+        top = runs[-1]
+        return Verdict(
+            name, goal,
+            f"no rate sustained; p99 {_fmt(top.metrics['p99_ms'], ' ms')} at "
+            f"{top.metrics['offered_per_s']:,.0f}/s",
+            False, 0.0,
+        )  # fmt: skip
+    top = kept[-1]
     p99 = top.metrics.get("p99_ms")
-    met = p99 is not None and p99 < STATUS_P99_MS and sustained(top)
-    return Verdict(
-        name,
-        goal,
-        f"p99 {_fmt(p99, ' ms')} at {top.metrics['offered_per_s']:,.0f}/s offered "
-        f"({top.metrics['achieved_per_s']:,.0f}/s answered)",
-        met,
-        None if not p99 else STATUS_P99_MS / p99,
+    measured = (
+        f"p99 {_fmt(p99, ' ms')} at {top.metrics['offered_per_s']:,.0f}/s (highest sustained)"
     )
+    if kept[0] is not top:
+        low = kept[0].metrics
+        measured += f"; {_fmt(low['p99_ms'], ' ms')} at {low['offered_per_s']:,.0f}/s"
+    met = p99 is not None and p99 < STATUS_P99_MS
+    return Verdict(name, goal, measured, met, None if not p99 else STATUS_P99_MS / p99)
 
 
 def _wake_verdicts(cases: Sequence[Case], backend: str) -> list[Verdict]:
@@ -254,11 +264,17 @@ def _memory_verdict(cases: Sequence[Case], backend: str) -> Verdict:
     held = int(m.get("held") or 0)
     rss = float(m.get("rss_mib") or 0)
     broken = bool(m.get("errors") or m.get("answered_early"))
+    trouble = ""
+    if broken:
+        trouble = (
+            f"; but {int(m.get('answered_early') or 0):,} answered early and "
+            f"{int(m.get('errors') or 0):,} failed ({runs[0].note or 'see the logs'})"
+        )
     if held >= POLLERS:
         return Verdict(
             name,
             goal,
-            f"{rss:,.0f} MiB with {held:,} parked polls",
+            f"{rss:,.0f} MiB with {held:,} parked polls{trouble}",
             rss < POLLERS_MIB and not broken,
             POLLERS_MIB / max(rss, 1),
         )
