@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+import time
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -38,6 +41,7 @@ async def _load(
     servers: list[procs.Proc],
     config: dict[str, Any],
     dsn: str | None = None,
+    sqlite_path: Path | None = None,
 ) -> list[Case]:
     sizes = ctx.sizes
     cases = []
@@ -54,6 +58,9 @@ async def _load(
                 "body": NOOP_SUBMIT,
                 "job_ids": job_ids,
             }
+            # What earlier loads submitted is still being drained: let the workers finish it,
+            # so that each rate is measured on its own.
+            await _wait_idle(dsn, sqlite_path)
             database_before = await _database_cpu(dsn)
             cpu_before = [procs.cpu_seconds(s.pid) for s in servers]
             answer = await run_loadgen(
@@ -99,6 +106,38 @@ async def _load(
     return cases
 
 
+_BUSY = (
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') "
+    "OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running')"
+)
+
+
+async def _wait_idle(dsn: str | None, sqlite_path: Path | None, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if dsn is not None:
+            conn = await asyncpg.connect(dsn)
+            try:
+                busy = await conn.fetchval(_BUSY)
+            finally:
+                await conn.close()
+        elif sqlite_path is not None:
+            busy = await asyncio.to_thread(_sqlite_busy, sqlite_path)
+        else:
+            return
+        if not busy:
+            return
+        await asyncio.sleep(0.5)
+
+
+def _sqlite_busy(path: Path) -> bool:
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        return bool(conn.execute(_BUSY).fetchone()[0])
+    finally:
+        conn.close()
+
+
 async def _database_cpu(dsn: str | None) -> dict[int, float]:
     """CPU used so far by the PostgreSQL backends serving `dsn` (every process's pool)."""
     if dsn is None:
@@ -136,6 +175,7 @@ async def http_sqlite(ctx: RunContext) -> list[Case]:
             job_ids,
             [server],
             {"server": "serve"},
+            sqlite_path=directory / "jobgate.db",
         )
     finally:
         await asyncio.to_thread(server.stop)

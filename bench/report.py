@@ -116,6 +116,7 @@ SECTIONS: dict[str, tuple[str, Sequence[str], Sequence[str]]] = {
             "max_ms",
             "errors",
             "server_cpu_ms_per_request",
+            "postgres_cpu_ms_per_request",
             "note",
         ),
         (
@@ -126,6 +127,7 @@ SECTIONS: dict[str, tuple[str, Sequence[str], Sequence[str]]] = {
             "max ms",
             "errors",
             "server CPU ms/req",
+            "PostgreSQL CPU ms/req",
             "note",
         ),
     ),
