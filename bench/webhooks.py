@@ -1,7 +1,9 @@
 """Webhook delivery throughput: events per second from the outbox to a local receiver.
 
-    python bench/webhooks.py                                   # SQLite in a temporary folder
-    python bench/webhooks.py --database-url postgresql://postgres@127.0.0.1:5432/bench
+    python -m bench.webhooks                                   # SQLite in a temporary folder
+    python -m bench.webhooks --database-url postgresql://postgres@127.0.0.1:5432/bench
+
+`python -m bench` runs it too, through `measure()`, on SQLite and on a fresh PostgreSQL database.
 
 Writes N finished jobs (their outbox rows come from the database triggers), then runs the real
 dispatcher loop (claim under lease, sign, POST over keep-alive connections, record each attempt
@@ -21,6 +23,9 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
+from bench import pg
+from bench.context import RunContext
+from bench.results import Case
 from jobgate.config import Settings
 from jobgate.domain.job import Lease, NewJob
 from jobgate.domain.states import JobState
@@ -80,7 +85,9 @@ async def fill(storage: Storage, url: str, events: int) -> None:
         )
 
 
-async def run(database_url: str, events: int, concurrency: int, endpoint_cap: int) -> None:
+async def run(
+    database_url: str, events: int, concurrency: int, endpoint_cap: int
+) -> dict[str, float]:
     settings = Settings(
         database_url=database_url,
         webhook_allow_http=True,
@@ -117,11 +124,45 @@ async def run(database_url: str, events: int, concurrency: int, endpoint_cap: in
         answered, _ = ours.recv()
         child.join(10)
         await storage.close()
-    print(
-        f"{events} deliveries in {elapsed:.2f} s: {events / elapsed:.0f} deliveries/s "
-        f"({storage.dialect}; concurrency {concurrency}, {endpoint_cap} per endpoint; "
-        f"the receiver answered {answered} requests)"
+    return {
+        "events": events,
+        "seconds": round(elapsed, 3),
+        "deliveries_per_s": round(events / elapsed, 1),
+        "receiver_answered": answered,
+    }
+
+
+async def measure(ctx: RunContext) -> list[Case]:
+    """The harness's entry point: deliveries/s on SQLite and, when measured, PostgreSQL."""
+    events = 200 if ctx.sizes.name == "smoke" else 1000 if ctx.sizes.name == "quick" else 5000
+    config = {"events": events, "concurrency": 64, "endpoint_concurrency": 64}
+    cases: list[Case] = []
+    sqlite_url = f"sqlite:///{ctx.scratch('webhooks') / 'bench.db'}"
+    ctx.say("webhooks sqlite ...")
+    cases.append(
+        Case(
+            "webhooks",
+            "jobgate",
+            "sqlite",
+            "deliveries",
+            config,
+            await run(sqlite_url, events, 64, 64),
+        )
     )
+    if ctx.postgres:
+        ctx.say("webhooks postgres ...")
+        async with pg.fresh("webhooks") as dsn:
+            cases.append(
+                Case(
+                    "webhooks",
+                    "jobgate",
+                    "postgres",
+                    "deliveries",
+                    config,
+                    await run(dsn, events, 64, 64),
+                )
+            )
+    return cases
 
 
 def main() -> None:
@@ -133,7 +174,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         url = args.database_url or f"sqlite:///{Path(folder) / 'bench.db'}"
-        asyncio.run(run(url, args.events, args.concurrency, args.endpoint_concurrency))
+        figures = asyncio.run(run(url, args.events, args.concurrency, args.endpoint_concurrency))
+    print(
+        f"{figures['events']} deliveries in {figures['seconds']} s: "
+        f"{figures['deliveries_per_s']:.0f} deliveries/s (concurrency {args.concurrency}, "
+        f"{args.endpoint_concurrency} per endpoint; the receiver answered "
+        f"{figures['receiver_answered']} requests)"
+    )
 
 
 if __name__ == "__main__":

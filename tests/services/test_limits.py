@@ -140,3 +140,19 @@ async def test_reaper_applies_retention(runtime: Runtime, clock: FakeClock) -> N
     assert (await reaper.reap_once(now=later)).purged == 1
     tombstone = await runtime.jobs.get(tenant_id=owner.id, job_id=job.id)
     assert tombstone.purged_at is not None and tombstone.request is None
+
+
+async def test_a_batched_submit_is_all_or_nothing_against_the_queue_bound(
+    runtime: Runtime,
+) -> None:
+    owner = (await runtime.tenants.create("toml")).tenant
+    stored = await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat("a"), chat("b")])
+    assert [job.state for job in stored] == [JobState.QUEUED, JobState.QUEUED]
+    with pytest.raises(errors.QueueFull):  # 2 queued + 2 > max_queued 3: none stored
+        await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat("c"), chat("d")])
+    assert await runtime.storage.queued_count(tenant_id=owner.id) == 2
+    with pytest.raises(errors.InvalidRequest):  # a bad job refuses the batch before storing
+        await runtime.jobs.submit_many(
+            tenant_id=owner.id, specs=[chat("e"), SubmitSpec(endpoint=CHAT, body={})]
+        )
+    assert await runtime.storage.queued_count(tenant_id=owner.id) == 2

@@ -19,6 +19,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("tenants", "keys", "operators"), "jobgate.cli.admin"),
     "dispatcher": "jobgate.cli.webhooks",
     **dict.fromkeys(("simulator", "reconciler"), "jobgate.cli.providers"),
+    "bench": "jobgate.cli.bench",
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),

@@ -41,5 +41,11 @@ async def authenticate(request: Request) -> Tenant:
     return await context(request).tenants.authenticate(key.strip())
 
 
-Ctx = Annotated[AppContext, Depends(context)]
+async def _context_dependency(request: Request) -> AppContext:
+    # Async on purpose: FastAPI runs a plain `def` dependency in a worker thread, which costs
+    # a thread hand-off on every request.
+    return context(request)
+
+
+Ctx = Annotated[AppContext, Depends(_context_dependency)]
 CurrentTenant = Annotated[Tenant, Depends(authenticate)]

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from jobgate import errors, metrics
 from jobgate.http import dashboard
 from jobgate.http.context import AppContext, Ctx
+from jobgate.http.models import ProblemOut
 
 router = APIRouter(tags=["operations"])
 _REFRESH_EVERY_S = 2.0
@@ -43,7 +44,15 @@ async def refresh_job_gauges(ctx: AppContext) -> None:
     _Gauges.refreshed_at = clock.monotonic()
 
 
-@router.get("/metrics", summary="Prometheus metrics (operator key unless public)")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (operator key unless public)",
+    responses={
+        200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition"},
+        401: {"model": ProblemOut, "content": {"application/problem+json": {}}},
+        503: {"model": ProblemOut, "content": {"application/problem+json": {}}},
+    },
+)
 async def metrics_endpoint(request: Request, ctx: Ctx) -> Response:
     if not ctx.settings.metrics_public:
         try:

@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import dataclasses
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from jobgate import errors, tracing
@@ -20,7 +21,7 @@ from jobgate.services.limits import LimitsService
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import IdempotencyClaim, SubmitOutcome
+from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,33 @@ class JobService:
                 },
             )
         return outcome
+
+    async def submit_many(
+        self, *, tenant_id: str, specs: Sequence[SubmitSpec]
+    ) -> builtins.list[Job]:
+        """The batched enqueue: validate, route and store many jobs in one transaction, all
+        of them or none (the first invalid one raises before anything is stored). No
+        idempotency keys: a batch whose outcome is unknown is retried whole."""
+        if not specs:
+            return []
+        jobs = [
+            (await self.limits.admit(self.prepare(tenant_id=tenant_id, spec=spec)))[0]
+            for spec in specs
+        ]
+        # A batch may cross a bound by many jobs at once: always count exactly.
+        limits = await self.limits.for_tenant(tenant_id)
+        bounds = QueueLimit(
+            tenant_max=limits.max_queued or None, total_max=self.settings.max_queued_total
+        )
+        try:
+            stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=bounds)
+        except errors.QueueFull as exc:
+            raise self.limits.queue_full(exc, tenant_id) from None
+        log.info(
+            "jobs submitted",
+            extra={"tenant_id": tenant_id, "count": len(stored), "to_state": "queued"},
+        )
+        return stored
 
     def prepare(self, *, tenant_id: str, spec: SubmitSpec) -> NewJob:
         """Route and validate a submit; raise errors.InvalidRequest for anything unrunnable."""

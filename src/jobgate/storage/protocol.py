@@ -22,6 +22,7 @@ from typing import Protocol
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.admin_protocol import AdminStore
+from jobgate.storage.batch_protocol import BatchStore
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
@@ -252,6 +253,7 @@ class Storage(
     WebhookStore,
     AdminStore,
     ProviderStore,
+    BatchStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

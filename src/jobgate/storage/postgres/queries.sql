@@ -221,8 +221,10 @@ WITH RECURSIVE clock AS (
            event_seq = j.event_seq + 1,
            transition_actor = :worker_id,
            transition_reason = 'claimed'
-      FROM next, clock
-     WHERE j.id = next.id
+      FROM clock
+     -- An array probe of the primary key: a join with `next` lets the planner, which cannot
+     -- see how few rows `next` holds, hash-join against a sequential scan of every job.
+     WHERE j.id = ANY (ARRAY(SELECT id FROM next))
     RETURNING j.*
 ), counted AS (
     INSERT INTO tenant_stats AS t (tenant_id, claimed_total)

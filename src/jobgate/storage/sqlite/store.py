@@ -39,6 +39,7 @@ from jobgate.storage.records import (
 )
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
+from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -86,7 +87,12 @@ def path_from_url(url: str) -> str:
 
 
 class SqliteStorage(
-    SqlStorageBase, SqliteLimits, SqliteWebhookStore, SqliteAdmin, SqliteProviderStore
+    SqlStorageBase,
+    SqliteLimits,
+    SqliteWebhookStore,
+    SqliteAdmin,
+    SqliteProviderStore,
+    SqliteBatch,
 ):
     dialect = "sqlite"
 
@@ -237,22 +243,7 @@ class SqliteStorage(
         now: datetime | None = None,
     ) -> SubmitOutcome:
         at = self._now(now)
-        params = {
-            "id": job.id,
-            "tenant_id": job.tenant_id,
-            "api": job.api,
-            "provider": job.provider,
-            "endpoint": job.endpoint,
-            "model": job.model,
-            "request": _json_in(job.request),
-            "metadata": _json_in(job.metadata),
-            "webhook": _json_in(job.webhook),
-            "priority": job.priority,
-            "max_attempts": job.max_attempts,
-            "now": at,
-            "expires_at": None if job.start_timeout_s is None else at + job.start_timeout_s,
-            "execution_timeout_s": job.execution_timeout_s,
-        }
+        params = insert_params(job, at)
 
         def insert(conn: sqlite3.Connection) -> SubmitOutcome:
             key = {

@@ -1,0 +1,1 @@
+"""The peers jobgate is measured against, driven through their own public APIs."""

@@ -1,0 +1,84 @@
+"""BatchStore on PostgreSQL: one INSERT ... SELECT from a JSON array for the whole batch."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from jobgate import errors
+from jobgate.domain.job import Job, NewJob
+from jobgate.storage.changes import ChangeHub
+from jobgate.storage.records import QueueLimit
+from jobgate.storage.rows import RowDecoder
+
+T = TypeVar("T")
+
+
+def insert_payload(job: NewJob) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "tenant_id": job.tenant_id,
+        "api": job.api,
+        "provider": job.provider,
+        "endpoint": job.endpoint,
+        "model": job.model,
+        "request": job.request,
+        "metadata": job.metadata,
+        "webhook": job.webhook,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+        "start_timeout_s": job.start_timeout_s,
+        "execution_timeout_s": job.execution_timeout_s,
+    }
+
+
+class PostgresBatch:
+    """Mixed into PostgresStorage, which supplies the query helpers."""
+
+    changes: ChangeHub
+    _decode: RowDecoder
+
+    async def _with_conn(
+        self, work: Callable[[Any], Awaitable[T]], *, transaction: bool = False
+    ) -> T:
+        raise NotImplementedError
+
+    @staticmethod
+    async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
+        raise NotImplementedError
+
+    async def job_insert_many(
+        self,
+        *,
+        jobs: Sequence[NewJob],
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        if not jobs:
+            return []
+        tenants = {job.tenant_id for job in jobs}
+
+        async def insert(conn: Any) -> list[Any]:
+            if queue_limit is not None:
+                for tenant_id in tenants:
+                    (row,) = await self._run(conn, "queued_count_many", tenant_id=tenant_id)
+                    _check(queue_limit, row["tenant_queued"], row["total_queued"], jobs, tenant_id)
+            return await self._run(
+                conn, "job_insert_many", jobs=[insert_payload(j) for j in jobs], now=now
+            )
+
+        rows = await self._with_conn(insert, transaction=queue_limit is not None)
+        by_id = {row["id"]: self._decode.job(row) for row in rows}
+        self.changes.work_available()
+        return [by_id[job.id] for job in jobs]
+
+
+def _check(
+    limit: QueueLimit, tenant_queued: int, total_queued: int, jobs: Sequence[NewJob], tenant: str
+) -> None:
+    adding = sum(1 for job in jobs if job.tenant_id == tenant)
+    if limit.tenant_max is not None and tenant_queued + adding > limit.tenant_max:
+        raise errors.QueueFull("max_queued", 0)
+    if limit.total_max is not None and total_queued + len(jobs) > limit.total_max:
+        raise errors.QueueFull("max_queued_total", 0)

@@ -1,0 +1,26 @@
+-- Batched enqueue on PostgreSQL.
+
+-- name: job_insert_many
+-- Insert many queued jobs in one statement; the jobs_after_insert trigger writes their first
+-- events and sends one wake-up for the whole batch.
+INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
+                  webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
+                  execution_timeout_s, event_seq, transition_actor, transition_reason)
+SELECT v.id, v.tenant_id, 'queued', v.api, v.provider, v.endpoint, v.model, v.request,
+       coalesce(v.metadata, '{}'::jsonb), v.webhook, v.priority, v.max_attempts,
+       clock.now, clock.now, clock.now, clock.now + make_interval(secs => v.start_timeout_s),
+       v.execution_timeout_s, 1, 'api', 'submitted'
+  FROM jsonb_to_recordset(:jobs::jsonb) AS v(
+           id text, tenant_id text, api text, provider text, endpoint text, model text,
+           request jsonb, metadata jsonb, webhook jsonb, priority integer,
+           max_attempts integer, start_timeout_s double precision,
+           execution_timeout_s double precision),
+       (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+RETURNING *
+
+-- name: queued_count_many
+-- One tenant's queued jobs and everyone's, in one read.
+SELECT count(*) FILTER (WHERE tenant_id = :tenant_id)::integer AS tenant_queued,
+       count(*)::integer AS total_queued
+  FROM jobs
+ WHERE state = 'queued'
