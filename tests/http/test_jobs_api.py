@@ -494,3 +494,26 @@ async def test_limits_answer_403_and_429_naming_the_limit(api: Api) -> None:
     assert 1 <= int(full.headers["retry-after"]) <= 120
     listed = (await api.http.get("/v1/jobs", headers=auth(key))).json()
     assert len(listed["data"]) == 1
+
+
+async def test_a_long_poll_whose_client_leaves_stops_waiting(api: Api) -> None:
+    key = await api.key("acme")
+    job = (await api.http.post("/v1/jobs", json=job_body(), headers=auth(key))).json()
+    changes = api.runtime.storage.changes
+    host, port = api.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"GET /v1/jobs/{job['id']}?wait=30 HTTP/1.1\r\nHost: t\r\n"
+                 f"Authorization: Bearer {key}\r\n\r\n".encode())
+    await writer.drain()
+    for _ in range(100):
+        if changes.job_watch_count:
+            break
+        await asyncio.sleep(0.02)
+    assert changes.job_watch_count == 1  # parked
+    writer.close()  # the client goes away
+    for _ in range(100):
+        if not changes.job_watch_count:
+            break
+        await asyncio.sleep(0.02)
+    assert changes.job_watch_count == 0  # the wait ended with the connection, not at 30 s
+    del reader

@@ -13,6 +13,7 @@ from starlette.responses import Response, StreamingResponse
 from jobgate import errors, failpoints
 from jobgate.domain.states import JobState
 from jobgate.http.context import Ctx, CurrentTenant
+from jobgate.http.disconnect import unless_disconnected
 from jobgate.http.models import (
     EventListOut,
     JobListOut,
@@ -89,9 +90,15 @@ async def submit_job(
     wait_s = _prefer_wait(prefer)
     if wait_s is not None:
         headers["Preference-Applied"] = f"wait={int(wait_s)}"
-        job = await ctx.jobs.wait(
-            tenant_id=tenant.id, job_id=job.id, timeout_s=wait_s, until_terminal=True
+        waited = await unless_disconnected(
+            request,
+            ctx.jobs.wait(
+                tenant_id=tenant.id, job_id=job.id, timeout_s=wait_s, until_terminal=True
+            ),
         )
+        if waited is None:
+            return Response(status_code=499)  # nobody is listening any more
+        job = waited
         if job.terminal and not outcome.replayed:
             status = 200
     headers.update(_job_headers(ctx, job))
@@ -108,6 +115,7 @@ def _prefer_wait(prefer: str | None) -> float | None:
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=_PROBLEMS, summary="Get a job")
 async def get_job(
     job_id: str,
+    request: Request,
     ctx: Ctx,
     tenant: CurrentTenant,
     wait: Annotated[
@@ -120,7 +128,12 @@ async def get_job(
     ] = None,
 ) -> Response:
     if wait:
-        job = await ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait)
+        waited = await unless_disconnected(
+            request, ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait)
+        )
+        if waited is None:
+            return Response(status_code=499)  # nobody is listening any more
+        job = waited
     else:
         job = await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)
     return json_response(job_view(job), 200, _job_headers(ctx, job))

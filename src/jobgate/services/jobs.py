@@ -69,8 +69,9 @@ class JobService:
         self.clock = clock
         self.ids = ids
         self.webhook_guard = UrlGuard.from_settings(settings)  # the SSRF guard for webhook.url
-        # Without cross-process notifications (SQLite) a waiter re-reads this often.
-        self.poll_fallback_s = 1.0 if storage.dialect == "sqlite" else 10.0
+        # A waiter is woken by the change itself (this process's commits, NOTIFY on PostgreSQL,
+        # the data_version watch on SQLite); re-reading on this period is only a safety net.
+        self.poll_fallback_s = 30.0
 
     # -- submit -------------------------------------------------------------------------
 

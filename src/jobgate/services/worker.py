@@ -44,13 +44,15 @@ class _InFlight:
     job: Job
     lease: Lease
     renewed_at: float  # monotonic time at which the last successful renewal was sent
-    abort: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     abort_reason: str | None = None
+    call: asyncio.Task[object] | None = None  # the provider call in flight, if any
 
     def stop(self, reason: str) -> None:
+        """Abort the job's provider call (now, or as soon as it starts) for `reason`."""
         if self.abort_reason is None:
             self.abort_reason = reason
-            self.abort.set()
+            if self.call is not None:
+                self.call.cancel()
 
 
 def default_worker_id() -> str:
@@ -238,19 +240,17 @@ class Worker:
             attempt=job.attempt,
         ):
             call_task = asyncio.create_task(provider.call(call), name=f"call {job.id}")
-            abort_task = asyncio.create_task(entry.abort.wait())
+            entry.call = call_task  # stop() cancels it directly: no watcher task per job
+            if entry.abort_reason is not None:
+                call_task.cancel()
             try:
-                done, _ = await asyncio.wait(
-                    {call_task, abort_task},
-                    timeout=timeout_s,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
+                done, _ = await asyncio.wait({call_task}, timeout=timeout_s)
             except asyncio.CancelledError:
                 call_task.cancel()
                 raise
             finally:
-                abort_task.cancel()
-        if call_task in done:
+                entry.call = None
+        if call_task in done and not (call_task.cancelled() and entry.abort_reason):
             failpoints.hit("after_provider_response")
             if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
                 return None

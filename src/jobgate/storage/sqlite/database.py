@@ -112,11 +112,26 @@ class SqliteDatabase:
 
     async def write(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run `operation` in the writer's transaction; return once it is committed."""
+        return await self._enqueue(operation, in_transaction=True)
+
+    async def foreign_commits(self) -> int:
+        """A number that changes when another connection (another process) commits.
+
+        Asked of the writer's own connection, whose data_version ignores its own commits:
+        unlike a reader's, it moves only for writes made elsewhere."""
+        return await self._enqueue(
+            lambda conn: int(conn.execute("PRAGMA data_version").fetchone()[0]),
+            in_transaction=False,
+        )
+
+    async def _enqueue(
+        self, operation: Callable[[sqlite3.Connection], T], *, in_transaction: bool
+    ) -> T:
         if self._writer is None:
             raise errors.StorageUnavailable("sqlite database is not open")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put((operation, future, loop))
+        self._queue.put((operation, future, loop, in_transaction))
         return await asyncio.shield(future)
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
@@ -138,7 +153,18 @@ class SqliteDatabase:
             self._run_group(conn, group)
         conn.close()
 
-    def _run_group(self, conn: sqlite3.Connection, group: list[Any]) -> None:
+    def _run_group(self, conn: sqlite3.Connection, items: list[Any]) -> None:
+        group = []
+        for operation, future, loop, in_transaction in items:
+            if in_transaction:
+                group.append((operation, future, loop))
+                continue
+            try:  # outside any transaction: a pragma read
+                _deliver(loop, future, operation(conn), None)
+            except sqlite3.Error as exc:
+                _deliver(loop, future, None, translate(exc))
+        if not group:
+            return
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")

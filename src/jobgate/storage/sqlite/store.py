@@ -7,6 +7,8 @@ but wake-ups then cross processes only by polling: scale out on PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -46,6 +48,7 @@ from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
+FOREIGN_COMMIT_CHECK_S = 1.0
 
 
 def _time_out(value: Any) -> datetime | None:
@@ -102,6 +105,7 @@ class SqliteStorage(
         self._clock = clock or SystemClock()
         self._db = SqliteDatabase(path, configure=register_functions)
         self._decode = RowDecoder(time=_time_out, json=_json_out)
+        self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None) -> SqliteStorage:
@@ -117,6 +121,11 @@ class SqliteStorage(
         self._db.open()
 
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
         await self._db.close()
 
     async def migrate(self) -> list[int]:
@@ -153,7 +162,24 @@ class SqliteStorage(
         await self._db.read(lambda conn: conn.execute("SELECT 1").fetchone())
 
     async def listen(self) -> None:
-        return None
+        """Notice commits made by other processes sharing the file (there is no NOTIFY on
+        SQLite): once a second, and only then wake every waiter to re-read."""
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(
+                self._watch_foreign_commits(), name="jobgate-sqlite-watch"
+            )
+
+    async def _watch_foreign_commits(self) -> None:
+        seen: int | None = None
+        while True:
+            try:
+                version = await self._db.foreign_commits()
+            except errors.StorageError:
+                version = None
+            if version is not None and seen is not None and version != seen:
+                self.changes.everything_changed()
+            seen = version if version is not None else seen
+            await asyncio.sleep(FOREIGN_COMMIT_CHECK_S)
 
     async def database_now(self) -> datetime:
         return self._clock.now()
