@@ -14,6 +14,7 @@ from jobgate.http import (
     jobs_routes,
     problems,
     provider_webhooks,
+    responses_routes,
     webhooks_routes,
 )
 from jobgate.http.body_limit import BodyLimitMiddleware
@@ -31,6 +32,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     )
     app.state.ctx = ctx
     app.include_router(jobs_routes.router)
+    app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
     app.include_router(dashboard.router)
