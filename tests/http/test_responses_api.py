@@ -52,13 +52,16 @@ class Gateway:
         )
 
     async def until(self, response_id: str, *statuses: str, timeout_s: float = 30) -> Response:
+        """Retrieve until one of `statuses`, long-polling (`wait` answers when the status
+        changes from what it is when the poll arrives: short, so that a change between two
+        polls costs little)."""
         async with asyncio.timeout(timeout_s):
-            while True:
+            response = await self.client.responses.retrieve(response_id)
+            while response.status not in statuses:
                 response = await self.client.responses.retrieve(
-                    response_id, extra_query={"wait": 5}
+                    response_id, extra_query={"wait": 1}
                 )
-                if response.status in statuses:
-                    return response
+            return response
 
     async def job(self, job_id: str) -> dict[str, Any]:
         answer = await self.api.http.get(f"/v1/jobs/{job_id}", headers=self.headers)

@@ -28,9 +28,18 @@ class CreateResponseRequest(pydantic.BaseModel):
         description="Routed to a provider: `provider/model`, a configured model or prefix "
         "(`sim-` runs on the built-in simulator), else the default provider",
     )
-    input: str | list[dict[str, Any]] = pydantic.Field(
-        description="A string, or an array of Responses input items (not empty)"
-    )
+    # Checked for emptiness by hand (a constrained union would name its branch in errors).
+    input: Annotated[
+        str | list[dict[str, Any]],
+        pydantic.WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "string", "minLength": 1},
+                    {"type": "array", "minItems": 1, "items": {"type": "object"}},
+                ]
+            }
+        ),
+    ] = pydantic.Field(description="A string, or an array of Responses input items")
     instructions: str | None = None
     background: bool | None = pydantic.Field(
         default=None,

@@ -16,7 +16,6 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
 
-from jobgate import errors
 from jobgate.domain import response_requests, responses
 from jobgate.domain.job import Job
 from jobgate.http.context import Ctx, CurrentTenant
@@ -35,7 +34,7 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 _STREAMS: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The Response object, or with `stream` its `response.*` events",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {}},
     },
     **_PROBLEMS,
 }
@@ -184,23 +183,26 @@ async def get_response(
     tenant: CurrentTenant,
     stream: Annotated[bool, Query(description="Answer with server-sent events")] = False,
     starting_after: Annotated[
-        int | None, Query(ge=0, description="Stream the events after this sequence number")
+        int | None,
+        Query(ge=0, le=2**31 - 1, description="Stream the events after this sequence number"),
     ] = None,
     wait: Annotated[
         float | None,
         Query(ge=0, le=MAX_WAIT_S, description="Long poll: answer when the status changes"),
     ] = None,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    last_event_id: Annotated[
+        str,
+        Header(
+            alias="Last-Event-ID",
+            pattern=r"^[0-9]{0,18}$",
+            description="With `stream`: resume after this sequence number",
+        ),
+    ] = "",
 ) -> Response:
     if stream:
         after = -1 if starting_after is None else starting_after
         if last_event_id:
-            try:
-                after = max(after, int(last_event_id))
-            except ValueError:
-                raise errors.InvalidRequest(
-                    "Last-Event-ID must be an event sequence number", param="Last-Event-ID"
-                ) from None
+            after = max(after, int(last_event_id))
         await svc.get(tenant_id=tenant.id, response_id=response_id)  # 404 before streaming
         return _stream(svc, tenant.id, response_id, after, cancel_if_gone=False)
     if wait:
