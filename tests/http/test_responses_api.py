@@ -385,6 +385,11 @@ async def test_stream_of_a_cancelled_response_ends_with_an_error_event(
 # -- a client that goes away ------------------------------------------------------------------
 
 
+async def cancel_actors(gateway: Gateway, job_id: str) -> list[str]:
+    answer = await gateway.api.http.get(f"/v1/jobs/{job_id}/events", headers=gateway.headers)
+    return [event["actor"] for event in answer.json()["data"]]
+
+
 async def test_synchronous_create_is_cancelled_when_the_client_disconnects(
     gateway: Gateway, scripted: ScriptedProvider
 ) -> None:
@@ -402,6 +407,30 @@ async def test_synchronous_create_is_cancelled_when_the_client_disconnects(
     cancelled = await gateway.until(job["id"], "cancelled")
     assert cancelled.status == "cancelled"
     assert block.cancelled
+    assert "api:disconnect" in await cancel_actors(gateway, job["id"])
+
+
+async def test_a_streamed_create_is_cancelled_when_the_client_leaves(
+    gateway: Gateway, scripted: ScriptedProvider
+) -> None:
+    block = Block()
+    scripted.script.append(block)
+    async with gateway.api.http.stream(
+        "POST",
+        "/v1/responses",
+        json={"model": "scripted/m", "input": "stream it", "stream": True},
+        headers=gateway.headers,
+    ) as stream:
+        response_id = stream.headers["location"].rsplit("/", 1)[-1]
+        async for line in stream.aiter_lines():
+            if "response.in_progress" in line:
+                break
+    cancelled = await gateway.until(response_id, "cancelled")
+    assert cancelled.status == "cancelled"
+    assert block.cancelled
+    job = await gateway.job(response_id)
+    assert job["cancel_outcome"] == "interrupted"
+    assert "api:disconnect" in await cancel_actors(gateway, response_id)
 
 
 async def test_a_background_stream_is_not_cancelled_when_the_client_leaves(

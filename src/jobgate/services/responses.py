@@ -21,6 +21,7 @@ from jobgate.storage.records import SubmitOutcome
 log = logging.getLogger(__name__)
 
 SUBMIT_ROUTE = "POST /v1/responses"  # idempotency keys are scoped per route
+_DETACHED: set[asyncio.Future[Job]] = set()  # cancels outliving the request that asked
 CANCEL_WAIT_S = 5.0  # how long a cancel waits for the cancellation to take effect
 KEEPALIVE_S = 15.0
 
@@ -102,6 +103,8 @@ class ResponsesService:
         task = asyncio.ensure_future(
             self.jobs.cancel(tenant_id=tenant_id, job_id=response_id, actor="api:disconnect")
         )
+        _DETACHED.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_DETACHED.discard)
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
