@@ -32,6 +32,10 @@ class ProviderConfig(pydantic.BaseModel):
     models: tuple[str, ...] = ()  # allowed models; empty = any
     model_prefixes: tuple[str, ...] = ()  # `model` values starting with these route here
     mode: Literal["sync", "background"] = "sync"
+    # How /v1/responses jobs reach the provider: its own API (`native`: the Responses API of
+    # `openai` and `sim`, Messages for `anthropic`), or, for OpenAI-compatible servers that
+    # have no Responses API, translated to Chat Completions.
+    responses_api: Literal["native", "chat_completions"] = "native"
     concurrency: int = pydantic.Field(default=64, gt=0)
     connect_timeout_s: float = pydantic.Field(default=10.0, gt=0)
     request_timeout_s: float = pydantic.Field(default=600.0, gt=0)
@@ -51,6 +55,12 @@ class ProviderConfig(pydantic.BaseModel):
     # Circuit breaker: open after this many consecutive failures, probe again after reset_s.
     breaker_failure_threshold: int = pydantic.Field(default=5, gt=0)
     breaker_reset_s: float = pydantic.Field(default=30.0, gt=0)
+
+    @pydantic.model_validator(mode="after")
+    def _check_responses_api(self) -> ProviderConfig:
+        if self.kind == "anthropic" and self.responses_api != "native":
+            raise ValueError("responses_api: anthropic providers speak Messages (native) only")
+        return self
 
 
 class TenantLimits(pydantic.BaseModel):

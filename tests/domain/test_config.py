@@ -75,3 +75,20 @@ def test_bad_file_names_the_key(tmp_path: Path) -> None:
         load_settings({}, config_path=config)
     with pytest.raises(errors.ConfigError, match="not found"):
         load_settings({"JOBGATE_CONFIG": str(tmp_path / "missing.toml")})
+
+
+def test_responses_api_per_provider_kind(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(
+        '[providers.local]\nkind = "openai"\nresponses_api = "chat_completions"\n'
+        '[providers.claude]\nkind = "anthropic"\n'
+    )
+    settings = load_settings({}, config_path=config)
+    assert settings.providers["local"].responses_api == "chat_completions"
+    assert settings.providers["claude"].responses_api == "native"
+    config.write_text(
+        '[providers.claude]\nkind = "anthropic"\nresponses_api = "chat_completions"\n'
+    )
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    assert "responses_api" in str(caught.value) and "claude" in str(caught.value)

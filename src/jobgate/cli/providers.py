@@ -55,6 +55,13 @@ async def _simulate(simulator: Simulator) -> None:
     show_default=True,
     help="Deduplicate creates by their Idempotency-Key header.",
 )
+@click.option(
+    "--responses-api/--no-responses-api",
+    default=True,
+    show_default=True,
+    help="Serve OpenAI's Responses API (off: Chat Completions only, like most "
+    "OpenAI-compatible servers).",
+)
 def simulator(
     host: str,
     port: int,
@@ -62,6 +69,7 @@ def simulator(
     webhook_secret_env: str,
     api_key_env: str,
     idempotent: bool,
+    responses_api: bool,
 ) -> None:
     """Run the provider simulator: OpenAI and Anthropic wire formats with injectable faults."""
     secret = os.environ.get(webhook_secret_env) or None
@@ -75,6 +83,7 @@ def simulator(
         webhook_url=webhook_url,
         webhook_secret=secret,
         idempotent=idempotent,
+        responses_api=responses_api,
     )
     asyncio.run(_simulate(instance))
 

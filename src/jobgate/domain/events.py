@@ -5,7 +5,7 @@ from __future__ import annotations
 from jobgate.domain.states import JobState
 
 # The storage layer computes the same mapping in SQL when it fans a transition out to the
-# outbox; tests/storage check that the two agree.
+# outbox (jobgate_event_type); tests/storage check that the two agree.
 _NATIVE = {
     JobState.RUNNING: "job.running",
     JobState.SUCCEEDED: "job.succeeded",
@@ -18,13 +18,22 @@ _RESPONSES = {
     JobState.SUCCEEDED: "response.completed",
     JobState.FAILED: "response.failed",
     JobState.CANCELLED: "response.cancelled",
+    # Never started before its start deadline: OpenAI has no such status, so `cancelled`
+    # (the Response object says `expired: true`).
     JobState.EXPIRED: "response.cancelled",
 }
 # Sent only to targets that list them explicitly; an empty filter means "every terminal event".
 OPT_IN_EVENT_TYPES = frozenset({"job.running", "response.in_progress"})
 
 
-def event_type_for(api: str, state: JobState) -> str | None:
-    """The event a job entering `state` emits, or None (queued emits nothing)."""
-    table = _RESPONSES if api == "responses" else _NATIVE
-    return table.get(state)
+def event_type_for(api: str, state: JobState, result_status: str | None = None) -> str | None:
+    """The event a job entering `state` emits, or None (queued emits nothing).
+
+    `result_status` is the `status` member of the stored result: a Responses job that
+    succeeded with an `incomplete` response (cut short at max_output_tokens, or filtered)
+    emits `response.incomplete`, as OpenAI does."""
+    if api == "responses":
+        if state is JobState.SUCCEEDED and result_status == "incomplete":
+            return "response.incomplete"
+        return _RESPONSES.get(state)
+    return _NATIVE.get(state)

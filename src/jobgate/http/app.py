@@ -15,6 +15,7 @@ from jobgate.http import (
     metrics_route,
     problems,
     provider_webhooks,
+    responses_routes,
     webhooks_routes,
 )
 from jobgate.http.body_limit import BodyLimitMiddleware
@@ -32,6 +33,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     )
     app.state.ctx = ctx
     app.include_router(jobs_routes.router)
+    app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
     app.include_router(metrics_route.router)

@@ -33,6 +33,7 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 _PREFER_WAIT = re.compile(r"(?:^|[;,\s])wait\s*=\s*(\d+)", re.IGNORECASE)
 _KEEPALIVE_S = 15.0
+MAX_SEQ = 2**31 - 1  # event sequence numbers are 32-bit integers in the databases
 
 
 def json_response(
@@ -152,7 +153,9 @@ async def job_events(
     request: Request,
     ctx: Ctx,
     tenant: CurrentTenant,
-    after: Annotated[int, Query(ge=0, description="Events after this sequence number")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_SEQ, description="Events after this sequence number")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> Response:
@@ -160,7 +163,7 @@ async def job_events(
         start = after
         if last_event_id:
             try:
-                start = max(start, int(last_event_id))
+                start = max(start, min(int(last_event_id), MAX_SEQ))
             except ValueError:
                 raise errors.InvalidRequest(
                     "Last-Event-ID must be an event sequence number", param="Last-Event-ID"

@@ -14,6 +14,7 @@ from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.base import Provider
 from jobgate.providers.gates import ProviderGates
 from jobgate.providers.openai import OpenAIProvider
+from jobgate.providers.responses_front import ResponsesFront, wire_for
 from jobgate.providers.sim import SimProvider
 
 # kind -> factory(name, config, clock); adapters for real providers register themselves here.
@@ -39,6 +40,8 @@ class ProviderRegistry:
         self._providers = dict(providers)
         self._configs = dict(configs)
         self.default = default
+        self._clock = clock
+        self._fronts: dict[str, ResponsesFront] = {}  # /v1/responses jobs, per provider
         # Backpressure per provider, shared by the worker and the reconciler of this process.
         self.gates = ProviderGates(self._configs, clock=clock)
 
@@ -65,17 +68,30 @@ class ProviderRegistry:
     def names(self) -> list[str]:
         return sorted(self._providers)
 
-    def get(self, name: str) -> Provider:
+    def get(self, name: str, *, api: str = "jobs") -> Provider:
+        """The provider `name` as jobs of `api` see it: /v1/responses jobs (api `responses`)
+        reach it through its ResponsesFront (native, or translated to the wire it speaks)."""
         try:
-            return self._providers[name]
+            provider = self._providers[name]
         except KeyError:
             raise errors.UnknownProvider(name) from None
+        if api != "responses":
+            return provider
+        front = self._fronts.get(name)
+        if front is None:
+            config = self._configs.get(name)
+            wire = wire_for(provider.kind, config.responses_api if config else "native")
+            front = self._fronts[name] = ResponsesFront(provider, wire, clock=self._clock)
+        return front
 
     def config(self, name: str) -> ProviderConfig:
         return self._configs[name]
 
-    def route(self, provider: str | None, model: str | None) -> tuple[Provider, str | None]:
-        """The provider for a job and the model name to send it (a `provider/` prefix removed).
+    def route(
+        self, provider: str | None, model: str | None, *, api: str = "jobs"
+    ) -> tuple[Provider, str | None]:
+        """The provider for a job of `api` and the model name to send it (a `provider/` prefix
+        removed).
 
         Raises errors.UnknownProvider, or errors.InvalidRequest when the provider does not
         allow the model."""
@@ -86,7 +102,7 @@ class ProviderRegistry:
         if provider is None and model:
             provider = self._by_model(model)
         name = provider or self.default
-        chosen = self.get(name)
+        chosen = self.get(name, api=api)
         allowed = self._configs[name].models
         if allowed and model not in allowed:
             raise errors.InvalidRequest(

@@ -21,7 +21,7 @@ import orjson
 from jobgate import errors, failpoints, metrics, tracing
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
-from jobgate.domain import webhooks
+from jobgate.domain import responses, webhooks
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
 from jobgate.storage.changes import wait_for
@@ -250,6 +250,8 @@ class Dispatcher:
 
     async def _body(self, delivery: Delivery) -> bytes:
         entry = delivery.entry
+        if entry.event_type.startswith("response."):
+            return await self._response_body(delivery)
         thin = webhooks.thin_payload(
             event_id=entry.event_id,
             event_type=entry.event_type,
@@ -272,6 +274,22 @@ class Dispatcher:
             }
         )
         return webhooks.encode_full(thin, fields)
+
+    async def _response_body(self, delivery: Delivery) -> bytes:
+        """A /v1/responses job's event, in OpenAI's shape (the SDK's `webhooks.unwrap()`
+        verifies and types it); with results, the Response object under `data.response`."""
+        entry = delivery.entry
+        event = responses.webhook_event(
+            event_id=entry.event_id,
+            event_type=entry.event_type,
+            created_at=int(entry.created_at.timestamp()),
+            response_id=entry.job_id,
+        )
+        if not delivery.include_result:
+            return orjson.dumps(event)
+        job = await self._storage.job_get(job_id=entry.job_id)
+        rendered = None if job is None or job.purged_at is not None else responses.render(job)
+        return responses.webhook_body(event, rendered, max_bytes=webhooks.MAX_PAYLOAD_BYTES)
 
     # -- the loop --------------------------------------------------------------------------
 

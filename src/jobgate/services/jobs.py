@@ -161,7 +161,7 @@ class JobService:
         model = spec.body.get("model")
         if model is not None and not isinstance(model, str):
             raise errors.InvalidRequest("body.model must be a string", param="body.model")
-        provider, routed_model = self.providers.route(spec.provider, model)
+        provider, routed_model = self.providers.route(spec.provider, model, api=spec.api)
         body = spec.body
         if routed_model != model:
             body = {**body, "model": routed_model}

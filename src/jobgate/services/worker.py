@@ -205,7 +205,7 @@ class Worker:
         job = entry.job
         actor = self.worker_id
         try:
-            provider = self._providers.get(job.provider)
+            provider = self._providers.get(job.provider, api=job.api)
         except errors.UnknownProvider as exc:
             fatal = errors.ProviderFatal(exc.message, code="unknown_provider")
             return outcomes.failed(job, fatal, actor=actor, settings=self._settings)

@@ -61,8 +61,11 @@ class Simulator:
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         idempotent: bool = True,
+        responses_api: bool = True,
     ) -> None:
         self.engine = engine or SimEngine(clock, idempotent=idempotent)
+        # False: no /v1/responses routes (404), like most OpenAI-compatible servers.
+        self.responses_api = responses_api
         self.api_key = api_key
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret
@@ -162,6 +165,8 @@ class Simulator:
         method, path = request.method, request.path
         if method == "POST" and path == "/v1/chat/completions":
             return await self._chat(request, body)
+        if not self.responses_api and path.startswith("/v1/responses"):
+            return _error(False, "not_found", f"no route {method} {path}")
         if method == "POST" and path == "/v1/responses":
             return await self._responses_create(request, body)
         if (match := _RESPONSE.match(path)) is not None:

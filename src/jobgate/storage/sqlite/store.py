@@ -67,13 +67,15 @@ def _ts(moment: datetime) -> float:
     return moment.timestamp()
 
 
-def _event_type(api: str, state: str) -> str | None:
-    return domain_events.event_type_for(api, JobState(state))
+def _event_type(api: str, state: str, result_status: Any = None) -> str | None:
+    status = result_status if isinstance(result_status, str) else None
+    return domain_events.event_type_for(api, JobState(state), status)
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
     """The functions the triggers call; every connection that writes jobs needs them."""
     conn.create_function("jobgate_event_type", 2, _event_type, deterministic=True)
+    conn.create_function("jobgate_event_type", 3, _event_type, deterministic=True)
     conn.create_function("jobgate_event_id", 3, ids.event_id, deterministic=True)
 
 

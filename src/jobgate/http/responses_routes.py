@@ -1,0 +1,238 @@
+"""OpenAI-compatible /v1/responses: create (background, synchronous or streamed), retrieve
+(with `?wait=N` long polls and `?stream=true&starting_after=N` event replays), cancel, delete.
+Point the official `openai` SDK's `base_url` at jobgate and every provider behind it gains
+background mode, cancellation and signed webhooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, Header, Query, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive
+
+from jobgate.domain import response_requests, responses
+from jobgate.domain.job import Job
+from jobgate.http.context import Ctx, CurrentTenant
+from jobgate.http.jobs_routes import json_response
+from jobgate.http.models import ProblemOut
+from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
+from jobgate.services.jobs import MAX_WAIT_S
+from jobgate.services.responses import ResponsesService
+
+router = APIRouter(prefix="/v1", tags=["responses"])
+
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
+    for status in (400, 401, 404, 409, 413, 422, 429, 503)
+}
+_STREAMS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The Response object, or with `stream` its `response.*` events",
+        "content": {"text/event-stream": {}},
+    },
+    **_PROBLEMS,
+}
+
+
+def service(ctx: Ctx) -> ResponsesService:
+    return ResponsesService(ctx.jobs)
+
+
+Service = Annotated[ResponsesService, Depends(service)]
+
+
+class EventStream(StreamingResponse):
+    """Server-sent events that remember whether the client went away (as opposed to the
+    server shutting down, which cancels the stream too)."""
+
+    client_gone = False
+
+    async def listen_for_disconnect(self, receive: Receive) -> None:
+        await super().listen_for_disconnect(receive)
+        self.client_gone = True
+
+
+def _headers(svc: ResponsesService, job: Job) -> dict[str, str]:
+    if job.terminal:
+        return {}
+    return {"Retry-After": str(svc.jobs.retry_after_s(job))}
+
+
+def _sse(event: dict[str, Any]) -> bytes:
+    if not event:
+        return b": keep-alive\n\n"
+    data = orjson.dumps(event)
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (
+        event["sequence_number"],
+        event["type"].encode(),
+        data,
+    )
+
+
+def _stream(
+    svc: ResponsesService, tenant_id: str, response_id: str, after: int, *, cancel_if_gone: bool
+) -> EventStream:
+    finished = False
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal finished
+        try:
+            async for event in svc.events(
+                tenant_id=tenant_id, response_id=response_id, after=after
+            ):
+                yield _sse(event)
+            finished = True
+        finally:
+            if cancel_if_gone and not finished and answer.client_gone:
+                await svc.cancel_abandoned(tenant_id=tenant_id, response_id=response_id)
+
+    answer = EventStream(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+    return answer
+
+
+@router.post(
+    "/responses",
+    response_model=ResponseOut,
+    responses=_STREAMS,
+    summary="Create a response",
+    description="`background: true` answers the `queued` Response at once (200, `Location`, "
+    "`Retry-After`); otherwise the request waits for the finished Response, and a client that "
+    "disconnects cancels it. `stream: true` answers with the `response.*` events. Honours "
+    "`Idempotency-Key` like POST /v1/jobs.",
+)
+async def create_response(
+    payload: CreateResponseRequest,
+    request: Request,
+    svc: Service,
+    tenant: CurrentTenant,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response:
+    raw = orjson.loads(await request.body())
+    parsed = response_requests.parse_create(raw)
+    outcome = await svc.create(
+        tenant_id=tenant.id, request=parsed, raw_body=raw, idempotency_key=idempotency_key
+    )
+    job = outcome.job
+    headers = {"Location": f"/v1/responses/{job.id}"}
+    if outcome.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    if parsed.stream:
+        stream = _stream(svc, tenant.id, job.id, -1, cancel_if_gone=not parsed.background)
+        stream.headers.update(headers)
+        return stream
+    if not parsed.background:
+        finished = await _finish_or_cancel(svc, request, tenant.id, job.id)
+        if finished is None:
+            return Response(status_code=499)  # nobody is listening any more
+        job = finished
+    headers.update(_headers(svc, job))
+    return json_response(responses.render(job), 200, headers)
+
+
+async def _finish_or_cancel(
+    svc: ResponsesService, request: Request, tenant_id: str, response_id: str
+) -> Job | None:
+    """The finished response; None (and the response cancelled) if the client disconnects
+    first."""
+    finished = asyncio.create_task(svc.finished(tenant_id=tenant_id, response_id=response_id))
+    gone = asyncio.create_task(_disconnected(request))
+    try:
+        await asyncio.wait({finished, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # The server shutting down cancels this handler: the job is left alone (durable); a
+        # retry with the same Idempotency-Key finds it again.
+        for task in (finished, gone):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    if finished.done() and not finished.cancelled():
+        return finished.result()  # or its error (e.g. storage unavailable)
+    await svc.cancel_abandoned(tenant_id=tenant_id, response_id=response_id)
+    return None
+
+
+async def _disconnected(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+@router.get(
+    "/responses/{response_id}",
+    response_model=ResponseOut,
+    responses=_STREAMS,
+    summary="Retrieve a response",
+    description="`?wait=N` (N <= 60, a jobgate extension) answers when the status changes or "
+    "after N seconds. `?stream=true` replays the `response.*` events after `starting_after` "
+    "(or `Last-Event-ID`) and follows the response until it finishes.",
+)
+async def get_response(
+    response_id: str,
+    svc: Service,
+    tenant: CurrentTenant,
+    stream: Annotated[bool, Query(description="Answer with server-sent events")] = False,
+    starting_after: Annotated[
+        int | None,
+        Query(ge=0, le=2**31 - 1, description="Stream the events after this sequence number"),
+    ] = None,
+    wait: Annotated[
+        float | None,
+        Query(ge=0, le=MAX_WAIT_S, description="Long poll: answer when the status changes"),
+    ] = None,
+    last_event_id: Annotated[
+        str,
+        Header(
+            alias="Last-Event-ID",
+            pattern=r"^[0-9]{0,18}$",
+            description="With `stream`: resume after this sequence number",
+        ),
+    ] = "",
+) -> Response:
+    if stream:
+        after = -1 if starting_after is None else starting_after
+        if last_event_id:
+            after = max(after, int(last_event_id))
+        await svc.get(tenant_id=tenant.id, response_id=response_id)  # 404 before streaming
+        return _stream(svc, tenant.id, response_id, after, cancel_if_gone=False)
+    if wait:
+        job = await svc.wait(tenant_id=tenant.id, response_id=response_id, timeout_s=wait)
+    else:
+        job = await svc.get(tenant_id=tenant.id, response_id=response_id)
+    return json_response(responses.render(job), 200, _headers(svc, job))
+
+
+@router.post(
+    "/responses/{response_id}/cancel",
+    response_model=ResponseOut,
+    responses=_PROBLEMS,
+    summary="Cancel a response (idempotent, never 409)",
+    description="Answers the Response as it stands: `cancelled` once the cancellation has "
+    "taken effect (it waits up to 5 s for that), unchanged if it had already finished.",
+)
+async def cancel_response(response_id: str, svc: Service, tenant: CurrentTenant) -> Response:
+    job = await svc.cancel(tenant_id=tenant.id, response_id=response_id)
+    return json_response(responses.render(job), 200, _headers(svc, job))
+
+
+@router.delete(
+    "/responses/{response_id}",
+    response_model=DeletedResponseOut,
+    responses=_PROBLEMS,
+    summary="Delete a response",
+    description="Cancels it if still live, then purges its input and output; afterwards it "
+    "is not found (its job keeps a tombstone at /v1/jobs/{id}).",
+)
+async def delete_response(response_id: str, svc: Service, tenant: CurrentTenant) -> Response:
+    await svc.delete(tenant_id=tenant.id, response_id=response_id)
+    return json_response({"id": response_id, "object": "response.deleted", "deleted": True})

@@ -1,0 +1,84 @@
+-- /v1/responses: a Responses job that finished with an `incomplete` response (cut short at
+-- max_output_tokens, or filtered) emits OpenAI's `response.incomplete`, not
+-- `response.completed`. The event type now also reads the stored result's `status`; the job
+-- trigger function is restated with that one change (mirrors jobgate.domain.events).
+
+CREATE FUNCTION jobgate_event_type(api text, state text, result_status text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN api = 'responses' AND state = 'succeeded' AND result_status = 'incomplete'
+            THEN 'response.incomplete'
+        ELSE jobgate_event_type(api, state)
+    END
+$$;
+
+CREATE OR REPLACE FUNCTION jobgate_jobs_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    chunk text;
+BEGIN
+    INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+    SELECT n.id, n.event_seq, o.state, n.state, n.transition_actor, n.transition_reason, true,
+           n.updated_at
+      FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+     WHERE n.state IS DISTINCT FROM o.state
+        OR n.cancel_requested_at IS DISTINCT FROM o.cancel_requested_at;
+
+    -- One outbox row per target: the tenant's endpoints whose filter admits the event (an
+    -- empty filter admits every event except the opt-in ones), then the job's own URL.
+    WITH moved AS (
+        SELECT n.*, jobgate_event_type(n.api, n.state, n.result ->> 'status') AS event_type
+          FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+         WHERE n.state IS DISTINCT FROM o.state
+    )
+    INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                        series, job_status, created_at, next_attempt_at)
+    SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''),
+           jobgate_event_id(m.id, m.event_type, m.series),
+           m.tenant_id, m.id, m.event_type, e.id, e.id, NULL,
+           m.series, m.state, m.updated_at, m.updated_at
+      FROM moved AS m
+      JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND NOT e.disabled
+     WHERE m.event_type IS NOT NULL
+       AND (e.event_types ? m.event_type
+            OR (jsonb_array_length(e.event_types) = 0
+                AND m.event_type NOT IN ('job.running', 'response.in_progress')))
+    UNION ALL
+    SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''),
+           jobgate_event_id(m.id, m.event_type, m.series),
+           m.tenant_id, m.id, m.event_type, 'job', NULL, m.webhook ->> 'url',
+           m.series, m.state, m.updated_at, m.updated_at
+      FROM moved AS m
+     WHERE m.event_type IS NOT NULL
+       AND m.webhook IS NOT NULL
+       AND (coalesce(m.webhook -> 'event_types', '[]'::jsonb) ? m.event_type
+            OR (jsonb_array_length(coalesce(m.webhook -> 'event_types', '[]'::jsonb)) = 0
+                AND m.event_type NOT IN ('job.running', 'response.in_progress')))
+    ON CONFLICT (job_id, event_type, target, series) DO NOTHING;
+
+    FOR chunk IN
+        SELECT string_agg(changed.id, ',')
+          FROM (SELECT n.id, (row_number() OVER ()) / 200 AS part
+                  FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+                 WHERE n.state IS DISTINCT FROM o.state
+                    OR n.cancel_requested_at IS DISTINCT FROM o.cancel_requested_at) AS changed
+         GROUP BY changed.part
+    LOOP
+        PERFORM pg_notify('jobgate', 'j:' || chunk);
+    END LOOP;
+    FOR chunk IN
+        SELECT string_agg(asked.id, ',')
+          FROM (SELECT n.id, (row_number() OVER ()) / 200 AS part
+                  FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+                 WHERE n.state = 'running' AND o.cancel_requested_at IS NULL
+                   AND n.cancel_requested_at IS NOT NULL) AS asked
+         GROUP BY asked.part
+    LOOP
+        PERFORM pg_notify('jobgate', 'c:' || chunk);
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+                WHERE n.state = 'queued' AND o.state <> 'queued') THEN
+        PERFORM pg_notify('jobgate', 'q:');
+    END IF;
+    RETURN NULL;
+END;
+$$;
