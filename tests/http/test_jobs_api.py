@@ -502,8 +502,10 @@ async def test_a_long_poll_whose_client_leaves_stops_waiting(api: Api) -> None:
     changes = api.runtime.storage.changes
     host, port = api.url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(f"GET /v1/jobs/{job['id']}?wait=30 HTTP/1.1\r\nHost: t\r\n"
-                 f"Authorization: Bearer {key}\r\n\r\n".encode())
+    writer.write(
+        f"GET /v1/jobs/{job['id']}?wait=30 HTTP/1.1\r\nHost: t\r\n"
+        f"Authorization: Bearer {key}\r\n\r\n".encode()
+    )
     await writer.drain()
     for _ in range(100):
         if changes.job_watch_count:
