@@ -11,6 +11,8 @@ import pytest
 from jobgate.testing import pgcluster
 from jobgate.testing.pgcluster import PrivateCluster
 from jobgate.testing.processes import ProcessHarness
+from jobgate.testing.proxy import TcpProxy
+from jobgate.testing.receiver import WebhookReceiver
 from tests.e2e import support
 
 pytestmark = pytest.mark.e2e
@@ -49,6 +51,22 @@ def private_pg() -> Iterator[PrivateCluster]:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
     with PrivateCluster() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    """The user's webhook endpoint (answers 200, records every request)."""
+    with WebhookReceiver() as running:
+        yield running
+
+
+@pytest.fixture
+def proxies() -> Iterator[list[TcpProxy]]:
+    """Proxies a test starts (append them); closed after the test."""
+    started: list[TcpProxy] = []
+    yield started
+    for proxy in started:
+        proxy.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -82,3 +82,20 @@ def test_reset_tears_connections_down(proxy: TcpProxy) -> None:
     with _connect(proxy) as sock:
         sock.sendall(b"ok")
         assert sock.recv(16) == b"ok"
+
+
+def test_refuse_stops_listening_until_healed(proxy: TcpProxy) -> None:
+    with _connect(proxy) as sock:
+        sock.sendall(b"x")
+        assert sock.recv(16) == b"x"
+        proxy.refuse()
+        with pytest.raises(ConnectionResetError):
+            sock.sendall(b"y")
+            sock.recv(16)
+    # Refused at connect: the client knows nothing was sent.
+    with pytest.raises(ConnectionRefusedError):
+        _connect(proxy)
+    proxy.heal()
+    with _connect(proxy) as sock:  # the same port again
+        sock.sendall(b"back")
+        assert sock.recv(16) == b"back"

@@ -1,8 +1,9 @@
 """The seed's scenario list, one named test each (docs/reliability.md maps them).
 
-Scenarios that need provider webhooks, the reconciler or outbound webhook delivery (duplicate
-webhook, invalid webhook signature, webhook after a poll completed the job, delayed or
-out-of-order event, provider status fetch failing temporarily) arrive with those features.
+The scenarios about provider webhooks and the reconciler (duplicate webhook, invalid webhook
+signature, webhook after a poll completed the job, delayed or out-of-order event, provider
+status fetch failing temporarily) and the create timeout over real HTTP are in
+test_provider_scenarios.py, through the provider simulator server and separate processes.
 """
 
 from __future__ import annotations

@@ -69,10 +69,22 @@ class Job:
     dead_lettered: bool
     purged_at: datetime | None
     event_seq: int
+    # How many provider jobs of this job ended and were followed by a new attempt.
+    provider_generation: int = 0
 
     @property
     def terminal(self) -> bool:
         return self.state.terminal
+
+    @property
+    def provider_idempotency_key(self) -> str:
+        """The Idempotency-Key of this attempt's create: the job id, the same on every re-send
+        of one provider job (so a provider that deduplicates answers with the original), and
+        suffixed by the generation once a provider job of this job has ended and a new one is
+        wanted (else that provider would answer the new attempt with the ended job)."""
+        if self.provider_generation == 0:
+            return self.id
+        return f"{self.id}:{self.provider_generation}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -105,7 +105,7 @@ class AnthropicProvider:
         sent["stream"] = True
         headers.update(
             {
-                "idempotency-key": call.job_id,
+                "idempotency-key": call.idempotency_key,
                 "content-type": "application/json",
                 "accept": "text/event-stream",
             }
@@ -142,7 +142,8 @@ class AnthropicProvider:
             for item in call.body["requests"]
         ]
         _, headers = calls.wire_body(call.body)
-        headers.update({"idempotency-key": call.job_id, "content-type": "application/json"})
+        headers["idempotency-key"] = call.idempotency_key
+        headers["content-type"] = "application/json"
         payload = await self._json(
             "POST",
             "v1/messages/batches",

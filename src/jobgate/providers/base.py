@@ -19,7 +19,9 @@ class ProviderCall:
     model: str | None
     attempt: int  # counted attempts, 1-based
     run_count: int  # every claim of this job, counted or not, 1-based
-    idempotency_key: str  # stable across retries of the same job: propagate it downstream
+    # Send it with every create: the same on each re-send of one provider job (the job id),
+    # a new one once a provider job of this job ended (Job.provider_idempotency_key).
+    idempotency_key: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

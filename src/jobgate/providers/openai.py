@@ -104,7 +104,9 @@ class OpenAIProvider:
 
     async def call(self, call: ProviderCall) -> ProviderResult:
         if call.endpoint == CHAT_COMPLETIONS:
-            payload = await self._post("chat/completions", call.body, idempotency_key=call.job_id)
+            payload = await self._post(
+                "chat/completions", call.body, idempotency_key=call.idempotency_key
+            )
             usage = payload.get("usage") or {}
             return ProviderResult(
                 body=payload,
@@ -114,7 +116,7 @@ class OpenAIProvider:
                 provider_request_id=payload.get("id"),
             )
         snapshot = self._snapshot(
-            await self._post("responses", call.body, idempotency_key=call.job_id)
+            await self._post("responses", call.body, idempotency_key=call.idempotency_key)
         )
         # A server that chose to run it in the background anyway: wait for it here.
         ref = ProviderJobRef(call.job_id, snapshot.provider_job_id, call.endpoint, call.model)
@@ -129,7 +131,8 @@ class OpenAIProvider:
         metadata = dict(call.body.get("metadata") or {})
         metadata[JOB_ID_METADATA] = call.job_id
         body = {**call.body, "background": True, "store": True, "metadata": metadata}
-        return self._snapshot(await self._post("responses", body, idempotency_key=call.job_id))
+        created = await self._post("responses", body, idempotency_key=call.idempotency_key)
+        return self._snapshot(created)
 
     async def retrieve(self, ref: ProviderJobRef) -> Snapshot:
         return self._snapshot(await self._send("GET", f"responses/{ref.provider_job_id}"))

@@ -225,7 +225,7 @@ class Worker:
             model=job.model,
             attempt=job.attempt,
             run_count=job.run_count,
-            idempotency_key=job.id,
+            idempotency_key=job.provider_idempotency_key,
         )
         failpoints.hit("before_provider_call", job.model)
         in_background = provider_background.background_for(provider, job.endpoint)

@@ -4,7 +4,9 @@ Message Batches, over one SimEngine shared with the in-process `sim` provider.
 
 Behaviour comes from each request's directives (see `jobgate.providers.simulation`), read from
 the `x-jobgate-sim` header (where jobgate's adapters put them) or a `sim` member of the body.
-Tests may also `inject()` faults into any route, e.g. failing status checks.
+Tests may also `inject()` faults into any route, e.g. failing status checks; a simulator in
+another process takes the same through `POST /_simulator/inject` and shows what it saw at
+`GET /_simulator/state`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ SIM_HEADER = "x-jobgate-sim"
 _RESPONSE = re.compile(r"^/v1/responses/([\w-]+)(/cancel)?$")
 _BATCH = re.compile(r"^/v1/messages/batches/([\w-]+)(/cancel|/results)?$")
 WEBHOOK_ATTEMPTS = 3
+CONTROL_PREFIX = "/_simulator/"
 
 
 @dataclasses.dataclass(slots=True)
@@ -118,12 +121,8 @@ class Simulator:
     # -- dispatch ----------------------------------------------------------------------------
 
     async def handle(self, request: Request) -> Answer:
-        if request.path == "/_simulator/state":
-            return Reply.json(
-                200,
-                {"created": self.engine.created, "cancel_calls": self.engine.cancel_calls,
-                 "requests": len(self.engine.requests)},
-            )  # fmt: skip
+        if request.path.startswith(CONTROL_PREFIX):
+            return self._control(request)
         anthropic = request.path.startswith("/v1/messages")
         try:
             body = request.json()
@@ -142,6 +141,45 @@ class Simulator:
             self._inflight -= 1
             self._wake.set()
         return answer
+
+    # -- test hooks, for a simulator running in another process ------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """What the provider saw and did: objects created (billed work), cancels, every request
+        (method, path, Idempotency-Key) and every webhook delivery (its final status)."""
+        return {
+            "created": list(self.engine.created),
+            "cancel_calls": list(self.engine.cancel_calls),
+            "requests": len(self.engine.requests),
+            "request_log": [
+                {"method": r.method, "path": r.path,
+                 "idempotency_key": r.headers.get("idempotency-key")}
+                for r in self.engine.requests
+            ],
+            "deliveries": [dataclasses.asdict(d) for d in self.deliveries],
+        }  # fmt: skip
+
+    def _control(self, request: Request) -> Answer:
+        """`GET /_simulator/state`, and `POST /_simulator/inject` with `{"method",
+        "path_prefix", "fault", "times"}` (see `inject`)."""
+        if request.method == "GET" and request.path == f"{CONTROL_PREFIX}state":
+            return Reply.json(200, self.state())
+        if request.method == "POST" and request.path == f"{CONTROL_PREFIX}inject":
+            try:
+                spec = request.json()
+                fault = spec["fault"]
+                if fault not in sim_wire.FAULT_STATUS and fault not in ("hang", "drop"):
+                    raise ValueError(f"unknown fault {fault!r}")
+                self.inject(
+                    str(spec["method"]),
+                    str(spec["path_prefix"]),
+                    fault,
+                    times=int(spec.get("times", 1)),
+                )
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                return _error(False, "invalid_request", f"bad injection: {exc}")
+            return Reply.json(200, {"injected": spec})
+        return _error(False, "not_found", f"no route {request.method} {request.path}")
 
     def _injected_fault(self, request: Request, anthropic: bool) -> Answer | None:
         for rule in self._injected:

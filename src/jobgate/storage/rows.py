@@ -74,6 +74,7 @@ class RowDecoder:
             dead_lettered=bool(row["dead_lettered"]),
             purged_at=t(row["purged_at"]),
             event_seq=row["event_seq"],
+            provider_generation=row["provider_generation"],
         )
 
     def event(self, row: RowLike) -> JobEvent:

@@ -37,6 +37,7 @@ class JobFacts:
     outbox_duplicates: int  # (event_type, target, series) seen more than once
     # (from, to, actor, reason, applied) for each event, in order
     events: tuple[tuple[str | None, str, str, str | None, bool], ...]
+    provider_job_id: str | None = None  # a background job's id at its provider
 
     @property
     def terminal(self) -> bool:
@@ -108,7 +109,10 @@ def job_facts(url: str, job_ids: Sequence[str] | None = None) -> dict[str, JobFa
     return asyncio.run(_postgres_facts(url, job_ids))
 
 
-_JOBS = "SELECT id, state, attempt, run_count, lost_count, dead_lettered, error FROM jobs"
+_JOBS = (
+    "SELECT id, state, attempt, run_count, lost_count, dead_lettered, error, provider_job_id"
+    " FROM jobs"
+)
 _EVENTS = "SELECT job_id, from_state, to_state, actor, reason, applied FROM job_events"
 _LEDGER = "SELECT job_id, count(*) AS n FROM usage_ledger"
 _OUTBOX = "SELECT job_id, event_type, target, series FROM outbox"
@@ -200,5 +204,6 @@ def _assemble(
                 (e["from_state"], e["to_state"], e["actor"], e["reason"], bool(e["applied"]))
                 for e in log
             ),
+            provider_job_id=job["provider_job_id"],
         )
     return facts

@@ -4,6 +4,7 @@
     proxy.delay(0.5)      # every chunk in either direction waits 0.5 s
     proxy.blackhole()     # connections stay open but nothing passes (a silent network drop)
     proxy.reset()         # every connection is torn down with a TCP RST, new ones too
+    proxy.refuse()        # nothing listens: a connect is refused (RST to the SYN), nothing sent
     proxy.heal()          # pass traffic again (new connections; blackholed ones stay dead)
     proxy.close()
 
@@ -23,6 +24,7 @@ PASS = "pass"
 DELAY = "delay"
 BLACKHOLE = "blackhole"
 RESET = "reset"
+REFUSE = "refuse"
 
 
 class _Link:
@@ -101,6 +103,12 @@ class TcpProxy:
         """Reset every open connection; refuse new ones with a reset until heal()."""
         self._call(self._set, RESET, 0.0)
 
+    def refuse(self) -> None:
+        """Stop listening until heal(): connecting fails at once (the SYN is answered with a
+        RST), so a client knows that nothing it meant to send left. Open connections are reset.
+        """
+        self._call(self._set, REFUSE, 0.0)
+
     def heal(self) -> None:
         """Forward normally again (connections blackholed or reset before stay dead)."""
         self._call(self._set, PASS, 0.0)
@@ -123,7 +131,9 @@ class TcpProxy:
         assert self._loop is not None, "start() the proxy first"
 
         async def apply() -> None:
-            function(*args)  # type: ignore[operator]
+            result = function(*args)  # type: ignore[operator]
+            if asyncio.iscoroutine(result):
+                await result
 
         asyncio.run_coroutine_threadsafe(apply(), self._loop).result(timeout=10)
 
@@ -154,19 +164,28 @@ class TcpProxy:
             task.cancel()
         await asyncio.gather(*others, return_exceptions=True)
 
-    def _set(self, mode: str, delay_s: float) -> None:
+    async def _set(self, mode: str, delay_s: float) -> None:
         self.mode = mode
         self.delay_s = delay_s
         if mode == BLACKHOLE:
             for link in self._links:
                 link.blackholed = True
-        elif mode == RESET:
+        elif mode in (RESET, REFUSE):
             for link in list(self._links):
                 link.abort()
             self._links.clear()
+        if mode == REFUSE:
+            if self._server is not None:
+                self._server.close()  # the listening socket closes at once
+                self._server = None
+        elif self._server is None:
+            # Listen again on the same port (asyncio sets SO_REUSEADDR).
+            self._server = await asyncio.start_server(self._accept, self.host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
+        # CancelledError too: close() cancels these top-level handlers, and Python 3.11's
+        # stream callback logs a cancelled handler task as an error.
+        with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
             await self._serve(reader, writer)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

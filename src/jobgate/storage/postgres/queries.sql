@@ -365,12 +365,15 @@ UPDATE jobs AS j
 RETURNING j.id
 
 -- name: job_redrive
--- An operator's redrive: a dead-lettered failed job starts a new attempt series.
+-- An operator's redrive: a dead-lettered failed job starts a new attempt series (and, if a
+-- provider job of it ended, a new provider generation).
 UPDATE jobs AS j
    SET state = 'queued',
        attempt = 0,
        lost_count = 0,
        series = j.series + 1,
+       provider_generation = j.provider_generation
+                             + CASE WHEN j.provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
        dead_lettered = false,
        run_at = clock.now,
        completed_at = NULL,

@@ -110,6 +110,8 @@ WITH clock AS (
            cancel_outcome = coalesce(:cancel_outcome, j.cancel_outcome),
            creation_outcome = CASE WHEN :state = 'queued' THEN NULL ELSE j.creation_outcome END,
            provider_job_id = CASE WHEN :state = 'queued' THEN NULL ELSE j.provider_job_id END,
+           provider_generation = j.provider_generation
+                                 + CASE WHEN :state = 'queued' THEN 1 ELSE 0 END,
            provider_status = coalesce(:provider_status, j.provider_status),
            phase = NULL,
            reconcile_at = CASE WHEN :watch_in_s::double precision IS NULL THEN NULL

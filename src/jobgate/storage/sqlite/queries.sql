@@ -250,12 +250,15 @@ UPDATE jobs
 RETURNING id
 
 -- name: job_redrive
--- An operator's redrive: a dead-lettered failed job starts a new attempt series.
+-- An operator's redrive: a dead-lettered failed job starts a new attempt series (and, if a
+-- provider job of it ended, a new provider generation).
 UPDATE jobs
    SET state = 'queued',
        attempt = 0,
        lost_count = 0,
        series = series + 1,
+       provider_generation = provider_generation
+                             + CASE WHEN provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
        dead_lettered = 0,
        run_at = :now,
        completed_at = NULL,

@@ -90,6 +90,7 @@ UPDATE jobs
        cancel_outcome = coalesce(:cancel_outcome, cancel_outcome),
        creation_outcome = CASE WHEN :state = 'queued' THEN NULL ELSE creation_outcome END,
        provider_job_id = CASE WHEN :state = 'queued' THEN NULL ELSE provider_job_id END,
+       provider_generation = provider_generation + CASE WHEN :state = 'queued' THEN 1 ELSE 0 END,
        provider_status = coalesce(:provider_status, provider_status),
        phase = NULL,
        reconcile_at = CASE WHEN :watch_in_s IS NULL THEN NULL ELSE :now + :watch_in_s END,
