@@ -9,11 +9,7 @@ def test_dialects_have_the_same_versions() -> None:
     sqlite = [(m.version, m.name) for m in migrations.available("jobgate.storage.sqlite")]
     postgres = [(m.version, m.name) for m in migrations.available("jobgate.storage.postgres")]
     assert sqlite == postgres
-    # Numbers are assigned per feature (0005 responses, 0006 reliability), so one may land
-    # before another and leave a gap for a while; the runner applies every version it has
-    # not recorded, in order, whenever it lands.
-    versions = [v for v, _ in sqlite]
-    assert versions[0] == 1 and versions == sorted(set(versions))
+    assert [v for v, _ in sqlite] == list(range(1, len(sqlite) + 1))
 
 
 def test_query_blocks_have_descriptions() -> None:
