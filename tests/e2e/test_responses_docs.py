@@ -54,3 +54,23 @@ def test_the_examples_run(tmp_path: Path) -> None:
             tmp_path,
         )
         assert sent.startswith("resp_")
+
+
+def readme_sdk_example() -> str:
+    readme = DOC.parents[1] / "README.md"
+    examples = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.DOTALL)
+    (example,) = [code for code in examples if "openai.OpenAI(" in code]
+    return example
+
+
+def test_the_readme_sdk_example_runs(tmp_path: Path) -> None:
+    with ProcessHarness(tmp_path) as harness:
+        serve = harness.start("serve")
+        assert serve.url is not None
+        env = {**os.environ, "JOBGATE_API_KEY": harness.default_api_key(serve.url)}
+        example = readme_sdk_example().replace("http://127.0.0.1:8000", serve.url)
+        assert serve.url in example
+        printed = run(
+            example + "print(client.responses.retrieve(response.id).status)\n", env, tmp_path
+        )
+        assert printed.splitlines() == ["completed echo: Write the report", "completed"]
