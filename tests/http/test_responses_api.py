@@ -204,6 +204,24 @@ async def test_delete_purges_and_then_it_is_gone(gateway: Gateway) -> None:
     assert job["purged"] is True and job["result"] is None
 
 
+async def test_replaying_the_create_of_a_deleted_response_finds_nothing(gateway: Gateway) -> None:
+    # Found by schemathesis' stateful phase (seed 99): the replay answered a hollow 200 for a
+    # response that retrieve and delete call not found.
+    key = {"Idempotency-Key": "deleted-then-replayed"}
+    done = await gateway.client.responses.create(
+        model="sim-echo", input="forget me", extra_headers=key
+    )
+    await gateway.client.responses.delete(done.id)
+    with pytest.raises(openai.NotFoundError):
+        await gateway.client.responses.create(
+            model="sim-echo", input="forget me", extra_headers=key
+        )
+    with pytest.raises(openai.UnprocessableEntityError):  # the key still belongs to that body
+        await gateway.client.responses.create(
+            model="sim-echo", input="another", extra_headers=key
+        )
+
+
 async def test_not_found_for_jobs_and_other_tenants(gateway: Gateway) -> None:
     native = await gateway.api.http.post(
         "/v1/jobs",

@@ -42,7 +42,7 @@ def test_openapi_contract_holds_under_schemathesis(tmp_path: Path) -> None:
                 "--header",
                 f"Authorization: Bearer {key}",
                 "--max-examples",
-                os.environ.get("JOBGATE_FUZZ_EXAMPLES", "10"),
+                os.environ.get("JOBGATE_FUZZ_EXAMPLES", "50"),
                 "--seed",
                 os.environ.get("JOBGATE_FUZZ_SEED", "20261130"),
                 "--no-color",

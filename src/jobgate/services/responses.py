@@ -38,7 +38,8 @@ class ResponsesService:
         raw_body: Any,
         idempotency_key: str | None = None,
     ) -> SubmitOutcome:
-        """Store the response as a job (an Idempotency-Key replays the original)."""
+        """Store the response as a job (an Idempotency-Key replays the original; a replay of
+        a response deleted since is not found, as it would be on retrieve)."""
         spec = SubmitSpec(
             endpoint=responses.ENDPOINT,
             body=request.body,
@@ -47,13 +48,16 @@ class ResponsesService:
             api=responses.API,
             id_prefix=responses.ID_PREFIX,
         )
-        return await self.jobs.submit(
+        outcome = await self.jobs.submit(
             tenant_id=tenant_id,
             spec=spec,
             raw_body=raw_body,
             idempotency_key=idempotency_key,
             route=SUBMIT_ROUTE,
         )
+        if outcome.replayed and outcome.job.purged_at is not None:
+            raise errors.NotFound("response", outcome.job.id)
+        return outcome
 
     async def get(self, *, tenant_id: str, response_id: str) -> Job:
         """The response's job. A job of the native API, or a deleted response, is not found
