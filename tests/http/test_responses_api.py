@@ -217,9 +217,7 @@ async def test_replaying_the_create_of_a_deleted_response_finds_nothing(gateway:
             model="sim-echo", input="forget me", extra_headers=key
         )
     with pytest.raises(openai.UnprocessableEntityError):  # the key still belongs to that body
-        await gateway.client.responses.create(
-            model="sim-echo", input="another", extra_headers=key
-        )
+        await gateway.client.responses.create(model="sim-echo", input="another", extra_headers=key)
 
 
 async def test_not_found_for_jobs_and_other_tenants(gateway: Gateway) -> None:
