@@ -9,16 +9,38 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
+import pydantic_core
 
 from jobgate import errors
+from jobgate.domain import costs
 
 DAY_S = 86_400
 # The standard webhook schedule spans about three days; results must outlive it.
 WEBHOOK_RETRY_WINDOW_S = 3 * DAY_S
+
+
+def _number_only(value: Any) -> Any:
+    # Decimal would accept "0.40" or true; a price is written as a TOML number.
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise pydantic_core.PydanticCustomError("number_type", "Input should be a number")
+    return value
+
+
+_Usd = Annotated[Decimal, pydantic.BeforeValidator(_number_only), pydantic.Field(ge=0)]
+
+
+class ModelPrice(pydantic.BaseModel):
+    """USD per million tokens, e.g. `"gpt-4.1-mini" = { input_per_mtok = 0.40, … }`."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: _Usd
+    output_per_mtok: _Usd
 
 
 class ProviderConfig(pydantic.BaseModel):
@@ -55,6 +77,9 @@ class ProviderConfig(pydantic.BaseModel):
     # Circuit breaker: open after this many consecutive failures, probe again after reset_s.
     breaker_failure_threshold: int = pydantic.Field(default=5, gt=0)
     breaker_reset_s: float = pydantic.Field(default=30.0, gt=0)
+    # Prices by model name; "*" prices every other model of this provider. Usage of a model
+    # without a price costs 0 towards cost budgets (and is logged once per model).
+    prices: dict[str, ModelPrice] = pydantic.Field(default_factory=dict)
 
     @pydantic.model_validator(mode="after")
     def _check_responses_api(self) -> ProviderConfig:
@@ -75,6 +100,8 @@ class TenantLimits(pydantic.BaseModel):
     allowed_providers: tuple[str, ...] = ()  # empty = any
     max_output_tokens: int = pydantic.Field(default=0, ge=0)  # 0 = no cap
     daily_token_budget: int = pydantic.Field(default=0, ge=0)  # 0 = unlimited
+    # USD a UTC day, priced with the providers' `prices`; 0 = unlimited
+    daily_cost_budget_usd: float = pydantic.Field(default=0.0, ge=0, allow_inf_nan=False)
 
 
 class Settings(pydantic.BaseModel):
@@ -138,6 +165,17 @@ class Settings(pydantic.BaseModel):
         """Configured providers plus the built-in simulator `sim` (unless overridden)."""
         builtin = {"sim": ProviderConfig(kind="sim", model_prefixes=("sim-",))}
         return {**builtin, **self.providers}
+
+    def prices(self) -> costs.Prices:
+        """Every provider's prices, by provider name then model (or "*")."""
+        return {
+            name: {
+                model: costs.Price(price.input_per_mtok, price.output_per_mtok)
+                for model, price in provider.prices.items()
+            }
+            for name, provider in self.all_providers().items()
+            if provider.prices
+        }
 
     def limits_for(self, tenant_name: str) -> TenantLimits:
         return self.tenants.get(tenant_name, self.tenant_defaults)

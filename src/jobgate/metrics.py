@@ -41,6 +41,11 @@ QUEUE_OLDEST_AGE_SECONDS = Gauge(
     ["tenant"],
 )
 DEAD_LETTERED = Gauge("jobgate_jobs_dead_lettered", "Dead-lettered jobs, by tenant", ["tenant"])
+TENANT_SPEND_USD_TODAY = Gauge(
+    "jobgate_tenant_spend_usd_today",
+    "USD each tenant has spent since UTC midnight, priced with the providers' configured prices",
+    ["tenant"],
+)
 
 # -- this process ------------------------------------------------------------------------------
 

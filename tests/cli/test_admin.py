@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
+
+from jobgate.config import load_settings
+from jobgate.services.jobs import SubmitSpec
+from jobgate.services.runtime import Runtime
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,3 +69,64 @@ def test_bad_configuration_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().startswith("jobgate: configuration error: JOBGATE_LEASE_TTL_S")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+PRICED_SIM = """
+[providers.sim]
+kind = "sim"
+model_prefixes = ["sim-"]
+[providers.sim.prices]
+"*" = { input_per_mtok = 1000, output_per_mtok = 3000 }
+"""
+
+
+def run_one_job(database_url: str, config: Path) -> Decimal:
+    """Create tenant acme and run one simulated job for it in-process; what it cost."""
+
+    async def work() -> Decimal:
+        settings = load_settings({}, config_path=config, database_url=database_url)
+        runtime = Runtime(settings)
+        await runtime.open(migrate=True)
+        try:
+            tenant = (await runtime.tenants.create("acme")).tenant
+            body = {"model": "sim-echo", "messages": [{"role": "user", "content": "hello"}]}
+            spec = SubmitSpec(endpoint="/v1/chat/completions", body=body)
+            await runtime.jobs.submit(tenant_id=tenant.id, spec=spec)
+            [done] = await runtime.worker().run_once()
+            assert done is not None
+            [entry] = await runtime.storage.usage_for_job(job_id=done.id)
+            return Decimal(entry.input_tokens * 1000 + entry.output_tokens * 3000) / 1_000_000
+        finally:
+            await runtime.close()
+
+    return asyncio.run(work())
+
+
+def test_tenant_cost_budget_and_spend_today(database_url: str, tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(PRICED_SIM + "[tenants.acme]\ndaily_cost_budget_usd = 1.25\n")
+    cost = run_one_job(database_url, config)
+    assert cost > 0
+    env = {"JOBGATE_DATABASE_URL": database_url}
+
+    shown = jobgate("tenants", "show", "acme", "--json", cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stderr
+    limits = json.loads(shown.stdout)
+    assert limits["daily_cost_budget_usd"] == 1.25  # from jobgate.toml
+    assert limits["spend_today_usd"] == float(round(cost, 6))
+
+    changed = jobgate(
+        "tenants", "set", "acme", "--daily-cost-budget-usd", "0.75", "--json", cwd=tmp_path, env=env
+    )
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads(changed.stdout)["daily_cost_budget_usd"] == 0.75
+    text = jobgate("tenants", "show", "acme", cwd=tmp_path, env=env).stdout
+    assert "daily_cost_budget_usd  0.75" in text
+    assert f"spend_today_usd        {float(round(cost, 6))}" in text
+
+    refused = jobgate(
+        "tenants", "set", "acme", "--daily-cost-budget-usd", "-1", cwd=tmp_path, env=env
+    )
+    assert refused.returncode == 2 and "--daily-cost-budget-usd" in refused.stderr
+    reset = jobgate("tenants", "set", "acme", "--reset", "--json", cwd=tmp_path, env=env)
+    assert json.loads(reset.stdout)["daily_cost_budget_usd"] == 1.25

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from jobgate import errors
 from jobgate.config import load_settings
+from jobgate.domain import costs
 
 
 def test_defaults_match_the_design(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,3 +94,54 @@ def test_responses_api_per_provider_kind(tmp_path: Path) -> None:
     with pytest.raises(errors.ConfigError) as caught:
         load_settings({}, config_path=config)
     assert "responses_api" in str(caught.value) and "claude" in str(caught.value)
+
+
+def test_prices_per_provider_and_model(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(
+        '[providers.openai]\nkind = "openai"\n'
+        "[providers.openai.prices]\n"
+        '"gpt-4.1-mini" = { input_per_mtok = 0.40, output_per_mtok = 1.60 }\n'
+        '"*" = { input_per_mtok = 2, output_per_mtok = 8.0 }\n'
+        "[tenants.acme]\ndaily_cost_budget_usd = 12.5\n"
+    )
+    settings = load_settings({}, config_path=config)
+    assert settings.prices() == {
+        "openai": {
+            "gpt-4.1-mini": costs.Price(Decimal("0.4"), Decimal("1.6")),
+            "*": costs.Price(Decimal("2"), Decimal("8.0")),
+        }
+    }  # the built-in `sim` has no prices: its usage costs 0
+    assert settings.limits_for("acme").daily_cost_budget_usd == 12.5
+    assert settings.limits_for("someone").daily_cost_budget_usd == 0
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ('"m" = { input_per_mtok = -1, output_per_mtok = 1 }', "prices.m.input_per_mtok"),
+        ('"m" = { input_per_mtok = "0.4", output_per_mtok = 1 }', "prices.m.input_per_mtok"),
+        ('"m" = { input_per_mtok = nan, output_per_mtok = 1 }', "prices.m.input_per_mtok"),
+        ('"m" = { input_per_mtok = 1, output_per_mtok = true }', "prices.m.output_per_mtok"),
+        ('"m" = { input_per_mtok = 1 }', "prices.m.output_per_mtok"),
+        ('"m" = { input_per_mtok = 1, output_per_mtok = 1, cached = 0.1 }', "prices.m.cached"),
+        ('"*" = 2.0', "prices.*"),
+    ],
+)
+def test_bad_prices_name_the_setting(tmp_path: Path, toml: str, named: str) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(f'[providers.up]\nkind = "openai"\n[providers.up.prices]\n{toml}\n')
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    message = str(caught.value)
+    assert f"providers up.{named}" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("value", ["-0.01", "inf", '"lots"'])
+def test_bad_cost_budget_names_the_setting(tmp_path: Path, value: str) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(f"[tenants.acme]\ndaily_cost_budget_usd = {value}\n")
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    message = str(caught.value)
+    assert "tenants acme.daily_cost_budget_usd" in message and "\n" not in message

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime, time, timedelta
+from decimal import Decimal
+
 import pytest
 
 from jobgate import errors
-from jobgate.config import Settings, TenantLimits
+from jobgate.config import ModelPrice, ProviderConfig, Settings, TenantLimits
 from jobgate.domain.states import JobState
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.runtime import Runtime
@@ -13,6 +17,8 @@ from jobgate.storage.records import LimitOverrides
 from jobgate.testing import FakeClock
 
 CHAT = "/v1/chat/completions"
+# USD per million tokens of the simulator's sim-echo; its other models have no price.
+ECHO_PRICE = ModelPrice(input_per_mtok=Decimal("1000"), output_per_mtok=Decimal("2500.5"))
 
 
 def chat(text: str = "hi", **extra: object) -> SubmitSpec:
@@ -29,6 +35,11 @@ def settings() -> Settings:
         shutdown_grace_s=0,
         max_queued_total=50,
         tenants={"toml": TenantLimits(max_queued=3, allowed_models=("sim-echo",))},
+        providers={
+            "sim": ProviderConfig(
+                kind="sim", model_prefixes=("sim-",), prices={"sim-echo": ECHO_PRICE}
+            )
+        },
     )
 
 
@@ -117,6 +128,65 @@ async def test_budget_exhaustion_stops_claims_for_that_tenant_only(runtime: Runt
     claimed = await worker.run_once()
     assert [j.tenant_id for j in claimed if j is not None] == [saver.id]
     assert await runtime.storage.queued_count(tenant_id=spender.id) == 1
+
+
+async def test_cost_budget_exhaustion_stops_claims_for_that_tenant_only(
+    runtime: Runtime, clock: FakeClock
+) -> None:
+    spender = (await runtime.tenants.create("spender")).tenant
+    saver = (await runtime.tenants.create("saver")).tenant
+    await runtime.jobs.submit(tenant_id=spender.id, spec=chat("spend it all"))
+    worker = runtime.worker()
+    [done] = await worker.run_once()
+    assert done is not None and done.state is JobState.SUCCEEDED
+    [billed] = await runtime.storage.usage_for_job(job_id=done.id)
+    cost = (
+        billed.input_tokens * ECHO_PRICE.input_per_mtok
+        + billed.output_tokens * ECHO_PRICE.output_per_mtok
+    ) / 1_000_000
+    assert cost > 0 and await runtime.limits.spend_today() == {spender.id: cost}
+    # Both may spend exactly what the spender has spent: the spender has reached its budget.
+    for tenant in (spender, saver):
+        await runtime.storage.tenant_limits_set(
+            tenant_id=tenant.id, overrides=LimitOverrides(daily_cost_budget_usd=float(cost))
+        )
+    await runtime.jobs.submit(tenant_id=spender.id, spec=chat("more"))
+    await runtime.jobs.submit(tenant_id=saver.id, spec=chat("mine"))
+    runtime.limits.invalidate()
+    claimed = await worker.run_once()
+    assert [j.tenant_id for j in claimed if j is not None] == [saver.id]
+    assert await runtime.storage.queued_count(tenant_id=spender.id) == 1
+    clock.advance(60)  # a later refresh, the same day: still paused
+    assert await worker.run_once() == []
+    # A new UTC day, a new budget.
+    tomorrow = clock.now().date() + timedelta(days=1)
+    clock.set(datetime.combine(tomorrow, time(0), tzinfo=UTC))
+    claimed = await worker.run_once()
+    assert [j.tenant_id for j in claimed if j is not None] == [spender.id]
+
+
+async def test_unpriced_usage_costs_nothing_and_is_logged_once_per_model(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    owner = (await runtime.tenants.create("acme")).tenant
+    await runtime.storage.tenant_limits_set(
+        tenant_id=owner.id, overrides=LimitOverrides(daily_cost_budget_usd=0.000001)
+    )
+    other = SubmitSpec(
+        endpoint=CHAT, body={"model": "sim-other", "messages": [{"role": "user", "content": "x"}]}
+    )
+    worker = runtime.worker()
+    caplog.set_level(logging.WARNING, logger="jobgate.services.limits")
+    for _ in range(3):
+        await runtime.jobs.submit(tenant_id=owner.id, spec=other)
+        runtime.limits.invalidate()
+        [done] = await worker.run_once()  # never over budget: the usage has no price
+        assert done is not None and done.state is JobState.SUCCEEDED
+    assert await runtime.limits.spend_today() == {owner.id: 0}
+    unpriced = [r for r in caplog.records if "without a configured price" in r.getMessage()]
+    assert [(r.__dict__["provider"], r.__dict__["model"]) for r in unpriced] == [
+        ("sim", "sim-other")
+    ]
 
 
 async def test_caps_come_from_limits(runtime: Runtime) -> None:

@@ -7,10 +7,18 @@ from datetime import timedelta
 import pytest
 
 from jobgate import errors
+from jobgate.domain.costs import UsageTotal
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, IdempotencyClaim, LimitOverrides, QueueLimit
+from jobgate.storage.providers_records import Settlement
+from jobgate.storage.records import (
+    Finish,
+    IdempotencyClaim,
+    LimitOverrides,
+    QueueLimit,
+    Tenant,
+)
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 
@@ -20,7 +28,11 @@ pytestmark = pytest.mark.asyncio
 async def test_overrides_round_trip(storage: Storage) -> None:
     tenant = await make_tenant(storage)
     wanted = LimitOverrides(
-        max_running=3, weight=2.5, allowed_models=("a", "b"), daily_token_budget=10_000
+        max_running=3,
+        weight=2.5,
+        allowed_models=("a", "b"),
+        daily_token_budget=10_000,
+        daily_cost_budget_usd=12.5,
     )
     assert await storage.tenant_limits_set(tenant_id=tenant.id, overrides=wanted) == wanted
     assert await storage.tenant_limits_all() == {tenant.id: wanted}
@@ -90,6 +102,79 @@ async def test_usage_tokens_since(storage: Storage, clock: FakeClock) -> None:
     since = clock.now() - timedelta(seconds=1)
     assert await storage.usage_tokens_since(since=since) == {tenant.id: 42}
     assert await storage.usage_tokens_since(since=clock.now() + timedelta(seconds=1)) == {}
+
+
+async def billed(
+    storage: Storage, clock: FakeClock, tenant: Tenant, usage: tuple[int, int], **job: object
+) -> None:
+    """A job of `tenant` that succeeds with (input, output) tokens of usage."""
+    await storage.job_insert(job=new_job(tenant, **job), now=clock.now())
+    [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    await storage.job_finish(
+        finish=Finish(
+            lease=Lease(claimed.id, claimed.lease_token or ""),
+            state=JobState.SUCCEEDED,
+            reason="completed",
+            usage={"input_tokens": usage[0], "output_tokens": usage[1]},
+        ),
+        now=clock.now(),
+    )
+
+
+async def refunded(
+    storage: Storage, clock: FakeClock, tenant: Tenant, usage: tuple[int, int], **job: object
+) -> None:
+    """A background job cancelled locally whose provider finished anyway: its usage is billed
+    as a completion and a matching refund."""
+    await storage.job_insert(job=new_job(tenant, **job), now=clock.now())
+    [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    lease = Lease(claimed.id, claimed.lease_token or "")
+    await storage.job_provider_submitting(lease=lease, now=clock.now())
+    pid = f"resp_{claimed.id}"
+    await storage.job_background_accept(
+        lease=lease, provider_job_id=pid, provider_status="queued", reconcile_in_s=30,
+        now=clock.now(),
+    )  # fmt: skip
+    await storage.job_settle(
+        settlement=Settlement(
+            job_id=claimed.id, provider_job_id=pid, state=JobState.CANCELLED,
+            reason="cancel_requested", actor="reconciler", cancel_outcome="not_supported",
+            watch_in_s=10,
+        ),
+        now=clock.now(),
+    )  # fmt: skip
+    assert await storage.job_discard_late_result(
+        job_id=claimed.id, provider_job_id=pid, to_state=JobState.SUCCEEDED,
+        usage={"input_tokens": usage[0], "output_tokens": usage[1]}, actor="reconciler",
+        now=clock.now(),
+    )  # fmt: skip
+
+
+async def test_usage_by_model_since(storage: Storage, clock: FakeClock) -> None:
+    a = await make_tenant(storage, "a")
+    b = await make_tenant(storage, "b")
+    await billed(storage, clock, a, (1000, 1000), provider="openai", model="old")  # yesterday
+    clock.advance(60)
+    since = clock.now()
+    await billed(storage, clock, a, (100, 10), provider="openai", model="mini")
+    await billed(storage, clock, a, (200, 20), provider="openai", model="mini")
+    await billed(storage, clock, a, (7, 3), provider="openai", model="big")
+    await billed(storage, clock, a, (5, 5), provider="sim", model=None)
+    await billed(storage, clock, b, (1, 2), provider="openai", model="mini")
+    await refunded(storage, clock, a, (50, 50), provider="openai", model="refunded")
+    await refunded(storage, clock, b, (40, 4), provider="openai", model="mini")
+
+    totals = await storage.usage_by_model_since(since=since)
+    assert sorted(totals, key=lambda u: (u.tenant_id, u.provider, u.model or "")) == [
+        UsageTotal(a.id, "openai", "big", 7, 3),
+        UsageTotal(a.id, "openai", "mini", 300, 30),
+        UsageTotal(a.id, "openai", "refunded", 0, 0),
+        UsageTotal(a.id, "sim", None, 5, 5),
+        UsageTotal(b.id, "openai", "mini", 1, 2),
+    ]
+    # The same ledger as the token view sees it.
+    assert await storage.usage_tokens_since(since=since) == {a.id: 350, b.id: 3}
+    assert await storage.usage_by_model_since(since=clock.now() + timedelta(seconds=1)) == []
 
 
 async def test_retention_purges_old_results_and_keeps_tombstones(

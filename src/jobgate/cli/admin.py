@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 from typing import Any
 
 import click
@@ -78,6 +79,11 @@ def _names(value: str | None) -> tuple[str, ...] | None:
 @click.option("--allowed-providers", help="Comma-separated; empty string: any.")
 @click.option("--max-output-tokens", type=click.IntRange(min=0), help="Per request (0: none).")
 @click.option("--daily-token-budget", type=click.IntRange(min=0), help="Tokens a day (0: none).")
+@click.option(
+    "--daily-cost-budget-usd",
+    type=click.FloatRange(min=0),
+    help="USD a UTC day, priced with the providers' prices (0: none).",
+)
 @click.option("--reset", is_flag=True, help="Drop every override first (back to jobgate.toml).")
 @_json
 @_db
@@ -112,20 +118,23 @@ def tenants_set(
 @_json
 @_db
 def tenants_show(name: str, as_json: bool, database_url: str | None) -> None:
-    """Show the limits in force for a tenant."""
+    """Show the limits in force for a tenant, and what it has spent since UTC midnight."""
 
     async def work(runtime: Runtime) -> dict[str, object]:
         tenant = await runtime.storage.tenant_get(name=name)
         if tenant is None:
             raise click.ClickException(f"no tenant named {name!r}")
-        return {"tenant": name, **(await runtime.limits.for_tenant(tenant.id)).model_dump()}
+        limits = (await runtime.limits.for_tenant(tenant.id)).model_dump()
+        spent = (await runtime.limits.spend_today()).get(tenant.id, Decimal(0))
+        # A JSON number, exact to the micro-dollar (a sum of Decimals, rounded once here).
+        return {"tenant": name, **limits, "spend_today_usd": float(round(spent, 6))}
 
     result = with_runtime(load(database_url=database_url), work)
     emit(result, as_json=as_json, text=_limits_text(result))
 
 
 def _limits_text(limits: dict[str, object]) -> str:
-    return "\n".join(f"{key:<20} {value}" for key, value in limits.items())
+    return "\n".join(f"{key:<22} {value}" for key, value in limits.items())
 
 
 @click.group()

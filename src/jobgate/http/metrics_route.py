@@ -25,13 +25,22 @@ class _Gauges:
 
 
 async def refresh_job_gauges(ctx: AppContext) -> None:
-    """Per-tenant queue depth, running jobs, longest wait and dead letters, from the database."""
+    """Per-tenant queue depth, running jobs, longest wait, dead letters and spend today, from
+    the database."""
     clock = ctx.jobs.clock
     if clock.monotonic() - _Gauges.refreshed_at < _REFRESH_EVERY_S:
         return
     overview = await ctx.storage.admin_overview()
     now = await ctx.storage.database_now()
-    for gauge in (metrics.JOBS, metrics.QUEUE_OLDEST_AGE_SECONDS, metrics.DEAD_LETTERED):
+    limits = ctx.jobs.limits
+    spend = await limits.spend_today() if limits.priced else {}  # no prices: all spend is 0
+    gauges = (
+        metrics.JOBS,
+        metrics.QUEUE_OLDEST_AGE_SECONDS,
+        metrics.DEAD_LETTERED,
+        metrics.TENANT_SPEND_USD_TODAY,
+    )
+    for gauge in gauges:
         gauge.clear()
     for tenant in overview:
         metrics.JOBS.labels(tenant.tenant_name, "queued").set(tenant.queued)
@@ -41,6 +50,8 @@ async def refresh_job_gauges(ctx: AppContext) -> None:
             waited_s = max(0.0, (now - tenant.oldest_due_at).total_seconds())
         metrics.QUEUE_OLDEST_AGE_SECONDS.labels(tenant.tenant_name).set(waited_s)
         metrics.DEAD_LETTERED.labels(tenant.tenant_name).set(tenant.dead_lettered)
+        spent = spend.get(tenant.tenant_id, 0)
+        metrics.TENANT_SPEND_USD_TODAY.labels(tenant.tenant_name).set(float(spent))
     _Gauges.refreshed_at = clock.monotonic()
 
 

@@ -1,6 +1,7 @@
 """Tenant limits in force: jobgate.toml `[tenants.NAME]` (or `tenant_defaults`) overlaid with
 `jobgate tenants set` overrides from the database, which win. Answers are cached for a couple of
-seconds, so a change takes effect across every process within that time.
+seconds, so a change takes effect across every process within that time. Daily budgets (tokens,
+or USD priced from the usage ledger) pause a tenant's claims until the next UTC midnight.
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import deque
-from datetime import datetime, time
+from datetime import UTC, datetime, time
+from decimal import Decimal
 
 from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.config import Settings, TenantLimits
+from jobgate.domain import costs
 from jobgate.domain import limits as rules
 from jobgate.domain.job import NewJob
 from jobgate.storage.protocol import Storage
@@ -50,6 +53,8 @@ class LimitsService:
         self._claims: deque[tuple[float, dict[str, int]]] = deque()
         self._budget_at = -1e18
         self._blocked: frozenset[str] = frozenset()
+        self._prices = settings.prices()
+        self._unpriced_logged: set[tuple[str, str | None]] = set()
 
     # -- effective limits ------------------------------------------------------------------
 
@@ -149,7 +154,7 @@ class LimitsService:
     # -- claims (workers) ------------------------------------------------------------------
 
     async def claim_policy(self) -> ClaimPolicy:
-        """Caps and weights per tenant, and the tenants over their daily token budget."""
+        """Caps and weights per tenant, and the tenants over a daily budget."""
         await self._refresh_limits()
         defaults = self._settings.tenant_defaults
         shares = {
@@ -164,24 +169,62 @@ class LimitsService:
         )
 
     async def _over_budget(self) -> frozenset[str]:
-        budgets = {
+        tokens = {
             t: lim.daily_token_budget
             for t, lim in self._by_tenant.items()
             if lim.daily_token_budget > 0
         }
-        if not budgets:
+        usd = {
+            t: costs.usd(lim.daily_cost_budget_usd)
+            for t, lim in self._by_tenant.items()
+            if lim.daily_cost_budget_usd > 0
+        }
+        if not tokens and not usd:
             return frozenset()
         if self._clock.monotonic() - self._budget_at >= self._refresh_s:
-            midnight = datetime.combine(
-                self._clock.now().date(), time(0), tzinfo=self._clock.now().tzinfo
-            )
-            used = await self._storage.usage_tokens_since(since=midnight)
-            blocked = frozenset(t for t, budget in budgets.items() if used.get(t, 0) >= budget)
+            midnight = self._midnight()
+            blocked: set[str] = set()
+            if tokens:
+                used = await self._storage.usage_tokens_since(since=midnight)
+                blocked.update(t for t, budget in tokens.items() if used.get(t, 0) >= budget)
+            if usd:
+                spent = await self._spend_since(midnight)
+                blocked.update(t for t, budget in usd.items() if spent.get(t, 0) >= budget)
             if blocked != self._blocked and blocked:
                 log.warning(
-                    "tenants over their daily token budget: claims paused",
+                    "tenants over their daily budget: claims paused",
                     extra={"count": len(blocked)},
                 )
-            self._blocked = blocked
+            self._blocked = frozenset(blocked)
             self._budget_at = self._clock.monotonic()
         return self._blocked
+
+    # -- spend -----------------------------------------------------------------------------
+
+    @property
+    def priced(self) -> bool:
+        """Whether any provider has prices (else every spend is 0)."""
+        return bool(self._prices)
+
+    async def spend_today(self) -> dict[str, Decimal]:
+        """Each tenant's spend in USD since UTC midnight (tenants without usage are absent).
+        One grouped query, not cached: for `tenants show` and /metrics."""
+        return await self._spend_since(self._midnight())
+
+    async def _spend_since(self, since: datetime) -> dict[str, Decimal]:
+        usage = await self._storage.usage_by_model_since(since=since)
+        spend = costs.spend(usage, self._prices)
+        for provider, model in sorted(spend.unpriced - self._unpriced_logged, key=str):
+            # Once per (provider, model) and process: the operator should add a price (or a
+            # "*" price for the provider); until then this usage costs 0 against budgets.
+            log.warning(
+                "usage without a configured price counts 0 towards cost budgets",
+                extra={"provider": provider, "model": model},
+            )
+        self._unpriced_logged.update(spend.unpriced)
+        return spend.by_tenant
+
+    def _midnight(self) -> datetime:
+        """The start of today, UTC."""
+        today = self._clock.now().astimezone(UTC).date()
+        return datetime.combine(today, time(0), tzinfo=UTC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from jobgate.domain import costs
 from jobgate.storage.records import LimitOverrides, QueueCounts
 
 
@@ -29,6 +30,11 @@ class LimitsStore(Protocol):
 
     async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
         """Tokens billed per tenant since `since` (completions minus refunds)."""
+        ...
+
+    async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
+        """Tokens billed since `since` per (tenant, provider, model), completions minus
+        refunds, in no particular order. Read-only; pricing them is the caller's business."""
         ...
 
     async def job_purge_expired(

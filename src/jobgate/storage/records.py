@@ -153,6 +153,7 @@ class LimitOverrides:
     allowed_providers: tuple[str, ...] | None = None
     max_output_tokens: int | None = None
     daily_token_budget: int | None = None
+    daily_cost_budget_usd: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

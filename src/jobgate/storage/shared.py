@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from jobgate.domain import costs
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.records import Finish, LimitOverrides, ReapResult, RetryDelay
@@ -95,6 +96,9 @@ def overrides_params(overrides: LimitOverrides) -> dict[str, Any]:
         else list(overrides.allowed_providers),
         "max_output_tokens": overrides.max_output_tokens,
         "daily_token_budget": overrides.daily_token_budget,
+        "daily_cost_budget_usd": None
+        if overrides.daily_cost_budget_usd is None
+        else float(overrides.daily_cost_budget_usd),
     }
 
 
@@ -109,4 +113,15 @@ def overrides_from_row(row: Any, decode_json: Any) -> LimitOverrides:
         allowed_providers=None if providers is None else tuple(providers),
         max_output_tokens=row["max_output_tokens"],
         daily_token_budget=row["daily_token_budget"],
+        daily_cost_budget_usd=row["daily_cost_budget_usd"],
+    )
+
+
+def usage_total_from_row(row: Any) -> costs.UsageTotal:
+    return costs.UsageTotal(
+        tenant_id=row["tenant_id"],
+        provider=row["provider"],
+        model=row["model"],
+        input_tokens=int(row["input_tokens"] or 0),
+        output_tokens=int(row["output_tokens"] or 0),
     )

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from jobgate.domain import costs
 from jobgate.storage import shared
 from jobgate.storage.records import LimitOverrides, QueueCounts
 
@@ -62,6 +63,10 @@ class PostgresLimits:
     async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
         rows = await self._fetch("usage_tokens_since", since=since)
         return {row["tenant_id"]: int(row["tokens"] or 0) for row in rows}
+
+    async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
+        rows = await self._fetch("usage_by_model_since", since=since)
+        return [shared.usage_total_from_row(row) for row in rows]
 
     async def job_purge_expired(
         self, *, completed_before: datetime, limit: int, now: datetime | None = None

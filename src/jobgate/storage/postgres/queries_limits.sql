@@ -3,15 +3,18 @@
 -- name: tenant_limits_upsert
 -- Replace a tenant's stored overrides.
 INSERT INTO tenant_limits (tenant_id, max_running, max_queued, weight, allowed_models,
-                           allowed_providers, max_output_tokens, daily_token_budget, updated_at)
+                           allowed_providers, max_output_tokens, daily_token_budget,
+                           daily_cost_budget_usd, updated_at)
 VALUES (:tenant_id, :max_running, :max_queued, :weight, :allowed_models, :allowed_providers,
-        :max_output_tokens, :daily_token_budget, coalesce(:now::timestamptz, now()))
+        :max_output_tokens, :daily_token_budget, :daily_cost_budget_usd,
+        coalesce(:now::timestamptz, now()))
 ON CONFLICT (tenant_id) DO UPDATE
    SET max_running = excluded.max_running, max_queued = excluded.max_queued,
        weight = excluded.weight, allowed_models = excluded.allowed_models,
        allowed_providers = excluded.allowed_providers,
        max_output_tokens = excluded.max_output_tokens,
-       daily_token_budget = excluded.daily_token_budget, updated_at = excluded.updated_at
+       daily_token_budget = excluded.daily_token_budget,
+       daily_cost_budget_usd = excluded.daily_cost_budget_usd, updated_at = excluded.updated_at
 RETURNING *
 
 -- name: tenant_limits_all
@@ -42,6 +45,15 @@ SELECT tenant_id,
   FROM usage_ledger
  WHERE created_at >= :since
  GROUP BY tenant_id
+
+-- name: usage_by_model_since
+-- Tokens billed per tenant, provider and model since a time: completions minus refunds.
+SELECT tenant_id, provider, model,
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens)::bigint AS input_tokens,
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens)::bigint AS output_tokens
+  FROM usage_ledger
+ WHERE created_at >= :since
+ GROUP BY tenant_id, provider, model
 
 -- name: job_purge_expired
 -- Erase input and result of jobs completed before the cut-off, oldest first.

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from jobgate.domain import costs
 from jobgate.storage import shared, sql
 from jobgate.storage.records import LimitOverrides, QueueCounts
 from jobgate.storage.sqlite.database import SqliteDatabase
@@ -64,6 +65,13 @@ class SqliteLimits:
             lambda conn: conn.execute(Q["usage_tokens_since"].sql, params).fetchall()
         )
         return {row["tenant_id"]: int(row["tokens"] or 0) for row in rows}
+
+    async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
+        params = {"since": since.timestamp()}
+        rows = await self._db.read(
+            lambda conn: conn.execute(Q["usage_by_model_since"].sql, params).fetchall()
+        )
+        return [shared.usage_total_from_row(row) for row in rows]
 
     async def job_purge_expired(
         self, *, completed_before: datetime, limit: int, now: datetime | None = None

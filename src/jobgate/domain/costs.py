@@ -1,0 +1,79 @@
+"""What usage costs: prices per provider and model (with a `*` fallback), and a day's spend per
+tenant from the usage ledger. Money is Decimal USD throughout, so sums never drift."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+
+ANY_MODEL = "*"  # the price of any model of a provider that has no price of its own
+_PER_MTOK = Decimal(1_000_000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input_per_mtok: Decimal
+    output_per_mtok: Decimal
+
+
+# provider name -> model name (or ANY_MODEL) -> price
+Prices = Mapping[str, Mapping[str, Price]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """Tokens one tenant used on one provider's model: completions minus refunds, so the
+    totals may be zero (everything refunded)."""
+
+    tenant_id: str
+    provider: str
+    model: str | None  # None: the provider reported no model
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Spend:
+    by_tenant: dict[str, Decimal]  # USD; tenants without usage are absent
+    unpriced: frozenset[tuple[str, str | None]]  # (provider, model) counted at 0: no price
+
+
+def price_for(prices: Prices, *, provider: str, model: str | None) -> Price | None:
+    """The model's own price, else the provider's `*` price, else None (unpriced)."""
+    table = prices.get(provider)
+    if table is None:
+        return None
+    if model is not None and model in table:
+        return table[model]
+    return table.get(ANY_MODEL)
+
+
+def cost_usd(price: Price, *, input_tokens: int, output_tokens: int) -> Decimal:
+    """Exact cost of some tokens (negative for refunded tokens)."""
+    return (input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok) / _PER_MTOK
+
+
+def spend(usage: Iterable[UsageTotal], prices: Prices) -> Spend:
+    """Each tenant's spend over the usage given. Usage without a price counts 0 and is named
+    in `unpriced`, so that the caller can make it visible."""
+    by_tenant: dict[str, Decimal] = {}
+    unpriced: set[tuple[str, str | None]] = set()
+    for row in usage:
+        price = price_for(prices, provider=row.provider, model=row.model)
+        if price is None:
+            if row.input_tokens or row.output_tokens:
+                unpriced.add((row.provider, row.model))
+            amount = Decimal(0)
+        else:
+            amount = cost_usd(price, input_tokens=row.input_tokens, output_tokens=row.output_tokens)
+        by_tenant[row.tenant_id] = by_tenant.get(row.tenant_id, Decimal(0)) + amount
+    return Spend(by_tenant, frozenset(unpriced))
+
+
+def usd(amount: float) -> Decimal:
+    """A configured USD amount as the decimal the operator wrote (0.1 is 0.1, not
+    0.1000000000000000055…): floats keep their shortest repr."""
+    return Decimal(repr(float(amount)))
