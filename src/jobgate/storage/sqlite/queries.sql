@@ -160,7 +160,7 @@ RETURNING id, cancel_requested_at
 
 -- name: job_finish
 -- Apply a lease holder's verdict, fenced on the lease token. A retry of a job whose cancel was
--- requested becomes the cancellation instead.
+-- requested becomes the cancellation instead. Answers what the caller needs to bill and report.
 UPDATE jobs
    SET state = CASE WHEN :state = 'queued' AND cancel_requested_at IS NOT NULL
                     THEN 'cancelled' ELSE :state END,
@@ -187,7 +187,7 @@ UPDATE jobs
                                 THEN 'cancel_requested' ELSE :reason END
  WHERE id = :id AND lease_token = :token AND state = 'running'
    AND (:expired_only = 0 OR lease_expires_at < :now)
-RETURNING *
+RETURNING id, state, attempt, tenant_id, provider, model
 
 -- name: usage_record
 -- Bill a completion once: the ledger is unique on (job_id, kind).

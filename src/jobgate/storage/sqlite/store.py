@@ -29,6 +29,7 @@ from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
     Finish,
+    Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
@@ -458,7 +459,7 @@ class SqliteStorage(
 
     def _finish_one(
         self, conn: sqlite3.Connection, finish: Finish, at: float, *, expired_only: bool = False
-    ) -> Job | None:
+    ) -> Finished | None:
         row = conn.execute(
             Q["job_finish"].sql,
             {
@@ -482,26 +483,26 @@ class SqliteStorage(
         ).fetchone()
         if row is None:
             return None
-        job = self._decode.job(row)
-        if job.state is JobState.SUCCEEDED and finish.usage:
+        done = Finished(row["id"], JobState(row["state"]), row["attempt"])
+        if done.state is JobState.SUCCEEDED and finish.usage:
             conn.execute(
                 Q["usage_record"].sql,
                 {
-                    "job_id": job.id,
+                    "job_id": done.job_id,
                     "kind": "completion",
-                    "tenant_id": job.tenant_id,
-                    "provider": job.provider,
-                    "model": job.model,
+                    "tenant_id": row["tenant_id"],
+                    "provider": row["provider"],
+                    "model": row["model"],
                     "input_tokens": int(finish.usage.get("input_tokens") or 0),
                     "output_tokens": int(finish.usage.get("output_tokens") or 0),
                     "now": at,
                 },
             )
-        return job
+        return done
 
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Job | None]:
+    ) -> list[Finished | None]:
         if not finishes:
             return []
         at = self._now(now)
@@ -510,6 +511,20 @@ class SqliteStorage(
         )
         self._published(results)
         return results
+
+    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+        at = self._now(now)
+
+        def finish_read(conn: sqlite3.Connection) -> Job | None:
+            if self._finish_one(conn, finish, at) is None:
+                return None
+            row = conn.execute(Q["job_get"].sql, {"id": finish.lease.job_id}).fetchone()
+            return None if row is None else self._decode.job(row)
+
+        job = await self._db.write(finish_read)
+        if job is not None:
+            self._published([Finished(job.id, job.state, job.attempt)])
+        return job
 
     # -- jobs: everyone else's side ----------------------------------------------------
 
@@ -571,7 +586,7 @@ class SqliteStorage(
         moment = now or self._clock.now()
         at = _ts(moment)
 
-        def reap(conn: sqlite3.Connection) -> list[Job | None]:
+        def reap(conn: sqlite3.Connection) -> list[Finished | None]:
             rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
             verdicts = [
                 shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
@@ -579,9 +594,9 @@ class SqliteStorage(
             ]
             return [self._finish_one(conn, v, at, expired_only=True) for v in verdicts]
 
-        jobs = await self._db.write(reap)
-        self._published(jobs)
-        return shared.reap_result(jobs)
+        finished = await self._db.write(reap)
+        self._published(finished)
+        return shared.reap_result(finished)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         params = {"limit": limit, "now": self._now(now)}
