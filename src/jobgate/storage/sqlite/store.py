@@ -457,48 +457,50 @@ class SqliteStorage(
 
         return await self._db.write(renew) if leases else []
 
-    def _finish_one(
-        self, conn: sqlite3.Connection, finish: Finish, at: float, *, expired_only: bool = False
-    ) -> Finished | None:
-        row = conn.execute(
-            Q["job_finish"].sql,
-            {
-                "id": finish.lease.job_id,
-                "token": finish.lease.token,
-                "state": str(finish.state),
-                "result": _json_in(finish.result),
-                "error": _json_in(finish.error),
-                "usage": _json_in(finish.usage),
-                "refund_attempt": 0 if finish.count_attempt else 1,
-                "lost": int(finish.lost),
-                "dead_lettered": int(finish.dead_lettered),
-                "retry_in_s": finish.retry_in_s,
-                "cancel_outcome": finish.cancel_outcome,
-                "creation_outcome": finish.creation_outcome,
-                "actor": finish.actor,
-                "reason": finish.reason,
-                "expired_only": int(expired_only),
-                "now": at,
-            },
-        ).fetchone()
-        if row is None:
-            return None
-        done = Finished(row["id"], JobState(row["state"]), row["attempt"])
-        if done.state is JobState.SUCCEEDED and finish.usage:
-            conn.execute(
-                Q["usage_record"].sql,
+    def _finish(
+        self,
+        conn: sqlite3.Connection,
+        finishes: Sequence[Finish],
+        at: float,
+        *,
+        expired_only: bool = False,
+    ) -> list[Finished | None]:
+        """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
+        appears more than once, in order, so each verdict meets the lease its predecessors
+        left), then one ledger INSERT for its billed successes."""
+        results: list[Finished | None] = [None] * len(finishes)
+        for batch in _rounds(finishes):
+            rows = conn.execute(
+                Q["job_finish"].sql,
                 {
-                    "job_id": done.job_id,
-                    "kind": "completion",
-                    "tenant_id": row["tenant_id"],
-                    "provider": row["provider"],
-                    "model": row["model"],
-                    "input_tokens": int(finish.usage.get("input_tokens") or 0),
-                    "output_tokens": int(finish.usage.get("output_tokens") or 0),
+                    "verdicts": _json_in([_verdict(finishes[i]) for i in batch]),
+                    "expired_only": int(expired_only),
                     "now": at,
                 },
-            )
-        return done
+            ).fetchall()
+            written = {row["id"]: row for row in rows}
+            billed = []
+            for i in batch:
+                finish = finishes[i]
+                row = written.get(finish.lease.job_id)
+                if row is None:
+                    continue  # fenced off: nothing was written for this job
+                done = Finished(row["id"], JobState(row["state"]), row["attempt"])
+                results[i] = done
+                if done.state is JobState.SUCCEEDED and finish.usage:
+                    billed.append(
+                        {
+                            "job_id": done.job_id,
+                            "tenant_id": row["tenant_id"],
+                            "provider": row["provider"],
+                            "model": row["model"],
+                            "input_tokens": int(finish.usage.get("input_tokens") or 0),
+                            "output_tokens": int(finish.usage.get("output_tokens") or 0),
+                        }
+                    )
+            if billed:
+                conn.execute(Q["usage_record_many"].sql, {"entries": _json_in(billed), "now": at})
+        return results
 
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
@@ -506,9 +508,7 @@ class SqliteStorage(
         if not finishes:
             return []
         at = self._now(now)
-        results = await self._db.write(
-            lambda conn: [self._finish_one(conn, finish, at) for finish in finishes]
-        )
+        results = await self._db.write(lambda conn: self._finish(conn, finishes, at))
         self._published(results)
         return results
 
@@ -516,7 +516,7 @@ class SqliteStorage(
         at = self._now(now)
 
         def finish_read(conn: sqlite3.Connection) -> Job | None:
-            if self._finish_one(conn, finish, at) is None:
+            if self._finish(conn, [finish], at) == [None]:
                 return None
             row = conn.execute(Q["job_get"].sql, {"id": finish.lease.job_id}).fetchone()
             return None if row is None else self._decode.job(row)
@@ -592,7 +592,7 @@ class SqliteStorage(
                 shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
                 for row in rows.fetchall()
             ]
-            return [self._finish_one(conn, v, at, expired_only=True) for v in verdicts]
+            return self._finish(conn, verdicts, at, expired_only=True)
 
         finished = await self._db.write(reap)
         self._published(finished)
@@ -649,6 +649,40 @@ class SqliteStorage(
             lambda conn: conn.execute(Q["outbox_for_job"].sql, {"job_id": job_id}).fetchall()
         )
         return [self._decode.outbox(row) for row in rows]
+
+
+def _verdict(finish: Finish) -> dict[str, Any]:
+    """One element of job_finish's JSON array; JSON members travel as JSON text."""
+    return {
+        "id": finish.lease.job_id,
+        "token": finish.lease.token,
+        "state": str(finish.state),
+        "result": _json_in(finish.result),
+        "error": _json_in(finish.error),
+        "usage": _json_in(finish.usage),
+        "refund_attempt": 0 if finish.count_attempt else 1,
+        "lost": int(finish.lost),
+        "dead_lettered": int(finish.dead_lettered),
+        "retry_in_s": finish.retry_in_s,
+        "cancel_outcome": finish.cancel_outcome,
+        "creation_outcome": finish.creation_outcome,
+        "actor": finish.actor,
+        "reason": finish.reason,
+    }
+
+
+def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
+    """Indices of `finishes` split so that no job appears twice in one round: round k holds
+    each job's k-th verdict (the worker sends one per lease, so almost always one round)."""
+    rounds: list[list[int]] = []
+    seen: dict[str, int] = {}
+    for index, finish in enumerate(finishes):
+        k = seen.get(finish.lease.job_id, 0)
+        seen[finish.lease.job_id] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(index)
+    return rounds
 
 
 def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: QueueLimit) -> None:
