@@ -249,9 +249,11 @@ async def test_cancellation_racing_completion_orderings(
     assert final is not None
     expected = JobState.SUCCEEDED if winner == "completion" else JobState.CANCELLED
     assert final.state is expected
+    settled = await storage.job_get(job_id=job.id)
+    assert settled is not None and settled.state is expected
     # A cancel after the terminal state changes nothing and is not a conflict.
     again = await runtime.jobs.cancel(tenant_id=tenant.id, job_id=job.id)
-    assert again.state is expected and again.event_seq == final.event_seq
+    assert again.state is expected and again.event_seq == settled.event_seq
     events = await storage.job_events(job_id=job.id)
     assert sum(1 for e in events if e.applied and e.to_state.terminal) == 1
     usage = await storage.usage_for_job(job_id=job.id)

@@ -11,7 +11,7 @@ from jobgate import errors, ids
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, IdempotencyClaim
+from jobgate.storage.records import Finish, Finished, IdempotencyClaim
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 
@@ -306,6 +306,88 @@ async def test_finish_many_reports_lost_leases(storage: Storage, clock: FakeCloc
     assert results[0] is not None and results[0].state is JobState.SUCCEEDED
     assert results[1] is None
     assert await storage.job_finish_many(finishes=[]) == []
+
+
+async def test_finish_many_answers_narrow_rows_in_order(storage: Storage, clock: FakeClock) -> None:
+    tenant = await make_tenant(storage)
+    for _ in range(4):
+        await storage.job_insert(job=new_job(tenant), now=clock.now())
+    jobs = await storage.job_claim(worker_id="w", limit=4, lease_ttl_s=30, now=clock.now())
+    a, b, c, d = sorted(jobs, key=lambda j: j.id)
+    await storage.job_cancel(job_id=d.id, tenant_id=tenant.id, actor="user", now=clock.now())
+    results = await storage.job_finish_many(
+        finishes=[
+            Finish(
+                lease=lease(c),
+                state=JobState.QUEUED,
+                reason="rate_limited",
+                retry_in_s=5,
+                count_attempt=False,
+            ),
+            Finish(lease=lease(a), state=JobState.SUCCEEDED, reason="completed"),
+            Finish(lease=lease(b), state=JobState.FAILED, reason="fatal", error={"code": "x"}),
+            Finish(lease=lease(d), state=JobState.QUEUED, reason="server_error", retry_in_s=1),
+        ],
+        now=clock.now(),
+    )
+    assert results == [
+        Finished(c.id, JobState.QUEUED, 0),  # the attempt refunded
+        Finished(a.id, JobState.SUCCEEDED, 1),
+        Finished(b.id, JobState.FAILED, 1),
+        Finished(d.id, JobState.CANCELLED, 1),  # a retry of a cancel-requested job
+    ]
+    stored = {job.id: await storage.job_get(job_id=job.id) for job in (a, b, c, d)}
+    assert {job_id: job.state for job_id, job in stored.items() if job is not None} == {
+        a.id: JobState.SUCCEEDED,
+        b.id: JobState.FAILED,
+        c.id: JobState.QUEUED,
+        d.id: JobState.CANCELLED,
+    }
+
+
+async def test_stale_token_in_a_batch_fences_off_only_its_job(
+    storage: Storage, clock: FakeClock
+) -> None:
+    tenant = await make_tenant(storage)
+    for _ in range(3):
+        await storage.job_insert(job=new_job(tenant), now=clock.now())
+    a, b, c = await storage.job_claim(worker_id="w", limit=3, lease_ttl_s=30, now=clock.now())
+    usage = {"input_tokens": 4, "output_tokens": 2}
+    results = await storage.job_finish_many(
+        finishes=[
+            Finish(lease=lease(a), state=JobState.SUCCEEDED, reason="completed", usage=usage),
+            Finish(
+                lease=Lease(b.id, "stale"),
+                state=JobState.SUCCEEDED,
+                reason="completed",
+                result={"late": True},
+                usage=usage,
+            ),
+            Finish(lease=lease(c), state=JobState.SUCCEEDED, reason="completed", usage=usage),
+        ],
+        now=clock.advance(1),
+    )
+    assert [r.job_id if r is not None else None for r in results] == [a.id, None, c.id]
+    fenced = await storage.job_get(job_id=b.id)
+    assert fenced is not None and fenced.state is JobState.RUNNING
+    assert fenced.lease_token == b.lease_token and fenced.result is None
+    assert await storage.usage_for_job(job_id=b.id) == []
+    assert [e.to_state for e in await storage.job_events(job_id=b.id)] == [
+        JobState.QUEUED,
+        JobState.RUNNING,
+    ]
+    for job in (a, c):
+        ledger = await storage.usage_for_job(job_id=job.id)
+        assert [(u.kind, u.input_tokens, u.output_tokens) for u in ledger] == [("completion", 4, 2)]
+        events = await storage.job_events(job_id=job.id)
+        assert [e.to_state for e in events][-1] is JobState.SUCCEEDED
+    # The same verdicts again: every lease is spent now, nothing is written twice.
+    again = await storage.job_finish_many(
+        finishes=[Finish(lease=lease(a), state=JobState.SUCCEEDED, reason="completed")],
+        now=clock.now(),
+    )
+    assert again == [None]
+    assert len(await storage.usage_for_job(job_id=a.id)) == 1
 
 
 async def test_retry_refund_and_dead_letter(storage: Storage, clock: FakeClock) -> None:

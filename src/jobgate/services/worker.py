@@ -29,7 +29,7 @@ from jobgate.services import background, outcomes
 from jobgate.services.limits import LimitsService
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
+from jobgate.storage.records import Finish, Finished
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +65,11 @@ class _FinishBatcher:
     def __init__(self, storage: Storage, *, max_batch: int = 500) -> None:
         self._storage = storage
         self._max_batch = max_batch
-        self._pending: list[tuple[Finish, asyncio.Future[Job | None]]] = []
+        self._pending: list[tuple[Finish, asyncio.Future[Finished | None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def finish(self, finish: Finish) -> Job | None:
-        future: asyncio.Future[Job | None] = asyncio.get_running_loop().create_future()
+    async def finish(self, finish: Finish) -> Finished | None:
+        future: asyncio.Future[Finished | None] = asyncio.get_running_loop().create_future()
         self._pending.append((finish, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
@@ -117,7 +117,7 @@ class Worker:
         self._provider_names = provider_names
         self._limits = limits
         self._inflight: dict[str, _InFlight] = {}
-        self._tasks: set[asyncio.Task[Job | None]] = set()
+        self._tasks: set[asyncio.Task[Finished | None]] = set()
         self._batcher = _FinishBatcher(storage)
         # Background mode (providers that run the job on their side): create, record, let go.
         self._background = background.BackgroundStarter(
@@ -179,13 +179,24 @@ class Worker:
         return jobs
 
     async def run_once(self, *, limit: int | None = None) -> list[Job | None]:
-        """Claim a batch and run every claimed job to its written verdict. The answer holds
-        each job as written, or None where the lease was lost and the result dropped."""
+        """Claim a batch and run every claimed job to its written verdict (for tests and
+        tools). The answer holds each job as read back once its verdict is written, or None
+        where the lease was lost and the result dropped."""
         jobs = await self.claim(limit)
-        return list(await asyncio.gather(*(self.execute(job) for job in jobs)))
+        written = await asyncio.gather(*(self.execute(job) for job in jobs))
+        return list(
+            await asyncio.gather(
+                *(self._read_back(done) for done in written),
+            )
+        )
 
-    async def execute(self, job: Job) -> Job | None:
-        """Run one claimed job: call its provider, then write the verdict under its lease."""
+    async def _read_back(self, done: Finished | None) -> Job | None:
+        return None if done is None else await self._storage.job_get(job_id=done.job_id)
+
+    async def execute(self, job: Job) -> Finished | None:
+        """Run one claimed job: call its provider, then write the verdict under its lease.
+        The answer is what was written (narrow: the loop only counts and logs it), or None
+        where the lease was lost."""
         entry = self._inflight[job.id]
         try:
             finish = await self._attempt(entry)
@@ -194,7 +205,10 @@ class Worker:
                 return None
             if isinstance(finish, background.Accepted):
                 # Background mode: record the provider's id (fenced) and free the slot.
-                return await self._background.accept(job, entry.lease, finish)
+                accepted = await self._background.accept(job, entry.lease, finish)
+                if accepted is None:
+                    return None
+                return Finished(accepted.id, accepted.state, accepted.attempt)
             return await self._write(entry, finish)
         finally:
             self._inflight.pop(job.id, None)
@@ -292,7 +306,7 @@ class Worker:
         self._providers.gates.record(job.provider, job.id, None)
         return outcomes.succeeded(job, result, actor=actor)
 
-    async def _write(self, entry: _InFlight, finish: Finish) -> Job | None:
+    async def _write(self, entry: _InFlight, finish: Finish) -> Finished | None:
         delay_s = 0.05
         while True:
             try:
@@ -312,21 +326,23 @@ class Worker:
         if written is None:
             await self._record_dropped(entry, "lease_lost", to_state=finish)
             return None
-        metrics.ATTEMPTS.labels(written.provider, finish.reason).inc()
+        job = entry.job
+        metrics.ATTEMPTS.labels(job.provider, finish.reason).inc()
         metrics.TRANSITIONS.labels(str(written.state)).inc()
         log.info(
             "job transition",
             extra={
-                "job_id": written.id,
-                "tenant_id": written.tenant_id,
+                "job_id": written.job_id,
+                "tenant_id": job.tenant_id,
                 "from_state": "running",
                 "to_state": str(written.state),
                 "reason": finish.reason,
                 "attempt": written.attempt,
                 "worker_id": self.worker_id,
-                "provider": written.provider,
-                "error_code": (written.error or {}).get("code")
-                if written.state != "succeeded"
+                "provider": job.provider,
+                # The error written is the verdict's own (a finish stores `finish.error`).
+                "error_code": (finish.error or {}).get("code")
+                if written.state is not JobState.SUCCEEDED
                 else None,
             },
         )

@@ -10,7 +10,7 @@ from jobgate import errors
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.changes import ChangeHub
-from jobgate.storage.records import Finish
+from jobgate.storage.records import Finish, Finished
 
 
 class SqlStorageBase:
@@ -18,11 +18,16 @@ class SqlStorageBase:
 
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Job | None]:
+    ) -> list[Finished | None]:
+        raise NotImplementedError
+
+    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+        """Apply one fenced verdict and read the job back in the same transaction (None, and
+        nothing written, when the lease is lost); publishes the change."""
         raise NotImplementedError
 
     async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
-        [job] = await self.job_finish_many(finishes=[finish], now=now)
+        job = await self._job_finish_read(finish=finish, now=now)
         if job is None:
             raise errors.LeaseLost(finish.lease.job_id)
         return job
@@ -35,14 +40,14 @@ class SqlStorageBase:
             for lease in leases
         ]
         results = await self.job_finish_many(finishes=finishes, now=now)
-        return [job.id for job in results if job is not None]
+        return [done.job_id for done in results if done is not None]
 
-    def _published(self, jobs: Sequence[Job | None]) -> None:
+    def _published(self, finished: Sequence[Finished | None]) -> None:
         """Wake this process's waiters after a commit (other processes hear NOTIFY, on
         PostgreSQL; on SQLite they poll)."""
-        changed = [job.id for job in jobs if job is not None]
+        changed = [done for done in finished if done is not None]
         if changed:
-            self.changes.jobs_changed(changed)
-            if any(job is not None and job.state is JobState.QUEUED for job in jobs):
+            self.changes.jobs_changed(done.job_id for done in changed)
+            if any(done.state is JobState.QUEUED for done in changed):
                 self.changes.work_available()
             self.changes.outbox_available()

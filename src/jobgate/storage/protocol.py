@@ -30,6 +30,7 @@ from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
     Finish,
+    Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
@@ -180,12 +181,15 @@ class JobStore(Protocol):
 
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Job | None]:
-        """Apply each fenced verdict; None in the answer where the lease was lost."""
+    ) -> list[Finished | None]:
+        """Apply each fenced verdict, all in one transaction; the answer is in the order of
+        `finishes`: what was written, or None where the lease was lost (a stale token, or the
+        job is no longer running), in which case nothing was written for that job."""
         ...
 
     async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
-        """One fenced verdict; raises errors.LeaseLost when the lease is gone."""
+        """One fenced verdict, answered with the whole job as written; raises
+        errors.LeaseLost when the lease is gone."""
         ...
 
     async def job_release(

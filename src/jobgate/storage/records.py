@@ -66,6 +66,17 @@ class Finish:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Finished:
+    """A fenced verdict as applied: what the lease holder counts and logs, without the job's
+    request and result. `state` is the state written (a retry of a job whose cancel was
+    requested is written `cancelled`); `attempt` is after any refund."""
+
+    job_id: str
+    state: JobState
+    attempt: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class HeartbeatResult:
     job_id: str
     cancel_requested: bool

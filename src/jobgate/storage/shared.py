@@ -9,7 +9,7 @@ from typing import Any
 from jobgate.domain import costs
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.records import Finish, LimitOverrides, ReapResult, RetryDelay
+from jobgate.storage.records import Finish, Finished, LimitOverrides, ReapResult, RetryDelay
 
 WORKER_LOST = "worker_lost"
 WORKER_LOST_REPEATEDLY = "worker_lost_repeatedly"
@@ -68,17 +68,17 @@ def error_body(code: str, message: str, *, kind: str = "job_error") -> dict[str,
     return {"code": code, "message": message, "type": kind}
 
 
-def reap_result(jobs: Sequence[Job | None]) -> ReapResult:
+def reap_result(finished: Sequence[Finished | None]) -> ReapResult:
     result = ReapResult()
-    for job in jobs:
-        if job is None:
+    for done in finished:
+        if done is None:
             continue
-        if job.state is JobState.QUEUED:
-            result.requeued.append(job.id)
-        elif job.state is JobState.CANCELLED:
-            result.cancelled.append(job.id)
+        if done.state is JobState.QUEUED:
+            result.requeued.append(done.job_id)
+        elif done.state is JobState.CANCELLED:
+            result.cancelled.append(done.job_id)
         else:
-            result.failed.append(job.id)
+            result.failed.append(done.job_id)
     return result
 
 

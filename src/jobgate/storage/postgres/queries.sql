@@ -244,7 +244,8 @@ RETURNING j.id, j.cancel_requested_at
 
 -- name: job_finish
 -- Apply lease holders' verdicts, fenced on each lease token, and bill each success once. A
--- retry of a job whose cancel was requested becomes the cancellation instead.
+-- retry of a job whose cancel was requested becomes the cancellation instead. Answers only
+-- what the lease holder needs (the jobs' request and result stay in the database).
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), verdict AS (
@@ -285,7 +286,7 @@ WITH clock AS (
       FROM verdict AS v, clock
      WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
        AND (NOT :expired_only::boolean OR j.lease_expires_at < clock.now)
-    RETURNING j.*
+    RETURNING j.id, j.state, j.attempt, j.tenant_id, j.provider, j.model, j.updated_at
 ), billed AS (
     INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
                               output_tokens, created_at)
@@ -297,7 +298,7 @@ WITH clock AS (
      WHERE f.state = 'succeeded' AND v.usage IS NOT NULL
     ON CONFLICT (job_id, kind) DO NOTHING
 )
-SELECT * FROM finished
+SELECT id, state, attempt FROM finished
 
 -- name: job_leases_expired
 -- Lock running jobs whose lease ran out (skipping those another reaper holds).

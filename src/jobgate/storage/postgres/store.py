@@ -34,6 +34,7 @@ from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
     Finish,
+    Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
@@ -116,6 +117,12 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
         "actor": finish.actor,
         "reason": finish.reason,
     }
+
+
+def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> list[Finished | None]:
+    """The narrow rows of a finish in the order of its verdicts, None where fenced off."""
+    by_id = {row["id"]: Finished(row["id"], JobState(row["state"]), row["attempt"]) for row in rows}
+    return [by_id.get(finish.lease.job_id) for finish in finishes]
 
 
 class PostgresStorage(
@@ -554,7 +561,7 @@ class PostgresStorage(
 
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Job | None]:
+    ) -> list[Finished | None]:
         if not finishes:
             return []
         rows = await self._fetch(
@@ -563,15 +570,29 @@ class PostgresStorage(
             now=now,
             expired_only=False,
         )
-        results = self._in_order(finishes, rows)
+        results = _in_order(finishes, rows)
         self._published(results)
         return results
 
-    def _in_order(
-        self, finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]
-    ) -> list[Job | None]:
-        by_id = {row["id"]: self._decode.job(row) for row in rows}
-        return [by_id.get(finish.lease.job_id) for finish in finishes]
+    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+        async def finish_read(conn: Conn) -> Job | None:
+            rows = await self._run(
+                conn,
+                "job_finish",
+                finishes=[_finish_payload(finish)],
+                now=now,
+                expired_only=False,
+            )
+            if not rows:
+                return None
+            # Our update holds the row lock until commit: this is the row as written.
+            row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
+            return None if row is None else self._decode.job(row)
+
+        job = await self._with_conn(finish_read, transaction=True)
+        if job is not None:
+            self._published([Finished(job.id, job.state, job.attempt)])
+        return job
 
     # -- jobs: everyone else's side ----------------------------------------------------
 
@@ -610,7 +631,7 @@ class PostgresStorage(
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
-        async def reap(conn: Conn) -> list[Job | None]:
+        async def reap(conn: Conn) -> list[Finished | None]:
             moment = now or await conn.fetchval(Q["database_now"].sql)
             rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
             verdicts = [
@@ -626,11 +647,11 @@ class PostgresStorage(
                 now=now,
                 expired_only=True,
             )
-            return self._in_order(verdicts, finished)
+            return _in_order(verdicts, finished)
 
-        jobs = await self._with_conn(reap, transaction=True)
-        self._published(jobs)
-        return shared.reap_result(jobs)
+        finished = await self._with_conn(reap, transaction=True)
+        self._published(finished)
+        return shared.reap_result(finished)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         rows = await self._fetch("job_expire_due", limit=limit, now=now)

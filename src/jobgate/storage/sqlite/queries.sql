@@ -159,41 +159,68 @@ UPDATE jobs
 RETURNING id, cancel_requested_at
 
 -- name: job_finish
--- Apply a lease holder's verdict, fenced on the lease token. A retry of a job whose cancel was
--- requested becomes the cancellation instead.
-UPDATE jobs
-   SET state = CASE WHEN :state = 'queued' AND cancel_requested_at IS NOT NULL
-                    THEN 'cancelled' ELSE :state END,
-       result = CASE WHEN purged_at IS NULL THEN :result END,
-       error = :error,
-       usage = coalesce(:usage, usage),
-       attempt = attempt - :refund_attempt,
-       lost_count = lost_count + :lost,
-       dead_lettered = :dead_lettered,
-       run_at = CASE WHEN :state = 'queued' THEN :now + :retry_in_s ELSE run_at END,
-       completed_at = CASE WHEN :state = 'queued' AND cancel_requested_at IS NULL
+-- Apply lease holders' verdicts (a JSON array, at most one per job), fenced on each lease token.
+-- A retry of a job whose cancel was requested becomes the cancellation instead. `result`,
+-- `error` and `usage` arrive as JSON text. Answers what the caller needs to bill and report.
+UPDATE jobs AS j
+   SET state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                    THEN 'cancelled' ELSE v.state END,
+       result = CASE WHEN j.purged_at IS NULL THEN v.result END,
+       error = v.error,
+       usage = coalesce(v.usage, j.usage),
+       attempt = j.attempt - v.refund_attempt,
+       lost_count = j.lost_count + v.lost,
+       dead_lettered = v.dead_lettered,
+       run_at = CASE WHEN v.state = 'queued' THEN :now + v.retry_in_s ELSE j.run_at END,
+       completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
                            THEN NULL ELSE :now END,
-       cancel_outcome = CASE WHEN :state = 'queued' AND cancel_requested_at IS NOT NULL
-                             THEN 'interrupted' ELSE coalesce(:cancel_outcome, cancel_outcome) END,
-       creation_outcome = coalesce(:creation_outcome, creation_outcome),
+       cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                             THEN 'interrupted' ELSE coalesce(v.cancel_outcome, j.cancel_outcome)
+                        END,
+       creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
        phase = NULL,
        lease_owner = NULL,
        lease_token = NULL,
        lease_expires_at = NULL,
        updated_at = :now,
-       event_seq = event_seq + 1,
-       transition_actor = :actor,
-       transition_reason = CASE WHEN :state = 'queued' AND cancel_requested_at IS NOT NULL
-                                THEN 'cancel_requested' ELSE :reason END
- WHERE id = :id AND lease_token = :token AND state = 'running'
-   AND (:expired_only = 0 OR lease_expires_at < :now)
-RETURNING *
+       event_seq = j.event_seq + 1,
+       transition_actor = v.actor,
+       transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                                THEN 'cancel_requested' ELSE v.reason END
+  FROM (SELECT value ->> '$.id' AS id,
+               value ->> '$.token' AS token,
+               value ->> '$.state' AS state,
+               value ->> '$.result' AS result,
+               value ->> '$.error' AS error,
+               value ->> '$.usage' AS usage,
+               value ->> '$.refund_attempt' AS refund_attempt,
+               value ->> '$.lost' AS lost,
+               value ->> '$.dead_lettered' AS dead_lettered,
+               value ->> '$.retry_in_s' AS retry_in_s,
+               value ->> '$.cancel_outcome' AS cancel_outcome,
+               value ->> '$.creation_outcome' AS creation_outcome,
+               value ->> '$.actor' AS actor,
+               value ->> '$.reason' AS reason
+          FROM json_each(:verdicts)) AS v
+ WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
+   AND (:expired_only = 0 OR j.lease_expires_at < :now)
+RETURNING id, state, attempt, tenant_id, provider, model
 
 -- name: usage_record
 -- Bill a completion once: the ledger is unique on (job_id, kind).
 INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
                           output_tokens, created_at)
 VALUES (:job_id, :kind, :tenant_id, :provider, :model, :input_tokens, :output_tokens, :now)
+ON CONFLICT (job_id, kind) DO NOTHING
+
+-- name: usage_record_many
+-- Bill completions (a JSON array of ledger rows) once each: the ledger is unique on (job_id, kind).
+INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                          output_tokens, created_at)
+SELECT value ->> '$.job_id', 'completion', value ->> '$.tenant_id', value ->> '$.provider',
+       value ->> '$.model', value ->> '$.input_tokens', value ->> '$.output_tokens', :now
+  FROM json_each(:entries)
+ WHERE true
 ON CONFLICT (job_id, kind) DO NOTHING
 
 -- name: usage_for_job

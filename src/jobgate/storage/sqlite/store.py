@@ -29,6 +29,7 @@ from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
     Finish,
+    Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
@@ -73,7 +74,9 @@ def _event_type(api: str, state: str, result_status: Any = None) -> str | None:
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
-    """The functions the triggers call; every connection that writes jobs needs them."""
+    """The functions the triggers call; every connection that writes jobs needs them. Since
+    migration 0007 the job trigger computes the event type in SQL: jobgate_event_type stays
+    for a database still at an older version (the trigger of 0005 calls it)."""
     conn.create_function("jobgate_event_type", 2, _event_type, deterministic=True)
     conn.create_function("jobgate_event_type", 3, _event_type, deterministic=True)
     conn.create_function("jobgate_event_id", 3, ids.event_id, deterministic=True)
@@ -456,60 +459,74 @@ class SqliteStorage(
 
         return await self._db.write(renew) if leases else []
 
-    def _finish_one(
-        self, conn: sqlite3.Connection, finish: Finish, at: float, *, expired_only: bool = False
-    ) -> Job | None:
-        row = conn.execute(
-            Q["job_finish"].sql,
-            {
-                "id": finish.lease.job_id,
-                "token": finish.lease.token,
-                "state": str(finish.state),
-                "result": _json_in(finish.result),
-                "error": _json_in(finish.error),
-                "usage": _json_in(finish.usage),
-                "refund_attempt": 0 if finish.count_attempt else 1,
-                "lost": int(finish.lost),
-                "dead_lettered": int(finish.dead_lettered),
-                "retry_in_s": finish.retry_in_s,
-                "cancel_outcome": finish.cancel_outcome,
-                "creation_outcome": finish.creation_outcome,
-                "actor": finish.actor,
-                "reason": finish.reason,
-                "expired_only": int(expired_only),
-                "now": at,
-            },
-        ).fetchone()
-        if row is None:
-            return None
-        job = self._decode.job(row)
-        if job.state is JobState.SUCCEEDED and finish.usage:
-            conn.execute(
-                Q["usage_record"].sql,
+    def _finish(
+        self,
+        conn: sqlite3.Connection,
+        finishes: Sequence[Finish],
+        at: float,
+        *,
+        expired_only: bool = False,
+    ) -> list[Finished | None]:
+        """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
+        appears more than once, in order, so each verdict meets the lease its predecessors
+        left), then one ledger INSERT for its billed successes."""
+        results: list[Finished | None] = [None] * len(finishes)
+        for batch in _rounds(finishes):
+            rows = conn.execute(
+                Q["job_finish"].sql,
                 {
-                    "job_id": job.id,
-                    "kind": "completion",
-                    "tenant_id": job.tenant_id,
-                    "provider": job.provider,
-                    "model": job.model,
-                    "input_tokens": int(finish.usage.get("input_tokens") or 0),
-                    "output_tokens": int(finish.usage.get("output_tokens") or 0),
+                    "verdicts": _json_in([_verdict(finishes[i]) for i in batch]),
+                    "expired_only": int(expired_only),
                     "now": at,
                 },
-            )
-        return job
+            ).fetchall()
+            written = {row["id"]: row for row in rows}
+            billed = []
+            for i in batch:
+                finish = finishes[i]
+                row = written.get(finish.lease.job_id)
+                if row is None:
+                    continue  # fenced off: nothing was written for this job
+                done = Finished(row["id"], JobState(row["state"]), row["attempt"])
+                results[i] = done
+                if done.state is JobState.SUCCEEDED and finish.usage:
+                    billed.append(
+                        {
+                            "job_id": done.job_id,
+                            "tenant_id": row["tenant_id"],
+                            "provider": row["provider"],
+                            "model": row["model"],
+                            "input_tokens": int(finish.usage.get("input_tokens") or 0),
+                            "output_tokens": int(finish.usage.get("output_tokens") or 0),
+                        }
+                    )
+            if billed:
+                conn.execute(Q["usage_record_many"].sql, {"entries": _json_in(billed), "now": at})
+        return results
 
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Job | None]:
+    ) -> list[Finished | None]:
         if not finishes:
             return []
         at = self._now(now)
-        results = await self._db.write(
-            lambda conn: [self._finish_one(conn, finish, at) for finish in finishes]
-        )
+        results = await self._db.write(lambda conn: self._finish(conn, finishes, at))
         self._published(results)
         return results
+
+    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+        at = self._now(now)
+
+        def finish_read(conn: sqlite3.Connection) -> Job | None:
+            if self._finish(conn, [finish], at) == [None]:
+                return None
+            row = conn.execute(Q["job_get"].sql, {"id": finish.lease.job_id}).fetchone()
+            return None if row is None else self._decode.job(row)
+
+        job = await self._db.write(finish_read)
+        if job is not None:
+            self._published([Finished(job.id, job.state, job.attempt)])
+        return job
 
     # -- jobs: everyone else's side ----------------------------------------------------
 
@@ -571,17 +588,17 @@ class SqliteStorage(
         moment = now or self._clock.now()
         at = _ts(moment)
 
-        def reap(conn: sqlite3.Connection) -> list[Job | None]:
+        def reap(conn: sqlite3.Connection) -> list[Finished | None]:
             rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
             verdicts = [
                 shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
                 for row in rows.fetchall()
             ]
-            return [self._finish_one(conn, v, at, expired_only=True) for v in verdicts]
+            return self._finish(conn, verdicts, at, expired_only=True)
 
-        jobs = await self._db.write(reap)
-        self._published(jobs)
-        return shared.reap_result(jobs)
+        finished = await self._db.write(reap)
+        self._published(finished)
+        return shared.reap_result(finished)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         params = {"limit": limit, "now": self._now(now)}
@@ -634,6 +651,40 @@ class SqliteStorage(
             lambda conn: conn.execute(Q["outbox_for_job"].sql, {"job_id": job_id}).fetchall()
         )
         return [self._decode.outbox(row) for row in rows]
+
+
+def _verdict(finish: Finish) -> dict[str, Any]:
+    """One element of job_finish's JSON array; JSON members travel as JSON text."""
+    return {
+        "id": finish.lease.job_id,
+        "token": finish.lease.token,
+        "state": str(finish.state),
+        "result": _json_in(finish.result),
+        "error": _json_in(finish.error),
+        "usage": _json_in(finish.usage),
+        "refund_attempt": 0 if finish.count_attempt else 1,
+        "lost": int(finish.lost),
+        "dead_lettered": int(finish.dead_lettered),
+        "retry_in_s": finish.retry_in_s,
+        "cancel_outcome": finish.cancel_outcome,
+        "creation_outcome": finish.creation_outcome,
+        "actor": finish.actor,
+        "reason": finish.reason,
+    }
+
+
+def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
+    """Indices of `finishes` split so that no job appears twice in one round: round k holds
+    each job's k-th verdict (the worker sends one per lease, so almost always one round)."""
+    rounds: list[list[int]] = []
+    seen: dict[str, int] = {}
+    for index, finish in enumerate(finishes):
+        k = seen.get(finish.lease.job_id, 0)
+        seen[finish.lease.job_id] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(index)
+    return rounds
 
 
 def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: QueueLimit) -> None:

@@ -1,0 +1,67 @@
+"""SQLite applies a batch of verdicts set-wise (one UPDATE from a JSON array); a job named
+twice in one batch still meets its verdicts one after the other, as if written singly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobgate.domain.job import Lease
+from jobgate.domain.states import JobState
+from jobgate.storage.records import Finish, Finished
+from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.testing import FakeClock
+from tests.storage.helpers import make_tenant, new_job
+
+
+async def test_a_job_twice_in_one_batch_meets_its_verdicts_in_order(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    await storage.open()
+    await storage.migrate()
+    try:
+        tenant = await make_tenant(storage)
+        for _ in range(2):
+            await storage.job_insert(job=new_job(tenant), now=clock.now())
+        a, b = await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=30, now=clock.now())
+        usage = {"input_tokens": 3, "output_tokens": 1}
+        assert a.lease_token is not None and b.lease_token is not None
+        results = await storage.job_finish_many(
+            finishes=[
+                # a: a stale verdict first, then its lease holder's
+                Finish(lease=Lease(a.id, "stale"), state=JobState.FAILED, reason="late"),
+                Finish(
+                    lease=Lease(a.id, a.lease_token),
+                    state=JobState.SUCCEEDED,
+                    reason="completed",
+                    usage=usage,
+                ),
+                # b: the holder's verdict, then the same one again (its lease is spent)
+                Finish(
+                    lease=Lease(b.id, b.lease_token),
+                    state=JobState.SUCCEEDED,
+                    reason="completed",
+                    usage=usage,
+                ),
+                Finish(lease=Lease(b.id, b.lease_token), state=JobState.FAILED, reason="again"),
+            ],
+            now=clock.now(),
+        )
+        assert results == [
+            None,
+            Finished(a.id, JobState.SUCCEEDED, 1),
+            Finished(b.id, JobState.SUCCEEDED, 1),
+            None,
+        ]
+        for job in (a, b):
+            stored = await storage.job_get(job_id=job.id)
+            assert stored is not None and stored.state is JobState.SUCCEEDED
+            assert len(await storage.usage_for_job(job_id=job.id)) == 1
+            events = await storage.job_events(job_id=job.id)
+            assert [e.to_state for e in events] == [
+                JobState.QUEUED,
+                JobState.RUNNING,
+                JobState.SUCCEEDED,
+            ]
+    finally:
+        await storage.close()
