@@ -1,7 +1,7 @@
 """The outbox fan-out of one statement that moves jobs of several tenants at once: only the
 jobs with a target (an enabled endpoint of their tenant, or a webhook of their own) get rows,
 and a statement that moves no job with a target writes none (PostgreSQL's trigger skips the
-fan-out then, migration 0007)."""
+fan-out then, migration 0008)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SQLite's job trigger computes each transition's event type in SQL (migration 0007); it
+"""SQLite's job trigger computes each transition's event type in SQL (migration 0008); it
 must agree with jobgate.domain.events for every API, state and stored result status."""
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def _event_type(api: str, state: str, result_status: Any = None) -> str | None:
 
 def register_functions(conn: sqlite3.Connection) -> None:
     """The functions the triggers call; every connection that writes jobs needs them. Since
-    migration 0007 the job trigger computes the event type in SQL: jobgate_event_type stays
+    migration 0008 the job trigger computes the event type in SQL: jobgate_event_type stays
     for a database still at an older version (the trigger of 0005 calls it)."""
     conn.create_function("jobgate_event_type", 2, _event_type, deterministic=True)
     conn.create_function("jobgate_event_type", 3, _event_type, deterministic=True)

@@ -3,7 +3,7 @@
 -- job the statement touched carries a webhook of its own and none of their tenants has an
 -- enabled endpoint: the fan-out could insert nothing then, and with webhooks unused (or used
 -- by a few tenants) that is most claims and finishes. The function is otherwise restated
--- unchanged from 0005. SQLite's 0007 moves its trigger's event type from Python to SQL.
+-- unchanged from 0005. SQLite's 0008 moves its trigger's event type from Python to SQL.
 
 CREATE OR REPLACE FUNCTION jobgate_jobs_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
