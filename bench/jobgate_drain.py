@@ -22,7 +22,7 @@ import asyncpg
 
 from bench import pg, procs
 from bench.context import RunContext
-from bench.jobgate_setup import has_batches, new_tenant, open_runtime, submit_batches, submit_each
+from bench.jobgate_setup import new_tenant, open_runtime, submit_batches
 from bench.results import Case
 
 SETTLE_S = 0.5  # after every worker listens, let their first (empty) claims go by
@@ -35,10 +35,7 @@ async def filled_template(ctx: RunContext, jobs: int) -> str:
     try:
         tenant_id, _ = await new_tenant(runtime)
         started = time.monotonic()
-        if has_batches(runtime):
-            await submit_batches(runtime, tenant_id, jobs, batch=1000)
-        else:
-            await submit_each(runtime, tenant_id, jobs)
+        await submit_batches(runtime, tenant_id, jobs, batch=1000)
         ctx.say(f"jobgate: {jobs} jobs queued in {time.monotonic() - started:.1f} s")
     finally:
         await runtime.close()

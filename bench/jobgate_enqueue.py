@@ -1,74 +1,38 @@
 """jobgate's enqueue: JobService.submit (validation, routing, admission and one durable insert
 with its event; what POST /v1/jobs does minus HTTP), one job per call, from 1 and from many
 concurrent callers; and JobService.submit_many (the batched enqueue: one transaction per
-batch), on PostgreSQL and SQLite. A build without submit_many records the gap instead."""
+batch), on PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
-import time
-
 from bench import pg
 from bench.context import RunContext
-from bench.jobgate_setup import has_batches, new_tenant, open_runtime, submit_batches, submit_each
+from bench.enqueue_timing import time_enqueues
+from bench.jobgate_setup import ENDPOINT, NOOP_BODY, new_tenant, open_runtime, submit_each
 from bench.results import Case
-
-NO_BATCH = (
-    "jobgate has no batched enqueue: JobStore.job_insert stores one job per call "
-    "(no storage method or API route takes many jobs)"
-)
+from jobgate.services.jobs import SubmitSpec
 
 
 async def _measure(ctx: RunContext, backend: str, database_url: str) -> list[Case]:
     sizes = ctx.sizes
     runtime = await open_runtime(database_url)
-    cases = []
     try:
         tenant_id, _ = await new_tenant(runtime)
         await submit_each(runtime, tenant_id, min(50, sizes.enqueue_jobs))  # warm caches
-        for concurrency in sizes.enqueue_concurrency:
-            started = time.monotonic()
-            await submit_each(runtime, tenant_id, sizes.enqueue_jobs, concurrency=concurrency)
-            seconds = time.monotonic() - started
-            cases.append(
-                Case(
-                    "enqueue",
-                    "jobgate",
-                    backend,
-                    "single",
-                    {"concurrency": concurrency},
-                    {
-                        "jobs": sizes.enqueue_jobs,
-                        "seconds": round(seconds, 3),
-                        "jobs_per_s": round(sizes.enqueue_jobs / seconds, 1),
-                    },
-                )
-            )
-        if has_batches(runtime):
-            started = time.monotonic()
-            await submit_batches(runtime, tenant_id, sizes.enqueue_jobs, batch=sizes.enqueue_batch)
-            seconds = time.monotonic() - started
-            cases.append(
-                Case(
-                    "enqueue",
-                    "jobgate",
-                    backend,
-                    "batched",
-                    {"batch": sizes.enqueue_batch},
-                    {
-                        "jobs": sizes.enqueue_jobs,
-                        "seconds": round(seconds, 3),
-                        "jobs_per_s": round(sizes.enqueue_jobs / seconds, 1),
-                    },
-                )
-            )
-        else:
-            cases.append(
-                Case("enqueue", "jobgate", backend, "batched", {"batch": sizes.enqueue_batch},
-                     {}, error=NO_BATCH)
-            )  # fmt: skip
+        spec = SubmitSpec(endpoint=ENDPOINT, body=NOOP_BODY)
+        return await time_enqueues(
+            "jobgate",
+            backend,
+            jobs=sizes.enqueue_jobs,
+            concurrencies=sizes.enqueue_concurrency,
+            batch=sizes.enqueue_batch,
+            enqueue_one=lambda: runtime.jobs.submit(tenant_id=tenant_id, spec=spec),
+            enqueue_many=lambda size: runtime.jobs.submit_many(
+                tenant_id=tenant_id, specs=[spec] * size
+            ),
+        )
     finally:
         await runtime.close()
-    return cases
 
 
 async def enqueue_postgres(ctx: RunContext) -> list[Case]:

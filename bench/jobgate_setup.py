@@ -58,8 +58,3 @@ async def submit_batches(runtime: Runtime, tenant_id: str, count: int, *, batch:
         stored = await runtime.jobs.submit_many(tenant_id=tenant_id, specs=[spec] * size)
         ids.extend(job.id for job in stored)
     return ids
-
-
-def has_batches(runtime: Runtime) -> bool:
-    """Whether this jobgate has a batched enqueue (JobService.submit_many)."""
-    return hasattr(runtime.jobs, "submit_many")

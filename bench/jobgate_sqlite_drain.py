@@ -11,13 +11,7 @@ import sqlite3
 import sys
 import time
 
-from bench.jobgate_setup import (
-    has_batches,
-    new_tenant,
-    open_runtime,
-    submit_batches,
-    submit_each,
-)
+from bench.jobgate_setup import new_tenant, open_runtime, submit_batches
 from jobgate import logs
 from jobgate.cli.server import run_server
 from jobgate.services.runtime import available_roles
@@ -61,10 +55,7 @@ async def main(path: str, jobs: int, concurrency: int) -> dict[str, float]:
     try:
         tenant_id, _ = await new_tenant(runtime)
         started = time.monotonic()
-        if has_batches(runtime):
-            await submit_batches(runtime, tenant_id, jobs, batch=1000)
-        else:
-            await submit_each(runtime, tenant_id, jobs)
+        await submit_batches(runtime, tenant_id, jobs, batch=1000)
         fill_s = time.monotonic() - started
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
-from collections.abc import Iterator
 from datetime import timedelta
 
 import asyncpg
@@ -23,6 +21,7 @@ from pgqueuer.types import QueueExecutionMode
 
 from bench import pg
 from bench.context import RunContext
+from bench.enqueue_timing import time_enqueues
 from bench.peers import gate
 from bench.results import Case
 
@@ -116,59 +115,27 @@ async def enqueue(
 ) -> list[Case]:
     """Single enqueues (one job per call, from each number of concurrent callers) and
     batched ones (`batch` jobs per call)."""
-    cases = []
     async with pg.fresh("pgqueuer_enq") as dsn:
         await install(dsn)
         pool = await asyncpg.create_pool(dsn, min_size=10, max_size=10)
         assert pool is not None
         try:
             queries = Queries(AsyncpgPoolDriver(pool))
-            for concurrency in concurrencies:
-                cursor = iter(range(jobs))
 
-                async def caller(cursor: Iterator[int] = cursor) -> None:
-                    for _ in cursor:
-                        await queries.enqueue(ENTRYPOINT, None)
-
-                started = time.monotonic()
-                await asyncio.gather(*(caller() for _ in range(concurrency)))
-                seconds = time.monotonic() - started
-                cases.append(
-                    Case(
-                        "enqueue",
-                        "pgqueuer",
-                        "postgres",
-                        "single",
-                        {"concurrency": concurrency},
-                        {
-                            "jobs": jobs,
-                            "seconds": round(seconds, 3),
-                            "jobs_per_s": round(jobs / seconds, 1),
-                        },
-                    )
-                )
-            started = time.monotonic()
-            for start in range(0, jobs, batch):
-                size = min(batch, jobs - start)
+            async def enqueue_many(size: int) -> None:
                 await queries.enqueue([ENTRYPOINT] * size, [None] * size, [0] * size)
-            seconds = time.monotonic() - started
-            cases.append(
-                Case(
-                    "enqueue",
-                    "pgqueuer",
-                    "postgres",
-                    "batched",
-                    {"batch": batch},
-                    {
-                        "jobs": jobs,
-                        "seconds": round(seconds, 3),
-                        "jobs_per_s": round(jobs / seconds, 1),
-                    },
-                )
+
+            return await time_enqueues(
+                "pgqueuer",
+                "postgres",
+                jobs=jobs,
+                concurrencies=concurrencies,
+                batch=batch,
+                enqueue_one=lambda: queries.enqueue(ENTRYPOINT, None),
+                enqueue_many=enqueue_many,
             )
         finally:
             await pool.close()
-    return cases
 
 
 if __name__ == "__main__":

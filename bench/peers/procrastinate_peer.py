@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
-from collections.abc import Iterator
 
 import asyncpg
 from procrastinate import App, PsycopgConnector
 
 from bench import pg
 from bench.context import RunContext
+from bench.enqueue_timing import time_enqueues
 from bench.peers import gate
 from bench.results import Case
 
@@ -103,56 +102,20 @@ async def enqueue(
 ) -> list[Case]:
     """Single defers (one job per call, from each number of concurrent callers) and batched
     ones (`batch` jobs per call)."""
-    cases = []
     async with pg.fresh("procrastinate_enq") as dsn:
         await install(dsn)
         app = make_app(dsn)
         async with app.open_async():
             task = app.tasks["noop"]
-            for concurrency in concurrencies:
-                cursor = iter(range(jobs))
-
-                async def caller(cursor: Iterator[int] = cursor) -> None:
-                    for _ in cursor:
-                        await task.defer_async()
-
-                started = time.monotonic()
-                await asyncio.gather(*(caller() for _ in range(concurrency)))
-                seconds = time.monotonic() - started
-                cases.append(
-                    Case(
-                        "enqueue",
-                        "procrastinate",
-                        "postgres",
-                        "single",
-                        {"concurrency": concurrency},
-                        {
-                            "jobs": jobs,
-                            "seconds": round(seconds, 3),
-                            "jobs_per_s": round(jobs / seconds, 1),
-                        },
-                    )
-                )
-            started = time.monotonic()
-            for start in range(0, jobs, batch):
-                size = min(batch, jobs - start)
-                await task.batch_defer_async(*({} for _ in range(size)))
-            seconds = time.monotonic() - started
-            cases.append(
-                Case(
-                    "enqueue",
-                    "procrastinate",
-                    "postgres",
-                    "batched",
-                    {"batch": batch},
-                    {
-                        "jobs": jobs,
-                        "seconds": round(seconds, 3),
-                        "jobs_per_s": round(jobs / seconds, 1),
-                    },
-                )
+            return await time_enqueues(
+                "procrastinate",
+                "postgres",
+                jobs=jobs,
+                concurrencies=concurrencies,
+                batch=batch,
+                enqueue_one=task.defer_async,
+                enqueue_many=lambda size: task.batch_defer_async(*({} for _ in range(size))),
             )
-    return cases
 
 
 if __name__ == "__main__":
