@@ -41,6 +41,17 @@ class Outcome:
     postgres_cpu_s: float  # CPU the database's backends used meanwhile
 
 
+def drain_metrics(outcome: Outcome, jobs: int) -> dict[str, float | None]:
+    """A drain's figures as every peer reports them."""
+    return {
+        "jobs": jobs,
+        "seconds": round(outcome.seconds, 3),
+        "jobs_per_s": round(jobs / outcome.seconds, 1),
+        "worker_cpu_ms_per_job": round(outcome.worker_cpu_s * 1000 / jobs, 3),
+        "postgres_cpu_ms_per_job": round(outcome.postgres_cpu_s * 1000 / jobs, 3),
+    }
+
+
 async def run_children(
     ctx: RunContext, name: str, module: str, dsn: str, args_per_child: Sequence[Sequence[str]]
 ) -> Outcome:

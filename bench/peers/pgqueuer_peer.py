@@ -100,13 +100,7 @@ async def drain(ctx: RunContext, *, processes: int, batch_size: int, jobs: int) 
     if left:
         case.error = f"{left} jobs left in the queue after the drain"
         return case
-    case.metrics = {
-        "jobs": jobs,
-        "seconds": round(outcome.seconds, 3),
-        "jobs_per_s": round(jobs / outcome.seconds, 1),
-        "worker_cpu_ms_per_job": round(outcome.worker_cpu_s * 1000 / jobs, 3),
-        "postgres_cpu_ms_per_job": round(outcome.postgres_cpu_s * 1000 / jobs, 3),
-    }
+    case.metrics = gate.drain_metrics(outcome, jobs)
     return case
 
 

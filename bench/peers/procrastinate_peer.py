@@ -87,13 +87,7 @@ async def drain(ctx: RunContext, *, processes: int, concurrency: int, jobs: int)
     if done != jobs:
         case.error = f"only {done} of {jobs} jobs succeeded"
         return case
-    case.metrics = {
-        "jobs": jobs,
-        "seconds": round(outcome.seconds, 3),
-        "jobs_per_s": round(jobs / outcome.seconds, 1),
-        "worker_cpu_ms_per_job": round(outcome.worker_cpu_s * 1000 / jobs, 3),
-        "postgres_cpu_ms_per_job": round(outcome.postgres_cpu_s * 1000 / jobs, 3),
-    }
+    case.metrics = gate.drain_metrics(outcome, jobs)
     return case
 
 
