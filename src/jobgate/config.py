@@ -71,6 +71,9 @@ class ProviderConfig(pydantic.BaseModel):
     headers: dict[str, str] = pydantic.Field(default_factory=dict)  # extra request headers
     anthropic_version: str = "2023-06-01"
     retry_after_default_s: float = pydantic.Field(default=5.0, ge=0)  # a 429 without the header
+    # A 429 holds back this provider's other jobs (in this process) for at most this long; the
+    # rate-limited job itself waits as long as the provider asked.
+    rate_limit_pause_max_s: float = pydantic.Field(default=30.0, ge=0)
     # Background mode: the first status check after a create, then doubling up to the max.
     reconcile_after_s: float = pydantic.Field(default=10.0, gt=0)
     reconcile_max_interval_s: float = pydantic.Field(default=300.0, gt=0)

@@ -21,6 +21,7 @@ JobgateError
     ├── ProviderRetryable        timeouts, 5xx, overloaded
     ├── ProviderRateLimited      429 (retry_after_s)
     ├── ProviderFatal            4xx, auth, invalid request
+    │   └── ProviderQuotaExceeded  out of quota / over a spend limit (a 429 that is billing)
     ├── ProviderOutcomeUnknown   the create call may or may not have reached the provider
     │                            (safe_to_retry: the provider deduplicates by idempotency key)
     └── ProviderCancelUnsupported  the provider cannot cancel a job it runs
@@ -174,6 +175,9 @@ class ProviderError(JobgateError):
         if code is not None:
             self.code = code
         self.status_code = status_code
+        # The provider's id for the request that failed (`x-request-id`, Anthropic's
+        # `request-id`), set by the adapter when the answer carried one.
+        self.request_id: str | None = None
 
 
 class ProviderRetryable(ProviderError):
@@ -192,6 +196,14 @@ class ProviderRateLimited(ProviderError):
 
 class ProviderFatal(ProviderError):
     code = "invalid_request"
+
+
+class ProviderQuotaExceeded(ProviderFatal):
+    """The account is out of quota or over a spend limit (a 429 that is billing, not rate):
+    retrying does not restore access, so the job fails; it says nothing about the health of
+    the provider's other models."""
+
+    code = "insufficient_quota"
 
 
 class ProviderOutcomeUnknown(ProviderError):

@@ -63,6 +63,11 @@ PROVIDER_CALL_SECONDS = Histogram(
 ATTEMPTS = Counter(
     "jobgate_attempts", "Attempts that ended, by provider and verdict", ["provider", "verdict"]
 )
+PROVIDER_QUOTA_ERRORS = Counter(
+    "jobgate_provider_quota_errors",
+    "Provider answers saying the account is out of quota or over a spend limit (alert on any)",
+    ["provider", "code"],
+)
 TRANSITIONS = Counter(
     "jobgate_job_transitions", "Job state transitions this process made", ["to_state"]
 )

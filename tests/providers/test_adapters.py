@@ -131,8 +131,31 @@ async def test_rate_limited_carries_retry_after(
 ) -> None:
     with pytest.raises(errors.ProviderRateLimited) as caught:
         await adapter.call(call(flavour, fail_with="rate_limit", retry_after_s=0.25))
-    # retry-after-ms wins over the rounded retry-after.
-    assert caught.value.retry_after_s == pytest.approx(0.25)
+    # The realistic simulator answers as the providers do: OpenAI with the exhausted limit's
+    # `x-ratelimit-reset-requests: 250ms` and no retry-after; Anthropic with `retry-after` in
+    # whole seconds (beside its reset time).
+    expected = 0.25 if flavour.kind == "openai" else 1.0
+    assert caught.value.retry_after_s == pytest.approx(expected)
+    assert caught.value.status_code == 429
+    assert caught.value.request_id is not None and caught.value.request_id.startswith("req_")
+
+
+@pytest.mark.config(retry_after_default_s=5.0)
+async def test_rate_limit_waits_for_the_reset_headers_not_the_default(
+    flavour: Flavour, adapter: OpenAIProvider | AnthropicProvider
+) -> None:
+    """A multi-minute reset window is honoured (it was 5 s, the default, every time)."""
+    with pytest.raises(errors.ProviderRateLimited) as caught:
+        await adapter.call(call(flavour, fail_with="rate_limit", retry_after_s=360))
+    assert caught.value.retry_after_s == pytest.approx(360, abs=1.0)
+
+
+async def test_quota_error_is_fatal_not_a_rate_limit(
+    flavour: Flavour, adapter: OpenAIProvider | AnthropicProvider
+) -> None:
+    with pytest.raises(errors.ProviderQuotaExceeded) as caught:
+        await adapter.call(call(flavour, fail_with="quota"))
+    assert caught.value.code == "insufficient_quota"
     assert caught.value.status_code == 429
 
 
@@ -188,12 +211,27 @@ async def test_drop_after_accept_is_an_unknown_outcome(
 async def test_drop_resolved_by_the_idempotency_key(
     flavour: Flavour, adapter: OpenAIProvider | AnthropicProvider, simulator: Simulator
 ) -> None:
+    """`idempotent_creates` is for a provider that really deduplicates (neither OpenAI nor
+    Anthropic documents doing so): here the simulator is told to."""
+    simulator.engine.idempotent = True
     dropped = call(flavour, fail_with="drop", fail_times=1)
     with pytest.raises(errors.ProviderOutcomeUnknown) as caught:
         await adapter.call(dropped)
     assert caught.value.safe_to_retry
     result = await adapter.call(dropped)  # same Idempotency-Key: the original answer
     assert simulator.engine.created == [result.body["id"]]
+
+
+async def test_the_real_providers_do_not_deduplicate_by_idempotency_key(
+    flavour: Flavour, adapter: OpenAIProvider | AnthropicProvider, simulator: Simulator
+) -> None:
+    """The realistic simulator runs a re-sent create again, as OpenAI and Anthropic would:
+    this is why an unknown outcome is not re-sent by default."""
+    dropped = call(flavour, fail_with="drop", fail_times=1)
+    with pytest.raises(errors.ProviderOutcomeUnknown):
+        await adapter.call(dropped)
+    await adapter.call(dropped)
+    assert len(simulator.engine.created) == 2  # the same key, billed twice
 
 
 async def test_unauthorized_is_fatal(

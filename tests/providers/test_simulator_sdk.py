@@ -104,9 +104,13 @@ async def test_responses_background_lifecycle(
     assert done.status == "completed" and "slow one" in done.output_text
     assert done.usage is not None and done.usage.output_tokens > 0
     openai_strict(Response, (await raw(simulator, "GET", f"/v1/responses/{created.id}")).json())
-    # Cancelling a finished response answers it as it is (too late to cancel).
-    again = await client.responses.cancel(created.id)
-    assert again.status == "completed"
+    # Cancelling a finished response is refused, as OpenAI refuses it: 400, an error body the
+    # SDK types, and the request id the SDK exposes.
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.responses.cancel(created.id)
+    assert "Cannot cancel a completed response" in refused.value.message
+    assert refused.value.request_id is not None
+    openai_strict(ErrorObject, refused.value.response.json()["error"])
 
 
 @pytest.mark.parametrize("outcome", ["failed", "incomplete"])
@@ -146,7 +150,17 @@ async def test_openai_error_bodies(simulator: Simulator, oai: openai.AsyncOpenAI
             messages=messages,  # type: ignore[arg-type]
             extra_headers=sim(fail_with="rate_limit", retry_after_s=0.25),
         )
-    assert limited.value.response.headers["retry-after-ms"] == "250"
+    headers = limited.value.response.headers
+    assert headers["x-ratelimit-reset-requests"] == "250ms"  # OpenAI's duration format
+    assert headers["x-ratelimit-remaining-requests"] == "0"
+    assert "retry-after-ms" not in headers  # realistic: OpenAI's 429s carry the reset headers
+    with pytest.raises(openai.RateLimitError) as quota:
+        await client.chat.completions.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            extra_headers=sim(fail_with="quota"),
+        )
+    assert quota.value.code == "insufficient_quota"
     with pytest.raises(openai.BadRequestError):
         await client.chat.completions.create(
             model="m",
@@ -159,7 +173,7 @@ async def test_openai_error_bodies(simulator: Simulator, oai: openai.AsyncOpenAI
             messages=messages,  # type: ignore[arg-type]
             extra_headers=sim(fail_with="server_error"),
         )
-    for fault in ("rate_limit", "server_error", "overloaded", "invalid_request"):
+    for fault in ("rate_limit", "quota", "server_error", "overloaded", "invalid_request"):
         answer = await raw(
             simulator,
             "POST",

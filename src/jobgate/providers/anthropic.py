@@ -196,6 +196,15 @@ class AnthropicProvider:
                 raise errors.ProviderCancelUnsupported(
                     f"provider {self.name!r} cannot cancel batches", status_code=exc.status_code
                 ) from exc
+            if exc.status_code in (400, 409) and not isinstance(exc, errors.ProviderQuotaExceeded):
+                # A batch that has ended cannot be canceled: too late; answer where it stands.
+                snapshot = await self.retrieve(ref)
+                if snapshot.terminal:
+                    return snapshot
+                raise errors.ProviderCancelUnsupported(
+                    f"provider {self.name!r} refused to cancel a batch ({exc.message})",
+                    status_code=exc.status_code,
+                ) from exc
             raise
         return batch_snapshot(payload)
 

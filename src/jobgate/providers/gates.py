@@ -4,18 +4,24 @@ The breaker opens after `breaker_failure_threshold` consecutive failures (retrya
 unknown outcomes); while open the worker claims no job for that provider, so its jobs wait in
 the queue instead of being retried harder. After `breaker_reset_s` it lets one probe through
 (half-open): success closes it, failure opens it again for twice as long (capped). A rate limit
-pauses claims until the provider's Retry-After. Fatal errors say nothing about the provider's
-health and do not count. State is per process: each worker learns on its own.
+pauses claims until the provider's Retry-After, for at most `rate_limit_pause_max_s`: limits
+are per model at both providers, so the rate-limited job itself waits the whole time but the
+provider's other models are held back only briefly. Fatal errors say nothing about the
+provider's health and do not count; a quota or spend-limit error (fatal too) is an alert: a
+metric and an error log. State is per process: each worker learns on its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from jobgate import errors, metrics
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
+
+log = logging.getLogger(__name__)
 
 CLOSED = "closed"
 OPEN = "open"
@@ -24,8 +30,16 @@ MAX_RESET_S = 600.0
 
 
 class CircuitBreaker:
-    def __init__(self, *, failure_threshold: int, reset_s: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        failure_threshold: int,
+        reset_s: float,
+        clock: Clock,
+        max_pause_s: float = float("inf"),
+    ) -> None:
         self._threshold = failure_threshold
+        self._max_pause_s = max_pause_s
         self._base_reset_s = reset_s
         self._reset_s = reset_s
         self._clock = clock
@@ -78,8 +92,9 @@ class CircuitBreaker:
         self.probe = None
 
     def rate_limited(self, retry_after_s: float) -> None:
-        """The provider said when to come back: no new calls before then."""
-        self._paused_until = max(self._paused_until, self._clock.monotonic() + retry_after_s)
+        """The provider said when to come back: no new calls before then (capped)."""
+        pause_s = min(retry_after_s, self._max_pause_s)
+        self._paused_until = max(self._paused_until, self._clock.monotonic() + pause_s)
         self.probe = None
 
     def abandoned(self, job_id: str) -> None:
@@ -112,6 +127,7 @@ class ProviderGates:
                     failure_threshold=config.breaker_failure_threshold,
                     reset_s=config.breaker_reset_s,
                     clock=clock,
+                    max_pause_s=config.rate_limit_pause_max_s,
                 ),
             )
             for name, config in configs.items()
@@ -152,6 +168,18 @@ class ProviderGates:
         if gate is None:
             return
         breaker = gate.breaker
+        if isinstance(error, errors.ProviderQuotaExceeded):
+            metrics.PROVIDER_QUOTA_ERRORS.labels(provider, error.code).inc()
+            log.error(
+                "provider quota or spend limit reached: jobs fail until it is raised",
+                extra={
+                    "provider": provider,
+                    "job_id": job_id,
+                    "error_code": error.code,
+                    "status_code": error.status_code,
+                    "request_id": error.request_id,
+                },
+            )
         if error is None or isinstance(
             error, errors.ProviderFatal | errors.ProviderCancelUnsupported
         ):

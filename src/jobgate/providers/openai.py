@@ -150,8 +150,21 @@ class OpenAIProvider:
                     f"provider {self.name!r} cannot cancel responses ({exc.message})",
                     status_code=exc.status_code,
                 ) from exc
+            if exc.status_code in (400, 409) and not isinstance(exc, errors.ProviderQuotaExceeded):
+                # OpenAI refuses to cancel a response that already finished ("Cannot cancel a
+                # completed response", 400): too late, so answer with where it stands.
+                return await self._refused_cancel(ref, exc)
             raise
         return self._snapshot(payload)
+
+    async def _refused_cancel(self, ref: ProviderJobRef, exc: errors.ProviderFatal) -> Snapshot:
+        snapshot = await self.retrieve(ref)
+        if snapshot.terminal:
+            return snapshot
+        raise errors.ProviderCancelUnsupported(
+            f"provider {self.name!r} refused to cancel a running response ({exc.message})",
+            status_code=exc.status_code,
+        ) from exc
 
     def webhook_event(self, payload: JSONObject) -> ProviderEvent | None:
         event_type = payload.get("type")

@@ -14,7 +14,7 @@ from jobgate.providers import sim_wire, simulation
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
 from jobgate.providers.openai import response_snapshot
-from jobgate.providers.sim_engine import SimEngine
+from jobgate.providers.sim_engine import CancelRefused, SimEngine
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -123,7 +123,11 @@ class SimProvider:
         plan = self.engine.response_plan(ref.provider_job_id)
         if plan is not None and plan.cancel == "unsupported":
             raise errors.ProviderCancelUnsupported(f"provider {self.name!r} cannot cancel")
-        answer = self.engine.cancel_response(ref.provider_job_id)
+        try:
+            answer = self.engine.cancel_response(ref.provider_job_id)
+        except CancelRefused as exc:
+            # As OpenAI answers it (400), unconverted: the reconciler must cope on its own.
+            raise errors.ProviderFatal(str(exc), code="invalid_request", status_code=400) from exc
         if answer is None:
             raise errors.ProviderFatal(
                 f"no response {ref.provider_job_id}", code="not_found", status_code=404

@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from jobgate.clock import Clock, SystemClock
-from jobgate.providers import sim_wire, simulation
+from jobgate.providers import sim_profile, sim_wire, simulation
+from jobgate.providers.sim_profile import SimProfile
 from jobgate.providers.simulation import Directives
 
 JSONObject = dict[str, Any]
@@ -30,6 +31,11 @@ _OUTCOME_EVENT = {
     "incomplete": "response.incomplete",
     "cancelled": "response.cancelled",
 }
+
+
+class CancelRefused(Exception):
+    """The provider refuses to cancel an object that has already finished (realistic
+    profile): OpenAI answers 400 "Cannot cancel a completed response"."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,7 +71,7 @@ class _Response:
         if self.cancelled_at is not None:
             return "cancelled"
         if self.done_at is not None and now >= self.done_at:
-            return self.plan.outcome
+            return "failed" if self.plan.outcome == "rejected" else self.plan.outcome
         return "in_progress" if now > self.created_at else "queued"
 
 
@@ -74,7 +80,7 @@ class _BatchItem:
     custom_id: str
     params: JSONObject
     done_at: float | None
-    outcome: str  # succeeded | errored
+    outcome: str  # succeeded | errored | rejected (errored, invalid_request_error)
 
 
 @dataclasses.dataclass(slots=True)
@@ -85,10 +91,14 @@ class _Batch:
     cancel_at: float | None = None
 
     def outcomes(self, now: float) -> list[str]:
-        """Each request's state at `now`: processing, succeeded, errored or canceled."""
+        """Each request's state at `now`: processing, succeeded, errored, rejected, canceled,
+        or expired (not finished within 24 hours of the batch's creation)."""
         states = []
+        expires_at = self.created_at + sim_profile.BATCH_EXPIRY_S
         for item in self.items:
             done_at = item.done_at
+            if done_at is None or done_at > expires_at:
+                done_at = None  # never finishes in time
             finished = done_at is not None and now >= done_at
             before_cancel = self.cancel_at is None or (
                 done_at is not None and done_at <= self.cancel_at
@@ -97,6 +107,8 @@ class _Batch:
                 states.append(item.outcome)
             elif self.cancel_at is not None and now >= self.cancel_at + CANCEL_GRACE_S:
                 states.append("canceled")
+            elif now >= expires_at:
+                states.append("expired")
             else:
                 states.append("processing")
         return states
@@ -116,9 +128,19 @@ def replay_key(route: str, idempotency_key: str | None) -> str | None:
 
 
 class SimEngine:
-    def __init__(self, clock: Clock | None = None, *, idempotent: bool = True) -> None:
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        *,
+        idempotent: bool | None = None,
+        profile: SimProfile | None = None,
+    ) -> None:
         self._clock = clock or SystemClock()
-        self.idempotent = idempotent  # replay a create's answer for a repeated Idempotency-Key
+        chosen = profile or sim_profile.profile()
+        if idempotent is not None:
+            chosen = dataclasses.replace(chosen, idempotent=idempotent)
+        self.profile = chosen
+        self.idempotent = chosen.idempotent  # replay a create's answer for a repeated key
         self.requests: list[RecordedRequest] = []
         self.created: list[str] = []  # every object the provider accepted: billed work
         self.cancel_calls: list[str] = []
@@ -165,7 +187,8 @@ class SimEngine:
         self._responses[response_id] = run
         self.created.append(response_id)
         if background and done_at is not None:
-            self._schedule(run, _OUTCOME_EVENT[plan.outcome], done_at)
+            outcome = "failed" if plan.outcome == "rejected" else plan.outcome
+            self._schedule(run, _OUTCOME_EVENT[outcome], done_at)
         return response_id
 
     def response(self, response_id: str, *, as_created: bool = False) -> JSONObject | None:
@@ -185,6 +208,7 @@ class SimEngine:
             status=status,
             completed_at=completed_at,
             background=run.background,
+            error_code="invalid_prompt" if run.plan.outcome == "rejected" else "server_error",
         )
 
     def response_plan(self, response_id: str) -> Directives | None:
@@ -192,14 +216,17 @@ class SimEngine:
         return None if run is None else run.plan
 
     def cancel_response(self, response_id: str) -> JSONObject | None:
-        """Cancel a background response that has not finished; a finished one is answered
-        as it is (too late). None when unknown."""
+        """Cancel a background response that has not finished. A finished one raises
+        CancelRefused (realistic) or is answered as it is (lenient). None when unknown."""
         run = self._responses.get(response_id)
         if run is None:
             return None
         self.cancel_calls.append(response_id)
         now = self.now()
-        if run.status(now) not in TERMINAL:
+        status = run.status(now)
+        if status in TERMINAL and self.profile.cancel_finished_refused and status != "cancelled":
+            raise CancelRefused(f"Cannot cancel a {status} response.")
+        if status not in TERMINAL:
             run.cancelled_at = now
             self._outbox = [o for o in self._outbox if o.event["data"]["id"] != response_id]
             self._schedule(run, "response.cancelled", now)
@@ -249,7 +276,9 @@ class SimEngine:
             params = request.get("params") or {}
             item_plan = simulation.directives(params) if "sim" in params else plan
             done_at = None if item_plan.outcome == "never" else now + item_plan.latency_s
-            outcome = "errored" if item_plan.outcome == "failed" else "succeeded"
+            outcome = {"failed": "errored", "rejected": "rejected"}.get(
+                item_plan.outcome, "succeeded"
+            )
             items.append(_BatchItem(str(request.get("custom_id", index)), params, done_at, outcome))
         batch_id = sim_wire.new_id("msgbatch_")
         self._batches[batch_id] = _Batch(batch_id, now, items)
@@ -264,15 +293,23 @@ class SimEngine:
         states = batch.outcomes(now)
         counts: dict[str, int] = {}
         for state in states:
-            counts[state] = counts.get(state, 0) + 1
+            key = "errored" if state == "rejected" else state
+            counts[key] = counts.get(key, 0) + 1
         ended = counts.get("processing", 0) == 0
+        if not ended and self.profile.batch_counts_at_end:
+            # Anthropic: requests move out of `processing` only when the whole batch ends.
+            counts = {"processing": len(states)}
         ended_at = None
         if ended:
             moments = [
-                i.done_at for i, s in zip(batch.items, states, strict=True) if s != "canceled"
+                i.done_at
+                for i, s in zip(batch.items, states, strict=True)
+                if s not in ("canceled", "expired")
             ]
             if batch.cancel_at is not None and "canceled" in states:
                 moments.append(batch.cancel_at + CANCEL_GRACE_S)
+            if "expired" in states:
+                moments.append(batch.created_at + sim_profile.BATCH_EXPIRY_S)
             ended_at = max((m for m in moments if m is not None), default=batch.created_at)
         return sim_wire.message_batch(
             batch_id=batch.id,
@@ -291,7 +328,10 @@ class SimEngine:
         if batch is None:
             return None
         self.cancel_calls.append(batch_id)
-        if batch.cancel_at is None and "processing" in batch.outcomes(self.now()):
+        running = "processing" in batch.outcomes(self.now())
+        if not running and batch.cancel_at is None and self.profile.cancel_finished_refused:
+            raise CancelRefused(f"Batch {batch_id} has already ended and cannot be canceled.")
+        if batch.cancel_at is None and running:
             batch.cancel_at = self.now()
         return self.batch(batch_id, base_url=base_url)
 

@@ -24,6 +24,8 @@ def new_id(prefix: str) -> str:
 # fault -> (HTTP status, OpenAI error type, OpenAI code, Anthropic error type)
 FAULT_STATUS: dict[str, tuple[int, str, str | None, str]] = {
     "rate_limit": (429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error"),
+    # OpenAI: 429 `insufficient_quota`; Anthropic: a 429 `rate_limit_error` about a spend limit
+    "quota": (429, "insufficient_quota", "insufficient_quota", "rate_limit_error"),
     "server_error": (500, "server_error", "server_error", "api_error"),
     "overloaded": (529, "server_error", "overloaded", "overloaded_error"),
     "invalid_request": (400, "invalid_request_error", "invalid_value", "invalid_request_error"),
@@ -106,6 +108,7 @@ def response_object(
     status: str,
     completed_at: float | None = None,
     background: bool = False,
+    error_code: str = "server_error",
 ) -> JSONObject:
     """An OpenAI `response` object for `body` as it stands in `status`.
 
@@ -142,7 +145,7 @@ def response_object(
             "total_tokens": input_tokens + output_tokens,
         }
     elif status == "failed":
-        error = {"code": "server_error", "message": "the simulated model failed"}
+        error = {"code": error_code, "message": "the simulated model failed"}
     metadata = body.get("metadata")
     return {
         "id": response_id,
@@ -324,13 +327,19 @@ def message_batch(
 
 
 def batch_result(custom_id: str, outcome: str, params: JSONObject) -> JSONObject:
-    """One line of a batch's results file: succeeded (with the message), errored or canceled."""
+    """One line of a batch's results file: succeeded (with the message), errored (a server
+    error; `rejected`: an invalid request), canceled or expired."""
     if outcome == "succeeded":
         result: JSONObject = {"type": "succeeded", "message": anthropic_message(params)}
     elif outcome == "errored":
         result = {
             "type": "errored",
             "error": anthropic_error("server_error", "the simulated model failed"),
+        }
+    elif outcome == "rejected":
+        result = {
+            "type": "errored",
+            "error": anthropic_error("invalid_request", "the simulated request is invalid"),
         }
     else:
         result = {"type": outcome}

@@ -5,11 +5,13 @@ may carry a `sim` object (the provider adapters move it into the `x-jobgate-sim`
 body they send stays valid for the real providers):
 
 - `latency_s`: how long the call (or, in background mode, the provider-side run) takes;
-- `fail_with`: `rate_limit`, `server_error`, `overloaded`, `invalid_request`, `hang` (never
-  answer), `drop` (accept the request, then close the connection without an answer);
+- `fail_with`: `rate_limit`, `quota` (out of quota / over a spend limit: a 429 that is
+  billing), `server_error`, `overloaded`, `invalid_request`, `hang` (never answer), `drop`
+  (accept the request, then close the connection without an answer);
 - `fail_times`: how many calls fail before one succeeds (default: all of them);
 - `retry_after_s`: for `rate_limit` (default 1; sent as `retry-after-ms` and `retry-after`);
-- `outcome`: how a background run ends: `completed` (default), `failed`, `incomplete`, `never`;
+- `outcome`: how a background run ends: `completed` (default), `failed` (a server error),
+  `rejected` (failed for good: an invalid request), `incomplete`, `never`;
 - `webhooks`: `send` (default), `none` (lost), `duplicate`, `out_of_order` (a stale
   contradicting event after the real one), `early` (the event before the create's answer);
 - `cancel`: `supported` (default) or `unsupported` (the provider has no cancel endpoint).
@@ -25,8 +27,8 @@ from typing import Any
 from jobgate import errors
 
 JSONObject = dict[str, Any]
-FAULTS = ("rate_limit", "server_error", "overloaded", "invalid_request", "hang", "drop")
-OUTCOMES = ("completed", "failed", "incomplete", "never")
+FAULTS = ("rate_limit", "quota", "server_error", "overloaded", "invalid_request", "hang", "drop")
+OUTCOMES = ("completed", "failed", "rejected", "incomplete", "never")
 WEBHOOK_MODES = ("send", "none", "duplicate", "out_of_order", "early")
 CANCEL_MODES = ("supported", "unsupported")
 _FIELDS = frozenset(
@@ -108,6 +110,10 @@ def fault(kind: str, retry_after_s: float) -> errors.ProviderError:
     """The classified error a simulated fault raises."""
     if kind == "rate_limit":
         return errors.ProviderRateLimited("simulated rate limit", retry_after_s=retry_after_s)
+    if kind == "quota":
+        return errors.ProviderQuotaExceeded(
+            "simulated: you exceeded your current quota", code="insufficient_quota", status_code=429
+        )
     if kind == "server_error":
         return errors.ProviderRetryable("simulated server error", status_code=500)
     if kind == "overloaded":

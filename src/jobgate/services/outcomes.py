@@ -17,6 +17,7 @@ _ERROR_TYPES: dict[type[errors.ProviderError], str] = {
     errors.ProviderRetryable: "server_error",
     errors.ProviderRateLimited: "rate_limit_error",
     errors.ProviderFatal: "invalid_request_error",
+    errors.ProviderQuotaExceeded: "insufficient_quota",
     errors.ProviderOutcomeUnknown: "provider_error",
 }
 
@@ -81,6 +82,8 @@ def failed(
     error = error_body(exc.code, exc.message, kind=_ERROR_TYPES.get(type(exc), "provider_error"))
     if exc.status_code is not None:
         error["status_code"] = exc.status_code  # type: ignore[assignment]
+    if exc.request_id is not None:
+        error["request_id"] = exc.request_id  # the provider's id, for its support
     lease = _lease(job)
     if isinstance(exc, errors.ProviderRateLimited):
         # The provider said when to come back: that is not a failed attempt.

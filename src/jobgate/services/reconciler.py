@@ -200,7 +200,7 @@ class Reconciler:
         sent_cancel = False
         if (cancel_wanted or overdue) and item.cancel_sent_at is None:
             try:
-                snapshot = await self._ask(item, provider.cancel(ref))
+                snapshot = await self._ask(item, self._send_cancel(item, provider, ref))
                 sent_cancel = True
             except errors.ProviderCancelUnsupported:
                 if overdue and not cancel_wanted:
@@ -256,6 +256,37 @@ class Reconciler:
             extra={"job_id": item.job.id, "provider_job_id": ref.provider_job_id},
         )
         return "ignored"
+
+    async def _send_cancel(
+        self, item: BackgroundJob, provider: BackgroundProvider, ref: ProviderJobRef
+    ) -> Snapshot:
+        """Cancel at the provider. A cancel the provider refuses for good (a 4xx other than
+        404, such as OpenAI's 400 "Cannot cancel a completed response") is never sent again:
+        the job is retrieved instead. Finished: that answer settles it (the real result is
+        kept, too late). Still running: as at a provider that cannot cancel."""
+        try:
+            return await provider.cancel(ref)
+        except errors.ProviderCancelUnsupported:
+            raise
+        except errors.ProviderFatal as exc:
+            if exc.status_code == 404:
+                raise
+            log.info(
+                "provider refused the cancel; asking where the job stands",
+                extra={
+                    "job_id": item.job.id,
+                    "provider_job_id": ref.provider_job_id,
+                    "error_code": exc.code,
+                    "status_code": exc.status_code,
+                },
+            )
+            snapshot = await provider.retrieve(ref)
+            if snapshot.terminal:
+                return snapshot
+            raise errors.ProviderCancelUnsupported(
+                f"the provider refused to cancel a running job ({exc.message})",
+                status_code=exc.status_code,
+            ) from exc
 
     async def _ask(self, item: BackgroundJob, question: Awaitable[Snapshot]) -> Snapshot:
         """A status check or cancel; a failure defers the job (status-check-failed)."""

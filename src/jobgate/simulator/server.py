@@ -4,6 +4,9 @@ Message Batches, over one SimEngine shared with the in-process `sim` provider.
 
 Behaviour comes from each request's directives (see `jobgate.providers.simulation`), read from
 the `x-jobgate-sim` header (where jobgate's adapters put them) or a `sim` member of the body.
+The `profile` (default `realistic`, see `jobgate.providers.sim_profile`) decides whether it
+copies the real APIs where they are unkind: no deduplication by Idempotency-Key, 400 for a
+cancel after the end, batch counts only at the end, rate-limit reset headers, request ids.
 Tests may also `inject()` faults into any route, e.g. failing status checks; a simulator in
 another process takes the same through `POST /_simulator/inject` and shows what it saw at
 `GET /_simulator/state`.
@@ -15,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,8 +28,15 @@ import orjson
 
 from jobgate import errors
 from jobgate.clock import Clock
-from jobgate.providers import signatures, sim_wire, simulation
-from jobgate.providers.sim_engine import Outgoing, SimEngine, replay_key, request_key
+from jobgate.providers import signatures, sim_profile, sim_wire, simulation
+from jobgate.providers.sim_engine import (
+    CancelRefused,
+    Outgoing,
+    SimEngine,
+    replay_key,
+    request_key,
+)
+from jobgate.providers.sim_profile import SimProfile
 from jobgate.providers.simulation import Directives
 from jobgate.simulator.http11 import Answer, Drop, H11Server, Hang, Reply, Request, Stream
 
@@ -63,10 +74,13 @@ class Simulator:
         api_key: str | None = None,
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
-        idempotent: bool = True,
+        idempotent: bool | None = None,
         responses_api: bool = True,
+        profile: str | SimProfile = sim_profile.REALISTIC,
     ) -> None:
-        self.engine = engine or SimEngine(clock, idempotent=idempotent)
+        chosen = sim_profile.profile(profile) if isinstance(profile, str) else profile
+        self.engine = engine or SimEngine(clock, idempotent=idempotent, profile=chosen)
+        self.profile = self.engine.profile
         # False: no /v1/responses routes (404), like most OpenAI-compatible servers.
         self.responses_api = responses_api
         self.api_key = api_key
@@ -140,7 +154,17 @@ class Simulator:
         finally:
             self._inflight -= 1
             self._wake.set()
-        return answer
+        return self._with_request_id(answer, anthropic)
+
+    def _with_request_id(self, answer: Answer, anthropic: bool) -> Answer:
+        """Every answer names its request, as the real APIs do (OpenAI `x-request-id`,
+        Anthropic `request-id`)."""
+        if not self.profile.request_ids or not isinstance(answer, Reply | Stream):
+            return answer
+        header = "request-id" if anthropic else "x-request-id"
+        return dataclasses.replace(
+            answer, headers={**answer.headers, header: sim_wire.new_id("req_")}
+        )
 
     # -- test hooks, for a simulator running in another process ------------------------------
 
@@ -186,7 +210,9 @@ class Simulator:
             if rule.times > 0 and request.method == rule.method:
                 if request.path.startswith(rule.path_prefix):
                     rule.times -= 1
-                    return _fault_answer(rule.fault, Directives(), anthropic)
+                    return _fault_answer(
+                        rule.fault, Directives(), anthropic, self.profile, self.engine.now()
+                    )
         return None
 
     def _unauthorized(self, request: Request, anthropic: bool) -> Answer | None:
@@ -251,7 +277,12 @@ class Simulator:
         if fault is not None:
             if fault != "hang" and plan.latency_s and route != "responses-bg":
                 await asyncio.sleep(plan.latency_s)
-            return plan, key, _fault_answer(fault, plan, anthropic), False
+            return (
+                plan,
+                key,
+                _fault_answer(fault, plan, anthropic, self.profile, self.engine.now()),
+                False,
+            )
         return plan, key, None, False
 
     # -- OpenAI ------------------------------------------------------------------------------
@@ -299,7 +330,11 @@ class Simulator:
         plan = self.engine.response_plan(response_id)
         if plan is not None and plan.cancel == "unsupported":
             return _error(False, "not_allowed", "this server cannot cancel responses")
-        return self._found(self.engine.cancel_response(response_id), anthropic=False)
+        try:
+            found = self.engine.cancel_response(response_id)
+        except CancelRefused as exc:
+            return _error(False, "invalid_request", str(exc))
+        return self._found(found, anthropic=False)
 
     # -- Anthropic ---------------------------------------------------------------------------
 
@@ -357,7 +392,10 @@ class Simulator:
         if method == "GET" and action is None:
             return self._found(self.engine.batch(batch_id, base_url=self.url), anthropic=True)
         if method == "POST" and action == "/cancel":
-            found = self.engine.cancel_batch(batch_id, base_url=self.url)
+            try:
+                found = self.engine.cancel_batch(batch_id, base_url=self.url)
+            except CancelRefused as exc:
+                return _error(True, "invalid_request", str(exc))
             return self._found(found, anthropic=True)
         if method == "GET" and action == "/results":
             lines = self.engine.batch_results(batch_id)
@@ -412,23 +450,67 @@ class Simulator:
         self.deliveries.append(Delivery(outgoing.webhook_id, outgoing.event["type"], status))
 
 
-def _fault_answer(fault: str, plan: Directives, anthropic: bool) -> Answer:
+def _fault_answer(
+    fault: str,
+    plan: Directives,
+    anthropic: bool,
+    profile: SimProfile | None = None,
+    now_s: float = 0.0,
+) -> Answer:
     if fault == "hang":
         return Hang()
     if fault == "drop":
         return Drop()
     headers: dict[str, str] = {}
     if fault == "rate_limit":
-        headers = {
-            "retry-after-ms": str(int(plan.retry_after_s * 1000)),
-            "retry-after": str(max(1, round(plan.retry_after_s))),
-        }
+        headers = _rate_limit_headers(plan.retry_after_s, anthropic, profile, now_s)
+    if fault == "quota":
+        message = (
+            "This request would exceed your account's monthly spend limit."
+            if anthropic
+            else "You exceeded your current quota, please check your plan and billing details."
+        )
+        return _error(anthropic, fault, message)
     if fault == "overloaded" and not anthropic:
         fault_status = 503  # OpenAI answers overload with 503; Anthropic with 529
         return Reply.json(
             fault_status, sim_wire.openai_error("overloaded", "the engine is overloaded")
         )
     return _error(anthropic, fault, f"simulated {fault.replace('_', ' ')}", headers=headers)
+
+
+def _rate_limit_headers(
+    retry_after_s: float, anthropic: bool, profile: SimProfile | None, now_s: float
+) -> dict[str, str]:
+    """What a 429 carries. Realistic: OpenAI sends its reset durations and no retry-after;
+    Anthropic sends retry-after (whole seconds) and the reset time of the exhausted limit."""
+    if profile is None or not profile.rate_limit_headers:
+        return {
+            "retry-after-ms": str(int(retry_after_s * 1000)),
+            "retry-after": str(max(1, round(retry_after_s))),
+        }
+    if anthropic:
+        reset_at = sim_wire.rfc3339(now_s + retry_after_s)
+        return {
+            "retry-after": str(max(1, math.ceil(retry_after_s))),
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": reset_at,
+        }
+    return {
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": _go_duration(retry_after_s),
+        "x-ratelimit-remaining-tokens": "1000",
+        "x-ratelimit-reset-tokens": "20ms",
+    }
+
+
+def _go_duration(seconds: float) -> str:
+    """A duration as OpenAI writes it: `6m0s`, `1s`, `250ms`."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:g}s"
+    return f"{int(minutes)}m{text}" if minutes else text
 
 
 def _error(
