@@ -41,6 +41,11 @@ class ModelPrice(pydantic.BaseModel):
 
     input_per_mtok: _Usd
     output_per_mtok: _Usd
+    # Prompt-cache reads and writes, priced apart as the providers bill them (Anthropic: reads
+    # 0.1x and 5-minute writes 1.25x the input price; OpenAI: cached input at its own price).
+    # Unset: priced as input.
+    cache_read_per_mtok: _Usd | None = None
+    cache_write_per_mtok: _Usd | None = None
 
 
 class ProviderConfig(pydantic.BaseModel):
@@ -173,7 +178,12 @@ class Settings(pydantic.BaseModel):
         """Every provider's prices, by provider name then model (or "*")."""
         return {
             name: {
-                model: costs.Price(price.input_per_mtok, price.output_per_mtok)
+                model: costs.Price(
+                    price.input_per_mtok,
+                    price.output_per_mtok,
+                    cache_read_per_mtok=price.cache_read_per_mtok,
+                    cache_write_per_mtok=price.cache_write_per_mtok,
+                )
                 for model, price in provider.prices.items()
             }
             for name, provider in self.all_providers().items()

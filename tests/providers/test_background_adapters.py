@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from anthropic.types import message_create_params
 from anthropic.types.messages import batch_create_params
@@ -15,7 +16,7 @@ from openai.types.responses import response_create_params
 from jobgate import errors
 from jobgate.config import ProviderConfig
 from jobgate.providers import sim_wire
-from jobgate.providers.anthropic import BATCHES, AnthropicProvider
+from jobgate.providers.anthropic import BATCHES, AnthropicProvider, batch_snapshot
 from jobgate.providers.background import ProviderJobRef, Status, background_for
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.openai import RESPONSES, OpenAIProvider
@@ -106,6 +107,22 @@ async def test_openai_background_outcomes_and_cancel(
         await openai_bg.cancel(ref(stuck.provider_job_id, RESPONSES, "job_4"))
 
 
+async def test_openai_cancel_of_a_finished_response_is_refused_then_retrieved(
+    openai_bg: OpenAIProvider, simulator: Simulator, clock: FakeClock
+) -> None:
+    """OpenAI answers 400 "Cannot cancel a completed response"; the adapter answers with the
+    response as it stands (too late), sending the cancel once."""
+    created = await openai_bg.create(call(RESPONSES, {"model": "m", "input": "x"}))
+    clock.advance(1)
+    answer = await openai_bg.cancel(ref(created.provider_job_id, RESPONSES))
+    assert answer.status == Status.COMPLETED and answer.result is not None
+    tail = [(r.method, r.path) for r in simulator.engine.requests][-2:]
+    assert tail == [
+        ("POST", f"/v1/responses/{created.provider_job_id}/cancel"),
+        ("GET", f"/v1/responses/{created.provider_job_id}"),
+    ]
+
+
 async def test_openai_retrieve_of_an_unknown_id_is_fatal(openai_bg: OpenAIProvider) -> None:
     with pytest.raises(errors.ProviderFatal) as caught:
         await openai_bg.retrieve(ref("resp_nope", RESPONSES))
@@ -172,10 +189,83 @@ async def test_anthropic_batch_cancel(batches: AnthropicProvider, clock: FakeClo
     ended = await batches.retrieve(ref(created.provider_job_id, BATCHES))
     assert ended.status == Status.CANCELLED and not ended.needs_result
 
-    errored = await batches.create(call(BATCHES, batch_body("bad", outcome="failed"), "job_e"))
+    rejected = await batches.create(call(BATCHES, batch_body("bad", outcome="rejected"), "job_e"))
     clock.advance(1)
-    failed = await batches.retrieve(ref(errored.provider_job_id, BATCHES, "job_e"))
+    failed = await batches.retrieve(ref(rejected.provider_job_id, BATCHES, "job_e"))
     assert failed.status == Status.FAILED and isinstance(failed.error, errors.ProviderFatal)
+
+
+async def test_a_batch_whose_requests_all_failed_with_api_error_is_retryable(
+    batches: AnthropicProvider, clock: FakeClock
+) -> None:
+    """The counts say only `errored`; the results file says `api_error`: a server-side
+    failure, retried like the same error on a Messages call (it was fatal)."""
+    errored = await batches.create(call(BATCHES, batch_body("a", "b", outcome="failed")))
+    clock.advance(1)
+    failed = await batches.retrieve(ref(errored.provider_job_id, BATCHES))
+    assert failed.status == Status.FAILED
+    assert isinstance(failed.error, errors.ProviderRetryable)
+    assert failed.error.code == "batch_errored" and "api_error" in failed.error.message
+
+
+async def test_anthropic_batch_counts_change_only_when_the_batch_ends(
+    batches: AnthropicProvider, simulator: Simulator, clock: FakeClock
+) -> None:
+    body = batch_body("quick", "slow")
+    body["requests"][0]["params"]["sim"] = {"latency_s": 1}  # per request: sent raw
+    body["requests"][1]["params"]["sim"] = {"latency_s": 10}
+    async with httpx.AsyncClient(base_url=simulator.url) as raw:
+        answer = await raw.post(
+            "/v1/messages/batches", json=body, headers={"anthropic-version": "2023-06-01"}
+        )
+    created = batch_snapshot(answer.json())
+    clock.advance(5)  # the first request is done, the batch is not
+    midway = await batches.retrieve(ref(created.provider_job_id, BATCHES))
+    assert midway.status == Status.IN_PROGRESS
+    assert midway.body["request_counts"]["processing"] == 2
+    assert midway.body["request_counts"]["succeeded"] == 0
+    clock.advance(6)
+    ended = await batches.retrieve(ref(created.provider_job_id, BATCHES))
+    assert ended.body["request_counts"]["succeeded"] == 2 and ended.status == Status.COMPLETED
+
+
+async def test_anthropic_batch_cancel_after_it_ended_is_answered_as_ended(
+    batches: AnthropicProvider, simulator: Simulator, clock: FakeClock
+) -> None:
+    created = await batches.create(call(BATCHES, batch_body("quick", latency_s=1)))
+    clock.advance(2)
+    answer = await batches.cancel(ref(created.provider_job_id, BATCHES))
+    assert answer.status == Status.COMPLETED and answer.needs_result
+    cancels = [r for r in simulator.engine.requests if r.path.endswith("/cancel")]
+    assert len(cancels) == 1  # refused once (400), then retrieved: never sent again
+
+
+async def test_anthropic_batch_requests_expire_after_24_hours(
+    batches: AnthropicProvider, simulator: Simulator, clock: FakeClock
+) -> None:
+    body = batch_body("done", "never")
+    body["requests"][1]["params"]["sim"] = {"outcome": "never"}
+    async with httpx.AsyncClient(base_url=simulator.url) as raw:
+        answer = await raw.post(
+            "/v1/messages/batches", json=body, headers={"anthropic-version": "2023-06-01"}
+        )
+    created = batch_snapshot(answer.json())
+    clock.advance(3600)
+    assert (await batches.retrieve(ref(created.provider_job_id, BATCHES))).status == (
+        Status.IN_PROGRESS
+    )
+    clock.advance(86_400)
+    ended = await batches.retrieve(ref(created.provider_job_id, BATCHES))
+    assert ended.body["request_counts"]["expired"] == 1
+    assert ended.status == Status.COMPLETED and ended.needs_result
+    result = await batches.fetch_result(ref(created.provider_job_id, BATCHES), ended)
+    assert [r["result"]["type"] for r in result.body["results"]] == ["succeeded", "expired"]
+
+    lost = await batches.create(call(BATCHES, batch_body("x", outcome="never"), "job_x"))
+    clock.advance(86_401)
+    expired = await batches.retrieve(ref(lost.provider_job_id, BATCHES, "job_x"))
+    assert expired.status == Status.FAILED and isinstance(expired.error, errors.ProviderRetryable)
+    assert expired.error.code == "batch_expired"
 
 
 def test_batch_validation() -> None:

@@ -13,10 +13,13 @@ _PER_MTOK = Decimal(1_000_000)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens. Prompt-cache reads and writes have their own prices (None:
+    priced as input)."""
 
     input_per_mtok: Decimal
     output_per_mtok: Decimal
+    cache_read_per_mtok: Decimal | None = None
+    cache_write_per_mtok: Decimal | None = None
 
 
 # provider name -> model name (or ANY_MODEL) -> price
@@ -31,8 +34,10 @@ class UsageTotal:
     tenant_id: str
     provider: str
     model: str | None  # None: the provider reported no model
-    input_tokens: int
+    input_tokens: int  # every input token, cache reads and writes included
     output_tokens: int
+    cache_read_tokens: int = 0  # of input_tokens
+    cache_write_tokens: int = 0  # of input_tokens
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,9 +56,30 @@ def price_for(prices: Prices, *, provider: str, model: str | None) -> Price | No
     return table.get(ANY_MODEL)
 
 
-def cost_usd(price: Price, *, input_tokens: int, output_tokens: int) -> Decimal:
-    """Exact cost of some tokens (negative for refunded tokens)."""
-    return (input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok) / _PER_MTOK
+def cost_usd(
+    price: Price,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> Decimal:
+    """Exact cost of some tokens (negative for refunded tokens). `input_tokens` counts every
+    input token; the cache reads and writes among them are priced at their own prices."""
+    read_price = (
+        price.input_per_mtok if price.cache_read_per_mtok is None else price.cache_read_per_mtok
+    )
+    write_price = (
+        price.input_per_mtok if price.cache_write_per_mtok is None else price.cache_write_per_mtok
+    )
+    plain_input = input_tokens - cache_read_tokens - cache_write_tokens
+    micro = (
+        plain_input * price.input_per_mtok
+        + cache_read_tokens * read_price
+        + cache_write_tokens * write_price
+        + output_tokens * price.output_per_mtok
+    )
+    return micro / _PER_MTOK
 
 
 def spend(usage: Iterable[UsageTotal], prices: Prices) -> Spend:
@@ -68,7 +94,13 @@ def spend(usage: Iterable[UsageTotal], prices: Prices) -> Spend:
                 unpriced.add((row.provider, row.model))
             amount = Decimal(0)
         else:
-            amount = cost_usd(price, input_tokens=row.input_tokens, output_tokens=row.output_tokens)
+            amount = cost_usd(
+                price,
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                cache_read_tokens=row.cache_read_tokens,
+                cache_write_tokens=row.cache_write_tokens,
+            )
         by_tenant[row.tenant_id] = by_tenant.get(row.tenant_id, Decimal(0)) + amount
     return Spend(by_tenant, frozenset(unpriced))
 

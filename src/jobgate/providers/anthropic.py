@@ -6,6 +6,7 @@ bulk jobs, which always run in the background: create, poll, fetch results, canc
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -17,7 +18,7 @@ from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
 from jobgate.providers import calls, sim_wire, simulation
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
-from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
+from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage, anthropic_usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MESSAGES = "/v1/messages"
@@ -26,6 +27,7 @@ ENDPOINTS = frozenset({MESSAGES, BATCHES})
 MAX_BATCH_REQUESTS = 100_000
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STREAM_ERRORS_RETRYABLE = frozenset({"overloaded_error", "api_error", "timeout_error"})
+BATCH_ERRORED = "batch_errored"
 
 
 class AnthropicProvider:
@@ -127,10 +129,9 @@ class AnthropicProvider:
             raise self._transport_error(exc) from exc
         finally:
             await response.aclose()
-        usage = message.get("usage") or {}
         return ProviderResult(
             body=message,
-            usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+            usage=anthropic_usage(message.get("usage")),
             provider_request_id=message.get("id"),
         )
 
@@ -153,9 +154,26 @@ class AnthropicProvider:
         return batch_snapshot(payload)
 
     async def retrieve(self, ref: ProviderJobRef) -> Snapshot:
-        return batch_snapshot(await self._json("GET", f"v1/messages/batches/{ref.provider_job_id}"))
+        payload = await self._json("GET", f"v1/messages/batches/{ref.provider_job_id}")
+        return await self._why_errored(ref, batch_snapshot(payload))
 
-    async def fetch_result(self, ref: ProviderJobRef, snapshot: Snapshot) -> ProviderResult:
+    async def _why_errored(self, ref: ProviderJobRef, snapshot: Snapshot) -> Snapshot:
+        """A batch whose every request errored: the counts do not say why, the results file
+        does. All server-side errors (`api_error`, `overloaded_error`): retryable, like the
+        same error on a Messages call; any request error among them: fatal."""
+        if snapshot.error is None or snapshot.error.code != BATCH_ERRORED:
+            return snapshot
+        lines = await self._result_lines(ref)
+        kinds = {kind for item in lines if (kind := _result_error_type(item)) is not None}
+        if not kinds or not kinds <= _STREAM_ERRORS_RETRYABLE:
+            return snapshot
+        error = errors.ProviderRetryable(
+            f"every request of the batch errored at the provider ({', '.join(sorted(kinds))})",
+            code=BATCH_ERRORED,
+        )
+        return dataclasses.replace(snapshot, error=error)
+
+    async def _result_lines(self, ref: ProviderJobRef) -> list[JSONObject]:
         # The results file is read from the configured base URL, never from the `results_url`
         # the answer names: the API key goes to the configured host only.
         path = f"v1/messages/batches/{ref.provider_job_id}/results"
@@ -165,8 +183,7 @@ class AnthropicProvider:
             raise calls.classify_transport(exc, creates=False) from exc
         if not response.is_success:
             raise self._status_error(response)
-        results = []
-        input_tokens = output_tokens = 0
+        lines = []
         for line in response.text.splitlines():
             if not line.strip():
                 continue
@@ -176,15 +193,21 @@ class AnthropicProvider:
                 raise errors.ProviderRetryable(
                     "the batch results file has a line that is not JSON", code="bad_response"
                 ) from exc
+            if isinstance(item, dict):
+                lines.append(item)
+        return lines
+
+    async def fetch_result(self, ref: ProviderJobRef, snapshot: Snapshot) -> ProviderResult:
+        results = []
+        usage = Usage()
+        for item in await self._result_lines(ref):
             results.append(item)
             result = item.get("result") or {}
             if result.get("type") == "succeeded":
-                usage = (result.get("message") or {}).get("usage") or {}
-                input_tokens += int(usage.get("input_tokens") or 0)
-                output_tokens += int(usage.get("output_tokens") or 0)
+                usage += anthropic_usage((result.get("message") or {}).get("usage"))
         return ProviderResult(
             body={"object": "message_batch.results", "batch": snapshot.body, "results": results},
-            usage=Usage(input_tokens, output_tokens),
+            usage=usage,
             provider_request_id=ref.provider_job_id,
         )
 
@@ -198,7 +221,7 @@ class AnthropicProvider:
                 ) from exc
             if exc.status_code in (400, 409) and not isinstance(exc, errors.ProviderQuotaExceeded):
                 # A batch that has ended cannot be canceled: too late; answer where it stands.
-                snapshot = await self.retrieve(ref)
+                snapshot = await self.retrieve(ref)  # what the job is: never a second cancel
                 if snapshot.terminal:
                     return snapshot
                 raise errors.ProviderCancelUnsupported(
@@ -206,7 +229,7 @@ class AnthropicProvider:
                     status_code=exc.status_code,
                 ) from exc
             raise
-        return batch_snapshot(payload)
+        return await self._why_errored(ref, batch_snapshot(payload))
 
     def webhook_event(self, payload: JSONObject) -> ProviderEvent | None:
         return None  # Anthropic sends no webhooks for batches: the reconciler polls
@@ -339,5 +362,18 @@ def batch_snapshot(payload: JSONObject) -> Snapshot:
             "every request of the batch expired before the provider ran it", code="batch_expired"
         )
     else:
-        error = errors.ProviderFatal("every request of the batch errored", code="batch_errored")
+        error = errors.ProviderFatal("every request of the batch errored", code=BATCH_ERRORED)
     return Snapshot(batch_id, Status.FAILED, payload, error=error)
+
+
+def _result_error_type(item: JSONObject) -> str | None:
+    """The error type of an `errored` results line (`{"type": "error", "error": {"type"}}`,
+    or the bare error object of older answers); None for any other line."""
+    result = item.get("result")
+    if not isinstance(result, dict) or result.get("type") != "errored":
+        return None
+    error = result.get("error")
+    if isinstance(error, dict) and isinstance(error.get("error"), dict):
+        error = error["error"]
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else "api_error"

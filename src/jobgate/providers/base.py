@@ -26,15 +26,64 @@ class ProviderCall:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Usage:
-    input_tokens: int = 0
+    input_tokens: int = 0  # every input token, prompt-cache reads and writes included
     output_tokens: int = 0
+    # Of input_tokens: read from / written to the provider's prompt cache (priced apart).
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
 
     def as_dict(self) -> JSONObject:
-        return {
+        counted: JSONObject = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.input_tokens + self.output_tokens,
         }
+        if self.cache_read_input_tokens:
+            counted["cache_read_input_tokens"] = self.cache_read_input_tokens
+        if self.cache_creation_input_tokens:
+            counted["cache_creation_input_tokens"] = self.cache_creation_input_tokens
+        return counted
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+        )
+
+
+def _count(usage: JSONObject, key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def anthropic_usage(raw: object) -> Usage:
+    """An Anthropic `usage`: its `input_tokens` leaves out cache reads and writes, which are
+    billed too (reads at a tenth of the input price, writes at 1.25x), so they are added."""
+    usage = raw if isinstance(raw, dict) else {}
+    cache_read = _count(usage, "cache_read_input_tokens")
+    cache_write = _count(usage, "cache_creation_input_tokens")
+    return Usage(
+        _count(usage, "input_tokens") + cache_read + cache_write,
+        _count(usage, "output_tokens"),
+        cache_read_input_tokens=cache_read,
+        cache_creation_input_tokens=cache_write,
+    )
+
+
+def openai_usage(raw: object) -> Usage:
+    """An OpenAI `usage` (Responses or Chat Completions): input already includes cached
+    tokens, broken out in `input_tokens_details` / `prompt_tokens_details`."""
+    usage = raw if isinstance(raw, dict) else {}
+    details = usage.get("input_tokens_details") or usage.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    return Usage(
+        _count(usage, "input_tokens") or _count(usage, "prompt_tokens"),
+        _count(usage, "output_tokens") or _count(usage, "completion_tokens"),
+        cache_read_input_tokens=_count(details, "cached_tokens"),
+        cache_creation_input_tokens=_count(details, "cache_write_tokens"),
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

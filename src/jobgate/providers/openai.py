@@ -17,7 +17,7 @@ from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
 from jobgate.providers import calls, sim_wire, simulation
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
-from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
+from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, openai_usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -107,12 +107,9 @@ class OpenAIProvider:
             payload = await self._post(
                 "chat/completions", call.body, idempotency_key=call.idempotency_key
             )
-            usage = payload.get("usage") or {}
             return ProviderResult(
                 body=payload,
-                usage=Usage(
-                    int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-                ),
+                usage=openai_usage(payload.get("usage")),
                 provider_request_id=payload.get("id"),
             )
         snapshot = self._snapshot(
@@ -224,10 +221,9 @@ def response_snapshot(payload: JSONObject) -> Snapshot:
     result = None
     error: errors.ProviderError | None = None
     if status in (Status.COMPLETED, Status.INCOMPLETE):
-        usage = payload.get("usage") or {}
         result = ProviderResult(
             body=payload,
-            usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+            usage=openai_usage(payload.get("usage")),
             provider_request_id=response_id,
         )
     elif status == Status.FAILED:

@@ -15,7 +15,7 @@ import orjson
 from jobgate import errors
 from jobgate.domain import responses
 from jobgate.providers import responses_input as inputs
-from jobgate.providers.base import JSONObject, ProviderResult, Usage
+from jobgate.providers.base import JSONObject, ProviderResult, anthropic_usage
 
 TARGET = "Anthropic Messages"
 ENDPOINT = "/v1/messages"
@@ -215,7 +215,7 @@ def from_message(
         body["incomplete_details"] = {"reason": reason}
     return ProviderResult(
         body=body,
-        usage=Usage(usage["input_tokens"], usage["output_tokens"]),
+        usage=anthropic_usage(message.get("usage")),
         provider_request_id=message.get("id") if isinstance(message.get("id"), str) else None,
     )
 
