@@ -233,6 +233,38 @@ async def test_cancel_too_late_keeps_the_real_result(rig: Rig) -> None:
     assert done.cancel_outcome == CancelOutcome.TOO_LATE
 
 
+async def test_cancel_refused_after_completion_settles_with_the_result_once(rig: Rig) -> None:
+    """The realistic provider answers 400 "Cannot cancel a completed response" (in process,
+    unconverted by any adapter): the reconciler retrieves and settles too late, and never
+    sends the cancel again (it looped, the job stuck in running)."""
+    job = await rig.start(sim={"latency_s": 1})
+    rig.clock.advance(2)
+    await rig.storage.job_cancel(job_id=job.id, tenant_id=rig.tenant.id, actor="api")
+    for _ in range(3):
+        await rig.sweep_at(DUE_S)
+    done = await rig.get(job.id)
+    assert done.state is JobState.SUCCEEDED and done.result is not None
+    assert done.cancel_outcome == CancelOutcome.TOO_LATE
+    assert rig.provider.engine.cancel_calls == [job.provider_job_id]  # one cancel, refused
+
+
+async def test_deadline_after_the_provider_finished_keeps_the_result(rig: Rig) -> None:
+    """The deadline path meets the same 400: the provider finished first, so its result
+    stands (it was a 400 every sweep and a stuck job)."""
+    job = await rig.start(sim={"latency_s": 10}, execution_timeout_s=20)
+    await rig.sweep_at(DUE_S)  # past the deadline, and finished at the provider long ago
+    done = await rig.get(job.id)
+    assert done.state is JobState.SUCCEEDED and done.result is not None
+    assert len(rig.provider.engine.cancel_calls) <= 1
+
+
+async def test_a_quota_error_at_create_fails_the_job_at_once(rig: Rig) -> None:
+    job = await rig.start(sim={"fail_with": "quota"})
+    assert job.state is JobState.FAILED and not job.dead_lettered
+    assert job.error is not None and job.error["code"] == "insufficient_quota"
+    assert job.attempt == 1
+
+
 async def test_cancel_not_supported_discards_and_refunds(rig: Rig) -> None:
     job = await rig.start(sim={"latency_s": 30, "cancel": "unsupported"})
     await rig.storage.job_cancel(job_id=job.id, tenant_id=rig.tenant.id, actor="api")
