@@ -82,7 +82,10 @@ async def gateway(
     database_url: str | None = None,
     **provider: Any,
 ) -> AsyncIterator[Gateway]:
-    async with Simulator(webhook_secret=WEBHOOK_SECRET) as simulator:
+    # A test that says the provider deduplicates creates gets a simulator that really does;
+    # every other one gets the realistic simulator (neither OpenAI nor Anthropic does).
+    dedupes = bool(provider.get("idempotent_creates"))
+    async with Simulator(webhook_secret=WEBHOOK_SECRET, idempotent=dedupes) as simulator:
         config = {
             "kind": "openai",
             "base_url": simulator.openai_base_url,

@@ -50,7 +50,7 @@ def _stack(
             "idempotent_creates": idempotent,
             "breaker_reset_s": 1,
         },
-        simulator_args=() if idempotent else ("--no-idempotent",),
+        simulator_args=("--idempotent",) if idempotent else (),
         env={
             "JOBGATE_MAX_ATTEMPTS": "10",
             "JOBGATE_RETRY_BASE_S": "0.3",

@@ -271,7 +271,7 @@ def test_create_timeout_with_unknown_outcome_over_http(
         receiver,
         roles=("worker", "dispatcher"),
         provider={"idempotent_creates": policy == "idempotent"},
-        simulator_args=() if policy == "idempotent" else ("--no-idempotent",),
+        simulator_args=("--idempotent",) if policy == "idempotent" else (),
         env={"JOBGATE_UNKNOWN_OUTCOME": "retry" if policy == "retry" else "fail"},
     )
     job_id = stack.submit_chat(sim={"fail_with": "drop", "fail_times": 1})

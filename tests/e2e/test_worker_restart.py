@@ -1,6 +1,10 @@
 """A real `jobgate serve --roles worker,reconciler` process is SIGKILLed while a background job
 runs at the provider (the simulator server, in this test process), and started again: the new
 process finds the job from its provider id and settles it, without creating it a second time.
+
+The simulator is the realistic one (it does not deduplicate creates by Idempotency-Key, as
+neither OpenAI nor Anthropic documents doing); the case of a provider that does is run too,
+with `idempotent_creates = true` and a simulator told to deduplicate.
 """
 
 from __future__ import annotations
@@ -54,12 +58,13 @@ def start(
     tmp_path: Path, database_url: str, simulator: Simulator, roles: str, **env: str
 ) -> subprocess.Popen[bytes]:
     config = tmp_path / "jobgate.toml"
+    dedupes = "true" if simulator.engine.idempotent else "false"  # only where it is true
     config.write_text(
         "[providers.upstream]\n"
         'kind = "openai"\n'
         f'base_url = "{simulator.openai_base_url}"\n'
         'mode = "background"\n'
-        "idempotent_creates = true\n"
+        f"idempotent_creates = {dedupes}\n"
         f"reconcile_after_s = {env.pop('RECONCILE_AFTER_S', '600')}\n"
     )
     environment = {
@@ -142,9 +147,11 @@ async def test_worker_killed_while_the_provider_runs_the_job(
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("dedupes", [False, True], ids=["realistic", "deduplicating_provider"])
 async def test_worker_killed_between_create_and_recording_it(
-    tmp_path: Path, database_url: str, db: Storage, simulator: Simulator
+    tmp_path: Path, database_url: str, db: Storage, simulator: Simulator, dedupes: bool
 ) -> None:
+    simulator.engine.idempotent = dedupes
     job = await submit(db, latency_s=0.5)
     first = start(
         tmp_path,
@@ -168,8 +175,15 @@ async def test_worker_killed_between_create_and_recording_it(
         done = await until(db, job.id, lambda j: j.terminal)
     finally:
         await stop(second)
+    creates = [r for r in simulator.engine.requests if r.path == "/v1/responses"]
+    if not dedupes:
+        # The provider may be running it and a re-send would run it twice: failed loudly,
+        # never sent again (JOBGATE_UNKNOWN_OUTCOME=fail).
+        assert done.state is JobState.FAILED and done.creation_outcome == "unknown"
+        assert done.error is not None and done.error["code"] == "creation_outcome_unknown"
+        assert len(creates) == 1 and len(simulator.engine.created) == 1
+        return
     assert done.state is JobState.SUCCEEDED and done.creation_outcome == "accepted"
     # Sent twice, created once: the provider answered the second create with the first job.
-    creates = [r for r in simulator.engine.requests if r.path == "/v1/responses"]
     assert len(creates) == 2
     assert simulator.engine.created == [done.provider_job_id]

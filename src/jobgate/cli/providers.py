@@ -50,10 +50,19 @@ async def _simulate(simulator: Simulator) -> None:
     help="Variable holding the API key to require (unset: any key is accepted).",
 )
 @click.option(
-    "--idempotent/--no-idempotent",
-    default=True,
+    "--profile",
+    type=click.Choice(["realistic", "lenient"]),
+    default="realistic",
     show_default=True,
-    help="Deduplicate creates by their Idempotency-Key header.",
+    help="realistic: as OpenAI and Anthropic behave (no deduplication, 400 for a cancel "
+    "after the end, batch counts at the end, rate-limit reset headers, request ids); "
+    "lenient: the older, kinder simulator.",
+)
+@click.option(
+    "--idempotent/--no-idempotent",
+    default=None,
+    help="Deduplicate creates by their Idempotency-Key header (a provider that really does; "
+    "default: as the profile, i.e. not for realistic).",
 )
 @click.option(
     "--responses-api/--no-responses-api",
@@ -68,7 +77,8 @@ def simulator(
     webhook_url: str | None,
     webhook_secret_env: str,
     api_key_env: str,
-    idempotent: bool,
+    profile: str,
+    idempotent: bool | None,
     responses_api: bool,
 ) -> None:
     """Run the provider simulator: OpenAI and Anthropic wire formats with injectable faults."""
@@ -84,6 +94,7 @@ def simulator(
         webhook_secret=secret,
         idempotent=idempotent,
         responses_api=responses_api,
+        profile=profile,
     )
     asyncio.run(_simulate(instance))
 

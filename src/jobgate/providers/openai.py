@@ -89,13 +89,7 @@ class OpenAIProvider:
                 "body.background: set by jobgate from the provider's configured mode",
                 param="body.background",
             )
-        metadata = body.get("metadata")
-        if metadata is not None and (not isinstance(metadata, dict) or len(metadata) > 15):
-            raise errors.InvalidRequest(
-                "body.metadata must be an object of at most 15 entries "
-                f"(jobgate adds {JOB_ID_METADATA})",
-                param="body.metadata",
-            )
+        _check_metadata(body.get("metadata"))
 
     def runs_in_background(self, endpoint: str) -> bool:
         return endpoint == RESPONSES and self._config.mode == "background"
@@ -209,6 +203,34 @@ class OpenAIProvider:
 
     def _snapshot(self, payload: JSONObject) -> Snapshot:
         return response_snapshot(payload)
+
+
+MAX_METADATA_PAIRS = 15  # OpenAI allows 16; jobgate adds its job id
+MAX_METADATA_KEY = 64
+MAX_METADATA_VALUE = 512
+
+
+def _check_metadata(metadata: Any) -> None:
+    """OpenAI's metadata limits, checked at submit: the provider would refuse the create
+    with 400 after the job was accepted."""
+    if metadata is None:
+        return
+    fits = isinstance(metadata, dict) and len(metadata) <= MAX_METADATA_PAIRS
+    if fits:
+        fits = all(
+            isinstance(key, str)
+            and len(key) <= MAX_METADATA_KEY
+            and isinstance(value, str)
+            and len(value) <= MAX_METADATA_VALUE
+            for key, value in metadata.items()
+        )
+    if not fits:
+        raise errors.InvalidRequest(
+            f"body.metadata must be an object of at most {MAX_METADATA_PAIRS} string pairs "
+            f"(jobgate adds {JOB_ID_METADATA}), keys up to {MAX_METADATA_KEY} characters and "
+            f"values up to {MAX_METADATA_VALUE}",
+            param="body.metadata",
+        )
 
 
 def response_snapshot(payload: JSONObject) -> Snapshot:
