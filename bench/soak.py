@@ -15,7 +15,9 @@ and counts, from the database and at the user's webhook receiver:
 - double billing: more than one usage ledger row;
 - duplicate provider calls: claims beyond the first (allowed: calls are at-least-once);
 - duplicate provider creates: background jobs the simulator created that no job records
-  (allowed with `idempotent_creates = false`; the soak's provider deduplicates, so expect 0);
+  (the soak's provider is the realistic simulator, which, like OpenAI and Anthropic, does
+  not deduplicate creates: `idempotent_creates = false`, so a worker killed mid-create fails
+  its job `creation_outcome_unknown` and may leave one here; reported, not an error);
 - duplicate webhook effects: the receiver verifies each signature and deduplicates on
   webhook-id, as docs/webhooks.md tells users to; an event that reaches it under a second
   webhook-id would be applied twice (must be 0). Redeliveries of one webhook-id are allowed
@@ -245,7 +247,7 @@ class Soak:
                 'kind = "openai"\n'
                 f'base_url = "{simulator_url}/v1"\n'
                 'mode = "background"\n'
-                "idempotent_creates = true\n"
+                "idempotent_creates = false\n"  # as the real providers: no deduplication
                 'webhook_secret_env = "SOAK_PROVIDER_WEBHOOK_SECRET"\n'
                 "reconcile_after_s = 2\n"
                 "reconcile_max_interval_s = 5\n"

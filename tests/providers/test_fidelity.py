@@ -332,3 +332,28 @@ def test_cache_prices_are_configurable() -> None:
     price = settings.prices()["claude"]["*"]
     assert price.cache_read_per_mtok == Decimal("0.3")
     assert price.cache_write_per_mtok == Decimal("3.75")
+
+
+def test_a_failed_background_response_over_quota_is_a_quota_error() -> None:
+    from jobgate.providers.openai import response_snapshot
+
+    failed = response_snapshot(
+        {"id": "resp_1", "status": "failed",
+         "error": {"code": "insufficient_quota", "message": "You exceeded your current quota"}}
+    )  # fmt: skip
+    assert isinstance(failed.error, errors.ProviderQuotaExceeded)
+
+
+async def test_a_spend_limit_error_mid_stream_is_a_quota_error() -> None:
+    provider = anthropic(
+        sse(
+            START,
+            {"type": "error", "error": {"type": "rate_limit_error",
+             "message": "This request would exceed your account's monthly spend limit."}},
+        )
+    )  # fmt: skip
+    try:
+        with pytest.raises(errors.ProviderQuotaExceeded):
+            await provider.call(CALL)
+    finally:
+        await provider.aclose()

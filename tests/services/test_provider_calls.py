@@ -185,6 +185,7 @@ async def test_drop_after_accept_with_an_idempotent_provider(
     kind: str,
     simulator: Simulator,
 ) -> None:
+    simulator.engine.idempotent = True  # a provider that really deduplicates (not the real ones)
     await rig.submit(kind, sim={"fail_with": "drop", "fail_times": 1})
     (retried,) = await rig.worker.run_once()
     assert retried is not None and retried.state is JobState.QUEUED

@@ -333,6 +333,8 @@ def _apply_delta(
 def _stream_error(error: dict[str, Any]) -> errors.ProviderError:
     kind = str(error.get("type") or "api_error")
     message = str(error.get("message") or "the provider reported an error mid-stream")[:500]
+    if calls.is_quota_error(429 if kind == "rate_limit_error" else 0, kind, message):
+        return errors.ProviderQuotaExceeded(message, code="insufficient_quota")
     if kind == "rate_limit_error":
         return errors.ProviderRateLimited(message, retry_after_s=0.0, status_code=None)
     if kind in _STREAM_ERRORS_RETRYABLE:

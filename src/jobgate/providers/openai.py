@@ -258,6 +258,8 @@ def _run_error(raw: Any) -> errors.ProviderError:
     details = raw if isinstance(raw, dict) else {}
     code = str(details.get("code") or "server_error")
     message = str(details.get("message") or "the response failed at the provider")[:500]
+    if code in calls.QUOTA_CODES:
+        return errors.ProviderQuotaExceeded(message, code=code)
     if code == "rate_limit_exceeded":
         return errors.ProviderRateLimited(message, retry_after_s=0.0, status_code=None)
     if code in _RETRYABLE_RUN_ERRORS:
