@@ -70,8 +70,10 @@ class ProviderConfig(pydantic.BaseModel):
     webhook_secret_env: str | None = (
         None  # inbound provider webhooks: the signing secret's variable
     )
-    # The provider deduplicates creates by the Idempotency-Key jobgate sends (the job id), so
-    # a create whose outcome is unknown may be sent again without running twice.
+    # Only for a provider that really deduplicates creates by the Idempotency-Key jobgate
+    # sends (the job id): a create whose outcome is unknown is then sent again. OpenAI and
+    # Anthropic document no such thing; for them it must stay false, or a re-send may run
+    # (and bill) the job twice.
     idempotent_creates: bool = False
     headers: dict[str, str] = pydantic.Field(default_factory=dict)  # extra request headers
     anthropic_version: str = "2023-06-01"

@@ -220,13 +220,17 @@ async def test_anthropic_message_and_stream(
 
 async def test_anthropic_errors(simulator: Simulator, claude: anthropic.AsyncAnthropic) -> None:
     client = claude
-    with pytest.raises(anthropic.RateLimitError):
+    with pytest.raises(anthropic.RateLimitError) as limited:
         await client.messages.create(
             model="c",
             max_tokens=8,
             messages=[{"role": "user", "content": "x"}],
             extra_headers=sim(fail_with="rate_limit"),
         )
+    headers = limited.value.response.headers  # realistic: retry-after and the reset time
+    assert headers["retry-after"] == "1"
+    assert headers["anthropic-ratelimit-requests-remaining"] == "0"
+    assert headers["anthropic-ratelimit-requests-reset"].endswith("Z")
     with pytest.raises(anthropic.InternalServerError) as overloaded:
         await client.messages.create(
             model="c",
@@ -235,6 +239,15 @@ async def test_anthropic_errors(simulator: Simulator, claude: anthropic.AsyncAnt
             extra_headers=sim(fail_with="overloaded"),
         )
     assert overloaded.value.status_code == 529
+    with pytest.raises(anthropic.RateLimitError) as spend:
+        await client.messages.create(
+            model="c",
+            max_tokens=8,
+            messages=[{"role": "user", "content": "x"}],
+            extra_headers=sim(fail_with="quota"),
+        )
+    assert "spend limit" in spend.value.message and spend.value.request_id is not None
+    anthropic_strict(ErrorResponse, spend.value.response.json())
     missing_version = await raw(simulator, "POST", "/v1/messages", json={"model": "c"})
     assert missing_version.status_code == 400
     anthropic_strict(ErrorResponse, missing_version.json())
@@ -290,6 +303,28 @@ async def test_anthropic_batches(
     assert ended.processing_status == "ended" and ended.request_counts.canceled == 1
     async for item in await client.messages.batches.results(slow.id):
         assert item.result.type == "canceled"
+    # Realistic: an ended batch cannot be canceled (a typed 400); requests that never run
+    # expire after 24 hours; a rejected request errors with invalid_request_error.
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await client.messages.batches.cancel(batch.id)  # ended, never cancel-initiated
+    anthropic_strict(ErrorResponse, refused.value.response.json())
+    odd = await client.messages.batches.create(
+        requests=[request("late", "d"), request("bad", "e")], extra_headers=sim(outcome="never")
+    )
+    clock.advance(86_401)
+    expired = await client.messages.batches.retrieve(odd.id)
+    assert expired.processing_status == "ended" and expired.request_counts.expired == 2
+    rejected = await client.messages.batches.create(
+        requests=[request("bad", "e")], extra_headers=sim(outcome="rejected")
+    )
+    clock.advance(1)
+    for done_id, kind in ((odd.id, "expired"), (rejected.id, "errored")):
+        lines = (
+            await raw(simulator, "GET", f"/v1/messages/batches/{done_id}/results", headers=headers)
+        ).text.splitlines()
+        for line in lines:
+            item = anthropic_strict(MessageBatchIndividualResponse, orjson.loads(line))
+            assert item.result.type == kind
 
 
 async def test_webhooks_are_signed_openai_events(

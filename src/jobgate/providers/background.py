@@ -65,7 +65,10 @@ class ProviderEvent:
 @runtime_checkable
 class BackgroundProvider(Protocol):
     name: str
-    idempotent_creates: bool  # creates are deduplicated by the Idempotency-Key (the job id)
+    # The provider really deduplicates creates by the Idempotency-Key (the job id); the
+    # real OpenAI and Anthropic APIs do not, so their adapters have it from the configuration
+    # (default false).
+    idempotent_creates: bool
 
     def runs_in_background(self, endpoint: str) -> bool:
         """Whether jobs for `endpoint` run in the provider's background mode."""
