@@ -25,9 +25,10 @@ class SimProfile:
     cancel_finished_refused: bool
     # Anthropic's `request_counts` stay all `processing` until the whole batch ends.
     batch_counts_at_end: bool
-    # A 429 carries the providers' rate-limit headers (OpenAI: `x-ratelimit-reset-*` durations
-    # and no retry-after; Anthropic: `retry-after` plus `anthropic-ratelimit-*-reset` times)
-    # instead of the lenient `retry-after-ms`.
+    # A 429 carries the providers' rate-limit headers instead of the lenient `retry-after-ms`:
+    # Anthropic `retry-after` (whole seconds) plus `anthropic-ratelimit-*-reset` times;
+    # OpenAI its `x-ratelimit-reset-*` durations only (its 429s do not always name a
+    # retry-after: the simulator takes that harder case).
     rate_limit_headers: bool
     # Every answer carries a request id (`x-request-id`; Anthropic's `request-id`).
     request_ids: bool

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import math
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -38,6 +37,7 @@ from jobgate.providers.sim_engine import (
 )
 from jobgate.providers.sim_profile import SimProfile
 from jobgate.providers.simulation import Directives
+from jobgate.simulator import rate_limits
 from jobgate.simulator.http11 import Answer, Drop, H11Server, Hang, Reply, Request, Stream
 
 log = logging.getLogger(__name__)
@@ -463,7 +463,7 @@ def _fault_answer(
         return Drop()
     headers: dict[str, str] = {}
     if fault == "rate_limit":
-        headers = _rate_limit_headers(plan.retry_after_s, anthropic, profile, now_s)
+        headers = rate_limits.headers(plan.retry_after_s, anthropic, profile, now_s)
     if fault == "quota":
         message = (
             "This request would exceed your account's monthly spend limit."
@@ -477,40 +477,6 @@ def _fault_answer(
             fault_status, sim_wire.openai_error("overloaded", "the engine is overloaded")
         )
     return _error(anthropic, fault, f"simulated {fault.replace('_', ' ')}", headers=headers)
-
-
-def _rate_limit_headers(
-    retry_after_s: float, anthropic: bool, profile: SimProfile | None, now_s: float
-) -> dict[str, str]:
-    """What a 429 carries. Realistic: OpenAI sends its reset durations and no retry-after;
-    Anthropic sends retry-after (whole seconds) and the reset time of the exhausted limit."""
-    if profile is None or not profile.rate_limit_headers:
-        return {
-            "retry-after-ms": str(int(retry_after_s * 1000)),
-            "retry-after": str(max(1, round(retry_after_s))),
-        }
-    if anthropic:
-        reset_at = sim_wire.rfc3339(now_s + retry_after_s)
-        return {
-            "retry-after": str(max(1, math.ceil(retry_after_s))),
-            "anthropic-ratelimit-requests-remaining": "0",
-            "anthropic-ratelimit-requests-reset": reset_at,
-        }
-    return {
-        "x-ratelimit-remaining-requests": "0",
-        "x-ratelimit-reset-requests": _go_duration(retry_after_s),
-        "x-ratelimit-remaining-tokens": "1000",
-        "x-ratelimit-reset-tokens": "20ms",
-    }
-
-
-def _go_duration(seconds: float) -> str:
-    """A duration as OpenAI writes it: `6m0s`, `1s`, `250ms`."""
-    if seconds < 1:
-        return f"{round(seconds * 1000)}ms"
-    minutes, rest = divmod(seconds, 60)
-    text = f"{rest:g}s"
-    return f"{int(minutes)}m{text}" if minutes else text
 
 
 def _error(
