@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from jobgate.config import Settings
+from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.services.jobs import SubmitSpec
@@ -223,3 +223,44 @@ async def test_a_heartbeat_slower_than_its_interval_keeps_every_lease_postgres(
     # The renewals really were slower than the interval, and stayed one at a time.
     assert counted.calls["job_heartbeat"] >= 3
     assert counted.calls["job_heartbeat"] <= (latency_s + 10) / (2 * delay_s) + 1
+
+
+async def test_one_heartbeat_renews_thousands_of_leases_in_well_under_its_interval_postgres(
+    pg_dsn: str, direct: PostgresStorage
+) -> None:
+    """A worker holding thousands of calls renews them in one statement whose cost is linear
+    in the leases: the job trigger's join of its transition tables was a nested loop cached
+    from the first small claims (migration 0015), and at 10,000 leases a renewal outlasted
+    the lease."""
+    calls = 4000
+    settings = Settings(
+        database_url=pg_dsn,
+        worker_concurrency=calls,
+        shutdown_grace_s=0,
+        providers={"sim": ProviderConfig(kind="sim", model_prefixes=("sim-",), concurrency=calls)},
+    )
+    runtime = Runtime(settings)  # its own pool and LISTEN connection, as `jobgate worker`
+    await runtime.open(migrate=False)
+    await runtime.storage.listen()
+    worker = runtime.worker()
+    loop = asyncio.create_task(worker.run())
+    try:
+        submitter = Runtime(settings, storage=direct)
+        tenant = (await submitter.tenants.create("acme")).tenant
+        for start in range(0, calls, 500):  # claimed as they arrive, in claims of all sizes
+            await submitter.jobs.submit_many(
+                tenant_id=tenant.id, specs=[_spec(start + i, 120) for i in range(500)]
+            )
+
+        async def all_in_flight() -> bool:
+            return worker.inflight == calls
+
+        await _until(all_in_flight, timeout_s=60)
+        started = time.monotonic()
+        assert await worker.heartbeat_once()
+        renewal_s = time.monotonic() - started
+        assert renewal_s < 2.5, f"renewing {calls} leases took {renewal_s:.1f} s"
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(loop, 60)
+        await runtime.close()
