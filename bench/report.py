@@ -178,7 +178,7 @@ SECTIONS: dict[str, tuple[str, Sequence[str], Sequence[str]]] = {
             "worker CPU % waiting",
             "heartbeats/s",
             "lease expiries",
-            "DB commits/s",
+            "DB commits/s (approx.)",
             "PostgreSQL CPU %",
             "note",
         ),
