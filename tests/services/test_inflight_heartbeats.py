@@ -4,11 +4,14 @@ and one heartbeat renews every lease at once (the statement count does not grow 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.states import JobState
+from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.runtime import Runtime
 from jobgate.testing import Block, FakeClock, ScriptedProvider
@@ -73,3 +76,73 @@ async def _running(runtime: Runtime, tenant_id: str) -> list[Any]:
         if len(page) < 100:
             return jobs
         after = page[-1].id
+
+
+async def test_a_renewal_slower_than_the_interval_is_waited_for_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted: ScriptedProvider
+) -> None:
+    """Real time, tiny intervals: every renewal answers after 1.5 intervals. It is awaited
+    (not cancelled after one interval, which lost every lease), never overlaps the next, and
+    the call it keeps alive finishes under its first lease."""
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'jobgate.db'}",
+        lease_ttl_s=1.2,  # calls stop 0.9 s after the last renewal was sent
+        heartbeat_interval_s=0.2,
+        worker_poll_interval_s=5,
+        shutdown_grace_s=0,
+    )
+    registry = ProviderRegistry(
+        {"scripted": scripted}, configs={"scripted": ProviderConfig(kind="sim")}, default="scripted"
+    )
+    runtime = Runtime(settings, providers=registry)  # the system clock: the loop ticks
+    await runtime.open()
+    try:
+        block = Block()
+        scripted.default = block
+        owner = (await runtime.tenants.create("acme")).tenant
+        body = {"model": "m", "messages": [{"role": "user", "content": "long"}]}
+        spec = SubmitSpec(endpoint="/v1/chat/completions", body=body, provider="scripted")
+        [job] = await runtime.jobs.submit_many(tenant_id=owner.id, specs=[spec])
+        renew = runtime.storage.job_heartbeat
+        overlapping = most_overlapping = 0
+        answered: list[int] = []
+
+        async def slow(**kwargs: Any) -> Any:
+            nonlocal overlapping, most_overlapping
+            overlapping += 1
+            most_overlapping = max(most_overlapping, overlapping)
+            try:
+                await asyncio.sleep(0.3)  # 1.5 intervals
+                held = await renew(**kwargs)
+                answered.append(len(held))
+                return held
+            finally:
+                overlapping -= 1
+
+        monkeypatch.setattr(runtime.storage, "job_heartbeat", slow)
+        worker = runtime.worker()
+        loop = asyncio.create_task(worker.run())
+        try:
+            await _wait_for(lambda: block.started.is_set(), 10)
+            # Three lease lengths: without renewals landing the call would have been stopped.
+            await _wait_for(lambda: len(answered) >= 8, 10)
+            assert not block.cancelled and worker.inflight == 1
+            block.release.set()
+            done = await _wait_for_job(runtime, job.id)
+        finally:
+            worker.request_stop()
+            await asyncio.wait_for(loop, 10)
+        assert done.state is JobState.SUCCEEDED and done.attempt == 1
+        assert set(answered) == {1}
+        assert most_overlapping == 1  # one renewal in flight at a time
+    finally:
+        await runtime.close()
+
+
+async def _wait_for_job(runtime: Runtime, job_id: str) -> Any:
+    async with asyncio.timeout(10):
+        while True:
+            job = await runtime.storage.job_get(job_id=job_id)
+            if job is not None and job.state.terminal:
+                return job
+            await asyncio.sleep(0.02)
