@@ -12,7 +12,7 @@ from typing import Any
 class Case:
     """One measured configuration of one system, e.g. PgQueuer's drain at batch size 100."""
 
-    section: str  # drain | enqueue | http | longpoll | webhooks
+    section: str  # drain | enqueue | http | longpoll | inflight | webhooks
     system: str  # jobgate | pgqueuer | procrastinate
     backend: str  # postgres | sqlite
     name: str  # what was measured within the section, e.g. "single" or "submit"

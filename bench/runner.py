@@ -29,7 +29,7 @@ from bench.results import Case
 from bench.sizes import Sizes
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("drain", "enqueue", "http", "longpoll", "webhooks")
+SECTIONS = ("drain", "enqueue", "http", "longpoll", "inflight", "webhooks")
 BACKENDS = ("sqlite", "postgres")
 CHART = "benchmarks-ratios.png"
 
@@ -207,6 +207,20 @@ async def _longpoll(ctx: RunContext, options: Options, cases: list[Case]) -> Non
         )
 
 
+async def _inflight(ctx: RunContext, options: Options, cases: list[Case]) -> None:
+    from bench import inflight
+
+    for backend in options.backends:
+        measure = inflight.inflight_sqlite if backend == "sqlite" else inflight.inflight_postgres
+        await _guard(
+            ctx,
+            cases,
+            f"in flight {backend}",
+            partial(measure, ctx),
+            Case("inflight", "jobgate", backend, "hold", {}, {}),
+        )
+
+
 async def _webhooks(ctx: RunContext, options: Options, cases: list[Case]) -> None:
     try:
         module = importlib.import_module("bench.webhooks")
@@ -232,6 +246,7 @@ STEPS = {
     "enqueue": _enqueue,
     "http": _http,
     "longpoll": _longpoll,
+    "inflight": _inflight,
     "webhooks": _webhooks,
 }
 

@@ -26,6 +26,11 @@ class Sizes:
     wake_trials: int
     longpoll_clients: int
     longpoll_wait_s: int
+    # Long calls held by one worker process: how many (one measurement each), how long each
+    # call waits on the simulated provider, and the measuring window once all are running.
+    inflight_calls: tuple[int, ...]
+    inflight_latency_s: float
+    inflight_window_s: float
 
 
 FULL = Sizes(
@@ -44,6 +49,9 @@ FULL = Sizes(
     wake_trials=200,
     longpoll_clients=10_000,
     longpoll_wait_s=60,
+    inflight_calls=(10_000, 50_000),
+    inflight_latency_s=120,
+    inflight_window_s=45,
 )
 
 QUICK = Sizes(
@@ -62,6 +70,9 @@ QUICK = Sizes(
     wake_trials=40,
     longpoll_clients=1_000,
     longpoll_wait_s=60,
+    inflight_calls=(10_000,),
+    inflight_latency_s=120,
+    inflight_window_s=32,
 )
 
 SMOKE = Sizes(
@@ -80,6 +91,9 @@ SMOKE = Sizes(
     wake_trials=5,
     longpoll_clients=20,
     longpoll_wait_s=60,
+    inflight_calls=(100,),
+    inflight_latency_s=15,
+    inflight_window_s=3,
 )
 
 BY_NAME = {sizes.name: sizes for sizes in (FULL, QUICK, SMOKE)}

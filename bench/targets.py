@@ -16,6 +16,8 @@ WAKE_P50_MS = 50.0
 WAKE_P99_MS = 200.0
 POLLERS = 10_000
 POLLERS_MIB = 1024.0
+INFLIGHT_CALLS = 50_000  # issue 22: long calls held by one worker process
+INFLIGHT_MIB = 1024.0
 SUSTAINED = 0.98  # an offered rate counts as sustained when this share of it was answered
 
 
@@ -139,6 +141,7 @@ def verdicts(cases: Sequence[Case]) -> list[Verdict]:
     for backend in ("sqlite", "postgres"):
         out.extend(_wake_verdicts(cases, backend))
         out.append(_memory_verdict(cases, backend))
+    out.append(_inflight_verdict(cases))
     hooks = select(cases, section="webhooks")
     rate = next((c.metrics.get("deliveries_per_s") for c in hooks if c.error is None), None)
     out.append(
@@ -287,3 +290,32 @@ def _memory_verdict(cases: Sequence[Case], backend: str) -> Verdict:
         None,
         POLLERS_MIB / max(projected, 1),
     )
+
+
+def _inflight_verdict(cases: Sequence[Case]) -> Verdict:
+    """The largest PostgreSQL in-flight run; below the goal's size, projected from its
+    memory per call."""
+    name = f"{INFLIGHT_CALLS:,} calls in flight, one worker (postgres)"
+    goal = f"< {INFLIGHT_MIB / 1024:g} GiB RSS"
+    runs = [c for c in select(cases, section="inflight", backend="postgres") if c.error is None]
+    if not runs:
+        return Verdict(name, goal, "n/a", None)
+    largest = max(runs, key=lambda c: float(c.metrics.get("calls") or 0))
+    m = largest.metrics
+    calls = int(m.get("calls") or 0)
+    rss = float(m.get("rss_mib") or 0)
+    if calls >= INFLIGHT_CALLS:
+        return Verdict(
+            name, goal, f"{rss:,.0f} MiB with {calls:,} calls", rss < INFLIGHT_MIB,
+            INFLIGHT_MIB / max(rss, 1),
+        )  # fmt: skip
+    projected = (
+        float(m.get("rss_idle_mib") or 0)
+        + float(m.get("kib_per_call") or 0) / 1024 * INFLIGHT_CALLS
+    )
+    return Verdict(
+        name, goal,
+        f"{rss:,.0f} MiB with {calls:,} calls; projected {projected:,.0f} MiB at "
+        f"{INFLIGHT_CALLS:,} (not run)",
+        None, INFLIGHT_MIB / max(projected, 1),
+    )  # fmt: skip

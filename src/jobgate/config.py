@@ -22,6 +22,14 @@ from jobgate.domain import costs
 DAY_S = 86_400
 # The standard webhook schedule spans about three days; results must outlive it.
 WEBHOOK_RETRY_WINDOW_S = 3 * DAY_S
+# Calls one worker process holds in flight. A call spends its time waiting on the provider
+# (one parked coroutine, a few KiB; claims, heartbeats and finishes are batched), so hundreds
+# cost little: what protects the system is the provider's `concurrency`, the tenants'
+# `max_running` and the provider's own limits. Measured in docs/architecture.md (sizing).
+DEFAULT_WORKER_CONCURRENCY = 512
+# Calls in flight to one provider per worker process; matches the worker's slots so that one
+# provider alone can fill them. Lower it per provider in jobgate.toml.
+DEFAULT_PROVIDER_CONCURRENCY = DEFAULT_WORKER_CONCURRENCY
 
 
 def _number_only(value: Any) -> Any:
@@ -63,7 +71,7 @@ class ProviderConfig(pydantic.BaseModel):
     # `openai` and `sim`, Messages for `anthropic`), or, for OpenAI-compatible servers that
     # have no Responses API, translated to Chat Completions.
     responses_api: Literal["native", "chat_completions"] = "native"
-    concurrency: int = pydantic.Field(default=64, gt=0)
+    concurrency: int = pydantic.Field(default=DEFAULT_PROVIDER_CONCURRENCY, gt=0)
     connect_timeout_s: float = pydantic.Field(default=10.0, gt=0)
     request_timeout_s: float = pydantic.Field(default=600.0, gt=0)
     execution_timeout_s: float | None = pydantic.Field(default=None, gt=0)
@@ -118,6 +126,7 @@ class Settings(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     database_url: str = "sqlite:///./jobgate.db"
+    # Per process, whatever the calls in flight: claims, heartbeats and finishes are batched.
     database_pool_size: int = pydantic.Field(default=10, gt=0)
     host: str = "127.0.0.1"
     port: int = pydantic.Field(default=8000, ge=0, le=65535)
@@ -127,7 +136,7 @@ class Settings(pydantic.BaseModel):
     reaper_interval_s: float = pydantic.Field(default=30.0, gt=0)
     reaper_warn_threshold: int = pydantic.Field(default=100, gt=0)
     reconciler_interval_s: float = pydantic.Field(default=5.0, gt=0)
-    worker_concurrency: int = pydantic.Field(default=16, gt=0)
+    worker_concurrency: int = pydantic.Field(default=DEFAULT_WORKER_CONCURRENCY, gt=0)
     worker_poll_interval_s: float = pydantic.Field(default=1.0, gt=0)
     shutdown_grace_s: float = pydantic.Field(default=10.0, ge=0)
     retry_base_s: float = pydantic.Field(default=2.0, gt=0)

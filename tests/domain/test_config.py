@@ -17,7 +17,7 @@ def test_defaults_match_the_design(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     settings = load_settings({})
     assert settings.database_url == "sqlite:///./jobgate.db"
     assert (settings.lease_ttl_s, settings.heartbeat_interval_s) == (60, 15)
-    assert settings.reaper_interval_s == 30 and settings.worker_concurrency == 16
+    assert settings.reaper_interval_s == 30 and settings.worker_concurrency == 512
     assert settings.max_body_bytes == 1024 * 1024
     assert settings.webhook_retry_profile == "standard" and settings.unknown_outcome == "fail"
     assert settings.retention_s == 7 * 86400 and settings.idempotency_ttl_s >= 86400

@@ -40,12 +40,15 @@ def test_smoke_run_measures_every_jobgate_section(tmp_path: Path) -> None:
         ("http", "status"),
         ("longpoll", "wake"),
         ("longpoll", "memory"),
+        ("inflight", "hold"),
     } <= measured, [c for c in cases if c["error"]]
     drain = next(c for c in cases if c["section"] == "drain")
     assert drain["metrics"]["jobs"] == 200 and drain["metrics"]["failed"] == 0
     assert drain["metrics"]["events_per_job"] == 3  # queued, running, succeeded: the log is on
     submit = next(c for c in cases if c["section"] == "http" and c["name"] == "submit")
     assert submit["metrics"]["errors"] == 0 and submit["metrics"]["p99_ms"] is not None
+    held = next(c for c in cases if c["section"] == "inflight")
+    assert held["metrics"]["calls"] == 100 and held["metrics"]["rss_mib"] > 0
     memory = next(c for c in cases if c["name"] == "memory")
     assert memory["metrics"]["held"] == memory["metrics"]["clients"]
     assert memory["metrics"]["answered_early"] == 0

@@ -13,7 +13,7 @@ import click
 
 import jobgate
 
-_SECTIONS = ("drain", "enqueue", "http", "longpoll", "webhooks")
+_SECTIONS = ("drain", "enqueue", "http", "longpoll", "inflight", "webhooks")
 _BACKENDS = ("sqlite", "postgres")
 
 
@@ -101,8 +101,9 @@ def bench(
     results_dir: str | None,
     docs: bool | None,
 ) -> None:
-    """Benchmark jobgate (drain, enqueue, HTTP, long polling), side by side with its peers
-    with --all. Needs a source checkout and PostgreSQL for the postgres backend."""
+    """Benchmark jobgate (drain, enqueue, HTTP, long polling, long calls in flight), side by
+    side with its peers with --all. Needs a source checkout and PostgreSQL for the postgres
+    backend."""
     harness = _harness()
     sizes_module = importlib.import_module("bench.sizes")
     name = size or ("quick" if quick else "full")

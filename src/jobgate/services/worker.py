@@ -37,6 +37,7 @@ ABORT_CANCEL = "cancel"  # the client asked: stop the call, confirm `cancelled`
 ABORT_LEASE_LOST = "lease_lost"  # someone else owns the job now: stop, write nothing
 ABORT_LEASE_EXPIRING = "lease_expiring"  # cannot renew in time: stop, write nothing
 ABORT_SHUTDOWN = "shutdown"  # graceful stop: give the job back at once
+CLAIM_BATCH_MAX = 500  # jobs leased by one claim statement (the finish batch's size too)
 
 
 @dataclasses.dataclass(slots=True)
@@ -55,6 +56,15 @@ class _InFlight:
                 self.call.cancel()
 
 
+def _renewed(beat: asyncio.Task[bool]) -> bool:
+    if beat.cancelled():
+        return False
+    if beat.exception() is not None:
+        log.error("heartbeat raised", exc_info=beat.exception())
+        return False
+    return beat.result()
+
+
 def default_worker_id() -> str:
     return f"worker:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -62,7 +72,7 @@ def default_worker_id() -> str:
 class _FinishBatcher:
     """Write the verdicts that arrive while a write is in flight together, in the next one."""
 
-    def __init__(self, storage: Storage, *, max_batch: int = 500) -> None:
+    def __init__(self, storage: Storage, *, max_batch: int = CLAIM_BATCH_MAX) -> None:
         self._storage = storage
         self._max_batch = max_batch
         self._pending: list[tuple[Finish, asyncio.Future[Finished | None]]] = []
@@ -133,6 +143,9 @@ class Worker:
         lease_ttl_s = settings.lease_ttl_s
         # Stop work this long before the lease would run out without a renewal.
         self._safety_margin_s = min(settings.heartbeat_interval_s, lease_ttl_s / 4)
+        # How long a renewal's answer can still save a lease: beyond this from its sending,
+        # check_lease_expiry has stopped the calls it would have renewed.
+        self._renewal_window_s = lease_ttl_s - self._safety_margin_s
 
     @property
     def inflight(self) -> int:
@@ -146,7 +159,9 @@ class Worker:
     async def claim(self, limit: int | None = None) -> list[Job]:
         """Lease up to `limit` jobs (at most the free slots) and register them as in flight."""
         free = self.concurrency - len(self._inflight)
-        count = free if limit is None else min(free, limit)
+        # Thousands of free slots are filled by several claims of a bounded size (the claim
+        # loop goes on while the queue yields), not one statement leasing them all.
+        count = min(free, CLAIM_BATCH_MAX if limit is None else limit)
         if count <= 0 or self._stopping:
             return []
         policy = None if self._limits is None else await self._limits.claim_policy()
@@ -364,15 +379,20 @@ class Worker:
 
     # -- heartbeats ------------------------------------------------------------------------
 
-    async def heartbeat_once(self) -> None:
-        """Renew every held lease; stop the calls whose lease is gone or whose cancel was
-        requested. A failed renewal only matters once the lease is about to run out."""
+    async def heartbeat_once(self) -> bool:
+        """Renew every held lease in one statement, however many there are; stop the calls
+        whose lease is gone or whose cancel was requested. Answers whether the renewal landed;
+        a failed one only matters once a lease is about to run out."""
         entries = list(self._inflight.values())
         if not entries:
-            return
+            return True
         sent_at = self._clock.monotonic()
         try:
-            async with asyncio.timeout(self._settings.heartbeat_interval_s):
+            # Waited for as long as its answer can still save a lease, not one interval: a
+            # renewal that lands late still extends every lease (counted from `sent_at`), and
+            # cancelling it would make each beat on a slow database fail alike until calls
+            # that are still running lose their leases.
+            async with asyncio.timeout(self._renewal_window_s):
                 held = await self._storage.job_heartbeat(
                     leases=[entry.lease for entry in entries],
                     lease_ttl_s=self._settings.lease_ttl_s,
@@ -382,7 +402,7 @@ class Worker:
                 "heartbeat failed", extra={"worker_id": self.worker_id, "count": len(entries)}
             )
             self.check_lease_expiry()
-            return
+            return False
         answers = {result.job_id: result for result in held}
         for entry in entries:
             answer = answers.get(entry.job.id)
@@ -390,9 +410,10 @@ class Worker:
                 if entry.job.id in self._inflight:
                     entry.stop(ABORT_LEASE_LOST)
                 continue
-            entry.renewed_at = sent_at
+            entry.renewed_at = max(entry.renewed_at, sent_at)
             if answer.cancel_requested:
                 entry.stop(ABORT_CANCEL)
+        return True
 
     def check_lease_expiry(self) -> None:
         """Stop calls whose lease will run out before another renewal could land."""
@@ -413,16 +434,26 @@ class Worker:
                 entry.stop(ABORT_CANCEL)
 
     async def _heartbeat_loop(self) -> None:
-        tick_s = min(1.0, self._settings.heartbeat_interval_s / 4)
-        next_beat = self._clock.monotonic() + self._settings.heartbeat_interval_s
-        beat: asyncio.Task[None] | None = None
+        """One renewal in flight at a time, one per interval: a slow database gets no pile of
+        overlapping statements, and the next beat starts as soon as a late one answers."""
+        interval_s = self._settings.heartbeat_interval_s
+        tick_s = min(1.0, interval_s / 4)
+        next_beat = self._clock.monotonic() + interval_s
+        beat: asyncio.Task[bool] | None = None
         try:
             while True:
                 await asyncio.sleep(tick_s)
                 self.check_lease_expiry()
-                if self._clock.monotonic() >= next_beat and (beat is None or beat.done()):
-                    beat = asyncio.create_task(self.heartbeat_once())
-                    next_beat = self._clock.monotonic() + self._settings.heartbeat_interval_s
+                now = self._clock.monotonic()
+                if beat is not None and beat.done():
+                    if not _renewed(beat):
+                        # Leases keep running out meanwhile: try again soon, not a whole
+                        # interval later.
+                        next_beat = min(next_beat, now + interval_s / 4)
+                    beat = None
+                if beat is None and now >= next_beat:
+                    beat = asyncio.create_task(self.heartbeat_once(), name="heartbeat")
+                    next_beat = now + interval_s
         finally:
             if beat is not None:
                 beat.cancel()
