@@ -23,7 +23,19 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),
+    **dict.fromkeys(("login", "key"), "jobgate.cli.login"),
 }
+# How `jobgate --help` groups the commands; one that is in no group is listed under "Other".
+HELP_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Server roles (run these)": (
+        "serve", "api", "worker", "reaper", "dispatcher", "reconciler", "migrate", "simulator",
+        "bench",
+    ),
+    "Operators (against the database)": ("tenants", "keys", "operators"),
+    "Clients (against a server's API)": (
+        "submit", "status", "wait", "cancel", "jobs", "events", "dlq", "login", "key",
+    ),
+}  # fmt: skip
 
 
 class LazyGroup(click.Group):
@@ -36,6 +48,21 @@ class LazyGroup(click.Group):
             return super().get_command(ctx, cmd_name)
         module = importlib.import_module(module_name)
         return next((c for c in module.COMMANDS if c.name == cmd_name), None)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands by section, each with its whole first line (never cut short)."""
+        commands = {}
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                commands[name] = command.get_short_help_str(limit=200)
+        placed = {name for names in HELP_SECTIONS.values() for name in names}
+        sections = [*HELP_SECTIONS.items(), ("Other", tuple(sorted(set(commands) - placed)))]
+        for title, names in sections:
+            rows = [(name, commands[name]) for name in names if name in commands]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -133,8 +133,30 @@ def tenants_show(name: str, as_json: bool, database_url: str | None) -> None:
     emit(result, as_json=as_json, text=_limits_text(result))
 
 
+# Limits whose 0 (or empty list) means "no limit".
+_UNLIMITED_WHEN_ZERO = frozenset({
+    "max_running", "max_queued", "max_output_tokens", "daily_token_budget",
+    "daily_cost_budget_usd", "max_running_per_key",
+})  # fmt: skip
+
+
+def _value_text(key: str, value: object) -> str:
+    """One value as a person reads it: lists joined, 0 limits spelled out, never a repr."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(str(item) for item in value) if value else "any"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key in _UNLIMITED_WHEN_ZERO and value == 0:
+        return "0 (unlimited)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_value_text(str(k), v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
 def _limits_text(limits: dict[str, object]) -> str:
-    return "\n".join(f"{key:<22} {value}" for key, value in limits.items())
+    return "\n".join(f"{key:<22} {_value_text(key, value)}" for key, value in limits.items())
 
 
 @click.group()

@@ -187,6 +187,19 @@ def _read_request(
     return request
 
 
+def _with_latency(body: dict[str, Any], latency_s: float, as_json: bool) -> dict[str, Any]:
+    model = body.get("model")
+    if not (isinstance(model, str) and model.startswith("sim-")):
+        raise VerbError(
+            f"--latency simulates a slow provider, so it needs a sim-* model, not {model!r}",
+            exit_code=EXIT_USAGE,
+            as_json=as_json,
+            detail={"code": "usage"},
+        )
+    sim = body.get("sim")
+    return {**body, "sim": {**(sim if isinstance(sim, dict) else {}), "latency_s": latency_s}}
+
+
 def _metadata(items: tuple[str, ...], as_json: bool) -> dict[str, str]:
     metadata = {}
     for item in items:
@@ -203,6 +216,12 @@ def _metadata(items: tuple[str, ...], as_json: bool) -> dict[str, str]:
 @click.argument("file", type=click.File("r"), required=False)
 @click.option("-m", "--message", help="Submit a chat completion of this one user message.")
 @click.option("--model", help="Model (sets body.model; with --message default sim-echo).")
+@click.option(
+    "--latency",
+    type=click.FloatRange(0, 3600),
+    metavar="S",
+    help="Simulated provider (sim-* models) only: take S seconds to answer (body.sim.latency_s).",
+)
 @click.option(
     "--endpoint", help="Provider endpoint (default /v1/chat/completions).", metavar="PATH"
 )
@@ -221,6 +240,7 @@ def submit(
     file: Any,
     message: str | None,
     model: str | None,
+    latency: float | None,
     endpoint: str | None,
     provider: str | None,
     metadata_items: tuple[str, ...],
@@ -240,6 +260,8 @@ def submit(
     ({"endpoint": …, "body": …, "metadata": …}).
     """
     request = _read_request(file, message, model, as_json)
+    if latency is not None:
+        request["body"] = _with_latency(request["body"], latency, as_json)
     options = {k: v for k, v in request.items() if k not in ("endpoint", "body")}
     if metadata_items:
         options["metadata"] = {**options.get("metadata", {}), **_metadata(metadata_items, as_json)}
