@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, str] = {
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),
     **dict.fromkeys(("login", "key"), "jobgate.cli.login"),
+    "listen": "jobgate.cli.listen",
 }
 # How `jobgate --help` groups the commands; one that is in no group is listed under "Other".
 HELP_SECTIONS: dict[str, tuple[str, ...]] = {
@@ -33,7 +34,7 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "Operators (against the database)": ("tenants", "keys", "operators"),
     "Clients (against a server's API)": (
-        "submit", "status", "wait", "cancel", "jobs", "events", "dlq", "login", "key",
+        "submit", "status", "wait", "cancel", "jobs", "events", "dlq", "login", "key", "listen",
     ),
 }  # fmt: skip
 
