@@ -1,0 +1,55 @@
+"""What a terminal shows when a server starts: the banner first, then keys, then log lines; and
+the access log when asked for."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jobgate.testing.processes import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+
+def test_banner_first_then_an_access_log_line_per_request(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
+    env.update(
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        JOBGATE_LOG_LEVEL="info",  # migrations and role starts log at info
+        JOBGATE_LOG_FORMAT="json",
+        JOBGATE_ACCESS_LOG="1",
+    )
+    port = free_port()
+    with subprocess.Popen(
+        [sys.executable, "-m", "jobgate", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream, as on a terminal
+        text=True,
+    ) as server:
+        try:
+            assert server.stdout is not None
+            first = server.stdout.readline()
+            assert first.startswith("jobgate ") and f"listening on http://127.0.0.1:{port}" in first
+            lines = []
+            while not any("Operator key" in line for line in lines):
+                lines.append(server.stdout.readline())
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+            access = None
+            while access is None:
+                line = server.stdout.readline()
+                assert line, "the server ended"
+                if line.startswith("{") and json.loads(line).get("path") == "/healthz":
+                    access = json.loads(line)
+            assert access["logger"] == "jobgate.access" and access["method"] == "GET"
+            assert access["status_code"] == 200 and access["latency_ms"] >= 0
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
