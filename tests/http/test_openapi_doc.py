@@ -71,6 +71,7 @@ async def test_error_lists_differ_by_operation(backend: str, api: Api) -> None:
     assert errors_of("get", "/v1/jobs/{job_id}") == {400, 401, 404, 503}
     assert errors_of("post", "/v1/jobs/{job_id}/cancel") == {400, 401, 404, 503}
     assert errors_of("get", "/v1/webhook_secret") == {401, 503}
+    assert errors_of("get", "/v1/jobs") == {400, 401, 404, 503}  # an unknown `after` cursor
     assert 422 in errors_of("post", "/v1/webhook_endpoints")
     assert errors_of("get", "/healthz") == set()
 

@@ -219,8 +219,8 @@ def security_for(path: str) -> list[dict[str, list[str]]]:
 
 def error_statuses(method: str, path: str, operation: dict[str, Any]) -> set[int]:
     """What the operation can answer besides success, from what it takes: a key (401), an id
-    in the path (404), parameters or a body (400), a body (413), an Idempotency-Key (409,
-    422), new work (403, 429), the database (503)."""
+    in the path or an `after` cursor (404), parameters or a body (400), a body (413), an
+    Idempotency-Key (409, 422), new work (403, 429), the database (503)."""
     name = f"{method} {path}"
     statuses: set[int] = set()
     parameters = operation.get("parameters", [])
@@ -232,8 +232,8 @@ def error_statuses(method: str, path: str, operation: dict[str, Any]) -> set[int
     if not path.startswith("/v1/"):
         return statuses
     statuses |= {401, 503}
-    if "{" in path:
-        statuses.add(404)
+    if "{" in path or any(p.get("in") == "query" and p.get("name") == "after" for p in parameters):
+        statuses.add(404)  # an unknown id, in the path or as a list's `after` cursor
     if parameters or has_body:
         statuses.add(400)
     if has_body:
