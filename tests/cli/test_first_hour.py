@@ -48,6 +48,9 @@ def test_help_groups_commands_and_cuts_no_description(tmp_path: Path) -> None:
     assert "..." not in text.split("Options:")[1]  # click's truncation mark
     joined = " ".join(text.split())
     assert "status checks, cancels and settlements of background jobs." in joined
+    tenants = jobgate("tenants", "--help", cwd=tmp_path).stdout
+    assert "..." not in tenants.split("Commands:")[1]
+    assert "in every process within 2 s)." in " ".join(tenants.split())
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

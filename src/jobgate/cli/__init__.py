@@ -11,6 +11,7 @@ import click
 
 import jobgate
 from jobgate import errors
+from jobgate.cli import help_format
 
 # Command name -> the module defining it (in its COMMANDS). Modules load only when one of
 # their commands runs, so client verbs start without importing the server.
@@ -39,7 +40,7 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-class LazyGroup(click.Group):
+class LazyGroup(help_format.WholeHelpGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMAND_MODULES, *super().list_commands(ctx)})
 
@@ -52,15 +53,11 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands by section, each with its whole first line (never cut short)."""
-        commands = {}
-        for name in self.list_commands(ctx):
-            command = self.get_command(ctx, name)
-            if command is not None and not command.hidden:
-                commands[name] = command.get_short_help_str(limit=200)
-        placed = {name for names in HELP_SECTIONS.values() for name in names}
-        sections = [*HELP_SECTIONS.items(), ("Other", tuple(sorted(set(commands) - placed)))]
-        for title, names in sections:
-            rows = [(name, commands[name]) for name in names if name in commands]
+        names = self.list_commands(ctx)
+        placed = {name for section in HELP_SECTIONS.values() for name in section}
+        others = tuple(name for name in names if name not in placed)
+        for title, section in [*HELP_SECTIONS.items(), ("Other", others)]:
+            rows = help_format.command_rows(self, ctx, [name for name in section if name in names])
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from jobgate.cli import help_format
 from jobgate.cli.common import emit, load, with_runtime
 from jobgate.services.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
@@ -18,7 +19,7 @@ _db = click.option(
 )
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def tenants() -> None:
     """Create and list tenants."""
 
@@ -159,7 +160,7 @@ def _limits_text(limits: dict[str, object]) -> str:
     return "\n".join(f"{key:<22} {_value_text(key, value)}" for key, value in limits.items())
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def operators() -> None:
     """Operator keys (the dashboard sees every tenant)."""
 
@@ -182,7 +183,7 @@ def operators_create(name: str, as_json: bool, database_url: str | None) -> None
     )
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def keys() -> None:
     """Issue, list and revoke API keys."""
 

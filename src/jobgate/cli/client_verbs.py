@@ -23,6 +23,7 @@ import click
 
 from jobgate import clock
 from jobgate.cli import client_output as out
+from jobgate.cli import help_format
 from jobgate.client import AsyncClient, Client, Job, JobStatus, credentials
 from jobgate.client import errors as client_errors
 
@@ -304,6 +305,9 @@ def status(job_id: str, url: str, api_key: str | None, as_json: bool) -> None:
         out.print_json(job.raw)
     else:
         click.echo(out.job_details(job, _now_s(), colour=_colour()))
+        note = job.raw.get("note")  # e.g. a background job that no reconciler settles
+        if isinstance(note, str):
+            click.echo(f"  note       {note}")
 
 
 @click.command()
@@ -495,7 +499,7 @@ def _list_jobs(
         click.echo(f"more: {command} --after {last_id}  (or --all)", err=True)
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def dlq() -> None:
     """Dead-lettered jobs: list them, redrive one."""
 
