@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,36 @@ def test_banner_first_then_an_access_log_line_per_request(tmp_path: Path) -> Non
         finally:
             server.terminate()
             server.wait(timeout=30)
+
+
+def test_two_local_servers_keep_their_own_saved_keys(tmp_path: Path) -> None:
+    """Each `serve` saves its tenant and operator keys under its own URL, mode 0600."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    urls = []
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        port = free_port()
+        with subprocess.Popen(
+            [sys.executable, "-m", "jobgate", "serve", "--port", str(port)],
+            cwd=tmp_path / name,  # its own jobgate.db
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        ) as server:
+            try:
+                assert server.stdout is not None
+                while "Operator key" not in server.stdout.readline():
+                    pass
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+        urls.append(f"http://127.0.0.1:{port}")
+    path = tmp_path / "config" / "jobgate" / "credentials.json"
+    saved = json.loads(path.read_text())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for url in urls:
+        assert saved[url]["api_key"].startswith("jg_")
+        assert saved[url]["operator_key"].startswith("jgo_")
+    assert saved[urls[0]]["api_key"] != saved[urls[1]]["api_key"]
