@@ -62,7 +62,9 @@ class HumanFormatter(logging.Formatter):
         if self.colour:
             level = f"\x1b[{_LEVEL_COLOURS.get(record.levelname, '0')}m{level}\x1b[0m"
         source = record.name.removeprefix("jobgate.")
-        facts = " ".join(f"{key}={value}" for key, value in _facts(record).items())
+        # An access line says it all in its message; its fields are for machines.
+        shown = {} if record.name == "jobgate.access" else _facts(record)
+        facts = " ".join(f"{key}={value}" for key, value in shown.items())
         if record.exc_info and record.exc_info[0] is not None:
             facts = f"{facts} exception={record.exc_info[0].__name__}".strip()
         if facts and self.colour:

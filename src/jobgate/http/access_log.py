@@ -36,10 +36,11 @@ class AccessLogMiddleware:
             latency_ms = round((self.clock.monotonic() - started) * 1000, 1)
             method, path = scope.get("method", ""), scope.get("path", "")
             log.info(
-                "%s %s %s",
+                "%s %s %s %.1f ms",
                 method,
                 path,
                 status or "-",
+                latency_ms,
                 extra={
                     "method": method,
                     "path": path,
