@@ -125,3 +125,18 @@ def test_submit_latency_needs_a_simulated_model(tmp_path: Path) -> None:
     )  # fmt: skip
     assert refused.returncode == 2
     assert "--latency simulates a slow provider" in refused.stderr
+
+
+def test_concurrent_saves_keep_every_server(tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    code = (
+        "import sys; from pathlib import Path; from jobgate.client import credentials\n"
+        "for i in range(20):\n"
+        "    url = f'http://h:{sys.argv[2]}{i:02d}'\n"
+        "    credentials.save(Path(sys.argv[1]), url, api_key='jg_x')\n"
+    )
+    writers = [
+        subprocess.Popen([sys.executable, "-c", code, str(path), str(n)]) for n in range(1, 5)
+    ]
+    assert [writer.wait(timeout=60) for writer in writers] == [0, 0, 0, 0]
+    assert len(json.loads(path.read_text())) == 80

@@ -10,6 +10,7 @@ directly, because the client must not import server code.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Mapping
@@ -70,16 +71,23 @@ def save(path: Path, url: str, **fields: str | None) -> None:
     if unknown:
         raise ValueError(f"unknown credential fields: {sorted(unknown)}")
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    saved = load_all(path)
-    entry = saved.setdefault(normal_url(url), {})
-    entry.update({k: v for k, v in fields.items() if v})
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(descriptor, "w") as handle:
-        json.dump(saved, handle, indent=2)
-        handle.write("\n")
-    os.chmod(temporary, 0o600)  # O_CREAT's mode is masked by umask, and a stale file keeps its own
-    os.replace(temporary, path)
+    # Two servers starting at once must not lose each other's entry: read, merge and replace
+    # under an exclusive lock.
+    lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = load_all(path)
+        entry = saved.setdefault(normal_url(url), {})
+        entry.update({k: v for k, v in fields.items() if v})
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "w") as handle:
+            json.dump(saved, handle, indent=2)
+            handle.write("\n")
+        os.chmod(temporary, 0o600)  # O_CREAT's mode is masked by umask; a stale file keeps its own
+        os.replace(temporary, path)
+    finally:
+        os.close(lock)  # releases the lock
 
 
 def resolve(
