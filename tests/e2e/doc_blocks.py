@@ -12,7 +12,7 @@ SHELLS = frozenset({"sh", "bash", "shell"})
 RUNNABLE = SHELLS | {"python"}
 # Written by `python -m bench`, so a directive in it would not survive the next run.
 NOT_RUN_DOCUMENTS = {"docs/benchmarks.md": "written by python -m bench"}
-RUN_OPTIONS = frozenset({"continues"})
+RUN_OPTIONS = frozenset({"continues", "simulator"})
 
 _FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _DIRECTIVE = re.compile(r"^<!--\s*(not-run|expect|run)\s*:\s*(.*?)\s*-->$")
@@ -58,9 +58,12 @@ def _directives(lines: list[str], fence_index: int, where: str) -> list[tuple[st
 
 
 def parse(path: Path) -> list[Block]:
-    text = path.read_text()
+    document = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+    return parse_text(path.read_text(), document)
+
+
+def parse_text(text: str, document: str) -> list[Block]:
     lines = text.split("\n")
-    document = str(path.relative_to(ROOT))
     blocks = []
     for match in _FENCE.finditer(text):
         line = text.count("\n", 0, match.start()) + 1

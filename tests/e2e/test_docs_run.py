@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +48,33 @@ class DocsServer:
             "NO_COLOR": "1",
         }
         self.ports = {"9100": str(free_port()), "9200": str(free_port())}
+        self._simulator: subprocess.Popen[bytes] | None = None
+
+    def simulator(self) -> None:
+        """`jobgate simulator --port 9100` (its port localised), for blocks that ask for it;
+        started once, on first use."""
+        if self._simulator is not None:
+            return
+        port = int(self.ports["9100"])
+        self._simulator = subprocess.Popen(
+            [sys.executable, "-m", "jobgate", "simulator", "--port", str(port)],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self._simulator.poll() is None, "jobgate simulator exited"
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.1)
+        pytest.fail("jobgate simulator did not listen within 60 s")
+
+    def close(self) -> None:
+        if self._simulator is not None:
+            self._simulator.terminate()
+            self._simulator.wait(timeout=30)
 
     def localise(self, code: str) -> str:
         """The documented addresses replaced by this test's (docs/writing-docs.md)."""
@@ -59,10 +88,16 @@ class DocsServer:
 def docs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsServer]:
     directory = tmp_path_factory.mktemp("docs-serve")
     with ProcessHarness(directory, fast=True) as harness:
-        yield DocsServer(harness, f"sqlite:///{directory / 'jobgate.db'}")
+        server = DocsServer(harness, f"sqlite:///{directory / 'jobgate.db'}")
+        try:
+            yield server
+        finally:
+            server.close()
 
 
 def run_block(block: doc_blocks.Block, code: str, server: DocsServer, cwd: Path) -> str:
+    if "simulator" in block.options:
+        server.simulator()
     code = server.localise(code)
     if block.language in doc_blocks.SHELLS:
         command = ["bash", "-e", "-o", "pipefail", "-c", SHELL_PROLOGUE + code]
@@ -119,3 +154,43 @@ def test_every_block_is_run_or_says_why_not() -> None:
         for block in doc_blocks.parse(path):
             if block.language in doc_blocks.RUNNABLE and not block.runs:
                 assert block.not_run, block.where
+
+
+def test_directives_parse_and_mistakes_in_them_fail() -> None:
+    text = (
+        "<!-- not-run: needs a real key -->\n```sh\ncurl https://api.openai.com\n```\n"
+        "```python\nx = 1\n```\n"
+        "<!-- expect: 2 -->\n<!-- run: continues -->\n```python\nprint(x + 1)\n```\n"
+        "```toml\n[a]\n```\n"
+    )
+    blocks = doc_blocks.parse_text(text, "t.md")
+    assert [b.language for b in blocks] == ["sh", "python", "python", "toml"]
+    assert blocks[0].not_run == "needs a real key" and not blocks[0].runs
+    assert blocks[2].expects == ("2",) and blocks[2].options == {"continues"}
+    chosen = doc_blocks.runnable(blocks)
+    assert [(b.line, code) for b, code in chosen] == [
+        (5, "x = 1\n"),
+        (10, "x = 1\n\nprint(x + 1)\n"),
+    ]
+    for broken in (
+        "<!-- not-run: -->\n```sh\ntrue\n```\n",
+        "<!-- not-run needs a reason -->\n```sh\ntrue\n```\n",
+        "<!-- run: sometimes -->\n```sh\ntrue\n```\n",
+    ):
+        with pytest.raises(ValueError, match=r"t\.md:2"):
+            doc_blocks.parse_text(broken, "t.md")
+
+
+@pytest.mark.timeout(120)
+def test_a_block_can_ask_for_the_simulator(docs_server: DocsServer, tmp_path: Path) -> None:
+    code = (
+        "import openai\n"
+        'client = openai.OpenAI(base_url="http://127.0.0.1:9100/v1", api_key="x")\n'
+        'answer = client.chat.completions.create(model="m", messages=[{"role": "user", '
+        '"content": "hi"}])\n'
+        "print(answer.choices[0].message.content)\n"
+    )
+    block = doc_blocks.Block(
+        "t.md", 1, "python", code, expects=("hi",), options=frozenset({"simulator"})
+    )
+    run_block(block, code, docs_server, tmp_path)
