@@ -87,3 +87,36 @@ def test_two_local_servers_keep_their_own_saved_keys(tmp_path: Path) -> None:
         assert saved[url]["api_key"].startswith("jg_")
         assert saved[url]["operator_key"].startswith("jgo_")
     assert saved[urls[0]]["api_key"] != saved[urls[1]]["api_key"]
+
+
+def test_an_api_without_a_reconciler_warns_when_a_provider_runs_in_background(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "jobgate.toml").write_text('[providers.bg]\nkind = "sim"\nmode = "background"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), JOBGATE_LOG_FORMAT="json")
+    port = free_port()
+    with subprocess.Popen(
+        [sys.executable, "-m", "jobgate", "api", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as server:
+        try:
+            assert server.stdout is not None
+            warning = None
+            while warning is None:
+                line = server.stdout.readline()
+                assert line, "the api ended"
+                if line.startswith("{") and json.loads(line)["level"] == "warning":
+                    warning = json.loads(line)
+            assert warning["logger"] == "jobgate.startup"
+            assert "no reconciler has ever run" in warning["message"]
+            assert "bg runs in background mode" in warning["message"]
+            ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()
+            assert ready["warnings"] == [warning["message"].removesuffix("; start one")]
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
