@@ -232,7 +232,9 @@ def load_settings(
     elif config_path or env.get("JOBGATE_CONFIG"):
         raise errors.ConfigError(str(path), "configuration file not found")
     variables = [f"JOBGATE_{field.upper()}" for field in _ENV_FIELDS]
-    unknown = config_names.unknown_variable(env, variables)
+    # A provider's key or secret may live in a JOBGATE_* variable the file names.
+    named = config_names.variables_named_by(values.get("providers"))
+    unknown = config_names.unknown_variable(env, [*variables, *named])
     if unknown is not None:
         suggestion = config_names.did_you_mean(unknown, variables, prefix="JOBGATE_")
         raise errors.ConfigError(unknown, f"unknown variable{suggestion}")

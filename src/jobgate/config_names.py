@@ -26,6 +26,19 @@ def did_you_mean(name: str, known: Iterable[str], *, prefix: str = "") -> str:
     return f"; did you mean {by_stem[close[0]]!r}?" if close else ""
 
 
+def variables_named_by(providers: Any) -> set[str]:
+    """The variables a jobgate.toml `[providers.*]` table names (`api_key_env`, …)."""
+    if not isinstance(providers, dict):
+        return set()
+    return {
+        value
+        for provider in providers.values()
+        if isinstance(provider, dict)
+        for key, value in provider.items()
+        if key.endswith("_env") and isinstance(value, str)
+    }
+
+
 def unknown_variable(env: Mapping[str, str], settings_variables: Iterable[str]) -> str | None:
     """The first JOBGATE_* name in `env` that nothing reads, or None."""
     known = {*settings_variables, *OTHER_VARIABLES}

@@ -218,3 +218,16 @@ def test_a_misspelt_toml_key_is_an_error_with_a_suggestion(
     assert named in message.replace(" ", ".") or named in message
     assert "unknown key" in message and f"did you mean {suggested!r}?" in message
     assert "Extra inputs" not in message
+
+
+def test_a_variable_a_provider_names_is_not_unknown(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(
+        '[providers.up]\nkind = "openai"\napi_key_env = "JOBGATE_UPSTREAM_KEY"\n'
+        'webhook_secret_env = "JOBGATE_UPSTREAM_HOOKS"\n'
+    )
+    env = {"JOBGATE_UPSTREAM_KEY": "sk-x", "JOBGATE_UPSTREAM_HOOKS": "whsec_x"}
+    settings = load_settings(env, config_path=config)
+    assert settings.providers["up"].api_key_env == "JOBGATE_UPSTREAM_KEY"
+    with pytest.raises(errors.ConfigError, match="JOBGATE_UPSTREAM_KYE: unknown variable"):
+        load_settings({**env, "JOBGATE_UPSTREAM_KYE": "x"}, config_path=config)
