@@ -127,3 +127,27 @@ async def test_the_docs_pages_load_their_assets_from_jobgate(backend: str, api: 
     assert css.headers["content-type"].startswith("text/css")
     assert (await api.http.get("/docs/assets/../../etc/passwd")).status_code == 404
     assert (await api.http.get("/docs/assets/core.py")).status_code == 404
+
+
+def test_an_error_a_route_describes_itself_is_kept() -> None:
+    generated = {
+        "openapi": "3.1.0",
+        "paths": {
+            "/v1/things": {
+                "post": {
+                    "requestBody": {"content": {"application/json": {"schema": {}}}},
+                    "responses": {
+                        "200": {"description": "ok", "content": {"application/json": {}}},
+                        "404": {"description": "Not Found"},  # a blanket placeholder
+                        "410": {"description": "the thing is gone for good"},
+                    },
+                }
+            }
+        },
+    }
+    completed = openapi_doc.complete(generated)
+    responses = completed["paths"]["/v1/things"]["post"]["responses"]
+    assert set(responses) == {"200", "400", "401", "410", "413", "503"}
+    assert responses["410"]["description"] == "the thing is gone for good"
+    assert responses["410"]["content"]["application/problem+json"]["example"]["status"] == 410
+    assert generated["paths"]["/v1/things"]["post"]["responses"]["404"]  # the input is untouched

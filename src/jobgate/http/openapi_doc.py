@@ -6,7 +6,9 @@ the problem+json schema under its real content type. `/docs` and `/redoc` render
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import http
 import re
 from typing import Any
 
@@ -75,6 +77,9 @@ _ERROR_TYPES = {
     404: "not_found_error", 409: "invalid_request_error", 413: "invalid_request_error",
     422: "invalid_request_error", 429: "rate_limit_error", 503: "server_error",
 }  # fmt: skip
+
+_OTHER_ERROR = ("Refused", "invalid_request", "the request was refused")
+_PLACEHOLDER_DESCRIPTIONS = frozenset({None, "", "Additional Response", "Validation Error"})
 
 # Operations that create work, so answer backpressure and tenant limits.
 _SUBMITS = re.compile(r"^POST /v1/(jobs|responses|jobs/bulk|batches)$")
@@ -251,7 +256,7 @@ def _complete_operation(
 ) -> None:
     operation["security"] = security_for(path)
     responses: dict[str, Any] = operation.setdefault("responses", {})
-    wanted = error_statuses(method, path, operation)
+    wanted = error_statuses(method, path, operation) | _described_errors(responses)
     for status in list(responses):
         if status.isdigit() and int(status) >= 400 and int(status) not in wanted:
             del responses[status]
@@ -267,7 +272,7 @@ def _complete_operation(
             "content": {"application/json": {"example": {"status": "unavailable"}}},
         }
     for error_status in sorted(wanted):
-        description, code, detail = ERRORS[error_status]
+        description, code, detail = ERRORS.get(error_status, _OTHER_ERROR)
         existing = responses.get(str(error_status), {})
         responses[str(error_status)] = {
             "description": existing.get("description") or description,
@@ -286,14 +291,36 @@ def _complete_operation(
         _add_example(body.get("content", {}), schemas, fallback={})
 
 
+def _described_errors(responses: dict[str, Any]) -> set[int]:
+    """Error statuses a route declared with its own description: kept, whatever the rules say
+    (FastAPI's placeholders, like the blanket lists routes used to declare, are not)."""
+    described = set()
+    for status, response in responses.items():
+        if not status.isdigit() or int(status) < 400:
+            continue
+        description = response.get("description")
+        with contextlib.suppress(ValueError):
+            if description == http.HTTPStatus(int(status)).phrase:
+                continue  # FastAPI's default for a status declared without one
+        if description not in _PLACEHOLDER_DESCRIPTIONS:
+            described.add(int(status))
+    return described
+
+
 def problem_example(status: int, code: str, detail: str) -> dict[str, Any]:
+    description = ERRORS.get(status, _OTHER_ERROR)[0]
     return {
         "type": f"/problems/{code}",
-        "title": ERRORS[status][0].split(":")[0].split(" (")[0],
+        "title": description.split(":")[0].split(" (")[0],
         "status": status,
         "detail": detail,
         "code": code,
-        "error": {"message": detail, "type": _ERROR_TYPES[status], "code": code, "param": None},
+        "error": {
+            "message": detail,
+            "type": _ERROR_TYPES.get(status, "invalid_request_error"),
+            "code": code,
+            "param": None,
+        },
     }
 
 
