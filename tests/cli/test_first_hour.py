@@ -140,3 +140,10 @@ def test_concurrent_saves_keep_every_server(tmp_path: Path) -> None:
     ]
     assert [writer.wait(timeout=60) for writer in writers] == [0, 0, 0, 0]
     assert len(json.loads(path.read_text())) == 80
+
+
+def test_a_misspelt_api_key_variable_is_named(tmp_path: Path) -> None:
+    refused = jobgate("status", "job_x", cwd=tmp_path, env={"JOBGATE_APIKEY": "jg_x"})
+    assert refused.returncode == 2
+    assert "JOBGATE_APIKEY is set: did you mean JOBGATE_API_KEY?" in refused.stderr
+    assert "jobgate login URL KEY" in refused.stderr

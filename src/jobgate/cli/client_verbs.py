@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import json
 import os
 import sys
@@ -89,11 +90,18 @@ def _api_key(url: str, api_key: str | None, as_json: bool) -> str:
         return saved
     raise VerbError(
         f"no API key for {url}: pass --api-key, set JOBGATE_API_KEY, or start `jobgate serve` "
-        "(it saves its key for the CLI)",
+        f"(it saves its key for the CLI; `jobgate login URL KEY` saves one){_misspelt_key()}",
         exit_code=EXIT_USAGE,
         as_json=as_json,
         detail={"code": "no_api_key"},
     )
+
+
+def _misspelt_key() -> str:
+    """`; JOBGATE_APIKEY is set: did you mean JOBGATE_API_KEY?` when a set name is close."""
+    names = [name for name in os.environ if name.startswith("JOBGATE_")]
+    close = difflib.get_close_matches("JOBGATE_API_KEY", names, n=1, cutoff=0.8)
+    return f"; {close[0]} is set: did you mean JOBGATE_API_KEY?" if close else ""
 
 
 def _key_from_configured_path(url: str) -> str | None:
