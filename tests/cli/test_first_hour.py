@@ -3,16 +3,21 @@ lines or Python reprs, saved credentials per server, `login` and `key`, `submit 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from jobgate.client import credentials
+from jobgate.domain import webhooks
+from jobgate.testing.processes import free_port
 from tests.cli.test_admin import run_one_job
 
 pytestmark = pytest.mark.timeout(120)
@@ -147,3 +152,37 @@ def test_a_misspelt_api_key_variable_is_named(tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert "JOBGATE_APIKEY is set: did you mean JOBGATE_API_KEY?" in refused.stderr
     assert "jobgate login URL KEY" in refused.stderr
+
+
+def test_listen_prints_verified_events_once_and_refuses_forged_ones(tmp_path: Path) -> None:
+    secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
+    port = free_port()
+    with subprocess.Popen(
+        [sys.executable, "-m", "jobgate.cli", "listen", "--port", str(port), "--secret", secret,
+         "--count", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as listener:  # fmt: skip
+        url = f"http://127.0.0.1:{port}/jobgate"
+        for _ in range(300):
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+
+        def deliver(event_id: str, *, key: str = secret) -> int:
+            body = json.dumps({"id": event_id, "type": "job.succeeded"}).encode()
+            headers = webhooks.signed_headers([key], event_id, int(time.time()), body)
+            return httpx.post(url, content=body, headers=headers, timeout=10).status_code
+
+        forged = "whsec_" + base64.b64encode(b"x" * 32).decode()
+        assert deliver("evt_1", key=forged) == 400
+        assert deliver("evt_1") == 204
+        assert deliver("evt_1") == 204  # a redelivery: acknowledged, not printed again
+        assert deliver("evt_2") == 204
+        out, err = listener.communicate(timeout=30)
+    assert listener.returncode == 0
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["evt_1", "evt_2"]
+    assert "refused a delivery" in err and "listening on" in err
