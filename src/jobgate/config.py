@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 import pydantic_core
 
-from jobgate import errors
+from jobgate import config_names, errors
 from jobgate.domain import costs
 
 DAY_S = 86_400
@@ -156,6 +156,9 @@ class Settings(pydantic.BaseModel):
     retention_s: float = pydantic.Field(default=7 * DAY_S, gt=0)
     idempotency_ttl_s: float = pydantic.Field(default=DAY_S, ge=DAY_S)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # auto: human-readable (coloured) on a terminal, one JSON object per line otherwise
+    log_format: Literal["auto", "human", "json"] = "auto"
+    access_log: bool = False  # one line per HTTP request (method, path, status, latency)
     credentials_path: str | None = None  # where `serve` saves the default tenant's key
     providers: dict[str, ProviderConfig] = pydantic.Field(default_factory=dict)
     tenants: dict[str, TenantLimits] = pydantic.Field(default_factory=dict)
@@ -215,7 +218,7 @@ _ENV_FIELDS = (
     "webhook_allow_http", "webhook_timeout_s", "webhook_concurrency",
     "webhook_endpoint_concurrency", "unknown_outcome", "retention_s", "idempotency_ttl_s",
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
-    "request_receipt_timeout_s", "metrics_public", "metrics_port",
+    "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 
@@ -223,7 +226,7 @@ _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 def _env_value(field: str, raw: str) -> Any:
     if field in _LIST_FIELDS:
         return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if field in ("webhook_allow_http", "metrics_public"):
+    if field in ("webhook_allow_http", "metrics_public", "access_log"):
         lowered = raw.strip().lower()
         if lowered in {"1", "true", "yes", "on"}:
             return True
@@ -252,6 +255,13 @@ def load_settings(
         sources.update({key: f"{path.name} {key}" for key in file_values})
     elif config_path or env.get("JOBGATE_CONFIG"):
         raise errors.ConfigError(str(path), "configuration file not found")
+    variables = [f"JOBGATE_{field.upper()}" for field in _ENV_FIELDS]
+    # A provider's key or secret may live in a JOBGATE_* variable the file names.
+    named = config_names.variables_named_by(values.get("providers"))
+    unknown = config_names.unknown_variable(env, [*variables, *named])
+    if unknown is not None:
+        suggestion = config_names.did_you_mean(unknown, variables, prefix="JOBGATE_")
+        raise errors.ConfigError(unknown, f"unknown variable{suggestion}")
     for field in _ENV_FIELDS:
         name = f"JOBGATE_{field.upper()}"
         if name in env:
@@ -263,10 +273,14 @@ def load_settings(
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         location = [str(part) for part in first["loc"]]
+        message = first["msg"]
+        if first["type"] == "extra_forbidden":
+            known = config_names.fields_at(Settings, location[:-1])
+            message = f"unknown key{config_names.did_you_mean(location[-1], known)}"
         head = location[0] if location else "configuration"
         setting = sources.get(head, head)
         if len(location) > 1:
             setting = (
                 f"{setting} {'.'.join(location[1:])}" if head in sources else ".".join(location)
             )
-        raise errors.ConfigError(setting, first["msg"]) from None
+        raise errors.ConfigError(setting, message) from None

@@ -145,3 +145,89 @@ def test_bad_cost_budget_names_the_setting(tmp_path: Path, value: str) -> None:
         load_settings({}, config_path=config)
     message = str(caught.value)
     assert "tenants acme.daily_cost_budget_usd" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("env", "named", "suggested"),
+    [
+        (
+            {"JOBGATE_DATABSE_URL": "postgresql://db/j"},
+            "JOBGATE_DATABSE_URL",
+            "JOBGATE_DATABASE_URL",
+        ),
+        ({"JOBGATE_LEASE_TTL": "30"}, "JOBGATE_LEASE_TTL", "JOBGATE_LEASE_TTL_S"),
+        ({"JOBGATE_LOG_FROMAT": "json"}, "JOBGATE_LOG_FROMAT", "JOBGATE_LOG_FORMAT"),
+    ],
+)
+def test_a_misspelt_variable_is_an_error_with_a_suggestion(
+    env: dict[str, str], named: str, suggested: str
+) -> None:
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings(env)
+    message = str(caught.value)
+    assert message.startswith(f"{named}: unknown variable")
+    assert f"did you mean {suggested!r}?" in message and "\n" not in message
+
+
+def test_a_variable_far_from_any_name_has_no_suggestion() -> None:
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({"JOBGATE_ZZZQQQ": "1"})
+    assert str(caught.value) == "JOBGATE_ZZZQQQ: unknown variable"
+
+
+def test_variables_read_outside_the_settings_are_not_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "JOBGATE_URL": "http://127.0.0.1:8000",
+        "JOBGATE_API_KEY": "jg_x",
+        "JOBGATE_FAILPOINTS": "",
+        "JOBGATE_TEST_REQUIRE_POSTGRES": "1",
+        "JOBGATE_BENCH_POSTGRES": "x",
+        "JOBGATE_SIMULATOR_WEBHOOK_SECRET": "s",
+        "JOBGATE_LOG_FORMAT": "json",
+        "JOBGATE_ACCESS_LOG": "1",
+        "NOT_JOBGATE_DATABSE_URL": "ignored: not our prefix",
+    }
+    settings = load_settings(env)
+    assert settings.log_format == "json" and settings.access_log is True
+
+
+@pytest.mark.parametrize(
+    ("toml", "named", "suggested"),
+    [
+        ('databse_url = "sqlite:///x.db"\n', "jobgate.toml databse_url", "database_url"),
+        ('[providers.up]\nkind = "openai"\napi_key_evn = "K"\n', "providers.up.api_key_evn",
+         "api_key_env"),
+        ("[tenants.acme]\nmax_runing = 3\n", "tenants.acme.max_runing", "max_running"),
+        ("[tenant_defaults]\nweigth = 2\n", "tenant_defaults.weigth", "weight"),
+        ('[providers.up]\nkind = "openai"\n[providers.up.prices]\n'
+         '"m" = { input_per_mtok = 1, output_per_mtok = 1, input_per_mtoks = 2 }\n',
+         "prices.m.input_per_mtoks", "input_per_mtok"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_toml_key_is_an_error_with_a_suggestion(
+    tmp_path: Path, toml: str, named: str, suggested: str
+) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(toml)
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    message = str(caught.value)
+    assert named in message.replace(" ", ".") or named in message
+    assert "unknown key" in message and f"did you mean {suggested!r}?" in message
+    assert "Extra inputs" not in message
+
+
+def test_a_variable_a_provider_names_is_not_unknown(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(
+        '[providers.up]\nkind = "openai"\napi_key_env = "JOBGATE_UPSTREAM_KEY"\n'
+        'webhook_secret_env = "JOBGATE_UPSTREAM_HOOKS"\n'
+    )
+    env = {"JOBGATE_UPSTREAM_KEY": "sk-x", "JOBGATE_UPSTREAM_HOOKS": "whsec_x"}
+    settings = load_settings(env, config_path=config)
+    assert settings.providers["up"].api_key_env == "JOBGATE_UPSTREAM_KEY"
+    with pytest.raises(errors.ConfigError, match="JOBGATE_UPSTREAM_KYE: unknown variable"):
+        load_settings({**env, "JOBGATE_UPSTREAM_KYE": "x"}, config_path=config)

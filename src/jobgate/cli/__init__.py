@@ -11,6 +11,7 @@ import click
 
 import jobgate
 from jobgate import errors
+from jobgate.cli import help_format
 
 # Command name -> the module defining it (in its COMMANDS). Modules load only when one of
 # their commands runs, so client verbs start without importing the server.
@@ -23,10 +24,23 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),
+    **dict.fromkeys(("login", "key"), "jobgate.cli.login"),
+    "listen": "jobgate.cli.listen",
 }
+# How `jobgate --help` groups the commands; one that is in no group is listed under "Other".
+HELP_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Server roles (run these)": (
+        "serve", "api", "worker", "reaper", "dispatcher", "reconciler", "migrate", "simulator",
+        "bench",
+    ),
+    "Operators (against the database)": ("tenants", "keys", "operators"),
+    "Clients (against a server's API)": (
+        "submit", "status", "wait", "cancel", "jobs", "events", "dlq", "login", "key", "listen",
+    ),
+}  # fmt: skip
 
 
-class LazyGroup(click.Group):
+class LazyGroup(help_format.WholeHelpGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMAND_MODULES, *super().list_commands(ctx)})
 
@@ -36,6 +50,17 @@ class LazyGroup(click.Group):
             return super().get_command(ctx, cmd_name)
         module = importlib.import_module(module_name)
         return next((c for c in module.COMMANDS if c.name == cmd_name), None)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands by section, each with its whole first line (never cut short)."""
+        names = self.list_commands(ctx)
+        placed = {name for section in HELP_SECTIONS.values() for name in section}
+        others = tuple(name for name in names if name not in placed)
+        for title, section in [*HELP_SECTIONS.items(), ("Other", others)]:
+            rows = help_format.command_rows(self, ctx, [name for name in section if name in names])
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from jobgate.cli import help_format
 from jobgate.cli.common import emit, load, with_runtime
 from jobgate.services.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
@@ -18,7 +19,7 @@ _db = click.option(
 )
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def tenants() -> None:
     """Create and list tenants."""
 
@@ -133,11 +134,33 @@ def tenants_show(name: str, as_json: bool, database_url: str | None) -> None:
     emit(result, as_json=as_json, text=_limits_text(result))
 
 
+# Limits whose 0 (or empty list) means "no limit".
+_UNLIMITED_WHEN_ZERO = frozenset({
+    "max_running", "max_queued", "max_output_tokens", "daily_token_budget",
+    "daily_cost_budget_usd", "max_running_per_key",
+})  # fmt: skip
+
+
+def _value_text(key: str, value: object) -> str:
+    """One value as a person reads it: lists joined, 0 limits spelled out, never a repr."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(str(item) for item in value) if value else "any"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key in _UNLIMITED_WHEN_ZERO and value == 0:
+        return "0 (unlimited)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_value_text(str(k), v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
 def _limits_text(limits: dict[str, object]) -> str:
-    return "\n".join(f"{key:<22} {value}" for key, value in limits.items())
+    return "\n".join(f"{key:<22} {_value_text(key, value)}" for key, value in limits.items())
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def operators() -> None:
     """Operator keys (the dashboard sees every tenant)."""
 
@@ -160,7 +183,7 @@ def operators_create(name: str, as_json: bool, database_url: str | None) -> None
     )
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def keys() -> None:
     """Issue, list and revoke API keys."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ import click
 
 from jobgate import clock
 from jobgate.cli import client_output as out
+from jobgate.cli import help_format
 from jobgate.client import AsyncClient, Client, Job, JobStatus, credentials
 from jobgate.client import errors as client_errors
 
@@ -88,11 +90,18 @@ def _api_key(url: str, api_key: str | None, as_json: bool) -> str:
         return saved
     raise VerbError(
         f"no API key for {url}: pass --api-key, set JOBGATE_API_KEY, or start `jobgate serve` "
-        "(it saves its key for the CLI)",
+        f"(it saves its key for the CLI; `jobgate login URL KEY` saves one){_misspelt_key()}",
         exit_code=EXIT_USAGE,
         as_json=as_json,
         detail={"code": "no_api_key"},
     )
+
+
+def _misspelt_key() -> str:
+    """`; JOBGATE_APIKEY is set: did you mean JOBGATE_API_KEY?` when a set name is close."""
+    names = [name for name in os.environ if name.startswith("JOBGATE_")]
+    close = difflib.get_close_matches("JOBGATE_API_KEY", names, n=1, cutoff=0.8)
+    return f"; {close[0]} is set: did you mean JOBGATE_API_KEY?" if close else ""
 
 
 def _key_from_configured_path(url: str) -> str | None:
@@ -187,6 +196,19 @@ def _read_request(
     return request
 
 
+def _with_latency(body: dict[str, Any], latency_s: float, as_json: bool) -> dict[str, Any]:
+    model = body.get("model")
+    if not (isinstance(model, str) and model.startswith("sim-")):
+        raise VerbError(
+            f"--latency simulates a slow provider, so it needs a sim-* model, not {model!r}",
+            exit_code=EXIT_USAGE,
+            as_json=as_json,
+            detail={"code": "usage"},
+        )
+    sim = body.get("sim")
+    return {**body, "sim": {**(sim if isinstance(sim, dict) else {}), "latency_s": latency_s}}
+
+
 def _metadata(items: tuple[str, ...], as_json: bool) -> dict[str, str]:
     metadata = {}
     for item in items:
@@ -203,6 +225,12 @@ def _metadata(items: tuple[str, ...], as_json: bool) -> dict[str, str]:
 @click.argument("file", type=click.File("r"), required=False)
 @click.option("-m", "--message", help="Submit a chat completion of this one user message.")
 @click.option("--model", help="Model (sets body.model; with --message default sim-echo).")
+@click.option(
+    "--latency",
+    type=click.FloatRange(0, 3600),
+    metavar="S",
+    help="Simulated provider (sim-* models) only: take S seconds to answer (body.sim.latency_s).",
+)
 @click.option(
     "--endpoint", help="Provider endpoint (default /v1/chat/completions).", metavar="PATH"
 )
@@ -221,6 +249,7 @@ def submit(
     file: Any,
     message: str | None,
     model: str | None,
+    latency: float | None,
     endpoint: str | None,
     provider: str | None,
     metadata_items: tuple[str, ...],
@@ -240,6 +269,8 @@ def submit(
     ({"endpoint": …, "body": …, "metadata": …}).
     """
     request = _read_request(file, message, model, as_json)
+    if latency is not None:
+        request["body"] = _with_latency(request["body"], latency, as_json)
     options = {k: v for k, v in request.items() if k not in ("endpoint", "body")}
     if metadata_items:
         options["metadata"] = {**options.get("metadata", {}), **_metadata(metadata_items, as_json)}
@@ -282,6 +313,9 @@ def status(job_id: str, url: str, api_key: str | None, as_json: bool) -> None:
         out.print_json(job.raw)
     else:
         click.echo(out.job_details(job, _now_s(), colour=_colour()))
+        note = job.raw.get("note")  # e.g. a background job that no reconciler settles
+        if isinstance(note, str):
+            click.echo(f"  note       {note}")
 
 
 @click.command()
@@ -473,7 +507,7 @@ def _list_jobs(
         click.echo(f"more: {command} --after {last_id}  (or --all)", err=True)
 
 
-@click.group()
+@click.group(cls=help_format.WholeHelpGroup)
 def dlq() -> None:
     """Dead-lettered jobs: list them, redrive one."""
 

@@ -14,7 +14,9 @@ import prometheus_client
 
 import jobgate
 from jobgate import logs
-from jobgate.cli.common import credentials_path, load, save_credentials
+from jobgate.cli import startup_checks
+from jobgate.cli.common import credentials_path, load
+from jobgate.client import credentials
 from jobgate.config import Settings
 from jobgate.services.runtime import ROLES, Runtime, available_roles
 
@@ -43,46 +45,28 @@ def _storage_label(settings: Settings) -> str:
 
 
 async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
+    # The banner comes first, before anything opening the storage logs: bind, say where, then
+    # migrate and start.
+    sock = _bind(settings.host, settings.port) if "api" in roles else None
+    if sock is not None:
+        url = f"http://{settings.host}:{sock.getsockname()[1]}"
+        click.echo(
+            f"jobgate {jobgate.__version__} listening on {url} "
+            f"({_storage_label(settings)}; roles: {', '.join(roles)})"
+        )
+    else:
+        click.echo(
+            f"jobgate {jobgate.__version__} running {', '.join(roles)} ({_storage_label(settings)})"
+        )
+    sys.stdout.flush()
     runtime = Runtime(settings)
-    await runtime.open(migrate=True)
-    sock = None
     try:
-        if "api" in roles:
-            sock = _bind(settings.host, settings.port)
-            port = sock.getsockname()[1]
-            url = f"http://{settings.host}:{port}"
-            issued = await runtime.tenants.ensure_default()
-            operator_key = await runtime.operators.ensure_first()
-            click.echo(
-                f"jobgate {jobgate.__version__} listening on {url} "
-                f"({_storage_label(settings)}; roles: {', '.join(roles)})"
-            )
-            if issued is not None:
-                path = credentials_path(settings)
-                save_credentials(path, url, issued.api_key, issued.tenant.name)
-                click.echo(
-                    f"Created tenant 'default'. Its API key, shown once "
-                    f"(saved to {path}):\n\n    {issued.api_key}\n"
-                )
-                click.echo(
-                    f"Try:\n    curl -s {url}/v1/jobs -H 'Authorization: Bearer "
-                    f"{issued.api_key}' -H 'Content-Type: application/json' -d "
-                    '\'{"endpoint": "/v1/chat/completions", "body": {"model": '
-                    '"sim-echo", "messages": [{"role": "user", "content": '
-                    '"hello"}]}}\'\n'
-                )
-            if operator_key is not None:
-                click.echo(
-                    f"Operator key for the dashboard ({url}/dashboard), shown once:\n\n"
-                    f"    {operator_key}\n"
-                )
-        else:
-            if settings.metrics_port:
-                prometheus_client.start_http_server(settings.metrics_port, addr=settings.host)
-            click.echo(
-                f"jobgate {jobgate.__version__} running {', '.join(roles)} "
-                f"({_storage_label(settings)})"
-            )
+        await runtime.open(migrate=True)
+        if sock is not None:
+            await _first_keys(runtime, settings, url)
+        elif settings.metrics_port:
+            prometheus_client.start_http_server(settings.metrics_port, addr=settings.host)
+        await startup_checks.warn(runtime, roles)
         sys.stdout.flush()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -93,6 +77,45 @@ async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
         if sock is not None:
             sock.close()
         await runtime.close()
+
+
+async def _first_keys(runtime: Runtime, settings: Settings, url: str) -> None:
+    """On first start: the default tenant's key and the first operator key, shown once and
+    saved for this server's URL (so the CLI and a second local server do not mix them up)."""
+    issued = await runtime.tenants.ensure_default()
+    operator_key = await runtime.operators.ensure_first()
+    path = credentials_path(settings)
+    if issued is not None or operator_key is not None:
+        credentials.save(
+            path,
+            url,
+            api_key=issued.api_key if issued else None,
+            tenant=issued.tenant.name if issued else None,
+            operator_key=operator_key,
+        )
+    if issued is not None:
+        click.echo(
+            f"Created tenant 'default'. Its API key, shown once "
+            f"(saved to {path}):\n\n    {issued.api_key}\n"
+        )
+        click.echo(
+            f"Try:\n    jobgate submit -m hello --wait\n    curl -s {url}/v1/jobs "
+            f"-H 'Authorization: Bearer {issued.api_key}' -H 'Content-Type: application/json' -d "
+            '\'{"endpoint": "/v1/chat/completions", "body": {"model": '
+            '"sim-echo", "messages": [{"role": "user", "content": '
+            '"hello"}]}}\'\n'
+        )
+    if operator_key is not None:
+        click.echo(
+            f"Operator key for the dashboard ({url}/dashboard), shown once "
+            f"(saved to {path}):\n\n    {operator_key}\n"
+        )
+
+
+def configure_logs(settings: Settings) -> None:
+    logs.configure(
+        settings.log_level, log_format=settings.log_format, access_log=settings.access_log
+    )
 
 
 def run_server(main: Coroutine[Any, Any, T]) -> T:
@@ -108,7 +131,7 @@ def run_server(main: Coroutine[Any, Any, T]) -> T:
 
 def _start(roles: tuple[str, ...], **overrides: object) -> None:
     settings = load(**overrides)
-    logs.configure(settings.log_level)
+    configure_logs(settings)
     run_server(_run(settings, roles))
 
 
@@ -138,7 +161,7 @@ def serve(host: str | None, port: int | None, database_url: str | None, roles: s
     """Run every role in one process (SQLite and the simulated provider by default)."""
     settings = load(host=host, port=port, database_url=database_url)
     chosen = _parse_roles(roles) or settings.roles or available_roles()
-    logs.configure(settings.log_level)
+    configure_logs(settings)
     run_server(_run(settings, chosen))
 
 

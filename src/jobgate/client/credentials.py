@@ -1,19 +1,24 @@
 """Where the client finds its server and key: arguments, then JOBGATE_URL / JOBGATE_API_KEY,
-then the key `jobgate serve` saved for its default tenant.
+then the key saved for that server URL (by `jobgate serve` or `jobgate login`).
 
-`jobgate serve` writes `$XDG_CONFIG_HOME/jobgate/credentials.json` (or JOBGATE_CREDENTIALS_PATH),
-a JSON object keyed by server URL (`http://host:port`). The format is read here directly, because
-the client must not import server code.
+The file is `$XDG_CONFIG_HOME/jobgate/credentials.json` (or JOBGATE_CREDENTIALS_PATH): a JSON
+object keyed by server URL (`http://host:port`), each entry `{"api_key", "tenant",
+"operator_key"}` (any may be missing), so two local servers never overwrite each other. It is
+written whole to a temporary file of mode 0600 and renamed into place. The format is read here
+directly, because the client must not import server code.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+ENTRY_FIELDS = ("api_key", "tenant", "operator_key")
 
 
 def credentials_path(env: Mapping[str, str] | None = None) -> Path:
@@ -25,15 +30,64 @@ def credentials_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "jobgate" / "credentials.json"
 
 
-def saved_key(base_url: str, env: Mapping[str, str] | None = None) -> str | None:
-    """The key `jobgate serve` saved for `base_url`, if any."""
+def normal_url(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def load_all(path: Path) -> dict[str, dict[str, str]]:
+    """Every saved entry by URL; an unreadable file or a malformed entry reads as nothing."""
     try:
-        saved = json.loads(credentials_path(env).read_text())
+        saved: Any = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
-    entry = saved.get(base_url.rstrip("/")) if isinstance(saved, dict) else None
-    key = entry.get("api_key") if isinstance(entry, dict) else None
-    return key if isinstance(key, str) and key else None
+        return {}
+    if not isinstance(saved, dict):
+        return {}
+    return {
+        normal_url(url): {
+            key: value
+            for key, value in entry.items()
+            if key in ENTRY_FIELDS and isinstance(value, str)
+        }
+        for url, entry in saved.items()
+        if isinstance(url, str) and isinstance(entry, dict)
+    }
+
+
+def saved_entry(
+    base_url: str, env: Mapping[str, str] | None = None, *, path: Path | None = None
+) -> dict[str, str]:
+    return load_all(path or credentials_path(env)).get(normal_url(base_url), {})
+
+
+def saved_key(base_url: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The tenant API key saved for `base_url`, if any."""
+    return saved_entry(base_url, env).get("api_key") or None
+
+
+def save(path: Path, url: str, **fields: str | None) -> None:
+    """Merge `fields` (api_key, tenant, operator_key; None leaves one as it is) into the entry
+    for `url`, keeping every other server's entry. Mode 0600, in a 0700 directory if new."""
+    unknown = set(fields) - set(ENTRY_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown credential fields: {sorted(unknown)}")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Two servers starting at once must not lose each other's entry: read, merge and replace
+    # under an exclusive lock.
+    lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = load_all(path)
+        entry = saved.setdefault(normal_url(url), {})
+        entry.update({k: v for k, v in fields.items() if v})
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "w") as handle:
+            json.dump(saved, handle, indent=2)
+            handle.write("\n")
+        os.chmod(temporary, 0o600)  # O_CREAT's mode is masked by umask; a stale file keeps its own
+        os.replace(temporary, path)
+    finally:
+        os.close(lock)  # releases the lock
 
 
 def resolve(
@@ -41,6 +95,6 @@ def resolve(
 ) -> tuple[str, str | None]:
     """(base URL, API key or None) by the documented precedence."""
     env = os.environ if env is None else env
-    url = (base_url or env.get("JOBGATE_URL") or DEFAULT_URL).rstrip("/")
+    url = normal_url(base_url or env.get("JOBGATE_URL") or DEFAULT_URL)
     key = api_key or env.get("JOBGATE_API_KEY") or saved_key(url, env)
     return url, key

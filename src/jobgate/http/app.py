@@ -13,11 +13,13 @@ from jobgate.http import (
     health,
     jobs_routes,
     metrics_route,
+    openapi_doc,
     problems,
     provider_webhooks,
     responses_routes,
     webhooks_routes,
 )
+from jobgate.http.access_log import AccessLogMiddleware
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
 
@@ -27,7 +29,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         title="jobgate",
         version=jobgate.__version__,
         description="A durable asynchronous job gateway for long-running AI calls.",
-        docs_url="/docs",
+        docs_url=None,  # served from packaged assets by openapi_doc, never from a CDN
         openapi_url="/openapi.json",
         redoc_url=None,
     )
@@ -45,4 +47,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)
     app.add_exception_handler(Exception, problems.handle_unexpected)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=ctx.settings.max_body_bytes)
+    if ctx.settings.access_log:
+        app.add_middleware(AccessLogMiddleware)
+    openapi_doc.install(app)
     return app

@@ -8,6 +8,7 @@ from starlette.responses import PlainTextResponse, Response
 from jobgate import errors
 from jobgate.http.context import Ctx
 from jobgate.http.jobs_routes import json_response
+from jobgate.services import presence
 
 router = APIRouter(tags=["operations"])
 
@@ -21,9 +22,14 @@ async def healthz() -> Response:
 async def readyz(ctx: Ctx) -> Response:
     try:
         await ctx.storage.ping()
+        # Not a reason to take this API out of rotation, but a setup that leaves jobs running.
+        missing = await presence.reconciler_missing(ctx.storage, ctx.settings)
     except errors.StorageError:
         return json_response({"status": "unavailable"}, 503, {"Retry-After": "2"})
-    return json_response({"status": "ready", "storage": ctx.storage.dialect})
+    ready: dict[str, object] = {"status": "ready", "storage": ctx.storage.dialect}
+    if missing is not None:
+        ready["warnings"] = [missing]
+    return json_response(ready)
 
 
 @router.get("/problems/{code}", include_in_schema=False)

@@ -12,6 +12,7 @@ from starlette.responses import Response, StreamingResponse
 
 from jobgate import errors, failpoints
 from jobgate.domain.states import JobState
+from jobgate.http import job_notes
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.disconnect import unless_disconnected
 from jobgate.http.models import (
@@ -137,7 +138,8 @@ async def get_job(
         job = waited
     else:
         job = await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)
-    return json_response(job_view(job), 200, _job_headers(ctx, job))
+    view = await job_notes.annotate(ctx, job, job_view(job))
+    return json_response(view, 200, _job_headers(ctx, job))
 
 
 @router.get(

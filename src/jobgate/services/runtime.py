@@ -20,6 +20,7 @@ from jobgate.http.context import AppContext
 from jobgate.http.receipt_timeout import protocol_class
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services import presence
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
@@ -166,6 +167,9 @@ class Runtime:
             reconciler = self.reconciler()
             tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
             stoppers.append(reconciler.request_stop)
+            beat = presence.Heartbeat(self.storage, self.settings)  # "a reconciler is alive"
+            tasks.append(asyncio.create_task(beat.run(), name="reconciler-heartbeat"))
+            stoppers.append(beat.request_stop)
         if "api" in roles:
             config = uvicorn.Config(
                 create_app(self.app_context()),

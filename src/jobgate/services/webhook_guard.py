@@ -58,9 +58,16 @@ class UrlGuard:
         try:
             answers = await self.resolver(target.host, target.port)
         except (OSError, UnicodeError) as exc:
+            # Refused rather than accepted unchecked: an endpoint is vetted when it is
+            # registered and again before each delivery, and a name that resolves nowhere now
+            # cannot be vetted. Say why, and what to do.
+            cause = getattr(exc, "strerror", None) or type(exc).__name__
             raise errors.WebhookUrlRefused(
                 "unresolvable",
-                f"webhook URL refused: cannot resolve {target.host} ({type(exc).__name__})",
+                f"webhook URL refused: cannot resolve {target.host} ({cause}); the host must "
+                "resolve when the endpoint is registered (it is checked again at each "
+                "delivery): check the name and this server's DNS. A receiver on this machine "
+                "needs JOBGATE_WEBHOOK_ALLOW_HTTP=1 and JOBGATE_WEBHOOK_ALLOW_CIDRS=127.0.0.1/32",
                 param=param,
                 permanent=False,
             ) from None

@@ -1,0 +1,54 @@
+"""The RolesStore part of the contract (role heartbeats), on both backends."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobgate.storage.protocol import Storage
+from jobgate.testing import FakeClock
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_a_role_never_seen_has_no_age(storage: Storage) -> None:
+    assert await storage.role_heartbeat_age_s(role="reconciler") is None
+
+
+async def test_the_age_is_that_of_the_freshest_instance(storage: Storage, clock: FakeClock) -> None:
+    start = clock.now()
+    await storage.role_heartbeat(role="reconciler", instance="proc_a", now=start)
+    await storage.role_heartbeat(
+        role="worker", instance="proc_w", now=start + timedelta(seconds=50)
+    )
+    later = start + timedelta(seconds=40)
+    assert await storage.role_heartbeat_age_s(role="reconciler", now=later) == pytest.approx(40)
+    await storage.role_heartbeat(
+        role="reconciler", instance="proc_b", now=start + timedelta(seconds=30)
+    )
+    assert await storage.role_heartbeat_age_s(role="reconciler", now=later) == pytest.approx(10)
+    # A beat is idempotent and moves its own row forward.
+    await storage.role_heartbeat(role="reconciler", instance="proc_a", now=later)
+    await storage.role_heartbeat(role="reconciler", instance="proc_a", now=later)
+    assert await storage.role_heartbeat_age_s(role="reconciler", now=later) == pytest.approx(0)
+    assert await storage.role_heartbeat_age_s(role="dispatcher", now=later) is None
+
+
+async def test_instances_unseen_for_a_day_are_forgotten(storage: Storage, clock: FakeClock) -> None:
+    start = clock.now()
+    await storage.role_heartbeat(role="reconciler", instance="proc_old", now=start)
+    next_day = start + timedelta(days=1, seconds=1)
+    await storage.role_heartbeat(role="reconciler", instance="proc_new", now=next_day)
+    # Only the new instance is left: going back before it shows nobody older.
+    assert await storage.role_heartbeat_age_s(
+        role="reconciler", now=next_day + timedelta(seconds=5)
+    ) == pytest.approx(5)
+    await storage.role_heartbeat(role="reconciler", instance="proc_new", now=start)
+    assert await storage.role_heartbeat_age_s(role="reconciler", now=start) == pytest.approx(0)
+
+
+async def test_the_database_clock_by_default(storage: Storage) -> None:
+    await storage.role_heartbeat(role="reconciler", instance="proc_a")
+    age = await storage.role_heartbeat_age_s(role="reconciler")
+    assert age is not None and 0 <= age < 30
