@@ -19,6 +19,7 @@ from jobgate import errors
 from jobgate.clock import to_unix
 from jobgate.domain.states import JobState
 from jobgate.http.context import AppContext, Ctx, context
+from jobgate.http.models import ObjectId
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 COOKIE = "jobgate_operator"
@@ -188,7 +189,7 @@ async def jobs(
 
 
 @router.get("/jobs/{job_id}")
-async def job_detail(job_id: str, ctx: Ctx, who: Operator) -> HTMLResponse:
+async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
     job = await ctx.storage.job_get(job_id=job_id)
     if job is None:
         raise errors.NotFound("job", job_id)
@@ -215,7 +216,7 @@ async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
 
 
 @router.post("/jobs/{job_id}/redrive")
-async def redrive(job_id: str, request: Request, ctx: Ctx, who: Operator) -> Response:
+async def redrive(job_id: ObjectId, request: Request, ctx: Ctx, who: Operator) -> Response:
     _same_origin(request)
     job = await ctx.storage.job_get(job_id=job_id)
     if job is None:
