@@ -20,6 +20,7 @@ from jobgate.http import (
 )
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
+from jobgate.http.request_id import RequestIdMiddleware
 
 
 def create_app(ctx: AppContext) -> FastAPI:
@@ -45,4 +46,5 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)
     app.add_exception_handler(Exception, problems.handle_unexpected)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=ctx.settings.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)  # outermost of ours: every answer carries the id
     return app

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from jobgate import errors
+from jobgate.http import request_id
 
 log = logging.getLogger(__name__)
 MEDIA_TYPE = "application/problem+json"
@@ -150,12 +151,22 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
-async def handle_unexpected(_request: Request, exc: Exception) -> Response:
-    log.error("unhandled error: %s", type(exc).__name__, exc_info=exc)
+async def handle_unexpected(request: Request, exc: Exception) -> Response:
+    rid = request_id.request_id(request.scope)
+    log.error(
+        "unhandled error in %s %s (request %s): %s\n%s",
+        request.method,
+        request.url.path,
+        rid,
+        request_id.describe(exc),
+        request_id.frames(exc),
+    )
     return problem(
         500,
         code="internal_error",
         title="Internal error",
-        detail="an internal error occurred",
+        detail=f"an internal error occurred (request {rid})",
         error_type="server_error",
+        headers={request_id.HEADER: rid},
+        extra={"request_id": rid},
     )
