@@ -41,6 +41,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
+from jobgate.storage.sessions_protocol import SessionStore
 from jobgate.storage.webhooks_protocol import WebhookStore
 
 
@@ -258,6 +259,7 @@ class Storage(
     AdminStore,
     ProviderStore,
     BatchStore,
+    SessionStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -29,6 +29,7 @@ from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
+from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -132,6 +133,7 @@ class PostgresStorage(
     PostgresAdmin,
     PostgresProviderStore,
     PostgresBatch,
+    PostgresSessions,
 ):
     dialect = "postgres"
 
