@@ -47,5 +47,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_exception_handler(Exception, problems.handle_unexpected)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=ctx.settings.max_body_bytes)
     app.add_middleware(dashboard.SecurityHeadersMiddleware)
-    app.add_middleware(RequestIdMiddleware)  # outermost of ours: every answer carries the id
+    app.add_middleware(
+        RequestIdMiddleware, answer=problems.unexpected
+    )  # outermost of ours: every answer carries the id
     return app

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
+from starlette.types import Scope
 
 from jobgate import errors
 from jobgate.http import request_id
@@ -151,16 +152,10 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
-async def handle_unexpected(request: Request, exc: Exception) -> Response:
-    rid = request_id.request_id(request.scope)
-    log.error(
-        "unhandled error in %s %s (request %s): %s\n%s",
-        request.method,
-        request.url.path,
-        rid,
-        request_id.describe(exc),
-        request_id.frames(exc),
-    )
+def unexpected(scope: Scope, exc: Exception) -> Response:
+    """The 500 for an unhandled error, logged with its request id and traceback."""
+    request_id.log_unhandled(scope, exc)
+    rid = request_id.request_id(scope)
     return problem(
         500,
         code="internal_error",
@@ -170,3 +165,7 @@ async def handle_unexpected(request: Request, exc: Exception) -> Response:
         headers={request_id.HEADER: rid},
         extra={"request_id": rid},
     )
+
+
+async def handle_unexpected(request: Request, exc: Exception) -> Response:
+    return unexpected(request.scope, exc)

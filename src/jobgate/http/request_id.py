@@ -8,15 +8,20 @@ from the log without a key or a prompt ever reaching it.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import traceback
+from collections.abc import Callable
 
 from starlette.datastructures import MutableHeaders
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 HEADER = "X-Request-Id"
 MAX_MESSAGE_CHARS = 300
+MAX_FRAMES = 16  # the innermost ones; the outer ones are the framework's middleware
+log = logging.getLogger("jobgate.http.problems")
 # Anything shaped like a credential: jobgate keys, provider keys, webhook secrets, bearer tokens.
 _SECRET = re.compile(r"(?:jgo?_|sk-|whsec_|Bearer\s+)[A-Za-z0-9_\-+/=.]+", re.IGNORECASE)
 
@@ -27,8 +32,9 @@ def request_id(scope: Scope) -> str:
 
 
 class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, answer: Callable[[Scope, Exception], Response]) -> None:
         self.app = app
+        self.answer = answer  # the 500 for an unhandled error (it logs it)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -36,13 +42,25 @@ class RequestIdMiddleware:
             return
         rid = "req_" + secrets.token_hex(12)
         scope.setdefault("state", {})["request_id"] = rid
+        started = False
 
         async def send_with_id(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 MutableHeaders(scope=message)[HEADER] = rid
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            # Answered and logged here, not re-raised: the server's own handler would log the
+            # raw message (which may quote a key or a prompt) a second time.
+            if started:
+                log_unhandled(scope, exc)
+                return
+            response = self.answer(scope, exc)
+            await response(scope, receive, send)
 
 
 def describe(exc: BaseException) -> str:
@@ -55,5 +73,16 @@ def describe(exc: BaseException) -> str:
 
 
 def frames(exc: BaseException) -> str:
-    """The traceback's frames, innermost last, without the exception's own message."""
-    return "".join(traceback.format_tb(exc.__traceback__)).rstrip()
+    """The traceback's innermost frames, without the exception's own message."""
+    return "".join(traceback.format_tb(exc.__traceback__)[-MAX_FRAMES:]).rstrip()
+
+
+def log_unhandled(scope: Scope, exc: BaseException) -> None:
+    log.error(
+        "unhandled error in %s %s (request %s): %s\n%s",
+        scope.get("method", "-"),
+        scope.get("path", "-"),
+        request_id(scope),
+        describe(exc),
+        frames(exc),
+    )
