@@ -36,8 +36,6 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 _PREFER_WAIT = re.compile(r"(?:^|[;,\s])wait\s*=\s*(\d+)", re.IGNORECASE)
 _KEEPALIVE_S = 15.0
-MAX_SEQ = ranges.MAX_SEQ
-MAX_WAIT_S = ranges.MAX_WAIT_S
 
 
 def json_response(
@@ -114,7 +112,7 @@ def _prefer_wait(prefer: str | None) -> float | None:
     if not prefer:
         return None
     match = _PREFER_WAIT.search(prefer)
-    return None if match is None else min(float(match.group(1)), MAX_WAIT_S)
+    return None if match is None else min(float(match.group(1)), ranges.MAX_WAIT_S)
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=_PROBLEMS, summary="Get a job")
@@ -127,7 +125,7 @@ async def get_job(
         float | None,
         Query(
             ge=0,
-            le=MAX_WAIT_S,
+            le=ranges.MAX_WAIT_S,
             allow_inf_nan=False,
             description=("Long poll: answer when the status changes, or after this many seconds"),
         ),
@@ -159,7 +157,7 @@ async def job_events(
     ctx: Ctx,
     tenant: CurrentTenant,
     after: Annotated[
-        int, Query(ge=0, le=MAX_SEQ, description="Events after this sequence number")
+        int, Query(ge=0, le=ranges.MAX_SEQ, description="Events after this sequence number")
     ] = 0,
     limit: Annotated[int, Query(ge=1, le=ranges.MAX_EVENT_PAGE)] = 100,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -168,7 +166,7 @@ async def job_events(
         start = after
         if last_event_id:
             try:
-                start = max(start, min(int(last_event_id), MAX_SEQ))
+                start = max(start, min(int(last_event_id), ranges.MAX_SEQ))
             except ValueError:
                 raise errors.InvalidRequest(
                     "Last-Event-ID must be an event sequence number", param="Last-Event-ID"

@@ -16,14 +16,13 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
 
-from jobgate.domain import response_requests, responses
+from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.jobs_routes import json_response
 from jobgate.http.models import ObjectId, ProblemOut
 from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
 from jobgate.http.strict_json import StrictJsonRoute
-from jobgate.services.jobs import MAX_WAIT_S
 from jobgate.services.responses import ResponsesService
 
 router = APIRouter(prefix="/v1", tags=["responses"], route_class=StrictJsonRoute)
@@ -185,13 +184,13 @@ async def get_response(
     stream: Annotated[bool, Query(description="Answer with server-sent events")] = False,
     starting_after: Annotated[
         int | None,
-        Query(ge=0, le=2**31 - 1, description="Stream the events after this sequence number"),
+        Query(ge=0, le=ranges.MAX_SEQ, description="Stream the events after this sequence number"),
     ] = None,
     wait: Annotated[
         float | None,
         Query(
             ge=0,
-            le=MAX_WAIT_S,
+            le=ranges.MAX_WAIT_S,
             allow_inf_nan=False,
             description="Long poll: answer when the status changes",
         ),
