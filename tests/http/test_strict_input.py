@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jobgate.domain import ranges
+from jobgate.http import strict_json
 from tests.api_server import Api
 
 CHAT = '"endpoint": "/v1/chat/completions"'
@@ -34,19 +35,21 @@ RED_TEAM: list[tuple[str, str, bytes, str | None]] = [
     ("start_timeout_s 1e300", "/v1/jobs", _job(top=', "start_timeout_s": 1e300'),
      "start_timeout_s"),
     ("start_timeout_s 0", "/v1/jobs", _job(top=', "start_timeout_s": 0'), "start_timeout_s"),
-    ("NaN", "/v1/jobs", _job(top=', "execution_timeout_s": NaN'), None),
-    ("Infinity", "/v1/jobs", _job(top=', "start_timeout_s": Infinity'), None),
-    ("-Infinity in body", "/v1/jobs", _job(body_extra=', "temperature": -Infinity'), None),
-    ("1e999", "/v1/jobs", _job(body_extra=', "temperature": 1e999'), None),
+    ("NaN", "/v1/jobs", _job(top=', "execution_timeout_s": NaN'), "execution_timeout_s"),
+    ("Infinity", "/v1/jobs", _job(top=', "start_timeout_s": Infinity'), "start_timeout_s"),
+    ("-Infinity in body", "/v1/jobs", _job(body_extra=', "temperature": -Infinity'),
+     "body.temperature"),
+    ("1e999", "/v1/jobs", _job(body_extra=', "temperature": 1e999'), "body.temperature"),
     ("int beyond 64 bits in metadata", "/v1/jobs",
      _job(top=', "metadata": {"n": 123456789012345678901234567890}'), "metadata.n"),
     ("int 2**64 - 1 in body", "/v1/jobs", _job(body_extra=', "seed": 18446744073709551615'),
      "body.seed"),
     ("int beyond 64 bits as priority", "/v1/jobs",
      _job(top=', "priority": 99999999999999999999999'), "priority"),
-    ("lone surrogate in content", "/v1/jobs", _job(content='"\\ud800"'), None),
+    ("lone surrogate in content", "/v1/jobs", _job(content='"\\ud800"'),
+     "body.messages.0.content"),
     ("lone surrogate in a metadata key", "/v1/jobs", _job(top=', "metadata": {"\\udc00": "x"}'),
-     None),
+     "metadata"),
     ("NUL in content", "/v1/jobs", _job(content='"a\\u0000b"'), "body.messages.0.content"),
     ("nesting 300 deep", "/v1/jobs", _job(body_extra=f', "x": {DEEP}'), None),
     ("nesting 300 deep in metadata", "/v1/jobs", _job(top=f', "metadata": {{"x": {DEEP}}}'),
@@ -60,9 +63,10 @@ RED_TEAM: list[tuple[str, str, bytes, str | None]] = [
     ("unknown field", "/v1/jobs", _job(top=', "colour": "red"'), "colour"),
     ("not JSON", "/v1/jobs", b'{"endpoint": ', None),
     ("responses: NaN temperature", "/v1/responses",
-     b'{"model": "sim-echo", "input": "hi", "background": true, "temperature": NaN}', None),
+     b'{"model": "sim-echo", "input": "hi", "background": true, "temperature": NaN}',
+     "temperature"),
     ("responses: surrogate in input", "/v1/responses",
-     b'{"model": "sim-echo", "input": "\\ud800", "background": true}', None),
+     b'{"model": "sim-echo", "input": "\\ud800", "background": true}', "input"),
     ("responses: surrogate metadata key", "/v1/responses",
      b'{"model": "sim-echo", "input": "x", "background": true, "metadata": {"\\ud800": "v"}}',
      None),
@@ -237,3 +241,21 @@ async def test_every_answer_carries_a_request_id(api: Api) -> None:
     second = await api.http.get("/v1/jobs")
     assert first.headers["x-request-id"] != second.headers["x-request-id"]
     assert second.status_code == 401 and second.headers["x-request-id"].startswith("req_")
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ('{"a": {"n": NaN}}', "a.n"),
+        ('{"body": {"messages": [{"role": "user", "content": "\\ud800"}]}}',
+         "body.messages.0.content"),
+        ('[1, 2, Infinity]', "2"),
+        ("NaN", None),
+        ('{"x": "a\\"b,{[", "y": 1e999}', "y"),
+        ('{"metadata": {"\\udc00": 1}}', "metadata"),
+    ],
+)  # fmt: skip
+def test_a_parse_error_names_the_member_being_read(text: str, path: str | None) -> None:
+    with pytest.raises(errors.InvalidRequest) as caught:
+        strict_json.parse(text.encode())
+    assert caught.value.param == path and caught.value.code == "invalid_json"

@@ -9,6 +9,7 @@ parser to disagree with the first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -31,11 +32,49 @@ def parse(body: bytes) -> Any:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         # orjson's message names the problem and its position, never the content.
+        param = path_at(body.decode("utf-8", "replace"), exc.pos)
+        where = f"{param}: " if param else ""
         raise errors.InvalidRequest(
-            f"request body is not valid JSON: {exc.msg} at character {exc.pos}", code="invalid_json"
+            f"{where}request body is not valid JSON: {exc.msg} at character {exc.pos}",
+            param=param,
+            code="invalid_json",
         ) from None
     ranges.check_json(value)
     return value
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\],:]')
+
+
+def path_at(text: str, position: int) -> str | None:
+    """The dotted path of the member being read at `position` of a JSON text (where a parser
+    stopped), e.g. `metadata.n` or `body.messages.0.content`; None at the top level. Strings
+    are skipped by a regex, so this is cheap even for a large body."""
+    stack: list[list[Any]] = []  # [is_object, key or index]
+    last_string = ""
+    for match in _TOKEN.finditer(text, 0, position):
+        token = match.group()
+        if token[0] == '"':
+            last_string = token
+        elif token in "{[":
+            stack.append([token == "{", None if token == "{" else 0])
+        elif token in "}]":
+            if stack:
+                stack.pop()
+        elif stack and token == ":" and stack[-1][0]:
+            stack[-1][1] = _key(last_string)
+        elif stack and token == ",":
+            stack[-1][1] = None if stack[-1][0] else stack[-1][1] + 1
+    path = [str(key) for _, key in stack if key is not None]
+    return ".".join(path) or None
+
+
+def _key(token: str) -> str:
+    try:
+        key = orjson.loads(token)
+    except orjson.JSONDecodeError:
+        key = token.strip('"')
+    return str(key)[:100]
 
 
 class StrictJsonRoute(APIRoute):
