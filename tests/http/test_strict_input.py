@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jobgate import errors
 from jobgate.domain import ranges
 from jobgate.http import strict_json
 from tests.api_server import Api
