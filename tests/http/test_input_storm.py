@@ -1,4 +1,5 @@
-"""A property test: generated JSON thrown at every write route of a real server, on both
+"""A property test: generated JSON thrown at every write route of a real server (and the
+dashboard's sign-in form), on both
 backends. Extreme numbers, non-finite floats, integers beyond 64 bits, lone surrogates, NUL,
 deep nesting, huge strings and unknown fields, raw or inside otherwise valid requests. Never a
 5xx, and a job accepted before the storm reads byte for byte the same after it.
@@ -118,7 +119,8 @@ RESPONSE_FIELDS = [
 @st.composite
 def requests(draw: st.DrawFn) -> tuple[str, str, str]:
     """(method, path, raw JSON body)."""
-    kind = draw(st.sampled_from(["job", "job_body", "job_sim", "response", "endpoint", "raw"]))
+    kinds = ["job", "job_body", "job_sim", "response", "endpoint", "form", "raw"]
+    kind = draw(st.sampled_from(kinds))
     value = draw(values)
     if kind == "job":
         return "POST", "/v1/jobs", dump(_submit(**{draw(st.sampled_from(SUBMIT_FIELDS)): value}))
@@ -147,6 +149,9 @@ def requests(draw: st.DrawFn) -> tuple[str, str, str]:
             )
         )
         return *route, dump({"url": "https://127.0.0.1/hook", field: value})
+    if kind == "form":  # the dashboard's sign-in form
+        fields = draw(st.lists(st.text(max_size=12), max_size=12))
+        return "POST", "/dashboard/login", "&".join(["key=" + dump(value), *fields])
     path = draw(st.sampled_from(["/v1/jobs", "/v1/responses", "/v1/webhook_endpoints"]))
     return "POST", path, dump(value)
 
