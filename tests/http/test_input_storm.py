@@ -1,10 +1,11 @@
 """A property test: generated JSON thrown at every write route of a real server (and the
-dashboard's sign-in form), on both
-backends. Extreme numbers, non-finite floats, integers beyond 64 bits, lone surrogates, NUL,
-deep nesting, huge strings and unknown fields, raw or inside otherwise valid requests. Never a
-5xx, and a job accepted before the storm reads byte for byte the same after it.
+dashboard's sign-in form), on both backends. Extreme numbers, non-finite floats, integers
+beyond 64 bits, lone surrogates, NUL, deep nesting, huge strings and unknown fields, raw or
+inside otherwise valid requests. Never a 5xx, and a job accepted before the storm reads byte
+for byte the same after it.
 
-JOBGATE_STORM_EXAMPLES sets the number of requests per backend (CI keeps it modest).
+JOBGATE_STORM_EXAMPLES sets the number of examples (1-3 requests each) per backend; CI keeps
+it modest.
 """
 
 from __future__ import annotations
