@@ -145,6 +145,14 @@ class Settings(pydantic.BaseModel):
     max_body_bytes: int = pydantic.Field(default=1024 * 1024, gt=0)
     # How long a client may take to deliver one whole request (head and body).
     request_receipt_timeout_s: float = pydantic.Field(default=60.0, gt=0)
+    # The request head (request line and headers): its deadline from the first byte, its size,
+    # its number of header fields, and the request target's length (431 / 414 above them).
+    request_head_timeout_s: float = pydantic.Field(default=10.0, gt=0)
+    max_request_head_bytes: int = pydantic.Field(default=64 * 1024, ge=1024)
+    max_request_headers: int = pydantic.Field(default=100, ge=8)
+    max_request_line_bytes: int = pydantic.Field(default=8 * 1024, ge=256)
+    # Dashboard sign-ins: how long a session lasts.
+    dashboard_session_ttl_s: float = pydantic.Field(default=12 * 3600.0, gt=0, le=30 * DAY_S)
     default_provider: str = "sim"
     webhook_retry_profile: Literal["standard", "short"] = "standard"
     webhook_allow_cidrs: tuple[str, ...] = ()
@@ -219,6 +227,8 @@ _ENV_FIELDS = (
     "webhook_endpoint_concurrency", "unknown_outcome", "retention_s", "idempotency_ttl_s",
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
+    "request_head_timeout_s", "max_request_head_bytes", "max_request_headers",
+    "max_request_line_bytes", "dashboard_session_ttl_s",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

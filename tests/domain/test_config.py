@@ -231,3 +231,21 @@ def test_a_variable_a_provider_names_is_not_unknown(tmp_path: Path) -> None:
     assert settings.providers["up"].api_key_env == "JOBGATE_UPSTREAM_KEY"
     with pytest.raises(errors.ConfigError, match="JOBGATE_UPSTREAM_KYE: unknown variable"):
         load_settings({**env, "JOBGATE_UPSTREAM_KYE": "x"}, config_path=config)
+
+def test_edge_limits_have_safe_defaults_and_env_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no jobgate.toml
+    settings = load_settings({}, database_url="sqlite:///x.db")
+    assert settings.max_request_head_bytes == 64 * 1024
+    assert settings.max_request_headers == 100
+    assert settings.max_request_line_bytes == 8 * 1024
+    assert settings.request_head_timeout_s == 10.0
+    assert settings.dashboard_session_ttl_s == 12 * 3600
+    tuned = load_settings(
+        {"JOBGATE_MAX_REQUEST_HEADERS": "50", "JOBGATE_REQUEST_HEAD_TIMEOUT_S": "2.5"},
+        database_url="sqlite:///x.db",
+    )
+    assert tuned.max_request_headers == 50 and tuned.request_head_timeout_s == 2.5
+    with pytest.raises(errors.ConfigError, match="JOBGATE_MAX_REQUEST_HEADERS"):
+        load_settings({"JOBGATE_MAX_REQUEST_HEADERS": "2"}, database_url="sqlite:///x.db")

@@ -1,5 +1,6 @@
 """The dashboard in headless Chromium (Debian's package, driven by Playwright): an operator
-signs in, reads the overview, filters jobs, opens a timeline and redrives a dead letter.
+signs in, reads the overview, filters jobs, opens a timeline, redrives a dead letter and signs
+out for good (the cookie is gone, and put back it is refused).
 Screenshots are compared by content: the same state renders the same pixels, a change does not.
 """
 
@@ -128,6 +129,18 @@ async def test_operator_flows_in_chromium(
 
     await page.click("text=Webhooks")
     await expect(page.locator("#endpoints")).to_contain_text("No endpoints registered")
+    cookies = await page.context.cookies()
+    session = next(c for c in cookies if c["name"] == "jobgate_session")
+    assert session["value"].startswith("jgs_") and session["value"] != operator_key
+    assert session["path"] == "/dashboard" and session["httpOnly"]
     await page.click("text=Sign out")
+    await expect(page).to_have_url(f"{api.url}/dashboard/login")
+    # Really signed out: the browser dropped the cookie, and every page sends it to sign in.
+    assert not [c for c in await page.context.cookies() if c["name"] == "jobgate_session"]
+    await page.goto(f"{api.url}/dashboard/jobs")
+    await expect(page).to_have_url(f"{api.url}/dashboard/login")
+    # The old cookie, put back by hand, is refused: its session ended on the server.
+    await page.context.add_cookies([{**session}])
+    await page.goto(f"{api.url}/dashboard")
     await expect(page).to_have_url(f"{api.url}/dashboard/login")
     await asyncio.sleep(0)

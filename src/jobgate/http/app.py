@@ -22,6 +22,7 @@ from jobgate.http import (
 from jobgate.http.access_log import AccessLogMiddleware
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
+from jobgate.http.request_id import RequestIdMiddleware
 
 
 def create_app(ctx: AppContext) -> FastAPI:
@@ -49,5 +50,9 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=ctx.settings.max_body_bytes)
     if ctx.settings.access_log:
         app.add_middleware(AccessLogMiddleware)
+    app.add_middleware(dashboard.SecurityHeadersMiddleware)
+    app.add_middleware(
+        RequestIdMiddleware, answer=problems.unexpected
+    )  # outermost of ours: every answer carries the id
     openapi_doc.install(app)
     return app

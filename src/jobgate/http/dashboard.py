@@ -1,8 +1,10 @@
 """The operator dashboard: server-rendered pages over the services (no build step).
 
 Operators sign in with an operator key (`jobgate operators create NAME`, or the one `jobgate
-serve` prints on first start), kept in an HttpOnly, SameSite=Strict cookie; state-changing
-forms also check that the request comes from this origin.
+serve` prints on first start). Signing in opens a server-side session (random id, expiry,
+revocable); the HttpOnly, SameSite=Strict cookie holds only the session id, never the key, and
+signing out deletes the session and the cookie. State-changing forms also check that the
+request comes from this origin (scheme, host and port). Pages may not be framed.
 """
 
 from __future__ import annotations
@@ -13,15 +15,30 @@ from typing import Annotated, Any
 
 import jinja2
 from fastapi import APIRouter, Depends, Query, Request
+from starlette.datastructures import MutableHeaders
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobgate import errors
 from jobgate.clock import to_unix
+from jobgate.domain import ranges
 from jobgate.domain.states import JobState
 from jobgate.http.context import AppContext, Ctx, context
+from jobgate.http.models import ObjectId
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
-COOKIE = "jobgate_operator"
+COOKIE = "jobgate_session"  # was `jobgate_operator`, which held the key: no longer read
+COOKIE_PATH = "/dashboard"
+MAX_FORM_BYTES = 4096
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "frame-ancestors 'none'; form-action 'self'",
+}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _templates = jinja2.Environment(
     loader=jinja2.PackageLoader("jobgate.http", "templates"),
     autoescape=jinja2.select_autoescape(["html"]),
@@ -60,35 +77,65 @@ def render(ctx: AppContext, template: str, operator: str, **values: Any) -> HTML
     page = _templates.get_template(template).render(
         operator=operator, now=now, age=lambda m: _age(m, now), **values
     )
-    return HTMLResponse(
-        page,
-        headers={
-            "Cache-Control": "no-store",
-            "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'",
-        },
-    )
+    return HTMLResponse(page)
+
+
+class SecurityHeadersMiddleware:
+    """Every dashboard answer (pages, redirects, refusals) may not be framed or sniffed."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not str(scope.get("path", "")).startswith(COOKIE_PATH):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_secured)
 
 
 async def operator(request: Request) -> str:
     ctx = context(request)
-    key = request.cookies.get(COOKIE) or ""
-    if not key:
-        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
-        key = bearer.strip() if scheme.lower() == "bearer" else ""
-    if not key:
-        raise LoginRequired
     try:
-        return await ctx.operators.authenticate(key)
+        session_id = request.cookies.get(COOKIE)
+        if session_id:
+            return await ctx.operators.session_operator(session_id)
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and bearer.strip():
+            return await ctx.operators.authenticate(bearer.strip())
     except errors.Unauthorized:
-        raise LoginRequired from None
+        pass
+    raise LoginRequired
 
 
 Operator = Annotated[str, Depends(operator)]
 
 
+def _origin_of(url: str) -> tuple[str, str, int] | None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower(), 0)
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname:
+        return None
+    return parts.scheme.lower(), parts.hostname.lower(), port
+
+
 def _same_origin(request: Request) -> None:
-    origin = request.headers.get("origin")
-    if origin is not None and urllib.parse.urlsplit(origin).netloc != request.headers.get("host"):
+    """Refuse a form posted from another origin: scheme, host and port must all match this
+    server's (the Origin header, else the Referer; a browser sends one with every POST)."""
+    claimed = request.headers.get("origin") or request.headers.get("referer")
+    if claimed is None:
+        return
+    if _origin_of(claimed) != _origin_of(str(request.base_url)):
         raise errors.Unauthorized("cross-origin form refused")
 
 
@@ -99,36 +146,60 @@ async def login_redirect(request: Request, _exc: Exception) -> Response:
 
 
 @router.get("/login")
-async def login_page(ctx: Ctx, error: str | None = None) -> HTMLResponse:
+async def login_page(
+    ctx: Ctx, error: Annotated[str | None, Query(max_length=8)] = None
+) -> HTMLResponse:
     return HTMLResponse(_templates.get_template("login.html").render(error=error, operator=None))
+
+
+async def _form_key(request: Request) -> str:
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise errors.InvalidRequest("form too large", param="key")
+    try:
+        form = urllib.parse.parse_qs(body.decode(), max_num_fields=8, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise errors.InvalidRequest("form is not valid", param="key") from None
+    return (form.get("key") or [""])[0].strip()
 
 
 @router.post("/login")
 async def login(request: Request, ctx: Ctx) -> Response:
     _same_origin(request)
-    form = urllib.parse.parse_qs((await request.body()).decode())
-    key = (form.get("key") or [""])[0].strip()
     try:
-        await ctx.operators.authenticate(key)
+        session_id, _ = await ctx.operators.sign_in(
+            await _form_key(request), ttl_s=ctx.settings.dashboard_session_ttl_s
+        )
     except errors.Unauthorized:
         return RedirectResponse("/dashboard/login?error=1", status_code=303)
     response = RedirectResponse("/dashboard", status_code=303)
     response.set_cookie(
         COOKIE,
-        key,
+        session_id,
+        max_age=int(ctx.settings.dashboard_session_ttl_s),
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
-        path="/dashboard",
+        path=COOKIE_PATH,
     )
     return response
 
 
 @router.post("/logout")
-async def logout(request: Request) -> Response:
+async def logout(request: Request, ctx: Ctx) -> Response:
     _same_origin(request)
+    session_id = request.cookies.get(COOKIE)
+    if session_id:
+        await ctx.operators.sign_out(session_id)
     response = RedirectResponse("/dashboard/login", status_code=303)
-    response.delete_cookie(COOKIE, path="/")
+    # The same Path and attributes as at sign-in, or the browser keeps the cookie.
+    response.delete_cookie(
+        COOKIE,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return response
 
 
@@ -162,9 +233,11 @@ async def overview(ctx: Ctx, who: Operator) -> HTMLResponse:
 async def jobs(
     ctx: Ctx,
     who: Operator,
-    tenant: Annotated[str | None, Query()] = None,
+    tenant: Annotated[str | None, Query(max_length=200)] = None,
     status: Annotated[JobState | None, Query()] = None,
-    after: Annotated[str | None, Query()] = None,
+    after: Annotated[
+        str | None, Query(max_length=ranges.MAX_CURSOR_CHARS, pattern=ranges.ID_PATTERN)
+    ] = None,
 ) -> HTMLResponse:
     tenants = await ctx.storage.tenant_list()
     by_name = {t.name: t.id for t in tenants}
@@ -188,7 +261,7 @@ async def jobs(
 
 
 @router.get("/jobs/{job_id}")
-async def job_detail(job_id: str, ctx: Ctx, who: Operator) -> HTMLResponse:
+async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
     job = await ctx.storage.job_get(job_id=job_id)
     if job is None:
         raise errors.NotFound("job", job_id)
@@ -215,7 +288,7 @@ async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
 
 
 @router.post("/jobs/{job_id}/redrive")
-async def redrive(job_id: str, request: Request, ctx: Ctx, who: Operator) -> Response:
+async def redrive(job_id: ObjectId, request: Request, ctx: Ctx, who: Operator) -> Response:
     _same_origin(request)
     job = await ctx.storage.job_get(job_id=job_id)
     if job is None:

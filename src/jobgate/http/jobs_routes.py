@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from jobgate import errors, failpoints
+from jobgate.domain import ranges
 from jobgate.domain.states import JobState
 from jobgate.http import job_notes
 from jobgate.http.context import Ctx, CurrentTenant
@@ -19,14 +20,16 @@ from jobgate.http.models import (
     EventListOut,
     JobListOut,
     JobOut,
+    ObjectId,
     ProblemOut,
     SubmitJobRequest,
 )
+from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.views import event_view, job_view
-from jobgate.services.jobs import MAX_WAIT_S, SubmitSpec
+from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.changes import wait_for
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], route_class=StrictJsonRoute)
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
@@ -34,7 +37,6 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 _PREFER_WAIT = re.compile(r"(?:^|[;,\s])wait\s*=\s*(\d+)", re.IGNORECASE)
 _KEEPALIVE_S = 15.0
-MAX_SEQ = 2**31 - 1  # event sequence numbers are 32-bit integers in the databases
 
 
 def json_response(
@@ -68,10 +70,10 @@ async def submit_job(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
     prefer: Annotated[str | None, Header(alias="Prefer")] = None,
 ) -> Response:
-    raw = orjson.loads(await request.body())
+    raw = await request.json()  # the one strict parse (http.strict_json), cached
     spec = SubmitSpec(
         endpoint=payload.endpoint,
-        body=payload.body,
+        body=raw["body"],  # as the client sent it: the model only checked it
         provider=payload.provider,
         metadata=payload.metadata,
         webhook=None if payload.webhook is None else payload.webhook.model_dump(),
@@ -111,12 +113,12 @@ def _prefer_wait(prefer: str | None) -> float | None:
     if not prefer:
         return None
     match = _PREFER_WAIT.search(prefer)
-    return None if match is None else min(float(match.group(1)), MAX_WAIT_S)
+    return None if match is None else min(float(match.group(1)), ranges.MAX_WAIT_S)
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=_PROBLEMS, summary="Get a job")
 async def get_job(
-    job_id: str,
+    job_id: ObjectId,
     request: Request,
     ctx: Ctx,
     tenant: CurrentTenant,
@@ -124,7 +126,8 @@ async def get_job(
         float | None,
         Query(
             ge=0,
-            le=MAX_WAIT_S,
+            le=ranges.MAX_WAIT_S,
+            allow_inf_nan=False,
             description=("Long poll: answer when the status changes, or after this many seconds"),
         ),
     ] = None,
@@ -151,21 +154,21 @@ async def get_job(
     "after the terminal event; resume with `Last-Event-ID`.",
 )
 async def job_events(
-    job_id: str,
+    job_id: ObjectId,
     request: Request,
     ctx: Ctx,
     tenant: CurrentTenant,
     after: Annotated[
-        int, Query(ge=0, le=MAX_SEQ, description="Events after this sequence number")
+        int, Query(ge=0, le=ranges.MAX_SEQ, description="Events after this sequence number")
     ] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=ranges.MAX_EVENT_PAGE)] = 100,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> Response:
     if "text/event-stream" in request.headers.get("accept", ""):
         start = after
         if last_event_id:
             try:
-                start = max(start, min(int(last_event_id), MAX_SEQ))
+                start = max(start, min(int(last_event_id), ranges.MAX_SEQ))
             except ValueError:
                 raise errors.InvalidRequest(
                     "Last-Event-ID must be an event sequence number", param="Last-Event-ID"
@@ -209,7 +212,7 @@ async def _event_stream(ctx: Ctx, tenant_id: str, job_id: str, after: int) -> As
     responses=_PROBLEMS,
     summary="Cancel a job (idempotent, never 409)",
 )
-async def cancel_job(job_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def cancel_job(job_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     job = await ctx.jobs.cancel(tenant_id=tenant.id, job_id=job_id)
     return json_response(job_view(job), 200, _job_headers(ctx, job))
 
@@ -222,9 +225,14 @@ async def list_jobs(
     dead_lettered: Annotated[bool | None, Query()] = None,
     after: Annotated[
         str | None,
-        Query(min_length=1, max_length=255, description="Id of the last job of the previous page"),
+        Query(
+            min_length=1,
+            max_length=ranges.MAX_CURSOR_CHARS,
+            pattern=ranges.ID_PATTERN,
+            description="Id of the last job of the previous page",
+        ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    limit: Annotated[int, Query(ge=1, le=ranges.MAX_PAGE)] = 20,
 ) -> Response:
     jobs, has_more = await ctx.jobs.list(
         tenant_id=tenant.id,
@@ -249,7 +257,7 @@ async def list_jobs(
     responses=_PROBLEMS,
     summary="Cancel if live, then purge input and result",
 )
-async def delete_job(job_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def delete_job(job_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     job = await ctx.jobs.delete(tenant_id=tenant.id, job_id=job_id)
     return json_response(job_view(job))
 
@@ -261,7 +269,7 @@ async def delete_job(job_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
     responses=_PROBLEMS,
     summary="Redrive a dead-lettered job",
 )
-async def retry_job(job_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def retry_job(job_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     job = await ctx.jobs.retry(tenant_id=tenant.id, job_id=job_id)
     return json_response(
         job_view(job), 202, {"Location": f"/v1/jobs/{job.id}", **_job_headers(ctx, job)}

@@ -2,16 +2,70 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
+from fastapi import Path
+
+from jobgate.domain import ranges
+
+# An object id in a path (`job_…`, `resp_…`, `we_…`): anything else is refused before storage.
+ObjectId = Annotated[str, Path(max_length=ranges.MAX_CURSOR_CHARS, pattern=ranges.ID_PATTERN)]
+
+
+class SimDirectives(pydantic.BaseModel):
+    """The built-in simulator's directives (`sim` in a provider body; other adapters move it
+    to a header). Members not named here are checked by the simulator itself."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+    latency_s: float | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=ranges.SIM_MAX_LATENCY_S,
+        allow_inf_nan=False,
+        description="How long the simulated call takes",
+    )
+    fail_with: (
+        Literal["rate_limit", "server_error", "overloaded", "invalid_request", "hang", "drop"]
+        | None
+    ) = None
+    fail_times: int | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=ranges.SIM_MAX_FAIL_TIMES,
+        description="How many calls fail before one succeeds (default: all of them)",
+    )
+    retry_after_s: float | None = pydantic.Field(
+        default=None, ge=0, le=ranges.SIM_MAX_RETRY_AFTER_S, allow_inf_nan=False
+    )
+    outcome: Literal["completed", "failed", "incomplete", "never"] | None = None
+    webhooks: Literal["send", "none", "duplicate", "out_of_order", "early"] | None = None
+    cancel: Literal["supported", "unsupported"] | None = None
+
+
+class ProviderBody(pydantic.BaseModel):
+    """The request body for the provider: passed on as sent; only the members jobgate reads
+    are checked here."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+    model: str | None = pydantic.Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        examples=["sim-echo"],
+        description="Routes the job: a model no configured provider serves is refused "
+        "(400 model_not_found); `sim-*` runs on the built-in simulator",
+    )
+    sim: SimDirectives | None = None
 
 
 class WebhookSpec(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
     url: str = pydantic.Field(max_length=2048, description="Where to POST signed events")
-    event_types: list[str] = pydantic.Field(
+    event_types: list[Annotated[str, pydantic.Field(max_length=64)]] = pydantic.Field(
         default_factory=list,
         max_length=16,
         description="Events to send; empty means every terminal event",
@@ -27,21 +81,34 @@ class SubmitJobRequest(pydantic.BaseModel):
         examples=["/v1/chat/completions"],
         description="The provider endpoint to call",
     )
-    body: dict[str, Any] = pydantic.Field(description="The request body for the provider")
+    body: ProviderBody = pydantic.Field(description="The request body for the provider")
     provider: str | None = pydantic.Field(
         default=None, max_length=100, description="Provider name; default: routed by model"
     )
-    metadata: dict[str, Any] = pydantic.Field(default_factory=dict, max_length=64)
+    metadata: dict[str, Any] = pydantic.Field(
+        default_factory=dict, max_length=ranges.MAX_METADATA_ITEMS
+    )
     webhook: WebhookSpec | None = None
     priority: int | None = pydantic.Field(
-        default=None, ge=0, le=9, description="0 runs first; default 5"
+        default=None,
+        ge=ranges.PRIORITY_MIN,
+        le=ranges.PRIORITY_MAX,
+        description="0 runs first; default 5",
     )
-    max_attempts: int | None = pydantic.Field(default=None, ge=1, le=20)
+    max_attempts: int | None = pydantic.Field(default=None, ge=1, le=ranges.MAX_ATTEMPTS_MAX)
     start_timeout_s: float | None = pydantic.Field(
-        default=None, gt=0, description="Expire the job if no worker starts it in time"
+        default=None,
+        ge=ranges.MIN_TIMEOUT_S,
+        le=ranges.MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="Expire the job if no worker starts it in time (at most 7 days)",
     )
     execution_timeout_s: float | None = pydantic.Field(
-        default=None, gt=0, description="Fail the job (deadline_exceeded) past this runtime"
+        default=None,
+        ge=ranges.MIN_TIMEOUT_S,
+        le=ranges.MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="Fail the job (deadline_exceeded) past this runtime (at most 7 days)",
     )
 
 

@@ -11,8 +11,10 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
+from starlette.types import Scope
 
 from jobgate import errors
+from jobgate.http import request_id
 
 log = logging.getLogger(__name__)
 MEDIA_TYPE = "application/problem+json"
@@ -150,12 +152,20 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
-async def handle_unexpected(_request: Request, exc: Exception) -> Response:
-    log.error("unhandled error: %s", type(exc).__name__, exc_info=exc)
+def unexpected(scope: Scope, exc: Exception) -> Response:
+    """The 500 for an unhandled error, logged with its request id and traceback."""
+    request_id.log_unhandled(scope, exc)
+    rid = request_id.request_id(scope)
     return problem(
         500,
         code="internal_error",
         title="Internal error",
-        detail="an internal error occurred",
+        detail=f"an internal error occurred (request {rid})",
         error_type="server_error",
+        headers={request_id.HEADER: rid},
+        extra={"request_id": rid},
     )
+
+
+async def handle_unexpected(request: Request, exc: Exception) -> Response:
+    return unexpected(request.scope, exc)

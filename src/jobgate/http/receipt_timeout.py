@@ -58,9 +58,3 @@ class ReceiptTimeoutProtocol(HttpToolsProtocol):
         self._disarm_receipt_timer()
         super().on_message_complete()
 
-
-def protocol_class(receipt_timeout_s: float) -> type[ReceiptTimeoutProtocol]:
-    """A uvicorn `http=` protocol class with this receipt bound."""
-    return type(
-        "JobgateHttpProtocol", (ReceiptTimeoutProtocol,), {"receipt_timeout_s": receipt_timeout_s}
-    )

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from jobgate.http.models import WebhookSpec
+from jobgate.domain import ranges
+from jobgate.http.models import SimDirectives, WebhookSpec
 
 MetadataKey = Annotated[str, pydantic.Field(max_length=64)]
 MetadataValue = Annotated[str, pydantic.Field(max_length=512)]
@@ -51,10 +52,10 @@ class CreateResponseRequest(pydantic.BaseModel):
     )
     store: bool | None = None
     metadata: dict[MetadataKey, MetadataValue] | None = pydantic.Field(default=None, max_length=16)
-    max_output_tokens: int | None = pydantic.Field(default=None, ge=1)
-    max_tool_calls: int | None = pydantic.Field(default=None, ge=1)
-    temperature: float | None = pydantic.Field(default=None, ge=0, le=2)
-    top_p: float | None = pydantic.Field(default=None, ge=0, le=1)
+    max_output_tokens: int | None = pydantic.Field(default=None, ge=1, le=ranges.MAX_OUTPUT_TOKENS)
+    max_tool_calls: int | None = pydantic.Field(default=None, ge=1, le=ranges.MAX_TOOL_CALLS)
+    temperature: float | None = pydantic.Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    top_p: float | None = pydantic.Field(default=None, ge=0, le=1, allow_inf_nan=False)
     top_logprobs: int | None = pydantic.Field(default=None, ge=0, le=20)
     parallel_tool_calls: bool | None = None
     tools: list[dict[str, Any]] | None = pydantic.Field(default=None, max_length=128)
@@ -68,6 +69,9 @@ class CreateResponseRequest(pydantic.BaseModel):
     prompt_cache_key: ShortText | None = None
     previous_response_id: str | None = pydantic.Field(
         default=None, description="Not supported: send the earlier turns in `input`"
+    )
+    sim: SimDirectives | None = pydantic.Field(
+        default=None, description="jobgate extension: directives for the built-in simulator"
     )
     webhook: WebhookSpec | None = pydantic.Field(
         default=None,

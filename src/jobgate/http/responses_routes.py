@@ -16,16 +16,16 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
 
-from jobgate.domain import response_requests, responses
+from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.jobs_routes import json_response
-from jobgate.http.models import ProblemOut
+from jobgate.http.models import ObjectId, ProblemOut
 from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
-from jobgate.services.jobs import MAX_WAIT_S
+from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services.responses import ResponsesService
 
-router = APIRouter(prefix="/v1", tags=["responses"])
+router = APIRouter(prefix="/v1", tags=["responses"], route_class=StrictJsonRoute)
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
@@ -117,7 +117,7 @@ async def create_response(
     tenant: CurrentTenant,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    raw = orjson.loads(await request.body())
+    raw = await request.json()  # the one strict parse (http.strict_json), cached
     parsed = response_requests.parse_create(raw)
     outcome = await svc.create(
         tenant_id=tenant.id, request=parsed, raw_body=raw, idempotency_key=idempotency_key
@@ -178,17 +178,22 @@ async def _disconnected(request: Request) -> None:
     "(or `Last-Event-ID`) and follows the response until it finishes.",
 )
 async def get_response(
-    response_id: str,
+    response_id: ObjectId,
     svc: Service,
     tenant: CurrentTenant,
     stream: Annotated[bool, Query(description="Answer with server-sent events")] = False,
     starting_after: Annotated[
         int | None,
-        Query(ge=0, le=2**31 - 1, description="Stream the events after this sequence number"),
+        Query(ge=0, le=ranges.MAX_SEQ, description="Stream the events after this sequence number"),
     ] = None,
     wait: Annotated[
         float | None,
-        Query(ge=0, le=MAX_WAIT_S, description="Long poll: answer when the status changes"),
+        Query(
+            ge=0,
+            le=ranges.MAX_WAIT_S,
+            allow_inf_nan=False,
+            description="Long poll: answer when the status changes",
+        ),
     ] = None,
     last_event_id: Annotated[
         str,
@@ -220,7 +225,7 @@ async def get_response(
     description="Answers the Response as it stands: `cancelled` once the cancellation has "
     "taken effect (it waits up to 5 s for that), unchanged if it had already finished.",
 )
-async def cancel_response(response_id: str, svc: Service, tenant: CurrentTenant) -> Response:
+async def cancel_response(response_id: ObjectId, svc: Service, tenant: CurrentTenant) -> Response:
     job = await svc.cancel(tenant_id=tenant.id, response_id=response_id)
     return json_response(responses.render(job), 200, _headers(svc, job))
 
@@ -233,6 +238,6 @@ async def cancel_response(response_id: str, svc: Service, tenant: CurrentTenant)
     description="Cancels it if still live, then purges its input and output; afterwards it "
     "is not found (its job keeps a tombstone at /v1/jobs/{id}).",
 )
-async def delete_response(response_id: str, svc: Service, tenant: CurrentTenant) -> Response:
+async def delete_response(response_id: ObjectId, svc: Service, tenant: CurrentTenant) -> Response:
     await svc.delete(tenant_id=tenant.id, response_id=response_id)
     return json_response({"id": response_id, "object": "response.deleted", "deleted": True})

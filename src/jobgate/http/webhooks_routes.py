@@ -9,9 +9,11 @@ from fastapi import APIRouter, Depends, Query
 from starlette.responses import Response
 
 from jobgate.clock import from_unix, to_unix
+from jobgate.domain import ranges
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.jobs_routes import json_response
-from jobgate.http.models import ProblemOut
+from jobgate.http.models import ObjectId, ProblemOut
+from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.webhooks_models import (
     CreateEndpointRequest,
     DeletedOut,
@@ -28,7 +30,7 @@ from jobgate.http.webhooks_models import (
 from jobgate.services.webhooks import JobDelivery, WebhookService
 from jobgate.storage.webhook_records import EndpointChanges, WebhookEndpoint
 
-router = APIRouter(prefix="/v1", tags=["webhooks"])
+router = APIRouter(prefix="/v1", tags=["webhooks"], route_class=StrictJsonRoute)
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
@@ -130,9 +132,14 @@ async def list_endpoints(
     tenant: CurrentTenant,
     webhooks: Webhooks,
     after: Annotated[
-        str | None, Query(description="Id of the last endpoint of the previous page")
+        str | None,
+        Query(
+            max_length=ranges.MAX_CURSOR_CHARS,
+            pattern=ranges.ID_PATTERN,
+            description="Id of the last endpoint of the previous page",
+        ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    limit: Annotated[int, Query(ge=1, le=ranges.MAX_PAGE)] = 20,
 ) -> Response:
     endpoints, has_more = await webhooks.list(tenant_id=tenant.id, after=after, limit=limit)
     return json_response(
@@ -151,7 +158,9 @@ async def list_endpoints(
     responses=_PROBLEMS,
     summary="Get a webhook endpoint",
 )
-async def get_endpoint(endpoint_id: str, tenant: CurrentTenant, webhooks: Webhooks) -> Response:
+async def get_endpoint(
+    endpoint_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks
+) -> Response:
     return json_response(
         endpoint_view(await webhooks.get(tenant_id=tenant.id, endpoint_id=endpoint_id))
     )
@@ -165,7 +174,7 @@ async def get_endpoint(endpoint_id: str, tenant: CurrentTenant, webhooks: Webhoo
     description="Set `disabled: false` to enable an endpoint again (after a 410, for example).",
 )
 async def update_endpoint(
-    endpoint_id: str, payload: UpdateEndpointRequest, tenant: CurrentTenant, webhooks: Webhooks
+    endpoint_id: ObjectId, payload: UpdateEndpointRequest, tenant: CurrentTenant, webhooks: Webhooks
 ) -> Response:
     changes = EndpointChanges(
         url=payload.url,
@@ -184,7 +193,9 @@ async def update_endpoint(
     responses=_PROBLEMS,
     summary="Delete a webhook endpoint (its pending deliveries fail)",
 )
-async def delete_endpoint(endpoint_id: str, tenant: CurrentTenant, webhooks: Webhooks) -> Response:
+async def delete_endpoint(
+    endpoint_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks
+) -> Response:
     await webhooks.delete(tenant_id=tenant.id, endpoint_id=endpoint_id)
     return json_response({"id": endpoint_id, "object": "webhook_endpoint", "deleted": True})
 
@@ -198,7 +209,7 @@ async def delete_endpoint(endpoint_id: str, tenant: CurrentTenant, webhooks: Web
     "`v1,` signature, for `grace_period_s` (default 24 h).",
 )
 async def rotate_secret(
-    endpoint_id: str,
+    endpoint_id: ObjectId,
     tenant: CurrentTenant,
     webhooks: Webhooks,
     payload: RotateSecretRequest | None = None,
@@ -216,7 +227,9 @@ async def rotate_secret(
     responses=_PROBLEMS,
     summary="Send a signed ping now and answer its result",
 )
-async def test_endpoint(endpoint_id: str, tenant: CurrentTenant, webhooks: Webhooks) -> Response:
+async def test_endpoint(
+    endpoint_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks
+) -> Response:
     result = await webhooks.ping(tenant_id=tenant.id, endpoint_id=endpoint_id)
     return json_response(
         {
@@ -237,7 +250,7 @@ async def test_endpoint(endpoint_id: str, tenant: CurrentTenant, webhooks: Webho
     summary="Re-queue failed deliveries since a time",
 )
 async def recover_endpoint(
-    endpoint_id: str, payload: RecoverRequest, tenant: CurrentTenant, webhooks: Webhooks
+    endpoint_id: ObjectId, payload: RecoverRequest, tenant: CurrentTenant, webhooks: Webhooks
 ) -> Response:
     requeued = await webhooks.recover(
         tenant_id=tenant.id, endpoint_id=endpoint_id, since=from_unix(payload.since)
@@ -263,6 +276,6 @@ async def webhook_secret(tenant: CurrentTenant) -> Response:
     responses=_PROBLEMS,
     summary="A job's webhook deliveries and every attempt at each",
 )
-async def job_deliveries(job_id: str, tenant: CurrentTenant, webhooks: Webhooks) -> Response:
+async def job_deliveries(job_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks) -> Response:
     deliveries = await webhooks.job_deliveries(tenant_id=tenant.id, job_id=job_id)
     return json_response({"object": "list", "data": [delivery_view(d) for d in deliveries]})

@@ -93,14 +93,19 @@ class ProviderRegistry:
         """The provider for a job of `api` and the model name to send it (a `provider/` prefix
         removed).
 
-        Raises errors.UnknownProvider, or errors.InvalidRequest when the provider does not
-        allow the model."""
+        Raises errors.UnknownProvider; errors.InvalidRequest `model_not_allowed` when the named
+        provider's `models` list leaves the model out, and `model_not_found` when no provider
+        serves the model at all (DESIGN §9: a simulator never answers for a real model)."""
         if provider is None and model and "/" in model:
             head, _, rest = model.partition("/")
             if head in self._providers:
                 provider, model = head, rest
         if provider is None and model:
             provider = self._by_model(model)
+            if provider is None:
+                if not self.serves(self.default, model):
+                    raise self._not_found(model)
+                provider = self.default
         name = provider or self.default
         chosen = self.get(name, api=api)
         allowed = self._configs[name].models
@@ -110,7 +115,29 @@ class ProviderRegistry:
                 param="body.model",
                 code="model_not_allowed",
             )
+        if model is not None and not self.serves(name, model):
+            raise self._not_found(model, provider=name)
         return chosen, model
+
+    def serves(self, name: str, model: str) -> bool:
+        """Whether provider `name` answers for `model`: its `models` list if it has one; a
+        simulator (kind `sim`) with `model_prefixes` only those (the built-in `sim`: `sim-*`);
+        any other provider every model."""
+        config = self._configs[name]
+        if config.models:
+            return model in config.models
+        if config.kind == "sim" and config.model_prefixes:
+            return any(model.startswith(prefix) for prefix in config.model_prefixes)
+        return True
+
+    def _not_found(self, model: str, *, provider: str | None = None) -> errors.InvalidRequest:
+        where = f"provider {provider!r}" if provider else "no configured provider"
+        return errors.InvalidRequest(
+            f"model {model!r} is not served by {where}; providers: {', '.join(self.names())} "
+            "(the built-in `sim` serves `sim-*` models only)",
+            param="body.model",
+            code="model_not_found",
+        )
 
     def _by_model(self, model: str) -> str | None:
         for name, config in self._configs.items():

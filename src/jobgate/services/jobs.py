@@ -12,7 +12,7 @@ from typing import Any
 from jobgate import errors, tracing
 from jobgate.clock import Clock
 from jobgate.config import Settings
-from jobgate.domain import idempotency
+from jobgate.domain import idempotency, ranges
 from jobgate.domain.job import Job, JobEvent, NewJob
 from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
@@ -26,7 +26,7 @@ from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
 log = logging.getLogger(__name__)
 
 SUBMIT_ROUTE = "POST /v1/jobs"
-MAX_WAIT_S = 60.0
+MAX_WAIT_S = ranges.MAX_WAIT_S
 KNOWN_EVENT_TYPES = frozenset({
     "job.running", "job.succeeded", "job.failed", "job.cancelled", "job.expired",
     "response.in_progress", "response.completed", "response.failed", "response.cancelled",
@@ -158,6 +158,7 @@ class JobService:
 
     def prepare(self, *, tenant_id: str, spec: SubmitSpec) -> NewJob:
         """Route and validate a submit; raise errors.InvalidRequest for anything unrunnable."""
+        _check_ranges(spec)
         model = spec.body.get("model")
         if model is not None and not isinstance(model, str):
             raise errors.InvalidRequest("body.model must be a string", param="body.model")
@@ -305,3 +306,28 @@ class JobService:
         """How long a poller should wait before asking again: longer as the job ages."""
         age_s = (self.clock.now() - job.created_at).total_seconds()
         return int(min(30, max(1, age_s / 10)))
+
+
+def _check_ranges(spec: SubmitSpec) -> None:
+    """The numeric ranges the HTTP models enforce, again for callers that build a SubmitSpec
+    themselves (bulk and batch submits, the CLI): a value past them would overflow a deadline
+    or a column on the worker's side, long after the client was told 202."""
+    ranges.check_timeout(spec.start_timeout_s, "start_timeout_s")
+    ranges.check_timeout(spec.execution_timeout_s, "execution_timeout_s")
+    if (
+        spec.priority is not None
+        and not ranges.PRIORITY_MIN <= spec.priority <= ranges.PRIORITY_MAX
+    ):
+        raise errors.InvalidRequest(
+            f"priority must be between {ranges.PRIORITY_MIN} and {ranges.PRIORITY_MAX}",
+            param="priority",
+            code="number_out_of_range",
+        )
+    if spec.max_attempts is not None and not 1 <= spec.max_attempts <= ranges.MAX_ATTEMPTS_MAX:
+        raise errors.InvalidRequest(
+            f"max_attempts must be between 1 and {ranges.MAX_ATTEMPTS_MAX}",
+            param="max_attempts",
+            code="number_out_of_range",
+        )
+    ranges.check_json(spec.body, path="body")
+    ranges.check_json(spec.metadata, path="metadata")

@@ -48,13 +48,19 @@ class ResponsesService:
             api=responses.API,
             id_prefix=responses.ID_PREFIX,
         )
-        outcome = await self.jobs.submit(
-            tenant_id=tenant_id,
-            spec=spec,
-            raw_body=raw_body,
-            idempotency_key=idempotency_key,
-            route=SUBMIT_ROUTE,
-        )
+        try:
+            outcome = await self.jobs.submit(
+                tenant_id=tenant_id,
+                spec=spec,
+                raw_body=raw_body,
+                idempotency_key=idempotency_key,
+                route=SUBMIT_ROUTE,
+            )
+        except errors.InvalidRequest as exc:
+            # The create body is the provider body itself: `body.model` is `model` here.
+            if exc.param and exc.param.startswith("body."):
+                exc.param = exc.param.removeprefix("body.")
+            raise
         if outcome.replayed and outcome.job.purged_at is not None:
             raise errors.NotFound("response", outcome.job.id)
         return outcome

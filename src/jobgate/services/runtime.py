@@ -15,9 +15,9 @@ import uvicorn
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
+from jobgate.http import edge_limits
 from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
-from jobgate.http.receipt_timeout import protocol_class
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import presence
@@ -180,7 +180,7 @@ class Runtime:
                 lifespan="off",
                 timeout_graceful_shutdown=max(1, int(self.settings.shutdown_grace_s)),
                 server_header=False,
-                http=protocol_class(self.settings.request_receipt_timeout_s),
+                http=edge_limits.protocol_class(self.settings),
             )
             server = _Server(config)
             tasks.append(

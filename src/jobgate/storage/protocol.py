@@ -42,6 +42,8 @@ from jobgate.storage.records import (
     UsageEntry,
 )
 from jobgate.storage.roles_protocol import RolesStore
+
+from jobgate.storage.sessions_protocol import SessionStore
 from jobgate.storage.webhooks_protocol import WebhookStore
 
 
@@ -260,6 +262,8 @@ class Storage(
     ProviderStore,
     BatchStore,
     RolesStore,
+
+    SessionStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -30,6 +30,8 @@ from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.roles import PostgresRoles
+
+from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -134,6 +136,8 @@ class PostgresStorage(
     PostgresProviderStore,
     PostgresBatch,
     PostgresRoles,
+
+    PostgresSessions,
 ):
     dialect = "postgres"
 

@@ -55,3 +55,23 @@ SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled
   LEFT JOIN outbox AS o ON o.endpoint_id = e.id
  GROUP BY e.id
  ORDER BY t.name, e.created_at
+
+-- name: dashboard_session_insert
+-- Open a dashboard session for a live operator key (no row: the key is not valid).
+INSERT INTO dashboard_sessions (id_hash, operator_key_id, created_at, expires_at)
+SELECT :id_hash, id, :now, :now + :ttl_s FROM operator_keys
+ WHERE key_hash = :key_hash AND revoked_at IS NULL
+RETURNING (SELECT name FROM operator_keys WHERE id = operator_key_id) AS name
+
+-- name: dashboard_session_operator
+-- The operator of a live session (unexpired, its key not revoked).
+SELECT k.name FROM dashboard_sessions AS s JOIN operator_keys AS k ON k.id = s.operator_key_id
+ WHERE s.id_hash = :id_hash AND s.expires_at > :now AND k.revoked_at IS NULL
+
+-- name: dashboard_session_delete
+-- End a session (sign-out).
+DELETE FROM dashboard_sessions WHERE id_hash = :id_hash
+
+-- name: dashboard_session_sweep
+-- Forget expired sessions.
+DELETE FROM dashboard_sessions WHERE expires_at <= :now

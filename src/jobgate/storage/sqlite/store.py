@@ -47,6 +47,8 @@ from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.roles import SqliteRoles
+
+from jobgate.storage.sqlite.sessions import SqliteSessions
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -103,6 +105,8 @@ class SqliteStorage(
     SqliteProviderStore,
     SqliteBatch,
     SqliteRoles,
+
+    SqliteSessions,
 ):
     dialect = "sqlite"
 

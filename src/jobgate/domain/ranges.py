@@ -1,0 +1,97 @@
+"""The range of every value a client may send, in one place: JSON shape limits and the bounds
+of each numeric field. The HTTP models, the strict JSON parse and the submit checks all read
+these; docs/reliability.md ("Limits (issue 13)") lists them.
+
+A value that parses is not a value that fits: a number past these bounds would overflow a
+datetime, a 64-bit column or a sleep, so it is refused at the edge with 400 naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobgate import errors
+
+# -- JSON bodies ------------------------------------------------------------------------------
+MAX_JSON_DEPTH = 64  # objects and arrays nested deeper are refused (orjson stops at 1024)
+INT_MIN = -(2**63)  # every JSON number lies within a signed 64-bit integer's range
+INT_MAX = 2**63 - 1
+_FLOAT_LIMIT = 2.0**63  # float(INT_MAX) rounds up to 2**63, so floats are compared with <
+MAX_KEY_CHARS = 1024  # an object member's name
+
+# -- job submission (POST /v1/jobs; /v1/responses shares the timeouts) ---------------------------
+PRIORITY_MIN, PRIORITY_MAX = 0, 9
+MAX_ATTEMPTS_MAX = 20
+MAX_TIMEOUT_S = 7 * 86_400.0  # start_timeout_s and execution_timeout_s: at most 7 days
+MIN_TIMEOUT_S = 0.001  # and at least 1 ms (0 or less is refused)
+MAX_METADATA_ITEMS = 64
+MAX_OUTPUT_TOKENS = 2**31 - 1  # /v1/responses `max_output_tokens` (usage columns are 32-bit)
+MAX_TOOL_CALLS = 1_000
+
+# -- long polls, pages and cursors ------------------------------------------------------------
+MAX_WAIT_S = 60.0  # `?wait=` and `Prefer: wait=`
+MAX_PAGE = 100  # `limit` of list routes (events: MAX_EVENT_PAGE)
+MAX_EVENT_PAGE = 1000
+MAX_SEQ = 2**31 - 1  # event sequence numbers are 32-bit integers in the databases
+MAX_CURSOR_CHARS = 255  # `after` cursors are ids
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,255}$"  # object ids in paths and cursors (`job_…`, `we_…`)
+
+# -- simulator directives (`sim` in a provider body) ------------------------------------------
+SIM_MAX_LATENCY_S = 3_600.0
+SIM_MAX_RETRY_AFTER_S = 3_600.0
+SIM_MAX_FAIL_TIMES = 1_000
+
+
+def check_json(value: Any, *, path: str = "") -> None:
+    """Raise errors.InvalidRequest naming the first member (dotted path) of a parsed JSON value
+    that cannot be stored or compared: nested deeper than MAX_JSON_DEPTH, a number outside the
+    signed 64-bit range, a NUL character (PostgreSQL's jsonb refuses it) or an over-long member
+    name. Lone surrogates, NaN and Infinity never get this far: the parser refuses them."""
+    _check(value, path, 0)
+
+
+def _check(value: Any, path: str, depth: int) -> None:
+    if isinstance(value, dict):
+        if depth >= MAX_JSON_DEPTH:
+            _refuse(path, f"nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep")
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in key or len(key) > MAX_KEY_CHARS:
+                _refuse(
+                    path or None,
+                    f"member names must be at most {MAX_KEY_CHARS} characters, without NUL",
+                    "invalid_json_value",
+                )
+            _check(item, where, depth + 1)
+    elif isinstance(value, list):
+        if depth >= MAX_JSON_DEPTH:
+            _refuse(path, f"nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep")
+        for index, item in enumerate(value):
+            _check(item, f"{path}.{index}" if path else str(index), depth + 1)
+    elif isinstance(value, str):
+        if "\x00" in value:
+            _refuse(path, "strings must not contain the NUL character", "invalid_json_value")
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int):
+        if not INT_MIN <= value <= INT_MAX:
+            _refuse(path, "integer outside the signed 64-bit range", "number_out_of_range")
+    elif isinstance(value, float) and not -_FLOAT_LIMIT < value < _FLOAT_LIMIT:
+        # orjson reads an integer literal beyond 64 bits as a float: refused here as well.
+        _refuse(path, "number outside the signed 64-bit range", "number_out_of_range")
+
+
+def _refuse(path: str | None, problem: str, code: str) -> None:
+    message = f"{path}: {problem}" if path else problem
+    raise errors.InvalidRequest(message, param=path or None, code=code)
+
+
+def check_timeout(value: float | None, param: str) -> None:
+    """A start or execution timeout that every datetime and column can hold (for callers that
+    bypass the HTTP models, such as bulk and batch submits)."""
+    if value is not None and not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
+        raise errors.InvalidRequest(
+            f"{param} must be between {MIN_TIMEOUT_S} and {MAX_TIMEOUT_S:.0f} seconds",
+            param=param,
+            code="number_out_of_range",
+        )

@@ -1,0 +1,164 @@
+"""Bounds on a request's head, enforced while it is read (uvicorn's httptools protocol has none:
+a 64 MB header would be buffered whole before any answer).
+
+- the head (request line and headers) may take at most `max_request_head_bytes`: past it the
+  connection answers 431 and closes, having held at most that plus one read of memory;
+- at most `max_request_headers` header fields (431) and a request target of at most
+  `max_request_line_bytes` (414);
+- the head must arrive within `request_head_timeout_s` of its first byte (or of the connection
+  opening): a slow-loris client is closed then, while a slow body has the whole
+  `request_receipt_timeout_s` (http.receipt_timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import httptools
+
+from jobgate.config import Settings
+from jobgate.http.receipt_timeout import ReceiptTimeoutProtocol
+
+log = logging.getLogger(__name__)
+LINGER_S = 1.0  # after a refusal: how long the connection drains before it closes
+_REASONS = {414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing (httptools wraps it)."""
+
+
+class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
+    max_request_head_bytes: int = 64 * 1024
+    max_request_headers: int = 100
+    max_request_line_bytes: int = 8 * 1024
+    request_head_timeout_s: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = True
+        self._head_bytes = 0
+        self._header_count = 0
+        self._refusal: tuple[int, str] | None = None
+        self._refused = False
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    # -- the head's clock ------------------------------------------------------------------
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(
+                self.request_head_timeout_s, self._head_timed_out
+            )
+
+    def _disarm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._in_head and not self.transport.is_closing():
+            log.debug("closing a connection whose request head did not arrive in time")
+            self.transport.close()
+
+    # -- protocol ----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # lingering after a refusal: read and drop, so the client sees the answer
+        # uvicorn's own data_received, with the head counted and refusals answered.
+        self._unset_keepalive_if_required()
+        if self._in_head:
+            self._head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        except httptools.HttpParserError:
+            if self._refusal is not None:
+                self._refuse(*self._refusal)
+            else:
+                log.debug("invalid HTTP request received")
+                self.send_400_response("Invalid HTTP request received.")
+            return
+        # Checked after the feed: a head that completed inside this read is within bounds.
+        if self._in_head and self._head_bytes > self.max_request_head_bytes:
+            self._refuse(431, "request head too large")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_head_timer()
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > self.max_request_line_bytes:
+            self._refusal = (414, "request target too long")
+            raise _Refused
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.max_request_headers:
+            self._refusal = (431, "too many header fields")
+            raise _Refused
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._disarm_head_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        # What arrives next on this connection is the next request's head.
+        self._in_head = True
+        self._head_bytes = 0
+        self._header_count = 0
+
+    def _refuse(self, status: int, message: str) -> None:
+        if self._refused or self.transport.is_closing():
+            return
+        self._refused = True
+        self._disarm_head_timer()
+        self._disarm_receipt_timer()
+        log.debug("refusing a request: %s", message)
+        body = message.encode()
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+            % (status, _REASONS[status], len(body), body)
+        )
+        # Closing with unread bytes would reset the connection and lose the answer: send it,
+        # then read and drop what still comes, for a moment (nginx's lingering close).
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
+
+
+def protocol_class(settings: Settings) -> type[EdgeLimitsProtocol]:
+    """The uvicorn `http=` protocol class with the settings' bounds."""
+    return type(
+        "JobgateHttpProtocol",
+        (EdgeLimitsProtocol,),
+        {
+            "receipt_timeout_s": settings.request_receipt_timeout_s,
+            "request_head_timeout_s": settings.request_head_timeout_s,
+            "max_request_head_bytes": settings.max_request_head_bytes,
+            "max_request_headers": settings.max_request_headers,
+            "max_request_line_bytes": settings.max_request_line_bytes,
+        },
+    )

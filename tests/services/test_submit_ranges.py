@@ -1,0 +1,43 @@
+"""Submit paths that bypass the HTTP models (bulk and batch submits, the CLI build a
+SubmitSpec themselves) meet the same ranges: nothing unschedulable is stored."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from jobgate import errors
+from jobgate.services.jobs import SubmitSpec
+from jobgate.services.runtime import Runtime
+
+CHAT = "/v1/chat/completions"
+SPEC = SubmitSpec(
+    endpoint=CHAT, body={"model": "sim-echo", "messages": [{"role": "user", "content": "hi"}]}
+)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("execution_timeout_s", 3e11),
+        ("execution_timeout_s", 1e300),
+        ("start_timeout_s", 1e300),
+        ("start_timeout_s", float("nan")),
+        ("priority", 10),
+        ("max_attempts", 10**6),
+        ("body", {"model": "sim-echo", "messages": [], "seed": 2**64}),
+        ("metadata", {"k": "a\x00b"}),
+    ],
+)
+async def test_out_of_range_specs_are_refused_before_storage(
+    runtime: Runtime, field: str, value: object
+) -> None:
+    tenant = (await runtime.tenants.create("acme")).tenant
+    spec = dataclasses.replace(SPEC, **{field: value})
+    with pytest.raises(errors.InvalidRequest) as caught:
+        await runtime.jobs.submit(tenant_id=tenant.id, spec=spec)
+    assert caught.value.param is not None and caught.value.param.startswith(field)
+    with pytest.raises(errors.InvalidRequest):
+        await runtime.jobs.submit_many(tenant_id=tenant.id, specs=[SPEC, spec])
+    assert await runtime.storage.job_list(tenant_id=tenant.id, limit=5) == []
