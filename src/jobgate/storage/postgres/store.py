@@ -27,8 +27,11 @@ from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
+from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
+from jobgate.storage.postgres.retention import PostgresRetention
+from jobgate.storage.postgres.signals import PostgresSignals
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -132,6 +135,9 @@ class PostgresStorage(
     PostgresAdmin,
     PostgresProviderStore,
     PostgresBatch,
+    PostgresBulk,
+    PostgresRetention,
+    PostgresSignals,
 ):
     dialect = "postgres"
 

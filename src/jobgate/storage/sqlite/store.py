@@ -43,9 +43,12 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
+from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
+from jobgate.storage.sqlite.retention import SqliteRetention
+from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -101,6 +104,9 @@ class SqliteStorage(
     SqliteAdmin,
     SqliteProviderStore,
     SqliteBatch,
+    SqliteBulk,
+    SqliteRetention,
+    SqliteSignals,
 ):
     dialect = "sqlite"
 
