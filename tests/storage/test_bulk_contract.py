@@ -1,0 +1,199 @@
+"""Bulk actions by filter (issue 20), a chunk per call, on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobgate.domain.bulk import BulkAction, JobFilter
+from jobgate.domain.job import Job, Lease
+from jobgate.domain.states import JobState
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import Finish, Tenant
+from jobgate.testing import FakeClock
+from tests.storage.helpers import make_tenant, new_job
+
+pytestmark = pytest.mark.asyncio
+
+ACTOR = "operator:alice"
+QUEUED, RUNNING, FAILED = JobState.QUEUED, JobState.RUNNING, JobState.FAILED
+
+
+async def queued(storage: Storage, tenant: Tenant, clock: FakeClock, **fields: Any) -> Job:
+    return (await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())).job
+
+
+async def run(storage: Storage, clock: FakeClock, job: Job) -> Job:
+    """Claim `job` (it must be the only queued one)."""
+    [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    assert claimed.id == job.id
+    return claimed
+
+
+async def fail(
+    storage: Storage, clock: FakeClock, job: Job, *, code: str, dead: bool = True
+) -> Job:
+    claimed = await run(storage, clock, job)
+    return await storage.job_finish(
+        finish=Finish(
+            lease=Lease(job.id, claimed.lease_token or ""),
+            state=FAILED,
+            reason="fatal",
+            error={"code": code, "message": "no", "type": "provider_error"},
+            dead_lettered=dead,
+        ),
+        now=clock.now(),
+    )
+
+
+async def apply_all(
+    storage: Storage, clock: FakeClock, action: BulkAction, where: JobFilter, limit: int
+) -> list[list[str]]:
+    """Every chunk of an action, one call (one transaction) each, until one comes back short."""
+    chunks: list[list[str]] = []
+    after = None
+    while True:
+        chunk = await storage.job_bulk_apply(
+            where=where,
+            action=action,
+            actor=ACTOR,
+            reason=f"bulk_{action}: outage",
+            after_id=after,
+            limit=limit,
+            now=clock.now(),
+        )
+        chunks.append(chunk.job_ids)
+        after = chunk.last_id or after
+        if len(chunk.job_ids) < limit:
+            return chunks
+
+
+async def last_event(storage: Storage, job_id: str) -> tuple[str, str, str, str | None]:
+    event = (await storage.job_events(job_id=job_id))[-1]
+    return (str(event.from_state), str(event.to_state), event.actor, event.reason)
+
+
+async def test_cancel_by_filter_in_chunks(storage: Storage, clock: FakeClock) -> None:
+    acme = await make_tenant(storage, "acme")
+    beta = await make_tenant(storage, "beta")
+    running = await queued(storage, acme, clock, model="sim-a")
+    running = await run(storage, clock, running)
+    targets = [await queued(storage, acme, clock, model="sim-a") for _ in range(4)]
+    other_model = await queued(storage, acme, clock, model="sim-b")
+    other_tenant = await queued(storage, beta, clock, model="sim-a")
+    where = JobFilter(tenant_id=acme.id, model="sim-a")
+
+    assert await storage.job_bulk_count(where=where, action=BulkAction.CANCEL) == 5
+    chunks = await apply_all(storage, clock, BulkAction.CANCEL, where, limit=2)
+    assert [len(c) for c in chunks] == [2, 2, 1]  # three transactions of at most two jobs
+    assert sorted(i for c in chunks for i in c) == sorted([running.id] + [j.id for j in targets])
+    assert [c for chunk in chunks for c in chunk] == sorted(c for chunk in chunks for c in chunk)
+    for job in targets:
+        assert (await storage.job_get(job_id=job.id)).state is JobState.CANCELLED  # type: ignore[union-attr]
+        assert await last_event(storage, job.id) == (
+            "queued", "cancelled", ACTOR, "bulk_cancel: outage",
+        )  # fmt: skip
+    still = await storage.job_get(job_id=running.id)
+    assert still is not None and still.state is RUNNING and still.cancel_requested_at is not None
+    assert await last_event(storage, running.id) == (
+        "running", "running", ACTOR, "bulk_cancel: outage",
+    )  # fmt: skip
+    for job in (other_model, other_tenant):
+        assert (await storage.job_get(job_id=job.id)).state is QUEUED  # type: ignore[union-attr]
+    assert await storage.job_bulk_count(where=where, action=BulkAction.CANCEL) == 0
+    assert (await apply_all(storage, clock, BulkAction.CANCEL, where, limit=2)) == [[]]
+
+
+async def test_redrive_by_error_code_refuses_purged_jobs(
+    storage: Storage, clock: FakeClock
+) -> None:
+    acme = await make_tenant(storage, "acme")
+    outage = [
+        await fail(storage, clock, await queued(storage, acme, clock), code="server_error")
+        for _ in range(3)
+    ]
+    purged = await fail(storage, clock, await queued(storage, acme, clock), code="server_error")
+    await storage.job_purge(job_id=purged.id, tenant_id=acme.id, now=clock.now())
+    not_dead = await fail(
+        storage, clock, await queued(storage, acme, clock), code="server_error", dead=False
+    )
+    other_code = await fail(storage, clock, await queued(storage, acme, clock), code="invalid")
+    where = JobFilter(error_code="server_error")
+
+    assert await storage.job_bulk_count(where=where, action=BulkAction.REDRIVE) == 3
+    chunks = await apply_all(storage, clock, BulkAction.REDRIVE, where, limit=2)
+    assert [len(c) for c in chunks] == [2, 1]
+    for job in outage:
+        redriven = await storage.job_get(job_id=job.id)
+        assert redriven is not None and redriven.state is QUEUED and not redriven.dead_lettered
+        assert redriven.attempt == 0
+        assert await last_event(storage, job.id) == (
+            "failed", "queued", ACTOR, "bulk_redrive: outage",
+        )  # fmt: skip
+    for job in (purged, not_dead, other_code):
+        assert (await storage.job_get(job_id=job.id)).state is FAILED  # type: ignore[union-attr]
+    claimed = await storage.job_claim(worker_id="w", limit=5, lease_ttl_s=60, now=clock.now())
+    assert sorted(j.id for j in claimed) == sorted(j.id for j in outage)
+
+
+async def test_delete_by_metadata_and_time_range(storage: Storage, clock: FakeClock) -> None:
+    acme = await make_tenant(storage, "acme")
+    early = await queued(storage, acme, clock, metadata={"batch": "7", "team": "x"})
+    clock.advance(60)
+    start = clock.now()
+    live = await queued(storage, acme, clock, metadata={"batch": "7"})
+    done = await queued(storage, acme, clock, metadata={"batch": "7"}, priority=0)
+    done = await fail(storage, clock, done, code="invalid")
+    other_batch = await queued(storage, acme, clock, metadata={"batch": "8"})
+    numeric = await queued(storage, acme, clock, metadata={"batch": 7})
+    where = JobFilter(metadata={"batch": "7"}, created_after=start)
+
+    assert await storage.job_bulk_count(where=where, action=BulkAction.DELETE) == 2
+    chunks = await apply_all(storage, clock, BulkAction.DELETE, where, limit=1)
+    assert sorted(i for c in chunks for i in c) == sorted([live.id, done.id])
+    gone_live = await storage.job_get(job_id=live.id)
+    assert gone_live is not None and gone_live.state is JobState.CANCELLED
+    assert gone_live.request is None and gone_live.purged_at is not None
+    assert await last_event(storage, live.id) == (
+        "queued", "cancelled", ACTOR, "bulk_delete: outage",
+    )  # fmt: skip
+    gone_done = await storage.job_get(job_id=done.id)
+    assert gone_done is not None and gone_done.state is FAILED and gone_done.purged_at is not None
+    # A purge moves no state: its event is written by the bulk delete itself.
+    assert await last_event(storage, done.id) == (
+        "failed", "failed", ACTOR, "bulk_delete: outage",
+    )  # fmt: skip
+    for job in (early, other_batch, numeric):
+        kept = await storage.job_get(job_id=job.id)
+        assert kept is not None and kept.request is not None and kept.state is QUEUED
+    assert await storage.job_bulk_count(where=where, action=BulkAction.DELETE) == 0
+
+
+async def test_filters_by_state_provider_and_cursor(storage: Storage, clock: FakeClock) -> None:
+    acme = await make_tenant(storage, "acme")
+    jobs = [await queued(storage, acme, clock) for _ in range(4)]
+    later = JobFilter(
+        states=(QUEUED,), provider="sim", created_before=clock.now() + timedelta(seconds=1)
+    )
+    assert await storage.job_bulk_count(where=later, action=BulkAction.CANCEL) == 4
+    assert (
+        await storage.job_bulk_count(where=JobFilter(provider="other"), action=BulkAction.CANCEL)
+        == 0
+    )
+    assert (
+        await storage.job_bulk_count(where=JobFilter(states=(RUNNING,)), action=BulkAction.CANCEL)
+        == 0
+    )
+    ids = sorted(j.id for j in jobs)
+    chunk = await storage.job_bulk_apply(
+        where=later,
+        action=BulkAction.CANCEL,
+        actor=ACTOR,
+        reason="bulk_cancel",
+        after_id=ids[1],
+        limit=10,
+        now=clock.now(),
+    )
+    assert chunk.job_ids == ids[2:] and chunk.last_id == ids[-1]
