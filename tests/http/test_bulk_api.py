@@ -89,6 +89,8 @@ async def test_an_operator_acts_across_tenants_with_a_cursor(api: Api) -> None:
 
 async def test_bulk_needs_a_valid_key_and_a_valid_filter(api: Api) -> None:
     acme = await api.key("acme")
+    whole = {"where": {"created_after": 21454.0}, "limit": 2308.0}  # integers to JSON Schema
+    assert (await bulk(api, acme, "cancel", **whole))["changed"] == 0
     assert (await api.http.post("/v1/jobs/bulk_cancel", json={})).status_code == 401
     for bad in ("jgo_nope", "jg_nope"):
         response = await api.http.post("/v1/jobs/bulk_redrive", json={}, headers=auth(bad))
@@ -99,6 +101,9 @@ async def test_bulk_needs_a_valid_key_and_a_valid_filter(api: Api) -> None:
         {"limit": 0},
         {"reason": "x" * 201},
         {"where": {"metadata": {"k": 7}}},
+        {"dry_run": 0},  # strict: not read as false (the action would run)
+        {"where": {"created_after": "1764547200"}},
+        {"limit": 2.5},
     ):
         response = await api.http.post("/v1/jobs/bulk_cancel", json=body, headers=auth(acme))
         assert response.status_code == 400, body

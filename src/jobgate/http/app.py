@@ -33,7 +33,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         redoc_url=None,
     )
     app.state.ctx = ctx
-    app.include_router(bulk_routes.router)  # before /jobs/{job_id}: bulk_* are not ids
+    app.include_router(bulk_routes.router)
     app.include_router(jobs_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)

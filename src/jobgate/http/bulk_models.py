@@ -1,9 +1,13 @@
-"""Request and response schemas of the bulk actions by filter (POST /v1/jobs/bulk_*)."""
+"""Request and response schemas of the bulk actions by filter (POST /v1/jobs/bulk_*).
+
+Booleans are strict (`"dry_run": 0` is refused, not read as false) and integers take only
+JSON numbers."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+import annotated_types
 import pydantic
 
 from jobgate.domain.bulk import MAX_METADATA_KEYS, MAX_REASON_CHARS
@@ -14,7 +18,21 @@ _NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200, pattern=_NO_NUL)]
 MetaKey = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=64, pattern=_NO_NUL)]
 MetaValue = Annotated[str, pydantic.StringConstraints(max_length=512, pattern=_NO_NUL)]
-UnixSeconds = Annotated[int, pydantic.Field(ge=0, le=2**33)]
+
+
+def _json_number(value: Any) -> Any:
+    """An integer field takes a JSON number (21454.0 is an integer to JSON Schema), never a
+    string or a boolean, which lax parsing would turn into one."""
+    if isinstance(value, str | bool):
+        raise ValueError("must be a JSON integer")
+    return value
+
+
+Integer = Annotated[int, pydantic.BeforeValidator(_json_number)]
+# The bounds first: the validator then wraps a bounded integer, whose schema it shows.
+UnixSeconds = Annotated[
+    int, annotated_types.Interval(ge=0, le=2**33), pydantic.BeforeValidator(_json_number)
+]
 
 
 class JobFilterIn(pydantic.BaseModel):
@@ -42,7 +60,7 @@ class JobFilterIn(pydantic.BaseModel):
         max_length=MAX_METADATA_KEYS,
         description="Pairs the job's metadata must hold (string values)",
     )
-    dead_lettered: bool | None = None
+    dead_lettered: pydantic.StrictBool | None = None
 
 
 class BulkActionRequest(pydantic.BaseModel):
@@ -54,7 +72,7 @@ class BulkActionRequest(pydantic.BaseModel):
         max_length=MAX_REASON_CHARS,
         description="A note for the audit trail, written on each changed job's event",
     )
-    dry_run: bool = pydantic.Field(
+    dry_run: pydantic.StrictBool = pydantic.Field(
         default=False, description="Only count the jobs the action would change"
     )
     after: str | None = pydantic.Field(
@@ -64,7 +82,7 @@ class BulkActionRequest(pydantic.BaseModel):
         pattern=_NO_NUL,
         description="The previous answer's `last_id`, to continue",
     )
-    limit: int = pydantic.Field(
+    limit: Integer = pydantic.Field(
         default=10_000,
         ge=1,
         le=MAX_JOBS_PER_CALL,
