@@ -197,3 +197,90 @@ async def test_filters_by_state_provider_and_cursor(storage: Storage, clock: Fak
         now=clock.now(),
     )
     assert chunk.job_ids == ids[2:] and chunk.last_id == ids[-1]
+
+
+def reference(job: Job, where: JobFilter, action: BulkAction) -> bool:
+    """The filter and the eligibility rules of domain.bulk, in Python."""
+    checks = [
+        where.tenant_id is None or job.tenant_id == where.tenant_id,
+        where.states is None or job.state in where.states,
+        where.provider is None or job.provider == where.provider,
+        where.model is None or job.model == where.model,
+        where.error_code is None or (job.error or {}).get("code") == where.error_code,
+        where.created_after is None or job.created_at >= where.created_after,
+        where.created_before is None or job.created_at < where.created_before,
+        where.metadata is None or all(job.metadata.get(k) == v for k, v in where.metadata.items()),
+        where.dead_lettered is None or job.dead_lettered == where.dead_lettered,
+    ]
+    eligible = {
+        BulkAction.CANCEL: job.state is QUEUED
+        or (job.state is RUNNING and job.cancel_requested_at is None),
+        BulkAction.REDRIVE: job.state is FAILED and job.dead_lettered and job.purged_at is None,
+        BulkAction.DELETE: job.purged_at is None,
+    }[action]
+    return all(checks) and eligible
+
+
+async def test_counts_agree_with_the_rules_for_many_filters(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """Both dialects' SQL filters (JSON containment on PostgreSQL, json_each on SQLite) and
+    eligibility rules against a Python reference, over seeded random jobs and filters."""
+    import random
+
+    rng = random.Random(20261201)
+    tenants = [await make_tenant(storage, "acme"), await make_tenant(storage, "beta")]
+    metadata_values: list[Any] = ["1", "2", 1, None]
+    start = clock.now()
+    plans = [
+        (
+            rng.choice(tenants),
+            rng.choice(["sim-a", "sim-b"]),
+            {k: v for k in ("a", "b") if (v := rng.choice(metadata_values)) is not None},
+            rng.choice(["queued", "running", "failed", "dead", "purged_dead"]),
+        )
+        for _ in range(30)
+    ]
+    # The queued ones last: each other job must be the only one a claim can take.
+    for tenant, model, metadata, fate in sorted(plans, key=lambda p: p[3] == "queued"):
+        clock.advance(rng.choice([1, 10, 100]))
+        job = await queued(storage, tenant, clock, model=model, metadata=metadata)
+        if fate == "running":
+            await run(storage, clock, job)
+        elif fate != "queued":
+            failed = await fail(
+                storage, clock, job, code=rng.choice(["x", "y"]), dead=fate != "failed"
+            )
+            if fate == "purged_dead":
+                await storage.job_purge(job_id=failed.id, tenant_id=failed.tenant_id)
+    jobs = [
+        job
+        for tenant in tenants
+        for job in await storage.admin_job_list(tenant_id=tenant.id, limit=100)
+    ]
+    assert len(jobs) == 30
+    nonzero = 0
+    for _ in range(60):
+
+        def maybe(value: Any) -> Any:
+            return value if rng.random() < 0.35 else None
+
+        after = start + timedelta(seconds=rng.randint(0, 1500))
+        where = JobFilter(
+            tenant_id=maybe(rng.choice(tenants).id),
+            states=maybe(tuple(rng.sample(list(JobState), rng.randint(1, 3)))),
+            model=maybe(rng.choice(["sim-a", "sim-b", "sim-c"])),
+            error_code=maybe(rng.choice(["x", "y"])),
+            created_after=maybe(after),
+            created_before=maybe(after + timedelta(seconds=rng.randint(1, 1500))),
+            metadata=maybe({k: rng.choice(["1", "2"]) for k in rng.sample(["a", "b"], 1)}),
+            dead_lettered=maybe(rng.choice([True, False])),
+        )
+        for action in BulkAction:
+            expected = sum(reference(job, where, action) for job in jobs)
+            nonzero += expected > 0
+            assert await storage.job_bulk_count(where=where, action=action) == expected, (
+                where,
+                action,
+            )
+    assert nonzero > 40  # the filters are not all empty-handed
