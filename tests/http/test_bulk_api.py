@@ -3,9 +3,11 @@ tenants, dry runs, the cursor, and the audit trail, on both backends."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from jobgate.domain.states import JobState
+from jobgate.testing import Block, ScriptedProvider
 from tests.api_server import Api
 
 CHAT = "/v1/chat/completions"
@@ -108,3 +110,22 @@ async def test_bulk_needs_a_valid_key_and_a_valid_filter(api: Api) -> None:
         response = await api.http.post("/v1/jobs/bulk_cancel", json=body, headers=auth(acme))
         assert response.status_code == 400, body
         assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_a_bulk_cancel_stops_a_running_call(api: Api, scripted: ScriptedProvider) -> None:
+    key = await api.key("acme")
+    block = Block()
+    scripted.script.append(block)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    request = {"endpoint": CHAT, "body": body, "provider": "scripted", "metadata": {"run": "1"}}
+    running = (await api.http.post("/v1/jobs", json=request, headers=auth(key))).json()["id"]
+    worker = api.runtime.worker()
+    with api.runtime.storage.changes.on_cancel(worker.on_cancel_requested):
+        work = asyncio.create_task(worker.run_once())
+        await asyncio.wait_for(block.started.wait(), 5)
+        done = await bulk(api, key, "cancel", where={"metadata": {"run": "1"}})
+        assert done["changed"] == 1
+        await asyncio.wait_for(work, 5)
+    job = await api.runtime.storage.job_get(job_id=running)
+    assert job is not None and job.state is JobState.CANCELLED
+    assert job.cancel_outcome == "interrupted"
