@@ -6,6 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
+import select
+import subprocess
+import sys
+import time
 
 import pytest
 from click.testing import CliRunner, Result
@@ -88,3 +93,48 @@ async def test_usage_errors(api: Api) -> None:
     assert refused.exit_code == 1 and "400" in refused.stderr
     listed = await jobgate(api, key, "jobs", "--json")
     assert listed.exit_code == 0 and json.loads(listed.stdout)["object"] == "list"
+
+
+def answer_on_pty(args: list[str], env: dict[str, str], answer: bytes) -> tuple[int, str]:
+    """Run `jobgate ARGS` on a terminal and answer its question with `answer`."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jobgate", *args],
+        stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+    )  # fmt: skip
+    os.close(slave)
+    output, answered = b"", False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the other side closed: the command ended
+                break
+            if not chunk:
+                break
+            output += chunk
+            if not answered and b"[y/N]" in output:
+                os.write(master, answer)
+                answered = True
+        elif process.poll() is not None:
+            break
+    os.close(master)
+    return process.wait(10), output.decode(errors="replace")
+
+
+async def test_the_question_on_a_terminal(api: Api) -> None:
+    key = await api.key("acme")
+    jobs = await submit(api, key, "9", 2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
+    env |= {"JOBGATE_URL": api.url, "JOBGATE_API_KEY": key, "NO_COLOR": "1"}
+    args = ["jobs", "cancel", "--where", "metadata.batch=9"]
+
+    code, screen = await asyncio.to_thread(answer_on_pty, args, env, b"n\n")
+    assert code == 1 and "cancel 2 jobs? [y/N]" in screen and "nothing changed" in screen
+    assert {(await api.runtime.storage.job_get(job_id=j)).state for j in jobs} == {  # type: ignore[union-attr]
+        JobState.QUEUED
+    }
+    code, screen = await asyncio.to_thread(answer_on_pty, args, env, b"y\n")
+    assert code == 0 and "cancelled 2 jobs" in screen, screen

@@ -134,7 +134,8 @@ def _command(action: str) -> click.Command:
             if not yes:
                 if not sys.stdin.isatty():
                     raise _usage(f"{action} {matched} jobs? pass --yes to confirm", as_json)
-                click.confirm(f"{action} {matched} jobs?", abort=True, err=True)
+                if not click.confirm(f"{action} {matched} jobs?", err=True):
+                    raise verbs.VerbError("not confirmed: nothing changed", as_json=as_json)
             changed, cursor, more = 0, None, True
             while more:
                 body = {"where": where, "reason": reason, "after": cursor, "limit": chunk}
