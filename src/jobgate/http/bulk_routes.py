@@ -69,7 +69,7 @@ async def _act(
     if payload.dry_run:
         matched = await service.count(caller=caller, action=action, where=where)
         body |= {"dry_run": True, "matched": matched, "changed": 0}
-        return json_response(body | {"last_id": None, "has_more": matched > 0})
+        return json_response(body | {"last_id": None, "has_more": False})
     outcome = await service.apply(
         caller=caller,
         action=action,
