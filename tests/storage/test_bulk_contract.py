@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -284,3 +285,38 @@ async def test_counts_agree_with_the_rules_for_many_filters(
                 action,
             )
     assert nonzero > 40  # the filters are not all empty-handed
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_a_chunk_that_loses_a_deadlock_runs_again(
+    backend: str, storage: Storage, clock: FakeClock
+) -> None:
+    """A chunk locks in id order; another transaction locking the same rows in the opposite
+    order (a worker's heartbeat can) deadlocks with it. PostgreSQL aborts the chunk, which is
+    run again once the other commits: no error reaches the caller, every job is changed."""
+    import asyncpg
+
+    acme = await make_tenant(storage, "acme")
+    first, second = sorted(
+        [await queued(storage, acme, clock) for _ in range(2)], key=lambda j: j.id
+    )
+    other = await asyncpg.connect(storage.dsn)  # type: ignore[attr-defined]
+    try:
+        holding = other.transaction()
+        await holding.start()
+        await other.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", second.id)
+        chunk = asyncio.create_task(
+            storage.job_bulk_apply(
+                where=JobFilter(), action=BulkAction.CANCEL, actor=ACTOR,
+                reason="bulk_cancel", after_id=None, limit=10, now=clock.now(),
+            )
+        )  # fmt: skip
+        await asyncio.sleep(0.3)  # the chunk holds `first` and waits for `second`
+        await other.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", first.id)
+        await holding.commit()  # after PostgreSQL aborted the chunk, the first time
+        done = await asyncio.wait_for(chunk, 10)
+    finally:
+        await other.close()
+    assert done.job_ids == [first.id, second.id]
+    for job in (first, second):
+        assert (await storage.job_get(job_id=job.id)).state is JobState.CANCELLED  # type: ignore[union-attr]

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.storage import bulk_shared
 from jobgate.storage.bulk_protocol import BulkChunk
@@ -21,6 +22,9 @@ _UPDATE = {
     BulkAction.REDRIVE: "job_bulk_redrive",
     BulkAction.DELETE: "job_bulk_delete",
 }
+
+
+_DEADLOCK_ATTEMPTS = 3
 
 
 def _same(value: Any) -> Any:
@@ -76,6 +80,23 @@ class PostgresBulk:
             )
             return sorted((row["id"], row["state"]) for row in rows)
 
-        changed = await self._with_conn(apply, transaction=True)
+        changed = await self._retrying_deadlocks(apply)
         bulk_shared.publish(self.changes, action, changed)
         return BulkChunk([job_id for job_id, _ in changed], changed[-1][0] if changed else None)
+
+    async def _retrying_deadlocks(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Run one chunk's transaction, again if PostgreSQL broke a deadlock by aborting it.
+
+        A chunk locks its rows in id order, while a worker's heartbeat or batched finish locks
+        the rows it holds in its own order: the two can wait on each other, and PostgreSQL
+        then aborts one. The chunk rolled back whole, so running it again is safe; if it keeps
+        losing, the caller gets StorageUnavailable (a 503 with Retry-After), never a 500."""
+        for attempt in range(_DEADLOCK_ATTEMPTS):
+            try:
+                return await self._with_conn(work, transaction=True)
+            except errors.StorageError as exc:
+                if not isinstance(exc.__cause__, asyncpg.exceptions.DeadlockDetectedError):
+                    raise
+                if attempt == _DEADLOCK_ATTEMPTS - 1:
+                    raise errors.StorageUnavailable(f"bulk chunk deadlocked: {exc}") from exc
+        raise AssertionError("unreachable")
