@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from jobgate import clock
 from jobgate.cli import client_verbs as verbs
 from jobgate.client import Client
 
@@ -40,7 +41,8 @@ def _moment(key: str, value: str, as_json: bool) -> int:
         return int(value)
     ago = _AGO.match(value)
     if ago:
-        return int(verbs._now_s() - float(ago.group(1)) * _UNIT_S[ago.group(2)])
+        now = clock.SystemClock().now().timestamp()
+        return int(now - float(ago.group(1)) * _UNIT_S[ago.group(2)])
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:

@@ -3,7 +3,7 @@ one transaction; the job triggers log each change and NOTIFY the workers."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -11,9 +11,8 @@ import asyncpg
 
 from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
-from jobgate.storage import bulk_shared
+from jobgate.storage import base
 from jobgate.storage.bulk_protocol import BulkChunk
-from jobgate.storage.changes import ChangeHub
 
 T = TypeVar("T")
 
@@ -34,8 +33,6 @@ def _same(value: Any) -> Any:
 class PostgresBulk:
     """Mixed into PostgresStorage, which supplies the query helpers."""
 
-    changes: ChangeHub
-
     async def _fetchrow(self, query_name: str, /, **params: Any) -> asyncpg.Record | None:
         raise NotImplementedError
 
@@ -48,10 +45,13 @@ class PostgresBulk:
     async def _run(conn: Any, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
         raise NotImplementedError
 
+    def _bulk_published(self, action: BulkAction, changed: Sequence[tuple[str, str]]) -> None:
+        raise NotImplementedError
+
     async def job_bulk_count(
         self, *, where: JobFilter, action: BulkAction, now: datetime | None = None
     ) -> int:
-        params = bulk_shared.filter_params(where, action, time=_same, json=_same)
+        params = base.bulk_filter_params(where, action, time=_same, json=_same)
         row = await self._fetchrow("job_bulk_count", **params)
         return 0 if row is None else int(row["jobs"])
 
@@ -66,7 +66,7 @@ class PostgresBulk:
         limit: int,
         now: datetime | None = None,
     ) -> BulkChunk:
-        params = bulk_shared.filter_params(where, action, time=_same, json=_same)
+        params = base.bulk_filter_params(where, action, time=_same, json=_same)
 
         async def apply(conn: Any) -> list[tuple[str, str]]:
             picked = await self._run(
@@ -81,7 +81,7 @@ class PostgresBulk:
             return sorted((row["id"], row["state"]) for row in rows)
 
         changed = await self._retrying_deadlocks(apply)
-        bulk_shared.publish(self.changes, action, changed)
+        self._bulk_published(action, changed)
         return BulkChunk([job_id for job_id, _ in changed], changed[-1][0] if changed else None)
 
     async def _retrying_deadlocks(self, work: Callable[[Any], Awaitable[T]]) -> T:

@@ -4,15 +4,15 @@ writer keeps it consistent); the job triggers log each state change."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from jobgate.domain.bulk import BulkAction, JobFilter
-from jobgate.storage import bulk_shared, sql
+from jobgate.storage import base, sql
 from jobgate.storage.bulk_protocol import BulkChunk
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -32,7 +32,6 @@ class SqliteBulk:
     """Mixed into SqliteStorage, which supplies `_db`, `_now` and `changes`."""
 
     _db: SqliteDatabase
-    changes: ChangeHub
 
     def _now(self, now: datetime | None) -> float:
         raise NotImplementedError
@@ -41,7 +40,10 @@ class SqliteBulk:
         def time(moment: datetime | None) -> float | None:
             return None if moment is None else moment.timestamp()
 
-        return bulk_shared.filter_params(where, action, time=time, json=_json)
+        return base.bulk_filter_params(where, action, time=time, json=_json)
+
+    def _bulk_published(self, action: BulkAction, changed: Sequence[tuple[str, str]]) -> None:
+        raise NotImplementedError
 
     async def job_bulk_count(
         self, *, where: JobFilter, action: BulkAction, now: datetime | None = None
@@ -101,5 +103,5 @@ class SqliteBulk:
             return sorted((row["id"], row["state"]) for row in rows)
 
         changed = await self._db.write(apply)
-        bulk_shared.publish(self.changes, action, changed)
+        self._bulk_published(action, changed)
         return BulkChunk([job_id for job_id, _ in changed], changed[-1][0] if changed else None)
