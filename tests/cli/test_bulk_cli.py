@@ -138,3 +138,29 @@ async def test_the_question_on_a_terminal(api: Api) -> None:
     }
     code, screen = await asyncio.to_thread(answer_on_pty, args, env, b"y\n")
     assert code == 0 and "cancelled 2 jobs" in screen, screen
+
+
+async def test_where_pairs_become_the_api_filter() -> None:
+    from jobgate.cli.bulk import parse_where
+
+    where = parse_where(
+        (
+            "status=queued,failed", "status=running", "metadata.batch=7", "metadata.k=a=b",
+            "dead_lettered=TRUE", "created_before=2026-12-01T00:00:00Z", "created_after=2h",
+            "tenant=acme", "error_code=server_error",
+        ),
+        as_json=False,
+    )  # fmt: skip
+    now = time.time()
+    assert abs(where.pop("created_after") - (now - 7200)) < 60
+    assert where == {
+        "status": ["queued", "failed", "running"],
+        "metadata": {"batch": "7", "k": "a=b"},
+        "dead_lettered": True,
+        "created_before": 1764547200,
+        "tenant": "acme",
+        "error_code": "server_error",
+    }
+    assert parse_where(("created_after=1764547200",), as_json=False) == {
+        "created_after": 1764547200
+    }
