@@ -157,7 +157,7 @@ async def test_where_pairs_become_the_api_filter() -> None:
         "status": ["queued", "failed", "running"],
         "metadata": {"batch": "7", "k": "a=b"},
         "dead_lettered": True,
-        "created_before": 1764547200,
+        "created_before": 1796083200,
         "tenant": "acme",
         "error_code": "server_error",
     }
