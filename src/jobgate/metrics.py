@@ -51,7 +51,9 @@ TENANT_SPEND_USD_TODAY = Gauge(
 
 QUEUE_WAIT_SECONDS = Histogram(
     "jobgate_queue_wait_seconds",
-    "From claimable (queued, run_at reached) to claimed, on the database clock",
+    "From claimable (queued, run_at reached) to claimed, on the database clock, by tenant "
+    '(at most MAX_TENANT_LABELS names per process; later tenants share tenant="other")',
+    ["tenant"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
 )
 PROVIDER_CALL_SECONDS = Histogram(
@@ -82,3 +84,52 @@ BREAKER_STATE = Gauge(
     ["provider"],
 )
 BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}
+
+# -- operations (issue 20) ---------------------------------------------------------------------
+
+# The queue-wait histogram's tenant label is bounded: each process labels the first
+# MAX_TENANT_LABELS tenants it sees by name and every later one OTHER_TENANT, so one histogram
+# is at most (MAX_TENANT_LABELS + 1) x 17 series per process whatever the number of tenants.
+MAX_TENANT_LABELS = 100
+OTHER_TENANT = "other"
+
+REAPER_BULK_RECLAIMS = Counter(
+    "jobgate_reaper_bulk_reclaims",
+    "Reaper passes that reclaimed more leases than JOBGATE_REAPER_WARN_THRESHOLD (workers "
+    "crashing in bulk)",
+)
+REDRIVES = Counter(
+    "jobgate_job_redrives",
+    "Dead-lettered jobs sent back to the queue, by how (single: POST /v1/jobs/{id}/retry; "
+    "bulk: a redrive by filter)",
+    ["how"],
+)
+BULK_ACTION_JOBS = Counter(
+    "jobgate_bulk_action_jobs", "Jobs changed by bulk actions by filter, by action", ["action"]
+)
+RETENTION_DELETED_ROWS = Counter(
+    "jobgate_retention_deleted_rows",
+    "Rows retention deleted (JOBGATE_RETENTION_S), by table",
+    ["table"],
+)
+WEBHOOK_ENDPOINTS_FAILING = Gauge(
+    "jobgate_webhook_endpoints_failing",
+    "Enabled webhook endpoints with a delivery still pending after 3 or more failed attempts, "
+    "by tenant",
+    ["tenant"],
+)
+TENANT_TOKENS_TODAY = Gauge(
+    "jobgate_tenant_tokens_today",
+    "Tokens each tenant has used since UTC midnight (completions minus refunds)",
+    ["tenant"],
+)
+TENANT_DAILY_TOKEN_BUDGET = Gauge(
+    "jobgate_tenant_daily_token_budget",
+    "Each tenant's daily token budget (only tenants that have one)",
+    ["tenant"],
+)
+TENANT_DAILY_COST_BUDGET_USD = Gauge(
+    "jobgate_tenant_daily_cost_budget_usd",
+    "Each tenant's daily cost budget in USD (only tenants that have one)",
+    ["tenant"],
+)

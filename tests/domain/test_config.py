@@ -232,6 +232,7 @@ def test_a_variable_a_provider_names_is_not_unknown(tmp_path: Path) -> None:
     with pytest.raises(errors.ConfigError, match="JOBGATE_UPSTREAM_KYE: unknown variable"):
         load_settings({**env, "JOBGATE_UPSTREAM_KYE": "x"}, config_path=config)
 
+
 def test_edge_limits_have_safe_defaults_and_env_overrides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

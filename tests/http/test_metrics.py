@@ -62,8 +62,8 @@ async def test_metrics_after_a_scripted_scenario(
     assert value(after, "jobgate_jobs_dead_lettered", tenant="acme") == 1
     assert value(after, "jobgate_queue_oldest_age_seconds", tenant="acme") >= 0.25
     assert (
-        value(after, "jobgate_queue_wait_seconds_count")
-        - value(before, "jobgate_queue_wait_seconds_count")
+        value(after, "jobgate_queue_wait_seconds_count", tenant="acme")
+        - value(before, "jobgate_queue_wait_seconds_count", tenant="acme")
         == 3
     )
     calls = value(

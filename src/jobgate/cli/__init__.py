@@ -21,6 +21,7 @@ COMMAND_MODULES: dict[str, str] = {
     "dispatcher": "jobgate.cli.webhooks",
     **dict.fromkeys(("simulator", "reconciler"), "jobgate.cli.providers"),
     "bench": "jobgate.cli.bench",
+    "alerts": "jobgate.cli.ops",
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),

@@ -444,7 +444,20 @@ def cancel(job_id: str, url: str, api_key: str | None, as_json: bool) -> None:
 # -- lists --------------------------------------------------------------------------------
 
 
-@click.command()
+class _JobsGroup(click.Group):
+    """`jobgate jobs` lists; `jobgate jobs cancel|redrive|delete` act by filter (cli/bulk.py,
+    loaded only when one of them runs)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return ["cancel", "delete", "redrive"]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from jobgate.cli import bulk
+
+        return bulk.COMMANDS.get(cmd_name)
+
+
+@click.group(cls=_JobsGroup, invoke_without_command=True)
 @click.option(
     "--status",
     "statuses",
@@ -458,7 +471,9 @@ def cancel(job_id: str, url: str, api_key: str | None, as_json: bool) -> None:
 )
 @click.option("--all", "all_pages", is_flag=True, help="Every page.")
 @connection_options
+@click.pass_context
 def jobs(
+    ctx: click.Context,
     statuses: tuple[str, ...],
     limit: int,
     after: str | None,
@@ -467,7 +482,9 @@ def jobs(
     api_key: str | None,
     as_json: bool,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first; or act on many by filter: jobs cancel|redrive|delete."""
+    if ctx.invoked_subcommand is not None:
+        return
     _list_jobs(url, api_key, as_json, statuses or None, None, limit, after, all_pages)
 
 

@@ -57,4 +57,3 @@ class ReceiptTimeoutProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._disarm_receipt_timer()
         super().on_message_complete()
-

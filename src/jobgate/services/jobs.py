@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from jobgate import errors, tracing
+from jobgate import errors, metrics, tracing
 from jobgate.clock import Clock
 from jobgate.config import Settings
 from jobgate.domain import idempotency, ranges
@@ -289,6 +289,7 @@ class JobService:
         job = await self.storage.job_redrive(job_id=job_id, tenant_id=tenant_id, actor=actor)
         if job is None:
             raise errors.NotFound("job", job_id)
+        metrics.REDRIVES.labels("single").inc()
         log.info(
             "job transition",
             extra={

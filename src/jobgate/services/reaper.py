@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from jobgate import errors, metrics
 from jobgate.config import Settings
 from jobgate.domain.backoff import full_jitter_s
+from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ReapResult
 
@@ -27,6 +28,7 @@ class ReapPass:
     expired: list[str]
     purged: int = 0  # jobs whose input and result passed the retention period
     keys_forgotten: int = 0  # idempotency keys past their expiry
+    deleted: int = 0  # finished jobs past the retention period, deleted (services.retention)
 
     @property
     def total(self) -> int:
@@ -47,6 +49,7 @@ class Reaper:
         self._rng = rng
         self._batch_size = batch_size
         self._stopping = asyncio.Event()
+        self._retention = Retention(storage=storage, settings=settings)
 
     def _retry_delay(self, attempt: int) -> float:
         return full_jitter_s(
@@ -73,6 +76,8 @@ class Reaper:
             total.expired += expired
             if len(expired) < self._batch_size:
                 break
+        # Delete what retention allows before purging, so no row is purged then deleted.
+        total.deleted = (await self._retention.sweep_once(now=now))["jobs"]
         cut_off = await self._storage.database_now() if now is None else now
         cut_off -= timedelta(seconds=self._settings.retention_s)
         while True:
@@ -106,6 +111,7 @@ class Reaper:
                 metrics.TRANSITIONS.labels(state).inc(len(ids))
         if total.reaped.total > self._settings.reaper_warn_threshold:
             # A burst means workers are crashing in bulk: an incident, not bad luck.
+            metrics.REAPER_BULK_RECLAIMS.inc()
             log.warning("reaper reclaimed many leases in one pass", extra=facts)
         elif total.total:
             log.info("reaper pass", extra=facts)

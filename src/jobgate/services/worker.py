@@ -25,7 +25,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers import background as provider_background
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import background, outcomes
+from jobgate.services import background, outcomes, tenant_labels
 from jobgate.services.limits import LimitsService
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
@@ -119,6 +119,7 @@ class Worker:
     ) -> None:
         self.worker_id = worker_id or default_worker_id()
         self._storage = storage
+        self._tenant_labels = tenant_labels.TenantLabels(storage)
         self._providers = providers
         self._settings = settings
         self._clock = clock or SystemClock()
@@ -185,12 +186,13 @@ class Worker:
             claim_span.set_attribute("jobgate.claimed", len(jobs))
         for job in jobs:
             assert job.lease_token is not None
-            # Both times are the database's: when the job became claimable, and the claim.
-            metrics.QUEUE_WAIT_SECONDS.observe(
-                max(0.0, (job.updated_at - job.run_at).total_seconds())
-            )
             self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
             gates.started(job.provider, job.id)
+        for job in jobs:  # once they are held: a label lookup must not lose a lease
+            # Both times are the database's: when the job became claimable, and the claim.
+            metrics.QUEUE_WAIT_SECONDS.labels(
+                await self._tenant_labels.label(job.tenant_id)
+            ).observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
         return jobs
 
     async def run_once(self, *, limit: int | None = None) -> list[Job | None]:

@@ -1,12 +1,15 @@
 """What the two SQL backends share beyond SQL: the single-item and release wrappers around the
-fenced batch finish, and publishing a batch's changes to this process's wake-up hub."""
+fenced batch finish, publishing a batch's changes to this process's wake-up hub, and a bulk
+filter's parameters."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from jobgate import errors
+from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.changes import ChangeHub
@@ -51,3 +54,38 @@ class SqlStorageBase:
             if any(done.state is JobState.QUEUED for done in changed):
                 self.changes.work_available()
             self.changes.outbox_available()
+
+    def _bulk_published(self, action: BulkAction, changed: Sequence[tuple[str, str]]) -> None:
+        """Wake this process's waiters after a committed bulk chunk of (job id, new state)."""
+        if not changed:
+            return
+        self.changes.jobs_changed(job_id for job_id, _ in changed)
+        if action is BulkAction.REDRIVE:
+            self.changes.work_available()
+            return
+        running = [job_id for job_id, state in changed if state == JobState.RUNNING]
+        if running:
+            self.changes.cancel_requested(running)
+        self.changes.outbox_available()
+
+
+def bulk_filter_params(
+    where: JobFilter,
+    action: BulkAction,
+    *,
+    time: Callable[[datetime | None], Any],
+    json: Callable[[Any], Any],
+) -> dict[str, Any]:
+    """A bulk filter's named parameters; each dialect says how times and JSON travel."""
+    return {
+        "tenant_id": where.tenant_id,
+        "states": None if where.states is None else json([str(s) for s in where.states]),
+        "provider": where.provider,
+        "model": where.model,
+        "error_code": where.error_code,
+        "created_after": time(where.created_after),
+        "created_before": time(where.created_before),
+        "metadata": None if where.metadata is None else json(dict(where.metadata)),
+        "dead_lettered": where.dead_lettered,
+        "action": str(action),
+    }

@@ -23,6 +23,7 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.admin_protocol import AdminStore
 from jobgate.storage.batch_protocol import BatchStore
+from jobgate.storage.bulk_protocol import BulkStore
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
@@ -41,9 +42,10 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
+from jobgate.storage.retention_protocol import RetentionStore
 from jobgate.storage.roles_protocol import RolesStore
-
 from jobgate.storage.sessions_protocol import SessionStore
+from jobgate.storage.signals_protocol import SignalStore
 from jobgate.storage.webhooks_protocol import WebhookStore
 
 
@@ -262,8 +264,10 @@ class Storage(
     ProviderStore,
     BatchStore,
     RolesStore,
-
     SessionStore,
+    BulkStore,
+    RetentionStore,
+    SignalStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

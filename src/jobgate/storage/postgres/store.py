@@ -27,11 +27,13 @@ from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
+from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
+from jobgate.storage.postgres.retention import PostgresRetention
 from jobgate.storage.postgres.roles import PostgresRoles
-
 from jobgate.storage.postgres.sessions import PostgresSessions
+from jobgate.storage.postgres.signals import PostgresSignals
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -136,8 +138,10 @@ class PostgresStorage(
     PostgresProviderStore,
     PostgresBatch,
     PostgresRoles,
-
     PostgresSessions,
+    PostgresBulk,
+    PostgresRetention,
+    PostgresSignals,
 ):
     dialect = "postgres"
 

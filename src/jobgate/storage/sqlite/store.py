@@ -43,12 +43,14 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
+from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
+from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.roles import SqliteRoles
-
 from jobgate.storage.sqlite.sessions import SqliteSessions
+from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -105,8 +107,10 @@ class SqliteStorage(
     SqliteProviderStore,
     SqliteBatch,
     SqliteRoles,
-
     SqliteSessions,
+    SqliteBulk,
+    SqliteRetention,
+    SqliteSignals,
 ):
     dialect = "sqlite"
 

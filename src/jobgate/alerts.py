@@ -1,0 +1,139 @@
+"""The Prometheus alerting rules jobgate ships (`jobgate alerts`), built only on the metrics it
+exports (metrics.py; the test checks every name against the registry).
+
+Cluster-wide gauges are reported by every API process alike, and per-process series by each
+process, so the rules aggregate with `max`/`sum by` the label that matters: scraping several
+processes never doubles an alert.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Thresholds:
+    oldest_queued_s: float = 600  # the longest-waiting claimable job of a tenant
+    queue_wait_p95_s: float = 60  # queued -> running, per tenant, over 10 minutes
+    budget_share: float = 0.9  # of a daily token or cost budget
+    webhook_failing_for: str = "30m"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    alert: str
+    expr: str
+    for_: str
+    severity: str  # page | ticket
+    summary: str  # may use {{ $labels.tenant }} / {{ $labels.provider }}
+    description: str
+
+
+def rules(limits: Thresholds | None = None) -> list[Rule]:
+    t = limits or Thresholds()
+    return [
+        Rule(
+            "JobgateDeadLettersGrowing",
+            "max by (tenant) (delta(jobgate_jobs_dead_lettered[15m])) > 0",
+            "1h",
+            "ticket",
+            "Dead letters of {{ $labels.tenant }} have grown for an hour",
+            "Jobs keep failing for good. Look at their error codes (jobgate dlq list), fix "
+            "the cause, then redrive them: jobgate jobs redrive --where tenant=… --where "
+            "error_code=….",
+        ),
+        Rule(
+            "JobgateQueueStalled",
+            f"max by (tenant) (jobgate_queue_oldest_age_seconds) > {t.oldest_queued_s:g}",
+            "5m",
+            "page",
+            f"A job of {{{{ $labels.tenant }}}} has waited over {t.oldest_queued_s:g} s to start",
+            "No worker is claiming it: workers down, every slot busy, the tenant's "
+            "max_running or daily budget reached, or its provider's breaker open.",
+        ),
+        Rule(
+            "JobgateBulkReclaim",
+            "sum(increase(jobgate_reaper_bulk_reclaims_total[15m])) > 0",
+            "0m",
+            "page",
+            "The reaper reclaimed many leases in one pass",
+            "More leases expired at once than JOBGATE_REAPER_WARN_THRESHOLD: workers are "
+            "crashing or cut off from the database in bulk.",
+        ),
+        Rule(
+            "JobgateQueueWaitHigh",
+            "histogram_quantile(0.95, sum by (tenant, le) "
+            f"(rate(jobgate_queue_wait_seconds_bucket[10m]))) > {t.queue_wait_p95_s:g}",
+            "15m",
+            "ticket",
+            f"p95 queued to running for {{{{ $labels.tenant }}}} is over {t.queue_wait_p95_s:g} s",
+            "Jobs wait long for a worker slot: add workers or raise the tenant's share.",
+        ),
+        Rule(
+            "JobgateWebhookEndpointFailing",
+            "max by (tenant) (jobgate_webhook_endpoints_failing) > 0",
+            t.webhook_failing_for,
+            "ticket",
+            "A webhook endpoint of {{ $labels.tenant }} keeps failing",
+            "Deliveries are pending after 3 or more failed attempts; the receiver is down "
+            "or refusing. After a fix, POST /v1/webhook_endpoints/{id}/recover.",
+        ),
+        Rule(
+            "JobgateProviderBreakerOpen",
+            "max by (provider) (jobgate_provider_breaker_state) == 2",
+            "5m",
+            "page",
+            "The circuit breaker of provider {{ $labels.provider }} is open",
+            "The provider keeps failing; its jobs wait in the queue until it recovers.",
+        ),
+        Rule(
+            "JobgateCostBudgetNearlySpent",
+            "max by (tenant) (jobgate_tenant_spend_usd_today) "
+            "/ max by (tenant) (jobgate_tenant_daily_cost_budget_usd > 0) "
+            f"> {t.budget_share:g}",
+            "5m",
+            "ticket",
+            "{{ $labels.tenant }} has spent over "
+            f"{t.budget_share:.0%} of its daily cost budget",
+            "At the budget its queued jobs wait unclaimed until UTC midnight.",
+        ),
+        Rule(
+            "JobgateTokenBudgetNearlySpent",
+            "max by (tenant) (jobgate_tenant_tokens_today) "
+            "/ max by (tenant) (jobgate_tenant_daily_token_budget > 0) "
+            f"> {t.budget_share:g}",
+            "5m",
+            "ticket",
+            "{{ $labels.tenant }} has used over "
+            f"{t.budget_share:.0%} of its daily token budget",
+            "At the budget its queued jobs wait unclaimed until UTC midnight.",
+        ),
+    ]
+
+
+def _quoted(text: str) -> str:
+    """A YAML double-quoted scalar (JSON string syntax is valid YAML)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def render(limits: Thresholds | None = None) -> str:
+    """The rules as a Prometheus rule file (YAML)."""
+    lines = [
+        "# Prometheus alerting rules for jobgate (generated by `jobgate alerts`).",
+        "groups:",
+        "  - name: jobgate",
+        "    rules:",
+    ]
+    for rule in rules(limits):
+        lines += [
+            f"      - alert: {rule.alert}",
+            f"        expr: {_quoted(rule.expr)}",
+            f"        for: {rule.for_}",
+            "        labels:",
+            f"          severity: {rule.severity}",
+            "        annotations:",
+            f"          summary: {_quoted(rule.summary)}",
+            f"          description: {_quoted(rule.description)}",
+        ]
+    return "\n".join(lines) + "\n"

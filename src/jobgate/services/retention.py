@@ -1,0 +1,63 @@
+"""Retention: deletes finished jobs older than JOBGATE_RETENTION_S with their events, outbox
+rows and delivery attempts (their usage summed per tenant and day first), in small batches so
+that no transaction is long. The reaper calls `sweep_once()` on each pass."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Protocol
+
+from jobgate import metrics
+from jobgate.config import Settings
+from jobgate.domain import retention
+from jobgate.storage.retention_protocol import RetentionBatch
+
+log = logging.getLogger(__name__)
+
+
+class RetentionStorage(Protocol):
+    async def database_now(self) -> datetime: ...
+
+    async def retention_delete(
+        self, *, horizon: retention.Horizon, limit: int
+    ) -> RetentionBatch: ...
+
+
+class Retention:
+    def __init__(
+        self,
+        *,
+        storage: RetentionStorage,
+        settings: Settings,
+        batch_size: int = 500,
+        max_batches: int = 20,
+    ) -> None:
+        self._storage = storage
+        self._settings = settings
+        self._batch_size = batch_size
+        # A pass stops after this many batches (10,000 jobs by default) so that the reaper's
+        # other duties never wait long behind a backlog; the next pass goes on.
+        self._max_batches = max_batches
+
+    async def sweep_once(self, *, now: datetime | None = None) -> dict[str, int]:
+        """Delete what the retention horizon allows, batch by batch; the rows deleted by
+        table. `now` None means the database's clock."""
+        moment = await self._storage.database_now() if now is None else now
+        horizon = retention.horizon(
+            moment,
+            retention_s=self._settings.retention_s,
+            idempotency_ttl_s=self._settings.idempotency_ttl_s,
+        )
+        deleted = RetentionBatch().by_table()
+        for _ in range(self._max_batches):
+            batch = await self._storage.retention_delete(horizon=horizon, limit=self._batch_size)
+            for table, rows in batch.by_table().items():
+                deleted[table] += rows
+                if rows:
+                    metrics.RETENTION_DELETED_ROWS.labels(table).inc(rows)
+            if batch.jobs < self._batch_size:
+                break
+        if deleted["jobs"]:
+            log.info("retention deleted finished jobs", extra={"count": deleted["jobs"]})
+        return deleted

@@ -1,0 +1,125 @@
+-- Bulk actions by filter (PostgreSQL): pick a chunk in id order, then change it by id, in one
+-- short transaction per chunk. A NULL parameter means "any" for that criterion.
+
+-- name: job_bulk_count
+-- How many jobs match the filter and are eligible for the action.
+SELECT count(*)::bigint AS jobs
+  FROM jobs AS j
+ WHERE (:tenant_id::text IS NULL OR j.tenant_id = :tenant_id::text)
+   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
+   AND (:provider::text IS NULL OR j.provider = :provider::text)
+   AND (:model::text IS NULL OR j.model = :model::text)
+   AND (:error_code::text IS NULL OR j.error ->> 'code' = :error_code::text)
+   AND (:created_after::timestamptz IS NULL OR j.created_at >= :created_after::timestamptz)
+   AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
+   AND (:metadata::jsonb IS NULL OR j.metadata @> :metadata::jsonb)
+   AND (:dead_lettered::boolean IS NULL OR j.dead_lettered = :dead_lettered::boolean)
+   AND CASE :action::text
+           WHEN 'cancel' THEN j.state = 'queued'
+                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
+           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
+           ELSE j.purged_at IS NULL
+       END
+
+-- name: job_bulk_pick
+-- Lock the next chunk of eligible jobs matching the filter after the cursor, in id order
+-- (waits for rows another transaction holds, then checks them again).
+SELECT j.id
+  FROM jobs AS j
+ WHERE (:after_id::text IS NULL OR j.id > :after_id::text)
+   AND (:tenant_id::text IS NULL OR j.tenant_id = :tenant_id::text)
+   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
+   AND (:provider::text IS NULL OR j.provider = :provider::text)
+   AND (:model::text IS NULL OR j.model = :model::text)
+   AND (:error_code::text IS NULL OR j.error ->> 'code' = :error_code::text)
+   AND (:created_after::timestamptz IS NULL OR j.created_at >= :created_after::timestamptz)
+   AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
+   AND (:metadata::jsonb IS NULL OR j.metadata @> :metadata::jsonb)
+   AND (:dead_lettered::boolean IS NULL OR j.dead_lettered = :dead_lettered::boolean)
+   AND CASE :action::text
+           WHEN 'cancel' THEN j.state = 'queued'
+                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
+           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
+           ELSE j.purged_at IS NULL
+       END
+ ORDER BY j.id
+ LIMIT :limit
+   FOR UPDATE OF j
+
+-- name: job_bulk_cancel
+-- Cancel picked jobs as job_cancel does: queued ones at once, running ones by request (the
+-- trigger logs each and tells their workers).
+UPDATE jobs AS j
+   SET state = CASE j.state WHEN 'queued' THEN 'cancelled' ELSE j.state END,
+       completed_at = CASE j.state WHEN 'queued' THEN clock.now ELSE j.completed_at END,
+       cancel_outcome = CASE j.state WHEN 'queued' THEN 'not_started' ELSE j.cancel_outcome END,
+       cancel_requested_at = clock.now,
+       updated_at = clock.now,
+       event_seq = j.event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = :reason
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = ANY(:ids::text[])
+   AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
+RETURNING j.id, j.state
+
+-- name: job_bulk_redrive
+-- Redrive picked dead-lettered jobs as job_redrive does; a purged job is never redriven.
+UPDATE jobs AS j
+   SET state = 'queued',
+       attempt = 0,
+       lost_count = 0,
+       series = j.series + 1,
+       provider_generation = j.provider_generation
+                             + CASE WHEN j.provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
+       dead_lettered = false,
+       run_at = clock.now,
+       completed_at = NULL,
+       deadline_at = NULL,
+       started_at = NULL,
+       updated_at = clock.now,
+       event_seq = j.event_seq + 1,
+       transition_actor = :actor,
+       transition_reason = :reason
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.id = ANY(:ids::text[])
+   AND j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
+RETURNING j.id, j.state
+
+-- name: job_bulk_delete
+-- Delete picked jobs as DELETE /v1/jobs/{id} does: cancel if live, erase input and result.
+-- The trigger logs a job whose state or cancel request changed; the others (already
+-- terminal, or cancel already requested) are logged here, so every purge is audited.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), before AS (
+    SELECT id, state, cancel_requested_at
+      FROM jobs
+     WHERE id = ANY(:ids::text[]) AND purged_at IS NULL
+), changed AS (
+    UPDATE jobs AS j
+       SET state = CASE j.state WHEN 'queued' THEN 'cancelled' ELSE j.state END,
+           completed_at = CASE j.state WHEN 'queued' THEN clock.now ELSE j.completed_at END,
+           cancel_outcome = CASE j.state WHEN 'queued' THEN 'not_started'
+                                 ELSE j.cancel_outcome END,
+           cancel_requested_at = CASE WHEN j.state IN ('queued', 'running')
+                                      THEN coalesce(j.cancel_requested_at, clock.now)
+                                      ELSE j.cancel_requested_at END,
+           request = NULL,
+           result = NULL,
+           purged_at = clock.now,
+           updated_at = clock.now,
+           event_seq = j.event_seq + 1,
+           transition_actor = :actor,
+           transition_reason = :reason
+      FROM clock, before AS b
+     WHERE j.id = b.id
+    RETURNING j.id, j.state, j.event_seq, j.cancel_requested_at
+), logged AS (
+    INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied,
+                            created_at)
+    SELECT c.id, c.event_seq, b.state, c.state, :actor, :reason, true, clock.now
+      FROM changed AS c JOIN before AS b ON b.id = c.id, clock
+     WHERE c.state = b.state AND c.cancel_requested_at IS NOT DISTINCT FROM b.cancel_requested_at
+)
+SELECT id, state FROM changed

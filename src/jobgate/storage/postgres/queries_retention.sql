@@ -1,0 +1,61 @@
+-- Retention (PostgreSQL): delete finished jobs past the horizon with everything that hangs
+-- off them, summing their usage into usage_daily first.
+
+-- name: retention_delete
+-- Delete up to :limit terminal jobs past the horizon (oldest completion first; rows another
+-- reaper holds are skipped), their events, outbox rows, delivery attempts and usage rows,
+-- adding that usage to usage_daily in the same statement. Jobs with a pending delivery or
+-- usage billed since :usage_before stay.
+-- TODO(streaming, migration 0010): delete the job's stream chunks here too, once that table
+-- is on main (one more `DELETE ... USING picked` below, counted like the others).
+WITH picked AS (
+    SELECT j.id
+      FROM jobs AS j
+     WHERE j.state IN ('succeeded', 'failed', 'cancelled', 'expired')
+       AND j.completed_at < :completed_before::timestamptz
+       AND j.created_at < :created_before::timestamptz
+       AND NOT EXISTS (SELECT 1 FROM outbox AS o
+                        WHERE o.job_id = j.id AND o.state = 'pending')
+       AND NOT EXISTS (SELECT 1 FROM usage_ledger AS u
+                        WHERE u.job_id = j.id AND u.created_at >= :usage_before::timestamptz)
+     ORDER BY j.completed_at
+     LIMIT :limit
+       FOR UPDATE OF j SKIP LOCKED
+), usage AS (
+    DELETE FROM usage_ledger AS u USING picked WHERE u.job_id = picked.id RETURNING u.*
+), rolled AS (
+    INSERT INTO usage_daily AS d (tenant_id, day, provider, model, jobs, input_tokens,
+                                  output_tokens)
+    SELECT tenant_id, (created_at AT TIME ZONE 'UTC')::date, provider, coalesce(model, ''),
+           count(*) FILTER (WHERE kind = 'completion'),
+           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens),
+           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens)
+      FROM usage
+     GROUP BY 1, 2, 3, 4
+    ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
+       SET jobs = d.jobs + excluded.jobs,
+           input_tokens = d.input_tokens + excluded.input_tokens,
+           output_tokens = d.output_tokens + excluded.output_tokens
+    RETURNING 1
+), events AS (
+    DELETE FROM job_events AS e USING picked WHERE e.job_id = picked.id RETURNING 1
+), attempts AS (
+    DELETE FROM webhook_attempts AS a USING picked WHERE a.job_id = picked.id RETURNING 1
+), deliveries AS (
+    DELETE FROM outbox AS o USING picked WHERE o.job_id = picked.id RETURNING 1
+), gone AS (
+    DELETE FROM jobs AS j USING picked WHERE j.id = picked.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone)::integer AS jobs,
+       (SELECT count(*) FROM events)::integer AS job_events,
+       (SELECT count(*) FROM deliveries)::integer AS outbox,
+       (SELECT count(*) FROM attempts)::integer AS webhook_attempts,
+       (SELECT count(*) FROM usage)::integer AS usage_ledger,
+       (SELECT count(*) FROM rolled)::integer AS rolled_up
+
+-- name: usage_daily
+-- The usage rollup, optionally of one tenant.
+SELECT *
+  FROM usage_daily
+ WHERE (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
+ ORDER BY tenant_id, day, provider, model

@@ -1,0 +1,60 @@
+-- Retention (SQLite): delete finished jobs past the horizon with everything that hangs off
+-- them, summing their usage into usage_daily first, all in one write operation. :ids is JSON.
+
+-- name: retention_pick
+-- Up to :limit terminal jobs past the horizon, oldest completion first (none with a pending
+-- delivery or with usage billed since :usage_before).
+SELECT j.id
+  FROM jobs AS j
+ WHERE j.state IN ('succeeded', 'failed', 'cancelled', 'expired')
+   AND j.completed_at < :completed_before
+   AND j.created_at < :created_before
+   AND NOT EXISTS (SELECT 1 FROM outbox AS o WHERE o.job_id = j.id AND o.state = 'pending')
+   AND NOT EXISTS (SELECT 1 FROM usage_ledger AS u
+                    WHERE u.job_id = j.id AND u.created_at >= :usage_before)
+ ORDER BY j.completed_at
+ LIMIT :limit
+
+-- name: retention_rollup
+-- Add the picked jobs' usage to usage_daily (per tenant, UTC day, provider and model).
+INSERT INTO usage_daily AS d (tenant_id, day, provider, model, jobs, input_tokens, output_tokens)
+SELECT tenant_id, date(created_at, 'unixepoch'), provider, coalesce(model, ''),
+       sum(kind = 'completion'),
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens),
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens)
+  FROM usage_ledger
+ WHERE job_id IN (SELECT value FROM json_each(:ids))
+ GROUP BY 1, 2, 3, 4
+ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
+   SET jobs = d.jobs + excluded.jobs,
+       input_tokens = d.input_tokens + excluded.input_tokens,
+       output_tokens = d.output_tokens + excluded.output_tokens
+
+-- name: retention_delete_usage
+-- The picked jobs' usage ledger rows (already summed).
+DELETE FROM usage_ledger WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: retention_delete_events
+-- The picked jobs' event logs.
+DELETE FROM job_events WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: retention_delete_attempts
+-- The picked jobs' webhook delivery attempts.
+DELETE FROM webhook_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: retention_delete_outbox
+-- The picked jobs' outbox rows (none pending).
+DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: retention_delete_jobs
+-- The picked jobs themselves.
+-- TODO(streaming, migration 0010): delete the job's stream chunks too, once that table is on
+-- main (one more retention_delete_* block, counted like the others).
+DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: usage_daily
+-- The usage rollup, optionally of one tenant.
+SELECT *
+  FROM usage_daily
+ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ ORDER BY tenant_id, day, provider, model
