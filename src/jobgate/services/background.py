@@ -29,7 +29,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers.background import BackgroundProvider, ProviderJobRef, Snapshot
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import outcomes
+from jobgate.services import outcomes, readback
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish
 from jobgate.storage.shared import error_body
@@ -164,8 +164,23 @@ class BackgroundStarter:
                 )
                 break
             except errors.LeaseLost:
-                await self._orphaned(job, accepted)
-                return None
+                # The fence refused this write; an earlier attempt whose reply was lost may
+                # have committed it. Read back before treating the provider job as an orphan.
+                try:
+                    mine = await readback.accepted(
+                        self._storage, job.id, provider_job_id=snapshot.provider_job_id
+                    )
+                except errors.StorageError:
+                    log.warning(
+                        "could not tell whether the provider's id was recorded",
+                        extra={"job_id": job.id, "provider_job_id": snapshot.provider_job_id},
+                    )
+                    return None  # unknown: never cancel what may be the job's own provider job
+                if mine is None:
+                    await self._orphaned(job, accepted)
+                    return None
+                written = mine
+                break
             except errors.StorageUnavailable:
                 if self._clock.monotonic() >= give_up_at:
                     log.warning(

@@ -30,7 +30,7 @@ class PostgresProviderStore:
     _fetch: Callable[..., Awaitable[list[asyncpg.Record]]]
     _fetchrow: Callable[..., Awaitable[asyncpg.Record | None]]
 
-    def _background(self, row: RowLike) -> BackgroundJob:
+    def _background(self, row: RowLike, *, claimed: bool = False) -> BackgroundJob:
         return BackgroundJob(
             job=self._decode.job(row),
             provider_status=row["provider_status"],
@@ -39,6 +39,8 @@ class PostgresProviderStore:
             reconcile_failures=row["reconcile_failures"],
             reconcile_error=row["reconcile_error"],
             cancel_sent_at=row["cancel_sent_at"],
+            checked_at=row["checked_at"] if claimed else None,
+            overdue=bool(row["overdue"]) if claimed else False,
         )
 
     async def _notify_reconcile(self) -> None:
@@ -101,7 +103,7 @@ class PostgresProviderStore:
             providers=None if providers is None else list(providers),
             now=now,
         )
-        claimed = [self._background(row) for row in rows]
+        claimed = [self._background(row, claimed=True) for row in rows]
         return sorted(claimed, key=lambda item: (item.job.created_at, item.job.id))
 
     async def job_reconcile_defer(
