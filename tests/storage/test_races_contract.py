@@ -5,6 +5,7 @@ began before a reconciler's claim."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import asyncpg
@@ -220,3 +221,42 @@ async def test_a_cancel_begun_before_a_reconcile_claim_is_still_due_at_once(
     # The claim's check did not see the cancel; the cancel must make the job due again now.
     again = await storage.job_reconcile_claim(limit=5, lease_s=120)
     assert [c.job.id for c in again] == [job.id]
+
+
+async def test_a_provider_event_that_overlaps_the_accept_makes_the_job_due(
+    storage: Storage, clock: FakeClock, tenant: Tenant
+) -> None:
+    """READ COMMITTED: the accept's statement began before the event committed (its EXISTS
+    misses the event) and the event's UPDATE ran before the accept committed (it misses the
+    job). The re-check after the later commit must still make the job due at once."""
+    if not isinstance(storage, PostgresStorage):
+        pytest.skip("SQLite has one writer: the two cannot overlap")
+    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    claimed = await _claim(storage, clock)
+    blocker = await asyncpg.connect(storage.dsn)
+    try:
+        tx = blocker.transaction()
+        await tx.start()
+        await blocker.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", claimed.id)
+        accept = asyncio.create_task(
+            storage.job_background_accept(
+                lease=await _lease(claimed),
+                provider_job_id="resp_9",
+                provider_status="in_progress",
+                reconcile_in_s=3600,
+            )
+        )
+        await asyncio.sleep(0.2)  # the accept has taken its snapshot and waits for the row
+        outcome = await storage.provider_event_record(
+            provider=claimed.provider,
+            event_id="evt_1",
+            event_type="response.completed",
+            provider_job_id="resp_9",
+        )
+        assert not outcome.duplicate and outcome.job is None  # the job does not hold it yet
+        await tx.rollback()
+        await accept
+    finally:
+        await blocker.close()
+    due = await storage.job_reconcile_claim(limit=5, lease_s=120)
+    assert [d.job.id for d in due] == [claimed.id]

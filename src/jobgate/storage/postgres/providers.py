@@ -74,9 +74,23 @@ class PostgresProviderStore:
         )
         if row is None:
             raise errors.LeaseLost(lease.job_id)
+        job = self._decode.job(row)
         if row["due_now"]:
             await self._notify_reconcile()
-        return self._decode.job(row)
+        else:
+            await self._due_if_event(job.provider, provider_job_id, now)
+        return job
+
+    async def _due_if_event(
+        self, provider: str, provider_job_id: str, now: datetime | None
+    ) -> bool:
+        """The re-check of job_reconcile_if_event, after our own commit."""
+        due = await self._fetch(
+            "job_reconcile_if_event", provider=provider, provider_job_id=provider_job_id, now=now
+        )
+        if due:
+            await self._notify_reconcile()
+        return bool(due)
 
     async def job_reconcile_refresh(
         self, *, providers: Sequence[str] | None = None, now: datetime | None = None
@@ -200,6 +214,8 @@ class PostgresProviderStore:
         assert row is not None
         if row["due"]:
             await self._notify_reconcile()
+        elif row["inserted"] and provider_job_id is not None:
+            await self._due_if_event(provider, provider_job_id, now)
         job = None
         if provider_job_id is not None:
             found = await self.job_by_provider_job(

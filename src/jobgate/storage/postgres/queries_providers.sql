@@ -37,6 +37,21 @@ UPDATE jobs AS j
  WHERE j.id = :id AND j.lease_token = :token AND j.state = 'running'
 RETURNING j.*, (j.reconcile_at <= clock.now) AS due_now
 
+-- name: job_reconcile_if_event
+-- Run after a background accept or a provider event committed: if the job now holds this
+-- provider job and an event about it is recorded, it is due now. Under READ COMMITTED the
+-- accept (its EXISTS) and the event (its UPDATE) can each miss the other when they overlap;
+-- whichever of these re-checks starts last sees both commits.
+UPDATE jobs AS j
+   SET reconcile_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.provider = :provider AND j.provider_job_id = :provider_job_id
+   AND j.state = 'running' AND j.lease_token IS NULL
+   AND j.reconcile_at > clock.now
+   AND EXISTS (SELECT 1 FROM provider_events AS e
+                WHERE e.provider = j.provider AND e.provider_job_id = j.provider_job_id)
+RETURNING j.id
+
 -- name: job_reconcile_refresh
 -- Every running job with a provider id becomes due for a check now.
 UPDATE jobs AS j
