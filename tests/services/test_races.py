@@ -94,6 +94,20 @@ async def test_a_lost_accept_reply_is_read_back_not_cancelled_at_the_provider(
     assert rig.provider.creates == 1
 
 
+async def test_a_lost_reply_to_marking_the_create_as_sending_does_not_doom_the_job(
+    rig: Rig, faulty: FaultyStorage
+) -> None:
+    """Had the worker given up, the job would sit in `sending` with nothing sent, and the
+    next worker would fail it as an unknown create (non-idempotent creates)."""
+    faulty.lose_reply("job_provider_submitting")
+    job = await rig.start(sim={"latency_s": 10})
+    assert faulty.lost == ["job_provider_submitting"]
+    assert job.state is JobState.RUNNING and job.creation_outcome == "accepted"
+    await rig.sweep_at(DUE_S)
+    assert (await rig.get(job.id)).state is JobState.SUCCEEDED
+    assert rig.provider.creates == 1
+
+
 async def test_an_accept_refused_by_the_fence_still_cancels_the_orphan(
     rig: Rig, faulty: FaultyStorage
 ) -> None:
