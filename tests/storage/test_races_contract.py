@@ -162,9 +162,14 @@ async def test_redrive_gives_a_fresh_start_deadline(
     assert redriven is not None and redriven.expires_at == clock.now() + timedelta(seconds=100)
     clock.advance(50)
     assert await storage.job_expire_due(limit=10, now=clock.now()) == []
-    assert [j.id for j in await storage.job_claim(
-        worker_id="w", limit=1, lease_ttl_s=60, now=clock.now()
-    )] == [job.id]  # fmt: skip
+    again = await _claim(storage, clock)
+    assert again.id == job.id
+    await _dead_letter(storage, clock, again)
+    clock.advance(1000)
+    twice = await storage.job_redrive(
+        job_id=job.id, tenant_id=tenant.id, actor="operator", now=clock.now()
+    )  # the submit's 100 s again, not the time since it was submitted
+    assert twice is not None and twice.expires_at == clock.now() + timedelta(seconds=100)
 
 
 async def test_a_job_past_its_start_deadline_cannot_be_claimed(

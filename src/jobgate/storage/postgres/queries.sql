@@ -398,7 +398,11 @@ UPDATE jobs AS j
        cancel_requested_at = NULL,
        cancel_outcome = NULL,
        cancel_sent_at = NULL,
-       expires_at = clock.now + (j.expires_at - j.created_at),
+       start_timeout_s = coalesce(j.start_timeout_s,
+                                  extract(epoch FROM j.expires_at - j.created_at)),
+       expires_at = clock.now + make_interval(
+           secs => coalesce(j.start_timeout_s,
+                            extract(epoch FROM j.expires_at - j.created_at))::double precision),
        updated_at = clock.now,
        event_seq = j.event_seq + 1,
        transition_actor = :actor,
