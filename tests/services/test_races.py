@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -22,15 +23,20 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.limits import LimitsService
 from jobgate.services.reconciler import Reconciler
 from jobgate.services.worker import Worker
+from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish, LimitOverrides, Tenant
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
 from jobgate.testing.clocked import ClockedStorage
 from jobgate.testing.faults import FaultyStorage
+from jobgate.testing.proxy import TcpProxy
 from tests.services.test_background_mode import DUE_S, Rig, make_rig
 from tests.storage.helpers import make_tenant, new_job
 
 HOST_AHEAD = timedelta(minutes=70)
+# The end of a reply to asyncpg's fetchrow: PortalSuspended (one row read), then ReadyForQuery,
+# idle: the implicit transaction committed before the server sent it.
+POSTGRES_ROW_COMMITTED = b"s\x00\x00\x00\x04Z\x00\x00\x00\x05I"
 
 
 @pytest.fixture
@@ -92,6 +98,36 @@ async def test_a_lost_accept_reply_is_read_back_not_cancelled_at_the_provider(
     done = await rig.get(job.id)
     assert done.state is JobState.SUCCEEDED and done.cancel_outcome is None
     assert rig.provider.creates == 1
+
+
+async def test_a_lost_accept_reply_on_the_wire_is_read_back(pg_dsn: str, clock: FakeClock) -> None:
+    """The same race with a real connection reset: a TCP proxy between the worker's storage and
+    PostgreSQL drops the end of the accept's reply, sent after the server committed it, and
+    resets the connection."""
+    url = urlsplit(pg_dsn)
+    with TcpProxy((url.hostname or "127.0.0.1", url.port or 5432)) as proxy:
+        userinfo = url.netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@127.0.0.1:{proxy.port}" if userinfo else f"127.0.0.1:{proxy.port}"
+        raw = PostgresStorage(urlunsplit(url._replace(netloc=netloc)), pool_size=2)
+        await raw.open()
+        try:
+            faulty = FaultyStorage(raw)
+            rig = make_rig(faulty, clock, await make_tenant(raw))  # type: ignore[arg-type]
+            rig.provider.idempotent_creates = False
+
+            async def cut_the_accepts_reply() -> None:
+                proxy.cut_reply(POSTGRES_ROW_COMMITTED)
+
+            faulty.after("job_provider_submitting", cut_the_accepts_reply)
+            job = await rig.start(sim={"latency_s": 10})
+            assert proxy.replies_cut == 1
+            assert job.state is JobState.RUNNING and job.creation_outcome == "accepted"
+            assert rig.provider.engine.cancel_calls == []
+            await rig.sweep_at(DUE_S)
+            assert (await rig.get(job.id)).state is JobState.SUCCEEDED
+            assert rig.provider.creates == 1
+        finally:
+            await raw.close()
 
 
 async def test_a_lost_reply_to_marking_the_create_as_sending_does_not_doom_the_job(
