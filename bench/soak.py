@@ -18,6 +18,7 @@ and counts, from the database and at the user's webhook receiver:
   (the soak's provider is the realistic simulator, which, like OpenAI and Anthropic, does
   not deduplicate creates: `idempotent_creates = false`, so a worker killed mid-create fails
   its job `creation_outcome_unknown` and may leave one here; reported, not an error);
+- jobs cancelled without a request (the soak never cancels: must be 0);
 - duplicate webhook effects: the receiver verifies each signature and deduplicates on
   webhook-id, as docs/webhooks.md tells users to; an event that reaches it under a second
   webhook-id would be applied twice (must be 0). Redeliveries of one webhook-id are allowed
@@ -145,6 +146,7 @@ class Soak:
         self.load_during = self.load_before
         self.orphans: list[str] = []
         self.background_created = 0
+        self.cancelled_unasked: list[str] = []
 
     def log(self, message: str) -> None:
         if not self.args.quiet:
@@ -247,7 +249,7 @@ class Soak:
                 'kind = "openai"\n'
                 f'base_url = "{simulator_url}/v1"\n'
                 'mode = "background"\n'
-                "idempotent_creates = false\n"  # as the real providers: no deduplication
+                f"idempotent_creates = {'true' if args.idempotent_creates else 'false'}\n"
                 'webhook_secret_env = "SOAK_PROVIDER_WEBHOOK_SECRET"\n'
                 "reconcile_after_s = 2\n"
                 "reconcile_max_interval_s = 5\n"
@@ -280,6 +282,7 @@ class Soak:
                     simulator_url.rsplit(":", 1)[1],
                     "--webhook-url",
                     f"{api.url}/v1/provider_webhooks/{PROVIDER}",
+                    *(["--idempotent"] if args.idempotent_creates else []),
                     ready=False,
                 )
                 key = harness.create_tenant("soak")
@@ -330,6 +333,9 @@ class Soak:
                 ]
                 recorded = {f.provider_job_id for f in facts.values() if f.provider_job_id}
                 self.orphans = [c for c in created if c not in recorded]
+                # The soak never cancels: a cancelled job cancelled itself (issue 24: a lost
+                # accept reply once made a worker cancel its own provider job).
+                self.cancelled_unasked = [i for i, f in facts.items() if f.state == "cancelled"]
                 self.background_created = len(created)
                 for process in harness.processes:
                     if process.alive is False and process.returncode not in (None, -9):
@@ -368,7 +374,9 @@ class Soak:
             rate_per_s=self.args.rate,
             background_jobs=len(self.background),
             background_created_at_provider=self.background_created,
+            idempotent_creates=self.args.idempotent_creates,
             duplicate_provider_creates=len(self.orphans),
+            cancelled_without_a_request=len(self.cancelled_unasked),
             webhook_deliveries=receiver.deliveries,
             webhook_events_applied=len(receiver.seen),
             webhook_redeliveries=receiver.redeliveries,
@@ -388,6 +396,7 @@ class Soak:
             and receiver.duplicate_effects == 0
             and not missing_effects
             and receiver.rejected == 0
+            and not self.cancelled_unasked
         )
         receiver.close()
         if verdict.lost or verdict.missing:
@@ -425,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.05,
         help="share of webhooks the receiver applies and then answers 500",
+    )
+    parser.add_argument(
+        "--idempotent-creates",
+        action="store_true",
+        help="a provider that deduplicates creates (idempotent_creates = true, and the simulator "
+        "with --idempotent); by default, as the real providers, a second create is a second job",
     )
     parser.add_argument("--lease-ttl-s", type=float, default=5)
     parser.add_argument("--max-latency-s", type=float, default=2, help="simulated call time")

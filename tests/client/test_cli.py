@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 
 from jobgate.cli import cli
 from jobgate.cli.client_output import CLEAR_LINE, SPINNER
+from jobgate.client import Client
 from tests.client.server import JOBGATE, JobgateServer
 
 pytestmark = pytest.mark.e2e
@@ -277,3 +278,16 @@ def test_errors_are_one_line_with_documented_exit_codes(served: JobgateServer) -
     invalid = invoke(served, "submit", input=json.dumps({"model": "nope-model", "messages": []}))
     assert invalid.exit_code == 1 and invalid.stderr.startswith("jobgate: ")
     assert invalid.stderr.count("\n") == 1
+
+
+def test_dlq_redrive_of_a_purged_job_is_refused_in_one_line(served: JobgateServer) -> None:
+    body = {**HELLO, "sim": {"fail_with": "server_error"}}
+    failed = invoke(
+        served, "submit", "--max-attempts", "1", "--wait", "--json", input=json.dumps(body)
+    )
+    job_id = json.loads(failed.stdout)["id"]
+    with Client(served.url, served.api_key) as client:
+        client.delete(job_id)  # input and result erased: nothing left to send
+    refused = invoke(served, "dlq", "redrive", job_id)
+    assert refused.exit_code == 1 and refused.stderr.count("\n") == 1
+    assert "(409 job_purged)" in refused.stderr and "submit it again" in refused.stderr

@@ -519,3 +519,20 @@ async def test_a_long_poll_whose_client_leaves_stops_waiting(api: Api) -> None:
         await asyncio.sleep(0.02)
     assert changes.job_watch_count == 0  # the wait ended with the connection, not at 30 s
     del reader
+
+
+async def test_retry_of_a_purged_dead_letter_is_refused(api: Api) -> None:
+    key = await api.key("acme")
+    failing = job_body(sim={"fail_with": "server_error"})
+    job = (
+        await api.http.post("/v1/jobs", json={**failing, "max_attempts": 1}, headers=auth(key))
+    ).json()
+    await api.runtime.worker().run_once()
+    assert (await api.http.delete(f"/v1/jobs/{job['id']}", headers=auth(key))).status_code == 200
+    refused = await api.http.post(f"/v1/jobs/{job['id']}/retry", headers=auth(key))
+    assert refused.status_code == 409
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert refused.json()["code"] == "job_purged"
+    assert refused.json()["error"]["code"] == "job_purged"
+    stored = await api.runtime.storage.job_get(job_id=job["id"])
+    assert stored is not None and stored.state is JobState.FAILED and stored.request is None

@@ -131,8 +131,13 @@ async def test_budget_exhaustion_stops_claims_for_that_tenant_only(runtime: Runt
 
 
 async def test_cost_budget_exhaustion_stops_claims_for_that_tenant_only(
-    runtime: Runtime, clock: FakeClock
+    runtime: Runtime, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    async def database_now() -> datetime:
+        return clock.now()
+
+    # The budget day is the database's (PostgreSQL's clock would not follow the fake one).
+    monkeypatch.setattr(runtime.storage, "database_now", database_now)
     spender = (await runtime.tenants.create("spender")).tenant
     saver = (await runtime.tenants.create("saver")).tenant
     await runtime.jobs.submit(tenant_id=spender.id, spec=chat("spend it all"))

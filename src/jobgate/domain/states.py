@@ -15,7 +15,10 @@ class JobState(enum.StrEnum):
     QUEUED = "queued"
     # A worker holds a lease (or the provider holds the job in background mode). Out: the lease
     # holder -> succeeded / failed / queued (retry); the reaper on lease expiry -> queued or
-    # failed; a confirmed cancel -> cancelled; execution deadline -> failed.
+    # failed; a confirmed cancel -> cancelled; execution deadline -> failed. Once a cancel was
+    # requested, a verdict of queued (a retry, from whoever) is the cancellation instead: only
+    # the row as the write locks it knows whether a cancel arrived, so storage applies this
+    # rule inside the write (the SQL fragment `retry_unless_cancelled`, one per dialect).
     RUNNING = "running"
     # Terminal. The result is stored. Nobody moves it out.
     SUCCEEDED = "succeeded"

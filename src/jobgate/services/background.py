@@ -29,7 +29,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers.background import BackgroundProvider, ProviderJobRef, Snapshot
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import outcomes
+from jobgate.services import outcomes, readback
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish
 from jobgate.storage.shared import error_body
@@ -82,13 +82,7 @@ class BackgroundStarter:
             and self._settings.unknown_outcome == "fail"
         ):
             return self._died_mid_create(job)
-        try:
-            await self._storage.job_provider_submitting(lease=lease)
-        except errors.LeaseLost:
-            return None
-        except errors.StorageError:
-            # Nothing was sent. The lease runs out and the reaper gives the job back.
-            log.warning("could not mark the create as sending", extra={"job_id": job.id})
+        if not await self._mark_sending(job, lease):
             return None
         failpoints.hit("before_provider_create")
         try:
@@ -116,6 +110,27 @@ class BackgroundStarter:
             # not even keep the response for a later retrieve): settle it under the lease.
             return self._finished_at_once(job, snapshot)
         return Accepted(snapshot, provider)
+
+    async def _mark_sending(self, job: Job, lease: Lease) -> bool:
+        """Record (fenced) that the create is about to leave. The write is idempotent under
+        the lease, so an unknown outcome (a reply lost after its commit) is settled by
+        writing again: had the first committed, the job would otherwise sit in `sending`
+        although nothing was sent, and be failed as an unknown create later."""
+        delay_s = 0.05
+        for _ in range(3):
+            try:
+                await self._storage.job_provider_submitting(lease=lease)
+                return True
+            except errors.LeaseLost:
+                return False
+            except errors.StorageUnavailable:
+                await self._clock.sleep(delay_s)
+                delay_s *= 4
+            except errors.StorageError:
+                break
+        # Nothing was sent. The lease runs out and the reaper gives the job back.
+        log.warning("could not mark the create as sending", extra={"job_id": job.id})
+        return False
 
     def _finished_at_once(self, job: Job, snapshot: Snapshot) -> Finish:
         if snapshot.result is not None:
@@ -164,8 +179,23 @@ class BackgroundStarter:
                 )
                 break
             except errors.LeaseLost:
-                await self._orphaned(job, accepted)
-                return None
+                # The fence refused this write; an earlier attempt whose reply was lost may
+                # have committed it. Read back before treating the provider job as an orphan.
+                try:
+                    mine = await readback.accepted(
+                        self._storage, job.id, provider_job_id=snapshot.provider_job_id
+                    )
+                except errors.StorageError:
+                    log.warning(
+                        "could not tell whether the provider's id was recorded",
+                        extra={"job_id": job.id, "provider_job_id": snapshot.provider_job_id},
+                    )
+                    return None  # unknown: never cancel what may be the job's own provider job
+                if mine is None:
+                    await self._orphaned(job, accepted)
+                    return None
+                written = mine
+                break
             except errors.StorageUnavailable:
                 if self._clock.monotonic() >= give_up_at:
                     log.warning(

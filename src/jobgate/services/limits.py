@@ -182,7 +182,7 @@ class LimitsService:
         if not tokens and not usd:
             return frozenset()
         if self._clock.monotonic() - self._budget_at >= self._refresh_s:
-            midnight = self._midnight()
+            midnight = await self._midnight()
             blocked: set[str] = set()
             if tokens:
                 used = await self._storage.usage_tokens_since(since=midnight)
@@ -209,7 +209,7 @@ class LimitsService:
     async def spend_today(self) -> dict[str, Decimal]:
         """Each tenant's spend in USD since UTC midnight (tenants without usage are absent).
         One grouped query, not cached: for `tenants show` and /metrics."""
-        return await self._spend_since(self._midnight())
+        return await self._spend_since(await self._midnight())
 
     async def _spend_since(self, since: datetime) -> dict[str, Decimal]:
         usage = await self._storage.usage_by_model_since(since=since)
@@ -224,7 +224,8 @@ class LimitsService:
         self._unpriced_logged.update(spend.unpriced)
         return spend.by_tenant
 
-    def _midnight(self) -> datetime:
-        """The start of today, UTC."""
-        today = self._clock.now().astimezone(UTC).date()
+    async def _midnight(self) -> datetime:
+        """The start of today, UTC, by the database's clock (usage is stamped by it; a host
+        whose clock is off would count the wrong day)."""
+        today = (await self._storage.database_now()).astimezone(UTC).date()
         return datetime.combine(today, time(0), tzinfo=UTC)

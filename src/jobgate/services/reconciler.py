@@ -195,8 +195,11 @@ class Reconciler:
     ) -> str:
         job = item.job
         cancel_wanted = job.cancel_requested_at is not None and job.cancel_outcome is None
-        moment = now or self._clock.now()
-        overdue = job.deadline_at is not None and job.deadline_at <= moment
+        # The claim compared the deadline with the database's clock, never this host's. (A
+        # cancel that arrives after the claim is not lost: job_settle turns a retry into the
+        # cancellation, and the job is claimed again for the cancel.)
+        moment = _checked_at(item)
+        overdue = item.overdue
         sent_cancel = False
         if (cancel_wanted or overdue) and item.cancel_sent_at is None:
             try:
@@ -239,7 +242,7 @@ class Reconciler:
         finishes, its result is discarded and its cost refunded to the tenant."""
         snapshot = await self._ask(item, provider.retrieve(ref))
         if not snapshot.terminal:
-            moment = now or self._clock.now()
+            moment = _checked_at(item)
             return await self._defer(item, self._next_check(item, snapshot, False, moment), now)
         result = await self._result(item, provider, ref, snapshot)
         usage = None if result is None else result.usage.as_dict()
@@ -470,9 +473,14 @@ class Reconciler:
         if self._pruned_at is not None and moment - self._pruned_at < PRUNE_EVERY_S:
             return
         self._pruned_at = moment
-        await self._storage.provider_events_prune(
-            before=self._clock.now() - PROVIDER_EVENT_RETENTION
-        )
+        database_now = await self._storage.database_now()
+        await self._storage.provider_events_prune(before=database_now - PROVIDER_EVENT_RETENTION)
+
+
+def _checked_at(item: BackgroundJob) -> datetime:
+    """The database's time when the job was claimed for this check."""
+    assert item.checked_at is not None, "a reconcile claim stamps checked_at"
+    return item.checked_at
 
 
 class _Settle(Exception):

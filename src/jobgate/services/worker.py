@@ -25,7 +25,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers import background as provider_background
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import background, outcomes, tenant_labels
+from jobgate.services import background, outcomes, readback, tenant_labels
 from jobgate.services.limits import LimitsService
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
@@ -228,8 +228,11 @@ class Worker:
                 return Finished(accepted.id, accepted.state, accepted.attempt)
             return await self._write(entry, finish)
         finally:
-            self._inflight.pop(job.id, None)
-            self._providers.gates.finished(job.provider, job.id)
+            # Only our own entry: once our verdict requeued the job, this worker may have
+            # claimed it again already, and that new lease must keep its heartbeat.
+            if self._inflight.get(job.id) is entry:
+                del self._inflight[job.id]
+                self._providers.gates.finished(job.provider, job.id)
             self._wake.set()
 
     async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
@@ -325,11 +328,19 @@ class Worker:
 
     async def _write(self, entry: _InFlight, finish: Finish) -> Finished | None:
         delay_s = 0.05
+        outcome_unknown = False
         while True:
             try:
                 written = await self._batcher.finish(finish)
+                if written is None and outcome_unknown:
+                    # An earlier attempt may have committed with its reply lost: the fence
+                    # refusing this one proves nothing. Read back.
+                    written = await readback.verdict_written(
+                        self._storage, entry.job, actor=self.worker_id
+                    )
                 break
             except errors.StorageUnavailable:
+                outcome_unknown = True
                 # Keep trying while our lease may still hold; after that the job is the
                 # reaper's, and writing would be wrong anyway (the fence would refuse it).
                 if self._clock.monotonic() - entry.renewed_at >= self._settings.lease_ttl_s:

@@ -21,6 +21,10 @@ class BackgroundJob:
     reconcile_failures: int  # consecutive failed checks or failed completion handling
     reconcile_error: JSONObject | None  # the last failure: {kind, code, message}
     cancel_sent_at: datetime | None  # when the provider was asked to cancel
+    # Set by a reconcile claim, from the database's clock (the host's may be skewed): the
+    # claim's time, and whether the job's execution deadline had passed by then.
+    checked_at: datetime | None = None
+    overdue: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from jobgate import errors
 from jobgate.domain import costs
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
@@ -61,6 +62,20 @@ def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
         error=error_body(
             WORKER_LOST, f"the worker running attempt {job.attempt} stopped heartbeating"
         ),
+    )
+
+
+def redrive_refused(job: Job) -> errors.Conflict:
+    """Why an existing job of the tenant could not be redriven."""
+    if job.purged_at is not None:
+        # Its input is gone: a redrive would send the provider an empty request.
+        return errors.Conflict(
+            f"job {job.id} was purged (its input is erased); it cannot be retried: submit it again",
+            code="job_purged",
+        )
+    return errors.Conflict(
+        f"job {job.id} is not dead-lettered; only dead-lettered jobs can be retried",
+        code="job_not_dead_lettered",
     )
 
 

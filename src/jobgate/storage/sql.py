@@ -2,6 +2,8 @@
 
 A block starts with `-- name: block_name`, then one `-- description` line, then the statement.
 Parameters are written `:name` in both dialects; for PostgreSQL they are rewritten to `$n`.
+A `-- fragment: fragment_name` block is a piece of SQL that several statements share (a rule
+that must live in one place); a statement includes it by writing `{{fragment_name}}`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_NAME = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"\{\{(\w+)\}\}")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -42,31 +45,66 @@ def _compile(name: str, description: str, sql: str) -> Query:
     return Query(name, description, sql, tuple(order), positional)
 
 
-def parse(text: str, *, source: str = "<sql>") -> dict[str, Query]:
-    queries: dict[str, Query] = {}
+def _blocks(text: str, source: str) -> list[tuple[str, str, str, str]]:
+    """(kind, name, description, sql) of every block in `text`."""
+    blocks = []
     matches = list(_NAME.finditer(text))
     for index, match in enumerate(matches):
         end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
         body = text[match.end() : end].strip("\n")
         lines = body.splitlines()
         if not lines or not lines[0].startswith("--"):
-            raise ValueError(f"{source}: query {match.group(1)} lacks a description line")
+            raise ValueError(f"{source}: query {match.group(2)} lacks a description line")
         description = lines[0].lstrip("- ").strip()
         sql = "\n".join(lines[1:]).strip().rstrip(";")
+        blocks.append((match.group(1), match.group(2), description, sql))
+    return blocks
+
+
+def _include(sql: str, fragments: Mapping[str, str], source: str) -> str:
+    def fragment(match: re.Match[str]) -> str:
         name = match.group(1)
+        if name not in fragments:
+            raise ValueError(f"{source}: no fragment {name!r}")
+        return fragments[name]
+
+    return _INCLUDE.sub(fragment, sql)
+
+
+def parse(
+    text: str, *, source: str = "<sql>", fragments: Mapping[str, str] | None = None
+) -> dict[str, Query]:
+    blocks = _blocks(text, source)
+    shared = dict(fragments or {})
+    shared.update((name, sql) for kind, name, _, sql in blocks if kind == "fragment")
+    queries: dict[str, Query] = {}
+    for kind, name, description, sql in blocks:
+        if kind == "fragment":
+            continue
         if name in queries:
             raise ValueError(f"{source}: query {name} is defined twice")
-        queries[name] = _compile(name, description, sql)
+        queries[name] = _compile(name, description, _include(sql, shared, source))
     return queries
 
 
 def load(package: str) -> dict[str, Query]:
-    """Every block of every `queries*.sql` file in `package` (e.g. jobgate.storage.sqlite)."""
+    """Every block of every `queries*.sql` file in `package` (e.g. jobgate.storage.sqlite);
+    a fragment defined in any of the files may be included by a statement of any other."""
+    files = [
+        (entry.name, entry.read_text())
+        for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name)
+        if entry.name.startswith("queries") and entry.name.endswith(".sql")
+    ]
+    fragments = {
+        name: sql
+        for source, text in files
+        for kind, name, _, sql in _blocks(text, source)
+        if kind == "fragment"
+    }
     queries: dict[str, Query] = {}
-    for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name):
-        if entry.name.startswith("queries") and entry.name.endswith(".sql"):
-            for name, query in parse(entry.read_text(), source=entry.name).items():
-                if name in queries:
-                    raise ValueError(f"{entry.name}: query {name} is defined twice")
-                queries[name] = query
+    for source, text in files:
+        for name, query in parse(text, source=source, fragments=fragments).items():
+            if name in queries:
+                raise ValueError(f"{source}: query {name} is defined twice")
+            queries[name] = query
     return queries

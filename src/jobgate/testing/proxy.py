@@ -6,6 +6,10 @@
     proxy.reset()         # every connection is torn down with a TCP RST, new ones too
     proxy.refuse()        # nothing listens: a connect is refused (RST to the SYN), nothing sent
     proxy.heal()          # pass traffic again (new connections; blackholed ones stay dead)
+    proxy.cut_reply(b"s\x00\x00\x00\x04Z\x00\x00\x00\x05I")  # the next chunk from the
+                          # server holding these bytes is dropped and its connection reset: a
+                          # reply lost after the commit (PostgreSQL's PortalSuspended, then
+                          # ReadyForQuery idle: the end of a committed fetchrow)
     proxy.close()
 
 It runs its own event loop in a daemon thread, so sync and async tests use it alike.
@@ -61,6 +65,8 @@ class TcpProxy:
         self.mode = PASS
         self.delay_s = 0.0
         self.connections_total = 0
+        self._cut_markers: list[bytes] = []
+        self.replies_cut = 0
         self._links: set[_Link] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -112,6 +118,11 @@ class TcpProxy:
     def heal(self) -> None:
         """Forward normally again (connections blackholed or reset before stay dead)."""
         self._call(self._set, PASS, 0.0)
+
+    def cut_reply(self, marker: bytes) -> None:
+        """The next chunk from upstream that contains `marker` is dropped and its connection
+        reset both ways, once: the server did the work, its answer never arrives."""
+        self._call(self._cut_markers.append, marker)
 
     @property
     def open_connections(self) -> int:
@@ -208,7 +219,7 @@ class TcpProxy:
             link.upstream = up_writer
             link.tasks = [
                 asyncio.create_task(self._pipe(reader, up_writer, link)),
-                asyncio.create_task(self._pipe(up_reader, writer, link)),
+                asyncio.create_task(self._pipe(up_reader, writer, link, from_upstream=True)),
             ]
             await asyncio.gather(*link.tasks, return_exceptions=True)
         finally:
@@ -217,8 +228,21 @@ class TcpProxy:
                 if end is not None and not end.transport.is_closing():
                     end.close()
 
+    def _cut(self, chunk: bytes) -> bool:
+        for marker in self._cut_markers:
+            if marker in chunk:
+                self._cut_markers.remove(marker)
+                self.replies_cut += 1
+                return True
+        return False
+
     async def _pipe(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        link: _Link,
+        *,
+        from_upstream: bool = False,
     ) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
@@ -246,6 +270,9 @@ class TcpProxy:
                     if not chunk:
                         return
                     continue
+                if from_upstream and self._cut(chunk):
+                    link.abort()
+                    return
                 queue.put_nowait((loop.time() + self.delay_s, chunk))
                 if not chunk:
                     await sender

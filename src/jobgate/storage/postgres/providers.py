@@ -30,7 +30,7 @@ class PostgresProviderStore:
     _fetch: Callable[..., Awaitable[list[asyncpg.Record]]]
     _fetchrow: Callable[..., Awaitable[asyncpg.Record | None]]
 
-    def _background(self, row: RowLike) -> BackgroundJob:
+    def _background(self, row: RowLike, *, claimed: bool = False) -> BackgroundJob:
         return BackgroundJob(
             job=self._decode.job(row),
             provider_status=row["provider_status"],
@@ -39,6 +39,8 @@ class PostgresProviderStore:
             reconcile_failures=row["reconcile_failures"],
             reconcile_error=row["reconcile_error"],
             cancel_sent_at=row["cancel_sent_at"],
+            checked_at=row["checked_at"] if claimed else None,
+            overdue=bool(row["overdue"]) if claimed else False,
         )
 
     async def _notify_reconcile(self) -> None:
@@ -72,9 +74,23 @@ class PostgresProviderStore:
         )
         if row is None:
             raise errors.LeaseLost(lease.job_id)
+        job = self._decode.job(row)
         if row["due_now"]:
             await self._notify_reconcile()
-        return self._decode.job(row)
+        else:
+            await self._due_if_event(job.provider, provider_job_id, now)
+        return job
+
+    async def _due_if_event(
+        self, provider: str, provider_job_id: str, now: datetime | None
+    ) -> bool:
+        """The re-check of job_reconcile_if_event, after our own commit."""
+        due = await self._fetch(
+            "job_reconcile_if_event", provider=provider, provider_job_id=provider_job_id, now=now
+        )
+        if due:
+            await self._notify_reconcile()
+        return bool(due)
 
     async def job_reconcile_refresh(
         self, *, providers: Sequence[str] | None = None, now: datetime | None = None
@@ -101,7 +117,7 @@ class PostgresProviderStore:
             providers=None if providers is None else list(providers),
             now=now,
         )
-        claimed = [self._background(row) for row in rows]
+        claimed = [self._background(row, claimed=True) for row in rows]
         return sorted(claimed, key=lambda item: (item.job.created_at, item.job.id))
 
     async def job_reconcile_defer(
@@ -198,6 +214,8 @@ class PostgresProviderStore:
         assert row is not None
         if row["due"]:
             await self._notify_reconcile()
+        elif row["inserted"] and provider_job_id is not None:
+            await self._due_if_event(provider, provider_job_id, now)
         job = None
         if provider_job_id is not None:
             found = await self.job_by_provider_job(

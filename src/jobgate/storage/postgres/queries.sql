@@ -197,6 +197,8 @@ WITH RECURSIVE clock AS (
             WHERE j.state = 'queued'
               AND j.tenant_id = sl.tenant_id
               AND j.run_at <= clock.now
+              -- Past its start deadline a job may not start (the reaper expires it).
+              AND (j.expires_at IS NULL OR j.expires_at > clock.now)
               AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
             ORDER BY j.priority, j.run_at, j.id
             LIMIT least(sl.free, :limit::integer)
@@ -242,6 +244,21 @@ UPDATE jobs AS j
  WHERE j.id = held.id AND j.lease_token = held.token AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at
 
+-- fragment: retry_unless_cancelled
+-- THE rule for a verdict that would send a job back to the queue (a worker's, the reaper's or
+-- the provider's via the reconciler): once a cancel was requested, a retry becomes the
+-- cancellation instead (`interrupted`), so nothing is started again after a cancel arrived.
+-- Sets state, completed_at, cancel_outcome and transition_reason from the verdict `v` (state,
+-- reason, cancel_outcome) and the row `j` as locked by the statement, at `clock.now`.
+state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+             THEN 'cancelled' ELSE v.state END,
+completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                    THEN NULL ELSE clock.now END,
+cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                      THEN 'interrupted' ELSE coalesce(v.cancel_outcome, j.cancel_outcome) END,
+transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                         THEN 'cancel_requested' ELSE v.reason END
+
 -- name: job_finish
 -- Apply lease holders' verdicts, fenced on each lease token, and bill each success once. A
 -- retry of a job whose cancel was requested becomes the cancellation instead. Answers only
@@ -257,8 +274,7 @@ WITH clock AS (
            actor text, reason text)
 ), finished AS (
     UPDATE jobs AS j
-       SET state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                        THEN 'cancelled' ELSE v.state END,
+       SET {{retry_unless_cancelled}},
            result = CASE WHEN j.purged_at IS NULL THEN v.result END,
            error = v.error,
            usage = coalesce(v.usage, j.usage),
@@ -268,11 +284,6 @@ WITH clock AS (
            run_at = CASE WHEN v.state = 'queued'
                          THEN clock.now + make_interval(secs => v.retry_in_s)
                          ELSE j.run_at END,
-           completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
-                               THEN NULL ELSE clock.now END,
-           cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                                 THEN 'interrupted'
-                                 ELSE coalesce(v.cancel_outcome, j.cancel_outcome) END,
            creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
            phase = NULL,
            lease_owner = NULL,
@@ -280,9 +291,7 @@ WITH clock AS (
            lease_expires_at = NULL,
            updated_at = clock.now,
            event_seq = j.event_seq + 1,
-           transition_actor = v.actor,
-           transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                                    THEN 'cancel_requested' ELSE v.reason END
+           transition_actor = v.actor
       FROM verdict AS v, clock
      WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
        AND (NOT :expired_only::boolean OR j.lease_expires_at < clock.now)
@@ -319,13 +328,17 @@ UPDATE jobs AS j
    SET state = CASE j.state WHEN 'queued' THEN 'cancelled' ELSE j.state END,
        completed_at = CASE j.state WHEN 'queued' THEN clock.now ELSE j.completed_at END,
        cancel_outcome = CASE j.state WHEN 'queued' THEN 'not_started' ELSE j.cancel_outcome END,
-       cancel_requested_at = clock.now,
+       -- The time the row is written, not the transaction's start: a reconciler's claim that
+       -- committed in between stamped reconciled_at later than now(), and the cancel would wait
+       -- for the next scheduled check (job_reconcile_claim compares the two).
+       cancel_requested_at = clock.stamped,
        updated_at = clock.now,
        event_seq = j.event_seq + 1,
        transition_actor = :actor,
        transition_reason = CASE j.state WHEN 'queued' THEN 'cancelled'
                                 ELSE 'cancel_requested' END
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now,
+               coalesce(:now::timestamptz, clock_timestamp()) AS stamped) AS clock
  WHERE j.id = :id AND j.tenant_id = :tenant_id
    AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
 RETURNING j.*
@@ -380,12 +393,23 @@ UPDATE jobs AS j
        completed_at = NULL,
        deadline_at = NULL,
        started_at = NULL,
+       -- A new series starts clean: no old cancel request (it would cancel the job at its
+       -- first heartbeat), and a start deadline as long as the submit's, from now.
+       cancel_requested_at = NULL,
+       cancel_outcome = NULL,
+       cancel_sent_at = NULL,
+       start_timeout_s = coalesce(j.start_timeout_s,
+                                  extract(epoch FROM j.expires_at - j.created_at)),
+       expires_at = clock.now + make_interval(
+           secs => coalesce(j.start_timeout_s,
+                            extract(epoch FROM j.expires_at - j.created_at))::double precision),
        updated_at = clock.now,
        event_seq = j.event_seq + 1,
        transition_actor = :actor,
        transition_reason = 'redrive'
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = :id AND j.tenant_id = :tenant_id AND j.state = 'failed' AND j.dead_lettered
+   AND j.purged_at IS NULL  -- a purged job has no input left to send
 RETURNING j.*
 
 -- name: job_purge

@@ -37,6 +37,21 @@ UPDATE jobs AS j
  WHERE j.id = :id AND j.lease_token = :token AND j.state = 'running'
 RETURNING j.*, (j.reconcile_at <= clock.now) AS due_now
 
+-- name: job_reconcile_if_event
+-- Run after a background accept or a provider event committed: if the job now holds this
+-- provider job and an event about it is recorded, it is due now. Under READ COMMITTED the
+-- accept (its EXISTS) and the event (its UPDATE) can each miss the other when they overlap;
+-- whichever of these re-checks starts last sees both commits.
+UPDATE jobs AS j
+   SET reconcile_at = clock.now
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE j.provider = :provider AND j.provider_job_id = :provider_job_id
+   AND j.state = 'running' AND j.lease_token IS NULL
+   AND j.reconcile_at > clock.now
+   AND EXISTS (SELECT 1 FROM provider_events AS e
+                WHERE e.provider = j.provider AND e.provider_job_id = j.provider_job_id)
+RETURNING j.id
+
 -- name: job_reconcile_refresh
 -- Every running job with a provider id becomes due for a check now.
 UPDATE jobs AS j
@@ -71,7 +86,8 @@ UPDATE jobs AS j
        reconciled_at = clock.now
   FROM due, clock
  WHERE j.id = due.id
-RETURNING j.*
+RETURNING j.*, clock.now AS checked_at,
+          coalesce(j.deadline_at <= clock.now, false) AS overdue
 
 -- name: job_reconcile_defer
 -- Schedule the next check of a job still at its provider; count a failed check.
@@ -91,27 +107,32 @@ UPDATE jobs AS j
 RETURNING j.id
 
 -- name: job_settle
--- Apply the provider's verdict to a job running at it (the first verdict wins), and bill a
--- verdict that carries usage once.
+-- Apply the provider's verdict to a job running at it (the first verdict wins; a retry after a
+-- cancel request is the cancellation, see retry_unless_cancelled), and bill a verdict that
+-- carries usage once.
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
+), v AS (
+    SELECT :state::text AS state, :reason::text AS reason, :cancel_outcome::text AS cancel_outcome
 ), settled AS (
     UPDATE jobs AS j
-       SET state = :state,
+       SET {{retry_unless_cancelled}},
            result = CASE WHEN j.purged_at IS NULL THEN :result::jsonb END,
            error = :error::jsonb,
            usage = coalesce(:usage::jsonb, j.usage),
            attempt = j.attempt - :refund_attempt,
            dead_lettered = :dead_lettered,
-           run_at = CASE WHEN :state = 'queued'
+           run_at = CASE WHEN v.state = 'queued'
                          THEN clock.now + make_interval(secs => :retry_in_s::double precision)
                          ELSE j.run_at END,
-           completed_at = CASE WHEN :state = 'queued' THEN NULL ELSE clock.now END,
-           cancel_outcome = coalesce(:cancel_outcome, j.cancel_outcome),
-           creation_outcome = CASE WHEN :state = 'queued' THEN NULL ELSE j.creation_outcome END,
-           provider_job_id = CASE WHEN :state = 'queued' THEN NULL ELSE j.provider_job_id END,
+           -- A retry forgets the provider job (a new one is created); a cancellation keeps it.
+           creation_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                                   THEN NULL ELSE j.creation_outcome END,
+           provider_job_id = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                                  THEN NULL ELSE j.provider_job_id END,
            provider_generation = j.provider_generation
-                                 + CASE WHEN :state = 'queued' THEN 1 ELSE 0 END,
+                                 + CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                                        THEN 1 ELSE 0 END,
            provider_status = coalesce(:provider_status, j.provider_status),
            phase = NULL,
            reconcile_at = CASE WHEN :watch_in_s::double precision IS NULL THEN NULL
@@ -121,9 +142,8 @@ WITH clock AS (
            reconcile_error = NULL,
            updated_at = clock.now,
            event_seq = j.event_seq + 1,
-           transition_actor = :actor,
-           transition_reason = :reason
-      FROM clock
+           transition_actor = :actor
+      FROM clock, v
      WHERE j.id = :id AND j.provider_job_id = :provider_job_id AND j.state = 'running'
        AND j.lease_token IS NULL
     RETURNING j.*

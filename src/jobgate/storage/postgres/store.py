@@ -676,12 +676,10 @@ class PostgresStorage(
             "job_redrive", id=job_id, tenant_id=tenant_id, actor=actor, now=now
         )
         if row is None:
-            if await self.job_get(job_id=job_id, tenant_id=tenant_id) is None:
+            existing = await self.job_get(job_id=job_id, tenant_id=tenant_id)
+            if existing is None:
                 return None
-            raise errors.Conflict(
-                f"job {job_id} is not dead-lettered; only dead-lettered jobs can be retried",
-                code="job_not_dead_lettered",
-            )
+            raise shared.redrive_refused(existing)
         job = self._decode.job(row)
         self.changes.jobs_changed([job.id])
         self.changes.work_available()

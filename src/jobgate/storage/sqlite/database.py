@@ -3,9 +3,11 @@
 SQLite has one writer. Instead of every coroutine fighting for the write lock, write operations
 queue for one thread, which runs every operation waiting at that moment inside one
 `BEGIN IMMEDIATE` transaction, each in its own SAVEPOINT, and commits once (one fsync for the
-group). An operation that raises rolls back to its savepoint alone. No caller is answered
-before the COMMIT that made its write durable. Reads run on a small pool of reader threads,
-each with its own connection; WAL lets them proceed while the writer writes.
+group). An operation that raises rolls back to its savepoint alone, unless SQLite rolled
+back the whole transaction (SQLITE_FULL, IOERR): then every operation of the group is told it
+failed, which is true. No caller is answered before the COMMIT that made its write durable.
+Reads run on a small pool of reader threads, each with its own connection; WAL lets them
+proceed while the writer writes.
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ class SqliteDatabase:
             for _, future, loop in group:
                 _deliver(loop, future, None, failure)
             return
+        aborted: errors.StorageError | None = None
         for operation, _, _ in group:
             try:
                 conn.execute("SAVEPOINT op")
@@ -189,14 +192,25 @@ class SqliteDatabase:
                     failure.__cause__ = exc
                     exc = failure
                 outcomes.append((None, exc))
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            failure = translate(exc)
-            failure.__cause__ = exc
-            outcomes = [(None, failure) for _ in group]
+                if not conn.in_transaction:
+                    # SQLITE_FULL, IOERR, NOMEM…: SQLite rolled back the whole transaction,
+                    # every earlier operation of the group included. Running the rest would
+                    # commit each on its own (autocommit) while its caller is told it failed.
+                    aborted = _aborted(exc)
+                    break
+        if aborted is None:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                aborted = translate(exc)
+                aborted.__cause__ = exc
+        if aborted is not None:
+            # Nothing of the group is in the file: every caller whose operation succeeded or
+            # never ran is told so (one that failed on its own keeps its own error).
+            outcomes += [(None, aborted)] * (len(group) - len(outcomes))
+            outcomes = [(None, error or aborted) for _, error in outcomes]
         for (_, future, loop), (value, error) in zip(group, outcomes, strict=True):
             _deliver(loop, future, value, error)
 
@@ -220,6 +234,15 @@ class SqliteDatabase:
             return operation(conn)
         except sqlite3.Error as exc:
             raise translate(exc) from exc
+
+
+def _aborted(exc: BaseException) -> errors.StorageError:
+    """The error every operation of a group gets when SQLite rolled the group back."""
+    failure = errors.StorageUnavailable(
+        f"sqlite: the transaction was rolled back ({exc}); nothing of it was written"
+    )
+    failure.__cause__ = exc
+    return failure
 
 
 def _deliver(

@@ -46,7 +46,7 @@ class SqliteProviderStore:
     def _at(self, now: datetime | None) -> float:
         return (now or self._clock.now()).timestamp()
 
-    def _background(self, row: RowLike) -> BackgroundJob:
+    def _background(self, row: RowLike, *, claimed: bool = False) -> BackgroundJob:
         error = row["reconcile_error"]
         return BackgroundJob(
             job=self._decode.job(row),
@@ -56,6 +56,8 @@ class SqliteProviderStore:
             reconcile_failures=row["reconcile_failures"],
             reconcile_error=None if error is None else orjson.loads(error),
             cancel_sent_at=_time(row["cancel_sent_at"]),
+            checked_at=_time(row["checked_at"]) if claimed else None,
+            overdue=bool(row["overdue"]) if claimed else False,
         )
 
     async def job_provider_submitting(self, *, lease: Lease, now: datetime | None = None) -> None:
@@ -123,7 +125,7 @@ class SqliteProviderStore:
         rows = await self._db.write(
             lambda conn: conn.execute(Q["job_reconcile_claim"].sql, params).fetchall()
         )
-        claimed = [self._background(row) for row in rows]
+        claimed = [self._background(row, claimed=True) for row in rows]
         return sorted(claimed, key=lambda item: (item.job.created_at, item.job.id))
 
     async def job_reconcile_defer(

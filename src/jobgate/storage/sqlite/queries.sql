@@ -123,6 +123,8 @@ SELECT id, priority, run_at
  WHERE state = 'queued'
    AND tenant_id = :tenant_id
    AND run_at <= :now
+   -- Past its start deadline a job may not start (the reaper expires it).
+   AND (expires_at IS NULL OR expires_at > :now)
    AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
  ORDER BY priority, run_at, id
  LIMIT :limit
@@ -158,13 +160,27 @@ UPDATE jobs
  WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING id, cancel_requested_at
 
+-- fragment: retry_unless_cancelled
+-- THE rule for a verdict that would send a job back to the queue (a worker's, the reaper's or
+-- the provider's via the reconciler): once a cancel was requested, a retry becomes the
+-- cancellation instead (`interrupted`), so nothing is started again after a cancel arrived.
+-- Sets state, completed_at, cancel_outcome and transition_reason from the verdict `v` (state,
+-- reason, cancel_outcome) and the row `j` as the statement sees it, at `:now`.
+state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+             THEN 'cancelled' ELSE v.state END,
+completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                    THEN NULL ELSE :now END,
+cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                      THEN 'interrupted' ELSE coalesce(v.cancel_outcome, j.cancel_outcome) END,
+transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                         THEN 'cancel_requested' ELSE v.reason END
+
 -- name: job_finish
 -- Apply lease holders' verdicts (a JSON array, at most one per job), fenced on each lease token.
 -- A retry of a job whose cancel was requested becomes the cancellation instead. `result`,
 -- `error` and `usage` arrive as JSON text. Answers what the caller needs to bill and report.
 UPDATE jobs AS j
-   SET state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                    THEN 'cancelled' ELSE v.state END,
+   SET {{retry_unless_cancelled}},
        result = CASE WHEN j.purged_at IS NULL THEN v.result END,
        error = v.error,
        usage = coalesce(v.usage, j.usage),
@@ -172,11 +188,6 @@ UPDATE jobs AS j
        lost_count = j.lost_count + v.lost,
        dead_lettered = v.dead_lettered,
        run_at = CASE WHEN v.state = 'queued' THEN :now + v.retry_in_s ELSE j.run_at END,
-       completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
-                           THEN NULL ELSE :now END,
-       cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                             THEN 'interrupted' ELSE coalesce(v.cancel_outcome, j.cancel_outcome)
-                        END,
        creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
        phase = NULL,
        lease_owner = NULL,
@@ -184,9 +195,7 @@ UPDATE jobs AS j
        lease_expires_at = NULL,
        updated_at = :now,
        event_seq = j.event_seq + 1,
-       transition_actor = v.actor,
-       transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                                THEN 'cancel_requested' ELSE v.reason END
+       transition_actor = v.actor
   FROM (SELECT value ->> '$.id' AS id,
                value ->> '$.token' AS token,
                value ->> '$.state' AS state,
@@ -291,11 +300,19 @@ UPDATE jobs
        completed_at = NULL,
        deadline_at = NULL,
        started_at = NULL,
+       -- A new series starts clean: no old cancel request (it would cancel the job at its
+       -- first heartbeat), and a start deadline as long as the submit's, from now.
+       cancel_requested_at = NULL,
+       cancel_outcome = NULL,
+       cancel_sent_at = NULL,
+       start_timeout_s = coalesce(start_timeout_s, expires_at - created_at),
+       expires_at = :now + coalesce(start_timeout_s, expires_at - created_at),
        updated_at = :now,
        event_seq = event_seq + 1,
        transition_actor = :actor,
        transition_reason = 'redrive'
  WHERE id = :id AND tenant_id = :tenant_id AND state = 'failed' AND dead_lettered = 1
+   AND purged_at IS NULL  -- a purged job has no input left to send
 RETURNING *
 
 -- name: job_purge

@@ -59,7 +59,7 @@ UPDATE jobs
                  AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
                ORDER BY reconcile_at
                LIMIT :limit)
-RETURNING *
+RETURNING *, :now AS checked_at, coalesce(deadline_at <= :now, 0) AS overdue
 
 -- name: job_reconcile_defer
 -- Schedule the next check of a job still at its provider; count a failed check.
@@ -77,32 +77,36 @@ UPDATE jobs
 RETURNING id
 
 -- name: job_settle
--- Apply the provider's verdict to a job running at it (the first verdict wins).
-UPDATE jobs
-   SET state = :state,
-       result = CASE WHEN purged_at IS NULL THEN :result END,
+-- Apply the provider's verdict to a job running at it (the first verdict wins; a retry after a
+-- cancel request is the cancellation, see retry_unless_cancelled).
+UPDATE jobs AS j
+   SET {{retry_unless_cancelled}},
+       result = CASE WHEN j.purged_at IS NULL THEN :result END,
        error = :error,
-       usage = coalesce(:usage, usage),
-       attempt = attempt - :refund_attempt,
+       usage = coalesce(:usage, j.usage),
+       attempt = j.attempt - :refund_attempt,
        dead_lettered = :dead_lettered,
-       run_at = CASE WHEN :state = 'queued' THEN :now + :retry_in_s ELSE run_at END,
-       completed_at = CASE WHEN :state = 'queued' THEN NULL ELSE :now END,
-       cancel_outcome = coalesce(:cancel_outcome, cancel_outcome),
-       creation_outcome = CASE WHEN :state = 'queued' THEN NULL ELSE creation_outcome END,
-       provider_job_id = CASE WHEN :state = 'queued' THEN NULL ELSE provider_job_id END,
-       provider_generation = provider_generation + CASE WHEN :state = 'queued' THEN 1 ELSE 0 END,
-       provider_status = coalesce(:provider_status, provider_status),
+       run_at = CASE WHEN v.state = 'queued' THEN :now + :retry_in_s ELSE j.run_at END,
+       -- A retry forgets the provider job (a new one is created); a cancellation keeps it.
+       creation_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                               THEN NULL ELSE j.creation_outcome END,
+       provider_job_id = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                              THEN NULL ELSE j.provider_job_id END,
+       provider_generation = j.provider_generation
+                             + CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                                    THEN 1 ELSE 0 END,
+       provider_status = coalesce(:provider_status, j.provider_status),
        phase = NULL,
        reconcile_at = CASE WHEN :watch_in_s IS NULL THEN NULL ELSE :now + :watch_in_s END,
        reconcile_checks = 0,
        reconcile_failures = 0,
        reconcile_error = NULL,
        updated_at = :now,
-       event_seq = event_seq + 1,
-       transition_actor = :actor,
-       transition_reason = :reason
- WHERE id = :id AND provider_job_id = :provider_job_id AND state = 'running'
-   AND lease_token IS NULL
+       event_seq = j.event_seq + 1,
+       transition_actor = :actor
+  FROM (SELECT :state AS state, :reason AS reason, :cancel_outcome AS cancel_outcome) AS v
+ WHERE j.id = :id AND j.provider_job_id = :provider_job_id AND j.state = 'running'
+   AND j.lease_token IS NULL
 RETURNING *
 
 -- name: job_stop_watching

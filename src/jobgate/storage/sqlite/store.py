@@ -630,12 +630,10 @@ class SqliteStorage(
             row = conn.execute(Q["job_redrive"].sql, params).fetchone()
             if row is not None:
                 return self._decode.job(row)
-            if conn.execute(Q["job_get_for_tenant"].sql, params).fetchone() is None:
+            existing = conn.execute(Q["job_get_for_tenant"].sql, params).fetchone()
+            if existing is None:
                 return None
-            raise errors.Conflict(
-                f"job {job_id} is not dead-lettered; only dead-lettered jobs can be retried",
-                code="job_not_dead_lettered",
-            )
+            raise shared.redrive_refused(self._decode.job(existing))
 
         job = await self._db.write(redrive)
         if job is not None:

@@ -1,0 +1,31 @@
+"""Shared SQL fragments: a rule that several statements apply lives in one block per dialect."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobgate.storage import sql
+
+
+def test_a_fragment_is_included_and_is_not_a_query() -> None:
+    queries = sql.parse(
+        "-- fragment: live\n-- d\nstate <> 'done'\n\n"
+        "-- name: q\n-- d\nSELECT id FROM jobs WHERE {{live}} AND id = :id"
+    )
+    assert list(queries) == ["q"]
+    assert queries["q"].sql == "SELECT id FROM jobs WHERE state <> 'done' AND id = :id"
+    assert queries["q"].params == ("id",)
+
+
+def test_an_unknown_fragment_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no fragment 'nope'"):
+        sql.parse("-- name: q\n-- d\nSELECT {{nope}}")
+
+
+@pytest.mark.parametrize("package", ["jobgate.storage.sqlite", "jobgate.storage.postgres"])
+def test_finish_and_settle_share_the_retry_after_cancel_rule(package: str) -> None:
+    queries = sql.load(package)
+    rule = "state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL THEN"
+    for name in ("job_finish", "job_settle"):
+        assert rule in " ".join(queries[name].sql.split()), name
+        assert "{{" not in queries[name].sql
