@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg
@@ -45,7 +45,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import EARLIEST, LATEST, RowDecoder, tolerant_json
 
 Q = sql.load("jobgate.storage.postgres")
 T = TypeVar("T")
@@ -93,11 +93,42 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     left open.) Keep it that way, or drop this."""
 
 
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # timestamptz counts microseconds from here
+_MICROSECOND = timedelta(microseconds=1)
+_LATEST_US = (LATEST - _PG_EPOCH) // _MICROSECOND
+_EARLIEST_US = (EARLIEST - _PG_EPOCH) // _MICROSECOND
+
+
+def _time_decode(value: tuple[int]) -> datetime:
+    """A stored time, clamped (PostgreSQL holds years to 294276 and infinity; Python stops at
+    9999): a row's time never makes a read raise."""
+    (us,) = value
+    if us >= _LATEST_US:
+        return LATEST
+    if us <= _EARLIEST_US:
+        return EARLIEST
+    return _PG_EPOCH + timedelta(microseconds=us)
+
+
+def _time_encode(value: datetime) -> tuple[int]:
+    return ((value.astimezone(UTC) - _PG_EPOCH) // _MICROSECOND,)
+
+
+_json_loads = tolerant_json(orjson.loads)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("jsonb", "json"):
         await conn.set_type_codec(
-            name, encoder=_json_dumps, decoder=orjson.loads, schema="pg_catalog"
+            name, encoder=_json_dumps, decoder=_json_loads, schema="pg_catalog"
         )
+    await conn.set_type_codec(
+        "timestamptz",
+        encoder=_time_encode,
+        decoder=_time_decode,
+        schema="pg_catalog",
+        format="tuple",
+    )
 
 
 def _finish_payload(finish: Finish) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.clock import Clock, from_unix
+from jobgate.clock import Clock
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage import sql
@@ -21,7 +21,7 @@ from jobgate.storage.providers_records import (
     ReconcileDeferral,
     Settlement,
 )
-from jobgate.storage.rows import RowDecoder, RowLike
+from jobgate.storage.rows import RowDecoder, RowLike, unix_time
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -32,7 +32,7 @@ def _json(value: Any) -> str | None:
 
 
 def _time(value: Any) -> datetime | None:
-    return None if value is None else from_unix(value)
+    return unix_time(value)  # clamped: a stored time never stops a reconcile claim
 
 
 class SqliteProviderStore:

@@ -40,7 +40,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import RowDecoder, tolerant_json, unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.database import SqliteDatabase
@@ -49,6 +49,7 @@ from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
+_EPOCH = from_unix(0)
 FOREIGN_COMMIT_CHECK_S = 1.0
 
 
@@ -56,8 +57,11 @@ def _time_out(value: Any) -> datetime | None:
     return None if value is None else from_unix(value)
 
 
+_loads = tolerant_json(orjson.loads)
+
+
 def _json_out(value: Any) -> Any:
-    return None if value is None else orjson.loads(value)
+    return None if value is None else _loads(value)
 
 
 def _json_in(value: Any) -> str | None:
@@ -408,7 +412,8 @@ class SqliteStorage(
                 ).fetchall()
                 if rows:
                     candidates = tuple(
-                        Candidate(r["id"], r["priority"], from_unix(r["run_at"])) for r in rows
+                        Candidate(r["id"], r["priority"], unix_time(r["run_at"]) or _EPOCH)
+                        for r in rows
                     )
                     queues.append(TenantQueue(tenant, held, share.weight, free, candidates))
             chosen = fair_order(queues, limit)
