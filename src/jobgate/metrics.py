@@ -77,3 +77,16 @@ BREAKER_STATE = Gauge(
     ["provider"],
 )
 BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}
+
+# -- robustness --------------------------------------------------------------------------------
+
+ROLE_RESTARTS = Counter(
+    "jobgate_role_restarts",
+    "Roles (worker, reaper, dispatcher, reconciler) restarted inside this process after a crash",
+    ["role"],
+)
+POISON_JOBS = Counter(
+    "jobgate_poison_jobs",
+    "Jobs (or webhook deliveries) a role could not handle and failed alone, by role",
+    ["role"],
+)

@@ -26,7 +26,7 @@ import random
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
 
-from jobgate import errors
+from jobgate import errors, metrics
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain import reconcile
@@ -40,6 +40,7 @@ from jobgate.providers.background import (
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import settlements
+from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
@@ -123,6 +124,8 @@ class Reconciler:
 
     async def _reconcile(self, item: BackgroundJob, now: datetime | None) -> str:
         job = item.job
+        if job.damaged:
+            return await self._poison(item, None, now)
         try:
             provider = self._providers.get(job.provider)
         except errors.UnknownProvider:
@@ -171,20 +174,29 @@ class Reconciler:
                 extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
             )
             return "failed_checks"
-        except Exception as exc:  # a bug: keep the job, and the loop, alive
-            log.exception(
-                "reconciler failed on a job",
-                extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
-            )
-            failure = errors.ProviderRetryable(
-                f"internal error while handling the job ({type(exc).__name__})",
-                code="internal_error",
-            )
+        except Exception as exc:  # this job cannot be handled: it fails alone, the loop goes on
             with contextlib.suppress(errors.StorageError):
-                return await self._defer(
-                    item, self._failed_check(item, COMPLETION_HANDLING_FAILED, failure), now
-                )
-            return "failed_checks"
+                return await self._poison(item, exc, now)
+            return "failed_checks"  # not recorded: the claim's lease brings it back
+
+    async def _poison(
+        self, item: BackgroundJob, exc: BaseException | None, now: datetime | None
+    ) -> str:
+        job = item.job
+        detail = shared.poison_detail(job, exc)
+        shared.log_poison("reconciler", job.id, detail, exc)
+        metrics.POISON_JOBS.labels("reconciler").inc()
+        if job.state is JobState.CANCELLED:  # cancelled here and watched: stop watching
+            await self._storage.job_discard_late_result(
+                job_id=job.id,
+                provider_job_id=job.provider_job_id or "",
+                to_state=JobState.FAILED,
+                usage=None,
+                actor=ACTOR,
+                now=now,
+            )
+            return "ignored"
+        return await self._settle(item, settlements.poison(job, detail), now)
 
     async def _check(
         self,

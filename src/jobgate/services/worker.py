@@ -27,6 +27,7 @@ from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import background, outcomes
 from jobgate.services.limits import LimitsService
+from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish, Finished
@@ -199,7 +200,7 @@ class Worker:
         where the lease was lost."""
         entry = self._inflight[job.id]
         try:
-            finish = await self._attempt(entry)
+            finish = await self._attempt_or_poison(entry)
             if finish is None:
                 await self._record_dropped(entry, "lease_lost")
                 return None
@@ -214,6 +215,25 @@ class Worker:
             self._inflight.pop(job.id, None)
             self._providers.gates.finished(job.provider, job.id)
             self._wake.set()
+
+    async def _attempt_or_poison(self, entry: _InFlight) -> Finish | background.Accepted | None:
+        """The attempt, except that a job this worker cannot handle (its row damaged, or
+        handling it raises) fails alone as `poison_job` instead of taking the worker down."""
+        job = entry.job
+        try:
+            if job.damaged:
+                detail = shared.poison_detail(job)
+                shared.log_poison("worker", job.id, detail)
+                metrics.POISON_JOBS.labels("worker").inc()
+                return shared.poison_verdict(job, detail, actor=self.worker_id)
+            return await self._attempt(entry)
+        except errors.StorageError:
+            raise  # the database's trouble, not the job's
+        except Exception as exc:
+            detail = shared.poison_detail(job, exc)
+            shared.log_poison("worker", job.id, detail, exc)
+            metrics.POISON_JOBS.labels("worker").inc()
+            return shared.poison_verdict(job, detail, actor=self.worker_id)
 
     async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
         job = entry.job

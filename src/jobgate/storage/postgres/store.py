@@ -662,11 +662,15 @@ class PostgresStorage(
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
+        verdicts: list[Finish] = []
+
         async def reap(conn: Conn) -> list[Finished | None]:
             moment = now or await conn.fetchval(Q["database_now"].sql)
             rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
-            verdicts = [
-                shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
+            verdicts[:] = [
+                shared.reap_verdict_or_poison(
+                    self._decode.job(row), now=moment, retry_delay=retry_delay
+                )
                 for row in rows
             ]
             if not verdicts:
@@ -682,7 +686,7 @@ class PostgresStorage(
 
         finished = await self._with_conn(reap, transaction=True)
         self._published(finished)
-        return shared.reap_result(finished)
+        return shared.reap_result(finished, verdicts)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         rows = await self._fetch("job_expire_due", limit=limit, now=now)

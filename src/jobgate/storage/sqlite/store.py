@@ -54,7 +54,14 @@ FOREIGN_COMMIT_CHECK_S = 1.0
 
 
 def _time_out(value: Any) -> datetime | None:
-    return None if value is None else from_unix(value)
+    """A REAL time, clamped to what Python holds; a value that is no time at all raises (the
+    row decoder then names the column damaged)."""
+    if value is None:
+        return None
+    moment = unix_time(value)
+    if moment is None:
+        raise ValueError("not a time")
+    return moment
 
 
 _loads = tolerant_json(orjson.loads)
@@ -593,17 +600,21 @@ class SqliteStorage(
         moment = now or self._clock.now()
         at = _ts(moment)
 
+        verdicts: list[Finish] = []
+
         def reap(conn: sqlite3.Connection) -> list[Finished | None]:
             rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
-            verdicts = [
-                shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
+            verdicts[:] = [
+                shared.reap_verdict_or_poison(
+                    self._decode.job(row), now=moment, retry_delay=retry_delay
+                )
                 for row in rows.fetchall()
             ]
             return self._finish(conn, verdicts, at, expired_only=True)
 
         finished = await self._db.write(reap)
         self._published(finished)
-        return shared.reap_result(finished)
+        return shared.reap_result(finished, verdicts)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         params = {"limit": limit, "now": self._now(now)}

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-
 from jobgate.storage import rows, sql
 from jobgate.storage.webhook_records import (
     Delivery,
