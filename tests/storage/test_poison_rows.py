@@ -24,12 +24,12 @@ _NON_FINITE = {
 }
 
 
-@pytest.mark.parametrize("timeout", ["3e11", "1e300", "-5", "inf", "-inf", "nan"])
+@pytest.mark.parametrize("stored", ["3e11", "1e300", "-5", "inf", "-inf", "nan"])
 async def test_a_claim_clamps_any_stored_execution_timeout(
-    storage: Storage, clock: FakeClock, timeout: str
+    storage: Storage, clock: FakeClock, stored: str
 ) -> None:
-    finite = timeout not in ("inf", "-inf", "nan")
-    value = timeout if finite else _NON_FINITE[storage.dialect].get(timeout)
+    finite = stored not in ("inf", "-inf", "nan")
+    value = stored if finite else _NON_FINITE[storage.dialect].get(stored)
     if value is None:
         pytest.skip("SQLite cannot store NaN")
     tenant = await make_tenant(storage)
