@@ -56,7 +56,9 @@ async def insert(storage: Storage, tenant: Any, clock: FakeClock, **fields: Any)
 # -- worker ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["deadline_year_11533", "request_not_an_object", "request_not_json"])
+@pytest.mark.parametrize(
+    "kind", ["deadline_year_11533", "request_not_an_object", "request_not_json"]
+)
 async def test_worker_fails_a_poison_job_alone_and_runs_the_next(
     runtime: Runtime, clock: FakeClock, caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from jobgate import errors, metrics
+from jobgate import errors, failpoints, metrics
 from jobgate.clock import Clock
 from jobgate.storage import shared
 
@@ -67,6 +67,7 @@ class RoleSupervisor:
             role = self._current = self._build()
             started = self._clock.monotonic()
             try:
+                failpoints.hit("role_run", self.name)  # tests: `role_run[reaper]=error@1`
                 await role.run()
                 return  # a role returns only when asked to stop
             except FATAL:
