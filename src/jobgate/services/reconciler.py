@@ -52,6 +52,9 @@ CLAIM_LEASE_S = 120.0  # a reconciler that dies mid-check is replaced after this
 STATUS_CHECK_FAILED = "status_check_failed"
 COMPLETION_HANDLING_FAILED = "completion_handling_failed"
 LOST_AFTER_NOT_FOUND = 3  # consecutive 404s on a status check: the provider lost the job
+# Consecutive failed checks of which the last raised unexpectedly: the job fails alone
+# (`poison_job`). A damaged row fails at once.
+POISON_AFTER_FAILURES = 5
 PROVIDER_EVENT_RETENTION = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
 
@@ -174,9 +177,21 @@ class Reconciler:
                 extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
             )
             return "failed_checks"
-        except Exception as exc:  # this job cannot be handled: it fails alone, the loop goes on
+        except Exception as exc:  # a bug: keep the loop alive; after a few, the job fails alone
             with contextlib.suppress(errors.StorageError):
-                return await self._poison(item, exc, now)
+                if item.reconcile_failures + 1 >= POISON_AFTER_FAILURES:
+                    return await self._poison(item, exc, now)
+                log.exception(
+                    "reconciler failed on a job",
+                    extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
+                )
+                failure = errors.ProviderRetryable(
+                    f"internal error while handling the job ({type(exc).__name__})",
+                    code="internal_error",
+                )
+                return await self._defer(
+                    item, self._failed_check(item, COMPLETION_HANDLING_FAILED, failure), now
+                )
             return "failed_checks"  # not recorded: the claim's lease brings it back
 
     async def _poison(
