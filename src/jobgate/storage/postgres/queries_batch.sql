@@ -20,10 +20,3 @@ SELECT v.id, v.tenant_id, 'queued', v.api, v.provider, v.endpoint, v.model, v.re
            execution_timeout_s double precision),
        (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
-
--- name: queued_count_many
--- One tenant's queued jobs and everyone's, in one read.
-SELECT count(*) FILTER (WHERE tenant_id = :tenant_id)::integer AS tenant_queued,
-       count(*)::integer AS total_queued
-  FROM jobs
- WHERE state = 'queued'

@@ -430,17 +430,13 @@ class PostgresStorage(
             "execution_timeout_s": job.execution_timeout_s,
             "now": now,
         }
-        if queue_limit is not None:
-            # Near a bound: a replay still answers, then the bound is counted exactly. (Two
-            # submits racing at the bound may both pass: the bound can be exceeded by the
-            # number of concurrent submits, never by more.)
-            if idempotency is not None:
-                replay = await self._replay(job.tenant_id, idempotency, now)
-                if replay is not None:
-                    return replay
-            await self._check_queue(job.tenant_id, queue_limit)
+        if queue_limit is not None and idempotency is not None:
+            # Near a bound: a replay still answers (a repeat is never refused as full).
+            replay = await self._replay(job.tenant_id, idempotency, now)
+            if replay is not None:
+                return replay
         if idempotency is None:
-            row = await self._fetchrow("job_insert", **params)
+            row = await self._insert_row("job_insert", params, job.tenant_id, queue_limit)
             assert row is not None
             self.changes.work_available()
             return SubmitOutcome(self._decode.job(row), False, 202)
@@ -453,7 +449,9 @@ class PostgresStorage(
         )
         for _ in range(3):  # a binding may expire between our two statements: look again
             try:
-                row = await self._fetchrow("job_insert_idempotent", **params)
+                row = await self._insert_row(
+                    "job_insert_idempotent", params, job.tenant_id, queue_limit
+                )
             except errors.StorageUnavailable as exc:
                 if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                     raise errors.IdempotencyInProgress() from exc
@@ -486,14 +484,24 @@ class PostgresStorage(
             raise errors.StorageError(f"idempotency key bound to missing job {seen['job_id']}")
         return SubmitOutcome(existing, True, seen["status_code"])
 
-    async def _check_queue(self, tenant_id: str, limit: QueueLimit) -> None:
-        if limit.tenant_max is not None:
-            if await self.queued_count(tenant_id=tenant_id) >= limit.tenant_max:
-                raise errors.QueueFull("max_queued", 0)
-        if limit.total_max is not None:
-            row = await self._fetchrow("queued_total")
-            if row is not None and row["queued"] >= limit.total_max:
-                raise errors.QueueFull("max_queued_total", 0)
+    async def _insert_row(
+        self,
+        query_name: str,
+        params: dict[str, Any],
+        tenant_id: str,
+        queue_limit: QueueLimit | None,
+    ) -> asyncpg.Record | None:
+        """One insert statement; with a queue limit, in a transaction that first takes the
+        admission locks and counts (see PostgresLimits._admit_locked)."""
+        if queue_limit is None:
+            return await self._fetchrow(query_name, **params)
+        query = Q[query_name]
+
+        async def admit_and_insert(conn: Conn) -> asyncpg.Record | None:
+            await self._admit_locked(conn, queue_limit, {tenant_id: 1})
+            return await conn.fetchrow(query.positional_sql, *query.args(params))
+
+        return await self._with_conn(admit_and_insert, transaction=True)
 
     async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
         if tenant_id is None:
