@@ -113,7 +113,9 @@ def _assert_poisoned(job: dict[str, Any]) -> None:
     assert job["error"]["code"] == "poison_job", job
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_serve_stays_up_on_poison_rows_and_across_a_restart(
     harness: ProcessHarness,
     receiver: WebhookReceiver,

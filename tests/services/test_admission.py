@@ -86,9 +86,7 @@ async def test_the_global_bound_holds_under_a_burst(
             update={"tenant_defaults": TenantLimits(max_queued=0), "max_queued_total": 12}
         )
         monkeypatch.setattr(runtime.limits, "_settings", settings)
-    answers = await asyncio.gather(
-        *(burst(two_processes, tenant.id, 50) for tenant in tenants)
-    )
+    answers = await asyncio.gather(*(burst(two_processes, tenant.id, 50) for tenant in tenants))
     flat = [a for group in answers for a in group]
     assert sum(not isinstance(a, BaseException) for a in flat) == 12
     assert all(

@@ -48,9 +48,7 @@ class PostgresBatch:
     async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
         raise NotImplementedError
 
-    async def _admit_locked(
-        self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]
-    ) -> None:
+    async def _admit_locked(self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]) -> None:
         raise NotImplementedError
 
     async def job_insert_many(
@@ -75,4 +73,3 @@ class PostgresBatch:
         by_id = {row["id"]: self._decode.job(row) for row in rows}
         self.changes.work_available()
         return [by_id[job.id] for job in jobs]
-

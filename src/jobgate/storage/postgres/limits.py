@@ -61,9 +61,7 @@ class PostgresLimits:
     async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
         raise NotImplementedError
 
-    async def _admit_locked(
-        self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]
-    ) -> None:
+    async def _admit_locked(self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]) -> None:
         """Inside the submit's transaction: take the admission locks (tenants in order, then
         the global one), count exactly, and raise errors.QueueFull if the `adding` jobs (per
         tenant) would pass a bound. The locks hold until commit, so the insert that follows
