@@ -17,7 +17,7 @@ from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.reconciler import POISON_AFTER_FAILURES
 from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
-from jobgate.testing import FakeClock
+from jobgate.testing import FakeClock, ScriptedProvider, Succeed
 from tests.services.test_background_mode import DUE_S, make_rig
 from tests.services.test_dispatcher import dev_settings
 from tests.storage.helpers import make_tenant, new_job
@@ -227,3 +227,22 @@ async def test_dispatcher_fails_a_poison_delivery_alone_and_sends_the_rest(
     assert (rows[broken.id].last_error or "").startswith("poison_delivery")
     assert poisoned_count("dispatcher") == before + 1
     assert (await dispatcher.deliver_once(now=clock.advance(86_400))).claimed == 0
+
+
+async def test_a_verdict_the_database_refuses_fails_alone_not_its_batch(
+    runtime: Runtime, clock: FakeClock, scripted: ScriptedProvider
+) -> None:
+    """PostgreSQL's jsonb cannot hold a NUL character: a provider answer with one used to sink
+    every verdict written in the same statement. SQLite stores it."""
+    storage = runtime.storage
+    tenant = await make_tenant(storage)
+    scripted.script.extend([Succeed({"text": "a\u0000b"}), Succeed({"ok": True})])
+    poison = await insert(storage, tenant, clock, provider="scripted", priority=0)
+    healthy = await insert(storage, tenant, clock, provider="scripted", priority=9)
+    done = {job.id: job for job in await runtime.worker().run_once() if job is not None}
+    assert done[healthy.id].state is JobState.SUCCEEDED
+    if storage.dialect == "postgres":
+        assert_failed_alone(done[poison.id])
+        assert "could not be stored" in (done[poison.id].error or {})["message"]
+    else:
+        assert done[poison.id].result == {"text": "a\u0000b"}

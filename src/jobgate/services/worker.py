@@ -84,14 +84,40 @@ class _FinishBatcher:
                 failpoints.hit("before_finish_commit")
                 results = await self._storage.job_finish_many(finishes=[f for f, _ in batch])
                 failpoints.hit("after_finish_commit")
-            except Exception as exc:  # each caller decides whether to retry
+            except errors.StorageUnavailable as exc:  # each caller decides whether to retry
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(exc)
                 continue
+            except Exception:
+                # The database refused the batch: write each verdict alone, so that one it
+                # cannot store (a NUL in a result, on PostgreSQL) fails alone.
+                for finish, future in batch:
+                    await self._finish_alone(finish, future)
+                continue
             for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(result)
+
+    async def _finish_alone(self, finish: Finish, future: asyncio.Future[Finished | None]) -> None:
+        """One verdict on its own; one the database refuses is replaced by `poison_job`."""
+        try:
+            try:
+                [result] = await self._storage.job_finish_many(finishes=[finish])
+            except errors.StorageUnavailable:
+                raise
+            except Exception as exc:
+                detail = f"its verdict could not be stored ({type(exc).__name__})"
+                shared.log_poison("worker", finish.lease.job_id, detail, exc)
+                metrics.POISON_JOBS.labels("worker").inc()
+                poison = shared.poison_finish(finish, detail)
+                [result] = await self._storage.job_finish_many(finishes=[poison])
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(result)
 
 
 class Worker:

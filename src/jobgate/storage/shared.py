@@ -52,11 +52,17 @@ def log_poison(role: str, job_id: str, detail: str, exc: BaseException | None = 
 
 def poison_verdict(job: Job, detail: str, *, actor: str) -> Finish:
     """A lease holder's verdict on a job it cannot handle: failed for good, dead-lettered."""
+    lease = Lease(job.id, job.lease_token or "")
+    return poison_finish(Finish(lease=lease, state=JobState.FAILED, reason="", actor=actor), detail)
+
+
+def poison_finish(finish: Finish, detail: str) -> Finish:
+    """In place of a verdict the database refused: `poison_job` under the same lease."""
     return Finish(
-        lease=Lease(job.id, job.lease_token or ""),
+        lease=finish.lease,
         state=JobState.FAILED,
         reason=POISON_JOB,
-        actor=actor,
+        actor=finish.actor,
         dead_lettered=True,
         error=error_body(POISON_JOB, f"the job cannot be handled: {detail}"),
     )
