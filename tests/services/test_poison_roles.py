@@ -5,6 +5,7 @@ traceback and no content — and the role goes on with the healthy job behind it
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -246,3 +247,33 @@ async def test_a_verdict_the_database_refuses_fails_alone_not_its_batch(
         assert "could not be stored" in (done[poison.id].error or {})["message"]
     else:
         assert done[poison.id].result == {"text": "a\u0000b"}
+
+
+async def test_reconciler_fails_a_result_the_database_refuses(
+    storage: Storage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider result PostgreSQL cannot store (a NUL character) used to be retried at every
+    claim forever; now it is retried a few times, then the job fails alone."""
+    tenant = await make_tenant(storage)
+    rig = make_rig(storage, clock, tenant)
+    poison = await rig.start(sim={"latency_s": 1})
+    healthy = await rig.start(sim={"latency_s": 1})
+    real_retrieve = rig.provider.retrieve
+
+    async def retrieve(ref: Any) -> Any:
+        snapshot = await real_retrieve(ref)
+        if ref.job_id != poison.id or snapshot.result is None:
+            return snapshot
+        body = {**snapshot.result.body, "note": "a\u0000b"}
+        return dataclasses.replace(snapshot, result=dataclasses.replace(snapshot.result, body=body))
+
+    monkeypatch.setattr(rig.provider, "retrieve", retrieve)
+    await rig.sweep_at(DUE_S)
+    assert (await rig.get(healthy.id)).state is JobState.SUCCEEDED
+    if storage.dialect == "sqlite":  # stores it
+        assert (await rig.get(poison.id)).state is JobState.SUCCEEDED
+        return
+    for _ in range(POISON_AFTER_FAILURES - 1):
+        assert (await rig.get(poison.id)).state is JobState.RUNNING
+        await rig.sweep_at(600)
+    assert_failed_alone(await rig.get(poison.id))

@@ -169,7 +169,7 @@ class Reconciler:
                 )
                 return "ignored"
             return await self._settle(item, settle.settlement, now)
-        except errors.StorageError as exc:
+        except errors.StorageUnavailable as exc:
             # Completion handling failed on our side: the claim's lease brings the job back.
             log.warning(
                 "reconciler could not record a verdict: %s",
@@ -177,7 +177,8 @@ class Reconciler:
                 extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
             )
             return "failed_checks"
-        except Exception as exc:  # a bug: keep the loop alive; after a few, the job fails alone
+        except Exception as exc:  # a bug, or a verdict the database refuses (a NUL in a result
+            # on PostgreSQL): keep the loop alive; after a few, the job fails alone
             with contextlib.suppress(errors.StorageError):
                 if item.reconcile_failures + 1 >= POISON_AFTER_FAILURES:
                     return await self._poison(item, exc, now)
