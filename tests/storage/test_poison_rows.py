@@ -107,3 +107,16 @@ async def test_json_beyond_what_orjson_reads_still_reads(
     read = await storage.job_get(job_id=job.id)
     assert read is not None and not read.damaged
     assert read.metadata["big"] == 123456789012345678901234567890
+
+
+async def test_operator_views_read_poison_rows(storage: Storage, clock: FakeClock) -> None:
+    """The dashboard and /metrics read across tenants: a queued job whose run_at no datetime
+    can hold used to break both."""
+    tenant = await make_tenant(storage)
+    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    long_ago = "'-infinity'::timestamptz" if storage.dialect == "postgres" else "-3e11"
+    await poke(storage, "jobs", job.id, run_at=long_ago)
+    [overview] = await storage.admin_overview(now=clock.now())
+    assert overview.oldest_due_at == rows.EARLIEST
+    listed = await storage.admin_job_list(limit=10)
+    assert [j.id for j in listed] == [job.id] and listed[0].damaged == ("run_at",)
