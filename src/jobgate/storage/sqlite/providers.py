@@ -35,6 +35,16 @@ def _time(value: Any) -> datetime | None:
     return unix_time(value)  # clamped: a stored time never stops a reconcile claim
 
 
+def _error_out(value: Any) -> Any:
+    """The last failed check, as recorded; unreadable JSON reads as none (it only informs)."""
+    if value is None:
+        return None
+    try:
+        return orjson.loads(value)
+    except ValueError:
+        return None
+
+
 class SqliteProviderStore:
     """Mixed into SqliteStorage, whose connection, decoder, clock and change hub it uses."""
 
@@ -54,7 +64,7 @@ class SqliteProviderStore:
             reconciled_at=_time(row["reconciled_at"]),
             reconcile_checks=row["reconcile_checks"],
             reconcile_failures=row["reconcile_failures"],
-            reconcile_error=None if error is None else orjson.loads(error),
+            reconcile_error=_error_out(error),
             cancel_sent_at=_time(row["cancel_sent_at"]),
         )
 
