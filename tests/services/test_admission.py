@@ -18,6 +18,7 @@ from jobgate.services.jobs import SubmitSpec
 from jobgate.services.runtime import Runtime
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
+from jobgate.storage.records import QueueCounts
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing.databases import PostgresTemplate
 
@@ -108,3 +109,28 @@ async def test_a_batch_counts_under_the_same_lock(two_processes: list[Runtime]) 
     assert not any(
         isinstance(a, BaseException) and not isinstance(a, errors.QueueFull) for a in answers
     )
+
+
+@pytest.mark.parametrize(
+    ("queued", "counted"),
+    [(0, False), (89_999, False), (90_000, True), (99_999, True)],
+)
+async def test_far_from_the_bound_a_submit_skips_the_count(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, queued: int, counted: bool
+) -> None:
+    """The hot path stays one statement until the last count leaves fewer than 10,000
+    places below a bound (the default max_queued is 100,000)."""
+    tenant = (await runtime.tenants.create("acme")).tenant
+
+    async def counts() -> QueueCounts:
+        return QueueCounts({tenant.id: queued}, {})
+
+    monkeypatch.setattr(runtime.storage, "queue_counts", counts)
+    job = runtime.jobs.prepare(tenant_id=tenant.id, spec=SPEC)
+    _, bounds = await runtime.limits.admit(job)
+    assert (bounds is not None and bounds.tenant_max == 100_000) is counted
+    for _ in range(3):  # this process's own admissions count until the next sample
+        runtime.limits.admitted(tenant.id, 1)
+    if queued == 89_999:
+        _, bounds = await runtime.limits.admit(job)
+        assert bounds is not None and bounds.tenant_max == 100_000

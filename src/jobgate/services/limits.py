@@ -29,15 +29,14 @@ from jobgate.storage.records import (
 log = logging.getLogger(__name__)
 
 # Admission counts exactly (in the insert's transaction, under a lock on PostgreSQL) once the
-# last count leaves less room than this below a bound: the larger of a fixed margin and a share
-# of the bound. Far from a bound a submit skips the count, which is safe as long as the whole
-# deployment cannot admit that room within one count's age (about a second).
-_EXACT_MARGIN = 1000
-_EXACT_SHARE = 0.1
+# last count leaves less room than this below a bound (so a bound up to this size is always
+# counted). Far from a bound a submit skips the count, which is safe as long as the whole
+# deployment cannot admit this many jobs within one count's age (about a second).
+_EXACT_ROOM = 10_000
 
 
 def _near(count: int, bound: int) -> bool:
-    return bound - count <= max(_EXACT_MARGIN, bound * _EXACT_SHARE)
+    return bound - count <= _EXACT_ROOM
 
 
 def apply_overrides(base: TenantLimits, overrides: LimitOverrides | None) -> TenantLimits:
