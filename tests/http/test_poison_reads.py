@@ -33,6 +33,10 @@ def _variants(storage: Storage) -> dict[str, dict[str, str]]:
         "usage": json_text(storage, '"lots"'),
         "completed_at": far_future(storage),
     }
+    beyond = '{"big": 123456789012345678901234567890, "far": 1e999}'
+    if storage.dialect == "sqlite":  # jsonb refuses a lone surrogate
+        beyond = '{"big": 123456789012345678901234567890, "lone\\ud800": "x\\udc00"}'
+    found["json_beyond_orjson"] = {"metadata": json_text(storage, beyond)}
     found["error_not_an_object"] = {
         "state": "'failed'",
         "event_seq": "event_seq + 1",

@@ -64,15 +64,32 @@ def unix_time(seconds: Any) -> datetime | None:
 
 def tolerant_json(fast: JsonDecoder) -> JsonDecoder:
     """`fast` (orjson), falling back to the standard library for what orjson refuses but JSON
-    allows (integers past 64 bits, 1e999); raises only for text that is not JSON at all."""
+    allows (integers past 64 bits, 1e999, lone surrogates); raises only for text that is not
+    JSON at all. What the fallback reads is made fit to be served again as JSON: an integer
+    past 64 bits becomes a float, a lone surrogate U+FFFD."""
 
     def decode(value: Any) -> Any:
         try:
             return fast(value)
         except ValueError:
-            return json.loads(value)
+            return _fit(json.loads(value, parse_int=_int_or_float))
 
     return decode
+
+
+def _int_or_float(text: str) -> int | float:
+    number = int(text)
+    return number if -(2**63) <= number < 2**64 else float(text)
+
+
+def _fit(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_fit(item) for item in value]
+    if isinstance(value, dict):
+        return {_fit(key): _fit(item) for key, item in value.items()}
+    return value
 
 
 class _Reading:
