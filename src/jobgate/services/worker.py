@@ -84,16 +84,21 @@ class _FinishBatcher:
                 failpoints.hit("before_finish_commit")
                 results = await self._storage.job_finish_many(finishes=[f for f, _ in batch])
                 failpoints.hit("after_finish_commit")
-            except errors.StorageUnavailable as exc:  # each caller decides whether to retry
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            except Exception:
+            except errors.StorageError as exc:
+                if isinstance(exc, errors.StorageUnavailable):
+                    for _, future in batch:  # each caller decides whether to retry
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
                 # The database refused the batch: write each verdict alone, so that one it
                 # cannot store (a NUL in a result, on PostgreSQL) fails alone.
                 for finish, future in batch:
                     await self._finish_alone(finish, future)
+                continue
+            except Exception as exc:  # each caller decides whether to retry
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
                 continue
             for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
@@ -106,7 +111,7 @@ class _FinishBatcher:
                 [result] = await self._storage.job_finish_many(finishes=[finish])
             except errors.StorageUnavailable:
                 raise
-            except Exception as exc:
+            except errors.StorageError as exc:
                 detail = f"its verdict could not be stored ({type(exc).__name__})"
                 shared.log_poison("worker", finish.lease.job_id, detail, exc)
                 metrics.POISON_JOBS.labels("worker").inc()
