@@ -164,3 +164,24 @@ async def test_a_fatal_role_error_ends_the_process(
             await asyncio.wait_for(runtime.run_roles(("reaper", "dispatcher"), asyncio.Event()), 30)
     finally:
         await runtime.close()
+
+
+async def test_a_role_that_returns_on_its_own_is_restarted_too() -> None:
+    FlakyRole.running = asyncio.Event()
+    runs = 0
+
+    class Quitter(FlakyRole):
+        async def run(self) -> None:
+            nonlocal runs
+            runs += 1
+            if runs == 1:
+                return  # e.g. a loop that ended by mistake
+            FlakyRole.running.set()
+            await self.stop.wait()
+
+    supervisor = RoleSupervisor("quitter", lambda: Quitter(0), clock=FakeClock())
+    running = asyncio.create_task(supervisor.run())
+    await asyncio.wait_for(FlakyRole.running.wait(), 5)
+    assert supervisor.restarts == 1
+    supervisor.request_stop()
+    await asyncio.wait_for(running, 5)

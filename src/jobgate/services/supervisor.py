@@ -69,7 +69,9 @@ class RoleSupervisor:
             try:
                 failpoints.hit("role_run", self.name)  # tests: `role_run[reaper]=error@1`
                 await role.run()
-                return  # a role returns only when asked to stop
+                if self._stopping.is_set():
+                    return
+                raise RuntimeError(f"role {self.name} returned without being asked to stop")
             except FATAL:
                 raise
             except Exception as exc:
