@@ -103,12 +103,16 @@ async def test_a_batch_counts_under_the_same_lock(two_processes: list[Runtime]) 
         two_processes[n % 2].jobs.submit_many(tenant_id=tenant.id, specs=[SPEC] * 2)
         for n in range(20)
     ]
-    singles = burst(two_processes, tenant.id, 40)
-    answers = await asyncio.gather(*batches, singles, return_exceptions=True)
-    assert await two_processes[0].storage.queued_count(tenant_id=tenant.id) <= 5
-    assert not any(
-        isinstance(a, BaseException) and not isinstance(a, errors.QueueFull) for a in answers
+    *batched, singles = await asyncio.gather(
+        *batches, burst(two_processes, tenant.id, 40), return_exceptions=True
     )
+    assert isinstance(singles, list)
+    answers = [*batched, *singles]
+    stored = sum(len(a) if isinstance(a, list) else 0 for a in batched)
+    stored += sum(not isinstance(a, BaseException) for a in singles)
+    assert stored == await two_processes[0].storage.queued_count(tenant_id=tenant.id)
+    assert 4 <= stored <= 5  # two-job batches may leave the fifth place free
+    assert all(isinstance(a, errors.QueueFull) for a in answers if isinstance(a, BaseException))
 
 
 @pytest.mark.parametrize(
