@@ -133,3 +133,16 @@ TENANT_DAILY_COST_BUDGET_USD = Gauge(
     "Each tenant's daily cost budget in USD (only tenants that have one)",
     ["tenant"],
 )
+
+# -- robustness --------------------------------------------------------------------------------
+
+ROLE_RESTARTS = Counter(
+    "jobgate_role_restarts",
+    "Roles (worker, reaper, dispatcher, reconciler) restarted inside this process after a crash",
+    ["role"],
+)
+POISON_JOBS = Counter(
+    "jobgate_poison_jobs",
+    "Jobs (or webhook deliveries) a role could not handle and failed alone, by role",
+    ["role"],
+)

@@ -71,6 +71,9 @@ class Job:
     event_seq: int
     # How many provider jobs of this job ended and were followed by a new attempt.
     provider_generation: int = 0
+    # Columns whose stored value could not be read as what they should hold (a row written by
+    # hand or before the edge checked it): the worker fails such a job as `poison_job`.
+    damaged: tuple[str, ...] = ()
 
     @property
     def terminal(self) -> bool:

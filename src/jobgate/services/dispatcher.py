@@ -24,6 +24,7 @@ from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
+from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.webhook_records import (
@@ -157,9 +158,10 @@ class Dispatcher:
                 extra={"delivery_id": delivery.entry.id},
             )
             return None
-        except Exception:
-            log.exception("webhook delivery crashed", extra={"delivery_id": delivery.entry.id})
-            return None
+        except Exception as exc:
+            # This delivery cannot be built or judged (a stored value it cannot handle): it
+            # fails alone, for good, instead of coming back every lease forever.
+            verdict, applied = await self._poison(delivery, exc, now)
         finally:
             key = delivery.limit_key
             self._inflight[key] -= 1
@@ -178,6 +180,37 @@ class Dispatcher:
                 extra=_facts(delivery, outcome, reason=verdict.give_up_reason),
             )
         return outcome.state
+
+    async def _poison(
+        self, delivery: Delivery, exc: Exception, now: datetime | None
+    ) -> tuple[_Verdict, bool]:
+        entry = delivery.entry
+        detail = f"building or sending the delivery raised {type(exc).__name__}"
+        log.error(
+            "poison webhook delivery failed alone",
+            extra={
+                "role": "dispatcher",
+                "delivery_id": entry.id,
+                "job_id": entry.job_id,
+                "error_code": "poison_delivery",
+                "detail": detail,
+                "traceback": shared.traceback_text(exc),
+            },
+        )
+        metrics.POISON_JOBS.labels("dispatcher").inc()
+        verdict = _give_up(f"poison_delivery: {detail}", "poison", attempted=False)
+        try:
+            applied = await self._storage.delivery_record(
+                delivery=delivery, outcome=verdict.outcome, now=now
+            )
+        except errors.StorageError as failure:
+            log.warning(
+                "webhook result not recorded: %s",
+                type(failure).__name__,
+                extra={"delivery_id": entry.id},
+            )
+            applied = False
+        return verdict, applied
 
     async def _attempt(self, delivery: Delivery, now: datetime | None) -> _Verdict:
         if delivery.endpoint_state == ENDPOINT_MISSING:

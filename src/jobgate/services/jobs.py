@@ -103,7 +103,7 @@ class JobService:
             )
         with tracing.span("jobgate.submit", tenant_id=tenant_id, api=spec.api) as submit_span:
             new_job, queue_limit = await self.limits.admit(
-                self.prepare(tenant_id=tenant_id, spec=spec)
+                self.prepare(tenant_id=tenant_id, spec=spec), may_replay=claim is not None
             )
             if new_job.webhook is not None:  # resolve and vet the host (delivery does again)
                 await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
@@ -116,6 +116,7 @@ class JobService:
             submit_span.set_attribute("jobgate.job_id", outcome.job.id)
             submit_span.set_attribute("jobgate.replayed", outcome.replayed)
         if not outcome.replayed:
+            self.limits.admitted(tenant_id)
             log.info(
                 "job transition",
                 extra={
@@ -150,6 +151,7 @@ class JobService:
             stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=bounds)
         except errors.QueueFull as exc:
             raise self.limits.queue_full(exc, tenant_id) from None
+        self.limits.admitted(tenant_id, len(stored))
         log.info(
             "jobs submitted",
             extra={"tenant_id": tenant_id, "count": len(stored), "to_state": "queued"},

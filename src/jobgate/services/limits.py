@@ -28,7 +28,15 @@ from jobgate.storage.records import (
 
 log = logging.getLogger(__name__)
 
-_NEAR_FULL = 0.9  # past this share of a bound, admission counts exactly
+# Admission counts exactly (in the insert's transaction, under a lock on PostgreSQL) once the
+# last count leaves less room than this below a bound (so a bound up to this size is always
+# counted). Far from a bound a submit skips the count, which is safe as long as the whole
+# deployment cannot admit this many jobs within one count's age (about a second).
+_EXACT_ROOM = 10_000
+
+
+def _near(count: int, bound: int) -> bool:
+    return bound - count <= _EXACT_ROOM
 
 
 def apply_overrides(base: TenantLimits, overrides: LimitOverrides | None) -> TenantLimits:
@@ -49,7 +57,8 @@ class LimitsService:
         self._limits_at = -1e18
         self._by_tenant: dict[str, TenantLimits] = {}
         self._queue_at = -1e18
-        self._queued: dict[str, int] = {}
+        self._queued: dict[str, int] = {}  # at the last count
+        self._admitted: dict[str, int] = {}  # by this process since the last count
         self._claims: deque[tuple[float, dict[str, int]]] = deque()
         self._budget_at = -1e18
         self._blocked: frozenset[str] = frozenset()
@@ -81,10 +90,13 @@ class LimitsService:
 
     # -- admission (submit) ----------------------------------------------------------------
 
-    async def admit(self, job: NewJob) -> tuple[NewJob, QueueLimit | None]:
+    async def admit(
+        self, job: NewJob, *, may_replay: bool = False
+    ) -> tuple[NewJob, QueueLimit | None]:
         """The job as it may be stored (output tokens capped), and the queue bounds the
         insert must check exactly (None while the queues are far from full). Raises
-        errors.LimitExceeded naming the limit."""
+        errors.LimitExceeded naming the limit. `may_replay`: the submit carries an
+        Idempotency-Key, so a full queue must still let the storage answer a replay."""
         limits = await self.for_tenant(job.tenant_id)
         rules.check_allowed(
             model=job.model,
@@ -101,18 +113,30 @@ class LimitsService:
         if body is not job.request:
             job = dataclasses.replace(job, request=body)
         await self._refresh_queue()
-        queued = self._queued.get(job.tenant_id, 0)
-        total = sum(self._queued.values())
+        tenant_id = job.tenant_id
         tenant_max = limits.max_queued or None
         total_max = self._settings.max_queued_total
-        near_tenant = tenant_max is not None and queued >= tenant_max * _NEAR_FULL
-        near_total = total >= total_max * _NEAR_FULL
+        # A bound the last count (at most a second old) found full refuses at once: a tenant
+        # hammering a full queue costs no count. Otherwise, near a bound, the insert counts.
+        if not may_replay:
+            if tenant_max is not None and self._queued.get(tenant_id, 0) >= tenant_max:
+                raise self.queue_full(errors.QueueFull("max_queued", 0), tenant_id)
+            if sum(self._queued.values()) >= total_max:
+                raise self.queue_full(errors.QueueFull("max_queued_total", 0), tenant_id)
+        queued = self._queued.get(tenant_id, 0) + self._admitted.get(tenant_id, 0)
+        total = sum(self._queued.values()) + sum(self._admitted.values())
+        near_tenant = tenant_max is not None and _near(queued, tenant_max)
+        near_total = _near(total, total_max)
         if not (near_tenant or near_total):
             return job, None
         return job, QueueLimit(
             tenant_max=tenant_max if near_tenant else None,
             total_max=total_max if near_total else None,
         )
+
+    def admitted(self, tenant_id: str, count: int = 1) -> None:
+        """Jobs this process just stored: counted until the next count includes them."""
+        self._admitted[tenant_id] = self._admitted.get(tenant_id, 0) + count
 
     def queue_full(self, exc: errors.QueueFull, tenant_id: str) -> errors.QueueFull:
         """The refusal with a Retry-After from the tenant's (or everyone's) drain rate."""
@@ -131,6 +155,7 @@ class LimitsService:
             return
         counts = await self._storage.queue_counts()
         self._queued = dict(counts.queued_by_tenant)
+        self._admitted = {}
         self._claims.append((now, dict(counts.claimed_by_tenant)))
         while len(self._claims) > 2 and now - self._claims[1][0] >= 30:
             self._claims.popleft()

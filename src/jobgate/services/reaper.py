@@ -69,6 +69,7 @@ class Reaper:
             total.reaped.requeued += reaped.requeued
             total.reaped.failed += reaped.failed
             total.reaped.cancelled += reaped.cancelled
+            total.reaped.poisoned += reaped.poisoned
             if reaped.total < self._batch_size:
                 break
         while True:
@@ -101,6 +102,8 @@ class Reaper:
             "expired": len(total.expired),
         }
         metrics.REAPER_RECLAIMED.observe(total.reaped.total)
+        if total.reaped.poisoned:  # each logged with its traceback where it was judged
+            metrics.POISON_JOBS.labels("reaper").inc(len(total.reaped.poisoned))
         for state, ids in (
             ("queued", total.reaped.requeued),
             ("failed", total.reaped.failed),

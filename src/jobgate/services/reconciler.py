@@ -26,7 +26,7 @@ import random
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
 
-from jobgate import errors
+from jobgate import errors, metrics
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain import reconcile
@@ -40,6 +40,7 @@ from jobgate.providers.background import (
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import settlements
+from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
@@ -51,6 +52,9 @@ CLAIM_LEASE_S = 120.0  # a reconciler that dies mid-check is replaced after this
 STATUS_CHECK_FAILED = "status_check_failed"
 COMPLETION_HANDLING_FAILED = "completion_handling_failed"
 LOST_AFTER_NOT_FOUND = 3  # consecutive 404s on a status check: the provider lost the job
+# Consecutive failed checks of which the last raised unexpectedly: the job fails alone
+# (`poison_job`). A damaged row fails at once.
+POISON_AFTER_FAILURES = 5
 PROVIDER_EVENT_RETENTION = timedelta(days=7)
 PRUNE_EVERY_S = 3600.0
 
@@ -123,6 +127,8 @@ class Reconciler:
 
     async def _reconcile(self, item: BackgroundJob, now: datetime | None) -> str:
         job = item.job
+        if job.damaged:
+            return await self._poison(item, None, now)
         try:
             provider = self._providers.get(job.provider)
         except errors.UnknownProvider:
@@ -163,7 +169,7 @@ class Reconciler:
                 )
                 return "ignored"
             return await self._settle(item, settle.settlement, now)
-        except errors.StorageError as exc:
+        except errors.StorageUnavailable as exc:
             # Completion handling failed on our side: the claim's lease brings the job back.
             log.warning(
                 "reconciler could not record a verdict: %s",
@@ -171,20 +177,42 @@ class Reconciler:
                 extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
             )
             return "failed_checks"
-        except Exception as exc:  # a bug: keep the job, and the loop, alive
-            log.exception(
-                "reconciler failed on a job",
-                extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
-            )
-            failure = errors.ProviderRetryable(
-                f"internal error while handling the job ({type(exc).__name__})",
-                code="internal_error",
-            )
+        except Exception as exc:  # a bug, or a verdict the database refuses (a NUL in a result
+            # on PostgreSQL): keep the loop alive; after a few, the job fails alone
             with contextlib.suppress(errors.StorageError):
+                if item.reconcile_failures + 1 >= POISON_AFTER_FAILURES:
+                    return await self._poison(item, exc, now)
+                log.exception(
+                    "reconciler failed on a job",
+                    extra={"job_id": job.id, "provider_job_id": job.provider_job_id},
+                )
+                failure = errors.ProviderRetryable(
+                    f"internal error while handling the job ({type(exc).__name__})",
+                    code="internal_error",
+                )
                 return await self._defer(
                     item, self._failed_check(item, COMPLETION_HANDLING_FAILED, failure), now
                 )
-            return "failed_checks"
+            return "failed_checks"  # not recorded: the claim's lease brings it back
+
+    async def _poison(
+        self, item: BackgroundJob, exc: BaseException | None, now: datetime | None
+    ) -> str:
+        job = item.job
+        detail = shared.poison_detail(job, exc)
+        shared.log_poison("reconciler", job.id, detail, exc)
+        metrics.POISON_JOBS.labels("reconciler").inc()
+        if job.state is JobState.CANCELLED:  # cancelled here and watched: stop watching
+            await self._storage.job_discard_late_result(
+                job_id=job.id,
+                provider_job_id=job.provider_job_id or "",
+                to_state=JobState.FAILED,
+                usage=None,
+                actor=ACTOR,
+                now=now,
+            )
+            return "ignored"
+        return await self._settle(item, settlements.poison(job, detail), now)
 
     async def _check(
         self,

@@ -7,8 +7,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 import uvicorn
 
@@ -27,6 +26,7 @@ from jobgate.services.limits import LimitsService
 from jobgate.services.operators import OperatorService
 from jobgate.services.reaper import Reaper
 from jobgate.services.reconciler import Reconciler
+from jobgate.services.supervisor import Role, RoleSupervisor
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
 from jobgate.services.worker import Worker
@@ -41,6 +41,12 @@ ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler")
 def available_roles() -> tuple[str, ...]:
     """Every role, in start order (`jobgate serve` runs them all)."""
     return ROLES
+
+
+async def _close_role(role: Role) -> None:
+    """Release what a role holds once it has stopped (the dispatcher's HTTP client)."""
+    if isinstance(role, Dispatcher):
+        await role.aclose()
 
 
 class _Server(uvicorn.Server):
@@ -79,6 +85,7 @@ class Runtime:
         )
         self.tenants = TenantService(storage=self.storage, ids=self.ids)
         self.operators = OperatorService(storage=self.storage, ids=self.ids)
+        self.supervisors: dict[str, RoleSupervisor] = {}  # by role, while run_roles runs
         self.webhooks = WebhookService(
             storage=self.storage,
             settings=settings,
@@ -148,25 +155,22 @@ class Runtime:
         await self.storage.listen()
         tasks: list[asyncio.Task[None]] = []
         stoppers: list[Callable[[], None]] = []
-        closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         server: _Server | None = None
-        if "worker" in roles:
-            worker = self.worker()
-            tasks.append(asyncio.create_task(worker.run(), name="worker"))
-            stoppers.append(worker.request_stop)
-        if "reaper" in roles:
-            reaper = self.reaper()
-            tasks.append(asyncio.create_task(reaper.run(), name="reaper"))
-            stoppers.append(reaper.request_stop)
-        if "dispatcher" in roles:
-            dispatcher = self.dispatcher()
-            tasks.append(asyncio.create_task(dispatcher.run(), name="dispatcher"))
-            stoppers.append(dispatcher.request_stop)
-            closers.append(dispatcher.aclose)
+        # Background roles are supervised: one that crashes is rebuilt and restarted with
+        # backoff (counted in jobgate_role_restarts_total); only a fatal error ends the process.
+        builders: dict[str, Callable[[], Role]] = {
+            "worker": self.worker,
+            "reaper": self.reaper,
+            "dispatcher": self.dispatcher,
+            "reconciler": self.reconciler,
+        }
+        for name, build in builders.items():
+            if name in roles:
+                supervisor = RoleSupervisor(name, build, clock=self.clock, close=_close_role)
+                self.supervisors[name] = supervisor
+                tasks.append(asyncio.create_task(supervisor.run(), name=name))
+                stoppers.append(supervisor.request_stop)
         if "reconciler" in roles:
-            reconciler = self.reconciler()
-            tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
-            stoppers.append(reconciler.request_stop)
             beat = presence.Heartbeat(self.storage, self.settings)  # "a reconciler is alive"
             tasks.append(asyncio.create_task(beat.run(), name="reconciler-heartbeat"))
             stoppers.append(beat.request_stop)
@@ -207,8 +211,6 @@ class Runtime:
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 log.error("role %s ended with %s", task.get_name(), type(result).__name__)
-        for close in closers:
-            await close()
         if crashed:
             # Exit non-zero, so that a supervisor restarts the process instead of believing
             # it was stopped on purpose.

@@ -14,7 +14,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers.background import Snapshot, Status
 from jobgate.providers.base import ProviderResult
 from jobgate.storage.providers_records import Settlement
-from jobgate.storage.shared import error_body
+from jobgate.storage.shared import POISON_JOB, error_body
 
 ACTOR = "reconciler"
 _ERROR_TYPES: dict[type[errors.ProviderError], str] = {
@@ -123,6 +123,20 @@ def lost(job: Job, exc: errors.ProviderError) -> Settlement:
             f"the provider no longer knows job {job.provider_job_id} ({exc.message})",
             kind="provider_error",
         ),
+    )
+
+
+def poison(job: Job, detail: str) -> Settlement:
+    """A background job the reconciler cannot handle: failed for good, dead-lettered (the
+    provider's job, if it still runs, is no longer watched)."""
+    return Settlement(
+        job_id=job.id,
+        provider_job_id=job.provider_job_id or "",
+        state=JobState.FAILED,
+        reason=POISON_JOB,
+        actor=ACTOR,
+        dead_lettered=True,
+        error=error_body(POISON_JOB, f"the job cannot be handled: {detail}"),
     )
 
 

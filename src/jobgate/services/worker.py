@@ -27,6 +27,7 @@ from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import background, outcomes, readback, tenant_labels
 from jobgate.services.limits import LimitsService
+from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish, Finished
@@ -93,6 +94,17 @@ class _FinishBatcher:
                 failpoints.hit("before_finish_commit")
                 results = await self._storage.job_finish_many(finishes=[f for f, _ in batch])
                 failpoints.hit("after_finish_commit")
+            except errors.StorageError as exc:
+                if isinstance(exc, errors.StorageUnavailable):
+                    for _, future in batch:  # each caller decides whether to retry
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                # The database refused the batch: write each verdict alone, so that one it
+                # cannot store (a NUL in a result, on PostgreSQL) fails alone.
+                for finish, future in batch:
+                    await self._finish_alone(finish, future)
+                continue
             except Exception as exc:  # each caller decides whether to retry
                 for _, future in batch:
                     if not future.done():
@@ -101,6 +113,26 @@ class _FinishBatcher:
             for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(result)
+
+    async def _finish_alone(self, finish: Finish, future: asyncio.Future[Finished | None]) -> None:
+        """One verdict on its own; one the database refuses is replaced by `poison_job`."""
+        try:
+            try:
+                [result] = await self._storage.job_finish_many(finishes=[finish])
+            except errors.StorageUnavailable:
+                raise
+            except errors.StorageError as exc:
+                detail = f"its verdict could not be stored ({type(exc).__name__})"
+                shared.log_poison("worker", finish.lease.job_id, detail, exc)
+                metrics.POISON_JOBS.labels("worker").inc()
+                poison = shared.poison_finish(finish, detail)
+                [result] = await self._storage.job_finish_many(finishes=[poison])
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(result)
 
 
 class Worker:
@@ -216,7 +248,7 @@ class Worker:
         where the lease was lost."""
         entry = self._inflight[job.id]
         try:
-            finish = await self._attempt(entry)
+            finish = await self._attempt_or_poison(entry)
             if finish is None:
                 await self._record_dropped(entry, "lease_lost")
                 return None
@@ -234,6 +266,25 @@ class Worker:
                 del self._inflight[job.id]
                 self._providers.gates.finished(job.provider, job.id)
             self._wake.set()
+
+    async def _attempt_or_poison(self, entry: _InFlight) -> Finish | background.Accepted | None:
+        """The attempt, except that a job this worker cannot handle (its row damaged, or
+        handling it raises) fails alone as `poison_job` instead of taking the worker down."""
+        job = entry.job
+        try:
+            if job.damaged:
+                detail = shared.poison_detail(job)
+                shared.log_poison("worker", job.id, detail)
+                metrics.POISON_JOBS.labels("worker").inc()
+                return shared.poison_verdict(job, detail, actor=self.worker_id)
+            return await self._attempt(entry)
+        except errors.StorageError:
+            raise  # the database's trouble, not the job's
+        except Exception as exc:
+            detail = shared.poison_detail(job, exc)
+            shared.log_poison("worker", job.id, detail, exc)
+            metrics.POISON_JOBS.labels("worker").inc()
+            return shared.poison_verdict(job, detail, actor=self.worker_id)
 
     async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
         job = entry.job

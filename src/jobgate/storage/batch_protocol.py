@@ -21,8 +21,9 @@ class BatchStore(Protocol):
         """Insert queued jobs and their first events in one transaction: all of them or none.
         Answers the jobs in the order given.
 
-        With `queue_limit`, count the tenant's (and everyone's) queued jobs first and raise
-        errors.QueueFull (retry_after_s 0) when the batch would pass a bound, storing nothing.
+        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
+        errors.QueueFull (retry_after_s 0) when the batch would pass a bound, storing nothing;
+        decided together with the insert, like job_insert's.
         Takes no idempotency keys: a batch whose outcome is unknown is retried whole, and a
         duplicate id is refused (errors.StorageError) with nothing stored."""
         ...

@@ -127,9 +127,11 @@ class JobStore(Protocol):
     ) -> SubmitOutcome:
         """Insert a queued job, its first event and its idempotency key in one transaction.
 
-        With `queue_limit`, count the tenant's (and everyone's) queued jobs first and raise
+        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
         errors.QueueFull (retry_after_s 0: the caller knows the drain rate) at the bound,
-        storing nothing; a replay of a bound key is answered even when the queue is full.
+        storing nothing; the count and the insert are decided together, so that concurrent
+        inserts (from any process) never pass the bound. A replay of a bound key is answered
+        even when the queue is full.
 
         A live key with the same body hash answers the existing job (replayed=True) and inserts
         nothing; with another hash raises errors.IdempotencyKeyReused; while another transaction

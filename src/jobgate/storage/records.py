@@ -87,6 +87,7 @@ class ReapResult:
     requeued: list[str] = dataclasses.field(default_factory=list)
     failed: list[str] = dataclasses.field(default_factory=list)
     cancelled: list[str] = dataclasses.field(default_factory=list)
+    poisoned: list[str] = dataclasses.field(default_factory=list)  # among failed: poison_job
 
     @property
     def total(self) -> int:

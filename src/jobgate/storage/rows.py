@@ -1,9 +1,17 @@
-"""Turning database rows into records; each dialect supplies how it stores times and JSON."""
+"""Turning database rows into records; each dialect supplies how it stores times and JSON.
+
+Decoding a job never raises because of a stored value: a row written by hand or before the edge
+checked its values (a time past year 9999, JSON that does not parse, a request that is not an
+object) is read with that column clamped or emptied and named in `Job.damaged`, so that reads,
+lists and cancels still answer and the worker can fail that job alone (`poison_job`).
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from jobgate.domain.job import Job, JobEvent
@@ -20,6 +28,113 @@ class RowLike(Protocol):
 TimeDecoder = Callable[[Any], datetime | None]
 JsonDecoder = Callable[[Any], Any]
 
+# What a stored time past what Python can hold reads as: far enough from datetime's own limits
+# (years 1 and 9999) that adding or subtracting a stored interval to it cannot overflow.
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+# The longest interval storage adds to a time (a start or execution timeout): ten years. The
+# SQL of both dialects repeats this number where it clamps.
+MAX_INTERVAL_S = 10 * 365 * 86400
+
+
+def clamp_time(value: datetime) -> datetime:
+    """A time inside [EARLIEST, LATEST] (a naive one is taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return min(max(value, EARLIEST), LATEST)
+
+
+def unix_time(seconds: Any) -> datetime | None:
+    """Unix seconds (SQLite's REAL times) as a UTC datetime, clamped; never raises. None for
+    NULL and for what is not a number at all."""
+    if seconds is None:
+        return None
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(value):
+        return None
+    if value >= LATEST.timestamp():
+        return LATEST
+    if value <= EARLIEST.timestamp():
+        return EARLIEST
+    return datetime.fromtimestamp(value, UTC)
+
+
+def tolerant_json(fast: JsonDecoder) -> JsonDecoder:
+    """`fast` (orjson), falling back to the standard library for what orjson refuses but JSON
+    allows (integers past 64 bits, 1e999, lone surrogates); raises only for text that is not
+    JSON at all. What the fallback reads is made fit to be served again as JSON: an integer
+    past 64 bits becomes a float, a lone surrogate U+FFFD."""
+
+    def decode(value: Any) -> Any:
+        try:
+            return fast(value)
+        except ValueError:
+            return _fit(json.loads(value, parse_int=_int_or_float))
+
+    return decode
+
+
+def _int_or_float(text: str) -> int | float:
+    number = int(text)
+    return number if -(2**63) <= number < 2**64 else float(text)
+
+
+def _fit(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_fit(item) for item in value]
+    if isinstance(value, dict):
+        return {_fit(key): _fit(item) for key, item in value.items()}
+    return value
+
+
+class _Reading:
+    """One row being decoded: each column read through a guard that records the damage."""
+
+    def __init__(self, row: RowLike, decoder: RowDecoder) -> None:
+        self.row = row
+        self.decoder = decoder
+        self.damaged: list[str] = []
+
+    def time(self, column: str) -> datetime | None:
+        try:
+            moment = self.decoder._time(self.row[column])
+        except (ValueError, OverflowError, OSError, TypeError):
+            self.damaged.append(column)
+            return None
+        if moment is None:
+            return None
+        clamped = clamp_time(moment)
+        if clamped in (LATEST, EARLIEST):
+            self.damaged.append(column)
+        return clamped
+
+    def required_time(self, column: str) -> datetime:
+        moment = self.time(column)
+        if moment is None:
+            if column not in self.damaged:
+                self.damaged.append(column)
+            return EARLIEST
+        return moment
+
+    def json(self, column: str, *, kind: type = dict) -> Any:
+        raw = self.row[column]
+        if raw is None:
+            return None
+        try:
+            value = self.decoder._json(raw)
+        except (ValueError, TypeError):
+            self.damaged.append(column)
+            return None
+        if value is not None and not isinstance(value, kind):
+            self.damaged.append(column)
+            return None
+        return value
+
 
 class RowDecoder:
     def __init__(self, *, time: TimeDecoder, json: JsonDecoder) -> None:
@@ -33,8 +148,15 @@ class RowDecoder:
         return moment
 
     def job(self, row: RowLike) -> Job:
-        t = self._time
-        j = self._json
+        r = _Reading(row, self)
+        t = r.time
+        j = r.json
+        execution_timeout_s = row["execution_timeout_s"]
+        if execution_timeout_s is not None and not (
+            isinstance(execution_timeout_s, int | float) and math.isfinite(execution_timeout_s)
+        ):
+            r.damaged.append("execution_timeout_s")
+            execution_timeout_s = None
         return Job(
             id=row["id"],
             tenant_id=row["tenant_id"],
@@ -43,38 +165,39 @@ class RowDecoder:
             provider=row["provider"],
             endpoint=row["endpoint"],
             model=row["model"],
-            request=j(row["request"]),
-            metadata=j(row["metadata"]) or {},
-            webhook=j(row["webhook"]),
-            result=j(row["result"]),
-            error=j(row["error"]),
-            usage=j(row["usage"]),
+            request=j("request"),
+            metadata=j("metadata") or {},
+            webhook=j("webhook"),
+            result=j("result"),
+            error=j("error"),
+            usage=j("usage"),
             priority=row["priority"],
             attempt=row["attempt"],
             max_attempts=row["max_attempts"],
             run_count=row["run_count"],
             lost_count=row["lost_count"],
-            run_at=self._required_time(row["run_at"]),
-            created_at=self._required_time(row["created_at"]),
-            updated_at=self._required_time(row["updated_at"]),
-            started_at=t(row["started_at"]),
-            completed_at=t(row["completed_at"]),
-            cancel_requested_at=t(row["cancel_requested_at"]),
-            expires_at=t(row["expires_at"]),
-            execution_timeout_s=row["execution_timeout_s"],
-            deadline_at=t(row["deadline_at"]),
+            run_at=r.required_time("run_at"),
+            created_at=r.required_time("created_at"),
+            updated_at=r.required_time("updated_at"),
+            started_at=t("started_at"),
+            completed_at=t("completed_at"),
+            cancel_requested_at=t("cancel_requested_at"),
+            expires_at=t("expires_at"),
+            execution_timeout_s=execution_timeout_s,
+            deadline_at=t("deadline_at"),
             lease_owner=row["lease_owner"],
             lease_token=row["lease_token"],
-            lease_expires_at=t(row["lease_expires_at"]),
+            lease_expires_at=t("lease_expires_at"),
             phase=row["phase"],
             provider_job_id=row["provider_job_id"],
             creation_outcome=row["creation_outcome"],
             cancel_outcome=row["cancel_outcome"],
-            reconcile_at=t(row["reconcile_at"]),
+            reconcile_at=t("reconcile_at"),
             dead_lettered=bool(row["dead_lettered"]),
-            purged_at=t(row["purged_at"]),
+            purged_at=t("purged_at"),
             event_seq=row["event_seq"],
             provider_generation=row["provider_generation"],
+            damaged=tuple(r.damaged),
         )
 
     def event(self, row: RowLike) -> JobEvent:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import traceback
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -12,8 +14,74 @@ from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.records import Finish, Finished, LimitOverrides, ReapResult, RetryDelay
 
+log = logging.getLogger(__name__)
+
 WORKER_LOST = "worker_lost"
 WORKER_LOST_REPEATEDLY = "worker_lost_repeatedly"
+POISON_JOB = "poison_job"
+
+
+def poison_detail(job: Job, exc: BaseException | None = None) -> str:
+    """Why a job cannot be handled, naming columns and exception types only: never a value
+    (a stored value may be prompt content)."""
+    if job.damaged:
+        return f"stored values could not be read: {', '.join(job.damaged)}"
+    kind = "unknown" if exc is None else type(exc).__name__
+    return f"handling the job raised {kind}"
+
+
+def traceback_text(exc: BaseException) -> str:
+    """The traceback's frames and the exception's type, without its message (which may quote
+    a stored value)."""
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    return f"Traceback (most recent call last):\n{frames}{type(exc).__qualname__}"
+
+
+def log_poison(role: str, job_id: str, detail: str, exc: BaseException | None = None) -> None:
+    """The log line of a job failed alone as `poison_job`."""
+    log.error(
+        "poison job failed alone",
+        extra={
+            "role": role,
+            "job_id": job_id,
+            "error_code": POISON_JOB,
+            "detail": detail,
+            "traceback": None if exc is None else traceback_text(exc),
+        },
+    )
+
+
+def poison_verdict(job: Job, detail: str, *, actor: str) -> Finish:
+    """A lease holder's verdict on a job it cannot handle: failed for good, dead-lettered."""
+    lease = Lease(job.id, job.lease_token or "")
+    return poison_finish(Finish(lease=lease, state=JobState.FAILED, reason="", actor=actor), detail)
+
+
+def poison_finish(finish: Finish, detail: str) -> Finish:
+    """In place of a verdict the database refused: `poison_job` under the same lease."""
+    return Finish(
+        lease=finish.lease,
+        state=JobState.FAILED,
+        reason=POISON_JOB,
+        actor=finish.actor,
+        dead_lettered=True,
+        error=error_body(POISON_JOB, f"the job cannot be handled: {detail}"),
+    )
+
+
+def reap_verdict_or_poison(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
+    """reap_verdict, except that a job the reaper cannot judge (damaged, or judging it raises)
+    fails alone as `poison_job` instead of stopping the pass."""
+    if job.damaged:
+        detail = poison_detail(job)
+        log_poison("reaper", job.id, detail)
+        return poison_verdict(job, detail, actor="reaper")
+    try:
+        return reap_verdict(job, now=now, retry_delay=retry_delay)
+    except Exception as exc:
+        detail = poison_detail(job, exc)
+        log_poison("reaper", job.id, detail, exc)
+        return poison_verdict(job, detail, actor="reaper")
 
 
 def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
@@ -83,11 +151,14 @@ def error_body(code: str, message: str, *, kind: str = "job_error") -> dict[str,
     return {"code": code, "message": message, "type": kind}
 
 
-def reap_result(finished: Sequence[Finished | None]) -> ReapResult:
+def reap_result(finished: Sequence[Finished | None], verdicts: Sequence[Finish] = ()) -> ReapResult:
     result = ReapResult()
+    poisoned = {v.lease.job_id for v in verdicts if v.reason == POISON_JOB}
     for done in finished:
         if done is None:
             continue
+        if done.job_id in poisoned:
+            result.poisoned.append(done.job_id)
         if done.state is JobState.QUEUED:
             result.requeued.append(done.job_id)
         elif done.state is JobState.CANCELLED:

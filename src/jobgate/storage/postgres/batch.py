@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import collections
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobgate import errors
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import QueueLimit
@@ -48,6 +48,9 @@ class PostgresBatch:
     async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
         raise NotImplementedError
 
+    async def _admit_locked(self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]) -> None:
+        raise NotImplementedError
+
     async def job_insert_many(
         self,
         *,
@@ -57,13 +60,11 @@ class PostgresBatch:
     ) -> list[Job]:
         if not jobs:
             return []
-        tenants = {job.tenant_id for job in jobs}
+        adding = collections.Counter(job.tenant_id for job in jobs)
 
         async def insert(conn: Any) -> list[Any]:
             if queue_limit is not None:
-                for tenant_id in tenants:
-                    (row,) = await self._run(conn, "queued_count_many", tenant_id=tenant_id)
-                    _check(queue_limit, row["tenant_queued"], row["total_queued"], jobs, tenant_id)
+                await self._admit_locked(conn, queue_limit, adding)
             return await self._run(
                 conn, "job_insert_many", jobs=[insert_payload(j) for j in jobs], now=now
             )
@@ -72,13 +73,3 @@ class PostgresBatch:
         by_id = {row["id"]: self._decode.job(row) for row in rows}
         self.changes.work_available()
         return [by_id[job.id] for job in jobs]
-
-
-def _check(
-    limit: QueueLimit, tenant_queued: int, total_queued: int, jobs: Sequence[NewJob], tenant: str
-) -> None:
-    adding = sum(1 for job in jobs if job.tenant_id == tenant)
-    if limit.tenant_max is not None and tenant_queued + adding > limit.tenant_max:
-        raise errors.QueueFull("max_queued", 0)
-    if limit.total_max is not None and total_queued + len(jobs) > limit.total_max:
-        raise errors.QueueFull("max_queued_total", 0)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
 
+from jobgate import errors
 from jobgate.domain import costs
 from jobgate.storage import shared
-from jobgate.storage.records import LimitOverrides, QueueCounts
+from jobgate.storage.records import LimitOverrides, QueueCounts, QueueLimit
 
 T = TypeVar("T")
 
@@ -55,6 +56,30 @@ class PostgresLimits:
             r["tenant_id"]: r["claimed_total"] for r in await self._fetch("claimed_by_tenant")
         }
         return QueueCounts(queued, claimed)
+
+    @staticmethod
+    async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
+        raise NotImplementedError
+
+    async def _admit_locked(self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]) -> None:
+        """Inside the submit's transaction: take the admission locks (tenants in order, then
+        the global one), count exactly, and raise errors.QueueFull if the `adding` jobs (per
+        tenant) would pass a bound. The locks hold until commit, so the insert that follows
+        counts for the next submit: a bound holds exactly across processes."""
+        if limit.tenant_max is not None:
+            for tenant_id in sorted(adding):
+                await self._run(conn, "queue_lock_tenant", tenant_id=tenant_id)
+        if limit.total_max is not None:
+            await self._run(conn, "queue_lock_total")
+        if limit.tenant_max is not None:
+            for tenant_id, count in adding.items():
+                (row,) = await self._run(conn, "queued_count", tenant_id=tenant_id)
+                if row["queued"] + count > limit.tenant_max:
+                    raise errors.QueueFull("max_queued", 0)
+        if limit.total_max is not None:
+            (row,) = await self._run(conn, "queued_total")
+            if row["queued"] + sum(adding.values()) > limit.total_max:
+                raise errors.QueueFull("max_queued_total", 0)
 
     async def queued_count(self, *, tenant_id: str) -> int:
         row = await self._fetchrow("queued_count", tenant_id=tenant_id)

@@ -76,7 +76,11 @@ INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request,
                   execution_timeout_s, event_seq, transition_actor, transition_reason)
 SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
        :webhook, :priority, :max_attempts, clock.now, clock.now, clock.now,
-       clock.now + make_interval(secs => :start_timeout_s::double precision),
+       -- Intervals are clamped to ten years (storage.rows.MAX_INTERVAL_S): a stored time never
+       -- overflows, whatever value reaches this statement.
+       clock.now + make_interval(secs => CASE WHEN :start_timeout_s::double precision IS NOT NULL
+                                         THEN least(greatest(:start_timeout_s, 0), 315360000)
+                                         END),
        :execution_timeout_s, 1, 'api', 'submitted'
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
@@ -104,7 +108,11 @@ INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request,
                   execution_timeout_s, event_seq, transition_actor, transition_reason)
 SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
        :webhook, :priority, :max_attempts, clock.now, clock.now, clock.now,
-       clock.now + make_interval(secs => :start_timeout_s::double precision),
+       -- Intervals are clamped to ten years (storage.rows.MAX_INTERVAL_S): a stored time never
+       -- overflows, whatever value reaches this statement.
+       clock.now + make_interval(secs => CASE WHEN :start_timeout_s::double precision IS NOT NULL
+                                         THEN least(greatest(:start_timeout_s, 0), 315360000)
+                                         END),
        :execution_timeout_s, 1, 'api', 'submitted'
   FROM clock, bound
 RETURNING *
@@ -216,8 +224,13 @@ WITH RECURSIVE clock AS (
            lease_token = md5(random()::text || clock_timestamp()::text || j.id),
            lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
            started_at = coalesce(j.started_at, clock.now),
+           -- Clamped to [0, ten years] (NaN: ten years; storage.rows.MAX_INTERVAL_S), so that a
+           -- row's timeout can never store a time past what any reader can hold.
            deadline_at = coalesce(j.deadline_at,
-                                  clock.now + make_interval(secs => j.execution_timeout_s)),
+                                  clock.now + make_interval(secs => CASE
+                                      WHEN j.execution_timeout_s IS NOT NULL
+                                      THEN least(greatest(j.execution_timeout_s, 0), 315360000)
+                                  END)),
            phase = 'awaiting_provider',
            updated_at = clock.now,
            event_seq = j.event_seq + 1,

@@ -8,7 +8,10 @@ INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request,
                   execution_timeout_s, event_seq, transition_actor, transition_reason)
 SELECT v.id, v.tenant_id, 'queued', v.api, v.provider, v.endpoint, v.model, v.request,
        coalesce(v.metadata, '{}'::jsonb), v.webhook, v.priority, v.max_attempts,
-       clock.now, clock.now, clock.now, clock.now + make_interval(secs => v.start_timeout_s),
+       clock.now, clock.now, clock.now,
+       clock.now + make_interval(secs => CASE WHEN v.start_timeout_s IS NOT NULL  -- ten years at most
+                                         THEN least(greatest(v.start_timeout_s, 0), 315360000)
+                                         END),
        v.execution_timeout_s, 1, 'api', 'submitted'
   FROM jsonb_to_recordset(:jobs::jsonb) AS v(
            id text, tenant_id text, api text, provider text, endpoint text, model text,
@@ -17,10 +20,3 @@ SELECT v.id, v.tenant_id, 'queued', v.api, v.provider, v.endpoint, v.model, v.re
            execution_timeout_s double precision),
        (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
-
--- name: queued_count_many
--- One tenant's queued jobs and everyone's, in one read.
-SELECT count(*) FILTER (WHERE tenant_id = :tenant_id)::integer AS tenant_queued,
-       count(*)::integer AS total_queued
-  FROM jobs
- WHERE state = 'queued'

@@ -29,6 +29,15 @@ SELECT tenant_id, count(*)::integer AS queued FROM jobs WHERE state = 'queued' G
 -- Claims per tenant so far.
 SELECT tenant_id, claimed_total FROM tenant_stats
 
+-- name: queue_lock_tenant
+-- Serialise one tenant's admissions near its queue bound until commit, so that the count read
+-- after this lock and the insert that follows decide together (no overshoot).
+SELECT pg_advisory_xact_lock(hashtextextended('jobgate.queue:' || :tenant_id::text, 0))
+
+-- name: queue_lock_total
+-- Serialise every admission near the global queue bound until commit (taken after any tenant's).
+SELECT pg_advisory_xact_lock(7146013)
+
 -- name: queued_count
 -- One tenant's queued jobs.
 SELECT count(*)::integer AS queued FROM jobs WHERE state = 'queued' AND tenant_id = :tenant_id

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import asyncpg
@@ -50,7 +50,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import EARLIEST, LATEST, RowDecoder, tolerant_json
 
 Q = sql.load("jobgate.storage.postgres")
 T = TypeVar("T")
@@ -98,11 +98,42 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     left open.) Keep it that way, or drop this."""
 
 
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # timestamptz counts microseconds from here
+_MICROSECOND = timedelta(microseconds=1)
+_LATEST_US = (LATEST - _PG_EPOCH) // _MICROSECOND
+_EARLIEST_US = (EARLIEST - _PG_EPOCH) // _MICROSECOND
+
+
+def _time_decode(value: tuple[int]) -> datetime:
+    """A stored time, clamped (PostgreSQL holds years to 294276 and infinity; Python stops at
+    9999): a row's time never makes a read raise."""
+    (us,) = value
+    if us >= _LATEST_US:
+        return LATEST
+    if us <= _EARLIEST_US:
+        return EARLIEST
+    return _PG_EPOCH + timedelta(microseconds=us)
+
+
+def _time_encode(value: datetime) -> tuple[int]:
+    return ((value.astimezone(UTC) - _PG_EPOCH) // _MICROSECOND,)
+
+
+_json_loads = tolerant_json(orjson.loads)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("jsonb", "json"):
         await conn.set_type_codec(
-            name, encoder=_json_dumps, decoder=orjson.loads, schema="pg_catalog"
+            name, encoder=_json_dumps, decoder=_json_loads, schema="pg_catalog"
         )
+    await conn.set_type_codec(
+        "timestamptz",
+        encoder=_time_encode,
+        decoder=_time_decode,
+        schema="pg_catalog",
+        format="tuple",
+    )
 
 
 def _finish_payload(finish: Finish) -> dict[str, Any]:
@@ -409,17 +440,13 @@ class PostgresStorage(
             "execution_timeout_s": job.execution_timeout_s,
             "now": now,
         }
-        if queue_limit is not None:
-            # Near a bound: a replay still answers, then the bound is counted exactly. (Two
-            # submits racing at the bound may both pass: the bound can be exceeded by the
-            # number of concurrent submits, never by more.)
-            if idempotency is not None:
-                replay = await self._replay(job.tenant_id, idempotency, now)
-                if replay is not None:
-                    return replay
-            await self._check_queue(job.tenant_id, queue_limit)
+        if queue_limit is not None and idempotency is not None:
+            # Near a bound: a replay still answers (a repeat is never refused as full).
+            replay = await self._replay(job.tenant_id, idempotency, now)
+            if replay is not None:
+                return replay
         if idempotency is None:
-            row = await self._fetchrow("job_insert", **params)
+            row = await self._insert_row("job_insert", params, job.tenant_id, queue_limit)
             assert row is not None
             self.changes.work_available()
             return SubmitOutcome(self._decode.job(row), False, 202)
@@ -432,7 +459,9 @@ class PostgresStorage(
         )
         for _ in range(3):  # a binding may expire between our two statements: look again
             try:
-                row = await self._fetchrow("job_insert_idempotent", **params)
+                row = await self._insert_row(
+                    "job_insert_idempotent", params, job.tenant_id, queue_limit
+                )
             except errors.StorageUnavailable as exc:
                 if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                     raise errors.IdempotencyInProgress() from exc
@@ -465,14 +494,24 @@ class PostgresStorage(
             raise errors.StorageError(f"idempotency key bound to missing job {seen['job_id']}")
         return SubmitOutcome(existing, True, seen["status_code"])
 
-    async def _check_queue(self, tenant_id: str, limit: QueueLimit) -> None:
-        if limit.tenant_max is not None:
-            if await self.queued_count(tenant_id=tenant_id) >= limit.tenant_max:
-                raise errors.QueueFull("max_queued", 0)
-        if limit.total_max is not None:
-            row = await self._fetchrow("queued_total")
-            if row is not None and row["queued"] >= limit.total_max:
-                raise errors.QueueFull("max_queued_total", 0)
+    async def _insert_row(
+        self,
+        query_name: str,
+        params: dict[str, Any],
+        tenant_id: str,
+        queue_limit: QueueLimit | None,
+    ) -> asyncpg.Record | None:
+        """One insert statement; with a queue limit, in a transaction that first takes the
+        admission locks and counts (see PostgresLimits._admit_locked)."""
+        if queue_limit is None:
+            return await self._fetchrow(query_name, **params)
+        query = Q[query_name]
+
+        async def admit_and_insert(conn: Conn) -> asyncpg.Record | None:
+            await self._admit_locked(conn, queue_limit, {tenant_id: 1})
+            return await conn.fetchrow(query.positional_sql, *query.args(params))
+
+        return await self._with_conn(admit_and_insert, transaction=True)
 
     async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
         if tenant_id is None:
@@ -641,11 +680,15 @@ class PostgresStorage(
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
+        verdicts: list[Finish] = []
+
         async def reap(conn: Conn) -> list[Finished | None]:
             moment = now or await conn.fetchval(Q["database_now"].sql)
             rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
-            verdicts = [
-                shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
+            verdicts[:] = [
+                shared.reap_verdict_or_poison(
+                    self._decode.job(row), now=moment, retry_delay=retry_delay
+                )
                 for row in rows
             ]
             if not verdicts:
@@ -661,7 +704,7 @@ class PostgresStorage(
 
         finished = await self._with_conn(reap, transaction=True)
         self._published(finished)
-        return shared.reap_result(finished)
+        return shared.reap_result(finished, verdicts)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         rows = await self._fetch("job_expire_due", limit=limit, now=now)

@@ -9,12 +9,11 @@ from datetime import datetime
 import orjson
 
 from jobgate import errors
-from jobgate.clock import from_unix
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage import sql
 from jobgate.storage.admin_protocol import EndpointHealth, TenantOverview
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import RowDecoder, unix_time
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -67,9 +66,7 @@ class SqliteAdmin:
                 tenant_name=row["tenant_name"],
                 queued=row["queued"],
                 running=row["running"],
-                oldest_due_at=None
-                if row["oldest_due_at"] is None
-                else from_unix(row["oldest_due_at"]),
+                oldest_due_at=unix_time(row["oldest_due_at"]),  # clamped: never raises
                 dead_lettered=row["dead_lettered"],
             )
             for row in rows

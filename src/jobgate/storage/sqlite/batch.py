@@ -15,7 +15,7 @@ from jobgate.domain.job import Job, NewJob
 from jobgate.storage import sql
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import QueueLimit
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -40,7 +40,9 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
         "priority": job.priority,
         "max_attempts": job.max_attempts,
         "now": at,
-        "expires_at": None if job.start_timeout_s is None else at + job.start_timeout_s,
+        "expires_at": None
+        if job.start_timeout_s is None
+        else at + min(job.start_timeout_s, MAX_INTERVAL_S),
         "execution_timeout_s": job.execution_timeout_s,
     }
 

@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -42,6 +43,20 @@ def translate(exc: sqlite3.Error) -> errors.StorageError:
     return errors.StorageError(f"sqlite: {exc}")
 
 
+def _create_private(path: str) -> None:
+    """Create the database file readable by its owner only (0600, whatever the umask), if it
+    does not exist yet. SQLite gives the -wal and -shm files the database file's mode. An
+    existing file keeps the mode its operator chose."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)  # the umask may have taken bits away, never added: be exact
+    finally:
+        os.close(fd)
+
+
 class SqliteDatabase:
     def __init__(
         self,
@@ -65,6 +80,7 @@ class SqliteDatabase:
     def _connect(self) -> sqlite3.Connection:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _create_private(self.path)
         conn = sqlite3.connect(
             self.path,
             isolation_level=None,

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.clock import Clock, from_unix
+from jobgate.clock import Clock
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage import sql
@@ -21,7 +21,7 @@ from jobgate.storage.providers_records import (
     ReconcileDeferral,
     Settlement,
 )
-from jobgate.storage.rows import RowDecoder, RowLike
+from jobgate.storage.rows import RowDecoder, RowLike, unix_time
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -32,7 +32,17 @@ def _json(value: Any) -> str | None:
 
 
 def _time(value: Any) -> datetime | None:
-    return None if value is None else from_unix(value)
+    return unix_time(value)  # clamped: a stored time never stops a reconcile claim
+
+
+def _error_out(value: Any) -> Any:
+    """The last failed check, as recorded; unreadable JSON reads as none (it only informs)."""
+    if value is None:
+        return None
+    try:
+        return orjson.loads(value)
+    except ValueError:
+        return None
 
 
 class SqliteProviderStore:
@@ -54,7 +64,7 @@ class SqliteProviderStore:
             reconciled_at=_time(row["reconciled_at"]),
             reconcile_checks=row["reconcile_checks"],
             reconcile_failures=row["reconcile_failures"],
-            reconcile_error=None if error is None else orjson.loads(error),
+            reconcile_error=_error_out(error),
             cancel_sent_at=_time(row["cancel_sent_at"]),
             checked_at=_time(row["checked_at"]) if claimed else None,
             overdue=bool(row["overdue"]) if claimed else False,

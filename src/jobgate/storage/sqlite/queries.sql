@@ -139,7 +139,9 @@ UPDATE jobs
        lease_token = lower(hex(randomblob(16))),
        lease_expires_at = :now + :lease_ttl_s,
        started_at = coalesce(started_at, :now),
-       deadline_at = coalesce(deadline_at, :now + execution_timeout_s),
+       -- Clamped to [0, ten years] (storage.rows.MAX_INTERVAL_S): never a time past what a
+       -- reader can hold, whatever the row's timeout.
+       deadline_at = coalesce(deadline_at, :now + min(max(execution_timeout_s, 0), 315360000)),
        phase = 'awaiting_provider',
        updated_at = :now,
        event_seq = event_seq + 1,

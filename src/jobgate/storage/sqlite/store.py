@@ -40,7 +40,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import RowDecoder, tolerant_json, unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.bulk import SqliteBulk
@@ -54,15 +54,26 @@ from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
+_EPOCH = from_unix(0)
 FOREIGN_COMMIT_CHECK_S = 1.0
 
 
 def _time_out(value: Any) -> datetime | None:
-    return None if value is None else from_unix(value)
+    """A REAL time, clamped to what Python holds; a value that is no time at all raises (the
+    row decoder then names the column damaged)."""
+    if value is None:
+        return None
+    moment = unix_time(value)
+    if moment is None:
+        raise ValueError("not a time")
+    return moment
+
+
+_loads = tolerant_json(orjson.loads)
 
 
 def _json_out(value: Any) -> Any:
-    return None if value is None else orjson.loads(value)
+    return None if value is None else _loads(value)
 
 
 def _json_in(value: Any) -> str | None:
@@ -418,7 +429,8 @@ class SqliteStorage(
                 ).fetchall()
                 if rows:
                     candidates = tuple(
-                        Candidate(r["id"], r["priority"], from_unix(r["run_at"])) for r in rows
+                        Candidate(r["id"], r["priority"], unix_time(r["run_at"]) or _EPOCH)
+                        for r in rows
                     )
                     queues.append(TenantQueue(tenant, held, share.weight, free, candidates))
             chosen = fair_order(queues, limit)
@@ -598,17 +610,21 @@ class SqliteStorage(
         moment = now or self._clock.now()
         at = _ts(moment)
 
+        verdicts: list[Finish] = []
+
         def reap(conn: sqlite3.Connection) -> list[Finished | None]:
             rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
-            verdicts = [
-                shared.reap_verdict(self._decode.job(row), now=moment, retry_delay=retry_delay)
+            verdicts[:] = [
+                shared.reap_verdict_or_poison(
+                    self._decode.job(row), now=moment, retry_delay=retry_delay
+                )
                 for row in rows.fetchall()
             ]
             return self._finish(conn, verdicts, at, expired_only=True)
 
         finished = await self._db.write(reap)
         self._published(finished)
-        return shared.reap_result(finished)
+        return shared.reap_result(finished, verdicts)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         params = {"limit": limit, "now": self._now(now)}

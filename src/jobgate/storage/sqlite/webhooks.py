@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from jobgate.clock import from_unix
-from jobgate.storage import sql
+from jobgate.storage import rows, sql
 from jobgate.storage.webhook_records import (
     Delivery,
     DeliveryAttempt,
@@ -29,11 +28,14 @@ Q = sql.load("jobgate.storage.sqlite")
 
 
 def _time_out(value: Any) -> datetime | None:
-    return None if value is None else from_unix(value)
+    return rows.unix_time(value)  # clamped: a stored time never stops a delivery claim
+
+
+_loads = rows.tolerant_json(orjson.loads)
 
 
 def _json_out(value: Any) -> Any:
-    return None if value is None else orjson.loads(value)
+    return None if value is None else _loads(value)
 
 
 def _flag(value: bool | None) -> int | None:
