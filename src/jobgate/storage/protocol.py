@@ -41,6 +41,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
+from jobgate.storage.streams_protocol import OutputStreamStore
 from jobgate.storage.webhooks_protocol import WebhookStore
 
 
@@ -258,6 +259,7 @@ class Storage(
     AdminStore,
     ProviderStore,
     BatchStore,
+    OutputStreamStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

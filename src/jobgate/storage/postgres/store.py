@@ -29,6 +29,7 @@ from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
+from jobgate.storage.postgres.streams import PostgresStreams
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -132,6 +133,7 @@ class PostgresStorage(
     PostgresAdmin,
     PostgresProviderStore,
     PostgresBatch,
+    PostgresStreams,
 ):
     dialect = "postgres"
 
@@ -317,6 +319,8 @@ class PostgresStorage(
             self.changes.outbox_available()
         elif kind == "r":
             self.changes.reconcile_due()
+        elif kind == "s":
+            self.changes.streams_changed(ids.split(","))
 
     # -- tenants and keys --------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
+from jobgate.storage.sqlite.streams import SqliteStreams
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -101,6 +102,7 @@ class SqliteStorage(
     SqliteAdmin,
     SqliteProviderStore,
     SqliteBatch,
+    SqliteStreams,
 ):
     dialect = "sqlite"
 
