@@ -77,3 +77,9 @@ BREAKER_STATE = Gauge(
     ["provider"],
 )
 BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}
+OUTPUT_CHUNKS = Counter(
+    "jobgate_output_chunks", "Output chunks appended by this process's streaming jobs"
+)
+OUTPUT_STREAMS_OPEN = Gauge(
+    "jobgate_output_streams_open", "Live output streams this API process is serving"
+)

@@ -43,6 +43,11 @@ class SubmitJobRequest(pydantic.BaseModel):
     execution_timeout_s: float | None = pydantic.Field(
         default=None, gt=0, description="Fail the job (deadline_exceeded) past this runtime"
     )
+    stream: bool = pydantic.Field(
+        default=False,
+        description="Live output: the worker streams the provider call and its output deltas "
+        "are served at GET /v1/jobs/{id}/stream while the job runs",
+    )
 
 
 class ErrorOut(pydantic.BaseModel):

@@ -49,6 +49,7 @@ class SubmitSpec:
     execution_timeout_s: float | None = None
     api: str = "jobs"
     id_prefix: str = "job"
+    stream: bool = False  # live output: the worker streams the call into the output log
 
 
 class JobService:
@@ -166,6 +167,8 @@ class JobService:
         if routed_model != model:
             body = {**body, "model": routed_model}
         provider.validate(spec.endpoint, body)
+        if spec.stream:
+            body = {**body, "stream": True}  # kept with the job: the worker reads it there
         config = self.providers.config(provider.name)
         return NewJob(
             id=self.ids.new(spec.id_prefix),
@@ -282,6 +285,7 @@ class JobService:
         job = await self.storage.job_purge(job_id=job_id, tenant_id=tenant_id)
         if job is None:
             raise errors.NotFound("job", job_id)
+        await self.storage.job_output_delete(job_id=job_id)  # the output is the result's
         return job
 
     async def retry(self, *, tenant_id: str, job_id: str, actor: str = "operator") -> Job:

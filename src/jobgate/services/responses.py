@@ -47,6 +47,7 @@ class ResponsesService:
             webhook=request.webhook,
             api=responses.API,
             id_prefix=responses.ID_PREFIX,
+            stream=request.stream,
         )
         outcome = await self.jobs.submit(
             tenant_id=tenant_id,

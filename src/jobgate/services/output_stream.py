@@ -1,0 +1,204 @@
+"""Live output streaming, worker side: run a streaming job's provider call in streaming mode
+and append its output deltas to the job's durable output log through a small batcher.
+
+The batcher writes one chunk per batch, never one per token: a batch closes `max_delay_s`
+(~50 ms) after its first delta or once it holds `batch_bytes`, whichever comes first. Every
+append is fenced on the job's lease; a lost lease stops the call. Memory stays bounded: past
+`max_buffer_bytes` unwritten, `add` waits for the write (the provider's stream waits with it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from jobgate import errors, metrics
+from jobgate.clock import Clock
+from jobgate.domain.job import Job, Lease
+from jobgate.providers import streaming
+from jobgate.providers.base import Provider, ProviderCall, ProviderResult
+from jobgate.storage.streams_protocol import OutputStreamStore
+
+log = logging.getLogger(__name__)
+
+MAX_DELAY_S = 0.05
+BATCH_BYTES = 4096
+MAX_BUFFER_BYTES = 256 * 1024
+_RETRY_MAX_S = 1.0
+
+
+def wants_stream(job: Job) -> bool:
+    """Whether the job asked for live output (`"stream": true` on submit, kept in its body)."""
+    return isinstance(job.request, dict) and job.request.get("stream") is True
+
+
+class OutputBatcher:
+    """Collects one job attempt's deltas and appends them in batches, fenced on its lease."""
+
+    def __init__(
+        self,
+        storage: OutputStreamStore,
+        lease: Lease,
+        *,
+        generation: int,
+        clock: Clock,
+        on_lease_lost: Callable[[], None],
+        max_delay_s: float = MAX_DELAY_S,
+        batch_bytes: int = BATCH_BYTES,
+        max_buffer_bytes: int = MAX_BUFFER_BYTES,
+    ) -> None:
+        self._storage = storage
+        self._lease = lease
+        self._generation = generation
+        self._clock = clock
+        self._on_lease_lost = on_lease_lost
+        self._max_delay_s = max_delay_s
+        self._batch_bytes = batch_bytes
+        self._max_buffer_bytes = max_buffer_bytes
+        self._pending: list[str] = []
+        self._pending_bytes = 0
+        self._last_seq = 0
+        self._lost = False
+        self._arrived = asyncio.Event()  # a first delta arrived in an empty buffer
+        self._full = asyncio.Event()  # the batch is full: write now
+        self._drained = asyncio.Event()  # a write finished (room in the buffer)
+        self._flusher: asyncio.Task[None] | None = None
+        self.appends = 0  # chunks written (the benchmark's database writes)
+
+    @property
+    def lease_lost(self) -> bool:
+        return self._lost
+
+    async def add(self, text: str) -> None:
+        """Queue a delta; waits only while the unwritten buffer is over its bound."""
+        if self._lost or not text:
+            return
+        while self._pending_bytes >= self._max_buffer_bytes and not self._lost:
+            self._drained.clear()
+            self._full.set()
+            await self._drained.wait()
+        if self._lost:
+            return
+        self._pending.append(text)
+        self._pending_bytes += len(text.encode())
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_loop(), name="output batcher")
+        self._arrived.set()
+        if self._pending_bytes >= self._batch_bytes:
+            self._full.set()
+
+    async def close(self) -> None:
+        """Write what is left (before the verdict, so a reader sees every delta before the
+        terminal event) and stop the background writer."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        while self._pending and not self._lost:
+            await self._write_pending()
+
+    async def aclose_quietly(self) -> None:
+        """Stop the background writer, dropping what is unwritten (the call was abandoned)."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+
+    async def _flush_loop(self) -> None:
+        while not self._lost:
+            await self._arrived.wait()
+            if not self._full.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._max_delay_s):
+                        await self._full.wait()
+            self._arrived.clear()
+            self._full.clear()
+            if self._pending:
+                await self._write_pending()
+
+    async def _write_pending(self) -> None:
+        text = "".join(self._pending)
+        count = len(self._pending)
+        delay_s = 0.05
+        while True:
+            try:
+                chunk = await self._storage.job_output_append(lease=self._lease, text=text)
+                break
+            except errors.LeaseLost:
+                self._lose()
+                return
+            except errors.StorageError as exc:
+                # The append may have committed with its answer lost: read back first.
+                if await self._landed(text):
+                    chunk = None
+                    break
+                log.warning(
+                    "output append failed; retrying: %s",
+                    type(exc).__name__,
+                    extra={"job_id": self._lease.job_id},
+                )
+                await self._clock.sleep(delay_s)
+                delay_s = min(delay_s * 2, _RETRY_MAX_S)
+        if chunk is not None:
+            self._last_seq = chunk.seq
+        self.appends += 1
+        metrics.OUTPUT_CHUNKS.inc()
+        del self._pending[:count]
+        self._pending_bytes = sum(len(piece.encode()) for piece in self._pending)
+        self._drained.set()
+
+    async def _landed(self, text: str) -> bool:
+        try:
+            after = await self._storage.job_output_read(
+                job_id=self._lease.job_id, after_seq=self._last_seq
+            )
+        except errors.StorageError:
+            return False
+        for chunk in after:
+            if chunk.generation == self._generation and chunk.text == text:
+                self._last_seq = chunk.seq
+                return True
+        return False
+
+    def _lose(self) -> None:
+        self._lost = True
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._drained.set()
+        self._on_lease_lost()
+
+
+async def call_streaming(
+    provider: Provider,
+    call: ProviderCall,
+    batcher: OutputBatcher,
+) -> ProviderResult:
+    """Run `call` in streaming mode where the provider can, appending its deltas through
+    `batcher`; a provider that cannot stream gives its whole text as one delta at the end.
+    The deltas are all written before this returns (or the lease was lost)."""
+    sent = streaming.without_stream_members(call.body)
+    call = ProviderCall(
+        job_id=call.job_id,
+        tenant_id=call.tenant_id,
+        endpoint=call.endpoint,
+        body=sent,
+        model=call.model,
+        attempt=call.attempt,
+        run_count=call.run_count,
+        idempotency_key=call.idempotency_key,
+    )
+    streamer = streaming.streaming_for(provider, call.endpoint)
+    try:
+        if streamer is not None:
+            result = await streamer.stream(call, batcher.add)
+        else:
+            result = await provider.call(call)
+            await batcher.add(streaming.output_text(result.body))
+        await batcher.close()
+    finally:
+        await batcher.aclose_quietly()
+    return result
