@@ -16,6 +16,7 @@ from jobgate.http import (
     problems,
     provider_webhooks,
     responses_routes,
+    stream_routes,
     webhooks_routes,
 )
 from jobgate.http.body_limit import BodyLimitMiddleware
@@ -33,6 +34,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     )
     app.state.ctx = ctx
     app.include_router(jobs_routes.router)
+    app.include_router(stream_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
