@@ -18,7 +18,7 @@ from jobgate import errors, metrics
 from jobgate.clock import Clock
 from jobgate.domain.job import Job, Lease
 from jobgate.providers import streaming
-from jobgate.providers.base import Provider, ProviderCall, ProviderResult
+from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult
 from jobgate.storage.streams_protocol import OutputStreamStore
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,13 @@ _RETRY_MAX_S = 1.0
 def wants_stream(job: Job) -> bool:
     """Whether the job asked for live output (`"stream": true` on submit, kept in its body)."""
     return isinstance(job.request, dict) and job.request.get("stream") is True
+
+
+def provider_body(job: Job) -> JSONObject:
+    """The body the provider gets: the stored one without jobgate's stream request (a
+    streaming adapter asks its provider for a stream its own way)."""
+    body = job.request or {}
+    return streaming.without_stream_members(body) if "stream" in body else body
 
 
 class OutputBatcher:
@@ -180,17 +187,6 @@ async def call_streaming(
     """Run `call` in streaming mode where the provider can, appending its deltas through
     `batcher`; a provider that cannot stream gives its whole text as one delta at the end.
     The deltas are all written before this returns (or the lease was lost)."""
-    sent = streaming.without_stream_members(call.body)
-    call = ProviderCall(
-        job_id=call.job_id,
-        tenant_id=call.tenant_id,
-        endpoint=call.endpoint,
-        body=sent,
-        model=call.model,
-        attempt=call.attempt,
-        run_count=call.run_count,
-        idempotency_key=call.idempotency_key,
-    )
     streamer = streaming.streaming_for(provider, call.endpoint)
     try:
         if streamer is not None:

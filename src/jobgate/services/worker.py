@@ -237,7 +237,7 @@ class Worker:
             job_id=job.id,
             tenant_id=job.tenant_id,
             endpoint=job.endpoint,
-            body=job.request or {},
+            body=output_stream.provider_body(job),
             model=job.model,
             attempt=job.attempt,
             run_count=job.run_count,
