@@ -152,3 +152,29 @@ async def test_appends_of_concurrent_jobs_stay_apart(storage: Storage, clock: Fa
         chunks = await storage.job_output_read(job_id=job.id)
         assert [c.text for c in chunks] == [f"{job.id}:{n}" for n in range(5)]
         assert [c.seq for c in chunks] == [1, 2, 3, 4, 5]
+
+
+async def test_purging_a_job_drops_its_output(storage: Storage, clock: FakeClock) -> None:
+    job = await _running(storage, clock)
+    await storage.job_output_append(lease=_lease(job), text="secret answer", now=clock.now())
+    finish = Finish(
+        lease=_lease(job), state=JobState.SUCCEEDED, reason="provider_succeeded", result={}
+    )
+    await storage.job_finish(finish=finish, now=clock.now())
+    await storage.job_purge(job_id=job.id, tenant_id=job.tenant_id, now=clock.now())
+    assert await storage.job_output_read(job_id=job.id) == []
+
+
+async def test_retention_drops_the_output_with_the_result(
+    storage: Storage, clock: FakeClock
+) -> None:
+    job = await _running(storage, clock)
+    await storage.job_output_append(lease=_lease(job), text="old answer", now=clock.now())
+    finish = Finish(
+        lease=_lease(job), state=JobState.SUCCEEDED, reason="provider_succeeded", result={}
+    )
+    await storage.job_finish(finish=finish, now=clock.now())
+    later = clock.advance(3600)
+    purged = await storage.job_purge_expired(completed_before=later, limit=10, now=later)
+    assert purged == 1
+    assert await storage.job_output_read(job_id=job.id) == []

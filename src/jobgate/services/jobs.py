@@ -285,7 +285,6 @@ class JobService:
         job = await self.storage.job_purge(job_id=job_id, tenant_id=tenant_id)
         if job is None:
             raise errors.NotFound("job", job_id)
-        await self.storage.job_output_delete(job_id=job_id)  # the output is the result's
         return job
 
     async def retry(self, *, tenant_id: str, job_id: str, actor: str = "operator") -> Job:

@@ -53,7 +53,7 @@ async def job_output(
         last = after
         generation = await _generation_at(jobs, job_id, after)
         while True:
-            while True:
+            while job.purged_at is None:  # a purge drops the output with the result
                 chunks = await storage.job_output_read(job_id=job_id, after_seq=last, limit=PAGE)
                 for chunk in chunks:
                     if generation is not None and chunk.generation != generation:

@@ -13,3 +13,28 @@ CREATE TABLE job_output_chunks (
     created_at timestamptz NOT NULL,
     PRIMARY KEY (job_id, seq)
 );
+
+-- The output is the result's: purging a job (on request, or past retention) drops its log,
+-- and so does deleting the job, whichever code path does it. The update trigger fires only
+-- for statements that set purged_at (never the hot paths: claim, heartbeat, finish).
+CREATE FUNCTION jobgate_jobs_purge_output() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM job_output_chunks WHERE job_id = new.id;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER jobs_purge_output AFTER UPDATE OF purged_at ON jobs
+FOR EACH ROW WHEN (old.purged_at IS NULL AND new.purged_at IS NOT NULL)
+EXECUTE FUNCTION jobgate_jobs_purge_output();
+
+CREATE FUNCTION jobgate_jobs_delete_output() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM job_output_chunks AS c USING old_rows AS o WHERE c.job_id = o.id;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER jobs_delete_output AFTER DELETE ON jobs
+REFERENCING OLD TABLE AS old_rows
+FOR EACH STATEMENT EXECUTE FUNCTION jobgate_jobs_delete_output();

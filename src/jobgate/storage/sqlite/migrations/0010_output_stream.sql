@@ -13,3 +13,16 @@ CREATE TABLE job_output_chunks (
     created_at REAL NOT NULL,
     PRIMARY KEY (job_id, seq)
 ) WITHOUT ROWID;
+
+-- The output is the result's: purging a job (on request, or past retention) drops its log,
+-- and so does deleting the job, whichever code path does it.
+CREATE TRIGGER jobs_purge_output AFTER UPDATE OF purged_at ON jobs
+WHEN old.purged_at IS NULL AND new.purged_at IS NOT NULL
+BEGIN
+    DELETE FROM job_output_chunks WHERE job_id = new.id;
+END;
+
+CREATE TRIGGER jobs_delete_output AFTER DELETE ON jobs
+BEGIN
+    DELETE FROM job_output_chunks WHERE job_id = old.id;
+END;
