@@ -228,25 +228,45 @@ def _batcher(log: FakeLog, **options: float) -> OutputBatcher:
     )
 
 
-async def test_deltas_that_arrive_together_are_one_write() -> None:
+async def test_the_first_delta_is_written_at_once_and_the_rest_together() -> None:
     log = FakeLog()
     batcher = _batcher(log, max_delay_s=0.05)
-    for piece in split_evenly("x" * 200, 100):
+    pieces = split_evenly("x" * 200, 100)
+    await batcher.add(pieces[0])
+    await asyncio.sleep(0.01)  # written at once, without waiting for company
+    assert [c.text for c in log.chunks] == [pieces[0]]
+    for piece in pieces[1:]:
         await batcher.add(piece)
     await batcher.close()
-    assert [c.text for c in log.chunks] == ["x" * 200]
+    assert [c.text for c in log.chunks] == [pieces[0], "x" * 198]
 
 
 async def test_a_full_batch_is_written_without_waiting_for_the_delay() -> None:
     log = FakeLog()
     batcher = _batcher(log, max_delay_s=60, batch_bytes=10)
+    await batcher.add("first")
+    await asyncio.sleep(0.01)
     await batcher.add("0123456789")
     for _ in range(100):
-        if log.chunks:
+        if len(log.chunks) == 2:
             break
         await asyncio.sleep(0)
-    assert [c.text for c in log.chunks] == ["0123456789"]
+    assert [c.text for c in log.chunks] == ["first", "0123456789"]
     await batcher.close()
+
+
+async def test_closing_waits_for_a_write_in_flight_and_never_repeats_it() -> None:
+    log = FakeLog()
+    log.gate = asyncio.Event()
+    batcher = _batcher(log, max_delay_s=0)
+    await batcher.add("once")
+    await asyncio.sleep(0.01)  # the write is in flight, held at the gate
+    closing = asyncio.create_task(batcher.close())
+    await asyncio.sleep(0.01)
+    assert not closing.done()
+    log.gate.set()
+    await asyncio.wait_for(closing, 5)
+    assert [c.text for c in log.chunks] == ["once"] and log.calls == 1
 
 
 async def test_memory_is_bounded_while_the_database_is_slow() -> None:

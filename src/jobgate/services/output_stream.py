@@ -1,8 +1,9 @@
 """Live output streaming, worker side: run a streaming job's provider call in streaming mode
 and append its output deltas to the job's durable output log through a small batcher.
 
-The batcher writes one chunk per batch, never one per token: a batch closes `max_delay_s`
-(~50 ms) after its first delta or once it holds `batch_bytes`, whichever comes first. Every
+The batcher writes one chunk per batch, never one per token: the first delta at once (the
+time to the first token is what a reader waits for), then at most one batch per `max_delay_s`
+(~50 ms), sooner once a batch holds `batch_bytes`. Every
 append is fenced on the job's lease; a lost lease stops the call. Memory stays bounded: past
 `max_buffer_bytes` unwritten, `add` waits for the write (the provider's stream waits with it).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Callable
 
 from jobgate import errors, metrics
@@ -72,6 +74,7 @@ class OutputBatcher:
         self._full = asyncio.Event()  # the batch is full: write now
         self._drained = asyncio.Event()  # a write finished (room in the buffer)
         self._flusher: asyncio.Task[None] | None = None
+        self._closing = False
         self.appends = 0  # chunks written (the benchmark's database writes)
 
     @property
@@ -98,17 +101,18 @@ class OutputBatcher:
 
     async def close(self) -> None:
         """Write what is left (before the verdict, so a reader sees every delta before the
-        terminal event) and stop the background writer."""
+        terminal event) and stop the background writer. A write in flight is waited for,
+        never cancelled: cancelled, it might commit and then be written again."""
+        self._closing = True
+        self._arrived.set()
+        self._full.set()
         if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+            await asyncio.shield(self._flusher)
             self._flusher = None
-        while self._pending and not self._lost:
-            await self._write_pending()
 
     async def aclose_quietly(self) -> None:
-        """Stop the background writer, dropping what is unwritten (the call was abandoned)."""
+        """Stop the background writer, dropping what is unwritten (the call was abandoned:
+        cancelled, its lease lost, or the worker stopping)."""
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -116,16 +120,24 @@ class OutputBatcher:
             self._flusher = None
 
     async def _flush_loop(self) -> None:
+        """Write the first delta at once (time to first token), then at most one batch per
+        `max_delay_s`, sooner when a batch fills up."""
+        last_write = -math.inf
         while not self._lost:
-            await self._arrived.wait()
-            if not self._full.is_set():
+            if not self._pending:
+                if self._closing:
+                    return
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
+            wait_s = last_write + self._max_delay_s - self._clock.monotonic()
+            if wait_s > 0 and not self._closing and not self._full.is_set():
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._max_delay_s):
+                    async with asyncio.timeout(wait_s):
                         await self._full.wait()
-            self._arrived.clear()
             self._full.clear()
-            if self._pending:
-                await self._write_pending()
+            last_write = self._clock.monotonic()
+            await self._write_pending()
 
     async def _write_pending(self) -> None:
         text = "".join(self._pending)
