@@ -308,3 +308,40 @@ async def test_responses_stream_live_and_resume_with_the_sdk(gateway: Gateway) -
         assert kinds.count("response.output_item.added") == 1
         replay = [e async for e in await client.responses.retrieve(response_id, stream=True)]
         assert [e.model_dump() for e in replay] == [e.model_dump() for e in everything]
+
+
+async def test_a_new_attempt_of_a_response_streams_as_a_new_item_with_the_sdk(api: Api) -> None:
+    storage = api.runtime.storage
+    gateway = Gateway(api, await api.key("acme"))
+    async with _sdk(gateway) as client:
+        created = await client.responses.create(
+            model="sim-echo", input="x", background=True, stream=False
+        )
+        (first,) = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60)
+        lease = Lease(created.id, first.lease_token or "")
+        await storage.job_output_append(lease=lease, text="abandoned ")
+        await storage.job_release(leases=[lease], reason="test")
+        (second,) = await storage.job_claim(worker_id="w2", limit=1, lease_ttl_s=60)
+        lease = Lease(created.id, second.lease_token or "")
+        await storage.job_output_append(lease=lease, text="echo: x")
+        result = {
+            "id": "resp_up", "object": "response", "status": "completed", "model": "sim-echo",
+            "output": [{"id": "msg_up", "type": "message", "status": "completed",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": "echo: x",
+                                     "annotations": []}]}],
+            "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+        }  # fmt: skip
+        await storage.job_finish(
+            finish=Finish(
+                lease=lease, state=JobState.SUCCEEDED, reason="provider_succeeded", result=result
+            )
+        )
+        events = [e async for e in await client.responses.retrieve(created.id, stream=True)]
+        items = [e for e in events if e.type == "response.output_item.done"]
+        assert [(e.output_index, e.item.status) for e in items] == [  # type: ignore[union-attr]
+            (0, "incomplete"),
+            (1, "completed"),
+        ]
+        assert events[-1].type == "response.completed"
+        assert events[-1].response.output_text == "echo: x"  # type: ignore[union-attr]

@@ -319,3 +319,13 @@ async def test_a_lost_lease_drops_the_buffer_and_tells_the_worker() -> None:
     await batcher.close()
     await batcher.add("ignored")
     assert lost == [True] and batcher.lease_lost
+
+
+def test_the_provider_never_gets_the_stream_request() -> None:
+    from jobgate.services.output_stream import provider_body, wants_stream
+    from tests.domain.test_responses_domain import make_job
+
+    streaming = make_job(JobState.QUEUED, request={"input": "x", "stream": True})
+    assert wants_stream(streaming) and provider_body(streaming) == {"input": "x"}
+    plain = make_job(JobState.QUEUED, request={"input": "x"})
+    assert not wants_stream(plain) and provider_body(plain) is plain.request
