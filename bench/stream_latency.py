@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import socket
 import statistics
 import tempfile
@@ -82,6 +83,49 @@ async def jobgate_ttfd(
     return first, job_id, submitted
 
 
+async def concurrent_lag(
+    http: httpx.AsyncClient, storage: Any, args: argparse.Namespace
+) -> dict[str, Any]:
+    """`--concurrent` jobs at once, each with a connected reader: how late each delta reaches
+    its reader after the worker wrote it (same host clock), and this process's CPU and peak
+    memory (the simulator, jobgate and the readers together)."""
+    received: list[tuple[str, int, float]] = []
+
+    async def one() -> None:
+        payload = {
+            "endpoint": "/v1/chat/completions",
+            "provider": "upstream",
+            "body": _body(args.latency, args.chunks),
+            "stream": True,
+        }
+        answer = await http.post("/v1/jobs", json=payload)
+        answer.raise_for_status()
+        job_id = answer.json()["id"]
+        async with http.stream("GET", f"/v1/jobs/{job_id}/stream") as stream:
+            async for line in stream.aiter_lines():
+                if line.startswith("id: "):
+                    received.append((job_id, int(line[4:]), time.time()))
+                elif line.startswith("event: job."):
+                    return
+
+    cpu_before, wall_before = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(args.concurrent)))
+    cpu_s, wall_s = time.process_time() - cpu_before, time.perf_counter() - wall_before
+    written: dict[tuple[str, int], float] = {}
+    for job_id in {job for job, _, _ in received}:
+        for chunk in await storage.job_output_read(job_id=job_id, limit=100_000):
+            written[(job_id, chunk.seq)] = chunk.created_at.timestamp()
+    lags = [at - written[(job, seq)] for job, seq, at in received if (job, seq) in written]
+    return {
+        "jobs": args.concurrent,
+        "deltas_received": len(received),
+        "delta_lag_ms": {"p50": 1000 * percentile(lags, 0.5), "p99": 1000 * percentile(lags, 0.99)},
+        "cpu_s": cpu_s,
+        "wall_s": wall_s,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -91,13 +135,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="jobgate-stream-bench-"))
     url = args.database_url or f"sqlite:///{workdir / 'jobgate.db'}"
     async with Simulator() as simulator:
-        config = ProviderConfig(kind="openai", base_url=simulator.openai_base_url)
+        slots = max(16, args.concurrent)
+        config = ProviderConfig(
+            kind="openai", base_url=simulator.openai_base_url, concurrency=slots
+        )
         registry = ProviderRegistry(
             {"upstream": OpenAIProvider("upstream", config)},
             configs={"upstream": config},
             default="upstream",
         )
-        settings = Settings(database_url=url, worker_poll_interval_s=0.5)
+        settings = Settings(database_url=url, worker_poll_interval_s=0.5, worker_concurrency=slots)
         storage = storage_for_url(url)
         await storage.open()
         await storage.migrate()
@@ -126,6 +173,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 through.append(seconds)
                 submits.append(submit_s)
                 job_ids.append(job_id)
+            fanout = await concurrent_lag(http, storage, args) if args.concurrent else None
         chunks = tokens = 0
         for job_id in job_ids:
             chunks += len(await storage.job_output_read(job_id=job_id, limit=100_000))
@@ -137,6 +185,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await storage.close()
     added = [t - d for t, d in zip(through, direct, strict=True)]
     return {
+        "concurrent": fanout,
         "backend": url.split(":", 1)[0],
         "jobs": args.jobs,
         "latency_s": args.latency,
@@ -170,4 +219,7 @@ if __name__ == "__main__":
     parser.add_argument("--latency", type=float, default=1.0, help="seconds a job streams")
     parser.add_argument("--chunks", type=int, default=100, help="deltas a job streams")
     parser.add_argument("--database-url", help="default: a temporary SQLite file")
+    parser.add_argument(
+        "--concurrent", type=int, default=0, help="also run N streaming jobs and readers at once"
+    )
     print(orjson.dumps(asyncio.run(main(parser.parse_args())), option=orjson.OPT_INDENT_2).decode())

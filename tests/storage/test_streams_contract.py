@@ -108,9 +108,11 @@ async def test_delete_drops_the_log(storage: Storage, clock: FakeClock) -> None:
 
 async def test_an_append_wakes_the_stream_readers(storage: Storage, clock: FakeClock) -> None:
     job = await _running(storage, clock)
-    with storage.changes.watch_stream(job.id) as changed:
+    with storage.changes.watch_stream(job.id) as watch:
         await storage.job_output_append(lease=_lease(job), text="x", now=clock.now())
-        assert changed.is_set()
+        assert watch.changed.is_set() and watch.take() == (False, True)
+        storage.changes.jobs_changed([job.id])
+        assert watch.take() == (True, False)
     assert storage.changes.stream_watch_count == 0 and storage.changes.job_watch_count == 0
 
 
@@ -128,9 +130,10 @@ async def test_other_processes_hear_of_appends(storage: Storage, clock: FakeCloc
         await other.listen()
         job = await _running(storage, clock)
         await asyncio.sleep(0.05)  # let SQLite's watcher take its first reading
-        with other.changes.watch_stream(job.id) as changed:
+        with other.changes.watch_stream(job.id) as watch:
             await storage.job_output_append(lease=_lease(job), text="x")
-            assert await wait_for(changed, 5.0)
+            assert await wait_for(watch.changed, 5.0)
+            assert watch.take()[1]
         (chunk,) = await other.job_output_read(job_id=job.id)
         assert chunk.text == "x"
     finally:

@@ -48,7 +48,7 @@ async def job_output(
     """The deltas after sequence number `after`, then the terminal event; KEEPALIVE when
     nothing happened for a while. Raises errors.NotFound before the first event."""
     storage = jobs.storage
-    with storage.changes.watch_stream(job_id) as changed:
+    with storage.changes.watch_stream(job_id) as watch:
         job = await jobs.get(tenant_id=tenant_id, job_id=job_id)
         last = after
         generation = await _generation_at(jobs, job_id, after)
@@ -63,19 +63,24 @@ async def job_output(
                     yield FeedEvent(DELTA, {"seq": chunk.seq, "text": chunk.text}, chunk.seq)
                 if len(chunks) < PAGE:
                     break
-            if job.terminal:
+            if job.terminal:  # read before the chunks: they are all there
                 if last == 0 and generation is None:
                     text = output_text(job.result)
                     if text:
                         yield FeedEvent(DELTA, {"seq": 1, "text": text}, 1)
                 yield terminal_event(job)
                 return
-            if not await wait_for(changed, KEEPALIVE_S):
+            moved = True  # after a silence, read everything again (a signal may be lost)
+            if await wait_for(watch.changed, KEEPALIVE_S):
+                moved, _ = watch.take()
+            else:
+                watch.take()
                 yield KEEPALIVE
-            try:
-                job = await jobs.get(tenant_id=tenant_id, job_id=job_id)
-            except errors.NotFound:
-                return  # deleted meanwhile
+            if moved:  # an append alone costs one read: the chunks
+                try:
+                    job = await jobs.get(tenant_id=tenant_id, job_id=job_id)
+                except errors.NotFound:
+                    return  # deleted meanwhile
 
 
 def terminal_event(job: Job) -> FeedEvent:

@@ -139,12 +139,14 @@ class ResponsesService:
         storage = self.jobs.storage
         live = response_stream.LiveResponseEvents()
         read_seq = 0
-        with storage.changes.watch_stream(response_id) as changed:
+        moved = True
+        with storage.changes.watch_stream(response_id) as watch:
             while True:
-                try:
-                    job = await self.get(tenant_id=tenant_id, response_id=response_id)
-                except errors.NotFound:
-                    return
+                if moved:  # an append alone costs one read: the chunks
+                    try:
+                        job = await self.get(tenant_id=tenant_id, response_id=response_id)
+                    except errors.NotFound:
+                        return
                 while True:
                     chunks = await storage.job_output_read(
                         job_id=response_id, after_seq=read_seq, limit=CHUNK_PAGE
@@ -152,6 +154,7 @@ class ResponsesService:
                     if chunks:
                         read_seq = chunks[-1].seq
                     last_page = len(chunks) < CHUNK_PAGE
+                    # `job` was read before these chunks: if it is terminal, they are all.
                     for event in live.advance(job if last_page else _running(job), chunks):
                         if event["sequence_number"] > after:
                             yield event
@@ -159,7 +162,11 @@ class ResponsesService:
                         break
                 if live.finished:
                     return
-                if not await wait_for(changed, KEEPALIVE_S):
+                moved = True  # after a silence, read everything again (a signal may be lost)
+                if await wait_for(watch.changed, KEEPALIVE_S):
+                    moved, _ = watch.take()
+                else:
+                    watch.take()
                     yield {}  # nothing happened: the caller sends a keep-alive
 
 

@@ -79,25 +79,17 @@ class ChangeHub:
                     del self._job_waiters[job_id]
 
     @contextlib.contextmanager
-    def watch_stream(self, job_id: str) -> Iterator[asyncio.Event]:
-        """An event set whenever `job_id` changes or appends output; register before reading."""
-        event = asyncio.Event()
-        self._stream_waiters.setdefault(job_id, set()).add(event)
+    def watch_stream(self, job_id: str) -> Iterator[StreamWatch]:
+        """Wake-ups for a reader of `job_id`'s output: `changed` is set when the job moves or
+        appends output, and `moved` / `appended` say which. Register before reading."""
+        watch = StreamWatch()
+        self._job_waiters.setdefault(job_id, set()).add(watch.moved)
+        self._stream_waiters.setdefault(job_id, set()).add(watch.appended)
         try:
-            with self._watching(self._job_waiters, job_id, event):
-                yield event
+            yield watch
         finally:
-            _discard(self._stream_waiters, job_id, event)
-
-    @contextlib.contextmanager
-    def _watching(
-        self, waiters: dict[str, set[asyncio.Event]], job_id: str, event: asyncio.Event
-    ) -> Iterator[None]:
-        waiters.setdefault(job_id, set()).add(event)
-        try:
-            yield
-        finally:
-            _discard(waiters, job_id, event)
+            _discard(self._job_waiters, job_id, watch.moved)
+            _discard(self._stream_waiters, job_id, watch.appended)
 
     @contextlib.contextmanager
     def watch_work(self) -> Iterator[asyncio.Event]:
@@ -141,6 +133,34 @@ class ChangeHub:
     @property
     def stream_watch_count(self) -> int:
         return sum(len(waiters) for waiters in self._stream_waiters.values())
+
+
+class _Linked(asyncio.Event):
+    """An event that also sets `parent` (one wait for several kinds of change)."""
+
+    def __init__(self, parent: asyncio.Event) -> None:
+        super().__init__()
+        self._parent = parent
+
+    def set(self) -> None:
+        super().set()
+        self._parent.set()
+
+
+class StreamWatch:
+    """What a stream reader waits on: `changed`, then `take()` says what happened."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self.moved: asyncio.Event = _Linked(self.changed)  # the job's row changed
+        self.appended: asyncio.Event = _Linked(self.changed)  # output was appended
+
+    def take(self) -> tuple[bool, bool]:
+        """(moved, appended) since the last take; clears both."""
+        moved, appended = self.moved.is_set(), self.appended.is_set()
+        self.moved.clear()
+        self.appended.clear()
+        return moved, appended
 
 
 def _discard(waiters: dict[str, set[asyncio.Event]], job_id: str, event: asyncio.Event) -> None:
