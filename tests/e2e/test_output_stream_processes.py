@@ -18,7 +18,7 @@ import pytest
 from jobgate.testing.processes import ProcessHarness
 from tests.e2e.support import create_tenant, job_body
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 Event = tuple[float, str, Any, str | None]  # arrival (monotonic s), event, data, id
 
