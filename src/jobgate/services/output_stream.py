@@ -3,9 +3,9 @@ and append its output deltas to the job's durable output log through a small bat
 
 The batcher writes one chunk per batch, never one per token: the first delta at once (the
 time to the first token is what a reader waits for), then at most one batch per `max_delay_s`
-(~50 ms), sooner once a batch holds `batch_bytes`. Every
-append is fenced on the job's lease; a lost lease stops the call. Memory stays bounded: past
-`max_buffer_bytes` unwritten, `add` waits for the write (the provider's stream waits with it).
+(~50 ms), sooner once a batch holds `batch_bytes`. Every append is fenced on the job's lease;
+a lost lease stops the call. Memory stays bounded: past `max_buffer_bytes` unwritten, `add`
+waits for the write (the provider's stream waits with it).
 """
 
 from __future__ import annotations
