@@ -146,3 +146,12 @@ POISON_JOBS = Counter(
     "Jobs (or webhook deliveries) a role could not handle and failed alone, by role",
     ["role"],
 )
+
+# -- live output streaming (issue 16) ---------------------------------------------------------
+
+OUTPUT_CHUNKS = Counter(
+    "jobgate_output_chunks", "Output chunks appended by this process's streaming jobs"
+)
+OUTPUT_STREAMS_OPEN = Gauge(
+    "jobgate_output_streams_open", "Live output streams this API process is serving"
+)

@@ -35,7 +35,7 @@ def run(code: str, env: dict[str, str], cwd: Path) -> str:
 
 
 def test_the_examples_run(tmp_path: Path) -> None:
-    quick_start, _webhooks, per_call_key, client_wide_key = blocks()
+    quick_start, _webhooks, per_call_key, client_wide_key, *_streaming = blocks()
     with ProcessHarness(tmp_path) as harness:
         serve = harness.start("serve")
         assert serve.url is not None

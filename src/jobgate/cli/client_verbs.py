@@ -240,6 +240,12 @@ def _metadata(items: tuple[str, ...], as_json: bool) -> dict[str, str]:
 @click.option("--max-attempts", type=click.IntRange(1, 20))
 @click.option("--idempotency-key", help="Repeat a submit safely (default: a fresh one).")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the result (as `jobgate wait`).")
+@click.option(
+    "--stream",
+    "stream_",
+    is_flag=True,
+    help="Print the output as it is produced (live), then exit with the outcome (as --wait).",
+)
 @click.option("--timeout", type=click.FloatRange(min=0), help="With --wait: give up after S s.")
 @click.option(
     "-q", "--quiet", is_flag=True, help="Print only the job id (or, with --wait, the output)."
@@ -257,6 +263,7 @@ def submit(
     max_attempts: int | None,
     idempotency_key: str | None,
     wait_: bool,
+    stream_: bool,
     timeout: float | None,
     quiet: bool,
     url: str,
@@ -281,6 +288,8 @@ def submit(
     ):
         if value is not None:
             options[name] = value
+    if stream_:
+        options["stream"] = True
     with connect(url, api_key, as_json) as client:
         job = client.submit(
             endpoint or request.get("endpoint") or "/v1/chat/completions",
@@ -288,7 +297,11 @@ def submit(
             idempotency_key=idempotency_key,
             **options,
         )
-    if wait_:
+        if stream_:
+            job = _print_stream(client, job, as_json=as_json, quiet=quiet)
+    if stream_:
+        _report_outcome(job, as_json=as_json, printed=not as_json)
+    elif wait_:
         _wait_and_report(url, api_key, job.id, timeout, as_json=as_json, quiet=quiet)
     elif as_json:
         out.print_json(job.raw)
@@ -405,11 +418,26 @@ async def _tick(progress: out.Progress) -> None:
         await asyncio.sleep(0.1)
 
 
-def _report_outcome(job: Job, *, as_json: bool) -> None:
+def _print_stream(client: Client, job: Job, *, as_json: bool, quiet: bool) -> Job:
+    """`submit --stream`: the job's output as it comes (live output streaming); the job once
+    it finished."""
+    if as_json:
+        return client.wait(job.id)
+    if not quiet:
+        click.echo(f"{job.id} streaming", err=True)
+    for piece in client.stream(job.id):
+        if piece.reset:
+            click.echo("\n[the job started over on a new attempt]", err=True)
+        click.echo(piece, nl=False)
+    click.echo()
+    return client.get(job.id)
+
+
+def _report_outcome(job: Job, *, as_json: bool, printed: bool = False) -> None:
     code = EXIT_FOR_STATUS.get(job.status, EXIT_FAILURE)
     if as_json:
         out.print_json(job.raw)
-    elif job.status == "succeeded":
+    elif job.status == "succeeded" and not printed:
         text = job.output_text
         click.echo(text if text is not None else json.dumps(job.result, ensure_ascii=False))
     if code == 0:

@@ -40,6 +40,7 @@ from jobgate.client.models import (
     JobEvent,
     JobPage,
     JobStatus,
+    OutputDelta,
 )
 from jobgate.client.webhooks import WebhookVerificationError, verify_webhook
 
@@ -68,6 +69,7 @@ __all__ = [
     "NotDeadLetteredError",
     "NotFoundError",
     "Operation",
+    "OutputDelta",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitError",

@@ -26,7 +26,7 @@ from jobgate.client._base import (
 )
 from jobgate.client.backoff import Backoff
 from jobgate.client.journal import Journal, Operation, new_operation_id
-from jobgate.client.models import EventPage, Job, JobEvent, JobPage
+from jobgate.client.models import EventPage, Job, JobEvent, JobPage, OutputDelta
 from jobgate.client.sse import SSEDecoder
 
 
@@ -110,11 +110,13 @@ class AsyncClient(BaseClient):
         max_attempts: int | None = None,
         start_timeout_s: float | None = None,
         execution_timeout_s: float | None = None,
+        stream: bool = False,
         idempotency_key: str | None = None,
         wait_s: float | None = None,
     ) -> Job:
         """Submit a job; answers at once with it `queued` (or, with `wait_s` ≤ 60, finished if
-        it finished in time). Repeating a call with the same `idempotency_key` and body
+        it finished in time). `stream`: the job's output is served live (`stream()`) while it
+        runs. Repeating a call with the same `idempotency_key` and body
         answers the same job; with a journal the key is the journaled operation's id."""
         content = self._submit_body(
             endpoint,
@@ -126,6 +128,7 @@ class AsyncClient(BaseClient):
             max_attempts=max_attempts,
             start_timeout_s=start_timeout_s,
             execution_timeout_s=execution_timeout_s,
+            stream=stream,
         )
         return await self._submit(idempotency_key or new_operation_id(), content, wait_s)
 
@@ -312,6 +315,59 @@ class AsyncClient(BaseClient):
             if delay is None:
                 # The server ends the stream after the terminal event.
                 if saw_terminal or (received == 0 and (await self.get(job_id)).terminal):
+                    return
+                delay = backoff.next_delay_s()  # closed early (a restart): resume
+            await self._sleep(delay)
+
+    async def stream(
+        self, job_id: str, *, starting_after: int = 0, max_reconnects: int = 8
+    ) -> AsyncIterator[OutputDelta]:
+        """Follow the job's output live (SSE) as its worker produces it, until the job is
+        terminal; each item is a text delta (an `OutputDelta`, a str). A dropped stream is
+        resumed where it broke (Last-Event-ID), so no text is lost or repeated. A delta with
+        `reset` True starts a new attempt's text: discard what came before. A job submitted
+        without `stream=True` gives its whole text as one delta when it finishes. Gives up
+        after `max_reconnects` failures in a row."""
+        last = starting_after
+        backoff = Backoff(self.rng)
+        finished = False
+        reset = False
+        path = self._job_path(job_id, "/stream")
+        timeout = httpx.Timeout(self.timeout_s, read=STREAM_READ_TIMEOUT_S)
+        while True:
+            delay: float | None = None
+            try:
+                async with self._http.stream(
+                    "GET", path, headers=self._stream_headers(last), timeout=timeout
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        error = self.problem(response)
+                        delay = self._retry_after_answer(backoff, error, idempotent=True)
+                        if delay is None:
+                            raise error
+                    else:
+                        decoder = SSEDecoder()
+                        async for line in response.aiter_lines():
+                            sse = decoder.feed(line)
+                            if sse is None:
+                                continue
+                            if sse.event == "output.reset":
+                                reset = True
+                            elif sse.event == "output.delta":
+                                delta = self._output_delta(sse, last, reset)
+                                if delta is not None:
+                                    last, reset = delta.seq, False
+                                    backoff.reset()
+                                    yield delta
+                            elif sse.event.startswith("job."):
+                                finished = True
+            except httpx.TransportError as exc:
+                if backoff.attempt >= max_reconnects:
+                    raise self._connection_error(exc, self.base_url) from exc
+                delay = backoff.next_delay_s()
+            if delay is None:
+                if finished:  # the server ends the stream after the terminal event
                     return
                 delay = backoff.next_delay_s()  # closed early (a restart): resume
             await self._sleep(delay)

@@ -18,7 +18,8 @@ import httpx
 from jobgate.client import credentials, errors
 from jobgate.client.backoff import Backoff
 from jobgate.client.journal import Journal
-from jobgate.client.models import Job, JobEvent
+from jobgate.client.models import Job, JobEvent, OutputDelta
+from jobgate.client.sse import ServerSentEvent
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RETRIES = 2
@@ -103,6 +104,7 @@ class BaseClient:
         max_attempts: int | None,
         start_timeout_s: float | None,
         execution_timeout_s: float | None,
+        stream: bool = False,
     ) -> bytes:
         payload: dict[str, Any] = {"endpoint": endpoint, "body": dict(body)}
         optional = {
@@ -113,6 +115,7 @@ class BaseClient:
             "max_attempts": max_attempts,
             "start_timeout_s": start_timeout_s,
             "execution_timeout_s": execution_timeout_s,
+            "stream": stream or None,
         }
         payload.update({name: value for name, value in optional.items() if value is not None})
         return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
@@ -152,6 +155,15 @@ class BaseClient:
         if limit is not None:
             params.append(("limit", str(limit)))
         return params
+
+    @staticmethod
+    def _output_delta(sse: ServerSentEvent, last_seq: int, reset: bool) -> OutputDelta | None:
+        """The delta an `output.delta` event carries, None when already received."""
+        data = json.loads(sse.data)
+        seq = int(data["seq"])
+        if seq <= last_seq:
+            return None
+        return OutputDelta(str(data["text"]), seq=seq, reset=reset)
 
     @staticmethod
     def _stream_headers(last_seq: int) -> dict[str, str]:

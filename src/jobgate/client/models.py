@@ -198,3 +198,19 @@ def output_text(result: JSONObject | None) -> str | None:
                 if isinstance(block, dict) and isinstance(block.get("text"), str):
                     parts.append(block["text"])
     return "".join(parts) if parts else None
+
+
+class OutputDelta(str):
+    """A piece of a job's live output (`Client.stream`): the text itself, plus `seq` (its place
+    in the job's output log) and `reset`: True on the first delta of a new attempt, whose text
+    replaces everything received before it (a retried or reclaimed job starts over)."""
+
+    __slots__ = ("reset", "seq")
+    seq: int
+    reset: bool
+
+    def __new__(cls, text: str, *, seq: int, reset: bool = False) -> OutputDelta:
+        delta = super().__new__(cls, text)
+        delta.seq = seq
+        delta.reset = reset
+        return delta

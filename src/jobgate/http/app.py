@@ -18,6 +18,7 @@ from jobgate.http import (
     problems,
     provider_webhooks,
     responses_routes,
+    stream_routes,
     webhooks_routes,
 )
 from jobgate.http.access_log import AccessLogMiddleware
@@ -38,6 +39,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.state.ctx = ctx
     app.include_router(bulk_routes.router)
     app.include_router(jobs_routes.router)
+    app.include_router(stream_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)

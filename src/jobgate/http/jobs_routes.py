@@ -81,6 +81,7 @@ async def submit_job(
         max_attempts=payload.max_attempts,
         start_timeout_s=payload.start_timeout_s,
         execution_timeout_s=payload.execution_timeout_s,
+        stream=payload.stream,
     )
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key

@@ -110,6 +110,11 @@ class SubmitJobRequest(pydantic.BaseModel):
         allow_inf_nan=False,
         description="Fail the job (deadline_exceeded) past this runtime (at most 7 days)",
     )
+    stream: bool = pydantic.Field(
+        default=False,
+        description="Live output: the worker streams the provider call and its output deltas "
+        "are served at GET /v1/jobs/{id}/stream while the job runs",
+    )
 
 
 class ErrorOut(pydantic.BaseModel):

@@ -19,6 +19,7 @@ from jobgate.config import ProviderConfig
 from jobgate.providers import calls, sim_wire, simulation
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage, anthropic_usage
+from jobgate.providers.streaming import DeltaSink
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MESSAGES = "/v1/messages"
@@ -99,6 +100,16 @@ class AnthropicProvider:
     # -- Messages, streamed under the worker's lease -----------------------------------------
 
     async def call(self, call: ProviderCall) -> ProviderResult:
+        return await self._messages(call, None)
+
+    def streams(self, endpoint: str) -> bool:
+        return endpoint == MESSAGES
+
+    async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
+        """`call`, handing each text delta of the Messages stream on (live output)."""
+        return await self._messages(call, on_delta)
+
+    async def _messages(self, call: ProviderCall, on_delta: DeltaSink | None) -> ProviderResult:
         if call.endpoint != MESSAGES:
             raise errors.ProviderFatal(
                 f"{call.endpoint} runs in the background, not as a call", code="internal_error"
@@ -123,7 +134,7 @@ class AnthropicProvider:
             if not response.is_success:
                 await response.aread()
                 raise self._status_error(response)
-            message = await _assemble(response)
+            message = await _assemble(response, on_delta)
         except httpx.TransportError as exc:
             # The provider accepted the request and was answering: its outcome is unknown.
             raise self._transport_error(exc) from exc
@@ -279,8 +290,9 @@ def _check_params(params: JSONObject, where: str) -> None:
         )
 
 
-async def _assemble(response: httpx.Response) -> JSONObject:
-    """Build the complete `message` from a Messages event stream."""
+async def _assemble(response: httpx.Response, on_delta: DeltaSink | None = None) -> JSONObject:
+    """Build the complete `message` from a Messages event stream, handing each text delta to
+    `on_delta` as it arrives."""
     message: JSONObject | None = None
     blocks: dict[int, JSONObject] = {}
     partial_json: dict[int, list[str]] = {}
@@ -295,7 +307,10 @@ async def _assemble(response: httpx.Response) -> JSONObject:
         elif kind == "content_block_start":
             blocks[payload["index"]] = dict(payload["content_block"])
         elif kind == "content_block_delta":
-            _apply_delta(blocks[payload["index"]], payload["delta"], partial_json, payload["index"])
+            delta = payload["delta"]
+            _apply_delta(blocks[payload["index"]], delta, partial_json, payload["index"])
+            if on_delta is not None and delta.get("type") == "text_delta" and delta.get("text"):
+                await on_delta(delta["text"])
         elif kind == "content_block_stop":
             index = payload["index"]
             if index in partial_json:

@@ -15,9 +15,10 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
-from jobgate.providers import calls, sim_wire, simulation
+from jobgate.providers import calls, openai_stream, sim_wire, simulation
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, openai_usage
+from jobgate.providers.streaming import DeltaSink
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -115,6 +116,17 @@ class OpenAIProvider:
             await self._clock.sleep(SYNC_POLL_INTERVAL_S)
             snapshot = await self.retrieve(ref)
         return _result_or_raise(snapshot)
+
+    # -- live output streaming (providers/openai_stream.py) -----------------------------------
+
+    def streams(self, endpoint: str) -> bool:
+        return endpoint in ENDPOINTS and not self.runs_in_background(endpoint)
+
+    async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
+        """`call` with `stream: true`, handing each text delta on as it arrives."""
+        if call.endpoint == CHAT_COMPLETIONS:
+            return await openai_stream.chat(self, call, on_delta)
+        return await openai_stream.responses(self, call, on_delta)
 
     # -- background mode ---------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Literal
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.domain import responses
-from jobgate.providers import background, responses_chat, responses_messages
+from jobgate.providers import background, responses_chat, responses_messages, streaming
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult
 
@@ -78,6 +78,33 @@ class ResponsesFront:
         answer = await self.inner.call(
             dataclasses.replace(call, endpoint=wire_endpoint, body=wire_body)
         )
+        return self._from_wire(call, answer)
+
+    # -- live output streaming: the inner provider's stream, answered as a Response --------
+
+    def streams(self, endpoint: str) -> bool:
+        if endpoint == responses.ENDPOINT and self.wire == "chat_completions":
+            endpoint = responses_chat.ENDPOINT
+        elif endpoint == responses.ENDPOINT and self.wire == "messages":
+            endpoint = responses_messages.ENDPOINT
+        return streaming.streaming_for(self.inner, endpoint) is not None
+
+    async def stream(self, call: ProviderCall, on_delta: streaming.DeltaSink) -> ProviderResult:
+        if call.endpoint != responses.ENDPOINT:
+            wire_call = call
+        else:
+            wire_endpoint, wire_body = self.translate(call.body)
+            wire_call = dataclasses.replace(call, endpoint=wire_endpoint, body=wire_body)
+        inner = streaming.streaming_for(self.inner, wire_call.endpoint)
+        if inner is None:
+            raise errors.ProviderFatal(
+                f"provider {self.name!r} cannot stream {wire_call.endpoint}", code="internal_error"
+            )
+        answer = await inner.stream(wire_call, on_delta)
+        return answer if call.endpoint != responses.ENDPOINT else self._from_wire(call, answer)
+
+    def _from_wire(self, call: ProviderCall, answer: ProviderResult) -> ProviderResult:
+        """The Response a translated provider's answer stands for."""
         if self.wire == "chat_completions":
             return responses_chat.from_chat(
                 answer.body,

@@ -10,11 +10,12 @@ import asyncio
 
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
-from jobgate.providers import sim_wire, simulation
+from jobgate.providers import sim_stream, sim_wire, simulation
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
 from jobgate.providers.openai import response_snapshot
 from jobgate.providers.sim_engine import CancelRefused, SimEngine
+from jobgate.providers.streaming import DeltaSink
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -93,6 +94,13 @@ class SimProvider:
             usage=Usage(usage["prompt_tokens"], usage["completion_tokens"]),
             provider_request_id=body["id"],
         )
+
+    def streams(self, endpoint: str) -> bool:
+        return endpoint in self.endpoints
+
+    async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
+        """`call`, streamed: `sim.chunks` deltas over `sim.latency_s` (live output streaming)."""
+        return await sim_stream.stream(self, call, on_delta)
 
     # -- background mode, on the shared engine -------------------------------------------------
 

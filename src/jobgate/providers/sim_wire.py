@@ -10,7 +10,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from jobgate.providers import simulation
+from jobgate.providers import simulation, streaming
 
 JSONObject = dict[str, Any]
 
@@ -252,8 +252,7 @@ def anthropic_stream_events(message: JSONObject, *, chunks: int = 4) -> list[JSO
     """The server-sent events that stream `message`: message_start, one text block in
     `chunks` deltas, message_delta (stop reason and output tokens), message_stop."""
     text = "".join(block.get("text", "") for block in message["content"])
-    size = max(1, -(-len(text) // chunks))
-    pieces = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+    pieces = streaming.split_evenly(text, chunks)
     start = {
         **message,
         "content": [],

@@ -14,7 +14,9 @@ body they send stays valid for the real providers):
   `rejected` (failed for good: an invalid request), `incomplete`, `never`;
 - `webhooks`: `send` (default), `none` (lost), `duplicate`, `out_of_order` (a stale
   contradicting event after the real one), `early` (the event before the create's answer);
-- `cancel`: `supported` (default) or `unsupported` (the provider has no cancel endpoint).
+- `cancel`: `supported` (default) or `unsupported` (the provider has no cancel endpoint);
+- `chunks`: in how many deltas a streamed answer arrives, spread evenly over `latency_s`
+  (default 10, at most MAX_CHUNKS).
 """
 
 from __future__ import annotations
@@ -32,8 +34,19 @@ OUTCOMES = ("completed", "failed", "rejected", "incomplete", "never")
 WEBHOOK_MODES = ("send", "none", "duplicate", "out_of_order", "early")
 CANCEL_MODES = ("supported", "unsupported")
 _FIELDS = frozenset(
-    {"latency_s", "fail_with", "fail_times", "retry_after_s", "outcome", "webhooks", "cancel"}
+    {
+        "latency_s",
+        "fail_with",
+        "fail_times",
+        "retry_after_s",
+        "outcome",
+        "webhooks",
+        "cancel",
+        "chunks",
+    }
 )
+DEFAULT_CHUNKS = 10
+MAX_CHUNKS = 10_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,6 +58,7 @@ class Directives:
     outcome: str = "completed"
     webhooks: str = "send"
     cancel: str = "supported"
+    chunks: int = DEFAULT_CHUNKS  # deltas of a streamed answer (live output streaming)
 
     def fails_on(self, call_number: int) -> bool:
         """Whether the `call_number`-th call (1-based) fails."""
@@ -77,6 +91,11 @@ def directives(body: JSONObject) -> Directives:
         raise errors.InvalidRequest(
             "body.sim.fail_times must be a non-negative integer", param="body.sim.fail_times"
         )
+    chunks = raw.get("chunks", DEFAULT_CHUNKS)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
+        raise errors.InvalidRequest(
+            f"body.sim.chunks must be an integer from 1 to {MAX_CHUNKS}", param="body.sim.chunks"
+        )
     return Directives(
         latency,
         fail_with,
@@ -85,6 +104,7 @@ def directives(body: JSONObject) -> Directives:
         outcome=_choice(raw, "outcome", OUTCOMES),
         webhooks=_choice(raw, "webhooks", WEBHOOK_MODES),
         cancel=_choice(raw, "cancel", CANCEL_MODES),
+        chunks=chunks,
     )
 
 

@@ -49,6 +49,7 @@ class SubmitSpec:
     execution_timeout_s: float | None = None
     api: str = "jobs"
     id_prefix: str = "job"
+    stream: bool = False  # live output: the worker streams the call into the output log
 
 
 class JobService:
@@ -169,6 +170,8 @@ class JobService:
         if routed_model != model:
             body = {**body, "model": routed_model}
         provider.validate(spec.endpoint, body)
+        if spec.stream:
+            body = {**body, "stream": True}  # kept with the job: the worker reads it there
         config = self.providers.config(provider.name)
         return NewJob(
             id=self.ids.new(spec.id_prefix),

@@ -6,14 +6,16 @@ webhooks, idempotency) on any provider, including those with no background mode 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import response_events, responses
+from jobgate.domain import response_stream, responses
 from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
+from jobgate.domain.states import JobState
 from jobgate.services.jobs import MAX_WAIT_S, JobService, SubmitSpec
 from jobgate.storage.changes import wait_for
 from jobgate.storage.records import SubmitOutcome
@@ -24,6 +26,7 @@ SUBMIT_ROUTE = "POST /v1/responses"  # idempotency keys are scoped per route
 _DETACHED: set[asyncio.Future[Job]] = set()  # cancels outliving the request that asked
 CANCEL_WAIT_S = 5.0  # how long a cancel waits for the cancellation to take effect
 KEEPALIVE_S = 15.0
+CHUNK_PAGE = 1000
 
 
 class ResponsesService:
@@ -47,6 +50,7 @@ class ResponsesService:
             webhook=request.webhook,
             api=responses.API,
             id_prefix=responses.ID_PREFIX,
+            stream=request.stream,
         )
         try:
             outcome = await self.jobs.submit(
@@ -135,18 +139,43 @@ class ResponsesService:
         self, *, tenant_id: str, response_id: str, after: int
     ) -> AsyncIterator[dict[str, Any]]:
         """The stream events after sequence number `after`, then each new one as the job
-        moves, until the terminal one. Ends early if the response is deleted meanwhile."""
-        last = after
-        with self.jobs.storage.changes.watch_job(response_id) as changed:
+        moves and its output log grows (live output streaming), until the terminal one.
+        Every reader numbers the events alike (domain.response_stream), so a resume in any
+        process continues exactly. Ends early if the response is deleted meanwhile."""
+        storage = self.jobs.storage
+        live = response_stream.LiveResponseEvents()
+        read_seq = 0
+        moved = True
+        with storage.changes.watch_stream(response_id) as watch:
             while True:
-                try:
-                    job = await self.get(tenant_id=tenant_id, response_id=response_id)
-                except errors.NotFound:
+                if moved:  # an append alone costs one read: the chunks
+                    try:
+                        job = await self.get(tenant_id=tenant_id, response_id=response_id)
+                    except errors.NotFound:
+                        return
+                while True:
+                    chunks = await storage.job_output_read(
+                        job_id=response_id, after_seq=read_seq, limit=CHUNK_PAGE
+                    )
+                    if chunks:
+                        read_seq = chunks[-1].seq
+                    last_page = len(chunks) < CHUNK_PAGE
+                    # `job` was read before these chunks: if it is terminal, they are all.
+                    for event in live.advance(job if last_page else _running(job), chunks):
+                        if event["sequence_number"] > after:
+                            yield event
+                    if last_page:
+                        break
+                if live.finished:
                     return
-                for event in response_events.stream_events(job)[last + 1 :]:
-                    last = event["sequence_number"]
-                    yield event
-                if job.terminal:
-                    return
-                if not await wait_for(changed, min(KEEPALIVE_S, self.jobs.poll_fallback_s * 15)):
+                moved = True  # after a silence, read everything again (a signal may be lost)
+                if await wait_for(watch.changed, KEEPALIVE_S):
+                    moved, _ = watch.take()
+                else:
+                    watch.take()
                     yield {}  # nothing happened: the caller sends a keep-alive
+
+
+def _running(job: Job) -> Job:
+    """The job as if not finished yet (while more pages of its output log are to come)."""
+    return dataclasses.replace(job, state=JobState.RUNNING)

@@ -16,6 +16,8 @@ import os
 import random
 import secrets
 import socket
+from collections.abc import Coroutine
+from typing import Any
 
 from jobgate import errors, failpoints, metrics, tracing
 from jobgate.clock import Clock, SystemClock
@@ -23,9 +25,9 @@ from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.providers import background as provider_background
-from jobgate.providers.base import ProviderCall, ProviderResult
+from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import background, outcomes, readback, tenant_labels
+from jobgate.services import background, outcomes, output_stream, readback, tenant_labels
 from jobgate.services.limits import LimitsService
 from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
@@ -306,7 +308,7 @@ class Worker:
             job_id=job.id,
             tenant_id=job.tenant_id,
             endpoint=job.endpoint,
-            body=job.request or {},
+            body=output_stream.provider_body(job),
             model=job.model,
             attempt=job.attempt,
             run_count=job.run_count,
@@ -324,7 +326,9 @@ class Worker:
             endpoint=job.endpoint,
             attempt=job.attempt,
         ):
-            call_task = asyncio.create_task(provider.call(call), name=f"call {job.id}")
+            call_task = asyncio.create_task(
+                self._provider_call(provider, call, entry), name=f"call {job.id}"
+            )
             entry.call = call_task  # stop() cancels it directly: no watcher task per job
             if entry.abort_reason is not None:
                 call_task.cancel()
@@ -357,6 +361,21 @@ class Worker:
         if entry.abort_reason == ABORT_SHUTDOWN:
             return outcomes.released(job, actor=actor)
         return None
+
+    def _provider_call(
+        self, provider: Provider, call: ProviderCall, entry: _InFlight
+    ) -> Coroutine[Any, Any, ProviderResult]:
+        """The call; for a job that asked for live output, streamed into its output log."""
+        if not output_stream.wants_stream(entry.job):
+            return provider.call(call)
+        batcher = output_stream.OutputBatcher(
+            self._storage,
+            entry.lease,
+            generation=entry.job.run_count,
+            clock=self._clock,
+            on_lease_lost=lambda: entry.stop(ABORT_LEASE_LOST),
+        )
+        return output_stream.call_streaming(provider, call, batcher)
 
     def _verdict(self, job: Job, call_task: asyncio.Task[object]) -> Finish:
         actor = self.worker_id

@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import logging
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -37,7 +36,7 @@ from jobgate.providers.sim_engine import (
 )
 from jobgate.providers.sim_profile import SimProfile
 from jobgate.providers.simulation import Directives
-from jobgate.simulator import rate_limits
+from jobgate.simulator import rate_limits, streams
 from jobgate.simulator.http11 import Answer, Drop, H11Server, Hang, Reply, Request, Stream
 
 log = logging.getLogger(__name__)
@@ -295,11 +294,11 @@ class Simulator:
             simulation.validate_chat(body)
         except errors.InvalidRequest as exc:
             return _error(False, "invalid_request", exc.message, param=exc.param)
-        if body.get("stream"):
-            return _error(False, "invalid_request", "the simulator does not stream chat")
         completion = simulation.chat_completion(body, created=int(self.engine.now()))
         self.engine.created.append(completion["id"])
         self.engine.remember(key, 200, completion)
+        if body.get("stream"):
+            return streams.chat_stream(completion, body, plan, drop=drop)
         await asyncio.sleep(plan.latency_s)
         return Drop() if drop else Reply.json(200, completion)
 
@@ -319,6 +318,16 @@ class Simulator:
             answer = self.engine.response(response_id, as_created=True)
             for outgoing in self.engine.due_webhooks(early_for=response_id):
                 await self._deliver(outgoing)
+        elif body.get("stream"):
+            final = sim_wire.response_object(
+                body,
+                response_id=response_id,
+                created_at=self.engine.now(),
+                status="incomplete" if plan.outcome == "incomplete" else "completed",
+                completed_at=self.engine.now() + plan.latency_s,
+            )
+            self.engine.remember(key, 200, final)
+            return streams.responses_stream(final, plan, drop=drop)
         else:
             await asyncio.sleep(plan.latency_s)
             answer = self.engine.response(response_id)
@@ -356,12 +365,7 @@ class Simulator:
         if not body.get("stream"):
             await asyncio.sleep(plan.latency_s)
             return Drop() if drop else Reply.json(200, message)
-        events = sim_wire.anthropic_stream_events(message)
-        return Stream(
-            200,
-            _sse(events, pause_s=plan.latency_s / len(events), drop_midway=drop),
-            {"content-type": "text/event-stream", "cache-control": "no-cache"},
-        )
+        return streams.messages_stream(message, plan, drop=drop)
 
     def _batch_create(self, request: Request, body: dict[str, Any]) -> Answer:
         try:
@@ -494,14 +498,3 @@ def _error(
         else sim_wire.openai_error(fault, message, param=param)
     )
     return Reply.json(status, body, headers)
-
-
-async def _sse(
-    events: list[dict[str, Any]], *, pause_s: float, drop_midway: bool
-) -> AsyncIterator[bytes]:
-    for index, event in enumerate(events):
-        if drop_midway and index == len(events) // 2:
-            raise ConnectionAbortedError("simulated drop in the middle of a stream")
-        yield f"event: {event['type']}\ndata: ".encode() + orjson.dumps(event) + b"\n\n"
-        if pause_s:
-            await asyncio.sleep(pause_s)

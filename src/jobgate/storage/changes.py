@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 class ChangeHub:
     def __init__(self) -> None:
         self._job_waiters: dict[str, set[asyncio.Event]] = {}
+        self._stream_waiters: dict[str, set[asyncio.Event]] = {}
         self._work: set[asyncio.Event] = set()
         self._outbox: set[asyncio.Event] = set()
         self._reconcile: set[asyncio.Event] = set()
@@ -26,6 +27,12 @@ class ChangeHub:
     def jobs_changed(self, job_ids: Iterable[str]) -> None:
         for job_id in job_ids:
             for event in self._job_waiters.get(job_id, ()):
+                event.set()
+
+    def streams_changed(self, job_ids: Iterable[str]) -> None:
+        """New output chunks of these jobs (live output streaming)."""
+        for job_id in job_ids:
+            for event in self._stream_waiters.get(job_id, ()):
                 event.set()
 
     def work_available(self) -> None:
@@ -47,9 +54,10 @@ class ChangeHub:
 
     def everything_changed(self) -> None:
         """After a gap in the notification stream (a reconnect): wake every waiter."""
-        for events in self._job_waiters.values():
-            for event in events:
-                event.set()
+        for waiters in (self._job_waiters, self._stream_waiters):
+            for events in waiters.values():
+                for event in events:
+                    event.set()
         self.work_available()
         self.outbox_available()
         self.reconcile_due()
@@ -69,6 +77,19 @@ class ChangeHub:
                 waiters.discard(event)
                 if not waiters:
                     del self._job_waiters[job_id]
+
+    @contextlib.contextmanager
+    def watch_stream(self, job_id: str) -> Iterator[StreamWatch]:
+        """Wake-ups for a reader of `job_id`'s output: `changed` is set when the job moves or
+        appends output, and `moved` / `appended` say which. Register before reading."""
+        watch = StreamWatch()
+        self._job_waiters.setdefault(job_id, set()).add(watch.moved)
+        self._stream_waiters.setdefault(job_id, set()).add(watch.appended)
+        try:
+            yield watch
+        finally:
+            _discard(self._job_waiters, job_id, watch.moved)
+            _discard(self._stream_waiters, job_id, watch.appended)
 
     @contextlib.contextmanager
     def watch_work(self) -> Iterator[asyncio.Event]:
@@ -108,6 +129,46 @@ class ChangeHub:
     @property
     def job_watch_count(self) -> int:
         return sum(len(waiters) for waiters in self._job_waiters.values())
+
+    @property
+    def stream_watch_count(self) -> int:
+        return sum(len(waiters) for waiters in self._stream_waiters.values())
+
+
+class _Linked(asyncio.Event):
+    """An event that also sets `parent` (one wait for several kinds of change)."""
+
+    def __init__(self, parent: asyncio.Event) -> None:
+        super().__init__()
+        self._parent = parent
+
+    def set(self) -> None:
+        super().set()
+        self._parent.set()
+
+
+class StreamWatch:
+    """What a stream reader waits on: `changed`, then `take()` says what happened."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self.moved: asyncio.Event = _Linked(self.changed)  # the job's row changed
+        self.appended: asyncio.Event = _Linked(self.changed)  # output was appended
+
+    def take(self) -> tuple[bool, bool]:
+        """(moved, appended) since the last take; clears both."""
+        moved, appended = self.moved.is_set(), self.appended.is_set()
+        self.moved.clear()
+        self.appended.clear()
+        return moved, appended
+
+
+def _discard(waiters: dict[str, set[asyncio.Event]], job_id: str, event: asyncio.Event) -> None:
+    events = waiters.get(job_id)
+    if events is not None:
+        events.discard(event)
+        if not events:
+            del waiters[job_id]
 
 
 async def wait_for(event: asyncio.Event, timeout_s: float) -> bool:

@@ -46,6 +46,7 @@ from jobgate.storage.retention_protocol import RetentionStore
 from jobgate.storage.roles_protocol import RolesStore
 from jobgate.storage.sessions_protocol import SessionStore
 from jobgate.storage.signals_protocol import SignalStore
+from jobgate.storage.streams_protocol import OutputStreamStore
 from jobgate.storage.webhooks_protocol import WebhookStore
 
 
@@ -270,6 +271,7 @@ class Storage(
     BulkStore,
     RetentionStore,
     SignalStore,
+    OutputStreamStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

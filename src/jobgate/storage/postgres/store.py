@@ -34,6 +34,7 @@ from jobgate.storage.postgres.retention import PostgresRetention
 from jobgate.storage.postgres.roles import PostgresRoles
 from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.signals import PostgresSignals
+from jobgate.storage.postgres.streams import PostgresStreams
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -173,6 +174,7 @@ class PostgresStorage(
     PostgresBulk,
     PostgresRetention,
     PostgresSignals,
+    PostgresStreams,
 ):
     dialect = "postgres"
 
@@ -358,6 +360,8 @@ class PostgresStorage(
             self.changes.outbox_available()
         elif kind == "r":
             self.changes.reconcile_due()
+        elif kind == "s":
+            self.changes.streams_changed(ids.split(","))
 
     # -- tenants and keys --------------------------------------------------------------
 

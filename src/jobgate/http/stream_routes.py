@@ -1,0 +1,91 @@
+"""Live output streaming, native surface: `GET /v1/jobs/{id}/stream` serves a job's output
+deltas (server-sent events) as its worker appends them, from any API process, resumable with
+`Last-Event-ID` or `?starting_after=N`, then one terminal event. A client that leaves frees
+its place at once (the response's task is cancelled with it)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header, Query
+from starlette.responses import Response, StreamingResponse
+
+from jobgate import metrics
+from jobgate.http.context import Ctx, CurrentTenant
+from jobgate.http.models import ProblemOut
+from jobgate.http.views import job_view
+from jobgate.services import output_feed
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+MAX_SEQ = 2**31 - 1
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "`output.delta` events `{seq, text}` (id: seq), an `output.reset` event "
+        "`{seq, generation}` before the first delta of a new attempt, then one terminal event "
+        "(`job.succeeded`, `job.failed`, `job.cancelled`, `job.expired`) with the job",
+        "content": {"text/event-stream": {}},
+    },
+    **{
+        status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
+        for status in (400, 401, 404, 422, 503)
+    },
+}
+
+
+@router.get(
+    "/jobs/{job_id}/stream",
+    responses=_RESPONSES,
+    response_class=StreamingResponse,
+    summary="Stream a job's output live",
+    description="Server-sent events of the job's output as it is produced (for a job submitted "
+    'with `"stream": true`; any other job gives its whole text as one delta when it finishes), '
+    "then the terminal event. Served for finished jobs too. Resume with `Last-Event-ID` or "
+    "`?starting_after=N` (the last `seq` received).",
+)
+async def stream_job_output(
+    job_id: str,
+    ctx: Ctx,
+    tenant: CurrentTenant,
+    starting_after: Annotated[
+        int, Query(ge=0, le=MAX_SEQ, description="Send the deltas after this seq")
+    ] = 0,
+    last_event_id: Annotated[
+        str,
+        Header(
+            alias="Last-Event-ID",
+            pattern=r"^[0-9]{0,18}$",
+            description="Resume after this seq (SSE reconnection)",
+        ),
+    ] = "",
+) -> Response:
+    after = starting_after
+    if last_event_id:
+        after = max(after, min(int(last_event_id), MAX_SEQ))
+    await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
+    feed = output_feed.job_output(ctx.jobs, tenant_id=tenant.id, job_id=job_id, after=after)
+    return StreamingResponse(
+        _frames(feed),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _frames(feed: AsyncGenerator[output_feed.FeedEvent, None]) -> AsyncIterator[bytes]:
+    metrics.OUTPUT_STREAMS_OPEN.inc()
+    try:
+        async for event in feed:
+            yield frame(event)
+    finally:
+        metrics.OUTPUT_STREAMS_OPEN.dec()
+        await feed.aclose()
+
+
+def frame(event: output_feed.FeedEvent) -> bytes:
+    if event is output_feed.KEEPALIVE:
+        return b": keep-alive\n\n"
+    data = job_view(event.job) if event.job is not None else event.data
+    head = b"" if event.event_id is None else b"id: %d\n" % event.event_id
+    return head + b"event: %s\ndata: %s\n\n" % (event.event.encode(), orjson.dumps(data))

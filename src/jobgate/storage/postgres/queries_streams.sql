@@ -1,0 +1,29 @@
+-- Live output streaming on PostgreSQL: the output log of running jobs (job_output_chunks).
+
+-- name: job_output_append
+-- Append one chunk to the output of the attempt holding this lease (no row when fenced off)
+-- and tell every listening process (`s:<job id>`) in the same statement.
+WITH clock AS (SELECT coalesce(:now::timestamptz, now()) AS now),
+appended AS (
+    INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at)
+    SELECT j.id,
+           coalesce((SELECT max(c.seq) FROM job_output_chunks AS c WHERE c.job_id = j.id), 0) + 1,
+           j.run_count, :text::text, clock.now
+      FROM jobs AS j, clock
+     WHERE j.id = :job_id AND j.lease_token = :lease_token AND j.state = 'running'
+       FOR SHARE OF j  -- wait for a concurrent reclaim and re-check the fence after it
+    RETURNING job_id, seq, generation, text, created_at
+)
+SELECT a.*, pg_notify('jobgate', 's:' || a.job_id) AS notified FROM appended AS a
+
+-- name: job_output_read
+-- A job's chunks after a sequence number, in order.
+SELECT job_id, seq, generation, text, created_at
+  FROM job_output_chunks
+ WHERE job_id = :job_id AND seq > :after_seq
+ ORDER BY seq
+ LIMIT :limit
+
+-- name: job_output_delete
+-- Drop a job's output log (purge).
+DELETE FROM job_output_chunks WHERE job_id = :job_id RETURNING seq
