@@ -9,6 +9,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import jobgate
 from jobgate import errors
 from jobgate.http import (
+    bulk_routes,
     dashboard,
     health,
     jobs_routes,
@@ -32,6 +33,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         redoc_url=None,
     )
     app.state.ctx = ctx
+    app.include_router(bulk_routes.router)  # before jobs_routes: /jobs/bulk is no job id
     app.include_router(jobs_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)

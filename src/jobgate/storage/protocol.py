@@ -23,6 +23,7 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.admin_protocol import AdminStore
 from jobgate.storage.batch_protocol import BatchStore
+from jobgate.storage.bulk_protocol import BulkStore
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
@@ -258,6 +259,7 @@ class Storage(
     AdminStore,
     ProviderStore,
     BatchStore,
+    BulkStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

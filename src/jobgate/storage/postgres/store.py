@@ -27,6 +27,7 @@ from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
+from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
@@ -132,6 +133,7 @@ class PostgresStorage(
     PostgresAdmin,
     PostgresProviderStore,
     PostgresBatch,
+    PostgresBulk,
 ):
     dialect = "postgres"
 

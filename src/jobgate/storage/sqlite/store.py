@@ -43,6 +43,7 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
+from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -101,6 +102,7 @@ class SqliteStorage(
     SqliteAdmin,
     SqliteProviderStore,
     SqliteBatch,
+    SqliteBulk,
 ):
     dialect = "sqlite"
 
