@@ -9,8 +9,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import jobgate
 from jobgate import errors
 from jobgate.http import (
+    batches_routes,
     bulk_routes,
     dashboard,
+    files_routes,
     health,
     jobs_routes,
     metrics_route,
@@ -35,6 +37,8 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.state.ctx = ctx
     app.include_router(bulk_routes.router)  # before jobs_routes: /jobs/bulk is no job id
     app.include_router(jobs_routes.router)
+    app.include_router(files_routes.router)
+    app.include_router(batches_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
@@ -46,5 +50,9 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_exception_handler(RequestValidationError, problems.handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)
     app.add_exception_handler(Exception, problems.handle_unexpected)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=ctx.settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=ctx.settings.max_body_bytes,
+        path_limits=files_routes.body_limits(ctx.settings),
+    )
     return app

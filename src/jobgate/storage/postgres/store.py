@@ -27,6 +27,7 @@ from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
+from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
@@ -134,6 +135,7 @@ class PostgresStorage(
     PostgresProviderStore,
     PostgresBatch,
     PostgresBulk,
+    PostgresBatches,
 ):
     dialect = "postgres"
 

@@ -43,6 +43,7 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
+from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
@@ -103,6 +104,7 @@ class SqliteStorage(
     SqliteProviderStore,
     SqliteBatch,
     SqliteBulk,
+    SqliteBatches,
 ):
     dialect = "sqlite"
 
