@@ -20,6 +20,7 @@ from jobgate.http.context import AppContext
 from jobgate.http.receipt_timeout import protocol_class
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
@@ -34,7 +35,7 @@ from jobgate.storage.protocol import Storage
 
 log = logging.getLogger(__name__)
 
-ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler")
+ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler", "batches")
 
 
 def available_roles() -> tuple[str, ...]:
@@ -129,6 +130,9 @@ class Runtime:
     def reaper(self) -> Reaper:
         return Reaper(storage=self.storage, settings=self.settings)
 
+    def batch_runner(self) -> BatchRunner:
+        return BatchRunner(jobs=self.jobs)
+
     async def run_roles(
         self,
         roles: tuple[str, ...],
@@ -166,6 +170,10 @@ class Runtime:
             reconciler = self.reconciler()
             tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
             stoppers.append(reconciler.request_stop)
+        if "batches" in roles:
+            runner = self.batch_runner()
+            tasks.append(asyncio.create_task(runner.run(), name="batches"))
+            stoppers.append(runner.request_stop)
         if "api" in roles:
             config = uvicorn.Config(
                 create_app(self.app_context()),
