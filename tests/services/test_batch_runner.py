@@ -1,0 +1,125 @@
+"""The batches role's expansion under crashes, on both backends (issue 17): a pass that dies
+after storing jobs but before recording them, or before moving its cursor, neither loses nor
+doubles a line when the next pass redoes the chunk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from jobgate import errors
+from jobgate.services import batch_runner, files
+from jobgate.services.batch_runner import BatchRunner
+from jobgate.services.batches import BatchService
+from jobgate.services.files import FileService
+from jobgate.services.runtime import Runtime
+
+CHAT = "/v1/chat/completions"
+
+
+async def chunks_of(lines: list[bytes]) -> Any:
+    for raw in lines:
+        yield raw
+
+
+async def make_batch(runtime: Runtime, tenant_id: str, count: int) -> str:
+    lines = [
+        orjson.dumps({
+            "custom_id": f"c{i}", "method": "POST", "url": CHAT,
+            "body": {"model": "sim-echo", "messages": [{"role": "user", "content": f"n{i}"}]},
+        }) + b"\n"
+        for i in range(count)
+    ]  # fmt: skip
+    service = FileService(storage=runtime.storage, settings=runtime.settings, ids=runtime.ids)
+    record = await service.upload(
+        tenant_id=tenant_id, purpose=lambda: "batch", filename="in.jsonl", data=chunks_of(lines)
+    )
+    batches = BatchService(storage=runtime.storage, settings=runtime.settings, ids=runtime.ids)
+    batch = await batches.create(
+        tenant_id=tenant_id,
+        input_file_id=record.id,
+        endpoint=CHAT,
+        completion_window="24h",
+        metadata=None,
+    )
+    return batch.id
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "CHUNK_BYTES", 400)  # a few lines a chunk
+    monkeypatch.setattr(batch_runner, "CHUNKS_PER_PASS", 1)
+
+
+async def expand_all(runner: BatchRunner, storage: Any, batch_id: str) -> None:
+    for _ in range(100):
+        await runner.batches_once()
+        batch = await storage.batch_get(batch_id=batch_id)
+        counts = await storage.batch_counts(batch_id=batch_id)
+        if counts.items == batch.total:
+            return
+    raise AssertionError("expansion did not finish")
+
+
+async def test_expansion_is_chunked_and_counts_are_live(
+    runtime: Runtime, small_chunks: None
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 20)
+    runner = BatchRunner(jobs=runtime.jobs)
+    await runner.batches_once()
+    first = await runtime.storage.batch_counts(batch_id=batch_id)
+    assert 0 < first.items < 20 and first.live == first.items
+    await expand_all(runner, runtime.storage, batch_id)
+    await runtime.worker().run_once(limit=5)
+    counts = await runtime.storage.batch_counts(batch_id=batch_id)
+    assert (counts.items, counts.completed, counts.live) == (20, 5, 15)
+
+
+async def test_a_crash_before_recording_the_lines_neither_loses_nor_doubles(
+    runtime: Runtime, small_chunks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 20)
+    runner = BatchRunner(jobs=runtime.jobs)
+    real_put = runtime.storage.batch_items_put
+    calls = 0
+
+    async def dies_once(**kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the jobs of the second chunk are stored; the process dies here
+            raise errors.StorageUnavailable("killed")
+        await real_put(**kwargs)
+
+    monkeypatch.setattr(runtime.storage, "batch_items_put", dies_once)
+    await runner.batches_once()
+    with pytest.raises(errors.StorageUnavailable):
+        await runner.batches_once()
+    monkeypatch.setattr(runtime.storage, "batch_items_put", real_put)
+    await expand_all(runner, runtime.storage, batch_id)
+    jobs = await runtime.storage.job_list(tenant_id=tenant.tenant.id, limit=100)
+    assert len(jobs) == 20
+    assert sorted(job.metadata["custom_id"] for job in jobs) == sorted(f"c{i}" for i in range(20))
+
+
+async def test_a_crash_before_moving_the_cursor_redoes_the_chunk_harmlessly(
+    runtime: Runtime, small_chunks: None
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 20)
+    runner = BatchRunner(jobs=runtime.jobs)
+    await expand_all(runner, runtime.storage, batch_id)
+    # As if every cursor move had been lost: the whole input is expanded again.
+    await runtime.storage.batch_update(
+        batch_id=batch_id, from_statuses=("in_progress",), expanded_chunks=0
+    )
+    await expand_all(runner, runtime.storage, batch_id)
+    for _ in range(30):
+        await runner.batches_once()
+    jobs = await runtime.storage.job_list(tenant_id=tenant.tenant.id, limit=100)
+    assert len(jobs) == 20
+    counts = await runtime.storage.batch_counts(batch_id=batch_id)
+    assert counts.items == 20
