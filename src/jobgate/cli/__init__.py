@@ -20,6 +20,7 @@ COMMAND_MODULES: dict[str, str] = {
     "dispatcher": "jobgate.cli.webhooks",
     **dict.fromkeys(("simulator", "reconciler"), "jobgate.cli.providers"),
     "bench": "jobgate.cli.bench",
+    "batch": "jobgate.cli.batch",
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),
