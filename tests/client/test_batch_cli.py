@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,25 @@ def test_unknown_batch_and_bad_file(served: JobgateServer, tmp_path: Path) -> No
     bad.write_text('{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions"}\n')
     refused = invoke(served, "submit", str(bad))
     assert refused.exit_code == 1 and "line 1" in refused.output
+
+
+def test_the_python_examples_of_docs_batches_run(served: JobgateServer, tmp_path: Path) -> None:
+    doc = Path(__file__).resolve().parents[2] / "docs" / "batches.md"
+    examples = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.DOTALL)
+    assert len(examples) == 2
+    outputs = []
+    for example in examples:
+        result = subprocess.run(
+            [sys.executable, "-c", example],
+            env=served.env(JOBGATE_URL=served.url, JOBGATE_API_KEY=served.api_key),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout.splitlines())
+    (first,) = outputs[0]  # the refusal's code: invalid_request, or model_not_found (DESIGN 9)
+    assert first.startswith("2500 stored; 1 refused: ")
+    assert outputs[1][0] == "completed 3 0"
+    assert outputs[1][1:] == [f"q{i} echo: question {i}" for i in range(3)]
