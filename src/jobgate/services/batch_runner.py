@@ -27,7 +27,6 @@ from jobgate.storage.records import SubmitOutcome
 
 log = logging.getLogger(__name__)
 
-LEASE_S = 60.0  # one pass on one batch must end well within this
 INTERVAL_S = 1.0
 CHUNKS_PER_PASS = 4  # input chunks (about 256 KiB each) expanded per batch per pass
 CANCELS_PER_PASS = 500
@@ -40,6 +39,9 @@ class BatchRunner:
         self.jobs = jobs
         self.storage = jobs.storage
         self.interval_s = interval_s
+        # A pass on one batch must end well within its lease (as a worker's call within the
+        # job's): a process killed mid-pass delays the batch by at most this much.
+        self.lease_s = jobs.settings.lease_ttl_s
         self._stopping = False
         self._wake = asyncio.Event()
 
@@ -47,7 +49,7 @@ class BatchRunner:
 
     async def batches_once(self, *, now: datetime | None = None) -> int:
         """Work one step on each live batch no other batches role holds; answers how many."""
-        claimed = await self.storage.batch_claim_live(limit=8, lease_s=LEASE_S, now=now)
+        claimed = await self.storage.batch_claim_live(limit=8, lease_s=self.lease_s, now=now)
         for batch in claimed:
             try:
                 await self.step(batch, now=now)
