@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 import pydantic
@@ -25,8 +25,8 @@ class CreateBatchRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
     input_file_id: str = pydantic.Field(min_length=1, max_length=200)
-    endpoint: str = pydantic.Field(min_length=1, max_length=200)
-    completion_window: str = pydantic.Field(min_length=1, max_length=16)
+    endpoint: Literal["/v1/chat/completions", "/v1/responses"]
+    completion_window: Literal["24h"]
     metadata: dict[str, Any] | None = None
     output_expires_after: dict[str, Any] | None = None  # accepted, not applied
 

@@ -26,10 +26,29 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+_BODY_SCHEMA = {
+    "type": "object",
+    "required": ["jobs"],
+    "additionalProperties": False,
+    "properties": {
+        "jobs": {
+            "type": "array",
+            "maxItems": 1000,
+            # Any value: an item that is not a valid submit is refused in its own slot.
+            "items": {"description": "A POST /v1/jobs body, and optionally an "
+                      "`idempotency_key` (1-255 printable ASCII characters)"},
+        }
+    },
+}  # fmt: skip
+
+
 @router.post(
     "/jobs/bulk",
     status_code=200,
     responses=_PROBLEMS,
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _BODY_SCHEMA}}}
+    },
     summary="Submit many jobs",
     description='`{"jobs": [submit body + optional "idempotency_key", ...]}` (at most 1,000). '
     "Every acceptable item is stored in one transaction; the answer has one entry per item, "

@@ -39,7 +39,27 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
-@router.post("/files", responses=_PROBLEMS, summary="Upload a batch input file (JSONL)")
+_UPLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["file", "purpose"],
+    "properties": {
+        "file": {"type": "string", "format": "binary", "description": "JSONL, a request a line"},
+        "purpose": {"type": "string", "enum": ["batch"]},
+    },
+}
+
+
+@router.post(
+    "/files",
+    responses=_PROBLEMS,
+    summary="Upload a batch input file (JSONL)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": _UPLOAD_SCHEMA}},
+        }
+    },
+)
 async def upload_file(request: Request, ctx: Ctx, tenant: CurrentTenant) -> Response:
     upload = multipart_stream.Upload()
     data = multipart_stream.stream_upload(
