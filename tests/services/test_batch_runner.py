@@ -14,6 +14,7 @@ from jobgate.services import batch_runner, files
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.services.files import FileService
+from jobgate.services.jobs import SubmitSpec
 from jobgate.services.runtime import Runtime
 
 CHAT = "/v1/chat/completions"
@@ -123,3 +124,25 @@ async def test_a_crash_before_moving_the_cursor_redoes_the_chunk_harmlessly(
     assert len(jobs) == 20
     counts = await runtime.storage.batch_counts(batch_id=batch_id)
     assert counts.items == 20
+
+
+async def test_interactive_work_runs_before_a_big_batch(runtime: Runtime) -> None:
+    """Another tenant's interactive jobs share the claims fairly with a 300-line batch, and the
+    batch's own tenant's interactive jobs go first within that tenant (priority 5 < 8)."""
+    big = await runtime.tenants.create("bulk")
+    other = await runtime.tenants.create("other")
+    batch_id = await make_batch(runtime, big.tenant.id, 300)
+    await expand_all(BatchRunner(jobs=runtime.jobs), runtime.storage, batch_id)
+    hello = {"model": "sim-echo", "messages": [{"role": "user", "content": "now"}]}
+    mine = [
+        (await runtime.jobs.submit(tenant_id=big.tenant.id, spec=spec)).job.id
+        for spec in [SubmitSpec(endpoint=CHAT, body=hello)] * 3
+    ]
+    theirs = [
+        (await runtime.jobs.submit(tenant_id=other.tenant.id, spec=spec)).job.id
+        for spec in [SubmitSpec(endpoint=CHAT, body=hello)] * 3
+    ]
+    claimed = await runtime.storage.job_claim(worker_id="w", limit=6, lease_ttl_s=60)
+    ids = {job.id for job in claimed}
+    assert set(theirs) <= ids  # the other tenant's share is not eaten by the batch
+    assert set(mine) <= ids  # within the batch's tenant, interactive work first

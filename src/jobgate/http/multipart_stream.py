@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
 from jobgate import errors
 
@@ -102,7 +103,14 @@ async def stream_upload(
     (a field sent after the file is known only once this is exhausted)."""
     state = _State(file_field, upload)
     parser = MultipartParser(boundary_of(content_type), state.callbacks())  # type: ignore[arg-type]
-    async for piece in body:
+    pieces = aiter(body)
+    while True:
+        try:
+            piece = await anext(pieces)
+        except StopAsyncIteration:
+            break
+        except ClientDisconnect:  # or the body limit cut it off (that answer is a 413)
+            raise errors.InvalidRequest("the upload was interrupted", param="file") from None
         try:
             parser.write(piece)
         except errors.JobgateError:
