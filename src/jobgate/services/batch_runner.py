@@ -217,6 +217,14 @@ class BatchRunner:
         await self._not_run(batch, final, failures)
         output_id = await output.close()
         error_id = await failures.close()
+        # Queued before the batch ends, so a pass killed in between queues it again (once).
+        await self.storage.batch_event_insert(
+            batch_id=batch.id,
+            tenant_id=batch.tenant_id,
+            event_type=f"batch.{final}",
+            status=str(final),
+            now=now,
+        )
         done = await self.storage.batch_update(
             batch_id=batch.id,
             from_statuses=(BatchStatus.FINALIZING,),

@@ -120,3 +120,16 @@ class BatchesStore(Protocol):
     async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
         """Ids of the batch's jobs still queued or running (for cancel and expiry)."""
         ...
+
+    async def batch_event_insert(
+        self,
+        *,
+        batch_id: str,
+        tenant_id: str,
+        event_type: str,
+        status: str,
+        now: datetime | None = None,
+    ) -> None:
+        """Queue the batch's webhook event (`batch.completed` ...) in the outbox, once per
+        endpoint of the tenant that wants it; idempotent (a repeat queues nothing more)."""
+        ...

@@ -15,12 +15,15 @@ from jobgate.storage.batches_records import (
     NewBatchItem,
 )
 from jobgate.storage.batches_rows import BatchRows
+from jobgate.storage.changes import ChangeHub
 
 ROWS = BatchRows(time=lambda value: value, json=lambda value: value)
 
 
 class PostgresBatches:
     """Mixed into PostgresStorage, which supplies the query helpers."""
+
+    changes: ChangeHub
 
     async def _fetch(self, query_name: str, /, **params: Any) -> list[Any]:
         raise NotImplementedError
@@ -159,3 +162,22 @@ class PostgresBatches:
     async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
         rows = await self._fetch("batch_live_job_ids", batch_id=batch_id, limit=limit)
         return [row["id"] for row in rows]
+
+    async def batch_event_insert(
+        self,
+        *,
+        batch_id: str,
+        tenant_id: str,
+        event_type: str,
+        status: str,
+        now: datetime | None = None,
+    ) -> None:
+        await self._fetch(
+            "batch_event_insert",
+            batch_id=batch_id,
+            tenant_id=tenant_id,
+            event_type=event_type,
+            status=status,
+            now=now,
+        )
+        self.changes.outbox_available()

@@ -154,3 +154,15 @@ SELECT j.id
  WHERE i.batch_id = :batch_id AND j.state IN ('queued', 'running')
  ORDER BY i.line
  LIMIT :limit
+
+-- name: batch_event_insert
+-- Queue a batch's webhook event for each of the tenant's endpoints that wants it (idempotent).
+INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                    series, job_status, created_at, next_attempt_at)
+SELECT 'msg_' || :batch_id || '_' || e.id, jobgate_event_id(:batch_id, :event_type, 0),
+       :tenant_id, :batch_id, :event_type, e.id, e.id, NULL, 0, :status, clock.now, clock.now
+  FROM webhook_endpoints AS e, (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE e.tenant_id = :tenant_id AND NOT e.disabled
+   AND (e.event_types ? :event_type OR jsonb_array_length(e.event_types) = 0)
+ON CONFLICT (id) DO NOTHING
+RETURNING id

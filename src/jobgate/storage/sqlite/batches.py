@@ -20,6 +20,7 @@ from jobgate.storage.batches_records import (
     NewBatchItem,
 )
 from jobgate.storage.batches_rows import BatchRows
+from jobgate.storage.changes import ChangeHub
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -39,6 +40,7 @@ class SqliteBatches:
     """Mixed into SqliteStorage, which supplies `_db` and `_now`."""
 
     _db: SqliteDatabase
+    changes: ChangeHub
 
     def _now(self, now: datetime | None) -> float:
         raise NotImplementedError
@@ -208,3 +210,24 @@ class SqliteBatches:
     async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
         rows = await self._read_all("batch_live_job_ids", {"batch_id": batch_id, "limit": limit})
         return [row["id"] for row in rows]
+
+    async def batch_event_insert(
+        self,
+        *,
+        batch_id: str,
+        tenant_id: str,
+        event_type: str,
+        status: str,
+        now: datetime | None = None,
+    ) -> None:
+        await self._write_one(
+            "batch_event_insert",
+            {
+                "batch_id": batch_id,
+                "tenant_id": tenant_id,
+                "event_type": event_type,
+                "status": status,
+                "now": self._now(now),
+            },
+        )
+        self.changes.outbox_available()

@@ -145,3 +145,15 @@ SELECT j.id
  WHERE i.batch_id = :batch_id AND j.state IN ('queued', 'running')
  ORDER BY i.line
  LIMIT :limit
+
+-- name: batch_event_insert
+-- Queue a batch's webhook event for each of the tenant's endpoints that wants it (idempotent).
+INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                    series, job_status, created_at, next_attempt_at)
+SELECT 'msg_' || :batch_id || '_' || e.id, jobgate_event_id(:batch_id, :event_type, 0),
+       :tenant_id, :batch_id, :event_type, e.id, e.id, NULL, 0, :status, :now, :now
+  FROM webhook_endpoints AS e
+ WHERE e.tenant_id = :tenant_id AND NOT e.disabled
+   AND (EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = :event_type)
+        OR json_array_length(e.event_types) = 0)
+ON CONFLICT (id) DO NOTHING
