@@ -201,3 +201,36 @@ async def test_create_refusals_are_openai_errors(api: Api) -> None:
         with pytest.raises(openai.BadRequestError) as refused:
             await client.files.create(file=("x.jsonl", b'{"custom_id": "a"}\n'), purpose="batch")
         assert "line 1" in str(refused.value)
+
+
+async def test_responses_lines_answer_response_objects_and_a_foreign_url_is_refused(
+    api: Api,
+) -> None:
+    def responses_line(custom_id: str, **body: Any) -> dict[str, Any]:
+        return {"custom_id": custom_id, "method": "POST", "url": "/v1/responses",
+                "body": {"model": "sim-echo", "input": custom_id, **body}}  # fmt: skip
+
+    lines = [
+        responses_line("r-0"),
+        responses_line("r-bad", previous_response_id="resp_x"),  # refused when expanded
+        line("chat-in-a-responses-batch"),  # its url is not the batch's endpoint
+        responses_line("r-1"),
+    ]
+    async with sdk(api) as client, roles(api):
+        uploaded = await client.files.create(file=("in.jsonl", jsonl(lines)), purpose="batch")
+        batch = await client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/responses", completion_window="24h"
+        )
+        done = await until(client, batch.id, "completed")
+        output = parse((await client.files.content(done.output_file_id or "")).content)
+        errors_ = parse((await client.files.content(done.error_file_id or "")).content)
+    assert done.request_counts is not None
+    assert (done.request_counts.completed, done.request_counts.failed) == (2, 2)
+    assert [o["custom_id"] for o in output] == ["r-0", "r-1"]
+    response = output[0]["response"]["body"]
+    assert response["object"] == "response" and response["status"] == "completed"
+    assert response["output"][0]["content"][0]["text"] == "echo: r-0"
+    refused = {e["custom_id"]: e["response"] for e in errors_}
+    assert set(refused) == {"r-bad", "chat-in-a-responses-batch"}
+    assert all(r["status_code"] == 400 and r["body"]["error"]["message"] for r in refused.values())
+    assert refused["chat-in-a-responses-batch"]["body"]["error"]["param"] == "url"
