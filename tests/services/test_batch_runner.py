@@ -146,3 +146,37 @@ async def test_interactive_work_runs_before_a_big_batch(runtime: Runtime) -> Non
     ids = {job.id for job in claimed}
     assert set(theirs) <= ids  # the other tenant's share is not eaten by the batch
     assert set(mine) <= ids  # within the batch's tenant, interactive work first
+
+
+async def test_a_chunk_of_more_lines_than_one_bulk_call_expands_whole(runtime: Runtime) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 1500)  # one 256 KiB chunk
+    chunks = await runtime.storage.file_chunks(
+        file_id=(await runtime.storage.batch_get(batch_id=batch_id)).input_file_id,  # type: ignore[union-attr]
+        from_seq=0,
+        limit=10,
+    )
+    assert chunks[0].line_count > 1000
+    await expand_all(BatchRunner(jobs=runtime.jobs), runtime.storage, batch_id)
+    assert await runtime.storage.queued_count(tenant_id=tenant.tenant.id) == 1500
+
+
+async def test_a_batch_that_cannot_be_handled_fails_alone(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    broken = await make_batch(runtime, tenant.tenant.id, 2)
+    runner = BatchRunner(jobs=runtime.jobs)
+
+    async def boom(*_args: Any, **_kwargs: Any) -> bool:
+        raise ValueError("unexpected")
+
+    monkeypatch.setattr(runner, "_expand", boom)
+    await runner.batches_once()
+    failed = await runtime.storage.batch_get(batch_id=broken)
+    assert failed is not None and failed.status == "failed" and failed.failed_at is not None
+    assert failed.errors == {
+        "object": "list",
+        "data": [{"code": "internal_error", "message": "ValueError", "line": None}],
+    }
+    assert await runner.batches_once() == 0  # not taken again

@@ -53,6 +53,11 @@ class BatchRunner:
         for batch in claimed:
             try:
                 await self.step(batch, now=now)
+            except errors.StorageError:
+                raise  # the database is unwell: the loop backs off and tries again
+            except Exception as exc:  # a batch that cannot be handled fails alone
+                log.exception("batch failed", extra={"batch_id": batch.id})
+                await self._fail(batch, exc, now)
             finally:
                 await self.storage.batch_update(
                     batch_id=batch.id, from_statuses=tuple(BatchStatus), release=True, now=now
@@ -108,6 +113,17 @@ class BatchRunner:
         if batch.status == BatchStatus.FINALIZING:
             await self._finalize(batch, now)
 
+    async def _fail(self, batch: BatchRecord, exc: Exception, now: datetime | None) -> None:
+        error = {"code": "internal_error", "message": f"{type(exc).__name__}", "line": None}
+        await self.storage.batch_update(
+            batch_id=batch.id,
+            from_statuses=batches.LIVE,
+            status=BatchStatus.FAILED,
+            final_status=BatchStatus.FAILED,
+            errors={"object": "list", "data": [error]},
+            now=now,
+        )
+
     # -- expansion ----------------------------------------------------------------------
 
     async def _expand(self, batch: BatchRecord, now: datetime | None) -> bool:
@@ -122,14 +138,20 @@ class BatchRunner:
                 self._submit(batch, line, chunk.first_line + offset)
                 for offset, line in enumerate(parsed)
             ]
+            results: list[bulk.ItemResult] = []
             try:
-                results = await bulk.submit_bulk(
-                    self.jobs,
-                    tenant_id=batch.tenant_id,
-                    items=items,
-                    route=f"POST /v1/batches/{batch.id}",
-                    key_ttl_s=batches.COMPLETION_WINDOWS[batch.completion_window] + KEY_MARGIN_S,
-                )
+                # A chunk may hold more lines than one bulk call takes: several transactions,
+                # each safe to redo (the keys replay).
+                for start in range(0, len(items), bulk.MAX_BULK_ITEMS):
+                    results += await bulk.submit_bulk(
+                        self.jobs,
+                        tenant_id=batch.tenant_id,
+                        items=items[start : start + bulk.MAX_BULK_ITEMS],
+                        route=f"POST /v1/batches/{batch.id}",
+                        key_ttl_s=(
+                            batches.COMPLETION_WINDOWS[batch.completion_window] + KEY_MARGIN_S
+                        ),
+                    )
             except errors.QueueFull:
                 log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
                 return False
