@@ -6,7 +6,7 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.states import JobState
-from jobgate.storage.bulk_protocol import BulkItem
+from jobgate.storage.bulk_insert_protocol import BulkItem
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
 from jobgate.testing import FakeClock

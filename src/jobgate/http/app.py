@@ -10,7 +10,7 @@ import jobgate
 from jobgate import errors
 from jobgate.http import (
     batches_routes,
-    bulk_routes,
+    bulk_submit_routes,
     dashboard,
     files_routes,
     health,
@@ -35,7 +35,7 @@ def create_app(ctx: AppContext) -> FastAPI:
         redoc_url=None,
     )
     app.state.ctx = ctx
-    app.include_router(bulk_routes.router)  # before jobs_routes: /jobs/bulk is no job id
+    app.include_router(bulk_submit_routes.router)  # before jobs_routes: /jobs/bulk is no job id
     app.include_router(jobs_routes.router)
     app.include_router(files_routes.router)
     app.include_router(batches_routes.router)

@@ -18,7 +18,7 @@ import orjson
 from jobgate import errors
 from jobgate.domain import batches, response_requests, responses
 from jobgate.domain.batches import BatchStatus
-from jobgate.services import bulk
+from jobgate.services import bulk_submit
 from jobgate.services.files import ChunkWriter
 from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage.batches_records import BatchItemResult, BatchRecord, NewBatchItem
@@ -138,15 +138,15 @@ class BatchRunner:
                 self._submit(batch, line, chunk.first_line + offset)
                 for offset, line in enumerate(parsed)
             ]
-            results: list[bulk.ItemResult] = []
+            results: list[bulk_submit.ItemResult] = []
             try:
                 # A chunk may hold more lines than one bulk call takes: several transactions,
                 # each safe to redo (the keys replay).
-                for start in range(0, len(items), bulk.MAX_BULK_ITEMS):
-                    results += await bulk.submit_bulk(
+                for start in range(0, len(items), bulk_submit.MAX_BULK_ITEMS):
+                    results += await bulk_submit.submit_bulk(
                         self.jobs,
                         tenant_id=batch.tenant_id,
-                        items=items[start : start + bulk.MAX_BULK_ITEMS],
+                        items=items[start : start + bulk_submit.MAX_BULK_ITEMS],
                         route=f"POST /v1/batches/{batch.id}",
                         key_ttl_s=(
                             batches.COMPLETION_WINDOWS[batch.completion_window] + KEY_MARGIN_S
@@ -172,14 +172,16 @@ class BatchRunner:
                 return False  # cancelled or expired meanwhile: the next pass stops its jobs
         return len(chunks) < CHUNKS_PER_PASS
 
-    def _submit(self, batch: BatchRecord, line: dict[str, Any], number: int) -> bulk.BulkSubmit:
+    def _submit(
+        self, batch: BatchRecord, line: dict[str, Any], number: int
+    ) -> bulk_submit.BulkSubmit:
         key = f"line-{number}"  # the input file never changes: a line's number names it
         if line["url"] != batch.endpoint:
             refused = errors.InvalidRequest(
                 f"url {line['url']!r} differs from the batch's endpoint {batch.endpoint!r}",
                 param="url",
             )
-            return bulk.BulkSubmit(None, refused=refused)
+            return bulk_submit.BulkSubmit(None, refused=refused)
         meta = {"batch_id": batch.id, "custom_id": line["custom_id"]}
         try:
             if batch.endpoint == responses.ENDPOINT:
@@ -198,8 +200,8 @@ class BatchRunner:
                     priority=batch.priority,
                 )  # fmt: skip
         except errors.InvalidRequest as exc:
-            return bulk.BulkSubmit(None, refused=exc)
-        return bulk.BulkSubmit(spec, raw_body=line["body"], idempotency_key=key)
+            return bulk_submit.BulkSubmit(None, refused=exc)
+        return bulk_submit.BulkSubmit(spec, raw_body=line["body"], idempotency_key=key)
 
     # -- cancel and expiry --------------------------------------------------------------
 
@@ -381,7 +383,7 @@ class _ResultFile:
         return self.file_id
 
 
-def _item(line: int, custom_id: str, result: bulk.ItemResult) -> NewBatchItem:
+def _item(line: int, custom_id: str, result: bulk_submit.ItemResult) -> NewBatchItem:
     if isinstance(result, SubmitOutcome):
         return NewBatchItem(line=line, custom_id=custom_id, job_id=result.job.id)
     error = {

@@ -24,7 +24,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage.admin_protocol import AdminStore
 from jobgate.storage.batch_protocol import BatchStore
 from jobgate.storage.batches_protocol import BatchesStore, FilesStore
-from jobgate.storage.bulk_protocol import BulkStore
+from jobgate.storage.bulk_insert_protocol import BulkInsertStore
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
@@ -260,7 +260,7 @@ class Storage(
     AdminStore,
     ProviderStore,
     BatchStore,
-    BulkStore,
+    BulkInsertStore,
     FilesStore,
     BatchesStore,
     Protocol,

@@ -28,7 +28,7 @@ from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.batches import PostgresBatches
-from jobgate.storage.postgres.bulk import PostgresBulk
+from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
@@ -134,7 +134,7 @@ class PostgresStorage(
     PostgresAdmin,
     PostgresProviderStore,
     PostgresBatch,
-    PostgresBulk,
+    PostgresBulkInsert,
     PostgresBatches,
 ):
     dialect = "postgres"

@@ -44,7 +44,7 @@ from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.batches import SqliteBatches
-from jobgate.storage.sqlite.bulk import SqliteBulk
+from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -103,7 +103,7 @@ class SqliteStorage(
     SqliteAdmin,
     SqliteProviderStore,
     SqliteBatch,
-    SqliteBulk,
+    SqliteBulkInsert,
     SqliteBatches,
 ):
     dialect = "sqlite"

@@ -1,4 +1,4 @@
-"""BulkStore on PostgreSQL: one transaction; keyless items in one INSERT ... SELECT, keyed
+"""BulkInsertStore on PostgreSQL: one transaction; keyless items in one INSERT ... SELECT, keyed
 items one statement each (the key's binding and the job in one statement, as for a submit)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from jobgate import errors
-from jobgate.storage.bulk_protocol import BulkItem, BulkResult
+from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.batch import insert_payload
 from jobgate.storage.records import QueueLimit, SubmitOutcome
@@ -19,7 +19,7 @@ from jobgate.storage.rows import RowDecoder
 T = TypeVar("T")
 
 
-class PostgresBulk:
+class PostgresBulkInsert:
     """Mixed into PostgresStorage, which supplies the query helpers."""
 
     changes: ChangeHub
@@ -113,7 +113,7 @@ class PostgresBulk:
 
 
 async def _check_bounds(
-    store: PostgresBulk, conn: Any, limit: QueueLimit, results: Sequence[BulkResult]
+    store: PostgresBulkInsert, conn: Any, limit: QueueLimit, results: Sequence[BulkResult]
 ) -> None:
     """Counted after the inserts, inside the transaction: raising rolls everything back."""
     new = [r.job for r in results if isinstance(r, SubmitOutcome) and not r.replayed]

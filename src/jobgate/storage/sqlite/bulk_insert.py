@@ -1,4 +1,4 @@
-"""BulkStore on SQLite: the whole call in one write operation (one transaction, one fsync)."""
+"""BulkInsertStore on SQLite: the whole call in one write operation (one transaction, one fsync)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 
 from jobgate import errors
 from jobgate.storage import sql
-from jobgate.storage.bulk_protocol import BulkItem, BulkResult
+from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import QueueLimit, SubmitOutcome
 from jobgate.storage.rows import RowDecoder
@@ -18,7 +18,7 @@ from jobgate.storage.sqlite.database import SqliteDatabase
 Q = sql.load("jobgate.storage.sqlite")
 
 
-class SqliteBulk:
+class SqliteBulkInsert:
     """Mixed into SqliteStorage, which supplies `_db`, `_now`, `_decode` and `changes`."""
 
     _db: SqliteDatabase

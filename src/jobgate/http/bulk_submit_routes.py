@@ -14,7 +14,7 @@ from jobgate.http import problems
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.models import ProblemOut, SubmitJobRequest
 from jobgate.http.views import job_view
-from jobgate.services import bulk
+from jobgate.services import bulk_submit
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import SubmitOutcome
 
@@ -57,12 +57,12 @@ _BODY_SCHEMA = {
 )
 async def submit_bulk(request: Request, ctx: Ctx, tenant: CurrentTenant) -> Response:
     items = parse_items(await request.body())
-    results = await bulk.submit_bulk(ctx.jobs, tenant_id=tenant.id, items=items)
+    results = await bulk_submit.submit_bulk(ctx.jobs, tenant_id=tenant.id, items=items)
     data = [_item_view(result) for result in results]
     return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
 
 
-def parse_items(raw: bytes) -> list[bulk.BulkSubmit]:
+def parse_items(raw: bytes) -> list[bulk_submit.BulkSubmit]:
     """The items of a bulk body; a malformed envelope refuses the call, a malformed item only
     its own slot."""
     try:
@@ -74,33 +74,35 @@ def parse_items(raw: bytes) -> list[bulk.BulkSubmit]:
     jobs = payload["jobs"]
     if not isinstance(jobs, list):
         raise errors.InvalidRequest("jobs must be an array", param="jobs")
-    if len(jobs) > bulk.MAX_BULK_ITEMS:
+    if len(jobs) > bulk_submit.MAX_BULK_ITEMS:
         raise errors.InvalidRequest(
-            f"at most {bulk.MAX_BULK_ITEMS} jobs per call (got {len(jobs)})",
+            f"at most {bulk_submit.MAX_BULK_ITEMS} jobs per call (got {len(jobs)})",
             param="jobs",
             code="too_many_items",
         )
     return [_parse_item(index, item) for index, item in enumerate(jobs)]
 
 
-def _parse_item(index: int, item: Any) -> bulk.BulkSubmit:
+def _parse_item(index: int, item: Any) -> bulk_submit.BulkSubmit:
     where = f"jobs[{index}]"
     if not isinstance(item, dict):
-        return bulk.BulkSubmit(None, refused=errors.InvalidRequest(f"{where} must be an object"))
+        return bulk_submit.BulkSubmit(
+            None, refused=errors.InvalidRequest(f"{where} must be an object")
+        )
     fields = dict(item)
     key = fields.pop("idempotency_key", None)
     if key is not None and not isinstance(key, str):
         refused = errors.InvalidRequest(
             f"{where}.idempotency_key must be a string", param="idempotency_key"
         )
-        return bulk.BulkSubmit(None, refused=refused)
+        return bulk_submit.BulkSubmit(None, refused=refused)
     try:
         payload = SubmitJobRequest.model_validate(fields)
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         param = ".".join(str(part) for part in first.get("loc", ())) or None
         message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
-        return bulk.BulkSubmit(None, refused=errors.InvalidRequest(message, param=param))
+        return bulk_submit.BulkSubmit(None, refused=errors.InvalidRequest(message, param=param))
     spec = SubmitSpec(
         endpoint=payload.endpoint,
         body=payload.body,
@@ -112,10 +114,10 @@ def _parse_item(index: int, item: Any) -> bulk.BulkSubmit:
         start_timeout_s=payload.start_timeout_s,
         execution_timeout_s=payload.execution_timeout_s,
     )
-    return bulk.BulkSubmit(spec, raw_body=fields, idempotency_key=key)
+    return bulk_submit.BulkSubmit(spec, raw_body=fields, idempotency_key=key)
 
 
-def _item_view(result: bulk.ItemResult) -> dict[str, Any]:
+def _item_view(result: bulk_submit.ItemResult) -> dict[str, Any]:
     if isinstance(result, SubmitOutcome):
         view = job_view(result.job)
         if result.replayed:

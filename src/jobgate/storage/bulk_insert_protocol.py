@@ -23,7 +23,7 @@ class BulkItem:
 BulkResult = SubmitOutcome | errors.IdempotencyKeyReused
 
 
-class BulkStore(Protocol):
+class BulkInsertStore(Protocol):
     async def job_insert_bulk(
         self,
         *,
