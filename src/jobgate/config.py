@@ -175,6 +175,11 @@ class Settings(pydantic.BaseModel):
     max_output_tokens_mode: Literal["clamp", "reject"] = "clamp"
     metrics_public: bool = False  # /metrics without an operator key (a private network only)
     metrics_port: int = pydantic.Field(default=0, ge=0, le=65535)  # roles without the API
+    # Batches (issue 17): an uploaded file's size and line bounds, and the batch jobs' priority
+    # (0 runs first; interactive submits default to 5).
+    files_max_bytes: int = pydantic.Field(default=200 * 1024 * 1024, gt=0)
+    batch_max_lines: int = pydantic.Field(default=50_000, gt=0)
+    batch_priority: int = pydantic.Field(default=8, ge=0, le=9)
 
     @pydantic.model_validator(mode="after")
     def _check_relations(self) -> Settings:
@@ -229,6 +234,7 @@ _ENV_FIELDS = (
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
     "request_head_timeout_s", "max_request_head_bytes", "max_request_headers",
     "max_request_line_bytes", "dashboard_session_ttl_s",
+    "files_max_bytes", "batch_max_lines", "batch_priority",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

@@ -120,7 +120,8 @@ RESPONSE_FIELDS = [
 @st.composite
 def requests(draw: st.DrawFn) -> tuple[str, str, str]:
     """(method, path, raw JSON body)."""
-    kinds = ["job", "job_body", "job_sim", "response", "endpoint", "form", "raw"]
+    kinds = ["job", "job_body", "job_sim", "response", "endpoint", "form", "raw", "bulk", "batch"]
+    kinds += ["bulk_action"]
     kind = draw(st.sampled_from(kinds))
     value = draw(values)
     if kind == "job":
@@ -150,10 +151,22 @@ def requests(draw: st.DrawFn) -> tuple[str, str, str]:
             )
         )
         return *route, dump({"url": "https://127.0.0.1/hook", field: value})
+    if kind == "bulk":  # POST /v1/jobs/bulk: a bad item is refused in its own slot
+        item = _submit(**{draw(st.sampled_from(SUBMIT_FIELDS)): value})
+        return "POST", "/v1/jobs/bulk", dump({"jobs": [item, _submit()]})
+    if kind == "bulk_action":  # by filter; dry_run, so the accepted job is never touched
+        field = draw(st.sampled_from(["status", "model", "created_after", "metadata", "x"]))
+        action = draw(st.sampled_from(["bulk_cancel", "bulk_redrive", "bulk_delete"]))
+        return "POST", f"/v1/jobs/{action}", dump({"where": {field: value}, "dry_run": True})
+    if kind == "batch":
+        field = draw(st.sampled_from(["input_file_id", "completion_window", "metadata", "x"]))
+        batch = {"input_file_id": "file_nope", "endpoint": "/v1/chat/completions"}
+        return "POST", "/v1/batches", dump({**batch, "completion_window": "24h", field: value})
     if kind == "form":  # the dashboard's sign-in form
         fields = draw(st.lists(st.text(max_size=12), max_size=12))
         return "POST", "/dashboard/login", "&".join(["key=" + dump(value), *fields])
-    path = draw(st.sampled_from(["/v1/jobs", "/v1/responses", "/v1/webhook_endpoints"]))
+    paths = ["/v1/jobs", "/v1/responses", "/v1/webhook_endpoints", "/v1/jobs/bulk", "/v1/batches"]
+    path = draw(st.sampled_from(paths))
     return "POST", path, dump(value)
 
 

@@ -22,6 +22,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("simulator", "reconciler"), "jobgate.cli.providers"),
     "bench": "jobgate.cli.bench",
     "alerts": "jobgate.cli.ops",
+    "batch": "jobgate.cli.batch",
     **dict.fromkeys(
         ("submit", "status", "wait", "cancel", "jobs", "dlq", "events"), "jobgate.cli.client_verbs"
     ),

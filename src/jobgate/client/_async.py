@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from jobgate.client import errors
+from jobgate.client import bulk, errors
 from jobgate.client._base import (
     DEFAULT_LONG_POLL_S,
     DEFAULT_MAX_RETRIES,
@@ -131,6 +131,18 @@ class AsyncClient(BaseClient):
             stream=stream,
         )
         return await self._submit(idempotency_key or new_operation_id(), content, wait_s)
+
+    async def submit_many(
+        self, items: Iterable[Mapping[str, Any]]
+    ) -> builtins.list[bulk.BulkResult]:
+        """Submit many jobs through `POST /v1/jobs/bulk`; see Client.submit_many."""
+        out: builtins.list[bulk.BulkResult] = []
+        for content in bulk.calls(items):
+            response = await self._request(
+                "POST", bulk.BULK_PATH, content=content, headers=bulk.HEADERS
+            )
+            out.extend(bulk.results(self._json(response)))
+        return out
 
     async def _submit(self, key: str, content: bytes, wait_s: float | None) -> Job:
         if self.journal is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from jobgate.client import errors
+from jobgate.client import bulk, errors
 from jobgate.client._base import (
     DEFAULT_LONG_POLL_S,
     DEFAULT_MAX_RETRIES,
@@ -129,6 +129,18 @@ class Client(BaseClient):
             stream=stream,
         )
         return self._submit(idempotency_key or new_operation_id(), content, wait_s)
+
+    def submit_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[bulk.BulkResult]:
+        """Submit many jobs through `POST /v1/jobs/bulk`, 1,000 per call, one transaction per
+        call. Each item is a mapping with `endpoint`, `body` and any of submit()'s keyword
+        arguments (`idempotency_key` included; one is generated where missing, so a lost
+        answer is retried safely). Answers one entry per item, in order: the Job, or the
+        APIStatusError that refused that item alone."""
+        out: builtins.list[bulk.BulkResult] = []
+        for content in bulk.calls(items):
+            response = self._request("POST", bulk.BULK_PATH, content=content, headers=bulk.HEADERS)
+            out.extend(bulk.results(self._json(response)))
+        return out
 
     def _submit(self, key: str, content: bytes, wait_s: float | None) -> Job:
         if self.journal is not None:

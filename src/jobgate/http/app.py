@@ -9,8 +9,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import jobgate
 from jobgate import errors
 from jobgate.http import (
+    batches_routes,
     bulk_routes,
+    bulk_submit_routes,
     dashboard,
+    files_routes,
     health,
     jobs_routes,
     metrics_route,
@@ -37,9 +40,12 @@ def create_app(ctx: AppContext) -> FastAPI:
         redoc_url=None,
     )
     app.state.ctx = ctx
-    app.include_router(bulk_routes.router)
+    app.include_router(bulk_submit_routes.router)  # before jobs_routes: /jobs/bulk is no job id
+    app.include_router(bulk_routes.router)  # /jobs/bulk_cancel etc., likewise
     app.include_router(jobs_routes.router)
     app.include_router(stream_routes.router)
+    app.include_router(files_routes.router)
+    app.include_router(batches_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
@@ -51,7 +57,11 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_exception_handler(RequestValidationError, problems.handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)
     app.add_exception_handler(Exception, problems.handle_unexpected)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=ctx.settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=ctx.settings.max_body_bytes,
+        path_limits=files_routes.body_limits(ctx.settings),
+    )
     if ctx.settings.access_log:
         app.add_middleware(AccessLogMiddleware)
     app.add_middleware(dashboard.SecurityHeadersMiddleware)

@@ -9,15 +9,18 @@ from jobgate.http import problems
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, path_limits: dict[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.path_limits = path_limits or {}  # exact path -> its own limit (file uploads)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.max_body_bytes
+        limit = self.path_limits.get(scope.get("path", ""), self.max_body_bytes)
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:

@@ -19,9 +19,10 @@ from jobgate.http.bulk_models import BulkActionOut, BulkActionRequest, JobFilter
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.jobs_routes import json_response
 from jobgate.http.models import ProblemOut
+from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services import bulk, operators
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], route_class=StrictJsonRoute)
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}

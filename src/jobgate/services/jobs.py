@@ -31,6 +31,7 @@ KNOWN_EVENT_TYPES = frozenset({
     "job.running", "job.succeeded", "job.failed", "job.cancelled", "job.expired",
     "response.in_progress", "response.completed", "response.failed", "response.cancelled",
     "response.incomplete",
+    "batch.completed", "batch.failed", "batch.cancelled", "batch.expired",  # endpoints only
 })  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import presence
+from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
@@ -35,7 +36,7 @@ from jobgate.storage.protocol import Storage
 
 log = logging.getLogger(__name__)
 
-ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler")
+ROLES = ("api", "worker", "reaper", "dispatcher", "reconciler", "batches")
 
 
 def available_roles() -> tuple[str, ...]:
@@ -137,6 +138,9 @@ class Runtime:
     def reaper(self) -> Reaper:
         return Reaper(storage=self.storage, settings=self.settings)
 
+    def batch_runner(self) -> BatchRunner:
+        return BatchRunner(jobs=self.jobs)
+
     async def run_roles(
         self,
         roles: tuple[str, ...],
@@ -163,6 +167,7 @@ class Runtime:
             "reaper": self.reaper,
             "dispatcher": self.dispatcher,
             "reconciler": self.reconciler,
+            "batches": self.batch_runner,
         }
         for name, build in builders.items():
             if name in roles:

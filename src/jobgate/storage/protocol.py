@@ -23,6 +23,8 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.admin_protocol import AdminStore
 from jobgate.storage.batch_protocol import BatchStore
+from jobgate.storage.batches_protocol import BatchesStore, FilesStore
+from jobgate.storage.bulk_insert_protocol import BulkInsertStore
 from jobgate.storage.bulk_protocol import BulkStore
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.limits_protocol import LimitsStore
@@ -272,6 +274,9 @@ class Storage(
     RetentionStore,
     SignalStore,
     OutputStreamStore,
+    BulkInsertStore,
+    FilesStore,
+    BatchesStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -27,7 +27,9 @@ from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
+from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
+from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.retention import PostgresRetention
@@ -175,6 +177,8 @@ class PostgresStorage(
     PostgresRetention,
     PostgresSignals,
     PostgresStreams,
+    PostgresBulkInsert,
+    PostgresBatches,
 ):
     dialect = "postgres"
 

@@ -43,7 +43,9 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import RowDecoder, tolerant_json, unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
+from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
+from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -124,6 +126,8 @@ class SqliteStorage(
     SqliteRetention,
     SqliteSignals,
     SqliteStreams,
+    SqliteBulkInsert,
+    SqliteBatches,
 ):
     dialect = "sqlite"
 

@@ -1,0 +1,156 @@
+"""OpenAI's Batch API over jobs: create a batch from an uploaded JSONL file, read it with its
+live request counts, list, cancel. The batches role (services/batch_runner.py) does the rest."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jobgate import errors
+from jobgate.clock import to_unix
+from jobgate.config import Settings
+from jobgate.domain import batches
+from jobgate.domain.batches import BatchStatus
+from jobgate.ids import IdGenerator
+from jobgate.storage.batches_records import BatchRecord
+from jobgate.storage.protocol import Storage
+
+log = logging.getLogger(__name__)
+
+MAX_METADATA_KEYS = 16
+MAX_METADATA_KEY = 64
+MAX_METADATA_VALUE = 512
+
+
+class BatchService:
+    def __init__(self, *, storage: Storage, settings: Settings, ids: IdGenerator) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.ids = ids
+
+    async def create(
+        self,
+        *,
+        tenant_id: str,
+        input_file_id: str,
+        endpoint: str,
+        completion_window: str,
+        metadata: dict[str, Any] | None,
+    ) -> BatchRecord:
+        if endpoint not in batches.ENDPOINTS:
+            raise errors.InvalidRequest(
+                f"endpoint must be one of {', '.join(batches.ENDPOINTS)}", param="endpoint"
+            )
+        window_s = batches.COMPLETION_WINDOWS.get(completion_window)
+        if window_s is None:
+            raise errors.InvalidRequest(
+                "completion_window must be '24h'", param="completion_window"
+            )
+        _check_metadata(metadata)
+        record = await self.storage.file_get(file_id=input_file_id, tenant_id=tenant_id)
+        if record is None:
+            raise errors.NotFound("file", input_file_id)
+        if record.purpose != "batch":
+            raise errors.InvalidRequest(
+                "input_file_id must name a file uploaded with purpose 'batch'",
+                param="input_file_id",
+            )
+        batch = await self.storage.batch_create(
+            batch={
+                "id": self.ids.new("batch"),
+                "tenant_id": tenant_id,
+                "endpoint": endpoint,
+                "input_file_id": input_file_id,
+                "completion_window": completion_window,
+                "window_s": window_s,
+                "metadata": metadata,
+                "priority": self.settings.batch_priority,
+                "total": record.lines,
+            }
+        )
+        log.info(
+            "batch created",
+            extra={"tenant_id": tenant_id, "batch_id": batch.id, "count": record.lines},
+        )
+        return batch
+
+    async def get(self, *, tenant_id: str, batch_id: str) -> BatchRecord:
+        batch = await self.storage.batch_get(batch_id=batch_id, tenant_id=tenant_id)
+        if batch is None:
+            raise errors.NotFound("batch", batch_id)
+        return batch
+
+    async def list(
+        self, *, tenant_id: str, after: str | None, limit: int
+    ) -> tuple[list[BatchRecord], bool]:
+        if after is not None:
+            await self.get(tenant_id=tenant_id, batch_id=after)
+        found = await self.storage.batch_list(tenant_id=tenant_id, after=after, limit=limit + 1)
+        return found[:limit], len(found) > limit
+
+    async def cancel(self, *, tenant_id: str, batch_id: str) -> BatchRecord:
+        """Queued lines are cancelled (by the batches role, at once), running ones stopped,
+        finished ones kept. Idempotent while cancelling; a finished batch is a conflict."""
+        batch = await self.get(tenant_id=tenant_id, batch_id=batch_id)
+        changed = await self.storage.batch_update(
+            batch_id=batch_id,
+            from_statuses=(BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS),
+            status=BatchStatus.CANCELLING,
+            final_status=BatchStatus.CANCELLED,
+        )
+        if changed is not None:
+            log.info("batch cancel", extra={"tenant_id": tenant_id, "batch_id": batch_id})
+            return changed
+        batch = await self.get(tenant_id=tenant_id, batch_id=batch_id)
+        if batch.final_status == BatchStatus.CANCELLED:  # cancelling, finalizing or cancelled
+            return batch
+        raise errors.Conflict(f"cannot cancel a batch with status {batch.status!r}")
+
+    async def view(self, batch: BatchRecord) -> dict[str, Any]:
+        """The batch as OpenAI shows it, with request counts as they stand."""
+        if batch.completed_count is not None and batch.failed_count is not None:
+            completed, failed = batch.completed_count, batch.failed_count
+        else:
+            counts = await self.storage.batch_counts(batch_id=batch.id)
+            completed, failed = counts.completed, counts.failed
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": batch.endpoint,
+            "errors": batch.errors,
+            "input_file_id": batch.input_file_id,
+            "completion_window": batch.completion_window,
+            "status": batch.status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": to_unix(batch.created_at),
+            "in_progress_at": to_unix(batch.in_progress_at),
+            "expires_at": to_unix(batch.expires_at),
+            "finalizing_at": to_unix(batch.finalizing_at),
+            "completed_at": to_unix(batch.completed_at),
+            "failed_at": to_unix(batch.failed_at),
+            "expired_at": to_unix(batch.expired_at),
+            "cancelling_at": to_unix(batch.cancelling_at),
+            "cancelled_at": to_unix(batch.cancelled_at),
+            "request_counts": {"total": batch.total, "completed": completed, "failed": failed},
+            "metadata": batch.metadata,
+        }
+
+
+def _check_metadata(metadata: dict[str, Any] | None) -> None:
+    if metadata is None:
+        return
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise errors.InvalidRequest(
+            f"metadata holds at most {MAX_METADATA_KEYS} keys", param="metadata"
+        )
+    for key, value in metadata.items():
+        if len(key) > MAX_METADATA_KEY or not isinstance(value, str):
+            raise errors.InvalidRequest(
+                f"metadata keys are at most {MAX_METADATA_KEY} characters and values strings",
+                param="metadata",
+            )
+        if len(value) > MAX_METADATA_VALUE:
+            raise errors.InvalidRequest(
+                f"metadata values are at most {MAX_METADATA_VALUE} characters", param="metadata"
+            )

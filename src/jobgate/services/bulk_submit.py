@@ -1,0 +1,113 @@
+"""Native bulk submission: many submits in one transaction, each answered in its own slot."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from jobgate import errors
+from jobgate.domain import idempotency
+from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec
+from jobgate.storage.bulk_insert_protocol import BulkItem
+from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
+
+log = logging.getLogger(__name__)
+
+MAX_BULK_ITEMS = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BulkSubmit:
+    """One item of a bulk call: a validated submit, or the refusal its validation raised."""
+
+    spec: SubmitSpec | None
+    raw_body: Any = None  # what the key's body hash is taken over (the item minus its key)
+    idempotency_key: str | None = None
+    refused: errors.JobgateError | None = None
+
+
+# One item's answer: its job (new or replayed) or why it was refused.
+ItemResult = SubmitOutcome | errors.JobgateError
+
+
+async def submit_bulk(
+    jobs: JobService,
+    *,
+    tenant_id: str,
+    items: Sequence[BulkSubmit],
+    route: str = SUBMIT_ROUTE,
+    key_ttl_s: float | None = None,
+) -> list[ItemResult]:
+    """Store every acceptable item in one transaction; answer one result per item, in order.
+
+    An item that is invalid (fields, model, provider, tenant limits, webhook URL) or whose key
+    was used with another body is refused in its slot and does not sink the others. A key
+    shares its binding with `POST /v1/jobs` (same route), so a single submit retried as a
+    bulk item, or the reverse, answers the same job. The queue bounds apply to the call as a
+    whole: errors.QueueFull is raised with nothing stored."""
+    if len(items) > MAX_BULK_ITEMS:
+        raise errors.InvalidRequest(
+            f"at most {MAX_BULK_ITEMS} jobs per call (got {len(items)})",
+            param="jobs",
+            code="too_many_items",
+        )
+    results: list[ItemResult | None] = [None] * len(items)
+    stored: list[tuple[int, BulkItem]] = []
+    ttl_s = key_ttl_s or jobs.settings.idempotency_ttl_s
+    for index, item in enumerate(items):
+        try:
+            if item.refused is not None:
+                raise item.refused
+            assert item.spec is not None
+            stored.append((index, await _prepare(jobs, tenant_id, item, route, ttl_s)))
+        except errors.StorageError:
+            raise
+        except errors.JobgateError as exc:
+            results[index] = exc
+    if stored:
+        limits = await jobs.limits.for_tenant(tenant_id)
+        bounds = QueueLimit(
+            tenant_max=limits.max_queued or None, total_max=jobs.settings.max_queued_total
+        )
+        try:
+            outcomes = await jobs.storage.job_insert_bulk(
+                items=[bulk for _, bulk in stored], queue_limit=bounds
+            )
+        except errors.QueueFull as exc:
+            raise jobs.limits.queue_full(exc, tenant_id) from None
+        for (index, _), outcome in zip(stored, outcomes, strict=True):
+            results[index] = outcome
+    created = sum(1 for r in results if isinstance(r, SubmitOutcome) and not r.replayed)
+    log.info(
+        "jobs submitted",
+        extra={"tenant_id": tenant_id, "count": created, "to_state": "queued", "actor": "api"},
+    )
+    return [r for r in results if r is not None]
+
+
+async def _prepare(
+    jobs: JobService, tenant_id: str, item: BulkSubmit, route: str, ttl_s: float
+) -> BulkItem:
+    assert item.spec is not None
+    claim = None
+    if item.idempotency_key is not None:
+        if not idempotency.key_is_valid(item.idempotency_key):
+            raise errors.InvalidRequest(
+                "idempotency_key must be 1-255 printable ASCII characters",
+                param="idempotency_key",
+                code="invalid_idempotency_key",
+            )
+        raw = item.raw_body if item.raw_body is not None else item.spec.body
+        claim = IdempotencyClaim(
+            route=route,
+            key=item.idempotency_key,
+            body_hash=idempotency.body_hash(raw),
+            status_code=202,
+            ttl_s=ttl_s,
+        )
+    new_job, _ = await jobs.limits.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec))
+    if new_job.webhook is not None:
+        await jobs.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
+    return BulkItem(job=new_job, idempotency=claim)

@@ -1,0 +1,159 @@
+-- OpenAI-compatible files and batches on SQLite (issue 17).
+
+-- name: file_create
+-- Insert a file while it uploads (invisible until file_finish).
+INSERT INTO files (id, tenant_id, purpose, filename, status, created_at)
+VALUES (:id, :tenant_id, :purpose, :filename, 'uploading', :now)
+
+-- name: file_chunk_put
+-- Store (or replace) one chunk of whole lines.
+INSERT INTO file_chunks (file_id, seq, first_line, line_count, data)
+VALUES (:file_id, :seq, :first_line, :line_count, :data)
+ON CONFLICT (file_id, seq) DO UPDATE
+   SET first_line = excluded.first_line, line_count = excluded.line_count, data = excluded.data
+
+-- name: file_finish
+-- Mark an uploaded file processed, with its size.
+UPDATE files SET status = 'processed', bytes = :bytes, lines = :lines
+ WHERE id = :id
+RETURNING *
+
+-- name: file_get
+-- A processed file by id, of one tenant unless :tenant_id is NULL.
+SELECT * FROM files
+ WHERE id = :id AND status = 'processed' AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+
+-- name: file_list
+-- A page of a tenant's processed files, newest first.
+SELECT * FROM files
+ WHERE tenant_id = :tenant_id AND status = 'processed'
+   AND (:purpose IS NULL OR purpose = :purpose)
+   AND (:after_id IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM files AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: file_chunks
+-- Chunks of a file in order.
+SELECT seq, first_line, line_count, data FROM file_chunks
+ WHERE file_id = :file_id AND seq >= :from_seq
+ ORDER BY seq
+ LIMIT :limit
+
+-- name: file_chunks_delete
+-- Delete a file's chunks (before the file itself).
+DELETE FROM file_chunks
+ WHERE file_id = (SELECT id FROM files
+                   WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id))
+
+-- name: file_delete
+-- Delete a file.
+DELETE FROM files
+ WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING id
+
+-- name: batch_create
+-- Insert a validating batch.
+INSERT INTO batches (id, tenant_id, status, endpoint, input_file_id, completion_window,
+                     metadata, priority, total, created_at, expires_at)
+VALUES (:id, :tenant_id, 'validating', :endpoint, :input_file_id, :completion_window,
+        :metadata, :priority, :total, :now, :now + :window_s)
+RETURNING *
+
+-- name: batch_get
+-- A batch by id, of one tenant unless :tenant_id is NULL.
+SELECT * FROM batches WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+
+-- name: batch_list
+-- A page of a tenant's batches, newest first.
+SELECT * FROM batches
+ WHERE tenant_id = :tenant_id
+   AND (:after_id IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: batch_claim_live
+-- Lease live batches no batches role holds (one writer: no race to skip).
+UPDATE batches
+   SET lease_until = :now + :lease_s
+ WHERE id IN (SELECT id FROM batches
+               WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
+                 AND (lease_until IS NULL OR lease_until <= :now)
+               ORDER BY created_at
+               LIMIT :limit)
+RETURNING *
+
+-- name: batch_update
+-- Update a batch while its status is one of :from_statuses; a new status stamps its time once.
+UPDATE batches
+   SET status = coalesce(:status, status),
+       final_status = coalesce(:final_status, final_status),
+       expanded_chunks = coalesce(:expanded_chunks, expanded_chunks),
+       completed_count = coalesce(:completed_count, completed_count),
+       failed_count = coalesce(:failed_count, failed_count),
+       output_file_id = coalesce(:output_file_id, output_file_id),
+       error_file_id = coalesce(:error_file_id, error_file_id),
+       errors = coalesce(:errors, errors),
+       lease_until = CASE WHEN :release THEN NULL ELSE lease_until END,
+       in_progress_at = CASE WHEN :status = 'in_progress'
+                             THEN coalesce(in_progress_at, :now) ELSE in_progress_at END,
+       finalizing_at = CASE WHEN :status = 'finalizing'
+                            THEN coalesce(finalizing_at, :now) ELSE finalizing_at END,
+       completed_at = CASE WHEN :status = 'completed'
+                           THEN coalesce(completed_at, :now) ELSE completed_at END,
+       failed_at = CASE WHEN :status = 'failed'
+                        THEN coalesce(failed_at, :now) ELSE failed_at END,
+       expired_at = CASE WHEN :status = 'expired'
+                         THEN coalesce(expired_at, :now) ELSE expired_at END,
+       cancelling_at = CASE WHEN :status = 'cancelling'
+                            THEN coalesce(cancelling_at, :now) ELSE cancelling_at END,
+       cancelled_at = CASE WHEN :status = 'cancelled'
+                           THEN coalesce(cancelled_at, :now) ELSE cancelled_at END
+ WHERE id = :id AND status IN (SELECT value FROM json_each(:from_statuses))
+RETURNING *
+
+-- name: batch_items_put
+-- Record one line of a batch (idempotent per line).
+INSERT INTO batch_items (batch_id, line, custom_id, job_id, error)
+VALUES (:batch_id, :line, :custom_id, :job_id, :error)
+ON CONFLICT (batch_id, line) DO NOTHING
+
+-- name: batch_counts
+-- A batch's lines by their jobs' states.
+SELECT count(*) AS items,
+       coalesce(sum(j.state = 'succeeded'), 0) AS completed,
+       coalesce(sum(i.error IS NOT NULL OR j.state = 'failed'), 0) AS failed,
+       coalesce(sum(j.state IN ('queued', 'running')), 0) AS live
+  FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
+ WHERE i.batch_id = :batch_id
+
+-- name: batch_items_page
+-- Lines of a batch in order, with their jobs.
+SELECT i.line, i.custom_id, i.job_id, i.error AS item_error, j.state, j.result, j.error
+  FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
+ WHERE i.batch_id = :batch_id AND i.line > :after_line
+ ORDER BY i.line
+ LIMIT :limit
+
+-- name: batch_live_job_ids
+-- The batch's jobs still queued or running.
+SELECT j.id
+  FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
+ WHERE i.batch_id = :batch_id AND j.state IN ('queued', 'running')
+ ORDER BY i.line
+ LIMIT :limit
+
+-- name: batch_event_insert
+-- Queue a batch's webhook event for each of the tenant's endpoints that wants it (idempotent).
+INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                    series, job_status, created_at, next_attempt_at)
+SELECT 'msg_' || :batch_id || '_' || e.id, jobgate_event_id(:batch_id, :event_type, 0),
+       :tenant_id, :batch_id, :event_type, e.id, e.id, NULL, 0, :status, :now, :now
+  FROM webhook_endpoints AS e
+ WHERE e.tenant_id = :tenant_id AND NOT e.disabled
+   AND (EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = :event_type)
+        OR json_array_length(e.event_types) = 0)
+ON CONFLICT (id) DO NOTHING

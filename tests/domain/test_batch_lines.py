@@ -1,0 +1,76 @@
+"""Batch input lines at the edges (issue 17): the line checker refuses anything that is not a
+usable request with a LineError naming the line, never another exception; the streaming
+line splitter gives the same lines whatever the network cut the body into."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobgate import errors
+from jobgate.domain import batches
+from jobgate.services.files import split_lines
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=200) | json_values.map(lambda v: orjson.dumps(v)))
+def test_any_line_is_accepted_or_refused_with_its_number(raw: bytes) -> None:
+    try:
+        value = batches.parse_line(raw, 7)
+    except batches.LineError as exc:
+        assert exc.line == 7 and "line 7" in exc.message
+        return
+    assert set(value) == {"custom_id", "method", "url", "body"}
+    assert value["url"] in batches.ENDPOINTS and isinstance(value["body"], dict)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=10),
+    trailing=st.booleans(),
+)
+def test_split_lines_ignores_where_the_body_was_cut(
+    lines: list[bytes], cuts: list[int], trailing: bool
+) -> None:
+    data = b"\n".join(lines) + (b"\n" if trailing and lines else b"")
+    points = sorted({0, len(data), *[c for c in cuts if c <= len(data)]})
+    pieces = [data[a:b] for a, b in itertools.pairwise(points)]
+
+    async def stream() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    async def collect() -> list[bytes]:
+        return [line async for line in split_lines(stream(), max_bytes=10_000)]
+
+    *whole, last = data.split(b"\n")  # JSONL ends lines at \n only (a \r stays in the line)
+    assert asyncio.run(collect()) == [line + b"\n" for line in whole] + ([last] if last else [])
+
+
+def test_split_lines_stops_past_the_limit() -> None:
+    async def stream() -> AsyncIterator[bytes]:
+        for _ in range(10):
+            yield b"x" * 100 + b"\n"
+
+    async def collect() -> list[bytes]:
+        return [line async for line in split_lines(stream(), max_bytes=250)]
+
+    with pytest.raises(errors.PayloadTooLarge):
+        asyncio.run(collect())

@@ -1,0 +1,182 @@
+"""The batches role's expansion under crashes, on both backends (issue 17): a pass that dies
+after storing jobs but before recording them, or before moving its cursor, neither loses nor
+doubles a line when the next pass redoes the chunk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from jobgate import errors
+from jobgate.services import batch_runner, files
+from jobgate.services.batch_runner import BatchRunner
+from jobgate.services.batches import BatchService
+from jobgate.services.files import FileService
+from jobgate.services.jobs import SubmitSpec
+from jobgate.services.runtime import Runtime
+
+CHAT = "/v1/chat/completions"
+
+
+async def chunks_of(lines: list[bytes]) -> Any:
+    for raw in lines:
+        yield raw
+
+
+async def make_batch(runtime: Runtime, tenant_id: str, count: int) -> str:
+    lines = [
+        orjson.dumps({
+            "custom_id": f"c{i}", "method": "POST", "url": CHAT,
+            "body": {"model": "sim-echo", "messages": [{"role": "user", "content": f"n{i}"}]},
+        }) + b"\n"
+        for i in range(count)
+    ]  # fmt: skip
+    service = FileService(storage=runtime.storage, settings=runtime.settings, ids=runtime.ids)
+    record = await service.upload(
+        tenant_id=tenant_id, purpose=lambda: "batch", filename="in.jsonl", data=chunks_of(lines)
+    )
+    batches = BatchService(storage=runtime.storage, settings=runtime.settings, ids=runtime.ids)
+    batch = await batches.create(
+        tenant_id=tenant_id,
+        input_file_id=record.id,
+        endpoint=CHAT,
+        completion_window="24h",
+        metadata=None,
+    )
+    return batch.id
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "CHUNK_BYTES", 400)  # a few lines a chunk
+    monkeypatch.setattr(batch_runner, "CHUNKS_PER_PASS", 1)
+
+
+async def expand_all(runner: BatchRunner, storage: Any, batch_id: str) -> None:
+    for _ in range(100):
+        await runner.batches_once()
+        batch = await storage.batch_get(batch_id=batch_id)
+        counts = await storage.batch_counts(batch_id=batch_id)
+        if counts.items == batch.total:
+            return
+    raise AssertionError("expansion did not finish")
+
+
+async def test_expansion_is_chunked_and_counts_are_live(
+    runtime: Runtime, small_chunks: None
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 20)
+    runner = BatchRunner(jobs=runtime.jobs)
+    await runner.batches_once()
+    first = await runtime.storage.batch_counts(batch_id=batch_id)
+    assert 0 < first.items < 20 and first.live == first.items
+    await expand_all(runner, runtime.storage, batch_id)
+    await runtime.worker().run_once(limit=5)
+    counts = await runtime.storage.batch_counts(batch_id=batch_id)
+    assert (counts.items, counts.completed, counts.live) == (20, 5, 15)
+
+
+async def test_a_crash_before_recording_the_lines_neither_loses_nor_doubles(
+    runtime: Runtime, small_chunks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 20)
+    runner = BatchRunner(jobs=runtime.jobs)
+    real_put = runtime.storage.batch_items_put
+    calls = 0
+
+    async def dies_once(**kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the jobs of the second chunk are stored; the process dies here
+            raise errors.StorageUnavailable("killed")
+        await real_put(**kwargs)
+
+    monkeypatch.setattr(runtime.storage, "batch_items_put", dies_once)
+    await runner.batches_once()
+    with pytest.raises(errors.StorageUnavailable):
+        await runner.batches_once()
+    monkeypatch.setattr(runtime.storage, "batch_items_put", real_put)
+    await expand_all(runner, runtime.storage, batch_id)
+    jobs = await runtime.storage.job_list(tenant_id=tenant.tenant.id, limit=100)
+    assert len(jobs) == 20
+    assert sorted(job.metadata["custom_id"] for job in jobs) == sorted(f"c{i}" for i in range(20))
+
+
+async def test_a_crash_before_moving_the_cursor_redoes_the_chunk_harmlessly(
+    runtime: Runtime, small_chunks: None
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 20)
+    runner = BatchRunner(jobs=runtime.jobs)
+    await expand_all(runner, runtime.storage, batch_id)
+    # As if every cursor move had been lost: the whole input is expanded again.
+    await runtime.storage.batch_update(
+        batch_id=batch_id, from_statuses=("in_progress",), expanded_chunks=0
+    )
+    await expand_all(runner, runtime.storage, batch_id)
+    for _ in range(30):
+        await runner.batches_once()
+    jobs = await runtime.storage.job_list(tenant_id=tenant.tenant.id, limit=100)
+    assert len(jobs) == 20
+    counts = await runtime.storage.batch_counts(batch_id=batch_id)
+    assert counts.items == 20
+
+
+async def test_interactive_work_runs_before_a_big_batch(runtime: Runtime) -> None:
+    """Another tenant's interactive jobs share the claims fairly with a 300-line batch, and the
+    batch's own tenant's interactive jobs go first within that tenant (priority 5 < 8)."""
+    big = await runtime.tenants.create("bulk")
+    other = await runtime.tenants.create("other")
+    batch_id = await make_batch(runtime, big.tenant.id, 300)
+    await expand_all(BatchRunner(jobs=runtime.jobs), runtime.storage, batch_id)
+    hello = {"model": "sim-echo", "messages": [{"role": "user", "content": "now"}]}
+    mine = [
+        (await runtime.jobs.submit(tenant_id=big.tenant.id, spec=spec)).job.id
+        for spec in [SubmitSpec(endpoint=CHAT, body=hello)] * 3
+    ]
+    theirs = [
+        (await runtime.jobs.submit(tenant_id=other.tenant.id, spec=spec)).job.id
+        for spec in [SubmitSpec(endpoint=CHAT, body=hello)] * 3
+    ]
+    claimed = await runtime.storage.job_claim(worker_id="w", limit=6, lease_ttl_s=60)
+    ids = {job.id for job in claimed}
+    assert set(theirs) <= ids  # the other tenant's share is not eaten by the batch
+    assert set(mine) <= ids  # within the batch's tenant, interactive work first
+
+
+async def test_a_chunk_of_more_lines_than_one_bulk_call_expands_whole(runtime: Runtime) -> None:
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch(runtime, tenant.tenant.id, 1500)  # one 256 KiB chunk
+    chunks = await runtime.storage.file_chunks(
+        file_id=(await runtime.storage.batch_get(batch_id=batch_id)).input_file_id,  # type: ignore[union-attr]
+        from_seq=0,
+        limit=10,
+    )
+    assert chunks[0].line_count > 1000
+    await expand_all(BatchRunner(jobs=runtime.jobs), runtime.storage, batch_id)
+    assert await runtime.storage.queued_count(tenant_id=tenant.tenant.id) == 1500
+
+
+async def test_a_batch_that_cannot_be_handled_fails_alone(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = await runtime.tenants.create("acme")
+    broken = await make_batch(runtime, tenant.tenant.id, 2)
+    runner = BatchRunner(jobs=runtime.jobs)
+
+    async def boom(*_args: Any, **_kwargs: Any) -> bool:
+        raise ValueError("unexpected")
+
+    monkeypatch.setattr(runner, "_expand", boom)
+    await runner.batches_once()
+    failed = await runtime.storage.batch_get(batch_id=broken)
+    assert failed is not None and failed.status == "failed" and failed.failed_at is not None
+    assert failed.errors == {
+        "object": "list",
+        "data": [{"code": "internal_error", "message": "ValueError", "line": None}],
+    }
+    assert await runner.batches_once() == 0  # not taken again

@@ -1,0 +1,67 @@
+"""Batch webhooks (issue 17): `batch.completed` / `batch.cancelled` / `batch.expired` are
+queued once per endpoint when a batch ends, delivered signed, and unwrap with the official
+SDK's `webhooks.unwrap()` as OpenAI's typed events. Both backends."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from jobgate.config import Settings
+from jobgate.services.batch_runner import BatchRunner
+from jobgate.services.dispatcher import Dispatcher
+from jobgate.services.runtime import Runtime
+from jobgate.testing import FakeClock
+from jobgate.testing.receiver import WebhookReceiver
+from tests.services.test_batch_runner import make_batch
+from tests.storage.webhook_helpers import make_endpoint
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver() as running:
+        yield running
+
+
+async def test_a_completed_batch_sends_batch_completed_once(
+    runtime: Runtime, clock: FakeClock, receiver: WebhookReceiver
+) -> None:
+    issued = await runtime.tenants.create("acme")
+    tenant = issued.tenant
+    everything = await make_endpoint(runtime.storage, tenant, clock, url=receiver.url)
+    await make_endpoint(
+        runtime.storage, tenant, clock, url=receiver.url, event_types=("job.succeeded",)
+    )  # wants no batch events
+    batch_id = await make_batch(runtime, tenant.id, 3)
+    runner = BatchRunner(jobs=runtime.jobs)
+    await runner.batches_once()
+    await runtime.worker().run_once(limit=10)
+    for _ in range(3):
+        await runner.batches_once()
+    batch = await runtime.storage.batch_get(batch_id=batch_id)
+    assert batch is not None and batch.status == "completed"
+    # A pass that re-finalizes (killed before its final update) queues nothing more.
+    await runtime.storage.batch_event_insert(
+        batch_id=batch_id, tenant_id=tenant.id, event_type="batch.completed", status="completed"
+    )
+    outbox = await runtime.storage.outbox_for_job(job_id=batch_id)
+    assert [(e.event_type, e.endpoint_id) for e in outbox] == [("batch.completed", everything.id)]
+    settings = Settings(webhook_allow_http=True, webhook_allow_cidrs=("127.0.0.0/8",))
+    dispatcher = Dispatcher(
+        storage=runtime.storage, settings=settings, clock=clock, rng=random.Random(1)
+    )
+    try:
+        for _ in range(3):
+            await dispatcher.deliver_once()  # the database's clock: it stamped the events
+    finally:
+        await dispatcher.aclose()
+    batch_events = [r for r in receiver.received if b"batch." in r.body]
+    assert len(batch_events) == 1
+    request = batch_events[0]
+    client = openai.OpenAI(api_key="unused", webhook_secret=everything.secret)
+    event = client.webhooks.unwrap(request.body, request.headers)
+    assert type(event).__name__ == "BatchCompletedWebhookEvent"
+    assert event.type == "batch.completed" and event.data.id == batch_id
