@@ -231,7 +231,7 @@ async def test_one_heartbeat_renews_thousands_of_leases_in_well_under_its_interv
 ) -> None:
     """A worker holding thousands of calls renews them in one statement whose cost is linear
     in the leases: the job trigger's join of its transition tables was a nested loop cached
-    from the first small claims (migration 0015), and at 10,000 leases a renewal outlasted
+    from the first small claims (migration 0013), and at 10,000 leases a renewal outlasted
     the lease."""
     calls = 4000
     settings = Settings(

@@ -1,2 +1,2 @@
 -- Nothing to change on SQLite: its job trigger runs per row (no transition tables to join).
--- This version keeps the migration numbers of both dialects the same (see PostgreSQL 0015).
+-- This version keeps the migration numbers of both dialects the same (see PostgreSQL 0013).
