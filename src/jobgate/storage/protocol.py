@@ -25,6 +25,7 @@ from jobgate.storage.admin_protocol import AdminStore
 from jobgate.storage.batch_protocol import BatchStore
 from jobgate.storage.bulk_protocol import BulkStore
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.console_protocol import ConsoleStore
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
 from jobgate.storage.records import (
@@ -268,6 +269,7 @@ class Storage(
     BulkStore,
     RetentionStore,
     SignalStore,
+    ConsoleStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -28,6 +28,7 @@ from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.bulk import PostgresBulk
+from jobgate.storage.postgres.console import PostgresConsole
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.retention import PostgresRetention
@@ -142,6 +143,7 @@ class PostgresStorage(
     PostgresBulk,
     PostgresRetention,
     PostgresSignals,
+    PostgresConsole,
 ):
     dialect = "postgres"
 

@@ -44,6 +44,7 @@ from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.bulk import SqliteBulk
+from jobgate.storage.sqlite.console import SqliteConsole
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -111,6 +112,7 @@ class SqliteStorage(
     SqliteBulk,
     SqliteRetention,
     SqliteSignals,
+    SqliteConsole,
 ):
     dialect = "sqlite"
 
