@@ -10,6 +10,7 @@ import jobgate
 from jobgate import errors
 from jobgate.http import (
     bulk_routes,
+    console_routes,
     dashboard,
     health,
     jobs_routes,
@@ -43,6 +44,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics_route.router)
     app.include_router(dashboard.router)
+    app.include_router(console_routes.router)
     app.add_exception_handler(dashboard.LoginRequired, dashboard.login_redirect)
     app.include_router(provider_webhooks.router)
     app.add_exception_handler(errors.JobgateError, problems.handle_jobgate_error)
