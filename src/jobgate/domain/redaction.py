@@ -13,7 +13,7 @@ _MAX_SHOWN_CHARS = 200
 
 
 def shape(value: Any, *, show_content: bool = False, key: str | None = None) -> Any:
-    """`value` with every text replaced by `‹N chars›`, except short values of SHOWN_KEYS;
+    """`value` with every text replaced by `[N chars]`, except short values of SHOWN_KEYS;
     with `show_content` it is returned unchanged."""
     if show_content:
         return value
@@ -24,5 +24,5 @@ def shape(value: Any, *, show_content: bool = False, key: str | None = None) -> 
     if isinstance(value, str):
         if key in SHOWN_KEYS and len(value) <= _MAX_SHOWN_CHARS:
             return value
-        return f"‹{len(value)} chars›"
+        return f"[{len(value)} chars]"
     return value  # numbers, booleans, null: limits and flags, not content

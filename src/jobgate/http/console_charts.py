@@ -35,20 +35,37 @@ def _nice_max(peak: float) -> float:
     return 10 * scale  # pragma: no cover  (the loop above always returns)
 
 
-def _path(values: Sequence[float | None], top: float) -> str:
+def _points(values: Sequence[float | None], top: float) -> list[tuple[float, float] | None]:
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(1, len(values) - 1)
+    return [
+        None if value is None else (LEFT + index * step, TOP + plot_h * (1 - min(value, top) / top))
+        for index, value in enumerate(values)
+    ]
+
+
+def _path(values: Sequence[float | None], top: float) -> str:
     parts: list[str] = []
     pen_down = False
-    for index, value in enumerate(values):
-        if value is None:
+    for point in _points(values, top):
+        if point is None:
             pen_down = False
             continue
-        x = LEFT + index * step
-        y = TOP + plot_h * (1 - min(value, top) / top)
-        parts.append(f"{'L' if pen_down else 'M'}{x:.1f},{y:.1f}")
+        parts.append(f"{'L' if pen_down else 'M'}{point[0]:.1f},{point[1]:.1f}")
         pen_down = True
     return " ".join(parts)
+
+
+def _dots(values: Sequence[float | None], top: float, css: str) -> str:
+    """A dot on each point without a neighbour (a lone minute draws no line)."""
+    points = _points(values, top)
+    dots = []
+    for index, point in enumerate(points):
+        before = points[index - 1] if index > 0 else None
+        after = points[index + 1] if index + 1 < len(points) else None
+        if point is not None and before is None and after is None:
+            dots.append(f'<circle class="{css}" cx="{point[0]:.1f}" cy="{point[1]:.1f}" r="2.5"/>')
+    return "".join(dots)
 
 
 def line_chart(
@@ -72,7 +89,11 @@ def line_chart(
         "-30 min</text>"
         f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 4}" text-anchor="end">now</text>'
     )
-    paths = "".join(f'<path class="{line.css}" d="{_path(line.values, top)}"/>' for line in lines)
+    paths = "".join(
+        f'<path class="{line.css}" d="{_path(line.values, top)}"/>'
+        + _dots(line.values, top, line.css)
+        for line in lines
+    )
     latest = [next((v for v in reversed(line.values) if v is not None), None) for line in lines]
     legend = " ".join(
         f'<span class="key {line.css}"></span>{html.escape(line.label)} '
