@@ -9,7 +9,6 @@ fragment is the same template part the page renders, so a refresh and a reload a
 from __future__ import annotations
 
 import urllib.parse
-from datetime import timedelta
 from importlib import resources
 from typing import Annotated, Any
 
@@ -22,6 +21,7 @@ from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.states import JobState
 from jobgate.http import console_charts as charts
 from jobgate.http import console_views as views
+from jobgate.http import console_window
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render, same_origin
 from jobgate.http.models import ObjectId
@@ -29,9 +29,6 @@ from jobgate.services import bulk
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 PAGE = 50
-# The charts read at most this many transitions of the last hour (one indexed query); past
-# it the oldest minutes are marked incomplete rather than the read growing without bound.
-MAX_TRANSITIONS = 20_000
 MAX_FORM_BYTES = 8192
 _SCRIPT = resources.files("jobgate.http").joinpath("static/console.js").read_text()
 Name = Annotated[str, Query(max_length=200, pattern=r"^[^\x00]*$")]
@@ -54,19 +51,14 @@ async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, An
         storage_ok = False
     endpoints = await ctx.storage.admin_endpoint_health()
     now = ctx.jobs.clock.now()
-    transitions = await ctx.storage.console_transitions(
-        since=now - timedelta(seconds=rollups.WINDOW_S + rollups.BUCKET_S),
-        limit=MAX_TRANSITIONS,
-    )
+    transitions, capped = await console_window.last_hour(ctx.storage, now=now)
     depth = await ctx.storage.console_queue_depth()
     names = {t.tenant_id: t.tenant_name for t in tenants}
     by_name = {name: tenant_id for tenant_id, name in names.items()}
     scope = rollups.Scope(
         tenant_id=by_name.get(tenant, "") if tenant else None, provider=provider or None
     )
-    rolled = rollups.rollup(
-        transitions, depth, now=now, scope=scope, capped=len(transitions) >= MAX_TRANSITIONS
-    )
+    rolled = rollups.rollup(transitions, depth, now=now, scope=scope, capped=capped)
     providers = sorted({d.provider for d in depth} | {t.provider for t in transitions})
     return {
         "tenants": tenants,
