@@ -1,8 +1,8 @@
 """The operator console in headless Chromium (Debian's package, through Playwright): counts
 and the jobs table refresh while jobs drain without a reload, search by metadata and id, a
 job page with its attempts and a redacted request, a bulk redrive behind a confirmation that
-shows the count, and no horizontal overflow at 390 px. The screenshots land in docs/img/
-(README's "Operating it" shows them).
+shows the count, and no horizontal overflow at 390 px. With JOBGATE_UPDATE_SCREENSHOTS=1
+the screenshots land in docs/img/ (README's "Operating it" shows them).
 """
 
 from __future__ import annotations
@@ -19,8 +19,20 @@ from tests.api_server import Api
 from tests.e2e.test_dashboard_browser import CHROMIUM, HAVE_CHROMIUM
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
 SECRET = "the quarterly numbers nobody may read"
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    """Where screenshots go: docs/img/ with JOBGATE_UPDATE_SCREENSHOTS=1 (README shows them),
+    else the test's own folder, so that a test run leaves the committed images alone."""
+    import os
+
+    if os.environ.get("JOBGATE_UPDATE_SCREENSHOTS") == "1":
+        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+        return DOCS_IMAGES
+    return tmp_path
 
 
 @pytest.fixture
@@ -79,7 +91,7 @@ async def dead_letter(api: Api, key: str, **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_counts_and_jobs_refresh_while_jobs_drain(
-    backend: str, api: Api, browser: Any, clock: FakeClock
+    backend: str, api: Api, browser: Any, clock: FakeClock, images: Path
 ) -> None:
     from playwright.async_api import expect
 
@@ -110,8 +122,8 @@ async def test_counts_and_jobs_refresh_while_jobs_drain(
     series = page.locator('tr[data-series="acme/sim"]')
     await expect(series.locator("td").nth(3)).to_have_text("15")
     await expect(series.locator("td").nth(4)).to_contain_text("1")
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(IMAGES / "console-overview.png"), full_page=True)
+    shot = await page.screenshot(path=str(images / "console-overview.png"), full_page=True)
+    assert shot.startswith(b"\x89PNG")
 
     # The jobs table refreshes too: a job submitted now appears without a reload.
     await page.click("nav >> text=Jobs")
@@ -124,7 +136,7 @@ async def test_counts_and_jobs_refresh_while_jobs_drain(
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_search_and_the_job_page_with_its_attempts(
-    backend: str, api: Api, browser: Any, clock: FakeClock
+    backend: str, api: Api, browser: Any, clock: FakeClock, images: Path
 ) -> None:
     from playwright.async_api import expect
 
@@ -175,7 +187,7 @@ async def test_search_and_the_job_page_with_its_attempts(
     await expect(request).to_contain_text(f"[{len(SECRET)} chars]")
     assert SECRET not in await page.content()  # never the prompt, by default
     await expect(page.locator("#job-metadata")).to_contain_text("customer=c-42")
-    await page.screenshot(path=str(IMAGES / "console-job.png"), full_page=True)
+    await page.screenshot(path=str(images / "console-job.png"), full_page=True)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -211,7 +223,9 @@ async def test_bulk_redrive_by_filter_behind_a_confirmation(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-async def test_no_horizontal_overflow_at_390_px(backend: str, api: Api, browser: Any) -> None:
+async def test_no_horizontal_overflow_at_390_px(
+    backend: str, api: Api, browser: Any, images: Path
+) -> None:
     from playwright.async_api import expect
 
     key = await api.key("a-tenant-with-a-rather-long-name")
@@ -234,4 +248,4 @@ async def test_no_horizontal_overflow_at_390_px(backend: str, api: Api, browser:
             )
             assert table <= 390
             await expect(page.locator("#jobs tbody tr")).to_have_count(5)
-            await page.screenshot(path=str(IMAGES / "console-mobile.png"), full_page=True)
+            await page.screenshot(path=str(images / "console-mobile.png"), full_page=True)

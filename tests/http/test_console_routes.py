@@ -121,3 +121,28 @@ async def test_search_finds_by_provider_job_id_and_unknown_tenants_match_nothing
     assert "No jobs match" in nobody.text
     confirm = await api.http.get("/dashboard/bulk", params={"action": "delete", "tenant": "nobody"})
     assert '<strong id="bulk-count">0</strong>' in confirm.text and " disabled>" in confirm.text
+
+
+NASTY = ["'", '"', "%", "\\", "a=b=c", "=", "k=", "ünï=cødé", "$.x=1", "a.b=1", "*", "<script>"]
+
+
+async def test_odd_input_is_never_a_5xx(api: Api) -> None:
+    await signed_in(api)
+    for value in NASTY:
+        for field in ("q", "tenant", "model", "dead"):  # the page renders the same fragment
+            response = await api.http.get("/dashboard/live/jobs", params={field: value})
+            assert response.status_code < 500, (field, value)
+            assert "<script>" not in response.text
+        confirm = await api.http.get("/dashboard/bulk", params={"action": "cancel", "q": value})
+        assert confirm.status_code < 500, value
+        overview = await api.http.get("/dashboard/live/overview", params={"provider": value})
+        assert overview.status_code == 200, value
+
+
+async def test_the_dead_letter_page_offers_a_bulk_redrive(api: Api) -> None:
+    await signed_in(api)
+    await dead_letters(api, 2, incident="i-2")
+    page = await api.http.get("/dashboard/dlq")
+    assert 'href="/dashboard/bulk?action=redrive&amp;dead=1"' in page.text
+    confirm = await api.http.get("/dashboard/bulk", params={"action": "redrive", "dead": "1"})
+    assert '<strong id="bulk-count">2</strong>' in confirm.text
