@@ -4,10 +4,12 @@ is jobgate's own (no inline script, no CDN), and bad input is a 400, never a 5xx
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jobgate.domain.states import JobState
 from jobgate.http import console_routes
+from jobgate.testing import FakeClock
 from tests.api_server import Api
 from tests.http.test_dashboard import signed_in
 
@@ -68,6 +70,7 @@ async def test_bulk_counts_first_and_applies_only_on_a_same_origin_post(api: Api
     query = {"action": "redrive", "q": "incident=i-9", "dead": "1"}
     confirm = await api.http.get("/dashboard/bulk", params=query)
     assert confirm.status_code == 200 and '<strong id="bulk-count">3</strong>' in confirm.text
+    query["counted_ms"] = counted_ms(confirm.text)
     storage = api.runtime.storage
     for job in outage:
         found = await storage.job_get(job_id=job["id"])
@@ -88,6 +91,44 @@ async def test_bulk_counts_first_and_applies_only_on_a_same_origin_post(api: Api
         assert found is not None and found.state is JobState.QUEUED
 
 
+def counted_ms(page: str) -> str:
+    found = re.search(r'name="counted_ms" value="(\d+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+async def test_jobs_submitted_after_the_count_are_left_alone(api: Api, clock: FakeClock) -> None:
+    await signed_in(api)
+    key = await api.key("acme")
+    headers = {"Authorization": f"Bearer {key}"}
+    payload = {
+        "endpoint": "/v1/chat/completions",
+        "metadata": {"wave": "1"},
+        "body": {"model": "sim-echo", "messages": [{"role": "user", "content": "x"}]},
+    }
+    seen = [(await api.http.post("/v1/jobs", json=payload, headers=headers)).json() for _ in "ab"]
+    query = {"action": "cancel", "q": "wave=1"}
+    confirm = await api.http.get("/dashboard/bulk", params=query)
+    assert '<strong id="bulk-count">2</strong>' in confirm.text
+    clock.advance(1)
+    late = (await api.http.post("/v1/jobs", json=payload, headers=headers)).json()
+
+    unconfirmed = await api.http.post("/dashboard/bulk", data=query, headers={"Origin": api.url})
+    assert unconfirmed.status_code == 400  # a POST without the count it confirms
+    done = await api.http.post(
+        "/dashboard/bulk",
+        data={**query, "counted_ms": counted_ms(confirm.text)},
+        headers={"Origin": api.url},
+    )
+    assert "<strong>2</strong> jobs changed" in done.text
+    storage = api.runtime.storage
+    for job in seen:
+        found = await storage.job_get(job_id=job["id"])
+        assert found is not None and found.state is JobState.CANCELLED
+    untouched = await storage.job_get(job_id=late["id"])
+    assert untouched is not None and untouched.state is JobState.QUEUED
+
+
 async def test_bad_console_input_is_a_400(api: Api) -> None:
     await signed_in(api)
     for path, params in [
@@ -102,6 +143,13 @@ async def test_bad_console_input_is_a_400(api: Api) -> None:
     ]:
         response = await api.http.get(path, params=params)
         assert 400 <= response.status_code < 500, (path, params, response.status_code)
+    for counted in ("", "-1", "1e9", "9" * 16):
+        response = await api.http.post(
+            "/dashboard/bulk",
+            data={"action": "cancel", "counted_ms": counted},
+            headers={"Origin": api.url},
+        )
+        assert response.status_code == 400, counted
     big = await api.http.post(
         "/dashboard/bulk",
         content=b"action=cancel&q=" + b"a" * console_routes.MAX_FORM_BYTES,

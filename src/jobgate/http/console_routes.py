@@ -8,7 +8,9 @@ fragment is the same template part the page renders, so a refresh and a reload a
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.parse
+from datetime import timedelta
 from importlib import resources
 from typing import Annotated, Any
 
@@ -16,6 +18,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import HTMLResponse, Response
 
 from jobgate import errors
+from jobgate.clock import from_unix
 from jobgate.domain import redaction, rollups
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.states import JobState
@@ -50,7 +53,7 @@ async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, An
     except errors.StorageError:
         storage_ok = False
     endpoints = await ctx.storage.admin_endpoint_health()
-    now = ctx.jobs.clock.now()
+    now = await ctx.storage.database_now()  # the clock that stamps the events
     transitions, capped = await console_window.last_hour(ctx.storage, now=now)
     depth = await ctx.storage.console_queue_depth()
     names = {t.tenant_id: t.tenant_name for t in tenants}
@@ -242,14 +245,32 @@ async def _form(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in parsed.items()}
 
 
+def _counted_before(where: JobFilter, counted_ms: int) -> JobFilter:
+    """The filter bounded to jobs created by the count (the millisecond it was taken
+    included): a job submitted after the operator saw the count is never acted on."""
+    bound = from_unix(counted_ms / 1000) + timedelta(milliseconds=1)
+    if where.created_before is not None and where.created_before < bound:
+        return where
+    return dataclasses.replace(where, created_before=bound)
+
+
+def _read_counted_ms(values: dict[str, str]) -> int:
+    raw = values.get("counted_ms", "")
+    if not raw.isdigit() or len(raw) > 15:
+        raise errors.InvalidRequest("confirm the count first", param="counted_ms")
+    return int(raw)
+
+
 @router.get("/bulk")
 async def bulk_confirm(request: Request, ctx: Ctx, who: Operator) -> HTMLResponse:
     """The confirmation: how many jobs the action would change now, before anything does."""
     values = dict(request.query_params)
     action, form, where = await _bulk_target(ctx, values)
     caller = bulk.Caller(actor=f"operator:{who}", tenant_id=None)
+    # The database's clock: on PostgreSQL it stamps created_at, whatever this host's says.
+    counted_ms = int((await ctx.storage.database_now()).timestamp() * 1000)
     matched = await bulk.BulkService(storage=ctx.storage).count(
-        caller=caller, action=action, where=where
+        caller=caller, action=action, where=_counted_before(where, counted_ms)
     )
     return render(
         ctx,
@@ -258,6 +279,7 @@ async def bulk_confirm(request: Request, ctx: Ctx, who: Operator) -> HTMLRespons
         action=action.value,
         filter=form,
         matched=matched,
+        counted_ms=counted_ms,
         query=urllib.parse.urlencode(form.query()),
     )
 
@@ -267,13 +289,14 @@ async def bulk_apply(request: Request, ctx: Ctx, who: Operator) -> HTMLResponse:
     same_origin(request)
     values = await _form(request)
     action, form, where = await _bulk_target(ctx, values)
+    counted_ms = _read_counted_ms(values)
     after = values.get("after") or None
     if after is not None and len(after) > 255:
         raise errors.InvalidRequest("after is too long", param="after")
     outcome = await bulk.BulkService(storage=ctx.storage).apply(
         caller=bulk.Caller(actor=f"operator:{who}", tenant_id=None),
         action=action,
-        where=where,
+        where=_counted_before(where, counted_ms),
         note="console",
         after=after,
         max_jobs=bulk.MAX_JOBS_PER_CALL,
@@ -285,5 +308,6 @@ async def bulk_apply(request: Request, ctx: Ctx, who: Operator) -> HTMLResponse:
         action=action.value,
         filter=form,
         outcome=outcome,
+        counted_ms=counted_ms,
         query=urllib.parse.urlencode(form.query()),
     )
