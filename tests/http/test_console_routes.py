@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from jobgate.domain.states import JobState
 from jobgate.http import console_routes
 from jobgate.testing import FakeClock
@@ -15,7 +17,8 @@ from tests.http.test_dashboard import signed_in
 
 
 async def dead_letters(api: Api, count: int, **metadata: str) -> list[dict[str, Any]]:
-    key = await api.key("acme")
+    tenant = "t" + "-".join(f"{k}-{v}" for k, v in metadata.items())
+    key = await api.key(tenant)
     jobs = []
     for _ in range(count):
         payload = {
@@ -194,3 +197,19 @@ async def test_the_dead_letter_page_offers_a_bulk_redrive(api: Api) -> None:
     assert 'href="/dashboard/bulk?action=redrive&amp;dead=1"' in page.text
     confirm = await api.http.get("/dashboard/bulk", params={"action": "redrive", "dead": "1"})
     assert '<strong id="bulk-count">2</strong>' in confirm.text
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # SQLite runs on the fake clock
+async def test_the_time_range_counts_back_from_now(
+    backend: str, api: Api, clock: FakeClock
+) -> None:
+    await signed_in(api)
+    [old] = await dead_letters(api, 1, age="old")
+    clock.advance(20 * 60)
+    [new] = await dead_letters(api, 1, age="new")
+    recent = await api.http.get("/dashboard/live/jobs", params={"since": "15m"})
+    assert f'data-job="{new["id"]}"' in recent.text and old["id"] not in recent.text
+    confirm = await api.http.get("/dashboard/bulk", params={"action": "redrive", "since": "1h"})
+    assert '<strong id="bulk-count">2</strong>' in confirm.text
+    confirm = await api.http.get("/dashboard/bulk", params={"action": "redrive", "since": "15m"})
+    assert '<strong id="bulk-count">1</strong>' in confirm.text

@@ -53,14 +53,22 @@ def test_the_search_box_reads_ids_and_metadata() -> None:
     assert views.ConsoleFilter.read({"q": " job_1 "}).identifier() == "job_1"
     pairs = views.ConsoleFilter.read({"q": "customer=c-42, run=7"})
     assert pairs.identifier() is None and pairs.metadata() == {"customer": "c-42", "run": "7"}
-    assert pairs.job_filter(None).metadata == {"customer": "c-42", "run": "7"}
+    assert pairs.job_filter(None, T0).metadata == {"customer": "c-42", "run": "7"}
     dead = views.ConsoleFilter.read({"dead": "1", "status": "failed", "tenant": "acme"})
-    where = dead.job_filter("ten_1")
+    where = dead.job_filter("ten_1", T0)
     assert where.dead_lettered is True and where.states == (JobState.FAILED,)
     assert dead.query() == {"dead": "1", "status": "failed", "tenant": "acme"}
-    for bad in ({"q": "=x"}, {"status": "done"}, {"model": "m" * 201}, {"q": "a=1 b"}):
+    recent = views.ConsoleFilter.read({"since": "1h"}).job_filter(None, T0)
+    assert recent.created_after == T0 - timedelta(hours=1) and recent.created_before is None
+    for bad in (
+        {"q": "=x"},
+        {"status": "done"},
+        {"model": "m" * 201},
+        {"q": "a=1 b"},
+        {"since": "2h"},
+    ):
         with pytest.raises(errors.InvalidRequest):
-            views.ConsoleFilter.read(bad).job_filter(None)
+            views.ConsoleFilter.read(bad).job_filter(None, T0)
 
 
 def test_charts_break_at_gaps_dot_lone_points_and_escape_labels() -> None:

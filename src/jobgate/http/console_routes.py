@@ -149,7 +149,9 @@ async def _search(ctx: AppContext, form: views.ConsoleFilter, after: str | None)
     else:
         tenant_id = by_name.get(form.tenant, "") if form.tenant else None
         rows = await ctx.storage.console_job_search(
-            where=form.job_filter(tenant_id), after=after, limit=PAGE + 1
+            where=form.job_filter(tenant_id, await ctx.storage.database_now()),
+            after=after,
+            limit=PAGE + 1,
         )
     query = form.query()
     return {
@@ -162,6 +164,7 @@ async def _search(ctx: AppContext, form: views.ConsoleFilter, after: str | None)
         "after": after or "",
         "statuses": [s.value for s in JobState],
         "actions": [a.value for a in BulkAction],
+        "since_choices": list(views.SINCE_S),
     }
 
 
@@ -217,7 +220,7 @@ async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
 
 
 async def _bulk_target(
-    ctx: AppContext, values: dict[str, str]
+    ctx: AppContext, values: dict[str, str], counted_ms: int
 ) -> tuple[BulkAction, views.ConsoleFilter, JobFilter]:
     action = views.BULK_ACTIONS.get(values.get("action", ""))
     if action is None:
@@ -231,7 +234,8 @@ async def _bulk_target(
     if form.tenant:
         tenant = await ctx.storage.tenant_get(name=form.tenant)
         tenant_id = "" if tenant is None else tenant.id
-    return action, form, form.job_filter(tenant_id)
+    counted = from_unix(counted_ms / 1000)
+    return action, form, _counted_before(form.job_filter(tenant_id, counted), counted_ms)
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -265,12 +269,12 @@ def _read_counted_ms(values: dict[str, str]) -> int:
 async def bulk_confirm(request: Request, ctx: Ctx, who: Operator) -> HTMLResponse:
     """The confirmation: how many jobs the action would change now, before anything does."""
     values = dict(request.query_params)
-    action, form, where = await _bulk_target(ctx, values)
-    caller = bulk.Caller(actor=f"operator:{who}", tenant_id=None)
     # The database's clock: on PostgreSQL it stamps created_at, whatever this host's says.
     counted_ms = int((await ctx.storage.database_now()).timestamp() * 1000)
+    action, form, where = await _bulk_target(ctx, values, counted_ms)
+    caller = bulk.Caller(actor=f"operator:{who}", tenant_id=None)
     matched = await bulk.BulkService(storage=ctx.storage).count(
-        caller=caller, action=action, where=_counted_before(where, counted_ms)
+        caller=caller, action=action, where=where
     )
     return render(
         ctx,
@@ -288,15 +292,15 @@ async def bulk_confirm(request: Request, ctx: Ctx, who: Operator) -> HTMLRespons
 async def bulk_apply(request: Request, ctx: Ctx, who: Operator) -> HTMLResponse:
     same_origin(request)
     values = await _form(request)
-    action, form, where = await _bulk_target(ctx, values)
     counted_ms = _read_counted_ms(values)
+    action, form, where = await _bulk_target(ctx, values, counted_ms)
     after = values.get("after") or None
     if after is not None and len(after) > 255:
         raise errors.InvalidRequest("after is too long", param="after")
     outcome = await bulk.BulkService(storage=ctx.storage).apply(
         caller=bulk.Caller(actor=f"operator:{who}", tenant_id=None),
         action=action,
-        where=_counted_before(where, counted_ms),
+        where=where,
         note="console",
         after=after,
         max_jobs=bulk.MAX_JOBS_PER_CALL,

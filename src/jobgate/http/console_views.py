@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from jobgate import errors
@@ -16,7 +16,9 @@ from jobgate.domain.states import JobState
 from jobgate.storage.records import UsageEntry
 
 MAX_FIELD_CHARS = 200
-FILTER_FIELDS = ("q", "tenant", "status", "provider", "model", "error_code", "dead")
+FILTER_FIELDS = ("q", "tenant", "status", "provider", "model", "error_code", "dead", "since")
+# "Created within": the choices of the filter, in seconds.
+SINCE_S = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86_400, "7d": 7 * 86_400}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,6 +102,7 @@ class ConsoleFilter:
     model: str = ""
     error_code: str = ""
     dead: str = ""  # "1": dead letters only
+    since: str = ""  # created within a key of SINCE_S before the search
 
     @classmethod
     def read(cls, values: Mapping[str, str]) -> ConsoleFilter:
@@ -111,6 +114,8 @@ class ConsoleFilter:
             fields[name] = value
         if fields["status"] and fields["status"] not in {s.value for s in JobState}:
             raise errors.InvalidRequest("unknown status", param="status")
+        if fields["since"] and fields["since"] not in SINCE_S:
+            raise errors.InvalidRequest("unknown time range", param="since")
         return cls(**fields)
 
     def query(self) -> dict[str, str]:
@@ -135,10 +140,11 @@ class ConsoleFilter:
         """The search box as an id (a job's or the provider's), when it is not metadata."""
         return self.q if self.q and "=" not in self.q else None
 
-    def job_filter(self, tenant_id: str | None) -> JobFilter:
+    def job_filter(self, tenant_id: str | None, now: datetime) -> JobFilter:
         """The criteria as a bulk filter; `tenant_id` is the named tenant's id ("" for an
-        unknown name: it matches nothing)."""
+        unknown name: it matches nothing), `now` the moment a time range counts back from."""
         return JobFilter(
+            created_after=now - timedelta(seconds=SINCE_S[self.since]) if self.since else None,
             tenant_id=tenant_id,
             states=(JobState(self.status),) if self.status else None,
             provider=self.provider or None,
