@@ -1,7 +1,9 @@
 // jobgate console: refresh the live parts of a page without a reload (no framework, no build
 // step, served by jobgate itself). An element with data-live="/dashboard/live/..." is replaced
 // by that HTML fragment every data-every seconds while the tab is visible; one request at a
-// time. A signed-out session (the fragment redirects to the sign-in page) stops refreshing.
+// time, and not while the operator is using a control inside it (a select left open, a link
+// being tabbed to). A signed-out session (the fragment redirects to the sign-in page) stops
+// refreshing.
 (function () {
   "use strict";
   var status = document.getElementById("live-status");
@@ -19,6 +21,7 @@
 
     function tick() {
       if (stopped || busy || document.hidden) return;
+      if (el.contains(document.activeElement) && document.activeElement !== el) return;
       busy = true;
       fetch(el.getAttribute("data-live"), {
         credentials: "same-origin",
