@@ -125,6 +125,16 @@ async def test_counts_and_jobs_refresh_while_jobs_drain(
     shot = await page.screenshot(path=str(images / "console-overview.png"), full_page=True)
     assert shot.startswith(b"\x89PNG")
 
+    # Paused, nothing refreshes; picked again, it does (the choice is kept in the browser).
+    await page.select_option("#live-every", "0")
+    await expect(page.locator("#live-status")).to_have_text("paused")
+    await submit(api, key, chat("while paused"))
+    await page.wait_for_timeout(2500)
+    await expect(page.locator("#total-queued")).to_have_text("0")
+    await page.select_option("#live-every", "1")
+    await expect(page.locator("#total-queued")).to_have_text("1")
+    await api.runtime.worker().run_once()
+
     # The jobs table refreshes too: a job submitted now appears without a reload.
     await page.click("nav >> text=Jobs")
     await page.wait_for_url(f"{api.url}/dashboard/jobs")
