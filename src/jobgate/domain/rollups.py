@@ -3,9 +3,9 @@ transitions: throughput, errors, queue depth and queue wait (p50/p95), for all j
 tenant and/or provider. Pure: the caller reads the transitions and the depth now.
 
 Queue depth is walked back from the exact depth now: each arrival into the queue after a
-moment was not yet queued then, each departure from it still was. Queue wait is the time
-from a job's last entry into the queue (or its run_at, if later: a scheduled job or a retry
-backoff is not waiting) to its claim.
+moment was not yet queued then, each departure from it still was; a minute shows its peak.
+Queue wait is the time from a job's last entry into the queue (or its run_at, if later: a
+scheduled job or a retry backoff is not waiting) to its claim.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Rollup:
     succeeded: list[int]
     errors: list[int]  # attempts that ended in an error (retried or failed)
     error_rate: list[float | None]  # errors / attempts ended; None: none ended
-    depth: list[int]  # queued at the end of each minute
+    depth: list[int]  # the most jobs queued at once in each minute
     wait_p50_s: list[float | None]
     wait_p95_s: list[float | None]
     complete: bool  # False: the read was capped, the oldest minutes miss transitions
@@ -137,10 +137,11 @@ def rollup(
     succeeded = [0] * buckets
     errors = [0] * buckets
     waits: list[list[float]] = [[] for _ in range(buckets)]
-    net_after = [0] * buckets  # queue change within each minute
+    scoped: list[Transition] = []
     for t in transitions:
         if not scope.holds(t.tenant_id, t.provider) or t.at < start or t.at >= end:
             continue
+        scoped.append(t)
         index = int((t.at - start).total_seconds() // BUCKET_S)
         if t.to_state is JobState.SUCCEEDED:
             succeeded[index] += 1
@@ -149,13 +150,19 @@ def rollup(
         wait = wait_s(t)
         if wait is not None:
             waits[index].append(wait)
-        net_after[index] += _arrival(t)
-    depth = [0] * buckets
+    # Walk back from the depth now, newest transition first: before an arrival the queue held
+    # one job fewer, before a departure one more. Each minute shows its peak.
+    scoped.sort(key=lambda t: t.at, reverse=True)
     level = sum(d.queued for d in depth_now if scope.holds(d.tenant_id, d.provider))
-    # The minute now ends in the future: its end depth is the depth now.
+    depth = [0] * buckets
+    walked = 0
     for index in range(buckets - 1, -1, -1):
-        depth[index] = max(0, level)
-        level -= net_after[index]
+        peak = level  # at the minute's end (the current minute's: now)
+        while walked < len(scoped) and scoped[walked].at >= starts[index]:
+            level -= _arrival(scoped[walked])
+            peak = max(peak, level)
+            walked += 1
+        depth[index] = max(0, peak)
     rates: list[float | None] = [
         None if s + e == 0 else e / (s + e) for s, e in zip(succeeded, errors, strict=True)
     ]

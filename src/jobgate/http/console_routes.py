@@ -99,7 +99,7 @@ def _charts(rolled: rollups.Rollup) -> list[Any]:
         ),
         charts.line_chart(
             "chart-depth",
-            "Queue depth",
+            "Queue depth (peak per minute)",
             [charts.Line("queued", [float(v) for v in rolled.depth], "s2")],
             unit=charts.count,
         ),
