@@ -4,6 +4,7 @@ tenant and provider, and job search, on SQLite and PostgreSQL alike."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -123,3 +124,45 @@ async def test_search_by_id_provider_job_id_metadata_and_filter(
     assert ids(rest) == [tagged.job.id]
     with pytest.raises(errors.InvalidRequest):
         await search(where=JobFilter(), after="job_unknown")
+
+
+async def test_the_charts_read_and_the_id_search_use_their_indexes(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """The hour's read is a range of job_events_by_time, never a scan of every event; the
+    provider's id is found through jobs_by_provider_job_id (migration 0019)."""
+    since = clock.now()
+    if storage.dialect == "sqlite":
+        from jobgate.storage.sqlite.console import Q
+
+        async def explain(name: str, params: dict[str, object]) -> str:
+            return await storage._db.read(  # type: ignore[attr-defined]
+                lambda conn: " ".join(
+                    str(tuple(r)) for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name].sql, params)
+                )
+            )
+
+        transitions = await explain(
+            "console_transitions", {"since": since.timestamp(), "limit": 10}
+        )
+        by_provider = await explain(
+            "console_job_by_provider_job_id", {"provider_job_id": "x", "limit": 10}
+        )
+    else:
+        from jobgate.storage.postgres.store import Q as PQ
+
+        async def explain(name: str, *args: object) -> str:
+            async def run(conn: Any) -> str:
+                await conn.execute("SET enable_seqscan = off")
+                try:
+                    rows = await conn.fetch("EXPLAIN " + PQ[name].positional_sql, *args)
+                finally:
+                    await conn.execute("RESET enable_seqscan")
+                return " ".join(row[0] for row in rows)
+
+            return await storage._with_conn(run)  # type: ignore[attr-defined]
+
+        transitions = await explain("console_transitions", since, 10)
+        by_provider = await explain("console_job_by_provider_job_id", "x", 10)
+    assert "job_events_by_time" in transitions
+    assert "jobs_by_provider_job_id" in by_provider
