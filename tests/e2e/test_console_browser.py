@@ -143,6 +143,15 @@ async def test_counts_and_jobs_refresh_while_jobs_drain(
     await expect(page.locator(f'#jobs tr[data-job="{late["id"]}"]')).to_be_visible(timeout=10_000)
     assert await page.evaluate("window.notReloaded") is True
 
+    # A running or queued job's page follows it to the end.
+    await page.click(f'#jobs tr[data-job="{late["id"]}"] a')
+    await expect(page.locator("#job-status")).to_have_text("queued")
+    await page.evaluate("window.notReloaded = true")
+    await api.runtime.worker().run_once()
+    await expect(page.locator("#job-status")).to_have_text("succeeded", timeout=10_000)
+    await expect(page.locator("#attempts tbody tr")).to_have_count(1)
+    assert await page.evaluate("window.notReloaded") is True
+
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_search_and_the_job_page_with_its_attempts(

@@ -40,7 +40,12 @@ async def dead_letters(api: Api, count: int, **metadata: str) -> list[dict[str, 
 
 
 async def test_live_fragments_and_bulk_need_a_session(api: Api) -> None:
-    for path in ("/dashboard/live/overview", "/dashboard/live/jobs", "/dashboard/bulk"):
+    for path in (
+        "/dashboard/live/overview",
+        "/dashboard/live/jobs",
+        "/dashboard/live/jobs/job_1",
+        "/dashboard/bulk",
+    ):
         response = await api.http.get(path)
         assert response.status_code == 303 and response.headers["location"] == "/dashboard/login"
     refused = await api.http.post("/dashboard/bulk", data={"action": "redrive"})

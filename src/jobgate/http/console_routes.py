@@ -190,30 +190,38 @@ async def jobs_live(
     return render(ctx, "jobs_rows.html", who, **await _search(ctx, form, after))
 
 
-@router.get("/jobs/{job_id}")
-async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
+async def _job(ctx: AppContext, job_id: str) -> dict[str, Any]:
     job = await ctx.storage.job_get(job_id=job_id)
     if job is None:
         raise errors.NotFound("job", job_id)
     tenant = await ctx.storage.tenant_get(tenant_id=job.tenant_id)
     events = await ctx.storage.job_events(job_id=job_id)
     show = ctx.settings.dashboard_show_content
-    request_shape = redaction.shape(job.request, show_content=show)
-    result_shape = redaction.shape(job.result, show_content=show)
-    return render(
-        ctx,
-        "job.html",
-        who,
-        job=job,
-        tenant=tenant.name if tenant else "?",
-        events=events,
-        attempts=views.attempts(events),
-        deliveries=await ctx.storage.delivery_attempts_for_job(job_id=job_id),
-        request_shape=request_shape,
-        result_shape=result_shape,
-        show_content=show,
-        cost=views.job_cost(await ctx.storage.usage_for_job(job_id=job_id), ctx.settings.prices()),
-    )
+    return {
+        "job": job,
+        "tenant": tenant.name if tenant else "?",
+        "events": events,
+        "attempts": views.attempts(events),
+        "cost": views.job_cost(
+            await ctx.storage.usage_for_job(job_id=job_id), ctx.settings.prices()
+        ),
+        "show_content": show,
+        "request_shape": redaction.shape(job.request, show_content=show),
+        "result_shape": redaction.shape(job.result, show_content=show),
+    }
+
+
+@router.get("/jobs/{job_id}")
+async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
+    values = await _job(ctx, job_id)
+    deliveries = await ctx.storage.delivery_attempts_for_job(job_id=job_id)
+    return render(ctx, "job.html", who, deliveries=deliveries, **values)
+
+
+@router.get("/live/jobs/{job_id}")
+async def job_live(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
+    """The job's summary, attempts and timeline, refreshed while it runs."""
+    return render(ctx, "job_live.html", who, **await _job(ctx, job_id))
 
 
 # -- bulk actions ------------------------------------------------------------------------
