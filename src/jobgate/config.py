@@ -153,6 +153,9 @@ class Settings(pydantic.BaseModel):
     max_request_line_bytes: int = pydantic.Field(default=8 * 1024, ge=256)
     # Dashboard sign-ins: how long a session lasts.
     dashboard_session_ttl_s: float = pydantic.Field(default=12 * 3600.0, gt=0, le=30 * DAY_S)
+    # The console's job page shows a request's and result's shape only (keys, roles, models,
+    # lengths); set to show message content too (prompts and outputs) to operators.
+    dashboard_show_content: bool = False
     default_provider: str = "sim"
     webhook_retry_profile: Literal["standard", "short"] = "standard"
     webhook_allow_cidrs: tuple[str, ...] = ()
@@ -233,7 +236,7 @@ _ENV_FIELDS = (
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
     "request_head_timeout_s", "max_request_head_bytes", "max_request_headers",
-    "max_request_line_bytes", "dashboard_session_ttl_s",
+    "max_request_line_bytes", "dashboard_session_ttl_s", "dashboard_show_content",
     "files_max_bytes", "batch_max_lines", "batch_priority",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
@@ -242,7 +245,7 @@ _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 def _env_value(field: str, raw: str) -> Any:
     if field in _LIST_FIELDS:
         return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if field in ("webhook_allow_http", "metrics_public", "access_log"):
+    if field in ("webhook_allow_http", "metrics_public", "access_log", "dashboard_show_content"):
         lowered = raw.strip().lower()
         if lowered in {"1", "true", "yes", "on"}:
             return True

@@ -105,7 +105,7 @@ async def test_operator_flows_in_chromium(
     assert first[:8] == b"\x89PNG\r\n\x1a\n" and len(first) > 2000
     assert first == again
 
-    await page.click("text=Jobs")
+    await page.click("nav >> text=Jobs")
     await page.select_option("select[name=tenant]", "acme")
     await page.select_option("select[name=status]", "failed")
     await page.click("#filters button")
@@ -117,17 +117,19 @@ async def test_operator_flows_in_chromium(
     await expect(timeline).to_have_count(3)
     await expect(timeline.nth(2)).to_contain_text("running → failed")
 
-    await page.click("text=Dead letters")
+    await page.click("nav >> text=Dead letters")
     await expect(page.locator(f'tr[data-job="{dead["id"]}"]')).to_be_visible()
     await page.click(f'tr[data-job="{dead["id"]}"] button')
     await expect(page.locator("#job-status")).to_have_text("queued")
-    await page.click("text=Overview")
+    await page.click("nav >> text=Overview")
+    await expect(page).to_have_url(f"{api.url}/dashboard")
+    await page.wait_for_load_state()
     await page.add_style_tag(content="p.muted { visibility: hidden }")
     await expect(page.locator("#total-dead")).to_have_text("0")
     after = await page.locator("main").screenshot(path=str(tmp_path / "overview-3.png"))
     assert after != first
 
-    await page.click("text=Webhooks")
+    await page.click("nav >> text=Webhooks")
     await expect(page.locator("#endpoints")).to_contain_text("No endpoints registered")
     cookies = await page.context.cookies()
     session = next(c for c in cookies if c["name"] == "jobgate_session")

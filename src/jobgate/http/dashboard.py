@@ -1,4 +1,5 @@
-"""The operator dashboard: server-rendered pages over the services (no build step).
+"""The operator dashboard: sign-in, sessions and the pages' frame, server-rendered over the
+services (no build step); the console's pages are in console_routes.
 
 Operators sign in with an operator key (`jobgate operators create NAME`, or the one `jobgate
 serve` prints on first start). Signing in opens a server-side session (random id, expiry,
@@ -9,6 +10,7 @@ request comes from this origin (scheme, host and port). Pages may not be framed.
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from datetime import datetime
 from typing import Annotated, Any
@@ -20,8 +22,6 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobgate import errors
-from jobgate.clock import to_unix
-from jobgate.domain import ranges
 from jobgate.domain.states import JobState
 from jobgate.http.context import AppContext, Ctx, context
 from jobgate.http.models import ObjectId
@@ -35,7 +35,8 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; "
+    "style-src 'self' 'unsafe-inline'; "
     "frame-ancestors 'none'; form-action 'self'",
 }
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -69,7 +70,12 @@ def _time(moment: datetime | None) -> str:
     return "—" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
 _templates.filters["time"] = _time
+_templates.filters["pretty"] = _pretty
 
 
 def render(ctx: AppContext, template: str, operator: str, **values: Any) -> HTMLResponse:
@@ -129,7 +135,7 @@ def _origin_of(url: str) -> tuple[str, str, int] | None:
     return parts.scheme.lower(), parts.hostname.lower(), port
 
 
-def _same_origin(request: Request) -> None:
+def same_origin(request: Request) -> None:
     """Refuse a form posted from another origin: scheme, host and port must all match this
     server's (the Origin header, else the Referer; a browser sends one with every POST)."""
     claimed = request.headers.get("origin") or request.headers.get("referer")
@@ -165,7 +171,7 @@ async def _form_key(request: Request) -> str:
 
 @router.post("/login")
 async def login(request: Request, ctx: Ctx) -> Response:
-    _same_origin(request)
+    same_origin(request)
     try:
         session_id, _ = await ctx.operators.sign_in(
             await _form_key(request), ttl_s=ctx.settings.dashboard_session_ttl_s
@@ -187,7 +193,7 @@ async def login(request: Request, ctx: Ctx) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request, ctx: Ctx) -> Response:
-    _same_origin(request)
+    same_origin(request)
     session_id = request.cookies.get(COOKIE)
     if session_id:
         await ctx.operators.sign_out(session_id)
@@ -203,83 +209,6 @@ async def logout(request: Request, ctx: Ctx) -> Response:
     return response
 
 
-@router.get("")
-async def overview(ctx: Ctx, who: Operator) -> HTMLResponse:
-    tenants = await ctx.storage.admin_overview()
-    try:
-        await ctx.storage.ping()
-        storage_ok = True
-    except errors.StorageError:
-        storage_ok = False
-    endpoints = await ctx.storage.admin_endpoint_health()
-    return render(
-        ctx,
-        "overview.html",
-        who,
-        tenants=tenants,
-        storage_ok=storage_ok,
-        dialect=ctx.storage.dialect,
-        totals={
-            "queued": sum(t.queued for t in tenants),
-            "running": sum(t.running for t in tenants),
-            "dead_lettered": sum(t.dead_lettered for t in tenants),
-            "failing_endpoints": sum(1 for e in endpoints if e.disabled or e.failed),
-        },
-        oldest=min((t.oldest_due_at for t in tenants if t.oldest_due_at), default=None),
-    )
-
-
-@router.get("/jobs")
-async def jobs(
-    ctx: Ctx,
-    who: Operator,
-    tenant: Annotated[str | None, Query(max_length=200)] = None,
-    status: Annotated[JobState | None, Query()] = None,
-    after: Annotated[
-        str | None, Query(max_length=ranges.MAX_CURSOR_CHARS, pattern=ranges.ID_PATTERN)
-    ] = None,
-) -> HTMLResponse:
-    tenants = await ctx.storage.tenant_list()
-    by_name = {t.name: t.id for t in tenants}
-    tenant_id = by_name.get(tenant) if tenant else None
-    rows = await ctx.storage.admin_job_list(
-        tenant_id=tenant_id, states=None if status is None else [status], after=after, limit=51
-    )
-    names = {t.id: t.name for t in tenants}
-    return render(
-        ctx,
-        "jobs.html",
-        who,
-        jobs=rows[:50],
-        more=len(rows) > 50,
-        names=names,
-        tenants=sorted(by_name),
-        tenant=tenant or "",
-        status=status or "",
-        statuses=[s.value for s in JobState],
-    )
-
-
-@router.get("/jobs/{job_id}")
-async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
-    job = await ctx.storage.job_get(job_id=job_id)
-    if job is None:
-        raise errors.NotFound("job", job_id)
-    tenant = await ctx.storage.tenant_get(tenant_id=job.tenant_id)
-    events = await ctx.storage.job_events(job_id=job_id)
-    deliveries = await ctx.storage.delivery_attempts_for_job(job_id=job_id)
-    return render(
-        ctx,
-        "job.html",
-        who,
-        job=job,
-        tenant=tenant.name if tenant else "?",
-        events=events,
-        deliveries=deliveries,
-        to_unix=to_unix,
-    )
-
-
 @router.get("/dlq")
 async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
     rows = await ctx.storage.admin_job_list(dead_lettered=True, states=[JobState.FAILED], limit=200)
@@ -289,7 +218,7 @@ async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
 
 @router.post("/jobs/{job_id}/redrive")
 async def redrive(job_id: ObjectId, request: Request, ctx: Ctx, who: Operator) -> Response:
-    _same_origin(request)
+    same_origin(request)
     job = await ctx.storage.job_get(job_id=job_id)
     if job is None:
         raise errors.NotFound("job", job_id)

@@ -27,6 +27,7 @@ from jobgate.storage.batches_protocol import BatchesStore, FilesStore
 from jobgate.storage.bulk_insert_protocol import BulkInsertStore
 from jobgate.storage.bulk_protocol import BulkStore
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.console_protocol import ConsoleStore
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
 from jobgate.storage.records import (
@@ -277,6 +278,7 @@ class Storage(
     BulkInsertStore,
     FilesStore,
     BatchesStore,
+    ConsoleStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -30,6 +30,7 @@ from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
+from jobgate.storage.postgres.console import PostgresConsole
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.retention import PostgresRetention
@@ -179,6 +180,7 @@ class PostgresStorage(
     PostgresStreams,
     PostgresBulkInsert,
     PostgresBatches,
+    PostgresConsole,
 ):
     dialect = "postgres"
 

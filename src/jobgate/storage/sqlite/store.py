@@ -46,6 +46,7 @@ from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
+from jobgate.storage.sqlite.console import SqliteConsole
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -128,6 +129,7 @@ class SqliteStorage(
     SqliteStreams,
     SqliteBulkInsert,
     SqliteBatches,
+    SqliteConsole,
 ):
     dialect = "sqlite"
 

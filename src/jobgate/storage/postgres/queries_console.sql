@@ -1,0 +1,48 @@
+-- What the operator console reads (PostgreSQL): recent transitions, queue depth, job search.
+
+-- name: console_transitions
+-- Applied events since a moment, newest first, with each claim's last time into the queue.
+SELECT e.job_id, j.tenant_id, j.provider, e.from_state, e.to_state, e.reason,
+       e.created_at AS at, j.run_at,
+       CASE WHEN e.to_state = 'running' THEN
+           (SELECT max(p.created_at) FROM job_events AS p
+             WHERE p.job_id = e.job_id AND p.seq < e.seq AND p.to_state = 'queued'
+               AND p.applied)
+       END AS queued_at
+  FROM job_events AS e
+  JOIN jobs AS j ON j.id = e.job_id
+ WHERE e.created_at >= :since::timestamptz AND e.applied
+ ORDER BY e.created_at DESC, e.job_id DESC, e.seq DESC
+ LIMIT :limit
+
+-- name: console_queue_depth
+-- Queued jobs now, by tenant and provider.
+SELECT tenant_id, provider, count(*)::integer AS queued
+  FROM jobs
+ WHERE state = 'queued'
+ GROUP BY tenant_id, provider
+
+-- name: console_job_by_provider_job_id
+-- Jobs carrying a provider's job id, newest first.
+SELECT * FROM jobs WHERE provider_job_id = :provider_job_id::text
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: console_job_search
+-- Jobs matching a filter (NULL: any), newest first, after a job id cursor.
+SELECT *
+  FROM jobs AS j
+ WHERE (:tenant_id::text IS NULL OR j.tenant_id = :tenant_id::text)
+   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
+   AND (:provider::text IS NULL OR j.provider = :provider::text)
+   AND (:model::text IS NULL OR j.model = :model::text)
+   AND (:error_code::text IS NULL OR j.error ->> 'code' = :error_code::text)
+   AND (:created_after::timestamptz IS NULL OR j.created_at >= :created_after::timestamptz)
+   AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
+   AND (:metadata::jsonb IS NULL OR j.metadata @> :metadata::jsonb)
+   AND (:dead_lettered::boolean IS NULL OR j.dead_lettered = :dead_lettered::boolean)
+   AND (:after_id::text IS NULL
+        OR (j.created_at, j.id) < (SELECT a.created_at, a.id FROM jobs AS a
+                                    WHERE a.id = :after_id::text))
+ ORDER BY j.created_at DESC, j.id DESC
+ LIMIT :limit

@@ -1,0 +1,50 @@
+-- What the operator console reads (SQLite): recent transitions, queue depth, job search.
+
+-- name: console_transitions
+-- Applied events since a moment, newest first, with each claim's last time into the queue.
+SELECT e.job_id, j.tenant_id, j.provider, e.from_state, e.to_state, e.reason,
+       e.created_at AS at, j.run_at,
+       CASE WHEN e.to_state = 'running' THEN
+           (SELECT max(p.created_at) FROM job_events AS p
+             WHERE p.job_id = e.job_id AND p.seq < e.seq AND p.to_state = 'queued'
+               AND p.applied = 1)
+       END AS queued_at
+  FROM job_events AS e
+  JOIN jobs AS j ON j.id = e.job_id
+ WHERE e.created_at >= :since AND e.applied = 1
+ ORDER BY e.created_at DESC, e.job_id DESC, e.seq DESC
+ LIMIT :limit
+
+-- name: console_queue_depth
+-- Queued jobs now, by tenant and provider.
+SELECT tenant_id, provider, count(*) AS queued
+  FROM jobs
+ WHERE state = 'queued'
+ GROUP BY tenant_id, provider
+
+-- name: console_job_by_provider_job_id
+-- Jobs carrying a provider's job id, newest first.
+SELECT * FROM jobs WHERE provider_job_id = :provider_job_id
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: console_job_search
+-- Jobs matching a filter (NULL: any), newest first, after a (created_at, id) cursor.
+SELECT *
+  FROM jobs AS j
+ WHERE (:tenant_id IS NULL OR j.tenant_id = :tenant_id)
+   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
+   AND (:provider IS NULL OR j.provider = :provider)
+   AND (:model IS NULL OR j.model = :model)
+   AND (:error_code IS NULL OR j.error ->> '$.code' = :error_code)
+   AND (:created_after IS NULL OR j.created_at >= :created_after)
+   AND (:created_before IS NULL OR j.created_at < :created_before)
+   AND (:metadata IS NULL
+        OR NOT EXISTS (SELECT 1 FROM json_each(:metadata) AS f
+                        WHERE NOT EXISTS (SELECT 1 FROM json_each(j.metadata) AS m
+                                           WHERE m.key = f.key AND m.type = 'text'
+                                             AND m.value = f.value)))
+   AND (:dead_lettered IS NULL OR j.dead_lettered = :dead_lettered)
+   AND (:after_created_at IS NULL OR (j.created_at, j.id) < (:after_created_at, :after_id))
+ ORDER BY j.created_at DESC, j.id DESC
+ LIMIT :limit

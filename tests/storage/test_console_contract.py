@@ -1,0 +1,168 @@
+"""What the console reads (issue 20): recent transitions with queue waits, queue depth by
+tenant and provider, and job search, on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobgate import errors
+from jobgate.domain.bulk import JobFilter
+from jobgate.domain.job import Lease
+from jobgate.domain.states import JobState
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import Finish
+from jobgate.testing import FakeClock
+from tests.storage.helpers import make_tenant, new_job
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_transitions_since_carry_the_wait_and_the_cap_keeps_the_newest(
+    storage: Storage, clock: FakeClock
+) -> None:
+    acme = await make_tenant(storage, "acme")
+    old = await storage.job_insert(job=new_job(acme), now=clock.now())
+    clock.advance(600)
+    since = clock.now()
+    job = (await storage.job_insert(job=new_job(acme, provider="scripted"), now=clock.now())).job
+    clock.advance(30)
+    claimed = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    assert [c.id for c in claimed] == [old.job.id]  # the older job is claimed first
+    clock.advance(5)
+    [second] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    clock.advance(2)
+    await storage.job_finish(
+        finish=Finish(
+            lease=Lease(job.id, second.lease_token or ""),
+            state=JobState.SUCCEEDED,
+            reason="completed",
+        ),
+        now=clock.now(),
+    )
+
+    seen = await storage.console_transitions(since=since, limit=100)
+    # Newest first; the old job's creation (before `since`) is not read, its claim is.
+    assert [(t.job_id, t.to_state) for t in seen] == [
+        (job.id, JobState.SUCCEEDED),
+        (job.id, JobState.RUNNING),
+        (old.job.id, JobState.RUNNING),
+        (job.id, JobState.QUEUED),
+    ]
+    by_claim = {t.job_id: t for t in seen if t.to_state is JobState.RUNNING}
+    assert by_claim[job.id].tenant_id == acme.id and by_claim[job.id].provider == "scripted"
+    assert by_claim[job.id].queued_at == since
+    assert (by_claim[job.id].at - since).total_seconds() == 35
+    assert by_claim[old.job.id].queued_at == since - timedelta(seconds=600)
+    assert seen[0].from_state is JobState.RUNNING and seen[-1].from_state is None
+
+    capped = await storage.console_transitions(since=since, limit=2)
+    assert [(t.job_id, t.to_state) for t in capped] == [
+        (job.id, JobState.SUCCEEDED),
+        (job.id, JobState.RUNNING),
+    ]
+
+
+async def test_queue_depth_by_tenant_and_provider(storage: Storage, clock: FakeClock) -> None:
+    acme = await make_tenant(storage, "acme")
+    beta = await make_tenant(storage, "beta")
+    for tenant, provider in [(acme, "sim"), (acme, "sim"), (acme, "scripted"), (beta, "sim")]:
+        await storage.job_insert(job=new_job(tenant, provider=provider), now=clock.now())
+    await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    depth = {(d.tenant_id, d.provider): d.queued for d in await storage.console_queue_depth()}
+    assert sum(depth.values()) == 3
+    assert depth[(beta.id, "sim")] == 1 and depth[(acme.id, "scripted")] == 1
+
+
+async def test_search_by_id_provider_job_id_metadata_and_filter(
+    storage: Storage, clock: FakeClock
+) -> None:
+    acme = await make_tenant(storage, "acme")
+    beta = await make_tenant(storage, "beta")
+    tagged = await storage.job_insert(
+        job=new_job(acme, metadata={"customer": "c-42", "run": "7"}), now=clock.now()
+    )
+    clock.advance(1)
+    other = await storage.job_insert(
+        job=new_job(acme, metadata={"customer": "c-43"}), now=clock.now()
+    )
+    clock.advance(1)
+    theirs = await storage.job_insert(
+        job=new_job(beta, metadata={"customer": "c-42"}, model="sim-other"), now=clock.now()
+    )
+    [running] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    lease = Lease(running.id, running.lease_token or "")
+    await storage.job_provider_submitting(lease=lease, now=clock.now())
+    await storage.job_background_accept(
+        lease=lease,
+        provider_job_id="batch_abc",
+        provider_status="queued",
+        reconcile_in_s=30,
+        now=clock.now(),
+    )
+
+    def ids(jobs: list) -> list[str]:  # type: ignore[type-arg]
+        return [j.id for j in jobs]
+
+    search = storage.console_job_search
+    assert ids(await search(where=JobFilter(), job_id=other.job.id)) == [other.job.id]
+    assert await search(where=JobFilter(), job_id="job_nope") == []
+    assert ids(await search(where=JobFilter(), provider_job_id="batch_abc")) == [running.id]
+    assert await search(where=JobFilter(), provider_job_id="batch_x") == []
+    customer = JobFilter(metadata={"customer": "c-42"})
+    assert ids(await search(where=customer)) == [theirs.job.id, tagged.job.id]  # newest first
+    both = JobFilter(metadata={"customer": "c-42", "run": "7"})
+    assert ids(await search(where=both)) == [tagged.job.id]
+    assert await search(where=JobFilter(metadata={"run": "8"})) == []
+    scoped = JobFilter(tenant_id=beta.id, model="sim-other", states=(JobState.QUEUED,))
+    assert ids(await search(where=scoped)) == [theirs.job.id]
+    everyone = await search(where=JobFilter(), limit=2)
+    assert ids(everyone) == [theirs.job.id, other.job.id]
+    rest = await search(where=JobFilter(), after=everyone[-1].id, limit=2)
+    assert ids(rest) == [tagged.job.id]
+    with pytest.raises(errors.InvalidRequest):
+        await search(where=JobFilter(), after="job_unknown")
+
+
+async def test_the_charts_read_and_the_id_search_use_their_indexes(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """The hour's read is a range of job_events_by_time, never a scan of every event; the
+    provider's id is found through jobs_by_provider_job_id (migration 0016)."""
+    since = clock.now()
+    if storage.dialect == "sqlite":
+        from jobgate.storage.sqlite.console import Q
+
+        async def explain(name: str, params: dict[str, object]) -> str:
+            return await storage._db.read(  # type: ignore[attr-defined]
+                lambda conn: " ".join(
+                    str(tuple(r)) for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name].sql, params)
+                )
+            )
+
+        transitions = await explain(
+            "console_transitions", {"since": since.timestamp(), "limit": 10}
+        )
+        by_provider = await explain(
+            "console_job_by_provider_job_id", {"provider_job_id": "x", "limit": 10}
+        )
+    else:
+        from jobgate.storage.postgres.store import Q as PQ
+
+        async def explain(name: str, *args: object) -> str:
+            async def run(conn: Any) -> str:
+                await conn.execute("SET enable_seqscan = off")
+                try:
+                    rows = await conn.fetch("EXPLAIN " + PQ[name].positional_sql, *args)
+                finally:
+                    await conn.execute("RESET enable_seqscan")
+                return " ".join(row[0] for row in rows)
+
+            return await storage._with_conn(run)  # type: ignore[attr-defined]
+
+        transitions = await explain("console_transitions", since, 10)
+        by_provider = await explain("console_job_by_provider_job_id", "x", 10)
+    assert "job_events_by_time" in transitions
+    assert "jobs_by_provider_job_id" in by_provider
