@@ -120,6 +120,8 @@ class TenantLimits(pydantic.BaseModel):
     daily_token_budget: int = pydantic.Field(default=0, ge=0)  # 0 = unlimited
     # USD a UTC day, priced with the providers' `prices`; 0 = unlimited
     daily_cost_budget_usd: float = pydantic.Field(default=0.0, ge=0, allow_inf_nan=False)
+    # Running jobs per `concurrency_key` (e.g. per end user of the tenant); 0 = no cap
+    max_running_per_key: int = pydantic.Field(default=0, ge=0)
 
 
 class Settings(pydantic.BaseModel):

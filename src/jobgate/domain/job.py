@@ -71,6 +71,7 @@ class Job:
     event_seq: int
     # How many provider jobs of this job ended and were followed by a new attempt.
     provider_generation: int = 0
+    concurrency_key: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -104,6 +105,11 @@ class NewJob:
     max_attempts: int = 3
     start_timeout_s: float | None = None
     execution_timeout_s: float | None = None
+    # Scheduling: not claimable before `run_at` (absolute) or `delay_s` after the insert, by
+    # the database's clock; a time in the past means now. The start deadline counts from then.
+    run_at: datetime | None = None
+    delay_s: float = 0.0
+    concurrency_key: str | None = None  # capped by the tenant's max_running_per_key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

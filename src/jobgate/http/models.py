@@ -110,6 +110,34 @@ class SubmitJobRequest(pydantic.BaseModel):
         allow_inf_nan=False,
         description="Fail the job (deadline_exceeded) past this runtime (at most 7 days)",
     )
+    run_at: float | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=ranges.RUN_AT_MAX,
+        allow_inf_nan=False,
+        description="Unix seconds before which the job is not started (the past means now); "
+        "the start timeout counts from then",
+    )
+    delay_s: float | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=ranges.MAX_DELAY_S,
+        allow_inf_nan=False,
+        description="Start no sooner than this many seconds after the submit (not with run_at)",
+    )
+    concurrency_key: str | None = pydantic.Field(
+        default=None,
+        min_length=1,
+        max_length=ranges.MAX_CONCURRENCY_KEY_CHARS,
+        description="Jobs sharing a key (e.g. one end user) run at most the tenant's "
+        "max_running_per_key at once",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _one_schedule(self) -> SubmitJobRequest:
+        if self.run_at is not None and self.delay_s is not None:
+            raise ValueError("give run_at or delay_s, not both")
+        return self
 
 
 class ErrorOut(pydantic.BaseModel):
@@ -138,6 +166,8 @@ class JobOut(pydantic.BaseModel):
     creation_outcome: str | None
     cancel_outcome: str | None
     progress: float | None
+    run_at: int
+    concurrency_key: str | None
     result: dict[str, Any] | None
     error: ErrorOut | None
     usage: dict[str, Any] | None

@@ -122,6 +122,8 @@ EXAMPLES: dict[str, Any] = {
         "creation_outcome": None,
         "cancel_outcome": None,
         "progress": None,
+        "run_at": 1764590400,
+        "concurrency_key": None,
         "result": {
             "object": "chat.completion",
             "model": "sim-echo",

@@ -29,6 +29,8 @@ def job_view(job: Job) -> dict[str, Any]:
         "creation_outcome": job.creation_outcome,
         "cancel_outcome": job.cancel_outcome,
         "progress": None,
+        "run_at": to_unix(job.run_at),
+        "concurrency_key": job.concurrency_key,
         "result": job.result,
         "error": job.error,
         "usage": job.usage,

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import response_events, responses
+from jobgate.domain import ranges, response_events, responses
 from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
 from jobgate.services.jobs import MAX_WAIT_S, JobService, SubmitSpec
@@ -45,6 +45,8 @@ class ResponsesService:
             body=request.body,
             metadata=request.metadata,
             webhook=request.webhook,
+            # OpenAI's metadata values are strings: any SDK can set the key without extras.
+            concurrency_key=_concurrency_key(request.metadata),
             api=responses.API,
             id_prefix=responses.ID_PREFIX,
         )
@@ -150,3 +152,18 @@ class ResponsesService:
                     return
                 if not await wait_for(changed, min(KEEPALIVE_S, self.jobs.poll_fallback_s * 15)):
                     yield {}  # nothing happened: the caller sends a keep-alive
+
+
+def _concurrency_key(metadata: dict[str, Any]) -> str | None:
+    """`metadata.concurrency_key` of a create: the concurrency key of its job."""
+    key = metadata.get("concurrency_key")
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise errors.InvalidRequest(
+            "metadata.concurrency_key must be a string",
+            param="metadata.concurrency_key",
+            code="invalid_concurrency_key",
+        )
+    ranges.check_concurrency_key(key, param="metadata.concurrency_key")
+    return key

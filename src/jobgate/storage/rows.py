@@ -75,6 +75,7 @@ class RowDecoder:
             purged_at=t(row["purged_at"]),
             event_seq=row["event_seq"],
             provider_generation=row["provider_generation"],
+            concurrency_key=row["concurrency_key"],
         )
 
     def event(self, row: RowLike) -> JobEvent:

@@ -407,6 +407,9 @@ class PostgresStorage(
             "max_attempts": job.max_attempts,
             "start_timeout_s": job.start_timeout_s,
             "execution_timeout_s": job.execution_timeout_s,
+            "run_at": job.run_at,
+            "delay_s": job.delay_s,
+            "concurrency_key": job.concurrency_key,
             "now": now,
         }
         if queue_limit is not None:
@@ -534,11 +537,14 @@ class PostgresStorage(
                         "tenant_id": tenant_id,
                         "max_running": share.max_running,
                         "weight": share.weight,
+                        "max_running_per_key": share.max_running_per_key,
                     }
                     for tenant_id, share in rules.tenants.items()
                 ],
                 "default_weight": rules.default.weight,
                 "default_max_running": rules.default.max_running,
+                "default_max_running_per_key": rules.default.max_running_per_key,
+                "keys_capped": rules.keys_capped,
                 "blocked_tenants": sorted(rules.blocked_tenants),
             }
         )

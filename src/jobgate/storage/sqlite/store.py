@@ -393,6 +393,10 @@ class SqliteStorage(
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
+            by_key: dict[tuple[str, str], int] = {}
+            if rules.keys_capped:
+                for row in conn.execute(Q["job_claim_running_keys"].sql).fetchall():
+                    by_key[(row["tenant_id"], row["concurrency_key"])] = row["running"]
             queues: list[TenantQueue] = []
             tenant = ""
             while True:
@@ -407,15 +411,20 @@ class SqliteStorage(
                 free = max(share.max_running - held, 0) if share.max_running > 0 else limit
                 if free == 0:
                     continue
+                key_cap = share.max_running_per_key
+                full = [k for (t, k), n in by_key.items() if t == tenant and n >= key_cap]
                 rows = conn.execute(
                     Q["job_claim_candidates"].sql,
                     {
                         "tenant_id": tenant,
                         "now": at,
                         "providers": provider_filter,
+                        "full_keys": _json_in(full) if key_cap > 0 else None,
                         "limit": min(free, limit),
                     },
                 ).fetchall()
+                if key_cap > 0:
+                    rows = _within_key_caps(rows, tenant, key_cap, by_key)
                 if rows:
                     candidates = tuple(
                         Candidate(r["id"], r["priority"], from_unix(r["run_at"])) for r in rows
@@ -719,3 +728,20 @@ def _statements(script: str) -> list[str]:
     if tail and not all(line.strip().startswith("--") or not line.strip() for line in current):
         statements.append(tail)
     return statements
+
+
+def _within_key_caps(
+    rows: list[sqlite3.Row], tenant: str, key_cap: int, by_key: dict[tuple[str, str], int]
+) -> list[sqlite3.Row]:
+    """The candidates (best first) a claim may take without a concurrency key passing its
+    cap: a key's running jobs plus those taken before it in this list."""
+    taken: dict[str, int] = {}
+    kept = []
+    for row in rows:
+        key = row["concurrency_key"]
+        if key is not None:
+            if by_key.get((tenant, key), 0) + taken.get(key, 0) >= key_cap:
+                continue
+            taken[key] = taken.get(key, 0) + 1
+        kept.append(row)
+    return kept
