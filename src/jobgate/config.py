@@ -56,6 +56,16 @@ class ModelPrice(pydantic.BaseModel):
     cache_write_per_mtok: _Usd | None = None
 
 
+class ModelLimits(pydantic.BaseModel):
+    """`[providers.NAME.model_limits."MODEL"]`: rate limits of one model, shared by every
+    worker process (on top of the provider's own)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    rpm: int = pydantic.Field(default=0, ge=0, le=10_000_000)  # requests a minute; 0 = none
+    tpm: int = pydantic.Field(default=0, ge=0, le=10_000_000_000)  # tokens a minute; 0 = none
+
+
 class ProviderConfig(pydantic.BaseModel):
     """One provider: how to reach it, which models it serves, how long its calls may take."""
 
@@ -98,6 +108,11 @@ class ProviderConfig(pydantic.BaseModel):
     # Prices by model name; "*" prices every other model of this provider. Usage of a model
     # without a price costs 0 towards cost budgets (and is logged once per model).
     prices: dict[str, ModelPrice] = pydantic.Field(default_factory=dict)
+    # Shared rate limits (every worker process together; domain.rate_limits): requests and
+    # tokens a minute for the whole provider, and per model. 0 = none.
+    rpm: int = pydantic.Field(default=0, ge=0, le=10_000_000)
+    tpm: int = pydantic.Field(default=0, ge=0, le=10_000_000_000)
+    model_limits: dict[str, ModelLimits] = pydantic.Field(default_factory=dict)
 
     @pydantic.model_validator(mode="after")
     def _check_responses_api(self) -> ProviderConfig:

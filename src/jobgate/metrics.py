@@ -133,3 +133,18 @@ TENANT_DAILY_COST_BUDGET_USD = Gauge(
     "Each tenant's daily cost budget in USD (only tenants that have one)",
     ["tenant"],
 )
+
+
+# -- shared rate limits (issue 19) -------------------------------------------------------------
+
+RATE_LIMIT_WAITS = Counter(
+    "jobgate_rate_limit_waits",
+    "Claims held back because a provider's (or model's) shared rpm/tpm limit had no room "
+    '(model "" = the provider-wide limit); the jobs stay queued',
+    ["provider", "model"],
+)
+RATE_LIMITED_JOBS = Gauge(
+    "jobgate_rate_limited_jobs",
+    "Claimable queued jobs waiting for a provider's (or model's) shared rate limit, cluster-wide",
+    ["provider", "model"],
+)

@@ -87,6 +87,10 @@ class ProviderRegistry:
     def config(self, name: str) -> ProviderConfig:
         return self._configs[name]
 
+    def configs(self) -> dict[str, ProviderConfig]:
+        """Every configured provider's settings, by name."""
+        return {name: self._configs[name] for name in self._providers if name in self._configs}
+
     def route(
         self, provider: str | None, model: str | None, *, api: str = "jobs"
     ) -> tuple[Provider, str | None]:

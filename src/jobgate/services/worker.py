@@ -27,9 +27,10 @@ from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import background, outcomes, readback, tenant_labels
 from jobgate.services.limits import LimitsService
+from jobgate.services.rate_limits import ClaimTarget, RateLimiter
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Finished
+from jobgate.storage.records import ClaimPolicy, Finish, Finished
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class Worker:
         self.concurrency = concurrency or settings.worker_concurrency
         self._provider_names = provider_names
         self._limits = limits
+        self._rate_limits = RateLimiter(storage=storage, configs=providers.configs())
         self._inflight: dict[str, _InFlight] = {}
         self._tasks: set[asyncio.Task[Finished | None]] = set()
         self._batcher = _FinishBatcher(storage)
@@ -172,10 +174,20 @@ class Worker:
         # the plan is one claim exactly as before.
         gates = self._providers.gates
         jobs: list[Job] = []
+        limited = self._rate_limits.limited
+        self._rate_limits.wait_s = 0.0
         with tracing.span("jobgate.claim", worker_id=self.worker_id) as claim_span:
             for providers, quota in gates.claim_plan(self._provider_names, count):
+                if limited:
+                    # Rate-limited providers are claimed apart, one request at a time.
+                    names = self._providers.names() if providers is None else providers
+                    for name in (n for n in names if n in limited):
+                        for target in self._rate_limits.targets(name):
+                            left = min(quota, count - len(jobs))
+                            jobs += await self._claim_limited(target, left, policy)
+                    providers = [n for n in names if n not in limited]
                 quota = min(quota, count - len(jobs))
-                if quota > 0:
+                if quota > 0 and providers != []:
                     jobs += await self._storage.job_claim(
                         worker_id=self.worker_id,
                         limit=quota,
@@ -193,6 +205,32 @@ class Worker:
             metrics.QUEUE_WAIT_SECONDS.labels(
                 await self._tenant_labels.label(job.tenant_id)
             ).observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
+        return jobs
+
+    async def _claim_limited(
+        self, target: ClaimTarget, limit: int, policy: ClaimPolicy | None
+    ) -> list[Job]:
+        """Claim for a rate-limited provider (or model): one job after one request was taken
+        from its buckets, none while they have no room (the jobs stay queued, unleased)."""
+        if limit <= 0:
+            return []
+        if target.buckets and not await self._rate_limits.take(target):
+            return []
+        jobs = await self._storage.job_claim(
+            worker_id=self.worker_id,
+            limit=1 if target.buckets else limit,
+            lease_ttl_s=self._settings.lease_ttl_s,
+            providers=[target.provider],
+            policy=policy,
+            models=target.models,
+            skip_models=target.skip_models,
+        )
+        if not target.buckets:
+            return jobs
+        if not jobs:
+            await self._rate_limits.unused(target)
+            return []
+        await self._rate_limits.started(target, jobs)
         return jobs
 
     async def run_once(self, *, limit: int | None = None) -> list[Job | None]:
@@ -220,6 +258,8 @@ class Worker:
             if finish is None:
                 await self._record_dropped(entry, "lease_lost")
                 return None
+            if not isinstance(finish, background.Accepted):
+                await self._rate_limits.settle(job, finish.usage)
             if isinstance(finish, background.Accepted):
                 # Background mode: record the provider's id (fenced) and free the slot.
                 accepted = await self._background.accept(job, entry.lease, finish)
@@ -524,7 +564,10 @@ class Worker:
                 self._spawn(job)
             if jobs and len(self._inflight) < self.concurrency:
                 continue  # the queue may hold more
-            await wait_for(self._wake, self._settings.worker_poll_interval_s)
+            poll_s = self._settings.worker_poll_interval_s
+            if self._rate_limits.wait_s > 0:  # a rate limit admits again sooner than the poll
+                poll_s = min(poll_s, self._rate_limits.wait_s)
+            await wait_for(self._wake, poll_s)
 
     async def _drain(self) -> None:
         if self._tasks:

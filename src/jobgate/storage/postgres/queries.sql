@@ -218,6 +218,9 @@ WITH RECURSIVE clock AS (
               -- Past its start deadline a job may not start (the reaper expires it).
               AND (j.expires_at IS NULL OR j.expires_at > clock.now)
               AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+              AND (:models::text[] IS NULL OR j.model = ANY(:models::text[]))
+              AND (:skip_models::text[] IS NULL OR j.model IS NULL
+                   OR NOT j.model = ANY(:skip_models::text[]))
               AND (sl.per_key = 0 OR j.concurrency_key IS NULL OR NOT EXISTS (
                    SELECT 1 FROM key_busy AS kb
                     WHERE kb.tenant_id = sl.tenant_id AND kb.concurrency_key = j.concurrency_key

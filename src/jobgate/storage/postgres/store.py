@@ -30,6 +30,7 @@ from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
+from jobgate.storage.postgres.rate_limits import PostgresRateLimits
 from jobgate.storage.postgres.retention import PostgresRetention
 from jobgate.storage.postgres.roles import PostgresRoles
 from jobgate.storage.postgres.sessions import PostgresSessions
@@ -133,6 +134,7 @@ def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> lis
 class PostgresStorage(
     SqlStorageBase,
     PostgresLimits,
+    PostgresRateLimits,
     PostgresWebhookStore,
     PostgresAdmin,
     PostgresProviderStore,
@@ -522,6 +524,8 @@ class PostgresStorage(
         providers: Sequence[str] | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        models: Sequence[str] | None = None,
+        skip_models: Sequence[str] | None = None,
     ) -> list[Job]:
         rules = policy or ClaimPolicy()
         query = Q["job_claim"]
@@ -531,6 +535,8 @@ class PostgresStorage(
                 "limit": limit,
                 "lease_ttl_s": lease_ttl_s,
                 "providers": None if providers is None else list(providers),
+                "models": None if models is None else list(models),
+                "skip_models": None if skip_models is None else list(skip_models),
                 "now": now,
                 "shares": [
                     {

@@ -134,6 +134,9 @@ SELECT id, priority, run_at, concurrency_key
    -- Past its start deadline a job may not start (the reaper expires it).
    AND (expires_at IS NULL OR expires_at > :now)
    AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+   AND (:models IS NULL OR model IN (SELECT value FROM json_each(:models)))
+   AND (:skip_models IS NULL OR model IS NULL
+        OR model NOT IN (SELECT value FROM json_each(:skip_models)))
    AND (:full_keys IS NULL OR concurrency_key IS NULL
         OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
  ORDER BY priority, run_at, id

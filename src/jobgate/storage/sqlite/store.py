@@ -47,6 +47,7 @@ from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
+from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.roles import SqliteRoles
 from jobgate.storage.sqlite.sessions import SqliteSessions
@@ -102,6 +103,7 @@ def path_from_url(url: str) -> str:
 class SqliteStorage(
     SqlStorageBase,
     SqliteLimits,
+    SqliteRateLimits,
     SqliteWebhookStore,
     SqliteAdmin,
     SqliteProviderStore,
@@ -384,10 +386,14 @@ class SqliteStorage(
         providers: Sequence[str] | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        models: Sequence[str] | None = None,
+        skip_models: Sequence[str] | None = None,
     ) -> list[Job]:
         rules = policy or ClaimPolicy()
         at = self._now(now)
         provider_filter = None if providers is None else _json_in(list(providers))
+        model_filter = None if models is None else _json_in(list(models))
+        model_skips = None if skip_models is None else _json_in(list(skip_models))
 
         def claim(conn: sqlite3.Connection) -> list[Job]:
             # One writer: reading the running counts and claiming are one atomic step, so
@@ -419,6 +425,8 @@ class SqliteStorage(
                         "tenant_id": tenant,
                         "now": at,
                         "providers": provider_filter,
+                        "models": model_filter,
+                        "skip_models": model_skips,
                         "full_keys": _json_in(full) if key_cap > 0 else None,
                         "limit": min(free, limit),
                     },

@@ -1,0 +1,43 @@
+"""Storage for shared rate limits (a part of the Storage contract): the bucket rows of
+domain.rate_limits, locked and updated in one short transaction each, so that every worker
+process of a deployment draws on the same budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from jobgate.domain.rate_limits import Bucket
+
+
+class RateLimitStore(Protocol):
+    async def rate_limit_take(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> float:
+        """Admit one request under every bucket at once (creating missing rows): 0.0 when
+        admitted (each bucket's next start moved one spacing ahead), else the seconds to wait
+        (nothing changed). Serialised per bucket across processes."""
+        ...
+
+    async def rate_limit_give_back(self, *, buckets: Sequence[Bucket]) -> None:
+        """Return a request admitted by rate_limit_take that was not used."""
+        ...
+
+    async def rate_limit_spend(
+        self, *, spends: Sequence[tuple[Bucket, int]], now: datetime | None = None
+    ) -> None:
+        """Add tokens (negative: an estimate corrected down) to the buckets' debt."""
+        ...
+
+    async def rate_limit_waits(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> dict[tuple[str, str], float]:
+        """Seconds until each bucket admits its next request (absent: it admits now)."""
+        ...
+
+    async def rate_limited_queued(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> dict[tuple[str, str], int]:
+        """Claimable queued jobs held back by each closed bucket (absent: open or none)."""
+        ...

@@ -1,0 +1,12 @@
+-- Shared rate limits (issue 19): one row per (provider, model) bucket ('' = provider-wide),
+-- holding the times (Unix seconds, database clock) at which its next request may start and its
+-- token debt is paid. Every worker process locks and updates these rows, so the limits hold
+-- across processes (domain.rate_limits has the rules).
+
+CREATE TABLE rate_limit_buckets (
+    provider    TEXT NOT NULL,
+    model       TEXT NOT NULL DEFAULT '',
+    requests_at REAL NOT NULL DEFAULT 0,
+    tokens_at   REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (provider, model)
+);

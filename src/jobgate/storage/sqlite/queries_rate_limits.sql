@@ -1,0 +1,27 @@
+-- Shared rate limit buckets on SQLite (domain.rate_limits has the rules; the single writer
+-- serialises every update).
+
+-- name: rate_limit_ensure
+-- Create a bucket row if it does not exist yet.
+INSERT INTO rate_limit_buckets (provider, model) VALUES (:provider, :model)
+ON CONFLICT DO NOTHING
+
+-- name: rate_limit_get
+-- One bucket as it stands.
+SELECT provider, model, requests_at, tokens_at
+  FROM rate_limit_buckets
+ WHERE provider = :provider AND model = :model
+
+-- name: rate_limit_write
+-- Store a bucket's new state.
+UPDATE rate_limit_buckets
+   SET requests_at = :requests_at, tokens_at = :tokens_at
+ WHERE provider = :provider AND model = :model
+
+-- name: rate_limited_queued
+-- Claimable queued jobs of one bucket ('' = every model of the provider).
+SELECT count(*) AS queued
+  FROM jobs
+ WHERE state = 'queued' AND provider = :provider
+   AND (:model = '' OR model = :model)
+   AND run_at <= :now
