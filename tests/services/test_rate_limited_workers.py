@@ -153,3 +153,23 @@ async def test_tokens_are_estimated_then_corrected_by_usage(
     assert used is not None and used < estimate
     left = (await storage.rate_limit_waits(buckets=[bucket])).get(("sim", PROVIDER_WIDE), 0.0)
     assert left <= used / 10 + 0.01  # the debt is what the call really used
+
+
+async def test_a_queued_job_shows_it_is_rate_limited(
+    storage: Storage, clock: FakeClock, settings: Settings
+) -> None:
+    from types import SimpleNamespace
+
+    from jobgate.http import job_notes
+    from jobgate.http.views import job_view
+
+    tenant = await make_tenant(storage)
+    for _ in range(2):
+        await storage.job_insert(job=new_job(tenant), now=clock.now())
+    providers = registry(clock, rpm=1)
+    ctx = SimpleNamespace(storage=storage, jobs=SimpleNamespace(providers=providers))
+    (running,) = await Worker(storage=storage, providers=providers, settings=settings).claim()
+    (queued,) = await storage.job_list(tenant_id=tenant.id, states=[JobState.QUEUED])
+    view = await job_notes.annotate(ctx, queued, job_view(queued))  # type: ignore[arg-type]
+    assert view["phase"] == "rate_limited" and "sim" in view["note"]
+    assert running.id != queued.id

@@ -127,3 +127,20 @@ async def refresh_gauges(storage: RateLimitStore, configs: Mapping[str, Provider
     waiting = await storage.rate_limited_queued(buckets=list(buckets.values()))
     for (provider, model), queued in waiting.items():
         metrics.RATE_LIMITED_JOBS.labels(provider, model).set(queued)
+
+
+def buckets_of(name: str, config: ProviderConfig, model: str | None) -> tuple[Bucket, ...]:
+    """The buckets a job for `model` on provider `name` must take a request from."""
+    for target in targets_for(name, config):
+        if target.models is None or model in target.models:
+            return target.buckets
+    return ()
+
+
+async def wait_of(
+    storage: RateLimitStore, name: str, config: ProviderConfig, model: str | None
+) -> float:
+    """Seconds until the shared rate limits admit a job for `model` (0: they do now)."""
+    buckets = buckets_of(name, config, model)
+    waits = await storage.rate_limit_waits(buckets=buckets) if buckets else {}
+    return max(waits.values(), default=0.0)
