@@ -121,6 +121,30 @@ class ProviderConfig(pydantic.BaseModel):
         return self
 
 
+class RouteConfig(pydantic.BaseModel):
+    """`[routes."ALIAS"]`: a model alias served by the first healthy of its targets
+    ("provider:model"); a job's next attempt moves to the next target after a retryable
+    failure, a 429 asking to wait longer than `move_after_retry_after_s`, or an open breaker."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    targets: tuple[str, ...] = pydantic.Field(min_length=1, max_length=16)
+    move_after_retry_after_s: float = pydantic.Field(default=10.0, ge=0, allow_inf_nan=False)
+
+    @pydantic.field_validator("targets")
+    @classmethod
+    def _provider_and_model(cls, targets: tuple[str, ...]) -> tuple[str, ...]:
+        for target in targets:
+            provider, _, model = target.partition(":")
+            if not provider or not model:
+                raise ValueError(f"target {target!r} is not 'provider:model'")
+        return targets
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The targets as (provider, model), in order."""
+        return [(t.partition(":")[0], t.partition(":")[2]) for t in self.targets]
+
+
 class TenantLimits(pydantic.BaseModel):
     """Limits for one tenant; `[tenants.NAME]` in jobgate.toml, defaults for everyone else."""
 
@@ -187,6 +211,7 @@ class Settings(pydantic.BaseModel):
     credentials_path: str | None = None  # where `serve` saves the default tenant's key
     providers: dict[str, ProviderConfig] = pydantic.Field(default_factory=dict)
     tenants: dict[str, TenantLimits] = pydantic.Field(default_factory=dict)
+    routes: dict[str, RouteConfig] = pydantic.Field(default_factory=dict)  # model aliases
     tenant_defaults: TenantLimits = TenantLimits()
     max_queued_total: int = pydantic.Field(default=1_000_000, gt=0)
     max_output_tokens_mode: Literal["clamp", "reject"] = "clamp"

@@ -72,6 +72,7 @@ class Job:
     # How many provider jobs of this job ended and were followed by a new attempt.
     provider_generation: int = 0
     concurrency_key: str | None = None
+    model_route: str | None = None  # the route alias the job was submitted for
 
     @property
     def terminal(self) -> bool:
@@ -110,6 +111,7 @@ class NewJob:
     run_at: datetime | None = None
     delay_s: float = 0.0
     concurrency_key: str | None = None  # capped by the tenant's max_running_per_key
+    model_route: str | None = None  # the `[routes."ALIAS"]` submitted for, if any
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

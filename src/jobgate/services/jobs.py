@@ -188,6 +188,9 @@ class JobService:
             run_at=None if spec.run_at is None else from_unix(spec.run_at),
             delay_s=spec.delay_s or 0.0,
             concurrency_key=spec.concurrency_key,
+            model_route=model
+            if spec.provider is None and self.providers.route_of(model) is not None
+            else None,
         )
 
     def _check_webhook(self, webhook: dict[str, Any] | None) -> dict[str, Any] | None:

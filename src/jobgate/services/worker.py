@@ -260,6 +260,7 @@ class Worker:
                 return None
             if not isinstance(finish, background.Accepted):
                 await self._rate_limits.settle(job, finish.usage)
+                finish = await self._reroute(entry, finish)
             if isinstance(finish, background.Accepted):
                 # Background mode: record the provider's id (fenced) and free the slot.
                 accepted = await self._background.accept(job, entry.lease, finish)
@@ -365,6 +366,38 @@ class Worker:
         assert isinstance(result, ProviderResult)
         self._providers.gates.record(job.provider, job.id, None)
         return outcomes.succeeded(job, result, actor=actor)
+
+    async def _reroute(self, entry: _InFlight, finish: Finish) -> Finish:
+        """A job for a model route whose attempt is to be retried moves to the route's next
+        target first (fenced on its lease, logged as an event), when the attempt failed in a
+        retryable way or was told to wait longer than the route allows. An unknown creation
+        outcome stays where it is: the first provider may be running it."""
+        job = entry.job
+        route = self._providers.route_of(job.model_route)
+        if route is None or job.model_route is None or job.model is None:
+            return finish
+        moves = (finish.reason == "retryable_error" and finish.creation_outcome is None) or (
+            finish.reason == "rate_limited" and finish.retry_in_s > route.move_after_retry_after_s
+        )
+        if finish.state is not JobState.QUEUED or not moves:
+            return finish
+        target = self._providers.next_target(job.model_route, job.provider, job.model)
+        if target is None:
+            return finish
+        provider, model = target
+        try:
+            moved = await self._storage.job_reroute(
+                lease=entry.lease,
+                provider=provider,
+                model=model,
+                actor=self.worker_id,
+                reason=f"{finish.reason} on {job.provider}:{job.model}; next {provider}:{model}",
+            )
+        except errors.StorageError:
+            return finish  # the retry stays on this target: still a correct retry
+        if moved and finish.reason == "rate_limited":
+            return dataclasses.replace(finish, retry_in_s=0.0)  # the next target is not limited
+        return finish
 
     async def _write(self, entry: _InFlight, finish: Finish) -> Finished | None:
         delay_s = 0.05

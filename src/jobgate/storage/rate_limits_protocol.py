@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from jobgate.domain.job import Lease
 from jobgate.domain.rate_limits import Bucket
 
 
@@ -40,4 +41,19 @@ class RateLimitStore(Protocol):
         self, *, buckets: Sequence[Bucket], now: datetime | None = None
     ) -> dict[tuple[str, str], int]:
         """Claimable queued jobs held back by each closed bucket (absent: open or none)."""
+        ...
+
+    async def job_reroute(
+        self,
+        *,
+        lease: Lease,
+        provider: str,
+        model: str,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> bool:
+        """Move a running job (fenced on `lease`) to another model route target for its next
+        attempt: its provider, model and request's `model`, with a running-to-running event
+        giving `reason`. False when the lease is no longer held (nothing changed)."""
         ...

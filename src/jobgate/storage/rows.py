@@ -76,6 +76,7 @@ class RowDecoder:
             event_seq=row["event_seq"],
             provider_generation=row["provider_generation"],
             concurrency_key=row["concurrency_key"],
+            model_route=row["model_route"],
         )
 
     def event(self, row: RowLike) -> JobEvent:

@@ -33,6 +33,7 @@ def insert_payload(job: NewJob) -> dict[str, Any]:
         "run_at": None if job.run_at is None else job.run_at.isoformat(),
         "delay_s": job.delay_s,
         "concurrency_key": job.concurrency_key,
+        "model_route": job.model_route,
     }
 
 

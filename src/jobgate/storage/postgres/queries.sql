@@ -74,11 +74,11 @@ RETURNING id
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
                   execution_timeout_s, event_seq, transition_actor, transition_reason,
-                  concurrency_key)
+                  concurrency_key, model_route)
 SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
        :webhook, :priority, :max_attempts, clock.run_at, clock.now, clock.now,
        clock.run_at + make_interval(secs => :start_timeout_s::double precision),
-       :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key
+       :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route
   FROM (SELECT now, greatest(now, coalesce(:run_at::timestamptz,
                                            now + make_interval(secs => :delay_s::double precision)))
                     AS run_at
@@ -109,11 +109,11 @@ WITH clock AS (
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
                   execution_timeout_s, event_seq, transition_actor, transition_reason,
-                  concurrency_key)
+                  concurrency_key, model_route)
 SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
        :webhook, :priority, :max_attempts, clock.run_at, clock.now, clock.now,
        clock.run_at + make_interval(secs => :start_timeout_s::double precision),
-       :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key
+       :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route
   FROM clock, bound
 RETURNING *
 

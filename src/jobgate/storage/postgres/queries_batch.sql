@@ -6,17 +6,17 @@
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
                   execution_timeout_s, event_seq, transition_actor, transition_reason,
-                  concurrency_key)
+                  concurrency_key, model_route)
 SELECT v.id, v.tenant_id, 'queued', v.api, v.provider, v.endpoint, v.model, v.request,
        coalesce(v.metadata, '{}'::jsonb), v.webhook, v.priority, v.max_attempts,
        s.run_at, clock.now, clock.now, s.run_at + make_interval(secs => v.start_timeout_s),
-       v.execution_timeout_s, 1, 'api', 'submitted', v.concurrency_key
+       v.execution_timeout_s, 1, 'api', 'submitted', v.concurrency_key, v.model_route
   FROM jsonb_to_recordset(:jobs::jsonb) AS v(
            id text, tenant_id text, api text, provider text, endpoint text, model text,
            request jsonb, metadata jsonb, webhook jsonb, priority integer,
            max_attempts integer, start_timeout_s double precision,
            execution_timeout_s double precision, run_at timestamptz,
-           delay_s double precision, concurrency_key text),
+           delay_s double precision, concurrency_key text, model_route text),
        (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock,
        LATERAL (SELECT greatest(clock.now, coalesce(
                     v.run_at, clock.now + make_interval(secs => coalesce(v.delay_s, 0))))

@@ -42,3 +42,21 @@ SELECT k.provider, k.model,
            AND (k.model = '' OR j.model = k.model)
            AND j.run_at <= coalesce(:now::timestamptz, now())) AS queued
   FROM unnest(:providers::text[], :models::text[]) AS k(provider, model)
+
+-- name: job_reroute
+-- Move a running job's next attempt to another route target, fenced on its lease, and log the
+-- move as an event (running to running: no state change, so no webhook).
+WITH moved AS (
+    UPDATE jobs AS j
+       SET provider = :provider,
+           model = :model,
+           request = jsonb_set(j.request, '{model}', to_jsonb(:model::text)),
+           event_seq = j.event_seq + 1,
+           updated_at = coalesce(:now::timestamptz, now())
+     WHERE j.id = :id AND j.lease_token = :token AND j.state = 'running'
+       AND j.request IS NOT NULL
+    RETURNING j.id, j.event_seq, j.updated_at
+)
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+SELECT id, event_seq, 'running', 'running', :actor, :reason, true, updated_at FROM moved
+RETURNING job_id

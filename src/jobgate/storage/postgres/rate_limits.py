@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from jobgate.domain.job import Lease
 from jobgate.domain.rate_limits import Bucket, BucketState
 from jobgate.storage.rate_limits_base import Change, RateLimitBase
 
@@ -87,3 +88,29 @@ class PostgresRateLimits(RateLimitBase):
 
         rows = await self._with_conn(count)
         return {(r["provider"], r["model"]): r["queued"] for r in rows}
+
+    async def job_reroute(
+        self,
+        *,
+        lease: Lease,
+        provider: str,
+        model: str,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> bool:
+        async def move(conn: Any) -> bool:
+            rows = await self._run(
+                conn,
+                "job_reroute",
+                id=lease.job_id,
+                token=lease.token,
+                provider=provider,
+                model=model,
+                actor=actor,
+                reason=reason,
+                now=now,
+            )
+            return bool(rows)
+
+        return await self._with_conn(move)

@@ -412,6 +412,7 @@ class PostgresStorage(
             "run_at": job.run_at,
             "delay_s": job.delay_s,
             "concurrency_key": job.concurrency_key,
+            "model_route": job.model_route,
             "now": now,
         }
         if queue_limit is not None:

@@ -46,6 +46,7 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
         "expires_at": None if job.start_timeout_s is None else run_at + job.start_timeout_s,
         "execution_timeout_s": job.execution_timeout_s,
         "concurrency_key": job.concurrency_key,
+        "model_route": job.model_route,
     }
 
 

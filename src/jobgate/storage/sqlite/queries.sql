@@ -76,10 +76,10 @@ ON CONFLICT (tenant_id, route, key) DO UPDATE
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
                   execution_timeout_s, event_seq, transition_actor, transition_reason,
-                  concurrency_key)
+                  concurrency_key, model_route)
 VALUES (:id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
         :webhook, :priority, :max_attempts, :run_at, :now, :now, :expires_at,
-        :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key)
+        :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route)
 RETURNING *
 
 -- name: job_get

@@ -25,3 +25,20 @@ SELECT count(*) AS queued
  WHERE state = 'queued' AND provider = :provider
    AND (:model = '' OR model = :model)
    AND run_at <= :now
+
+-- name: job_reroute
+-- Move a running job's next attempt to another route target, fenced on its lease (no state
+-- change, so no event or webhook from the triggers: job_reroute_event logs it).
+UPDATE jobs
+   SET provider = :provider,
+       model = :model,
+       request = json_set(request, '$.model', :model),
+       event_seq = event_seq + 1,
+       updated_at = :now
+ WHERE id = :id AND lease_token = :token AND state = 'running' AND request IS NOT NULL
+RETURNING id, event_seq
+
+-- name: job_reroute_event
+-- The event of a reroute.
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+VALUES (:id, :seq, 'running', 'running', :actor, :reason, 1, :now)

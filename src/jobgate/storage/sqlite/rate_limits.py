@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
+from jobgate.domain.job import Lease
 from jobgate.domain.rate_limits import Bucket, BucketState
 from jobgate.storage import sql
 from jobgate.storage.rate_limits_base import Change, RateLimitBase
@@ -76,3 +77,27 @@ class SqliteRateLimits(RateLimitBase):
             return found
 
         return await self._db.read(count) if closed else {}
+
+    async def job_reroute(
+        self,
+        *,
+        lease: Lease,
+        provider: str,
+        model: str,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> bool:
+        at = self._now(now)
+        params: dict[str, object] = {"id": lease.job_id, "token": lease.token, "now": at}
+        params.update(provider=provider, model=model)
+
+        def move(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(Q["job_reroute"].sql, params).fetchone()
+            if row is None:
+                return False
+            event = {"id": lease.job_id, "seq": row["event_seq"], "actor": actor}
+            conn.execute(Q["job_reroute_event"].sql, {**event, "reason": reason, "now": at})
+            return True
+
+        return await self._db.write(move)

@@ -10,3 +10,7 @@ CREATE TABLE rate_limit_buckets (
     tokens_at   REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (provider, model)
 );
+
+-- Model routes: the alias a job was submitted for (`[routes."ALIAS"]`); its provider and model
+-- columns hold the target it runs on now.
+ALTER TABLE jobs ADD COLUMN model_route TEXT;
