@@ -100,3 +100,19 @@ async def test_responses_take_the_key_from_metadata(api: Api) -> None:
     too_long = {**body, "metadata": {"concurrency_key": "x" * 300}}
     refused = await api.http.post("/v1/responses", json=too_long, headers=auth(key))
     assert refused.status_code == 400
+
+
+async def test_a_queued_job_shows_its_place_in_line(api: Api) -> None:
+    key = await api.key("acme")
+    ids = []
+    for priority in (5, 5, 1):
+        body = job_body(priority=priority)
+        ids.append((await api.http.post("/v1/jobs", json=body, headers=auth(key))).json()["id"])
+    later = (await api.http.post("/v1/jobs", json=job_body(delay_s=600), headers=auth(key))).json()
+    positions = [
+        (await api.http.get(f"/v1/jobs/{i}", headers=auth(key))).json()["queue_position"]
+        for i in ids
+    ]
+    assert positions == [2, 3, 1]  # priority 1 goes first, then by submit
+    got = (await api.http.get(f"/v1/jobs/{later['id']}", headers=auth(key))).json()
+    assert got["queue_position"] == 4  # not claimable yet: everyone claimable is ahead

@@ -13,10 +13,11 @@ from jobgate.services import presence, rate_limits
 
 
 async def annotate(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
-    """`view` with a `note` member when the job waits on a reconciler that is not there, or
-    `phase: "rate_limited"` when a queued job waits for a shared rate limit."""
+    """`view` with a `note` member when the job waits on a reconciler that is not there; for a
+    queued job its `queue_position`, and `phase: "rate_limited"` when it waits for a shared
+    rate limit."""
     if job.state is JobState.QUEUED:
-        return await _rate_limited(ctx, job, view)
+        return await _queued(ctx, job, view)
     if job.state is not JobState.RUNNING or job.phase != Phase.AWAITING_PROVIDER:
         return view
     missing = await presence.reconciler_missing(ctx.storage, ctx.settings)
@@ -25,7 +26,9 @@ async def annotate(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str,
     return view
 
 
-async def _rate_limited(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
+async def _queued(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
+    """A queued job's place in its tenant's line, and the rate limit it waits for, if any."""
+    view["queue_position"] = await ctx.storage.job_queue_position(job=job)
     try:
         config = ctx.jobs.providers.config(job.provider)
     except KeyError:

@@ -168,6 +168,11 @@ class JobOut(pydantic.BaseModel):
     progress: float | None
     run_at: int
     concurrency_key: str | None
+    queue_position: int | None = pydantic.Field(
+        default=None,
+        description="GET of a queued job: 1 + the tenant's claimable jobs ahead of it in claim "
+        "order (an estimate: fair share across tenants decides how fast the line moves)",
+    )
     result: dict[str, Any] | None
     error: ErrorOut | None
     usage: dict[str, Any] | None

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from jobgate.domain.job import Lease
+from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket
 
 
@@ -56,4 +56,10 @@ class RateLimitStore(Protocol):
         """Move a running job (fenced on `lease`) to another model route target for its next
         attempt: its provider, model and request's `model`, with a running-to-running event
         giving `reason`. False when the lease is no longer held (nothing changed)."""
+        ...
+
+    async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
+        """1 + the claimable queued jobs of the job's tenant ahead of it in claim order
+        (priority, run_at, id). An estimate: other tenants' fair shares, caps and limits
+        decide how fast that line moves."""
         ...

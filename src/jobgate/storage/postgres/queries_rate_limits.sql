@@ -60,3 +60,11 @@ WITH moved AS (
 INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
 SELECT id, event_seq, 'running', 'running', :actor, :reason, true, updated_at FROM moved
 RETURNING job_id
+
+-- name: job_queue_position
+-- Claimable queued jobs of the tenant ahead of this one in claim order, plus one.
+SELECT count(*)::integer + 1 AS position
+  FROM jobs AS j
+ WHERE j.state = 'queued' AND j.tenant_id = :tenant_id
+   AND j.run_at <= coalesce(:now::timestamptz, now())
+   AND (j.priority, j.run_at, j.id) < (:priority, :run_at::timestamptz, :id)

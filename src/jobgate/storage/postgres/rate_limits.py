@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from jobgate.domain.job import Lease
+from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket, BucketState
 from jobgate.storage.rate_limits_base import Change, RateLimitBase
 
@@ -114,3 +114,12 @@ class PostgresRateLimits(RateLimitBase):
             return bool(rows)
 
         return await self._with_conn(move)
+
+    async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
+        params = {"tenant_id": job.tenant_id, "priority": job.priority, "run_at": job.run_at}
+
+        async def count(conn: Any) -> int:
+            (row,) = await self._run(conn, "job_queue_position", **params, id=job.id, now=now)
+            return int(row["position"])
+
+        return await self._with_conn(count)

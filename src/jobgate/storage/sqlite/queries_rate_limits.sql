@@ -42,3 +42,10 @@ RETURNING id, event_seq
 -- The event of a reroute.
 INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
 VALUES (:id, :seq, 'running', 'running', :actor, :reason, 1, :now)
+
+-- name: job_queue_position
+-- Claimable queued jobs of the tenant ahead of this one in claim order, plus one.
+SELECT count(*) + 1 AS position
+  FROM jobs
+ WHERE state = 'queued' AND tenant_id = :tenant_id AND run_at <= :now
+   AND (priority, run_at, id) < (:priority, :run_at, :id)

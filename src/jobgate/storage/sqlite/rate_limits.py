@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobgate.domain.job import Lease
+from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket, BucketState
 from jobgate.storage import sql
 from jobgate.storage.rate_limits_base import Change, RateLimitBase
@@ -101,3 +101,11 @@ class SqliteRateLimits(RateLimitBase):
             return True
 
         return await self._db.write(move)
+
+    async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
+        params = {"tenant_id": job.tenant_id, "priority": job.priority, "id": job.id}
+        params.update(run_at=job.run_at.timestamp(), now=self._now(now))
+        row = await self._db.read(
+            lambda conn: conn.execute(Q["job_queue_position"].sql, params).fetchone()
+        )
+        return int(row["position"])
