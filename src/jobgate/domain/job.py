@@ -73,6 +73,7 @@ class Job:
     provider_generation: int = 0
     concurrency_key: str | None = None
     model_route: str | None = None  # the route alias the job was submitted for
+    reconciled_at: datetime | None = None  # when a reconciler last asked its provider
 
     @property
     def terminal(self) -> bool:

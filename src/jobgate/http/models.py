@@ -168,6 +168,7 @@ class JobOut(pydantic.BaseModel):
     progress: float | None
     run_at: int
     concurrency_key: str | None
+    last_checked_at: int | None  # background mode: when the reconciler last asked the provider
     queue_position: int | None = pydantic.Field(
         default=None,
         description="GET of a queued job: 1 + the tenant's claimable jobs ahead of it in claim "

@@ -124,6 +124,7 @@ EXAMPLES: dict[str, Any] = {
         "progress": None,
         "run_at": 1764590400,
         "concurrency_key": None,
+        "last_checked_at": None,
         "result": {
             "object": "chat.completion",
             "model": "sim-echo",

@@ -31,6 +31,7 @@ def job_view(job: Job) -> dict[str, Any]:
         "progress": None,
         "run_at": to_unix(job.run_at),
         "concurrency_key": job.concurrency_key,
+        "last_checked_at": to_unix(job.reconciled_at),
         "result": job.result,
         "error": job.error,
         "usage": job.usage,

@@ -77,6 +77,7 @@ class RowDecoder:
             provider_generation=row["provider_generation"],
             concurrency_key=row["concurrency_key"],
             model_route=row["model_route"],
+            reconciled_at=t(row["reconciled_at"]),
         )
 
     def event(self, row: RowLike) -> JobEvent:
