@@ -74,6 +74,7 @@ class Job:
     concurrency_key: str | None = None
     model_route: str | None = None  # the route alias the job was submitted for
     reconciled_at: datetime | None = None  # when a reconciler last asked its provider
+    progress: float | None = None  # the fraction done its provider last reported
 
     @property
     def terminal(self) -> bool:

@@ -28,7 +28,7 @@ def job_view(job: Job) -> dict[str, Any]:
         "provider_job_id": job.provider_job_id,
         "creation_outcome": job.creation_outcome,
         "cancel_outcome": job.cancel_outcome,
-        "progress": None,
+        "progress": job.progress,
         "run_at": to_unix(job.run_at),
         "concurrency_key": job.concurrency_key,
         "last_checked_at": to_unix(job.reconciled_at),

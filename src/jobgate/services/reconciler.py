@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
-from jobgate.domain import reconcile
+from jobgate.domain import progress, reconcile
 from jobgate.domain.states import JobState
 from jobgate.providers.background import (
     BackgroundProvider,
@@ -383,6 +383,7 @@ class Reconciler:
             in_s,
             provider_status=snapshot.status,
             cancel_sent=sent_cancel,
+            progress=progress.reported(snapshot.body),
         )
 
     def _failed_check(

@@ -78,6 +78,7 @@ class RowDecoder:
             concurrency_key=row["concurrency_key"],
             model_route=row["model_route"],
             reconciled_at=t(row["reconciled_at"]),
+            progress=row["progress"],
         )
 
     def event(self, row: RowLike) -> JobEvent:

@@ -14,3 +14,6 @@ CREATE TABLE rate_limit_buckets (
 -- Model routes: the alias a job was submitted for (`[routes."ALIAS"]`); its provider and model
 -- columns hold the target it runs on now.
 ALTER TABLE jobs ADD COLUMN model_route text;
+
+-- Honest progress: the fraction done its provider last reported (NULL: none reported).
+ALTER TABLE jobs ADD COLUMN progress double precision;
