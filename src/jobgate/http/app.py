@@ -18,6 +18,7 @@ from jobgate.http import (
     problems,
     provider_webhooks,
     responses_routes,
+    schedules_routes,
     webhooks_routes,
 )
 from jobgate.http.access_log import AccessLogMiddleware
@@ -39,6 +40,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(bulk_routes.router)
     app.include_router(jobs_routes.router)
     app.include_router(responses_routes.router)
+    app.include_router(schedules_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
     app.include_router(metrics_route.router)

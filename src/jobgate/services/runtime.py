@@ -27,6 +27,7 @@ from jobgate.services.limits import LimitsService
 from jobgate.services.operators import OperatorService
 from jobgate.services.reaper import Reaper
 from jobgate.services.reconciler import Reconciler
+from jobgate.services.schedules import ScheduleService
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
 from jobgate.services.worker import Worker
@@ -158,6 +159,9 @@ class Runtime:
             reaper = self.reaper()
             tasks.append(asyncio.create_task(reaper.run(), name="reaper"))
             stoppers.append(reaper.request_stop)
+            scheduler = ScheduleService(self.jobs)  # recurring schedules ride with the reaper
+            tasks.append(asyncio.create_task(scheduler.run(), name="schedules"))
+            stoppers.append(scheduler.request_stop)
         if "dispatcher" in roles:
             dispatcher = self.dispatcher()
             tasks.append(asyncio.create_task(dispatcher.run(), name="dispatcher"))

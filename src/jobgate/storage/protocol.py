@@ -45,6 +45,7 @@ from jobgate.storage.records import (
 )
 from jobgate.storage.retention_protocol import RetentionStore
 from jobgate.storage.roles_protocol import RolesStore
+from jobgate.storage.schedules_protocol import ScheduleStore
 from jobgate.storage.sessions_protocol import SessionStore
 from jobgate.storage.signals_protocol import SignalStore
 from jobgate.storage.webhooks_protocol import WebhookStore
@@ -266,6 +267,7 @@ class Storage(
     JobStore,
     LimitsStore,
     RateLimitStore,
+    ScheduleStore,
     WebhookStore,
     AdminStore,
     ProviderStore,

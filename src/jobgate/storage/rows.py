@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.states import JobState
 from jobgate.storage.records import ApiKey, OutboxEntry, Tenant, UsageEntry
+from jobgate.storage.schedule_records import Schedule
 
 
 class RowLike(Protocol):
@@ -79,6 +80,17 @@ class RowDecoder:
             model_route=row["model_route"],
             reconciled_at=t(row["reconciled_at"]),
             progress=row["progress"],
+        )
+
+    def schedule(self, row: RowLike) -> Schedule:
+        return Schedule(
+            id=row["id"],
+            tenant_id=row["tenant_id"],
+            cron=row["cron"],
+            template=self._json(row["template"]),
+            paused=bool(row["paused"]),
+            next_run_at=self._required_time(row["next_run_at"]),
+            created_at=self._required_time(row["created_at"]),
         )
 
     def event(self, row: RowLike) -> JobEvent:

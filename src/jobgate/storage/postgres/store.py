@@ -33,6 +33,7 @@ from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
 from jobgate.storage.postgres.retention import PostgresRetention
 from jobgate.storage.postgres.roles import PostgresRoles
+from jobgate.storage.postgres.schedules import PostgresSchedules
 from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.signals import PostgresSignals
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
@@ -135,6 +136,7 @@ class PostgresStorage(
     SqlStorageBase,
     PostgresLimits,
     PostgresRateLimits,
+    PostgresSchedules,
     PostgresWebhookStore,
     PostgresAdmin,
     PostgresProviderStore,

@@ -50,6 +50,7 @@ from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.roles import SqliteRoles
+from jobgate.storage.sqlite.schedules import SqliteSchedules
 from jobgate.storage.sqlite.sessions import SqliteSessions
 from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
@@ -104,6 +105,7 @@ class SqliteStorage(
     SqlStorageBase,
     SqliteLimits,
     SqliteRateLimits,
+    SqliteSchedules,
     SqliteWebhookStore,
     SqliteAdmin,
     SqliteProviderStore,

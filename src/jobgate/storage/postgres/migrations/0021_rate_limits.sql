@@ -17,3 +17,18 @@ ALTER TABLE jobs ADD COLUMN model_route text;
 
 -- Honest progress: the fraction done its provider last reported (NULL: none reported).
 ALTER TABLE jobs ADD COLUMN progress double precision;
+
+-- Recurring schedules: a cron expression (UTC) and a job template; each run is an ordinary job
+-- submitted with the Idempotency-Key "schedule:ID:SLOT", so a run fired twice (a restart
+-- between submit and advance, two schedulers) is one job, and slots advance one at a time.
+CREATE TABLE schedules (
+    id          text PRIMARY KEY,
+    tenant_id   text NOT NULL,
+    cron        text NOT NULL,
+    template    jsonb NOT NULL,
+    paused      boolean NOT NULL DEFAULT false,
+    next_run_at timestamptz NOT NULL,
+    created_at  timestamptz NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_run_at);
+CREATE INDEX schedules_by_tenant ON schedules (tenant_id, created_at);
