@@ -77,7 +77,10 @@ def estimate_tokens(body: Mapping[str, Any] | None) -> int:
     if not body:
         return DEFAULT_OUTPUT_TOKENS
     prompt = {k: body[k] for k in ("messages", "input", "system", "prompt", "tools") if k in body}
-    chars = len(orjson.dumps(prompt)) if prompt else 0
+    try:
+        chars = len(orjson.dumps(prompt)) if prompt else 0
+    except TypeError:  # not JSON orjson writes (stored bodies are checked; a caller's may not be)
+        chars = len(str(prompt))
     cap = next(
         (
             body[k]

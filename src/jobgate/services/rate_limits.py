@@ -96,6 +96,10 @@ class RateLimiter:
             spends += [(bucket, estimate) for bucket in metered]
         await self._storage.rate_limit_spend(spends=spends)
 
+    def forget(self, job_id: str) -> None:
+        """Drop a job's estimate (its call ended without usage to settle it by)."""
+        self._estimates.pop(job_id, None)
+
     async def settle(self, job: Job, usage: Mapping[str, object] | None) -> None:
         """Correct a call's token estimate by the usage it reported (kept when none was)."""
         held = self._estimates.pop(job.id, None)

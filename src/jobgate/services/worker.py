@@ -271,6 +271,7 @@ class Worker:
         finally:
             # Only our own entry: once our verdict requeued the job, this worker may have
             # claimed it again already, and that new lease must keep its heartbeat.
+            self._rate_limits.forget(job.id)  # an estimate not settled stands as charged
             if self._inflight.get(job.id) is entry:
                 del self._inflight[job.id]
                 self._providers.gates.finished(job.provider, job.id)
