@@ -35,7 +35,7 @@ class CreateScheduleRequest(pydantic.BaseModel):
         description="Five fields (minute hour day month weekday), UTC",
     )
     job: SubmitJobRequest = pydantic.Field(description="The job each run submits")
-    paused: bool = False
+    paused: bool = pydantic.Field(default=False, strict=True, description="Store it paused")
 
 
 class ScheduleOut(pydantic.BaseModel):
