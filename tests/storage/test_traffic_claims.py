@@ -153,3 +153,36 @@ async def test_concurrent_claims_never_pass_a_keys_cap(storage: Storage, clock: 
     )
     held = Counter(job.concurrency_key for jobs in claims for job in jobs)
     assert held == Counter({"user0": 3, "user1": 3})
+
+
+async def test_two_processes_claiming_never_pass_a_keys_cap(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """Two storages on one database, as two worker processes have."""
+    from jobgate.storage.postgres.store import PostgresStorage
+    from jobgate.storage.sqlite.store import SqliteStorage
+
+    other: Storage
+    if isinstance(storage, PostgresStorage):
+        other = PostgresStorage(storage.dsn, pool_size=2)
+    else:
+        assert isinstance(storage, SqliteStorage)
+        other = SqliteStorage(storage.path, clock=clock)
+    await other.open()
+    try:
+        tenant = await make_tenant(storage)
+        for _ in range(20):
+            await storage.job_insert(job=new_job(tenant, concurrency_key="u"), now=clock.now())
+        policy = ClaimPolicy(default=TenantShare(max_running_per_key=2))
+        claims = await asyncio.gather(
+            *(
+                store.job_claim(
+                    worker_id=f"w{n}", limit=5, lease_ttl_s=60, policy=policy, now=clock.now()
+                )
+                for n in range(6)
+                for store in (storage, other)
+            )
+        )
+        assert sum(len(jobs) for jobs in claims) == 2
+    finally:
+        await other.close()
