@@ -56,6 +56,16 @@ class ModelPrice(pydantic.BaseModel):
     cache_write_per_mtok: _Usd | None = None
 
 
+class ModelLimits(pydantic.BaseModel):
+    """`[providers.NAME.model_limits."MODEL"]`: rate limits of one model, shared by every
+    worker process (on top of the provider's own)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    rpm: int = pydantic.Field(default=0, ge=0, le=10_000_000)  # requests a minute; 0 = none
+    tpm: int = pydantic.Field(default=0, ge=0, le=10_000_000_000)  # tokens a minute; 0 = none
+
+
 class ProviderConfig(pydantic.BaseModel):
     """One provider: how to reach it, which models it serves, how long its calls may take."""
 
@@ -98,12 +108,41 @@ class ProviderConfig(pydantic.BaseModel):
     # Prices by model name; "*" prices every other model of this provider. Usage of a model
     # without a price costs 0 towards cost budgets (and is logged once per model).
     prices: dict[str, ModelPrice] = pydantic.Field(default_factory=dict)
+    # Shared rate limits (every worker process together; domain.rate_limits): requests and
+    # tokens a minute for the whole provider, and per model. 0 = none.
+    rpm: int = pydantic.Field(default=0, ge=0, le=10_000_000)
+    tpm: int = pydantic.Field(default=0, ge=0, le=10_000_000_000)
+    model_limits: dict[str, ModelLimits] = pydantic.Field(default_factory=dict)
 
     @pydantic.model_validator(mode="after")
     def _check_responses_api(self) -> ProviderConfig:
         if self.kind == "anthropic" and self.responses_api != "native":
             raise ValueError("responses_api: anthropic providers speak Messages (native) only")
         return self
+
+
+class RouteConfig(pydantic.BaseModel):
+    """`[routes."ALIAS"]`: a model alias served by the first healthy of its targets
+    ("provider:model"); a job's next attempt moves to the next target after a retryable
+    failure, a 429 asking to wait longer than `move_after_retry_after_s`, or an open breaker."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    targets: tuple[str, ...] = pydantic.Field(min_length=1, max_length=16)
+    move_after_retry_after_s: float = pydantic.Field(default=10.0, ge=0, allow_inf_nan=False)
+
+    @pydantic.field_validator("targets")
+    @classmethod
+    def _provider_and_model(cls, targets: tuple[str, ...]) -> tuple[str, ...]:
+        for target in targets:
+            provider, _, model = target.partition(":")
+            if not provider or not model:
+                raise ValueError(f"target {target!r} is not 'provider:model'")
+        return targets
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The targets as (provider, model), in order."""
+        return [(t.partition(":")[0], t.partition(":")[2]) for t in self.targets]
 
 
 class TenantLimits(pydantic.BaseModel):
@@ -120,6 +159,8 @@ class TenantLimits(pydantic.BaseModel):
     daily_token_budget: int = pydantic.Field(default=0, ge=0)  # 0 = unlimited
     # USD a UTC day, priced with the providers' `prices`; 0 = unlimited
     daily_cost_budget_usd: float = pydantic.Field(default=0.0, ge=0, allow_inf_nan=False)
+    # Running jobs per `concurrency_key` (e.g. per end user of the tenant); 0 = no cap
+    max_running_per_key: int = pydantic.Field(default=0, ge=0)
 
 
 class Settings(pydantic.BaseModel):
@@ -173,6 +214,7 @@ class Settings(pydantic.BaseModel):
     credentials_path: str | None = None  # where `serve` saves the default tenant's key
     providers: dict[str, ProviderConfig] = pydantic.Field(default_factory=dict)
     tenants: dict[str, TenantLimits] = pydantic.Field(default_factory=dict)
+    routes: dict[str, RouteConfig] = pydantic.Field(default_factory=dict)  # model aliases
     tenant_defaults: TenantLimits = TenantLimits()
     max_queued_total: int = pydantic.Field(default=1_000_000, gt=0)
     max_output_tokens_mode: Literal["clamp", "reject"] = "clamp"

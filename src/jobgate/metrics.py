@@ -155,3 +155,17 @@ OUTPUT_CHUNKS = Counter(
 OUTPUT_STREAMS_OPEN = Gauge(
     "jobgate_output_streams_open", "Live output streams this API process is serving"
 )
+
+# -- shared rate limits (issue 19) -------------------------------------------------------------
+
+RATE_LIMIT_WAITS = Counter(
+    "jobgate_rate_limit_waits",
+    "Claims held back because a provider's (or model's) shared rpm/tpm limit had no room "
+    '(model "" = the provider-wide limit); the jobs stay queued',
+    ["provider", "model"],
+)
+RATE_LIMITED_JOBS = Gauge(
+    "jobgate_rate_limited_jobs",
+    "Claimable queued jobs waiting for a provider's (or model's) shared rate limit, cluster-wide",
+    ["provider", "model"],
+)

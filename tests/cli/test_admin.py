@@ -130,3 +130,13 @@ def test_tenant_cost_budget_and_spend_today(database_url: str, tmp_path: Path) -
     assert refused.returncode == 2 and "--daily-cost-budget-usd" in refused.stderr
     reset = jobgate("tenants", "set", "acme", "--reset", "--json", cwd=tmp_path, env=env)
     assert json.loads(reset.stdout)["daily_cost_budget_usd"] == 1.25
+    assert json.loads(reset.stdout)["max_running_per_key"] == 0
+
+    per_key = jobgate(
+        "tenants", "set", "acme", "--max-running-per-key", "2", "--json", cwd=tmp_path, env=env
+    )
+    assert json.loads(per_key.stdout)["max_running_per_key"] == 2
+    assert (
+        "max_running_per_key    2"
+        in jobgate("tenants", "show", "acme", cwd=tmp_path, env=env).stdout
+    )

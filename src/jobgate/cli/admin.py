@@ -85,6 +85,11 @@ def _names(value: str | None) -> tuple[str, ...] | None:
     type=click.FloatRange(min=0),
     help="USD a UTC day, priced with the providers' prices (0: none).",
 )
+@click.option(
+    "--max-running-per-key",
+    type=click.IntRange(min=0),
+    help="Running jobs per concurrency_key, e.g. per end user (0: no cap).",
+)
 @click.option("--reset", is_flag=True, help="Drop every override first (back to jobgate.toml).")
 @_json
 @_db

@@ -74,6 +74,10 @@ class Job:
     # Columns whose stored value could not be read as what they should hold (a row written by
     # hand or before the edge checked it): the worker fails such a job as `poison_job`.
     damaged: tuple[str, ...] = ()
+    concurrency_key: str | None = None
+    model_route: str | None = None  # the route alias the job was submitted for
+    reconciled_at: datetime | None = None  # when a reconciler last asked its provider
+    progress: float | None = None  # the fraction done its provider last reported
 
     @property
     def terminal(self) -> bool:
@@ -107,6 +111,12 @@ class NewJob:
     max_attempts: int = 3
     start_timeout_s: float | None = None
     execution_timeout_s: float | None = None
+    # Scheduling: not claimable before `run_at` (absolute) or `delay_s` after the insert, by
+    # the database's clock; a time in the past means now. The start deadline counts from then.
+    run_at: datetime | None = None
+    delay_s: float = 0.0
+    concurrency_key: str | None = None  # capped by the tenant's max_running_per_key
+    model_route: str | None = None  # the `[routes."ALIAS"]` submitted for, if any
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -27,6 +27,10 @@ MIN_TIMEOUT_S = 0.001  # and at least 1 ms (0 or less is refused)
 MAX_METADATA_ITEMS = 64
 MAX_OUTPUT_TOKENS = 2**31 - 1  # /v1/responses `max_output_tokens` (usage columns are 32-bit)
 MAX_TOOL_CALLS = 1_000
+# Scheduling (`run_at` Unix seconds, `delay_s`) and concurrency keys (issue 19).
+MAX_DELAY_S = 366 * 86_400.0  # a delay of at most a year (and a day)
+RUN_AT_MAX = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a datetime holds
+MAX_CONCURRENCY_KEY_CHARS = 255
 
 # -- long polls, pages and cursors ------------------------------------------------------------
 MAX_WAIT_S = 60.0  # `?wait=` and `Prefer: wait=`
@@ -94,4 +98,37 @@ def check_timeout(value: float | None, param: str) -> None:
             f"{param} must be between {MIN_TIMEOUT_S} and {MAX_TIMEOUT_S:.0f} seconds",
             param=param,
             code="number_out_of_range",
+        )
+
+
+def check_schedule(run_at: float | None, delay_s: float | None) -> None:
+    """`run_at` and `delay_s` within range and not both (for callers that bypass the HTTP
+    models, such as bulk and batch submits)."""
+    if run_at is not None and delay_s is not None:
+        raise errors.InvalidRequest(
+            "give run_at or delay_s, not both", param="run_at", code="invalid_schedule"
+        )
+    if run_at is not None and not 0 <= run_at <= RUN_AT_MAX:
+        raise errors.InvalidRequest(
+            f"run_at must be Unix seconds between 0 and {RUN_AT_MAX}",
+            param="run_at",
+            code="number_out_of_range",
+        )
+    if delay_s is not None and not 0 <= delay_s <= MAX_DELAY_S:
+        raise errors.InvalidRequest(
+            f"delay_s must be between 0 and {MAX_DELAY_S:.0f} seconds",
+            param="delay_s",
+            code="number_out_of_range",
+        )
+
+
+def check_concurrency_key(key: str | None, param: str = "concurrency_key") -> None:
+    """A concurrency key of 1 to MAX_CONCURRENCY_KEY_CHARS printable characters."""
+    if key is None:
+        return
+    if not 1 <= len(key) <= MAX_CONCURRENCY_KEY_CHARS or not key.isprintable():
+        raise errors.InvalidRequest(
+            f"{param} must be 1-{MAX_CONCURRENCY_KEY_CHARS} printable characters",
+            param=param,
+            code="invalid_concurrency_key",
         )

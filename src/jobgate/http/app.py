@@ -22,6 +22,7 @@ from jobgate.http import (
     problems,
     provider_webhooks,
     responses_routes,
+    schedules_routes,
     stream_routes,
     webhooks_routes,
 )
@@ -48,6 +49,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(files_routes.router)
     app.include_router(batches_routes.router)
     app.include_router(responses_routes.router)
+    app.include_router(schedules_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
     app.include_router(metrics_route.router)

@@ -1,5 +1,6 @@
 """Notes on a job that explain a wait: a background-mode job whose reconciler is not running
-says so, instead of looking `running` forever."""
+says so, instead of looking `running` forever; a queued job held back by a shared rate limit
+shows `phase: "rate_limited"`."""
 
 from __future__ import annotations
 
@@ -8,14 +9,32 @@ from typing import Any
 from jobgate.domain.job import Job, Phase
 from jobgate.domain.states import JobState
 from jobgate.http.context import AppContext
-from jobgate.services import presence
+from jobgate.services import presence, rate_limits
 
 
 async def annotate(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
-    """`view` with a `note` member when the job waits on a reconciler that is not there."""
+    """`view` with a `note` member when the job waits on a reconciler that is not there; for a
+    queued job its `queue_position`, and `phase: "rate_limited"` when it waits for a shared
+    rate limit."""
+    if job.state is JobState.QUEUED:
+        return await _queued(ctx, job, view)
     if job.state is not JobState.RUNNING or job.phase != Phase.AWAITING_PROVIDER:
         return view
     missing = await presence.reconciler_missing(ctx.storage, ctx.settings)
     if missing is not None:
         view["note"] = f"waiting for a reconciler: {missing}"
+    return view
+
+
+async def _queued(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
+    """A queued job's place in its tenant's line, and the rate limit it waits for, if any."""
+    view["queue_position"] = await ctx.storage.job_queue_position(job=job)
+    try:
+        config = ctx.jobs.providers.config(job.provider)
+    except KeyError:
+        return view
+    wait_s = await rate_limits.wait_of(ctx.storage, job.provider, config, job.model)
+    if wait_s > 0:
+        view["phase"] = "rate_limited"
+        view["note"] = f"waiting for the shared rate limit of {job.provider} (~{wait_s:.0f} s)"
     return view

@@ -82,6 +82,9 @@ async def submit_job(
         start_timeout_s=payload.start_timeout_s,
         execution_timeout_s=payload.execution_timeout_s,
         stream=payload.stream,
+        run_at=payload.run_at,
+        delay_s=payload.delay_s,
+        concurrency_key=payload.concurrency_key,
     )
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key

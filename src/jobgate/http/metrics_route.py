@@ -15,7 +15,7 @@ from jobgate import errors, metrics
 from jobgate.http import dashboard
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.models import ProblemOut
-from jobgate.services import alert_gauges
+from jobgate.services import alert_gauges, rate_limits
 
 router = APIRouter(tags=["operations"])
 _REFRESH_EVERY_S = 2.0
@@ -54,6 +54,7 @@ async def refresh_job_gauges(ctx: AppContext) -> None:
         spent = spend.get(tenant.tenant_id, 0)
         metrics.TENANT_SPEND_USD_TODAY.labels(tenant.tenant_name).set(float(spent))
     await alert_gauges.refresh(storage=ctx.storage, limits=limits, tenants=overview, now=now)
+    await rate_limits.refresh_gauges(ctx.storage, ctx.jobs.providers.configs())
     _Gauges.refreshed_at = clock.monotonic()
 
 

@@ -115,6 +115,34 @@ class SubmitJobRequest(pydantic.BaseModel):
         description="Live output: the worker streams the provider call and its output deltas "
         "are served at GET /v1/jobs/{id}/stream while the job runs",
     )
+    run_at: float | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=ranges.RUN_AT_MAX,
+        allow_inf_nan=False,
+        description="Unix seconds before which the job is not started (the past means now); "
+        "the start timeout counts from then",
+    )
+    delay_s: float | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=ranges.MAX_DELAY_S,
+        allow_inf_nan=False,
+        description="Start no sooner than this many seconds after the submit (not with run_at)",
+    )
+    concurrency_key: str | None = pydantic.Field(
+        default=None,
+        min_length=1,
+        max_length=ranges.MAX_CONCURRENCY_KEY_CHARS,
+        description="Jobs sharing a key (e.g. one end user) run at most the tenant's "
+        "max_running_per_key at once",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _one_schedule(self) -> SubmitJobRequest:
+        if self.run_at is not None and self.delay_s is not None:
+            raise ValueError("give run_at or delay_s, not both")
+        return self
 
 
 class ErrorOut(pydantic.BaseModel):
@@ -143,6 +171,14 @@ class JobOut(pydantic.BaseModel):
     creation_outcome: str | None
     cancel_outcome: str | None
     progress: float | None
+    run_at: int
+    concurrency_key: str | None
+    last_checked_at: int | None  # background mode: when the reconciler last asked the provider
+    queue_position: int | None = pydantic.Field(
+        default=None,
+        description="GET of a queued job: 1 + the tenant's claimable jobs ahead of it in claim "
+        "order (an estimate: fair share across tenants decides how fast the line moves)",
+    )
     result: dict[str, Any] | None
     error: ErrorOut | None
     usage: dict[str, Any] | None

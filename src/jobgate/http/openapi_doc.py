@@ -122,6 +122,9 @@ EXAMPLES: dict[str, Any] = {
         "creation_outcome": None,
         "cancel_outcome": None,
         "progress": None,
+        "run_at": 1764590400,
+        "concurrency_key": None,
+        "last_checked_at": None,
         "result": {
             "object": "chat.completion",
             "model": "sim-echo",

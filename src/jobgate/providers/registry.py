@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 
 from jobgate import errors
 from jobgate.clock import Clock
-from jobgate.config import ProviderConfig, Settings
+from jobgate.config import ProviderConfig, RouteConfig, Settings
 from jobgate.providers import calls
 from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.base import Provider
@@ -36,9 +36,11 @@ class ProviderRegistry:
         configs: Mapping[str, ProviderConfig],
         default: str,
         clock: Clock | None = None,
+        routes: Mapping[str, RouteConfig] | None = None,
     ) -> None:
         self._providers = dict(providers)
         self._configs = dict(configs)
+        self._routes = dict(routes or {})
         self.default = default
         self._clock = clock
         self._fronts: dict[str, ResponsesFront] = {}  # /v1/responses jobs, per provider
@@ -56,7 +58,21 @@ class ProviderRegistry:
                     f"providers.{name}.kind", f"no adapter for provider kind {config.kind!r}"
                 )
             providers[name] = factory(name, config, clock)
-        return cls(providers, configs=configs, default=settings.default_provider, clock=clock)
+        registry = cls(
+            providers,
+            configs=configs,
+            default=settings.default_provider,
+            clock=clock,
+            routes=settings.routes,
+        )
+        for alias, route in settings.routes.items():
+            for name, model in route.pairs():
+                if name not in providers or not registry.serves(name, model):
+                    raise errors.ConfigError(
+                        f"routes.{alias}.targets",
+                        f"{name}:{model}: no configured provider {name!r} serves {model!r}",
+                    )
+        return registry
 
     def require_credentials(self) -> None:
         """Raise errors.ConfigError naming the first provider whose key variable is unset
@@ -87,6 +103,10 @@ class ProviderRegistry:
     def config(self, name: str) -> ProviderConfig:
         return self._configs[name]
 
+    def configs(self) -> dict[str, ProviderConfig]:
+        """Every configured provider's settings, by name."""
+        return {name: self._configs[name] for name in self._providers if name in self._configs}
+
     def route(
         self, provider: str | None, model: str | None, *, api: str = "jobs"
     ) -> tuple[Provider, str | None]:
@@ -96,6 +116,8 @@ class ProviderRegistry:
         Raises errors.UnknownProvider; errors.InvalidRequest `model_not_allowed` when the named
         provider's `models` list leaves the model out, and `model_not_found` when no provider
         serves the model at all (DESIGN §9: a simulator never answers for a real model)."""
+        if provider is None and model in self._routes:
+            provider, model = self.first_target(model)
         if provider is None and model and "/" in model:
             head, _, rest = model.partition("/")
             if head in self._providers:
@@ -118,6 +140,26 @@ class ProviderRegistry:
         if model is not None and not self.serves(name, model):
             raise self._not_found(model, provider=name)
         return chosen, model
+
+    def route_of(self, alias: str | None) -> RouteConfig | None:
+        """The model route named `alias`, if one is configured."""
+        return None if alias is None else self._routes.get(alias)
+
+    def first_target(self, alias: str) -> tuple[str, str]:
+        """The first target of a route whose breaker (in this process) is not open; the
+        first target when all are."""
+        targets = self._routes[alias].pairs()
+        return next((t for t in targets if self._healthy(t[0])), targets[0])
+
+    def next_target(self, alias: str, provider: str, model: str) -> tuple[str, str] | None:
+        """The healthy target after (provider, model) in the route, or None at its end."""
+        targets = self._routes[alias].pairs()
+        at = targets.index((provider, model)) if (provider, model) in targets else -1
+        return next((t for t in targets[at + 1 :] if self._healthy(t[0])), None)
+
+    def _healthy(self, name: str) -> bool:
+        gate = self.gates.gate(name)
+        return gate is None or gate.breaker.state != "open"
 
     def serves(self, name: str, model: str) -> bool:
         """Whether provider `name` answers for `model`: its `models` list if it has one; a

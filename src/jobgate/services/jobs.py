@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobgate import errors, metrics, tracing
-from jobgate.clock import Clock
+from jobgate.clock import Clock, from_unix
 from jobgate.config import Settings
 from jobgate.domain import idempotency, ranges
 from jobgate.domain.job import Job, JobEvent, NewJob
@@ -48,6 +48,9 @@ class SubmitSpec:
     max_attempts: int | None = None
     start_timeout_s: float | None = None
     execution_timeout_s: float | None = None
+    run_at: float | None = None  # Unix seconds
+    delay_s: float | None = None
+    concurrency_key: str | None = None
     api: str = "jobs"
     id_prefix: str = "job"
     stream: bool = False  # live output: the worker streams the call into the output log
@@ -188,6 +191,12 @@ class JobService:
             max_attempts=spec.max_attempts or self.settings.max_attempts,
             start_timeout_s=spec.start_timeout_s,
             execution_timeout_s=spec.execution_timeout_s or config.execution_timeout_s,
+            run_at=None if spec.run_at is None else from_unix(spec.run_at),
+            delay_s=spec.delay_s or 0.0,
+            concurrency_key=spec.concurrency_key,
+            model_route=model
+            if spec.provider is None and self.providers.route_of(model) is not None
+            else None,
         )
 
     def _check_webhook(self, webhook: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -321,6 +330,8 @@ def _check_ranges(spec: SubmitSpec) -> None:
     or a column on the worker's side, long after the client was told 202."""
     ranges.check_timeout(spec.start_timeout_s, "start_timeout_s")
     ranges.check_timeout(spec.execution_timeout_s, "execution_timeout_s")
+    ranges.check_schedule(spec.run_at, spec.delay_s)
+    ranges.check_concurrency_key(spec.concurrency_key)
     if (
         spec.priority is not None
         and not ranges.PRIORITY_MIN <= spec.priority <= ranges.PRIORITY_MAX

@@ -46,6 +46,10 @@ def apply_overrides(base: TenantLimits, overrides: LimitOverrides | None) -> Ten
     return base.model_copy(update=changes)
 
 
+def _share(limits: TenantLimits) -> TenantShare:
+    return TenantShare(limits.max_running, limits.weight, limits.max_running_per_key)
+
+
 class LimitsService:
     def __init__(
         self, *, storage: Storage, settings: Settings, clock: Clock, refresh_s: float = 2.0
@@ -182,13 +186,14 @@ class LimitsService:
         """Caps and weights per tenant, and the tenants over a daily budget."""
         await self._refresh_limits()
         defaults = self._settings.tenant_defaults
+        default = _share(defaults)
         shares = {
-            tenant_id: TenantShare(limits.max_running, limits.weight)
+            tenant_id: _share(limits)
             for tenant_id, limits in self._by_tenant.items()
-            if (limits.max_running, limits.weight) != (defaults.max_running, defaults.weight)
+            if _share(limits) != default
         }
         return ClaimPolicy(
-            default=TenantShare(defaults.max_running, defaults.weight),
+            default=default,
             tenants=shares,
             blocked_tenants=await self._over_budget(),
         )

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from jobgate import errors, metrics
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
-from jobgate.domain import reconcile
+from jobgate.domain import progress, reconcile
 from jobgate.domain.states import JobState
 from jobgate.providers.background import (
     BackgroundProvider,
@@ -411,6 +411,7 @@ class Reconciler:
             in_s,
             provider_status=snapshot.status,
             cancel_sent=sent_cancel,
+            progress=progress.reported(snapshot.body),
         )
 
     def _failed_check(

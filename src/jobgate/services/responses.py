@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import response_stream, responses
+from jobgate.domain import ranges, response_stream, responses
 from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
 from jobgate.domain.states import JobState
@@ -48,6 +48,8 @@ class ResponsesService:
             body=request.body,
             metadata=request.metadata,
             webhook=request.webhook,
+            # OpenAI's metadata values are strings: any SDK can set the key without extras.
+            concurrency_key=_concurrency_key(request.metadata),
             api=responses.API,
             id_prefix=responses.ID_PREFIX,
             stream=request.stream,
@@ -179,3 +181,18 @@ class ResponsesService:
 def _running(job: Job) -> Job:
     """The job as if not finished yet (while more pages of its output log are to come)."""
     return dataclasses.replace(job, state=JobState.RUNNING)
+
+
+def _concurrency_key(metadata: dict[str, Any]) -> str | None:
+    """`metadata.concurrency_key` of a create: the concurrency key of its job."""
+    key = metadata.get("concurrency_key")
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise errors.InvalidRequest(
+            "metadata.concurrency_key must be a string",
+            param="metadata.concurrency_key",
+            code="invalid_concurrency_key",
+        )
+    ranges.check_concurrency_key(key, param="metadata.concurrency_key")
+    return key

@@ -27,6 +27,7 @@ from jobgate.services.limits import LimitsService
 from jobgate.services.operators import OperatorService
 from jobgate.services.reaper import Reaper
 from jobgate.services.reconciler import Reconciler
+from jobgate.services.schedules import ScheduleService
 from jobgate.services.supervisor import Role, RoleSupervisor
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
@@ -169,12 +170,14 @@ class Runtime:
             "reconciler": self.reconciler,
             "batches": self.batch_runner,
         }
-        for name, build in builders.items():
-            if name in roles:
-                supervisor = RoleSupervisor(name, build, clock=self.clock, close=_close_role)
-                self.supervisors[name] = supervisor
-                tasks.append(asyncio.create_task(supervisor.run(), name=name))
-                stoppers.append(supervisor.request_stop)
+        supervised = [(name, build) for name, build in builders.items() if name in roles]
+        if "reaper" in roles:  # recurring schedules ride with the reaper
+            supervised.append(("schedules", lambda: ScheduleService(self.jobs)))
+        for name, build in supervised:
+            supervisor = RoleSupervisor(name, build, clock=self.clock, close=_close_role)
+            self.supervisors[name] = supervisor
+            tasks.append(asyncio.create_task(supervisor.run(), name=name))
+            stoppers.append(supervisor.request_stop)
         if "reconciler" in roles:
             beat = presence.Heartbeat(self.storage, self.settings)  # "a reconciler is alive"
             tasks.append(asyncio.create_task(beat.run(), name="reconciler-heartbeat"))

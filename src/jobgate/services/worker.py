@@ -29,10 +29,11 @@ from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import background, outcomes, output_stream, readback, tenant_labels
 from jobgate.services.limits import LimitsService
+from jobgate.services.rate_limits import ClaimTarget, RateLimiter
 from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Finished
+from jobgate.storage.records import ClaimPolicy, Finish, Finished
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,7 @@ class Worker:
         self.concurrency = concurrency or settings.worker_concurrency
         self._provider_names = provider_names
         self._limits = limits
+        self._rate_limits = RateLimiter(storage=storage, configs=providers.configs())
         self._inflight: dict[str, _InFlight] = {}
         self._tasks: set[asyncio.Task[Finished | None]] = set()
         self._batcher = _FinishBatcher(storage)
@@ -206,10 +208,20 @@ class Worker:
         # the plan is one claim exactly as before.
         gates = self._providers.gates
         jobs: list[Job] = []
+        limited = self._rate_limits.limited
+        self._rate_limits.wait_s = 0.0
         with tracing.span("jobgate.claim", worker_id=self.worker_id) as claim_span:
             for providers, quota in gates.claim_plan(self._provider_names, count):
+                if limited:
+                    # Rate-limited providers are claimed apart, one request at a time.
+                    names = self._providers.names() if providers is None else providers
+                    for name in (n for n in names if n in limited):
+                        for target in self._rate_limits.targets(name):
+                            left = min(quota, count - len(jobs))
+                            jobs += await self._claim_limited(target, left, policy)
+                    providers = [n for n in names if n not in limited]
                 quota = min(quota, count - len(jobs))
-                if quota > 0:
+                if quota > 0 and providers != []:
                     jobs += await self._storage.job_claim(
                         worker_id=self.worker_id,
                         limit=quota,
@@ -227,6 +239,32 @@ class Worker:
             metrics.QUEUE_WAIT_SECONDS.labels(
                 await self._tenant_labels.label(job.tenant_id)
             ).observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
+        return jobs
+
+    async def _claim_limited(
+        self, target: ClaimTarget, limit: int, policy: ClaimPolicy | None
+    ) -> list[Job]:
+        """Claim for a rate-limited provider (or model): one job after one request was taken
+        from its buckets, none while they have no room (the jobs stay queued, unleased)."""
+        if limit <= 0:
+            return []
+        if target.buckets and not await self._rate_limits.take(target):
+            return []
+        jobs = await self._storage.job_claim(
+            worker_id=self.worker_id,
+            limit=1 if target.buckets else limit,
+            lease_ttl_s=self._settings.lease_ttl_s,
+            providers=[target.provider],
+            policy=policy,
+            models=target.models,
+            skip_models=target.skip_models,
+        )
+        if not target.buckets:
+            return jobs
+        if not jobs:
+            await self._rate_limits.unused(target)
+            return []
+        await self._rate_limits.started(target, jobs)
         return jobs
 
     async def run_once(self, *, limit: int | None = None) -> list[Job | None]:
@@ -254,6 +292,9 @@ class Worker:
             if finish is None:
                 await self._record_dropped(entry, "lease_lost")
                 return None
+            if not isinstance(finish, background.Accepted):
+                await self._rate_limits.settle(job, finish.usage)
+                finish = await self._reroute(entry, finish)
             if isinstance(finish, background.Accepted):
                 # Background mode: record the provider's id (fenced) and free the slot.
                 accepted = await self._background.accept(job, entry.lease, finish)
@@ -264,6 +305,7 @@ class Worker:
         finally:
             # Only our own entry: once our verdict requeued the job, this worker may have
             # claimed it again already, and that new lease must keep its heartbeat.
+            self._rate_limits.forget(job.id)  # an estimate not settled stands as charged
             if self._inflight.get(job.id) is entry:
                 del self._inflight[job.id]
                 self._providers.gates.finished(job.provider, job.id)
@@ -395,6 +437,38 @@ class Worker:
         assert isinstance(result, ProviderResult)
         self._providers.gates.record(job.provider, job.id, None)
         return outcomes.succeeded(job, result, actor=actor)
+
+    async def _reroute(self, entry: _InFlight, finish: Finish) -> Finish:
+        """A job for a model route whose attempt is to be retried moves to the route's next
+        target first (fenced on its lease, logged as an event), when the attempt failed in a
+        retryable way or was told to wait longer than the route allows. An unknown creation
+        outcome stays where it is: the first provider may be running it."""
+        job = entry.job
+        route = self._providers.route_of(job.model_route)
+        if route is None or job.model_route is None or job.model is None:
+            return finish
+        moves = (finish.reason == "retryable_error" and finish.creation_outcome is None) or (
+            finish.reason == "rate_limited" and finish.retry_in_s > route.move_after_retry_after_s
+        )
+        if finish.state is not JobState.QUEUED or not moves:
+            return finish
+        target = self._providers.next_target(job.model_route, job.provider, job.model)
+        if target is None:
+            return finish
+        provider, model = target
+        try:
+            moved = await self._storage.job_reroute(
+                lease=entry.lease,
+                provider=provider,
+                model=model,
+                actor=self.worker_id,
+                reason=f"{finish.reason} on {job.provider}:{job.model}; next {provider}:{model}",
+            )
+        except errors.StorageError:
+            return finish  # the retry stays on this target: still a correct retry
+        if moved and finish.reason == "rate_limited":
+            return dataclasses.replace(finish, retry_in_s=0.0)  # the next target is not limited
+        return finish
 
     async def _write(self, entry: _InFlight, finish: Finish) -> Finished | None:
         delay_s = 0.05
@@ -594,7 +668,10 @@ class Worker:
                 self._spawn(job)
             if jobs and len(self._inflight) < self.concurrency:
                 continue  # the queue may hold more
-            await wait_for(self._wake, self._settings.worker_poll_interval_s)
+            poll_s = self._settings.worker_poll_interval_s
+            if self._rate_limits.wait_s > 0:  # a rate limit admits again sooner than the poll
+                poll_s = min(poll_s, self._rate_limits.wait_s)
+            await wait_for(self._wake, poll_s)
 
     async def _drain(self) -> None:
         if self._tasks:

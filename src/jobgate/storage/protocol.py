@@ -30,6 +30,7 @@ from jobgate.storage.changes import ChangeHub
 from jobgate.storage.console_protocol import ConsoleStore
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
+from jobgate.storage.rate_limits_protocol import RateLimitStore
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
@@ -47,6 +48,7 @@ from jobgate.storage.records import (
 )
 from jobgate.storage.retention_protocol import RetentionStore
 from jobgate.storage.roles_protocol import RolesStore
+from jobgate.storage.schedules_protocol import ScheduleStore
 from jobgate.storage.sessions_protocol import SessionStore
 from jobgate.storage.signals_protocol import SignalStore
 from jobgate.storage.streams_protocol import OutputStreamStore
@@ -175,13 +177,18 @@ class JobStore(Protocol):
         providers: Sequence[str] | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        models: Sequence[str] | None = None,
+        skip_models: Sequence[str] | None = None,
     ) -> list[Job]:
         """Move up to `limit` claimable jobs (queued, run_at <= now) to running under a fresh
         lease token each. Across tenants the order is weighted fair share (domain.fairness:
         the tenant furthest below its share first); within a tenant (priority, run_at, id).
         No tenant exceeds its cap in `policy`, across every worker process (claims are
         serialised while a cap applies); blocked tenants get nothing. Never returns a job twice
-        for concurrent callers (SKIP LOCKED on PostgreSQL, one writer on SQLite)."""
+        for concurrent callers (SKIP LOCKED on PostgreSQL, one writer on SQLite). `models`
+        takes only jobs for those models, `skip_models` none of those (rate-limited models
+        are claimed apart, domain.rate_limits); a concurrency key at its tenant's
+        max_running_per_key gets no more slots."""
         ...
 
     async def job_heartbeat(
@@ -265,6 +272,8 @@ class Storage(
     TenantStore,
     JobStore,
     LimitsStore,
+    RateLimitStore,
+    ScheduleStore,
     WebhookStore,
     AdminStore,
     ProviderStore,

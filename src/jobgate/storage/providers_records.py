@@ -60,6 +60,7 @@ class ReconcileDeferral:
     provider_status: str | None = None
     failure: JSONObject | None = None  # a failed check: {kind, code, message}
     cancel_sent: bool = False
+    progress: float | None = None  # the fraction done the provider reported, if any
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

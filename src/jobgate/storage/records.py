@@ -133,6 +133,7 @@ class TenantShare:
 
     max_running: int = 0  # 0: no cap
     weight: float = 1.0
+    max_running_per_key: int = 0  # running jobs per concurrency key (0: no cap)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -149,8 +150,16 @@ class ClaimPolicy:
     @property
     def capped(self) -> bool:
         """Whether any cap applies (then claims must be serialised to enforce it exactly)."""
-        return self.default.max_running > 0 or any(
-            share.max_running > 0 for share in self.tenants.values()
+        return any(
+            share.max_running > 0 or share.max_running_per_key > 0
+            for share in (self.default, *self.tenants.values())
+        )
+
+    @property
+    def keys_capped(self) -> bool:
+        """Whether any tenant caps its jobs per concurrency key."""
+        return any(
+            share.max_running_per_key > 0 for share in (self.default, *self.tenants.values())
         )
 
 
@@ -166,6 +175,7 @@ class LimitOverrides:
     max_output_tokens: int | None = None
     daily_token_budget: int | None = None
     daily_cost_budget_usd: float | None = None
+    max_running_per_key: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

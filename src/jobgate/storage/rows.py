@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.states import JobState
 from jobgate.storage.records import ApiKey, OutboxEntry, Tenant, UsageEntry
+from jobgate.storage.schedule_records import Schedule
 
 
 class RowLike(Protocol):
@@ -198,6 +199,21 @@ class RowDecoder:
             event_seq=row["event_seq"],
             provider_generation=row["provider_generation"],
             damaged=tuple(r.damaged),
+            concurrency_key=row["concurrency_key"],
+            model_route=row["model_route"],
+            reconciled_at=t("reconciled_at"),
+            progress=_finite_or_none(row["progress"]),
+        )
+
+    def schedule(self, row: RowLike) -> Schedule:
+        return Schedule(
+            id=row["id"],
+            tenant_id=row["tenant_id"],
+            cron=row["cron"],
+            template=self._json(row["template"]),
+            paused=bool(row["paused"]),
+            next_run_at=self._required_time(row["next_run_at"]),
+            created_at=self._required_time(row["created_at"]),
         )
 
     def event(self, row: RowLike) -> JobEvent:
@@ -261,3 +277,10 @@ class RowDecoder:
             last_error=row["last_error"],
             completed_at=self._time(row["completed_at"]),
         )
+
+
+def _finite_or_none(value: Any) -> float | None:
+    """A stored fraction, or None for a value that is no finite number (a hostile row)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None

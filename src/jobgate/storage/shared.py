@@ -185,6 +185,7 @@ def overrides_params(overrides: LimitOverrides) -> dict[str, Any]:
         "daily_cost_budget_usd": None
         if overrides.daily_cost_budget_usd is None
         else float(overrides.daily_cost_budget_usd),
+        "max_running_per_key": overrides.max_running_per_key,
     }
 
 
@@ -200,6 +201,7 @@ def overrides_from_row(row: Any, decode_json: Any) -> LimitOverrides:
         max_output_tokens=row["max_output_tokens"],
         daily_token_budget=row["daily_token_budget"],
         daily_cost_budget_usd=row["daily_cost_budget_usd"],
+        max_running_per_key=row["max_running_per_key"],
     )
 
 

@@ -30,6 +30,10 @@ def insert_payload(job: NewJob) -> dict[str, Any]:
         "max_attempts": job.max_attempts,
         "start_timeout_s": job.start_timeout_s,
         "execution_timeout_s": job.execution_timeout_s,
+        "run_at": None if job.run_at is None else job.run_at.isoformat(),
+        "delay_s": job.delay_s,
+        "concurrency_key": job.concurrency_key,
+        "model_route": job.model_route,
     }
 
 

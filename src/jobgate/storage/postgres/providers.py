@@ -131,6 +131,7 @@ class PostgresProviderStore:
             provider_status=deferral.provider_status,
             failure=deferral.failure,
             cancel_sent=deferral.cancel_sent,
+            progress=deferral.progress,
             now=now,
         )
         return row is not None

@@ -73,23 +73,30 @@ RETURNING id
 -- Insert a queued job (its first event is written by the jobs_after_insert trigger).
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
-                  execution_timeout_s, event_seq, transition_actor, transition_reason)
+                  execution_timeout_s, event_seq, transition_actor, transition_reason,
+                  concurrency_key, model_route)
 SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
-       :webhook, :priority, :max_attempts, clock.now, clock.now, clock.now,
+       :webhook, :priority, :max_attempts, clock.run_at, clock.now, clock.now,
        -- Intervals are clamped to ten years (storage.rows.MAX_INTERVAL_S): a stored time never
        -- overflows, whatever value reaches this statement.
-       clock.now + make_interval(secs => CASE WHEN :start_timeout_s::double precision IS NOT NULL
-                                         THEN least(greatest(:start_timeout_s, 0), 315360000)
-                                         END),
-       :execution_timeout_s, 1, 'api', 'submitted'
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+       clock.run_at + make_interval(secs => CASE WHEN :start_timeout_s::double precision IS NOT NULL
+                                            THEN least(greatest(:start_timeout_s, 0), 315360000)
+                                            END),
+       :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route
+  FROM (SELECT now, greatest(now, coalesce(:run_at::timestamptz,
+                                           now + make_interval(secs => :delay_s::double precision)))
+                    AS run_at
+          FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t) AS clock
 RETURNING *
 
 -- name: job_insert_idempotent
 -- Bind an Idempotency-Key (or replace an expired binding) and insert the job, in one statement;
 -- nothing is inserted when a live binding exists. Waits while another transaction holds the key.
 WITH clock AS (
-    SELECT coalesce(:now::timestamptz, now()) AS now
+    SELECT now, greatest(now, coalesce(:run_at::timestamptz,
+                                       now + make_interval(secs => :delay_s::double precision)))
+                AS run_at
+      FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t
 ), bound AS (
     INSERT INTO idempotency_keys AS k
         (tenant_id, route, key, body_hash, job_id, status_code, created_at, expires_at)
@@ -105,15 +112,16 @@ WITH clock AS (
 )
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
-                  execution_timeout_s, event_seq, transition_actor, transition_reason)
+                  execution_timeout_s, event_seq, transition_actor, transition_reason,
+                  concurrency_key, model_route)
 SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
-       :webhook, :priority, :max_attempts, clock.now, clock.now, clock.now,
+       :webhook, :priority, :max_attempts, clock.run_at, clock.now, clock.now,
        -- Intervals are clamped to ten years (storage.rows.MAX_INTERVAL_S): a stored time never
        -- overflows, whatever value reaches this statement.
-       clock.now + make_interval(secs => CASE WHEN :start_timeout_s::double precision IS NOT NULL
-                                         THEN least(greatest(:start_timeout_s, 0), 315360000)
-                                         END),
-       :execution_timeout_s, 1, 'api', 'submitted'
+       clock.run_at + make_interval(secs => CASE WHEN :start_timeout_s::double precision IS NOT NULL
+                                            THEN least(greatest(:start_timeout_s, 0), 315360000)
+                                            END),
+       :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route
   FROM clock, bound
 RETURNING *
 
@@ -160,7 +168,9 @@ SELECT pg_advisory_xact_lock(7146012)
 -- (priority, run_at, id); no more than a tenant's free slots. `waiting` is a loose index scan
 -- over jobs_claimable for the tenants with queued jobs. Each tenant's candidates are locked as
 -- they are scanned (LIMIT with SKIP LOCKED on the scan itself), so concurrent claimers pass
--- over each other's rows instead of colliding on the same few.
+-- over each other's rows instead of colliding on the same few. Under a tenant's
+-- max_running_per_key, jobs of a concurrency key already at its cap are not scanned, and no more
+-- of a key are taken than its free slots (the fair-share rank counts only jobs kept).
 WITH RECURSIVE clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), waiting AS (
@@ -174,16 +184,24 @@ WITH RECURSIVE clock AS (
 ), shares AS (
     SELECT *
       FROM jsonb_to_recordset(:shares::jsonb)
-           AS s(tenant_id text, max_running integer, weight double precision)
+           AS s(tenant_id text, max_running integer, weight double precision,
+                max_running_per_key integer)
 ), busy AS (
     SELECT j.tenant_id, count(*)::integer AS running
       FROM jobs AS j
      WHERE j.state = 'running' AND j.lease_token IS NOT NULL
      GROUP BY j.tenant_id
+), key_busy AS (
+    SELECT j.tenant_id, j.concurrency_key, count(*)::integer AS running
+      FROM jobs AS j
+     WHERE :keys_capped::boolean
+       AND j.state = 'running' AND j.lease_token IS NOT NULL AND j.concurrency_key IS NOT NULL
+     GROUP BY j.tenant_id, j.concurrency_key
 ), slots AS (
     SELECT w.tenant_id,
            coalesce(b.running, 0) AS running,
            coalesce(s.weight, :default_weight::double precision) AS weight,
+           coalesce(s.max_running_per_key, :default_max_running_per_key::integer) AS per_key,
            CASE WHEN coalesce(s.max_running, :default_max_running::integer) > 0
                 THEN greatest(coalesce(s.max_running, :default_max_running::integer)
                               - coalesce(b.running, 0), 0)
@@ -193,14 +211,14 @@ WITH RECURSIVE clock AS (
       LEFT JOIN busy AS b ON b.tenant_id = w.tenant_id
      WHERE w.tenant_id IS NOT NULL
        AND NOT w.tenant_id = ANY(:blocked_tenants::text[])
-), candidates AS (
-    SELECT c.id, c.priority, c.run_at,
-           (sl.running + row_number() OVER (PARTITION BY sl.tenant_id
-                                            ORDER BY c.priority, c.run_at, c.id))
-           / sl.weight AS share
+), scanned AS (
+    SELECT sl.tenant_id, sl.running, sl.weight, sl.per_key,
+           c.id, c.priority, c.run_at, c.concurrency_key,
+           row_number() OVER (PARTITION BY sl.tenant_id, c.concurrency_key
+                              ORDER BY c.priority, c.run_at, c.id) AS key_rank
       FROM slots AS sl
      CROSS JOIN LATERAL (
-           SELECT j.id, j.priority, j.run_at
+           SELECT j.id, j.priority, j.run_at, j.concurrency_key
              FROM jobs AS j, clock
             WHERE j.state = 'queued'
               AND j.tenant_id = sl.tenant_id
@@ -208,11 +226,28 @@ WITH RECURSIVE clock AS (
               -- Past its start deadline a job may not start (the reaper expires it).
               AND (j.expires_at IS NULL OR j.expires_at > clock.now)
               AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+              AND (:models::text[] IS NULL OR j.model = ANY(:models::text[]))
+              AND (:skip_models::text[] IS NULL OR j.model IS NULL
+                   OR NOT j.model = ANY(:skip_models::text[]))
+              AND (sl.per_key = 0 OR j.concurrency_key IS NULL OR NOT EXISTS (
+                   SELECT 1 FROM key_busy AS kb
+                    WHERE kb.tenant_id = sl.tenant_id AND kb.concurrency_key = j.concurrency_key
+                      AND kb.running >= sl.per_key))
             ORDER BY j.priority, j.run_at, j.id
             LIMIT least(sl.free, :limit::integer)
               FOR UPDATE OF j SKIP LOCKED
            ) AS c
      WHERE sl.free > 0
+), candidates AS (
+    SELECT sc.id, sc.priority, sc.run_at,
+           (sc.running + row_number() OVER (PARTITION BY sc.tenant_id
+                                            ORDER BY sc.priority, sc.run_at, sc.id))
+           / sc.weight AS share
+      FROM scanned AS sc
+      LEFT JOIN key_busy AS kb
+        ON kb.tenant_id = sc.tenant_id AND kb.concurrency_key = sc.concurrency_key
+     WHERE sc.per_key = 0 OR sc.concurrency_key IS NULL
+        OR coalesce(kb.running, 0) + sc.key_rank <= sc.per_key
 ), next AS (
     SELECT id FROM candidates ORDER BY share, priority, run_at, id LIMIT :limit
 ), claimed AS (

@@ -4,9 +4,9 @@
 -- Replace a tenant's stored overrides.
 INSERT INTO tenant_limits (tenant_id, max_running, max_queued, weight, allowed_models,
                            allowed_providers, max_output_tokens, daily_token_budget,
-                           daily_cost_budget_usd, updated_at)
+                           daily_cost_budget_usd, max_running_per_key, updated_at)
 VALUES (:tenant_id, :max_running, :max_queued, :weight, :allowed_models, :allowed_providers,
-        :max_output_tokens, :daily_token_budget, :daily_cost_budget_usd,
+        :max_output_tokens, :daily_token_budget, :daily_cost_budget_usd, :max_running_per_key,
         coalesce(:now::timestamptz, now()))
 ON CONFLICT (tenant_id) DO UPDATE
    SET max_running = excluded.max_running, max_queued = excluded.max_queued,
@@ -14,7 +14,8 @@ ON CONFLICT (tenant_id) DO UPDATE
        allowed_providers = excluded.allowed_providers,
        max_output_tokens = excluded.max_output_tokens,
        daily_token_budget = excluded.daily_token_budget,
-       daily_cost_budget_usd = excluded.daily_cost_budget_usd, updated_at = excluded.updated_at
+       daily_cost_budget_usd = excluded.daily_cost_budget_usd,
+       max_running_per_key = excluded.max_running_per_key, updated_at = excluded.updated_at
 RETURNING *
 
 -- name: tenant_limits_all

@@ -98,6 +98,7 @@ UPDATE jobs AS j
                                  ELSE j.reconcile_failures + 1 END,
        reconcile_error = :failure::jsonb,
        provider_status = coalesce(:provider_status, j.provider_status),
+       progress = coalesce(:progress::double precision, j.progress),
        cancel_sent_at = CASE WHEN :cancel_sent::boolean THEN coalesce(j.cancel_sent_at, clock.now)
                              ELSE j.cancel_sent_at END,
        updated_at = clock.now

@@ -33,8 +33,10 @@ from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
 from jobgate.storage.postgres.console import PostgresConsole
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
+from jobgate.storage.postgres.rate_limits import PostgresRateLimits
 from jobgate.storage.postgres.retention import PostgresRetention
 from jobgate.storage.postgres.roles import PostgresRoles
+from jobgate.storage.postgres.schedules import PostgresSchedules
 from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.signals import PostgresSignals
 from jobgate.storage.postgres.streams import PostgresStreams
@@ -168,6 +170,8 @@ def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> lis
 class PostgresStorage(
     SqlStorageBase,
     PostgresLimits,
+    PostgresRateLimits,
+    PostgresSchedules,
     PostgresWebhookStore,
     PostgresAdmin,
     PostgresProviderStore,
@@ -448,6 +452,10 @@ class PostgresStorage(
             "max_attempts": job.max_attempts,
             "start_timeout_s": job.start_timeout_s,
             "execution_timeout_s": job.execution_timeout_s,
+            "run_at": job.run_at,
+            "delay_s": job.delay_s,
+            "concurrency_key": job.concurrency_key,
+            "model_route": job.model_route,
             "now": now,
         }
         if queue_limit is not None and idempotency is not None:
@@ -568,6 +576,8 @@ class PostgresStorage(
         providers: Sequence[str] | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        models: Sequence[str] | None = None,
+        skip_models: Sequence[str] | None = None,
     ) -> list[Job]:
         rules = policy or ClaimPolicy()
         query = Q["job_claim"]
@@ -577,17 +587,22 @@ class PostgresStorage(
                 "limit": limit,
                 "lease_ttl_s": lease_ttl_s,
                 "providers": None if providers is None else list(providers),
+                "models": None if models is None else list(models),
+                "skip_models": None if skip_models is None else list(skip_models),
                 "now": now,
                 "shares": [
                     {
                         "tenant_id": tenant_id,
                         "max_running": share.max_running,
                         "weight": share.weight,
+                        "max_running_per_key": share.max_running_per_key,
                     }
                     for tenant_id, share in rules.tenants.items()
                 ],
                 "default_weight": rules.default.weight,
                 "default_max_running": rules.default.max_running,
+                "default_max_running_per_key": rules.default.max_running_per_key,
+                "keys_capped": rules.keys_capped,
                 "blocked_tenants": sorted(rules.blocked_tenants),
             }
         )

@@ -27,6 +27,8 @@ def _json_in(value: Any) -> str | None:
 
 def insert_params(job: NewJob, at: float) -> dict[str, Any]:
     """The job_insert parameters of one new job stored at `at` (unix seconds)."""
+    wanted = at + job.delay_s if job.run_at is None else job.run_at.timestamp()
+    run_at = max(at, wanted)  # a time in the past means now
     return {
         "id": job.id,
         "tenant_id": job.tenant_id,
@@ -40,10 +42,13 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
         "priority": job.priority,
         "max_attempts": job.max_attempts,
         "now": at,
+        "run_at": run_at,
         "expires_at": None
         if job.start_timeout_s is None
-        else at + min(job.start_timeout_s, MAX_INTERVAL_S),
+        else run_at + min(job.start_timeout_s, MAX_INTERVAL_S),
         "execution_timeout_s": job.execution_timeout_s,
+        "concurrency_key": job.concurrency_key,
+        "model_route": job.model_route,
     }
 
 

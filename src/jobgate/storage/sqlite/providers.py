@@ -148,6 +148,7 @@ class SqliteProviderStore:
             "provider_status": deferral.provider_status,
             "failure": _json(deferral.failure),
             "cancel_sent": int(deferral.cancel_sent),
+            "progress": deferral.progress,
             "now": self._at(now),
         }
         row = await self._db.write(

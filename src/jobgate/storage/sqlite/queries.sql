@@ -75,10 +75,11 @@ ON CONFLICT (tenant_id, route, key) DO UPDATE
 -- Insert a queued job (its first event is written by the jobs_log_insert trigger).
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
-                  execution_timeout_s, event_seq, transition_actor, transition_reason)
+                  execution_timeout_s, event_seq, transition_actor, transition_reason,
+                  concurrency_key, model_route)
 VALUES (:id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
-        :webhook, :priority, :max_attempts, :now, :now, :now, :expires_at,
-        :execution_timeout_s, 1, 'api', 'submitted')
+        :webhook, :priority, :max_attempts, :run_at, :now, :now, :expires_at,
+        :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route)
 RETURNING *
 
 -- name: job_get
@@ -112,13 +113,20 @@ SELECT tenant_id, count(*) AS running
  WHERE state = 'running' AND lease_token IS NOT NULL
  GROUP BY tenant_id
 
+-- name: job_claim_running_keys
+-- Worker slots held per (tenant, concurrency key), for max_running_per_key.
+SELECT tenant_id, concurrency_key, count(*) AS running
+  FROM jobs INDEXED BY jobs_running_keys
+ WHERE state = 'running' AND concurrency_key IS NOT NULL AND lease_token IS NOT NULL
+ GROUP BY tenant_id, concurrency_key
+
 -- name: job_claim_next_tenant
 -- The next tenant, in id order, with queued jobs (one index probe).
 SELECT min(tenant_id) AS tenant_id FROM jobs WHERE state = 'queued' AND tenant_id > :after
 
 -- name: job_claim_candidates
--- A tenant's claimable jobs, best first.
-SELECT id, priority, run_at
+-- A tenant's claimable jobs, best first, leaving out the concurrency keys at their cap.
+SELECT id, priority, run_at, concurrency_key
   FROM jobs
  WHERE state = 'queued'
    AND tenant_id = :tenant_id
@@ -126,6 +134,11 @@ SELECT id, priority, run_at
    -- Past its start deadline a job may not start (the reaper expires it).
    AND (expires_at IS NULL OR expires_at > :now)
    AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+   AND (:models IS NULL OR model IN (SELECT value FROM json_each(:models)))
+   AND (:skip_models IS NULL OR model IS NULL
+        OR model NOT IN (SELECT value FROM json_each(:skip_models)))
+   AND (:full_keys IS NULL OR concurrency_key IS NULL
+        OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
  ORDER BY priority, run_at, id
  LIMIT :limit
 

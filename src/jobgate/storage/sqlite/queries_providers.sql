@@ -69,6 +69,7 @@ UPDATE jobs
        reconcile_failures = CASE WHEN :failure IS NULL THEN 0 ELSE reconcile_failures + 1 END,
        reconcile_error = :failure,
        provider_status = coalesce(:provider_status, provider_status),
+       progress = coalesce(:progress, progress),
        cancel_sent_at = CASE WHEN :cancel_sent THEN coalesce(cancel_sent_at, :now)
                              ELSE cancel_sent_at END,
        updated_at = :now

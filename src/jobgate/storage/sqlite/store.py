@@ -50,8 +50,10 @@ from jobgate.storage.sqlite.console import SqliteConsole
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
+from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.roles import SqliteRoles
+from jobgate.storage.sqlite.schedules import SqliteSchedules
 from jobgate.storage.sqlite.sessions import SqliteSessions
 from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.streams import SqliteStreams
@@ -117,6 +119,8 @@ def path_from_url(url: str) -> str:
 class SqliteStorage(
     SqlStorageBase,
     SqliteLimits,
+    SqliteRateLimits,
+    SqliteSchedules,
     SqliteWebhookStore,
     SqliteAdmin,
     SqliteProviderStore,
@@ -403,15 +407,23 @@ class SqliteStorage(
         providers: Sequence[str] | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        models: Sequence[str] | None = None,
+        skip_models: Sequence[str] | None = None,
     ) -> list[Job]:
         rules = policy or ClaimPolicy()
         at = self._now(now)
         provider_filter = None if providers is None else _json_in(list(providers))
+        model_filter = None if models is None else _json_in(list(models))
+        model_skips = None if skip_models is None else _json_in(list(skip_models))
 
         def claim(conn: sqlite3.Connection) -> list[Job]:
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
+            by_key: dict[tuple[str, str], int] = {}
+            if rules.keys_capped:
+                for row in conn.execute(Q["job_claim_running_keys"].sql).fetchall():
+                    by_key[(row["tenant_id"], row["concurrency_key"])] = row["running"]
             queues: list[TenantQueue] = []
             tenant = ""
             while True:
@@ -426,15 +438,22 @@ class SqliteStorage(
                 free = max(share.max_running - held, 0) if share.max_running > 0 else limit
                 if free == 0:
                     continue
+                key_cap = share.max_running_per_key
+                full = [k for (t, k), n in by_key.items() if t == tenant and n >= key_cap]
                 rows = conn.execute(
                     Q["job_claim_candidates"].sql,
                     {
                         "tenant_id": tenant,
                         "now": at,
                         "providers": provider_filter,
+                        "models": model_filter,
+                        "skip_models": model_skips,
+                        "full_keys": _json_in(full) if key_cap > 0 else None,
                         "limit": min(free, limit),
                     },
                 ).fetchall()
+                if key_cap > 0:
+                    rows = _within_key_caps(rows, tenant, key_cap, by_key)
                 if rows:
                     candidates = tuple(
                         Candidate(r["id"], r["priority"], unix_time(r["run_at"]) or _EPOCH)
@@ -743,3 +762,20 @@ def _statements(script: str) -> list[str]:
     if tail and not all(line.strip().startswith("--") or not line.strip() for line in current):
         statements.append(tail)
     return statements
+
+
+def _within_key_caps(
+    rows: list[sqlite3.Row], tenant: str, key_cap: int, by_key: dict[tuple[str, str], int]
+) -> list[sqlite3.Row]:
+    """The candidates (best first) a claim may take without a concurrency key passing its
+    cap: a key's running jobs plus those taken before it in this list."""
+    taken: dict[str, int] = {}
+    kept = []
+    for row in rows:
+        key = row["concurrency_key"]
+        if key is not None:
+            if by_key.get((tenant, key), 0) + taken.get(key, 0) >= key_cap:
+                continue
+            taken[key] = taken.get(key, 0) + 1
+        kept.append(row)
+    return kept

@@ -1,0 +1,150 @@
+"""The worker's side of shared rate limits (issue 19): which claims a rate-limited provider or
+model needs, one request taken from its buckets before each (so a job that must wait stays
+queued: no lease, no attempt spent), and the token estimate settled against the usage after
+the call. The buckets live in the database: every worker process draws on the same budget.
+
+Limits come from jobgate.toml (`rpm`, `tpm`, `model_limits`) and take effect when a process
+starts (jobgate reads its configuration once; restart the workers to change them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+
+from jobgate import errors, metrics
+from jobgate.config import ProviderConfig
+from jobgate.domain import rate_limits as rules
+from jobgate.domain.job import Job
+from jobgate.domain.rate_limits import PROVIDER_WIDE, Bucket
+from jobgate.storage.rate_limits_protocol import RateLimitStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimTarget:
+    """One claim for a rate-limited provider: its jobs for `models` (or all but
+    `skip_models`), after one request was taken from every bucket in `buckets` (none: the
+    claim is not limited and takes as many as it may)."""
+
+    provider: str
+    models: tuple[str, ...] | None
+    skip_models: tuple[str, ...] | None
+    buckets: tuple[Bucket, ...]
+
+
+def targets_for(name: str, config: ProviderConfig) -> list[ClaimTarget]:
+    """The claims a provider's jobs need (empty: it has no rate limit)."""
+    wide = (
+        (Bucket(name, PROVIDER_WIDE, config.rpm, config.tpm),)
+        if config.rpm > 0 or config.tpm > 0
+        else ()
+    )
+    limited = {m: lim for m, lim in config.model_limits.items() if lim.rpm > 0 or lim.tpm > 0}
+    if not wide and not limited:
+        return []
+    targets = [
+        ClaimTarget(name, (model,), None, (*wide, Bucket(name, model, lim.rpm, lim.tpm)))
+        for model, lim in sorted(limited.items())
+    ]
+    targets.append(ClaimTarget(name, None, tuple(sorted(limited)) or None, wide))
+    return targets
+
+
+class RateLimiter:
+    def __init__(self, *, storage: RateLimitStore, configs: Mapping[str, ProviderConfig]) -> None:
+        self._storage = storage
+        self._targets = {name: targets_for(name, config) for name, config in configs.items()}
+        self._targets = {name: targets for name, targets in self._targets.items() if targets}
+        self._estimates: dict[str, tuple[tuple[Bucket, ...], int]] = {}  # by job id
+        self.wait_s = 0.0  # the shortest wait seen by the last claim (0: none)
+
+    @property
+    def limited(self) -> frozenset[str]:
+        """Providers with a rate limit (for them or one of their models)."""
+        return frozenset(self._targets)
+
+    def targets(self, provider: str) -> list[ClaimTarget]:
+        return self._targets.get(provider, [])
+
+    async def take(self, target: ClaimTarget) -> bool:
+        """Take one request from the target's buckets; False (and the wait noted) when one
+        of them does not admit it yet."""
+        wait_s = await self._storage.rate_limit_take(buckets=target.buckets)
+        if wait_s <= 0:
+            return True
+        model = target.models[0] if target.models else PROVIDER_WIDE
+        metrics.RATE_LIMIT_WAITS.labels(target.provider, model).inc()
+        self.wait_s = wait_s if self.wait_s <= 0 else min(self.wait_s, wait_s)
+        return False
+
+    async def unused(self, target: ClaimTarget) -> None:
+        """Give back a request taken for a claim that found no job."""
+        await self._storage.rate_limit_give_back(buckets=target.buckets)
+
+    async def started(self, target: ClaimTarget, jobs: Sequence[Job]) -> None:
+        """Charge the claimed jobs' estimated tokens to the target's token buckets."""
+        metered = tuple(b for b in target.buckets if b.tpm > 0)
+        if not metered:
+            return
+        spends = []
+        for job in jobs:
+            estimate = rules.estimate_tokens(job.request)
+            self._estimates[job.id] = (metered, estimate)
+            spends += [(bucket, estimate) for bucket in metered]
+        await self._storage.rate_limit_spend(spends=spends)
+
+    def forget(self, job_id: str) -> None:
+        """Drop a job's estimate (its call ended without usage to settle it by)."""
+        self._estimates.pop(job_id, None)
+
+    async def settle(self, job: Job, usage: Mapping[str, object] | None) -> None:
+        """Correct a call's token estimate by the usage it reported (kept when none was)."""
+        held = self._estimates.pop(job.id, None)
+        used = rules.used_tokens(usage)
+        if held is None or used is None:
+            return
+        metered, estimate = held
+        if used != estimate:
+            try:
+                await self._storage.rate_limit_spend(
+                    spends=[(bucket, used - estimate) for bucket in metered]
+                )
+            except errors.StorageError:  # the estimate stands: the limit stays on the safe side
+                log.warning("could not correct a token estimate", extra={"job_id": job.id})
+
+
+async def refresh_gauges(storage: RateLimitStore, configs: Mapping[str, ProviderConfig]) -> None:
+    """jobgate_rate_limited_jobs: claimable queued jobs behind each closed bucket (at scrape
+    time, cluster-wide)."""
+    buckets = {
+        (b.provider, b.model): b
+        for name, config in configs.items()
+        for target in targets_for(name, config)
+        for b in target.buckets
+    }
+    metrics.RATE_LIMITED_JOBS.clear()
+    if not buckets:
+        return
+    waiting = await storage.rate_limited_queued(buckets=list(buckets.values()))
+    for (provider, model), queued in waiting.items():
+        metrics.RATE_LIMITED_JOBS.labels(provider, model).set(queued)
+
+
+def buckets_of(name: str, config: ProviderConfig, model: str | None) -> tuple[Bucket, ...]:
+    """The buckets a job for `model` on provider `name` must take a request from."""
+    for target in targets_for(name, config):
+        if target.models is None or model in target.models:
+            return target.buckets
+    return ()
+
+
+async def wait_of(
+    storage: RateLimitStore, name: str, config: ProviderConfig, model: str | None
+) -> float:
+    """Seconds until the shared rate limits admit a job for `model` (0: they do now)."""
+    buckets = buckets_of(name, config, model)
+    waits = await storage.rate_limit_waits(buckets=buckets) if buckets else {}
+    return max(waits.values(), default=0.0)

@@ -1,0 +1,155 @@
+"""Recurring schedules (issue 19): a cron expression (five fields, UTC) and a job template.
+Each slot fires an ordinary job, submitted with the Idempotency-Key `schedule:ID:SLOT`; the
+schedule then moves to its next slot by compare-and-set. A restart between the two, or two
+schedulers at once, fire the same key again and get the same job back: no run is doubled, and
+slots are fired one at a time from the oldest, so none is skipped (a resume after a pause
+starts from the next slot, on purpose)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime
+from typing import Any
+
+from croniter import croniter
+
+from jobgate import errors
+from jobgate.domain.job import Job
+from jobgate.services.jobs import JobService, SubmitSpec
+from jobgate.storage.schedule_records import Schedule
+
+log = logging.getLogger(__name__)
+
+SUBMIT_ROUTE = "schedule"  # the scope of its runs' idempotency keys
+MAX_CRON_CHARS = 100
+_TEMPLATE_FIELDS = frozenset({
+    "endpoint", "body", "provider", "metadata", "webhook", "priority", "max_attempts",
+    "start_timeout_s", "execution_timeout_s", "concurrency_key",
+})  # fmt: skip
+
+
+def check_cron(cron: str) -> None:
+    """Raise errors.InvalidRequest unless `cron` is a five-field cron expression."""
+    if len(cron) > MAX_CRON_CHARS or len(cron.split()) != 5 or not croniter.is_valid(cron):
+        raise errors.InvalidRequest(
+            "cron must be a five-field cron expression (minute hour day month weekday, UTC)",
+            param="cron",
+            code="invalid_cron",
+        )
+
+
+def next_slot(cron: str, after: datetime) -> datetime:
+    """The first slot of `cron` strictly after `after`."""
+    slot: datetime = croniter(cron, after).get_next(datetime)
+    return slot
+
+
+def spec_of(template: dict[str, Any]) -> SubmitSpec:
+    """The submit a template stands for (its fields were checked when it was stored)."""
+    fields = {k: v for k, v in template.items() if k in _TEMPLATE_FIELDS and v is not None}
+    return SubmitSpec(**fields)
+
+
+class ScheduleService:
+    def __init__(self, jobs: JobService, *, interval_s: float = 1.0) -> None:
+        self.jobs = jobs
+        self.storage = jobs.storage
+        self._interval_s = interval_s
+        self._stop = asyncio.Event()
+
+    async def create(
+        self, *, tenant_id: str, cron: str, template: dict[str, Any], paused: bool = False
+    ) -> Schedule:
+        """Check the cron expression and the template (as a submit would), then store."""
+        check_cron(cron)
+        unknown = sorted(set(template) - _TEMPLATE_FIELDS)
+        if unknown:
+            raise errors.InvalidRequest(
+                f"job.{unknown[0]} cannot be part of a schedule's job", param=f"job.{unknown[0]}"
+            )
+        self.jobs.prepare(tenant_id=tenant_id, spec=spec_of(template))  # raises if unrunnable
+        now = await self.storage.database_now()
+        schedule = Schedule(
+            id=self.jobs.ids.new("sched"),
+            tenant_id=tenant_id,
+            cron=cron,
+            template=template,
+            paused=paused,
+            next_run_at=next_slot(cron, now),
+            created_at=now,
+        )
+        return await self.storage.schedule_insert(schedule=schedule)
+
+    async def get(self, *, tenant_id: str, schedule_id: str) -> Schedule:
+        found = await self.storage.schedule_get(schedule_id=schedule_id, tenant_id=tenant_id)
+        if found is None:
+            raise errors.NotFound("schedule", schedule_id)
+        return found
+
+    async def set_paused(self, *, tenant_id: str, schedule_id: str, paused: bool) -> Schedule:
+        current = await self.get(tenant_id=tenant_id, schedule_id=schedule_id)
+        next_run_at = None
+        if not paused and current.paused:  # slots missed while paused are not fired
+            next_run_at = next_slot(current.cron, await self.storage.database_now())
+        changed = await self.storage.schedule_set_paused(
+            schedule_id=schedule_id, tenant_id=tenant_id, paused=paused, next_run_at=next_run_at
+        )
+        if changed is None:
+            raise errors.NotFound("schedule", schedule_id)
+        return changed
+
+    async def delete(self, *, tenant_id: str, schedule_id: str) -> None:
+        if not await self.storage.schedule_delete(schedule_id=schedule_id, tenant_id=tenant_id):
+            raise errors.NotFound("schedule", schedule_id)
+
+    # -- firing --------------------------------------------------------------------------
+
+    async def fire_once(self, *, now: datetime | None = None, limit: int = 100) -> list[Job]:
+        """Fire every due slot (one per schedule per pass; a schedule behind by several slots
+        catches up over the next passes). Answers the jobs the slots stand for."""
+        fired: list[Job] = []
+        for schedule in await self.storage.schedule_due(limit=limit, now=now):
+            job = await self._fire(schedule)
+            if job is not None:
+                fired.append(job)
+        return fired
+
+    async def _fire(self, schedule: Schedule) -> Job | None:
+        slot = schedule.next_run_at
+        key = f"schedule:{schedule.id}:{int(slot.timestamp())}"
+        job = None
+        try:
+            outcome = await self.jobs.submit(
+                tenant_id=schedule.tenant_id,
+                spec=spec_of(schedule.template),
+                raw_body=schedule.template,
+                idempotency_key=key,
+                route=SUBMIT_ROUTE,
+            )
+            job = outcome.job
+        except (errors.QueueFull, errors.IdempotencyInProgress, errors.StorageError):
+            return None  # not fired: the same slot is tried again on the next pass
+        except errors.JobgateError as exc:  # unrunnable now (e.g. its model is gone): skipped
+            log.warning(
+                "schedule slot not fired",
+                extra={"schedule_id": schedule.id, "error_code": exc.code},
+            )
+        await self.storage.schedule_advance(
+            schedule_id=schedule.id, slot=slot, next_run_at=next_slot(schedule.cron, slot)
+        )
+        return job
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Fire due slots every interval until request_stop()."""
+        while not self._stop.is_set():
+            try:
+                await self.fire_once()
+            except errors.StorageError as exc:
+                log.warning("schedules: %s", type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self._interval_s)

@@ -1,0 +1,51 @@
+-- Shared rate limit buckets on SQLite (domain.rate_limits has the rules; the single writer
+-- serialises every update).
+
+-- name: rate_limit_ensure
+-- Create a bucket row if it does not exist yet.
+INSERT INTO rate_limit_buckets (provider, model) VALUES (:provider, :model)
+ON CONFLICT DO NOTHING
+
+-- name: rate_limit_get
+-- One bucket as it stands.
+SELECT provider, model, requests_at, tokens_at
+  FROM rate_limit_buckets
+ WHERE provider = :provider AND model = :model
+
+-- name: rate_limit_write
+-- Store a bucket's new state.
+UPDATE rate_limit_buckets
+   SET requests_at = :requests_at, tokens_at = :tokens_at
+ WHERE provider = :provider AND model = :model
+
+-- name: rate_limited_queued
+-- Claimable queued jobs of one bucket ('' = every model of the provider).
+SELECT count(*) AS queued
+  FROM jobs
+ WHERE state = 'queued' AND provider = :provider
+   AND (:model = '' OR model = :model)
+   AND run_at <= :now
+
+-- name: job_reroute
+-- Move a running job's next attempt to another route target, fenced on its lease (no state
+-- change, so no event or webhook from the triggers: job_reroute_event logs it).
+UPDATE jobs
+   SET provider = :provider,
+       model = :model,
+       request = json_set(request, '$.model', :model),
+       event_seq = event_seq + 1,
+       updated_at = :now
+ WHERE id = :id AND lease_token = :token AND state = 'running' AND request IS NOT NULL
+RETURNING id, event_seq
+
+-- name: job_reroute_event
+-- The event of a reroute.
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+VALUES (:id, :seq, 'running', 'running', :actor, :reason, 1, :now)
+
+-- name: job_queue_position
+-- Claimable queued jobs of the tenant ahead of this one in claim order, plus one.
+SELECT count(*) + 1 AS position
+  FROM jobs
+ WHERE state = 'queued' AND tenant_id = :tenant_id AND run_at <= :now
+   AND (priority, run_at, id) < (:priority, :run_at, :id)
