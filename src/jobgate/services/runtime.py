@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from jobgate import errors
+from jobgate import errors, transports
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.http import edge_limits
@@ -29,9 +29,11 @@ from jobgate.services.reaper import Reaper
 from jobgate.services.reconciler import Reconciler
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
-from jobgate.services.worker import Worker
+from jobgate.services.worker import Worker, default_worker_id
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
+from jobgate.transports import relay as transport_relay
+from jobgate.transports.base import Transport, TransportUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +110,13 @@ class Runtime:
             operators=self.operators,
         )
 
-    def worker(self, *, concurrency: int | None = None, worker_id: str | None = None) -> Worker:
+    def worker(
+        self,
+        *,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+        transport: Transport | None = None,
+    ) -> Worker:
         return Worker(
             storage=self.storage,
             providers=self.providers,
@@ -117,7 +125,20 @@ class Runtime:
             concurrency=concurrency,
             worker_id=worker_id,
             limits=self.limits,
+            transport=transport,
         )
+
+    async def _open_transport(self) -> Transport | None:
+        """The broker transport of JOBGATE_TRANSPORT, opened; None for `database`. A broker
+        down at start is an outage like any other (transport_fallback decides)."""
+        worker_id = default_worker_id()
+        transport = transports.for_settings(self.settings, consumer=worker_id)
+        if transport is not None:
+            try:
+                await transport.open()
+            except TransportUnavailable as exc:
+                log.warning("broker unreachable at start: %s", exc.message)
+        return transport
 
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(storage=self.storage, settings=self.settings, clock=self.clock)
@@ -151,9 +172,17 @@ class Runtime:
         closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         server: _Server | None = None
         if "worker" in roles:
-            worker = self.worker()
+            transport = await self._open_transport()
+            worker = self.worker(transport=transport)
             tasks.append(asyncio.create_task(worker.run(), name="worker"))
             stoppers.append(worker.request_stop)
+            if transport is not None:  # every worker process relays "job ready" messages
+                relay = transport_relay.Relay(
+                    storage=self.storage, transport=transport, settings=self.settings
+                )
+                tasks.append(asyncio.create_task(relay.run(), name="transport-relay"))
+                stoppers.append(relay.request_stop)
+                closers.append(transport.close)
         if "reaper" in roles:
             reaper = self.reaper()
             tasks.append(asyncio.create_task(reaper.run(), name="reaper"))

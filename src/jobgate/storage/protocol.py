@@ -46,6 +46,7 @@ from jobgate.storage.retention_protocol import RetentionStore
 from jobgate.storage.roles_protocol import RolesStore
 from jobgate.storage.sessions_protocol import SessionStore
 from jobgate.storage.signals_protocol import SignalStore
+from jobgate.storage.transport_protocol import TransportStore
 from jobgate.storage.webhooks_protocol import WebhookStore
 
 
@@ -268,6 +269,7 @@ class Storage(
     BulkStore,
     RetentionStore,
     SignalStore,
+    TransportStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

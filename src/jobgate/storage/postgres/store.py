@@ -34,6 +34,7 @@ from jobgate.storage.postgres.retention import PostgresRetention
 from jobgate.storage.postgres.roles import PostgresRoles
 from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.signals import PostgresSignals
+from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -142,6 +143,7 @@ class PostgresStorage(
     PostgresBulk,
     PostgresRetention,
     PostgresSignals,
+    PostgresTransport,
 ):
     dialect = "postgres"
 

@@ -51,6 +51,7 @@ from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.roles import SqliteRoles
 from jobgate.storage.sqlite.sessions import SqliteSessions
 from jobgate.storage.sqlite.signals import SqliteSignals
+from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -111,6 +112,7 @@ class SqliteStorage(
     SqliteBulk,
     SqliteRetention,
     SqliteSignals,
+    SqliteTransport,
 ):
     dialect = "sqlite"
 
