@@ -17,6 +17,7 @@ from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
 from jobgate.storage.records import ClaimPolicy
 from jobgate.storage.transport_protocol import TransportStore
+from jobgate.transports import status
 from jobgate.transports.base import Delivery, Transport, TransportUnavailable
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class Intake:
         if self._down_until is None:
             log.warning("broker unreachable: %s", exc.message, extra={"worker_id": self._worker_id})
         self._down_until = self._clock.monotonic() + RETRY_BROKER_S
-        metrics.TRANSPORT_UP.labels(self.transport.name).set(0)
+        status.mark(self.transport.name, up=False)
 
     async def claim(
         self,
@@ -75,7 +76,7 @@ class Intake:
         if self._down_until is not None:
             log.info("broker reachable again", extra={"worker_id": self._worker_id})
             self._down_until = None
-        metrics.TRANSPORT_UP.labels(name).set(1)
+        status.mark(name, up=True)
         if not deliveries:
             return []
         redelivered = sum(1 for d in deliveries if d.delivery_count > 1)

@@ -17,6 +17,7 @@ from jobgate import metrics
 from jobgate.config import Settings
 from jobgate.storage.changes import ChangeHub, wait_for
 from jobgate.storage.transport_protocol import TransportStore
+from jobgate.transports import status
 from jobgate.transports.base import Transport, TransportUnavailable
 
 log = logging.getLogger(__name__)
@@ -46,13 +47,13 @@ class Relay:
         try:
             await self._transport.publish(ids)
         except TransportUnavailable as exc:
-            metrics.TRANSPORT_UP.labels(self._transport.name).set(0)
+            status.mark(self._transport.name, up=False)
             log.warning("publish failed: %s", exc.message, extra={"count": len(ids)})
             await self._storage.transport_defer(
                 job_ids=ids, delay_s=self._settings.transport_defer_s
             )
             raise
-        metrics.TRANSPORT_UP.labels(self._transport.name).set(1)
+        status.mark(self._transport.name, up=True)
         swept = sum(1 for p in due if p.published_count > 1)
         published = metrics.TRANSPORT_PUBLISHED
         published.labels(self._transport.name, "ready").inc(len(due) - swept)
