@@ -63,19 +63,17 @@ async def _submit(runtime: Runtime, count: int) -> tuple[str, list[str]]:
 async def test_an_unreachable_broker_degrades_per_setting(
     api: Api, runtime: Runtime, fallback: str
 ) -> None:
-    _, ids = await _submit(runtime, 5)
+    owner_id, ids = await _submit(runtime, 5)
     transport = RedisStreamsTransport(DOWN_URL, consumer="w", claim_idle_s=5)
     worker = runtime.worker(transport=transport)
     running = asyncio.create_task(worker.run())
     try:
         if fallback == "database":
             for job_id in ids:  # claimed from the job table meanwhile
-                async with asyncio.timeout(10):
-                    while (job := await runtime.storage.job_get(job_id=job_id)) is not None and (
-                        not job.state.terminal
-                    ):
-                        await asyncio.sleep(0.05)
-                assert job is not None and job.state is JobState.SUCCEEDED
+                job = await runtime.jobs.wait(
+                    tenant_id=owner_id, job_id=job_id, timeout_s=10, until_terminal=True
+                )
+                assert job.state is JobState.SUCCEEDED
             assert (await api.http.get("/readyz")).status_code == 200
         else:
             await asyncio.sleep(1.0)
