@@ -19,6 +19,9 @@ class AmqpBroker:
         self.queue = unique("jobgate.test")
         self._clients: list[AmqpTransport] = []
 
+    def url(self) -> str:
+        return f"{AMQP_URL}?queue={self.queue}"
+
     def transport(self, consumer: str, *, claim_idle_s: float) -> AmqpTransport:
         client = AmqpTransport(
             AMQP_URL, consumer=f"{self.queue}/{consumer}", prefetch=8, queue=self.queue

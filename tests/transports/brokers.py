@@ -40,6 +40,10 @@ def require(name: str, host: str, port: int) -> None:
 class Broker(Protocol):
     name: str
 
+    def url(self) -> str:
+        """JOBGATE_TRANSPORT for a jobgate process on this test's names."""
+        ...
+
     def transport(self, consumer: str, *, claim_idle_s: float) -> Transport:
         """A new client (one per worker process it stands for) on this test's names."""
         ...

@@ -16,6 +16,9 @@ class RedisBroker:
         self.group = unique("workers")
         self._clients: list[RedisStreamsTransport] = []
 
+    def url(self) -> str:
+        return f"{REDIS_URL}?stream={self.stream}"
+
     def transport(self, consumer: str, *, claim_idle_s: float) -> RedisStreamsTransport:
         client = RedisStreamsTransport(
             REDIS_URL,

@@ -10,6 +10,16 @@ from jobgate.config import Settings
 from jobgate.transports.base import Transport
 
 
+def _take(url: str, name: str) -> tuple[str, str | None]:
+    """`url` without its `name` query parameter, and that parameter's value (jobgate's own
+    options, kept out of what the broker's client parses)."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    value = next((v for k, v in query if k == name), None)
+    rest = urllib.parse.urlencode([(k, v) for k, v in query if k != name])
+    return urllib.parse.urlunsplit(parts._replace(query=rest)), value
+
+
 def for_settings(settings: Settings, *, consumer: str) -> Transport | None:
     """The transport `settings.transport` names, not yet opened; None for `database` (workers
     claim straight from the job table). `consumer` names this process to the broker."""
@@ -18,13 +28,26 @@ def for_settings(settings: Settings, *, consumer: str) -> Transport | None:
     if url == "database":
         return None
     if scheme in ("redis", "rediss"):
-        from jobgate.transports.redis_streams import RedisStreamsTransport
+        from jobgate.transports import redis_streams
 
-        return RedisStreamsTransport(url, consumer=consumer, claim_idle_s=settings.lease_ttl_s)
+        url, stream = _take(url, "stream")  # ?stream=NAME (default jobgate:ready)
+        return redis_streams.RedisStreamsTransport(
+            url,
+            consumer=consumer,
+            claim_idle_s=settings.lease_ttl_s,
+            stream=stream or redis_streams.STREAM,
+            group=f"{stream}:workers" if stream else redis_streams.GROUP,
+        )
     if scheme in ("amqp", "amqps"):
-        from jobgate.transports.amqp import AmqpTransport
+        from jobgate.transports import amqp
 
-        return AmqpTransport(url, consumer=consumer, prefetch=settings.worker_concurrency)
+        url, queue = _take(url, "queue")  # ?queue=NAME (default jobgate.ready)
+        return amqp.AmqpTransport(
+            url,
+            consumer=consumer,
+            prefetch=settings.worker_concurrency,
+            queue=queue or amqp.QUEUE,
+        )
     if scheme == "sqs":
         from jobgate.transports.sqs import SqsTransport
 

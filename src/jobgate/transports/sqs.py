@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any
@@ -118,7 +119,7 @@ class SqsTransport:
         answer = await self._call(
             "receive_message",
             MaxNumberOfMessages=max(1, min(max_count, _BATCH)),
-            WaitTimeSeconds=max(0, min(int(wait_s), 20)),  # long poll
+            WaitTimeSeconds=max(0, min(math.ceil(wait_s), 20)),  # long poll
             MessageSystemAttributeNames=["ApproximateReceiveCount"],
         )
         return [
