@@ -6,15 +6,19 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
-from jobgate.config import Settings
+from jobgate import errors, transports
+from jobgate.config import Settings, load_settings
 from jobgate.domain.states import JobState
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.runtime import Runtime
 from jobgate.transports import status
+from jobgate.transports.base import TransportUnavailable
 from jobgate.transports.redis_streams import RedisStreamsTransport
+from jobgate.transports.sqs import parse_url
 from tests.api_server import Api
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
@@ -87,3 +91,42 @@ async def test_an_unreachable_broker_degrades_per_setting(
         worker.request_stop()
         await asyncio.wait_for(running, 10)
         await transport.close()
+
+
+async def test_a_failed_publish_is_retried_soon_not_lost(runtime: Runtime) -> None:
+    """The ledger committed before the publish: a broker that refuses it leaves the jobs
+    deferred by transport_defer_s (then published again), not waiting for the sweep."""
+    from jobgate.transports.relay import Relay
+
+    _, ids = await _submit(runtime, 3)
+    down = RedisStreamsTransport(DOWN_URL, consumer="relay", claim_idle_s=5)
+    relay = Relay(storage=runtime.storage, transport=down, settings=runtime.settings)
+    with pytest.raises(TransportUnavailable):
+        await relay.relay_once()
+    assert status.readiness_failure(runtime.settings) == (
+        "transport_unavailable" if runtime.settings.transport_fallback == "fail" else None
+    )
+    await down.close()
+    later = await runtime.storage.database_now() + timedelta(
+        seconds=runtime.settings.transport_defer_s + 0.01
+    )
+    again = await runtime.storage.transport_publish_due(limit=10, republish_after_s=60, now=later)
+    assert sorted(p.job_id for p in again) == sorted(ids)
+
+
+async def test_transport_settings_and_urls() -> None:
+    assert load_settings({}).transport == "database"
+    with pytest.raises(errors.ConfigError):
+        load_settings({"JOBGATE_TRANSPORT": "kafka"})
+    with pytest.raises(errors.ConfigError):
+        transports.for_settings(Settings(transport="kafka://broker"), consumer="w")
+    assert transports.for_settings(Settings(), consumer="w") is None
+    redis = transports.for_settings(
+        Settings(transport="redis://127.0.0.1:6379/2?stream=mine"), consumer="w"
+    )
+    assert isinstance(redis, RedisStreamsTransport)
+    assert parse_url("sqs://jobs?endpoint_url=http://127.0.0.1:9324&region=eu-west-1") == (
+        "jobs",
+        "http://127.0.0.1:9324",
+        "eu-west-1",
+    )
