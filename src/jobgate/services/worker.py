@@ -266,7 +266,7 @@ class Worker:
                 self._providers.gates.finished(job.provider, job.id)
             self._wake.set()
             if self._intake is not None:  # after the verdict committed (or the lease is gone)
-                await self._intake.finished(entry.lease)
+                self._intake.finished(entry.lease)
 
     async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
         job = entry.job
@@ -528,6 +528,8 @@ class Worker:
             try:
                 await self._claim_loop()
                 await self._drain()
+                if self._intake is not None:
+                    await self._intake.drain()
             finally:
                 relay.cancel()
                 heartbeats.cancel()

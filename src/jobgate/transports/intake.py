@@ -8,6 +8,7 @@ the job table meanwhile (the worker keeps working, more slowly at scale); `fail`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -44,6 +45,10 @@ class Intake:
         # By lease: the messages to ack once that lease's verdict committed.
         self._held: dict[Lease, list[Delivery]] = {}
         self._down_until: float | None = None  # monotonic; None while the broker answers
+        # Acks of finished jobs, sent together while an earlier ack is in flight (one SQS
+        # DeleteMessageBatch, one Redis pipeline, for many verdicts).
+        self._acks: list[Delivery] = []
+        self._acking: asyncio.Task[None] | None = None
 
     @property
     def broker_down(self) -> bool:
@@ -111,9 +116,23 @@ class Intake:
         await self._ack(done_with)
         return result.claimed
 
-    async def finished(self, lease: Lease) -> None:
-        """The lease's verdict committed (or the lease is gone): ack its job's messages."""
-        await self._ack(self._held.pop(lease, []))
+    def finished(self, lease: Lease) -> None:
+        """The lease's verdict committed (or the lease is gone): ack its job's messages, in
+        the next ack batch. An ack lost to a crash or a shutdown only means a redelivery,
+        which is dropped (the job is no longer claimable)."""
+        self._acks += self._held.pop(lease, [])
+        if self._acks and (self._acking is None or self._acking.done()):
+            self._acking = asyncio.create_task(self._flush_acks(), name="transport acks")
+
+    async def _flush_acks(self) -> None:
+        while self._acks:
+            batch, self._acks = self._acks, []
+            await self._ack(batch)
+
+    async def drain(self) -> None:
+        """Wait for the acks in flight (at shutdown)."""
+        if self._acking is not None:
+            await asyncio.gather(self._acking, return_exceptions=True)
 
     async def extend(self, leases: Sequence[Lease]) -> None:
         """With each heartbeat: keep the held messages of these leases invisible to others."""
