@@ -198,3 +198,29 @@ async def test_concurrent_relays_publish_once(storage: Storage, clock: FakeClock
     )
     published = [p.job_id for batch in batches for p in batch]
     assert sorted(published) == sorted(ids)
+
+
+async def test_a_redrive_is_published_again(storage: Storage, clock: FakeClock) -> None:
+    (job_id,) = await _jobs(storage, clock, "acme", 1)
+    await storage.transport_publish_due(limit=10, republish_after_s=300, now=clock.now())
+    (job,) = (await _claim(storage, clock, [job_id])).claimed
+    assert job.lease_token is not None
+    await storage.job_finish(
+        finish=Finish(
+            lease=Lease(job_id, job.lease_token),
+            state=JobState.FAILED,
+            reason="failed",
+            error={"code": "x"},
+            dead_lettered=True,
+            actor="w",
+        ),
+        now=clock.now(),
+    )
+    assert (
+        await storage.transport_publish_due(limit=10, republish_after_s=300, now=clock.now()) == []
+    )
+    tenant = await storage.tenant_get(name="acme")
+    assert tenant is not None
+    await storage.job_redrive(job_id=job_id, tenant_id=tenant.id, actor="op", now=clock.now())
+    again = await storage.transport_publish_due(limit=10, republish_after_s=300, now=clock.now())
+    assert [(p.job_id, p.published_count) for p in again] == [(job_id, 1)]
