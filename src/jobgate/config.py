@@ -183,6 +183,9 @@ class Settings(pydantic.BaseModel):
     # (the broker lost it); a message whose tenant was at its cap is retried this much later.
     transport_sweep_after_s: float = pydantic.Field(default=60.0, gt=0)
     transport_defer_s: float = pydantic.Field(default=1.0, gt=0)
+    # At most this many "job ready" messages wait in the broker unclaimed; which jobs fill the
+    # window is the weighted fair share across tenants (about 2x the fleet's slots is tight).
+    transport_window: int = pydantic.Field(default=1000, gt=0)
     # While the broker is unreachable: `database` claims from the job table meanwhile;
     # `fail` claims nothing and reports the outage (/readyz 503, jobgate_transport_up 0).
     transport_fallback: Literal["database", "fail"] = "database"
@@ -245,6 +248,7 @@ _ENV_FIELDS = (
     "request_head_timeout_s", "max_request_head_bytes", "max_request_headers",
     "max_request_line_bytes", "dashboard_session_ttl_s",
     "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",
+    "transport_window",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

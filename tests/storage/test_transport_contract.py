@@ -224,3 +224,39 @@ async def test_a_redrive_is_published_again(storage: Storage, clock: FakeClock) 
     await storage.job_redrive(job_id=job_id, tenant_id=tenant.id, actor="op", now=clock.now())
     again = await storage.transport_publish_due(limit=10, republish_after_s=300, now=clock.now())
     assert [(p.job_id, p.published_count) for p in again] == [(job_id, 1)]
+
+
+async def test_the_window_bounds_outstanding_messages(storage: Storage, clock: FakeClock) -> None:
+    ids = await _jobs(storage, clock, "acme", 10)
+
+    async def publish() -> list[str]:
+        due = await storage.transport_publish_due(
+            limit=100, republish_after_s=30, window=4, now=clock.now()
+        )
+        return [p.job_id for p in due]
+
+    assert await publish() == ids[:4]
+    assert await publish() == []
+    await _claim(storage, clock, ids[:2])  # claimed: no longer outstanding
+    assert await publish() == ids[4:6]
+
+
+async def test_publication_follows_the_fair_share(storage: Storage, clock: FakeClock) -> None:
+    flood = await _jobs(storage, clock, "flood", 30)
+    clock.advance(1)
+    small = await _jobs(storage, clock, "small", 3)
+    await _claim(storage, clock, flood[:2])  # running work counts against the share too
+    due = await storage.transport_publish_due(
+        limit=100, republish_after_s=30, window=6, now=clock.now()
+    )
+    published = [p.job_id for p in due]
+    assert set(small) <= set(published)  # older jobs do not win on age across tenants
+    assert len(published) == 6
+    heavy = await storage.tenant_get(name="flood")
+    assert heavy is not None
+    weighted = ClaimPolicy(tenants={heavy.id: TenantShare(weight=10)})
+    more = await storage.transport_publish_due(
+        limit=100, republish_after_s=30, window=12, policy=weighted, now=clock.now()
+    )
+    assert {p.job_id for p in more} <= set(flood)  # small has nothing left; flood's weight
+    assert len(more) == 6

@@ -108,7 +108,10 @@ class Cluster:
         transport = self.broker.transport("relay", claim_idle_s=LEASE_TTL_S)
         await transport.open()
         self.relay = Relay(
-            storage=self.storage, transport=transport, settings=self.runtime.settings
+            storage=self.storage,
+            transport=transport,
+            settings=self.runtime.settings,
+            limits=self.runtime.limits,
         )
         self.tasks.append(asyncio.create_task(self.relay.run(), name="relay"))
         return self.relay
@@ -121,7 +124,12 @@ class Cluster:
     async def start_worker(self, name: str, *, concurrency: int = 8) -> Worker:
         transport = self.broker.transport(name, claim_idle_s=LEASE_TTL_S)
         await transport.open()
-        worker = self.runtime.worker(concurrency=concurrency, worker_id=name, transport=transport)
+        worker = self.runtime.worker(
+            concurrency=concurrency,
+            worker_id=name,
+            transport=transport,
+            on_claimed=None if self.relay is None else self.relay.wake,
+        )
         self.workers.append(worker)
         self.tasks.append(asyncio.create_task(worker.run(), name=name))
         return worker

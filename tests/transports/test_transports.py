@@ -143,12 +143,32 @@ async def test_a_tenants_cap_holds(cluster: Cluster) -> None:
     peak = 0
     async with asyncio.timeout(40):
         while True:
+            # One statement: a consistent snapshot of the tenant's running jobs.
+            running = await cluster.storage.job_list(
+                tenant_id=owner.id, states=[JobState.RUNNING], limit=100
+            )
+            peak = max(peak, len(running))
             jobs = [await cluster.storage.job_get(job_id=job_id) for job_id in ids]
-            running = sum(1 for job in jobs if job is not None and job.state is JobState.RUNNING)
-            peak = max(peak, running)
             if all(job is not None and job.state.terminal for job in jobs):
                 break
             await asyncio.sleep(0.02)
     assert 1 <= peak <= 2
     await cluster.wait_terminal(others)
     await cluster.assert_each_succeeded_once(ids + others)
+
+
+async def test_a_flooding_tenant_does_not_starve_another(cluster: Cluster) -> None:
+    """The window keeps the broker's backlog short and is filled by fair share: a tenant that
+    submits later is not stuck behind another's whole backlog in the broker's FIFO."""
+    cluster.runtime.settings = cluster.runtime.settings.model_copy(update={"transport_window": 4})
+    flood = await cluster.submit("acme", 40, latency_s=0.05)
+    await cluster.start_relay()
+    await cluster.start_worker("w1", concurrency=2)
+    await asyncio.sleep(0.2)
+    small = await cluster.submit("small", 3, latency_s=0.05)
+    await cluster.wait_terminal(small)
+    jobs = [await cluster.storage.job_get(job_id=job_id) for job_id in flood]
+    done = sum(1 for job in jobs if job is not None and job.state.terminal)
+    assert done < 30, done  # FIFO behind the whole backlog would have run all 40 first
+    await cluster.wait_terminal(flood)
+    await cluster.assert_each_succeeded_once(flood + small)

@@ -116,6 +116,7 @@ class Runtime:
         concurrency: int | None = None,
         worker_id: str | None = None,
         transport: Transport | None = None,
+        on_claimed: Callable[[], None] | None = None,
     ) -> Worker:
         return Worker(
             storage=self.storage,
@@ -126,6 +127,7 @@ class Runtime:
             worker_id=worker_id,
             limits=self.limits,
             transport=transport,
+            on_claimed=on_claimed,
         )
 
     async def _open_transport(self) -> Transport | None:
@@ -173,16 +175,22 @@ class Runtime:
         server: _Server | None = None
         if "worker" in roles:
             transport = await self._open_transport()
-            worker = self.worker(transport=transport)
-            tasks.append(asyncio.create_task(worker.run(), name="worker"))
-            stoppers.append(worker.request_stop)
+            relay = None
             if transport is not None:  # every worker process relays "job ready" messages
                 relay = transport_relay.Relay(
-                    storage=self.storage, transport=transport, settings=self.settings
+                    storage=self.storage,
+                    transport=transport,
+                    settings=self.settings,
+                    limits=self.limits,
                 )
                 tasks.append(asyncio.create_task(relay.run(), name="transport-relay"))
                 stoppers.append(relay.request_stop)
                 closers.append(transport.close)
+            worker = self.worker(
+                transport=transport, on_claimed=None if relay is None else relay.wake
+            )
+            tasks.append(asyncio.create_task(worker.run(), name="worker"))
+            stoppers.append(worker.request_stop)
         if "reaper" in roles:
             reaper = self.reaper()
             tasks.append(asyncio.create_task(reaper.run(), name="reaper"))

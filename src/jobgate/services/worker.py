@@ -16,6 +16,7 @@ import os
 import random
 import secrets
 import socket
+from collections.abc import Callable
 
 from jobgate import errors, failpoints, metrics, tracing
 from jobgate.clock import Clock, SystemClock
@@ -119,6 +120,7 @@ class Worker:
         rng: random.Random | None = None,
         limits: LimitsService | None = None,
         transport: Transport | None = None,
+        on_claimed: Callable[[], None] | None = None,
     ) -> None:
         self.worker_id = worker_id or default_worker_id()
         # A broker transport (JOBGATE_TRANSPORT): jobs come from its messages, claimed by id.
@@ -131,6 +133,7 @@ class Worker:
                 settings=settings,
                 clock=clock or SystemClock(),
                 worker_id=self.worker_id,
+                on_claimed=on_claimed,
             )
         )
         self._receive_waited = False  # the last claim blocked on the broker (no extra wait)

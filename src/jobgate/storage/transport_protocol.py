@@ -50,14 +50,24 @@ class TransportStore(Protocol):
         ...
 
     async def transport_publish_due(
-        self, *, limit: int, republish_after_s: float, now: datetime | None = None
+        self,
+        *,
+        limit: int,
+        republish_after_s: float,
+        window: int | None = None,
+        policy: ClaimPolicy | None = None,
+        now: datetime | None = None,
     ) -> list[Publication]:
         """Record, and answer, up to `limit` ready jobs (queued, due, before their start
         deadline) that need a message: never published; published for an earlier transition
         (a retry, a reclaim, a redrive moved them since); or still unclaimed at their
-        republish time. Each is answered by one caller only (safe from several relays); the
-        caller publishes after this commits, so a crash in between delays a message by
-        `republish_after_s` (the sweep) but never loses it."""
+        republish time. With `window`, no more than that many messages are outstanding
+        (published for a queued job and not yet due again) after the call; the jobs are
+        chosen by weighted fair share across tenants (`policy`'s weights; a tenant's running
+        jobs and outstanding messages count against it), as job_claim chooses. Each is
+        answered by one caller only (safe from several relays, which may together exceed
+        the window by a batch); the caller publishes after this commits, so a crash in
+        between delays a message by `republish_after_s` (the sweep) but never loses it."""
         ...
 
     async def transport_defer(

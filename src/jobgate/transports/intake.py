@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from jobgate import metrics
 from jobgate.clock import Clock
@@ -36,8 +36,10 @@ class Intake:
         settings: Settings,
         clock: Clock,
         worker_id: str,
+        on_claimed: Callable[[], None] | None = None,
     ) -> None:
         self.transport = transport
+        self._on_claimed = on_claimed  # the relay's wake-up: the window has room again
         self._storage = storage
         self._settings = settings
         self._clock = clock
@@ -100,6 +102,8 @@ class Intake:
             policy=policy,
         )
         claimed = {job.id for job in result.claimed}
+        if self._on_claimed is not None:
+            self._on_claimed()
         for job in result.claimed:
             assert job.lease_token is not None
             self._held[Lease(job.id, job.lease_token)] = by_job[job.id]

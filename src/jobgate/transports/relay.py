@@ -15,6 +15,7 @@ from typing import Protocol
 
 from jobgate import metrics
 from jobgate.config import Settings
+from jobgate.services.limits import LimitsService
 from jobgate.storage.changes import ChangeHub, wait_for
 from jobgate.storage.transport_protocol import TransportStore
 from jobgate.transports import status
@@ -30,16 +31,34 @@ class RelayStore(TransportStore, Protocol):
 
 
 class Relay:
-    def __init__(self, *, storage: RelayStore, transport: Transport, settings: Settings) -> None:
+    def __init__(
+        self,
+        *,
+        storage: RelayStore,
+        transport: Transport,
+        settings: Settings,
+        limits: LimitsService | None = None,
+    ) -> None:
         self._storage = storage
         self._transport = transport
         self._settings = settings
+        self._limits = limits  # the tenants' weights, for a fair window
         self._stop = asyncio.Event()
+        self._claimed = asyncio.Event()
+
+    def wake(self) -> None:
+        """Messages were claimed: the window has room again (this process's intake calls it;
+        other processes' claims are seen at the next poll)."""
+        self._claimed.set()
 
     async def relay_once(self) -> int:
         """Publish one batch of due publications; the number published."""
+        policy = None if self._limits is None else await self._limits.claim_policy()
         due = await self._storage.transport_publish_due(
-            limit=RELAY_BATCH_MAX, republish_after_s=self._settings.transport_sweep_after_s
+            limit=RELAY_BATCH_MAX,
+            republish_after_s=self._settings.transport_sweep_after_s,
+            window=self._settings.transport_window,
+            policy=policy,
         )
         if not due:
             return 0
@@ -84,9 +103,12 @@ class Relay:
                     await wait_for(self._stop, backoff_s)
                     backoff_s = min(backoff_s * 2, 5.0)
                     continue
-                stop = asyncio.ensure_future(self._stop.wait())
-                woke = asyncio.ensure_future(work.wait())
-                await asyncio.wait({stop, woke}, timeout=poll_s, return_when="FIRST_COMPLETED")
-                for waiter in (stop, woke):
+                waiters = {
+                    asyncio.ensure_future(event.wait())
+                    for event in (self._stop, work, self._claimed)
+                }
+                await asyncio.wait(waiters, timeout=poll_s, return_when="FIRST_COMPLETED")
+                for waiter in waiters:
                     waiter.cancel()
                 work.clear()
+                self._claimed.clear()

@@ -69,26 +69,51 @@ SELECT id FROM jobs WHERE id = ANY(:ids::text[]) AND state = 'queued'
 
 -- name: transport_publish_due
 -- Record and answer the ready jobs that need a "job ready" message: never published, published
--- for an earlier transition, or still unclaimed at their republish time. The conflict clause
--- re-checks against the row as committed, so two relays never answer the same publication.
+-- for an earlier transition, or still unclaimed at their republish time; no more than keep
+-- :window messages outstanding (published, unclaimed, not yet due again), chosen by weighted
+-- fair share (a tenant's k-th job scores (running + outstanding + k) / weight, lowest first).
+-- The conflict clause re-checks against the row as committed, so two relays never answer the
+-- same publication.
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
-), due AS (
-    SELECT j.id, j.event_seq
+), shares AS (
+    SELECT * FROM jsonb_to_recordset(:shares::jsonb) AS s(tenant_id text, weight double precision)
+), held AS (
+    -- Per tenant: running jobs, and messages published for queued jobs not yet claimed.
+    SELECT j.tenant_id,
+           count(*) FILTER (WHERE j.state = 'running' AND j.lease_token IS NOT NULL) AS running,
+           count(*) FILTER (WHERE j.state = 'queued' AND p.event_seq = j.event_seq
+                                  AND p.republish_at > clock.now) AS outstanding
       FROM jobs AS j
      CROSS JOIN clock
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
+     WHERE j.state IN ('queued', 'running')
+     GROUP BY j.tenant_id
+), due AS (
+    SELECT j.id, j.event_seq, j.priority, j.run_at,
+           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
+            + row_number() OVER (PARTITION BY j.tenant_id ORDER BY j.priority, j.run_at, j.id))
+           / coalesce(s.weight, :default_weight::double precision) AS share
+      FROM jobs AS j
+     CROSS JOIN clock
+      LEFT JOIN transport_publications AS p ON p.job_id = j.id
+      LEFT JOIN shares AS s ON s.tenant_id = j.tenant_id
+      LEFT JOIN held AS h ON h.tenant_id = j.tenant_id
      WHERE j.state = 'queued'
        AND j.run_at <= clock.now
        AND (j.expires_at IS NULL OR j.expires_at > clock.now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= clock.now)
-     ORDER BY j.priority, j.run_at, j.id
-     LIMIT :limit
+), picked AS (
+    SELECT id, event_seq FROM due
+     ORDER BY share, priority, run_at, id
+     LIMIT greatest(0, least(:limit::integer,
+                             :window::integer - (SELECT coalesce(sum(outstanding), 0)::integer
+                                                   FROM held)))
 )
 INSERT INTO transport_publications AS p (job_id, event_seq, republish_at)
-SELECT due.id, due.event_seq,
+SELECT picked.id, picked.event_seq,
        clock.now + make_interval(secs => :republish_after_s::double precision)
-  FROM due, clock
+  FROM picked, clock
 ON CONFLICT (job_id) DO UPDATE
    SET event_seq = excluded.event_seq,
        republish_at = excluded.republish_at,

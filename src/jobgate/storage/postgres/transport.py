@@ -18,6 +18,7 @@ from jobgate.storage.transport_protocol import ClaimedById, Publication
 
 Q = sql.load("jobgate.storage.postgres")
 T = TypeVar("T")
+UNBOUNDED = 2**31 - 1
 
 
 class PostgresTransport:
@@ -89,10 +90,27 @@ class PostgresTransport:
         return ClaimedById(claimed, deferred)
 
     async def transport_publish_due(
-        self, *, limit: int, republish_after_s: float, now: datetime | None = None
+        self,
+        *,
+        limit: int,
+        republish_after_s: float,
+        window: int | None = None,
+        policy: ClaimPolicy | None = None,
+        now: datetime | None = None,
     ) -> list[Publication]:
+        rules = policy or ClaimPolicy()
+        weights = [
+            {"tenant_id": tenant_id, "weight": share.weight}
+            for tenant_id, share in rules.tenants.items()
+        ]
         rows = await self._fetch(
-            "transport_publish_due", limit=limit, republish_after_s=republish_after_s, now=now
+            "transport_publish_due",
+            limit=limit,
+            republish_after_s=republish_after_s,
+            window=UNBOUNDED if window is None else window,
+            shares=weights,
+            default_weight=rules.default.weight,
+            now=now,
         )
         return [Publication(row["job_id"], row["published_count"]) for row in rows]
 

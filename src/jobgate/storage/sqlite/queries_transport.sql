@@ -18,17 +18,42 @@ SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 
 
 -- name: transport_publish_due
 -- Record and answer the ready jobs that need a "job ready" message: never published, published
--- for an earlier transition, or still unclaimed at their republish time.
+-- for an earlier transition, or still unclaimed at their republish time; no more than keep
+-- :window messages outstanding (published, unclaimed, not yet due again), chosen by weighted
+-- fair share (a tenant's k-th job scores (running + outstanding + k) / weight, lowest first).
+WITH shares AS (
+    SELECT json_extract(value, '$.tenant_id') AS tenant_id,
+           json_extract(value, '$.weight') AS weight
+      FROM json_each(:shares)
+), held AS (
+    SELECT j.tenant_id,
+           sum(j.state = 'running' AND j.lease_token IS NOT NULL) AS running,
+           sum(j.state = 'queued' AND p.event_seq = j.event_seq AND p.republish_at > :now)
+               AS outstanding
+      FROM jobs AS j
+      LEFT JOIN transport_publications AS p ON p.job_id = j.id
+     WHERE j.state IN ('queued', 'running')
+     GROUP BY j.tenant_id
+), due AS (
+    SELECT j.id, j.event_seq, j.priority, j.run_at,
+           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
+            + row_number() OVER (PARTITION BY j.tenant_id ORDER BY j.priority, j.run_at, j.id))
+           * 1.0 / coalesce(s.weight, :default_weight) AS share
+      FROM jobs AS j
+      LEFT JOIN transport_publications AS p ON p.job_id = j.id
+      LEFT JOIN shares AS s ON s.tenant_id = j.tenant_id
+      LEFT JOIN held AS h ON h.tenant_id = j.tenant_id
+     WHERE j.state = 'queued'
+       AND j.run_at <= :now
+       AND (j.expires_at IS NULL OR j.expires_at > :now)
+       AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= :now)
+)
 INSERT INTO transport_publications (job_id, event_seq, republish_at)
-SELECT j.id, j.event_seq, :now + :republish_after_s
-  FROM jobs AS j
-  LEFT JOIN transport_publications AS p ON p.job_id = j.id
- WHERE j.state = 'queued'
-   AND j.run_at <= :now
-   AND (j.expires_at IS NULL OR j.expires_at > :now)
-   AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= :now)
- ORDER BY j.priority, j.run_at, j.id
- LIMIT :limit
+SELECT id, event_seq, :now + :republish_after_s
+  FROM due
+ WHERE true
+ ORDER BY share, priority, run_at, id
+ LIMIT max(0, min(:limit, :window - (SELECT coalesce(sum(outstanding), 0) FROM held)))
 ON CONFLICT (job_id) DO UPDATE
    SET event_seq = excluded.event_seq,
        republish_at = excluded.republish_at,

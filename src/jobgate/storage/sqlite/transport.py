@@ -99,9 +99,27 @@ class SqliteTransport:
         return result
 
     async def transport_publish_due(
-        self, *, limit: int, republish_after_s: float, now: datetime | None = None
+        self,
+        *,
+        limit: int,
+        republish_after_s: float,
+        window: int | None = None,
+        policy: ClaimPolicy | None = None,
+        now: datetime | None = None,
     ) -> list[Publication]:
-        params = {"limit": limit, "republish_after_s": republish_after_s, "now": self._now(now)}
+        rules = policy or ClaimPolicy()
+        weights = [
+            {"tenant_id": tenant_id, "weight": share.weight}
+            for tenant_id, share in rules.tenants.items()
+        ]
+        params = {
+            "limit": limit,
+            "republish_after_s": republish_after_s,
+            "window": 2**31 - 1 if window is None else window,
+            "shares": _json(weights),
+            "default_weight": rules.default.weight,
+            "now": self._now(now),
+        }
 
         def publish(conn: sqlite3.Connection) -> list[Publication]:
             rows = conn.execute(Q["transport_publish_due"].sql, params).fetchall()
