@@ -15,6 +15,11 @@ from tests.transports.conftest import LEASE_TTL_S, Cluster
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
 
+# The broker's side of these runs is the same on both backends (the storage's side is in the
+# contract suite): SQLite only, to keep the suite short.
+broker_side_only = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+
+
 def _count(counter: object, *labels: str) -> float:
     return float(counter.labels(*labels)._value.get())  # type: ignore[attr-defined]
 
@@ -64,6 +69,7 @@ async def test_a_consumer_that_dies_with_unacked_messages(cluster: Cluster) -> N
         assert job is not None and job.run_count == 2 and job.lease_owner != "dead"
 
 
+@broker_side_only
 async def test_unclaimed_messages_of_a_dead_consumer_are_redelivered(cluster: Cluster) -> None:
     """A consumer died between receiving and claiming: the broker hands its messages to
     another consumer (before the sweep would: the sweep is made slow here)."""
@@ -87,6 +93,7 @@ async def test_unclaimed_messages_of_a_dead_consumer_are_redelivered(cluster: Cl
     assert _count(metrics.TRANSPORT_REDELIVERIES, cluster.broker.name) > before
 
 
+@broker_side_only
 async def test_a_lost_message_is_found_by_the_sweep(cluster: Cluster) -> None:
     ids = await cluster.submit("acme", 5)
     relay = await cluster.start_relay()
@@ -99,6 +106,7 @@ async def test_a_lost_message_is_found_by_the_sweep(cluster: Cluster) -> None:
     assert _count(metrics.TRANSPORT_PUBLISHED, cluster.broker.name, "sweep") > before
 
 
+@broker_side_only
 async def test_the_broker_flushed_and_connections_cut_mid_run(cluster: Cluster) -> None:
     ids = await cluster.submit("acme", 40, latency_s=0.1)
     await cluster.start_relay()
@@ -112,6 +120,7 @@ async def test_the_broker_flushed_and_connections_cut_mid_run(cluster: Cluster) 
     await cluster.assert_each_succeeded_once(ids)
 
 
+@broker_side_only
 async def test_a_cancelled_jobs_message_is_dropped(cluster: Cluster) -> None:
     ids = await cluster.submit("acme", 3)
     relay = await cluster.start_relay()
