@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from jobgate import metrics
+from jobgate import errors, metrics
 from jobgate.clock import Clock
 from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
@@ -109,9 +109,16 @@ class Intake:
             self._held[Lease(job.id, job.lease_token)] = by_job[job.id]
         if result.deferred:
             # Queued but not claimable now (its tenant at its cap): published again shortly.
-            await self._storage.transport_defer(
-                job_ids=result.deferred, delay_s=self._settings.transport_defer_s
-            )
+            # Best effort: the jobs just claimed must reach the caller whatever happens here
+            # (else they would wait for the reaper); a failed defer leaves them to the sweep.
+            try:
+                await self._storage.transport_defer(
+                    job_ids=result.deferred, delay_s=self._settings.transport_defer_s
+                )
+            except errors.StorageError as exc:
+                log.warning(
+                    "defer failed: %s", type(exc).__name__, extra={"count": len(result.deferred)}
+                )
         done_with = [d for job_id, ds in by_job.items() if job_id not in claimed for d in ds]
         received = metrics.TRANSPORT_RECEIVED
         received.labels(name, "claimed").inc(len(claimed))
