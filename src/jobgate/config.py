@@ -225,6 +225,20 @@ class Settings(pydantic.BaseModel):
     files_max_bytes: int = pydantic.Field(default=200 * 1024 * 1024, gt=0)
     batch_max_lines: int = pydantic.Field(default=50_000, gt=0)
     batch_priority: int = pydantic.Field(default=8, ge=0, le=9)
+    # What carries "job ready" to workers (docs/transports.md): `database` (claims straight from
+    # the job table), or a broker URL: redis://host:port/db, amqp://user:pass@host:port/vhost,
+    # sqs://QUEUE?endpoint_url=…&region=…. The job row stays the truth either way.
+    transport: str = "database"
+    # A ready job still unclaimed this long after its message was published is published again
+    # (the broker lost it); a message whose tenant was at its cap is retried this much later.
+    transport_sweep_after_s: float = pydantic.Field(default=60.0, gt=0)
+    transport_defer_s: float = pydantic.Field(default=1.0, gt=0)
+    # At most this many "job ready" messages wait in the broker unclaimed; which jobs fill the
+    # window is the weighted fair share across tenants (about 2x the fleet's slots is tight).
+    transport_window: int = pydantic.Field(default=1000, gt=0)
+    # While the broker is unreachable: `database` claims from the job table meanwhile;
+    # `fail` claims nothing and reports the outage (/readyz 503, jobgate_transport_up 0).
+    transport_fallback: Literal["database", "fail"] = "database"
 
     @pydantic.model_validator(mode="after")
     def _check_relations(self) -> Settings:
@@ -236,6 +250,10 @@ class Settings(pydantic.BaseModel):
         if self.retention_s < WEBHOOK_RETRY_WINDOW_S and self.webhook_retry_profile == "standard":
             raise ValueError(
                 f"retention_s must cover the webhook retry window ({WEBHOOK_RETRY_WINDOW_S} s)"
+            )
+        if self.transport != "database" and "://" not in self.transport:
+            raise ValueError(
+                "transport must be `database` or a broker URL (redis://, amqp://, sqs://)"
             )
         if self.default_provider not in self.all_providers():
             raise ValueError(f"default_provider {self.default_provider!r} is not configured")
@@ -280,6 +298,8 @@ _ENV_FIELDS = (
     "request_head_timeout_s", "max_request_head_bytes", "max_request_headers",
     "max_request_line_bytes", "dashboard_session_ttl_s", "dashboard_show_content",
     "files_max_bytes", "batch_max_lines", "batch_priority",
+    "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",
+    "transport_window",
 )  # fmt: skip
 _LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
 

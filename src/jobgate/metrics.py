@@ -169,3 +169,34 @@ RATE_LIMITED_JOBS = Gauge(
     "Claimable queued jobs waiting for a provider's (or model's) shared rate limit, cluster-wide",
     ["provider", "model"],
 )
+
+# -- transports (issue 18; JOBGATE_TRANSPORT other than `database`) ---------------------------
+
+TRANSPORT_PUBLISHED = Counter(
+    "jobgate_transport_published",
+    '"Job ready" messages published, by reason (ready: a new transition; sweep: still '
+    "unclaimed past its republish time, the broker may have lost it)",
+    ["transport", "reason"],
+)
+TRANSPORT_RECEIVED = Counter(
+    "jobgate_transport_received",
+    "Messages received by workers, by outcome (claimed; deferred: its tenant was at its cap; "
+    "dropped: the job was no longer claimable, e.g. a duplicate or a cancelled job)",
+    ["transport", "outcome"],
+)
+TRANSPORT_REDELIVERIES = Counter(
+    "jobgate_transport_redeliveries",
+    "Messages the broker delivered more than once (a consumer died or did not ack in time)",
+    ["transport"],
+)
+TRANSPORT_LAG = Gauge(
+    "jobgate_transport_lag",
+    "Messages waiting in the broker (not yet delivered, or delivered and not acked), as the "
+    "relay last read it",
+    ["transport"],
+)
+TRANSPORT_UP = Gauge(
+    "jobgate_transport_up",
+    "1 while this process reaches its broker, 0 during an outage",
+    ["transport"],
+)

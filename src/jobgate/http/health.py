@@ -9,6 +9,7 @@ from jobgate import errors
 from jobgate.http.context import Ctx
 from jobgate.http.jobs_routes import json_response
 from jobgate.services import presence
+from jobgate.transports import status as transport_status
 
 router = APIRouter(tags=["operations"])
 
@@ -26,6 +27,9 @@ async def readyz(ctx: Ctx) -> Response:
         missing = await presence.reconciler_missing(ctx.storage, ctx.settings)
     except errors.StorageError:
         return json_response({"status": "unavailable"}, 503, {"Retry-After": "2"})
+    broker = transport_status.readiness_failure(ctx.settings)
+    if broker is not None:  # JOBGATE_TRANSPORT_FALLBACK=fail: no claims while it is down
+        return json_response({"status": "unavailable", "reason": broker}, 503, {"Retry-After": "5"})
     ready: dict[str, object] = {"status": "ready", "storage": ctx.storage.dialect}
     if missing is not None:
         ready["warnings"] = [missing]

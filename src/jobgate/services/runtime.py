@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import uvicorn
 
-from jobgate import errors
+from jobgate import errors, transports
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.http import edge_limits
@@ -31,9 +31,11 @@ from jobgate.services.schedules import ScheduleService
 from jobgate.services.supervisor import Role, RoleSupervisor
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
-from jobgate.services.worker import Worker
+from jobgate.services.worker import Worker, default_worker_id
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
+from jobgate.transports import relay as transport_relay
+from jobgate.transports.base import Transport, TransportUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +119,14 @@ class Runtime:
             operators=self.operators,
         )
 
-    def worker(self, *, concurrency: int | None = None, worker_id: str | None = None) -> Worker:
+    def worker(
+        self,
+        *,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+        transport: Transport | None = None,
+        on_claimed: Callable[[], None] | None = None,
+    ) -> Worker:
         return Worker(
             storage=self.storage,
             providers=self.providers,
@@ -126,7 +135,21 @@ class Runtime:
             concurrency=concurrency,
             worker_id=worker_id,
             limits=self.limits,
+            transport=transport,
+            on_claimed=on_claimed,
         )
+
+    async def _open_transport(self) -> Transport | None:
+        """The broker transport of JOBGATE_TRANSPORT, opened; None for `database`. A broker
+        down at start is an outage like any other (transport_fallback decides)."""
+        worker_id = default_worker_id()
+        transport = transports.for_settings(self.settings, consumer=worker_id)
+        if transport is not None:
+            try:
+                await transport.open()
+            except TransportUnavailable as exc:
+                log.warning("broker unreachable at start: %s", exc.message)
+        return transport
 
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(storage=self.storage, settings=self.settings, clock=self.clock)
@@ -161,10 +184,29 @@ class Runtime:
         tasks: list[asyncio.Task[None]] = []
         stoppers: list[Callable[[], None]] = []
         server: _Server | None = None
+        transport: Transport | None = None
+        relay: transport_relay.Relay | None = None
+        if "worker" in roles:
+            transport = await self._open_transport()
+            if transport is not None:  # every worker process relays "job ready" messages
+                relay = transport_relay.Relay(
+                    storage=self.storage,
+                    transport=transport,
+                    settings=self.settings,
+                    limits=self.limits,
+                )
+                tasks.append(asyncio.create_task(relay.run(), name="transport-relay"))
+                stoppers.append(relay.request_stop)
+
+        def build_worker() -> Worker:
+            return self.worker(
+                transport=transport, on_claimed=None if relay is None else relay.wake
+            )
+
         # Background roles are supervised: one that crashes is rebuilt and restarted with
         # backoff (counted in jobgate_role_restarts_total); only a fatal error ends the process.
         builders: dict[str, Callable[[], Role]] = {
-            "worker": self.worker,
+            "worker": build_worker,
             "reaper": self.reaper,
             "dispatcher": self.dispatcher,
             "reconciler": self.reconciler,
@@ -216,6 +258,8 @@ class Runtime:
             request_stop()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         stopped.cancel()
+        if transport is not None:
+            await transport.close()
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 log.error("role %s ended with %s", task.get_name(), type(result).__name__)

@@ -16,7 +16,7 @@ import os
 import random
 import secrets
 import socket
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from jobgate import errors, failpoints, metrics, tracing
@@ -34,6 +34,8 @@ from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, Finish, Finished
+from jobgate.transports.base import Transport
+from jobgate.transports.intake import Intake
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +153,24 @@ class Worker:
         provider_names: list[str] | None = None,
         rng: random.Random | None = None,
         limits: LimitsService | None = None,
+        transport: Transport | None = None,
+        on_claimed: Callable[[], None] | None = None,
     ) -> None:
         self.worker_id = worker_id or default_worker_id()
+        # A broker transport (JOBGATE_TRANSPORT): jobs come from its messages, claimed by id.
+        self._intake = (
+            None
+            if transport is None
+            else Intake(
+                storage=storage,
+                transport=transport,
+                settings=settings,
+                clock=clock or SystemClock(),
+                worker_id=self.worker_id,
+                on_claimed=on_claimed,
+            )
+        )
+        self._receive_waited = False  # the last claim blocked on the broker (no extra wait)
         self._storage = storage
         self._tenant_labels = tenant_labels.TenantLabels(storage)
         self._providers = providers
@@ -211,7 +229,22 @@ class Worker:
         limited = self._rate_limits.limited
         self._rate_limits.wait_s = 0.0
         with tracing.span("jobgate.claim", worker_id=self.worker_id) as claim_span:
-            for providers, quota in gates.claim_plan(self._provider_names, count):
+            plan = gates.claim_plan(self._provider_names, count)
+            intake = self._intake
+            self._receive_waited = False
+            if intake is not None and not intake.broker_down:
+                # By id from the broker's messages; a provider held back by its gate is left
+                # out of the claim (its messages are deferred, then published again).
+                allowed = sorted({n for providers, _ in plan if providers for n in providers})
+                unfiltered = any(providers is None for providers, _ in plan)
+                jobs = await intake.claim(
+                    count=count, providers=None if unfiltered else allowed, policy=policy
+                )
+                self._receive_waited = not intake.broker_down
+                plan = []
+            elif intake is not None and self._settings.transport_fallback == "fail":
+                plan = []  # the broker is down and claims wait for it (docs/transports.md)
+            for providers, quota in plan:
                 if limited:
                     # Rate-limited providers are claimed apart, one request at a time.
                     names = self._providers.names() if providers is None else providers
@@ -310,6 +343,8 @@ class Worker:
                 del self._inflight[job.id]
                 self._providers.gates.finished(job.provider, job.id)
             self._wake.set()
+            if self._intake is not None:  # after the verdict committed (or the lease is gone)
+                self._intake.finished(entry.lease)
 
     async def _attempt_or_poison(self, entry: _InFlight) -> Finish | background.Accepted | None:
         """The attempt, except that a job this worker cannot handle (its row damaged, or
@@ -570,6 +605,8 @@ class Worker:
             entry.renewed_at = max(entry.renewed_at, sent_at)
             if answer.cancel_requested:
                 entry.stop(ABORT_CANCEL)
+        if self._intake is not None:  # the messages' visibility follows the leases
+            await self._intake.extend([entry.lease for entry in entries])
         return True
 
     def check_lease_expiry(self) -> None:
@@ -637,6 +674,8 @@ class Worker:
             try:
                 await self._claim_loop()
                 await self._drain()
+                if self._intake is not None:
+                    await self._intake.drain()
             finally:
                 relay.cancel()
                 heartbeats.cancel()
@@ -666,8 +705,8 @@ class Worker:
                 continue
             for job in jobs:
                 self._spawn(job)
-            if jobs and len(self._inflight) < self.concurrency:
-                continue  # the queue may hold more
+            if (jobs or self._receive_waited) and len(self._inflight) < self.concurrency:
+                continue  # the queue may hold more (or the broker's receive was the wait)
             poll_s = self._settings.worker_poll_interval_s
             if self._rate_limits.wait_s > 0:  # a rate limit admits again sooner than the poll
                 poll_s = min(poll_s, self._rate_limits.wait_s)

@@ -52,6 +52,7 @@ from jobgate.storage.schedules_protocol import ScheduleStore
 from jobgate.storage.sessions_protocol import SessionStore
 from jobgate.storage.signals_protocol import SignalStore
 from jobgate.storage.streams_protocol import OutputStreamStore
+from jobgate.storage.transport_protocol import TransportStore
 from jobgate.storage.webhooks_protocol import WebhookStore
 
 
@@ -288,6 +289,7 @@ class Storage(
     FilesStore,
     BatchesStore,
     ConsoleStore,
+    TransportStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

@@ -40,6 +40,7 @@ from jobgate.storage.postgres.schedules import PostgresSchedules
 from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.signals import PostgresSignals
 from jobgate.storage.postgres.streams import PostgresStreams
+from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
@@ -185,6 +186,7 @@ class PostgresStorage(
     PostgresBulkInsert,
     PostgresBatches,
     PostgresConsole,
+    PostgresTransport,
 ):
     dialect = "postgres"
 

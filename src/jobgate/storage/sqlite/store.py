@@ -57,6 +57,7 @@ from jobgate.storage.sqlite.schedules import SqliteSchedules
 from jobgate.storage.sqlite.sessions import SqliteSessions
 from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.streams import SqliteStreams
+from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -134,6 +135,7 @@ class SqliteStorage(
     SqliteBulkInsert,
     SqliteBatches,
     SqliteConsole,
+    SqliteTransport,
 ):
     dialect = "sqlite"
 

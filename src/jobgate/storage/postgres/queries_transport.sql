@@ -1,0 +1,130 @@
+-- Transports (issue 18): claims by id and the publication ledger (PostgreSQL).
+
+-- name: job_claim_by_id
+-- Lease the named jobs that are claimable, within each tenant's free slots (best first by
+-- priority, run_at, id); rows another claimer holds are skipped, not waited for.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), wanted AS (
+    SELECT j.id, j.tenant_id, j.priority, j.run_at
+      FROM jobs AS j, clock
+     WHERE j.id = ANY(:ids::text[])
+       AND j.state = 'queued'
+       AND j.run_at <= clock.now
+       -- Past its start deadline a job may not start (the reaper expires it).
+       AND (j.expires_at IS NULL OR j.expires_at > clock.now)
+       AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+       AND NOT j.tenant_id = ANY(:blocked_tenants::text[])
+     ORDER BY j.id
+       FOR UPDATE OF j SKIP LOCKED
+), shares AS (
+    SELECT *
+      FROM jsonb_to_recordset(:shares::jsonb)
+           AS s(tenant_id text, max_running integer, weight double precision)
+), busy AS (
+    SELECT j.tenant_id, count(*)::integer AS running
+      FROM jobs AS j
+     WHERE j.state = 'running' AND j.lease_token IS NOT NULL
+       AND j.tenant_id IN (SELECT tenant_id FROM wanted)
+     GROUP BY j.tenant_id
+), ranked AS (
+    SELECT w.id,
+           coalesce(b.running, 0)
+           + row_number() OVER (PARTITION BY w.tenant_id ORDER BY w.priority, w.run_at, w.id)
+           AS would_run,
+           coalesce(s.max_running, :default_max_running::integer) AS max_running
+      FROM wanted AS w
+      LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id
+      LEFT JOIN busy AS b ON b.tenant_id = w.tenant_id
+), claimed AS (
+    UPDATE jobs AS j
+       SET state = 'running',
+           attempt = j.attempt + 1,
+           run_count = j.run_count + 1,
+           lease_owner = :worker_id,
+           lease_token = md5(random()::text || clock_timestamp()::text || j.id),
+           lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
+           started_at = coalesce(j.started_at, clock.now),
+           deadline_at = coalesce(j.deadline_at,
+                                  clock.now + make_interval(secs => j.execution_timeout_s)),
+           phase = 'awaiting_provider',
+           updated_at = clock.now,
+           event_seq = j.event_seq + 1,
+           transition_actor = :worker_id,
+           transition_reason = 'claimed'
+      FROM clock
+     WHERE j.id = ANY (ARRAY(SELECT id FROM ranked
+                              WHERE max_running <= 0 OR would_run <= max_running))
+    RETURNING j.*
+), counted AS (
+    INSERT INTO tenant_stats AS t (tenant_id, claimed_total)
+    SELECT tenant_id, count(*) FROM claimed GROUP BY tenant_id
+    ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded.claimed_total
+)
+SELECT * FROM claimed
+
+-- name: job_claim_by_id_queued
+-- Which of the named jobs are still queued (a message for them is deferred, not dropped).
+SELECT id FROM jobs WHERE id = ANY(:ids::text[]) AND state = 'queued'
+
+-- name: transport_publish_due
+-- Record and answer the ready jobs that need a "job ready" message: never published, published
+-- for an earlier transition, or still unclaimed at their republish time; no more than keep
+-- :window messages outstanding (published, unclaimed, not yet due again), chosen by weighted
+-- fair share (a tenant's k-th job scores (running + outstanding + k) / weight, lowest first).
+-- The conflict clause re-checks against the row as committed, so two relays never answer the
+-- same publication.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), shares AS (
+    SELECT * FROM jsonb_to_recordset(:shares::jsonb) AS s(tenant_id text, weight double precision)
+), held AS (
+    -- Per tenant: running jobs, and messages published for queued jobs not yet claimed.
+    SELECT j.tenant_id,
+           count(*) FILTER (WHERE j.state = 'running' AND j.lease_token IS NOT NULL) AS running,
+           count(*) FILTER (WHERE j.state = 'queued' AND p.event_seq = j.event_seq
+                                  AND p.republish_at > clock.now) AS outstanding
+      FROM jobs AS j
+     CROSS JOIN clock
+      LEFT JOIN transport_publications AS p ON p.job_id = j.id
+     WHERE j.state IN ('queued', 'running')
+     GROUP BY j.tenant_id
+), due AS (
+    SELECT j.id, j.event_seq, j.priority, j.run_at,
+           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
+            + row_number() OVER (PARTITION BY j.tenant_id ORDER BY j.priority, j.run_at, j.id))
+           / coalesce(s.weight, :default_weight::double precision) AS share
+      FROM jobs AS j
+     CROSS JOIN clock
+      LEFT JOIN transport_publications AS p ON p.job_id = j.id
+      LEFT JOIN shares AS s ON s.tenant_id = j.tenant_id
+      LEFT JOIN held AS h ON h.tenant_id = j.tenant_id
+     WHERE j.state = 'queued'
+       AND j.run_at <= clock.now
+       AND (j.expires_at IS NULL OR j.expires_at > clock.now)
+       AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= clock.now)
+), picked AS (
+    SELECT id, event_seq FROM due
+     ORDER BY share, priority, run_at, id
+     LIMIT greatest(0, least(:limit::integer,
+                             :window::integer - (SELECT coalesce(sum(outstanding), 0)::integer
+                                                   FROM held)))
+)
+INSERT INTO transport_publications AS p (job_id, event_seq, republish_at)
+SELECT picked.id, picked.event_seq,
+       clock.now + make_interval(secs => :republish_after_s::double precision)
+  FROM picked, clock
+ON CONFLICT (job_id) DO UPDATE
+   SET event_seq = excluded.event_seq,
+       republish_at = excluded.republish_at,
+       published_count = CASE WHEN p.event_seq = excluded.event_seq
+                              THEN p.published_count + 1 ELSE 1 END
+ WHERE p.event_seq <> excluded.event_seq OR p.republish_at <= coalesce(:now::timestamptz, now())
+RETURNING p.job_id, p.published_count
+
+-- name: transport_defer
+-- Publish these jobs again after a delay if they are still ready then.
+UPDATE transport_publications
+   SET republish_at = coalesce(:now::timestamptz, now())
+                      + make_interval(secs => :delay_s::double precision)
+ WHERE job_id = ANY(:ids::text[])

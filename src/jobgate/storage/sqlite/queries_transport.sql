@@ -1,0 +1,68 @@
+-- Transports (issue 18): claims by id and the publication ledger (SQLite).
+
+-- name: job_claim_by_id_candidates
+-- The named jobs that are claimable now, best first (caps are applied in Python: one writer).
+SELECT id, tenant_id
+  FROM jobs
+ WHERE id IN (SELECT value FROM json_each(:ids))
+   AND state = 'queued'
+   AND run_at <= :now
+   -- Past its start deadline a job may not start (the reaper expires it).
+   AND (expires_at IS NULL OR expires_at > :now)
+   AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+ ORDER BY priority, run_at, id
+
+-- name: job_claim_by_id_queued
+-- Which of the named jobs are still queued (a message for them is deferred, not dropped).
+SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+
+-- name: transport_publish_due
+-- Record and answer the ready jobs that need a "job ready" message: never published, published
+-- for an earlier transition, or still unclaimed at their republish time; no more than keep
+-- :window messages outstanding (published, unclaimed, not yet due again), chosen by weighted
+-- fair share (a tenant's k-th job scores (running + outstanding + k) / weight, lowest first).
+WITH shares AS (
+    SELECT json_extract(value, '$.tenant_id') AS tenant_id,
+           json_extract(value, '$.weight') AS weight
+      FROM json_each(:shares)
+), held AS (
+    SELECT j.tenant_id,
+           sum(j.state = 'running' AND j.lease_token IS NOT NULL) AS running,
+           sum(j.state = 'queued' AND p.event_seq = j.event_seq AND p.republish_at > :now)
+               AS outstanding
+      FROM jobs AS j
+      LEFT JOIN transport_publications AS p ON p.job_id = j.id
+     WHERE j.state IN ('queued', 'running')
+     GROUP BY j.tenant_id
+), due AS (
+    SELECT j.id, j.event_seq, j.priority, j.run_at,
+           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
+            + row_number() OVER (PARTITION BY j.tenant_id ORDER BY j.priority, j.run_at, j.id))
+           * 1.0 / coalesce(s.weight, :default_weight) AS share
+      FROM jobs AS j
+      LEFT JOIN transport_publications AS p ON p.job_id = j.id
+      LEFT JOIN shares AS s ON s.tenant_id = j.tenant_id
+      LEFT JOIN held AS h ON h.tenant_id = j.tenant_id
+     WHERE j.state = 'queued'
+       AND j.run_at <= :now
+       AND (j.expires_at IS NULL OR j.expires_at > :now)
+       AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= :now)
+)
+INSERT INTO transport_publications (job_id, event_seq, republish_at)
+SELECT id, event_seq, :now + :republish_after_s
+  FROM due
+ WHERE true
+ ORDER BY share, priority, run_at, id
+ LIMIT max(0, min(:limit, :window - (SELECT coalesce(sum(outstanding), 0) FROM held)))
+ON CONFLICT (job_id) DO UPDATE
+   SET event_seq = excluded.event_seq,
+       republish_at = excluded.republish_at,
+       published_count = CASE WHEN transport_publications.event_seq = excluded.event_seq
+                              THEN transport_publications.published_count + 1 ELSE 1 END
+RETURNING job_id, published_count
+
+-- name: transport_defer
+-- Publish these jobs again after a delay if they are still ready then.
+UPDATE transport_publications
+   SET republish_at = :now + :delay_s
+ WHERE job_id IN (SELECT value FROM json_each(:ids))

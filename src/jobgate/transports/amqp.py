@@ -1,0 +1,185 @@
+"""RabbitMQ transport (aio-pika): a durable quorum queue, publisher confirms, manual acks after
+the job's verdict committed, prefetch = the worker's slots, and a dead-letter exchange for a
+message delivered too often (x-delivery-limit; the relay's sweep republishes its job if it is
+still ready, with a fresh count).
+
+Messages received but not yet taken by the worker wait unacked in a local inbox; with the
+prefetch at the worker's concurrency, they never outnumber its free slots. A lost connection
+drops the inbox (the broker requeues those messages) and the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import aio_pika
+from aio_pika import exceptions as amqp_errors
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
+
+from jobgate.transports.base import Delivery, TransportUnavailable
+
+QUEUE = "jobgate.ready"
+DELIVERY_LIMIT = 20  # deliveries of one message before it is dead-lettered
+_ERRORS = (amqp_errors.AMQPError, ConnectionError, OSError, TimeoutError, RuntimeError)
+
+
+def _deliveries(message: AbstractIncomingMessage) -> int:
+    """How often the broker delivered this message (quorum queues count redeliveries)."""
+    count = (message.headers or {}).get("x-delivery-count")
+    if isinstance(count, int):
+        return count + 1
+    return 2 if message.redelivered else 1
+
+
+class AmqpTransport:
+    name = "amqp"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        consumer: str,
+        prefetch: int,
+        queue: str = QUEUE,
+        delivery_limit: int = DELIVERY_LIMIT,
+    ) -> None:
+        self._url = url
+        self._consumer = consumer
+        self._prefetch = prefetch
+        self._queue_name = queue
+        self._dlx = f"{queue}.dlx"
+        self._dlq = f"{queue}.dead"
+        self._delivery_limit = delivery_limit
+        self._connection: AbstractConnection | None = None
+        self._publish_channel: AbstractChannel | None = None
+        self._queue: AbstractQueue | None = None
+        self._consuming = False
+        self._inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        self._opening = asyncio.Lock()  # the worker and the relay of a process share it
+
+    def _queue_arguments(self) -> dict[str, Any]:
+        return {
+            "x-queue-type": "quorum",
+            "x-delivery-limit": self._delivery_limit,
+            "x-dead-letter-exchange": self._dlx,
+        }
+
+    def _lost(self, *_args: object) -> None:
+        self._connection = self._publish_channel = self._queue = None
+        self._consuming = False
+        self._inbox = asyncio.Queue()  # unacked: the broker requeues them
+
+    async def open(self) -> None:
+        async with self._opening:
+            await self._open()
+
+    async def _open(self) -> None:
+        if self._connection is not None and not self._connection.is_closed:
+            return
+        try:
+            connection = await aio_pika.connect(
+                self._url, timeout=5, client_properties={"connection_name": self._consumer}
+            )
+            connection.close_callbacks.add(self._lost)
+            # Confirmed, and refused when unroutable (the queue was deleted): then reconnect,
+            # which declares it again, and publish once more.
+            publish_channel = await connection.channel(
+                publisher_confirms=True, on_return_raises=True
+            )
+            consume_channel = await connection.channel(publisher_confirms=False)
+            await consume_channel.set_qos(prefetch_count=self._prefetch)
+            dlx = await publish_channel.declare_exchange(
+                self._dlx, aio_pika.ExchangeType.FANOUT, durable=True
+            )
+            dead = await publish_channel.declare_queue(
+                self._dlq, durable=True, arguments={"x-queue-type": "quorum"}
+            )
+            await dead.bind(dlx)
+            queue = await consume_channel.declare_queue(
+                self._queue_name, durable=True, arguments=self._queue_arguments()
+            )
+        except _ERRORS as exc:
+            raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+        self._connection, self._publish_channel, self._queue = connection, publish_channel, queue
+
+    async def close(self) -> None:
+        connection = self._connection
+        self._lost()
+        if connection is not None:
+            with contextlib.suppress(*_ERRORS):
+                await connection.close()
+
+    async def publish(self, job_ids: Sequence[str]) -> None:
+        await self.open()
+        channel = self._publish_channel
+        assert channel is not None
+        try:
+            # Each publish answers once the broker confirmed it (publisher confirms).
+            await asyncio.gather(
+                *(
+                    channel.default_exchange.publish(
+                        aio_pika.Message(
+                            job_id.encode(), delivery_mode=aio_pika.DeliveryMode.PERSISTENT
+                        ),
+                        routing_key=self._queue_name,
+                    )
+                    for job_id in job_ids
+                )
+            )
+        except amqp_errors.DeliveryError as exc:
+            await self.close()
+            raise TransportUnavailable(f"amqp: unroutable: {exc}") from exc
+        except _ERRORS as exc:
+            raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+
+    async def _received(self, message: AbstractIncomingMessage) -> None:
+        self._inbox.put_nowait(message)
+
+    async def receive(self, *, max_count: int, wait_s: float) -> list[Delivery]:
+        await self.open()
+        if not self._consuming:
+            assert self._queue is not None
+            try:
+                await self._queue.consume(self._received)
+            except _ERRORS as exc:
+                raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+            self._consuming = True
+        inbox = self._inbox
+        messages: list[AbstractIncomingMessage] = []
+        if inbox.empty():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    messages.append(await inbox.get())
+        while len(messages) < max_count and not inbox.empty():
+            messages.append(inbox.get_nowait())
+        return [
+            Delivery(message.body.decode(), _deliveries(message), message) for message in messages
+        ]
+
+    async def ack(self, deliveries: Sequence[Delivery]) -> None:
+        try:
+            for delivery in deliveries:
+                message = delivery.handle
+                assert isinstance(message, AbstractIncomingMessage)
+                await message.ack()
+        except _ERRORS as exc:  # the channel is gone: the broker requeued them (harmless)
+            raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+
+    async def extend(self, deliveries: Sequence[Delivery], *, visibility_s: float) -> None:
+        """Nothing to do: RabbitMQ redelivers only when the consumer's channel closes (or
+        after its consumer_timeout, 30 min by default; raise it above the longest call)."""
+
+    async def lag(self) -> int:
+        await self.open()
+        channel = self._publish_channel
+        assert channel is not None
+        try:
+            queue = await channel.declare_queue(
+                self._queue_name, durable=True, arguments=self._queue_arguments()
+            )
+        except _ERRORS as exc:
+            raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+        return int(queue.declaration_result.message_count or 0)

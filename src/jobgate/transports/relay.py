@@ -1,0 +1,114 @@
+"""The transport relay: publishes a "job ready" message for every ready transition after it
+committed, and republishes ready jobs still unclaimed past their republish time (the sweep).
+
+Every worker process runs one; Storage.transport_publish_due hands each publication to one
+relay only. A publish that fails is deferred briefly (tried again soon), never lost: the
+ledger row committed before the publish, and the sweep covers a crash in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from jobgate import metrics
+from jobgate.config import Settings
+from jobgate.services.limits import LimitsService
+from jobgate.storage.changes import ChangeHub, wait_for
+from jobgate.storage.transport_protocol import TransportStore
+from jobgate.transports import status
+from jobgate.transports.base import Transport, TransportUnavailable
+
+log = logging.getLogger(__name__)
+
+RELAY_BATCH_MAX = 500
+
+
+class RelayStore(TransportStore, Protocol):
+    changes: ChangeHub
+
+
+class Relay:
+    def __init__(
+        self,
+        *,
+        storage: RelayStore,
+        transport: Transport,
+        settings: Settings,
+        limits: LimitsService | None = None,
+    ) -> None:
+        self._storage = storage
+        self._transport = transport
+        self._settings = settings
+        self._limits = limits  # the tenants' weights, for a fair window
+        self._stop = asyncio.Event()
+        self._claimed = asyncio.Event()
+
+    def wake(self) -> None:
+        """Messages were claimed: the window has room again (this process's intake calls it;
+        other processes' claims are seen at the next poll)."""
+        self._claimed.set()
+
+    async def relay_once(self) -> int:
+        """Publish one batch of due publications; the number published."""
+        policy = None if self._limits is None else await self._limits.claim_policy()
+        due = await self._storage.transport_publish_due(
+            limit=RELAY_BATCH_MAX,
+            republish_after_s=self._settings.transport_sweep_after_s,
+            window=self._settings.transport_window,
+            policy=policy,
+        )
+        if not due:
+            return 0
+        ids = [p.job_id for p in due]
+        try:
+            await self._transport.publish(ids)
+        except TransportUnavailable as exc:
+            status.mark(self._transport.name, up=False)
+            log.warning("publish failed: %s", exc.message, extra={"count": len(ids)})
+            await self._storage.transport_defer(
+                job_ids=ids, delay_s=self._settings.transport_defer_s
+            )
+            raise
+        status.mark(self._transport.name, up=True)
+        swept = sum(1 for p in due if p.published_count > 1)
+        published = metrics.TRANSPORT_PUBLISHED
+        published.labels(self._transport.name, "ready").inc(len(due) - swept)
+        if swept:
+            published.labels(self._transport.name, "sweep").inc(swept)
+            log.info("republished unclaimed ready jobs", extra={"count": swept})
+        return len(due)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Relay until request_stop(): at once on new work, else every poll interval (which
+        also runs the sweep and refreshes the lag gauge)."""
+        poll_s = self._settings.worker_poll_interval_s
+        backoff_s = 0.1
+        with self._storage.changes.watch_work() as work:
+            while not self._stop.is_set():
+                try:
+                    while await self.relay_once() == RELAY_BATCH_MAX:
+                        pass
+                    with contextlib.suppress(TransportUnavailable):
+                        lag = await self._transport.lag()
+                        metrics.TRANSPORT_LAG.labels(self._transport.name).set(lag)
+                    backoff_s = 0.1
+                except Exception as exc:  # storage or broker down: keep going, slower
+                    log.warning("relay pass failed: %s", type(exc).__name__)
+                    await wait_for(self._stop, backoff_s)
+                    backoff_s = min(backoff_s * 2, 5.0)
+                    continue
+                waiters = {
+                    asyncio.ensure_future(event.wait())
+                    for event in (self._stop, work, self._claimed)
+                }
+                await asyncio.wait(waiters, timeout=poll_s, return_when="FIRST_COMPLETED")
+                for waiter in waiters:
+                    waiter.cancel()
+                work.clear()
+                self._claimed.clear()

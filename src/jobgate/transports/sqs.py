@@ -1,0 +1,160 @@
+"""SQS transport (aiobotocore), for Amazon SQS or a server speaking its API: long-poll
+ReceiveMessage, ChangeMessageVisibility renewed with each lease heartbeat, DeleteMessage after
+the job's verdict committed, and a redrive policy that moves a message received too often to a
+dead-letter queue (the relay's sweep republishes its job if it is still ready).
+
+`sqs://QUEUE_NAME?endpoint_url=…&region=…`: credentials come from the usual AWS chain
+(environment, profile, instance role), never from the URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any
+
+from aiobotocore.session import get_session
+from botocore import exceptions as botocore_errors
+
+from jobgate.transports.base import Delivery, TransportUnavailable
+
+MAX_RECEIVE_COUNT = 20  # receives of one message before the redrive policy moves it
+_BATCH = 10  # SQS's batch limit
+_ERRORS = (botocore_errors.BotoCoreError, botocore_errors.ClientError, OSError, TimeoutError)
+
+
+def parse_url(url: str) -> tuple[str, str | None, str]:
+    """(queue name, endpoint URL or None, region) from an `sqs://` URL."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qs(parts.query)
+    queue = parts.netloc or parts.path.strip("/")
+    endpoint = query.get("endpoint_url", [None])[0]
+    region = query.get("region", ["us-east-1"])[0]
+    return queue, endpoint, region
+
+
+def _chunks(items: Sequence[Any]) -> list[Sequence[Any]]:
+    return [items[i : i + _BATCH] for i in range(0, len(items), _BATCH)]
+
+
+class SqsTransport:
+    name = "sqs"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        visibility_s: float,
+        max_receive_count: int = MAX_RECEIVE_COUNT,
+    ) -> None:
+        self._queue_name, self._endpoint, self._region = parse_url(url)
+        self._visibility_s = max(1, min(int(visibility_s), 43_200))
+        self._max_receive_count = max_receive_count
+        self._exit: contextlib.AsyncExitStack | None = None
+        self._client: Any = None
+        self._queue_url: str | None = None
+
+    async def open(self) -> None:
+        if self._queue_url is not None:
+            return
+        try:
+            if self._client is None:
+                stack = contextlib.AsyncExitStack()
+                self._client = await stack.enter_async_context(
+                    get_session().create_client(
+                        "sqs", region_name=self._region, endpoint_url=self._endpoint
+                    )
+                )
+                self._exit = stack
+            client = self._client
+            dead = await client.create_queue(QueueName=f"{self._queue_name}-dead")
+            dead_attributes = await client.get_queue_attributes(
+                QueueUrl=dead["QueueUrl"], AttributeNames=["QueueArn"]
+            )
+            redrive = {
+                "deadLetterTargetArn": dead_attributes["Attributes"]["QueueArn"],
+                "maxReceiveCount": str(self._max_receive_count),
+            }
+            created = await client.create_queue(
+                QueueName=self._queue_name,
+                Attributes={
+                    "VisibilityTimeout": str(self._visibility_s),
+                    "RedrivePolicy": json.dumps(redrive),
+                },
+            )
+        except _ERRORS as exc:
+            raise TransportUnavailable(f"sqs: {type(exc).__name__}: {exc}") from exc
+        self._queue_url = created["QueueUrl"]
+
+    async def close(self) -> None:
+        stack, self._exit, self._client, self._queue_url = self._exit, None, None, None
+        if stack is not None:
+            with contextlib.suppress(*_ERRORS):
+                await stack.aclose()
+
+    async def _call(self, method: str, **kwargs: Any) -> Any:
+        await self.open()
+        try:
+            return await getattr(self._client, method)(QueueUrl=self._queue_url, **kwargs)
+        except botocore_errors.ClientError as exc:
+            if "NonExistentQueue" in str(exc):  # deleted behind our back: declare it again
+                self._queue_url = None
+            raise TransportUnavailable(f"sqs: {type(exc).__name__}: {exc}") from exc
+        except _ERRORS as exc:
+            raise TransportUnavailable(f"sqs: {type(exc).__name__}: {exc}") from exc
+
+    async def publish(self, job_ids: Sequence[str]) -> None:
+        for chunk in _chunks(job_ids):
+            answer = await self._call(
+                "send_message_batch",
+                Entries=[{"Id": str(i), "MessageBody": job_id} for i, job_id in enumerate(chunk)],
+            )
+            if answer.get("Failed"):
+                raise TransportUnavailable(f"sqs: {len(answer['Failed'])} messages refused")
+
+    async def receive(self, *, max_count: int, wait_s: float) -> list[Delivery]:
+        answer = await self._call(
+            "receive_message",
+            MaxNumberOfMessages=max(1, min(max_count, _BATCH)),
+            WaitTimeSeconds=max(0, min(math.ceil(wait_s), 20)),  # long poll
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        )
+        return [
+            Delivery(
+                message["Body"],
+                int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1)),
+                message["ReceiptHandle"],
+            )
+            for message in answer.get("Messages", [])
+        ]
+
+    async def ack(self, deliveries: Sequence[Delivery]) -> None:
+        for chunk in _chunks(deliveries):
+            await self._call(
+                "delete_message_batch",
+                Entries=[{"Id": str(i), "ReceiptHandle": d.handle} for i, d in enumerate(chunk)],
+            )
+
+    async def extend(self, deliveries: Sequence[Delivery], *, visibility_s: float) -> None:
+        timeout = max(1, min(int(visibility_s), 43_200))
+        for chunk in _chunks(deliveries):
+            await self._call(
+                "change_message_visibility_batch",
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": d.handle, "VisibilityTimeout": timeout}
+                    for i, d in enumerate(chunk)
+                ],
+            )
+
+    async def lag(self) -> int:
+        answer = await self._call(
+            "get_queue_attributes",
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )
+        attributes = answer.get("Attributes", {})
+        return int(attributes.get("ApproximateNumberOfMessages", 0)) + int(
+            attributes.get("ApproximateNumberOfMessagesNotVisible", 0)
+        )

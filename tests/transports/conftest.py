@@ -1,0 +1,206 @@
+"""A small jobgate cluster in one event loop per test: real storage (SQLite or PostgreSQL) on
+the real clock, a real broker, a relay, a reaper and as many workers as a test starts, each
+worker with its own broker client (as separate worker processes would have)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobgate.config import Settings, TenantLimits
+from jobgate.domain.states import JobState
+from jobgate.services.jobs import SubmitSpec
+from jobgate.services.runtime import Runtime
+from jobgate.services.worker import Worker
+from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.protocol import Storage
+from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.testing.databases import PostgresTemplate
+from jobgate.transports.relay import Relay
+from tests.transports.brokers import Broker, require
+
+CHAT = "/v1/chat/completions"
+LEASE_TTL_S = 2.0
+
+
+def _broker(name: str) -> Broker:
+    if name == "redis":
+        require("Redis", "127.0.0.1", 6379)
+        from tests.transports.redis_broker import RedisBroker
+
+        return RedisBroker()
+    if name == "amqp":
+        require("RabbitMQ", "127.0.0.1", 5672)
+        from tests.transports.amqp_broker import AmqpBroker
+
+        return AmqpBroker()
+    from tests.transports.sqs_broker import SqsBroker
+
+    return SqsBroker()
+
+
+@pytest.fixture(params=["redis", "amqp", "sqs"])
+async def broker(request: pytest.FixtureRequest) -> AsyncIterator[Broker]:
+    made = _broker(request.param)
+    yield made
+    await made.cleanup()
+
+
+@pytest.fixture
+async def real_storage(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Storage]:
+    """Storage on the real clock: relays, sweeps and reapers act on their own here."""
+    if backend == "sqlite":
+        store: Storage = SqliteStorage(str(tmp_path / "jobgate.db"))
+        await store.open()
+        await store.migrate()
+        yield store
+        await store.close()
+        return
+    template: PostgresTemplate = request.getfixturevalue("pg_template")
+    dsn = await template.clone()
+    store = PostgresStorage(dsn, pool_size=6)
+    await store.open()
+    yield store
+    await store.close()
+    await template.drop_clone(dsn)
+
+
+def transport_settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": "sqlite:///unused.db",
+        "lease_ttl_s": LEASE_TTL_S,
+        "heartbeat_interval_s": 0.5,
+        "worker_poll_interval_s": 0.2,
+        "reaper_interval_s": 0.3,
+        "retry_base_s": 0.05,
+        "retry_max_s": 0.05,
+        "shutdown_grace_s": 0,
+        "transport": "redis://unused",  # the tests hand each worker its transport
+        "transport_sweep_after_s": 1.0,
+        "transport_defer_s": 0.2,
+        "tenants": {"capped": TenantLimits(max_running=2)},
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@dataclasses.dataclass
+class Cluster:
+    runtime: Runtime
+    broker: Broker
+    tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
+    workers: list[Worker] = dataclasses.field(default_factory=list)
+    relay: Relay | None = None
+
+    @property
+    def storage(self) -> Storage:
+        return self.runtime.storage
+
+    async def start_relay(self) -> Relay:
+        transport = self.broker.transport("relay", claim_idle_s=LEASE_TTL_S)
+        await transport.open()
+        self.relay = Relay(
+            storage=self.storage,
+            transport=transport,
+            settings=self.runtime.settings,
+            limits=self.runtime.limits,
+        )
+        self.tasks.append(asyncio.create_task(self.relay.run(), name="relay"))
+        return self.relay
+
+    async def start_reaper(self) -> None:
+        reaper = self.runtime.reaper()
+        self.tasks.append(asyncio.create_task(reaper.run(), name="reaper"))
+        self._stoppers.append(reaper.request_stop)
+
+    async def start_worker(self, name: str, *, concurrency: int = 8) -> Worker:
+        transport = self.broker.transport(name, claim_idle_s=LEASE_TTL_S)
+        await transport.open()
+        worker = self.runtime.worker(
+            concurrency=concurrency,
+            worker_id=name,
+            transport=transport,
+            on_claimed=None if self.relay is None else self.relay.wake,
+        )
+        self.workers.append(worker)
+        self.tasks.append(asyncio.create_task(worker.run(), name=name))
+        return worker
+
+    async def submit(self, tenant_name: str, count: int, *, latency_s: float = 0.0) -> list[str]:
+        owner = await self.runtime.storage.tenant_get(name=tenant_name)
+        if owner is None:
+            owner = (await self.runtime.tenants.create(tenant_name)).tenant
+        ids = []
+        for i in range(count):
+            body: dict[str, Any] = {
+                "model": "sim-echo",
+                "messages": [{"role": "user", "content": f"job {i}"}],
+            }
+            if latency_s:
+                body["sim"] = {"latency_s": latency_s}
+            outcome = await self.runtime.jobs.submit(
+                tenant_id=owner.id, spec=SubmitSpec(endpoint=CHAT, body=body, provider="sim")
+            )
+            ids.append(outcome.job.id)
+        return ids
+
+    async def wait_terminal(self, ids: list[str], *, timeout_s: float = 30.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            pending = set(ids)
+            while pending:
+                for job_id in list(pending):
+                    job = await self.storage.job_get(job_id=job_id)
+                    assert job is not None
+                    if job.state.terminal:
+                        pending.discard(job_id)
+                if pending:
+                    await asyncio.sleep(0.05)
+
+    async def assert_each_succeeded_once(self, ids: list[str]) -> None:
+        for job_id in ids:
+            job = await self.storage.job_get(job_id=job_id)
+            assert job is not None and job.state is JobState.SUCCEEDED, job
+            events = await self.storage.job_events(job_id=job_id)
+            finished = [e for e in events if e.applied and e.to_state is JobState.SUCCEEDED]
+            assert len(finished) == 1, events
+
+    async def stop(self) -> None:
+        for worker in self.workers:
+            worker.request_stop()
+        if self.relay is not None:
+            self.relay.request_stop()
+        for stop in self._stoppers:
+            stop()
+        for task in self.tasks:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+        for worker in self.workers:
+            intake = worker._intake
+            if intake is not None:
+                await intake.transport.close()
+
+    def __post_init__(self) -> None:
+        self._stoppers: list[Any] = []
+
+
+@pytest.fixture
+async def cluster(real_storage: Storage, broker: Broker) -> AsyncIterator[Cluster]:
+    runtime = Runtime(transport_settings(), storage=real_storage)
+    made = Cluster(runtime, broker)
+    yield made
+    await made.stop()
+    await runtime.providers.aclose()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from tests.transports import sqs_broker
+
+    sqs_broker.stop_moto()

@@ -1,0 +1,132 @@
+"""A broker outage, per `transport_fallback` (docs/transports.md): `database` keeps claiming
+from the job table; `fail` claims nothing and fails /readyz until the broker is back."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from jobgate import errors, transports
+from jobgate.config import Settings, load_settings
+from jobgate.domain.states import JobState
+from jobgate.services.jobs import SubmitSpec
+from jobgate.services.runtime import Runtime
+from jobgate.transports import status
+from jobgate.transports.base import TransportUnavailable
+from jobgate.transports.redis_streams import RedisStreamsTransport
+from jobgate.transports.sqs import parse_url
+from tests.api_server import Api
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # nothing listens once the probe is closed
+
+
+DOWN_URL = f"redis://127.0.0.1:{_closed_port()}/0"
+
+
+@pytest.fixture(params=["database", "fail"])
+def fallback(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield str(request.param)
+    status.mark("redis", up=True)
+
+
+@pytest.fixture
+def settings(fallback: str) -> Settings:
+    return Settings(
+        database_url="sqlite:///unused.db",
+        lease_ttl_s=5,
+        heartbeat_interval_s=1,
+        worker_poll_interval_s=0.1,
+        shutdown_grace_s=0,
+        transport=DOWN_URL,
+        transport_fallback=fallback,  # type: ignore[arg-type]
+    )
+
+
+async def _submit(runtime: Runtime, count: int) -> tuple[str, list[str]]:
+    owner = (await runtime.tenants.create("acme")).tenant
+    ids = []
+    for i in range(count):
+        body = {"model": "sim-echo", "messages": [{"role": "user", "content": str(i)}]}
+        outcome = await runtime.jobs.submit(
+            tenant_id=owner.id, spec=SubmitSpec(endpoint="/v1/chat/completions", body=body)
+        )
+        ids.append(outcome.job.id)
+    return owner.id, ids
+
+
+async def test_an_unreachable_broker_degrades_per_setting(
+    api: Api, runtime: Runtime, fallback: str
+) -> None:
+    owner_id, ids = await _submit(runtime, 5)
+    transport = RedisStreamsTransport(DOWN_URL, consumer="w", claim_idle_s=5)
+    worker = runtime.worker(transport=transport)
+    running = asyncio.create_task(worker.run())
+    try:
+        if fallback == "database":
+            for job_id in ids:  # claimed from the job table meanwhile
+                job = await runtime.jobs.wait(
+                    tenant_id=owner_id, job_id=job_id, timeout_s=10, until_terminal=True
+                )
+                assert job.state is JobState.SUCCEEDED
+            assert (await api.http.get("/readyz")).status_code == 200
+        else:
+            await asyncio.sleep(1.0)
+            for job_id in ids:  # nothing claimed, nothing lost: still queued
+                job = await runtime.storage.job_get(job_id=job_id)
+                assert job is not None and job.state is JobState.QUEUED
+            ready = await api.http.get("/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["reason"] == "transport_unavailable"
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(running, 10)
+        await transport.close()
+
+
+async def test_a_failed_publish_is_retried_soon_not_lost(runtime: Runtime) -> None:
+    """The ledger committed before the publish: a broker that refuses it leaves the jobs
+    deferred by transport_defer_s (then published again), not waiting for the sweep."""
+    from jobgate.transports.relay import Relay
+
+    _, ids = await _submit(runtime, 3)
+    down = RedisStreamsTransport(DOWN_URL, consumer="relay", claim_idle_s=5)
+    relay = Relay(storage=runtime.storage, transport=down, settings=runtime.settings)
+    with pytest.raises(TransportUnavailable):
+        await relay.relay_once()
+    assert status.readiness_failure(runtime.settings) == (
+        "transport_unavailable" if runtime.settings.transport_fallback == "fail" else None
+    )
+    await down.close()
+    later = await runtime.storage.database_now() + timedelta(
+        seconds=runtime.settings.transport_defer_s + 0.01
+    )
+    again = await runtime.storage.transport_publish_due(limit=10, republish_after_s=60, now=later)
+    assert sorted(p.job_id for p in again) == sorted(ids)
+
+
+async def test_transport_settings_and_urls() -> None:
+    assert load_settings({}).transport == "database"
+    with pytest.raises(errors.ConfigError):
+        load_settings({"JOBGATE_TRANSPORT": "kafka"})
+    with pytest.raises(errors.ConfigError):
+        transports.for_settings(Settings(transport="kafka://broker"), consumer="w")
+    assert transports.for_settings(Settings(), consumer="w") is None
+    redis = transports.for_settings(
+        Settings(transport="redis://127.0.0.1:6379/2?stream=mine"), consumer="w"
+    )
+    assert isinstance(redis, RedisStreamsTransport)
+    assert parse_url("sqs://jobs?endpoint_url=http://127.0.0.1:9324&region=eu-west-1") == (
+        "jobs",
+        "http://127.0.0.1:9324",
+        "eu-west-1",
+    )
