@@ -329,7 +329,8 @@ def problem_example(status: int, code: str, detail: str) -> dict[str, Any]:
 
 def _add_example(content: dict[str, Any], schemas: dict[str, Any], *, fallback: Any) -> None:
     for media_type, entry in list(content.items()):
-        if "example" in entry or "examples" in entry or not media_type.endswith("json"):
+        documented = media_type.endswith("json") or media_type == "multipart/form-data"
+        if "example" in entry or "examples" in entry or not documented:
             continue
         entry_schema = entry.get("schema") or {}
         if not entry_schema and len(content) > 1:
