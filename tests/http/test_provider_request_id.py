@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -21,11 +22,15 @@ from tests.api_server import Api
 
 pytestmark = pytest.mark.asyncio
 
-OPENAI_JOB = {
+OPENAI_JOB: dict[str, Any] = {
     "endpoint": "/v1/chat/completions",
     "body": {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hello"}]},
 }
-ANTHROPIC_JOB = {
+OPENAI_RESPONSES_JOB: dict[str, Any] = {
+    "endpoint": "/v1/responses",
+    "body": {"model": "gpt-4.1-mini", "input": "hello"},
+}
+ANTHROPIC_JOB: dict[str, Any] = {
     "endpoint": "/v1/messages",
     "body": {
         "model": "claude-sim",
@@ -49,7 +54,11 @@ def seen_ids() -> list[str]:
 
 @pytest.fixture
 async def runtime(
-    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator, seen_ids: list[str]
+    storage: Storage,
+    settings: Settings,
+    clock: FakeClock,
+    simulator: Simulator,
+    seen_ids: list[str],
 ) -> AsyncIterator[Runtime]:
     configs = {
         "sim": ProviderConfig(kind="sim", model_prefixes=("sim-",)),
@@ -80,9 +89,23 @@ async def runtime(
     await anthropic.aclose()
 
 
-@pytest.mark.parametrize("job", [OPENAI_JOB, ANTHROPIC_JOB], ids=["openai", "anthropic"])
+def streamed(job: dict[str, Any]) -> dict[str, Any]:
+    """The job with live output: the adapter streams from its provider."""
+    return {**job, "stream": True}
+
+
+JOBS = {
+    "openai-chat": OPENAI_JOB,
+    "openai-chat-streamed": streamed(OPENAI_JOB),
+    "openai-responses": OPENAI_RESPONSES_JOB,
+    "openai-responses-streamed": streamed(OPENAI_RESPONSES_JOB),
+    "anthropic-messages": ANTHROPIC_JOB,  # always streamed from Anthropic
+}
+
+
+@pytest.mark.parametrize("job", JOBS.values(), ids=JOBS.keys())
 async def test_a_succeeded_job_shows_the_providers_request_id(
-    api: Api, seen_ids: list[str], job: dict[str, object]
+    api: Api, seen_ids: list[str], job: dict[str, Any]
 ) -> None:
     key = await api.key("acme")
     headers = {"Authorization": f"Bearer {key}"}
