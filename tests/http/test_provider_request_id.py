@@ -19,6 +19,7 @@ from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds
 from tests.api_server import Api
+from tests.http.test_dashboard import signed_in
 
 pytestmark = pytest.mark.asyncio
 
@@ -117,3 +118,6 @@ async def test_a_succeeded_job_shows_the_providers_request_id(
     assert len(seen_ids) == 1 and seen_ids[0].startswith("req_")
     assert shown["provider_request_id"] == seen_ids[0]
     assert "request_id" not in shown["result"]  # the result stays the provider's body
+    await signed_in(api)
+    page = (await api.http.get(f"/dashboard/jobs/{submitted['id']}")).text
+    assert f'id="provider-request-id">{seen_ids[0]}</dd>' in page
