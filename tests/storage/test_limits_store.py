@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 
 from jobgate import errors
+from jobgate.domain import costs
 from jobgate.domain.costs import UsageTotal
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
@@ -122,11 +124,18 @@ async def billed(
 
 
 async def refunded(
-    storage: Storage, clock: FakeClock, tenant: Tenant, usage: tuple[int, int], **job: object
+    storage: Storage,
+    clock: FakeClock,
+    tenant: Tenant,
+    usage: tuple[int, int],
+    *,
+    provider: str = "sim",
+    model: str | None = "sim-echo",
+    cached: dict[str, int] | None = None,
 ) -> None:
     """A background job cancelled locally whose provider finished anyway: its usage is billed
     as a completion and a matching refund."""
-    await storage.job_insert(job=new_job(tenant, **job), now=clock.now())
+    await storage.job_insert(job=new_job(tenant, provider=provider, model=model), now=clock.now())
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     lease = Lease(claimed.id, claimed.lease_token or "")
     await storage.job_provider_submitting(lease=lease, now=clock.now())
@@ -145,7 +154,8 @@ async def refunded(
     )  # fmt: skip
     assert await storage.job_discard_late_result(
         job_id=claimed.id, provider_job_id=pid, to_state=JobState.SUCCEEDED,
-        usage={"input_tokens": usage[0], "output_tokens": usage[1]}, actor="reconciler",
+        usage=cached or {"input_tokens": usage[0], "output_tokens": usage[1]},
+        actor="reconciler",
         now=clock.now(),
     )  # fmt: skip
 
@@ -218,3 +228,104 @@ async def test_expired_idempotency_keys_are_forgotten(storage: Storage, clock: F
     clock.advance(11)
     assert await storage.idempotency_purge_expired(limit=10, now=clock.now()) == 1
     assert await storage.idempotency_purge_expired(limit=10, now=clock.now()) == 0
+
+
+# -- prompt-cache tokens in the ledger (issue 23) ----------------------------------------------
+
+# Anthropic's usage with prompt caching, as anthropic_usage() counts it: input_tokens counts
+# every input token, the cache reads and writes among them.
+CACHED_USAGE = {
+    "input_tokens": 3210,
+    "output_tokens": 100,
+    "cache_read_input_tokens": 3000,
+    "cache_creation_input_tokens": 200,
+}
+# Claude Sonnet: $3 input, $15 output, cache reads 0.1x, 5-minute cache writes 1.25x.
+CLAUDE = costs.Price(
+    Decimal(3),
+    Decimal(15),
+    cache_read_per_mtok=Decimal("0.30"),
+    cache_write_per_mtok=Decimal("3.75"),
+)
+PRICES = {"claude": {"*": CLAUDE}}
+# What the provider bills for one such call.
+BILLED = (10 * 3 + 3000 * Decimal("0.30") + 200 * Decimal("3.75") + 100 * 15) / 1_000_000
+
+
+async def test_cache_tokens_are_billed_at_the_cache_prices(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """A job finished under a lease and one settled by the reconciler, both with cache reads
+    and writes: the tenant's spend today is what the provider bills, not the input price."""
+    tenant = await make_tenant(storage)
+    since = clock.now()
+    await storage.job_insert(job=new_job(tenant, provider="claude", model="c"), now=clock.now())
+    [leased] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    await storage.job_finish(
+        finish=Finish(
+            lease=Lease(leased.id, leased.lease_token or ""),
+            state=JobState.SUCCEEDED,
+            reason="completed",
+            usage=CACHED_USAGE,
+        ),
+        now=clock.now(),
+    )
+    await storage.job_insert(job=new_job(tenant, provider="claude", model="c"), now=clock.now())
+    [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    lease = Lease(claimed.id, claimed.lease_token or "")
+    await storage.job_provider_submitting(lease=lease, now=clock.now())
+    await storage.job_background_accept(
+        lease=lease, provider_job_id="msgbatch_1", provider_status="in_progress",
+        reconcile_in_s=30, now=clock.now(),
+    )  # fmt: skip
+    await storage.job_settle(
+        settlement=Settlement(
+            job_id=claimed.id, provider_job_id="msgbatch_1", state=JobState.SUCCEEDED,
+            reason="completed", actor="reconciler", result={}, usage=CACHED_USAGE,
+        ),
+        now=clock.now(),
+    )  # fmt: skip
+
+    [total] = await storage.usage_by_model_since(since=since)
+    assert (total.input_tokens, total.cache_read_tokens, total.cache_write_tokens) == (
+        6420,
+        6000,
+        400,
+    )
+    spent = costs.spend(await storage.usage_by_model_since(since=since), PRICES)
+    assert spent.by_tenant == {tenant.id: 2 * BILLED}
+    [entry] = await storage.usage_for_job(job_id=leased.id)
+    assert (entry.cache_read_tokens, entry.cache_write_tokens) == (3000, 200)
+
+
+async def test_refunded_cache_tokens_cancel_out(storage: Storage, clock: FakeClock) -> None:
+    """A late result discarded after a cancel: its cache tokens are billed and refunded."""
+    tenant = await make_tenant(storage)
+    since = clock.now()
+    await refunded(
+        storage, clock, tenant, (0, 0), provider="claude", model="c", cached=CACHED_USAGE
+    )
+    [total] = await storage.usage_by_model_since(since=since)
+    assert (total.cache_read_tokens, total.cache_write_tokens) == (0, 0)
+    assert costs.spend([total], PRICES).by_tenant == {tenant.id: Decimal(0)}
+
+
+async def test_the_request_id_of_the_successful_attempt_is_kept(
+    storage: Storage, clock: FakeClock
+) -> None:
+    tenant = await make_tenant(storage)
+    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    [job] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    assert job.provider_request_id is None
+    await storage.job_finish(
+        finish=Finish(
+            lease=Lease(job.id, job.lease_token or ""),
+            state=JobState.SUCCEEDED,
+            reason="completed",
+            usage={"input_tokens": 1, "output_tokens": 1},
+            provider_request_id="req_abc",
+        ),
+        now=clock.now(),
+    )
+    stored = await storage.job_get(job_id=job.id)
+    assert stored is not None and stored.provider_request_id == "req_abc"

@@ -29,7 +29,12 @@ pytestmark = pytest.mark.asyncio
 
 DAY = timedelta(days=1)
 DELIVERED = DeliveryOutcome(state="succeeded", attempted=True, status_code=200, latency_ms=3)
-USAGE = {"input_tokens": 10, "output_tokens": 5}
+USAGE = {
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "cache_read_input_tokens": 6,
+    "cache_creation_input_tokens": 2,
+}
 
 
 async def finished(
@@ -137,6 +142,7 @@ async def test_deletes_exactly_the_finished_jobs_past_the_horizon(
         "sim-echo",
     )
     assert (day.jobs, day.input_tokens, day.output_tokens) == (1, 10, 5)
+    assert (day.cache_read_tokens, day.cache_write_tokens) == (6, 2)  # priced apart
     assert await storage.usage_daily(tenant_id=beta.id) == []
 
 
@@ -192,6 +198,7 @@ async def test_retention_while_a_worker_runs(
         assert [str(e.to_state) for e in events] == ["queued", "running", "succeeded"]
     [day] = await storage.usage_daily(tenant_id=acme.id)
     assert (day.jobs, day.input_tokens, day.output_tokens) == (12, 120, 60)
+    assert (day.cache_read_tokens, day.cache_write_tokens) == (72, 24)
 
 
 async def test_the_reaper_pass_deletes_past_retention(

@@ -78,6 +78,9 @@ class Job:
     model_route: str | None = None  # the route alias the job was submitted for
     reconciled_at: datetime | None = None  # when a reconciler last asked its provider
     progress: float | None = None  # the fraction done its provider last reported
+    # The provider's `x-request-id` / `request-id` of the attempt that succeeded (a failed
+    # attempt's is in error.request_id).
+    provider_request_id: str | None = None
 
     @property
     def terminal(self) -> bool:

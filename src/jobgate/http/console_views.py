@@ -86,7 +86,11 @@ def job_cost(usage: Sequence[UsageEntry], prices: costs.Prices) -> JobCost:
         if price is None:
             return JobCost(input_tokens, output_tokens, None)
         total += costs.cost_usd(
-            price, input_tokens=entry.input_tokens, output_tokens=entry.output_tokens
+            price,
+            input_tokens=entry.input_tokens,
+            output_tokens=entry.output_tokens,
+            cache_read_tokens=entry.cache_read_tokens,
+            cache_write_tokens=entry.cache_write_tokens,
         )
     return JobCost(input_tokens, output_tokens, total)
 

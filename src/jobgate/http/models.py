@@ -168,6 +168,11 @@ class JobOut(pydantic.BaseModel):
     priority: int
     phase: str | None
     provider_job_id: str | None
+    provider_request_id: str | None = pydantic.Field(
+        default=None,
+        description="the provider's request id (`x-request-id`, Anthropic `request-id`) of "
+        "the attempt that succeeded; a failed attempt's is `error.request_id`",
+    )
     creation_outcome: str | None
     cancel_outcome: str | None
     progress: float | None

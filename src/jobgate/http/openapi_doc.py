@@ -119,6 +119,7 @@ EXAMPLES: dict[str, Any] = {
         "priority": 5,
         "phase": None,
         "provider_job_id": None,
+        "provider_request_id": None,
         "creation_outcome": None,
         "cancel_outcome": None,
         "progress": None,

@@ -26,6 +26,7 @@ def job_view(job: Job) -> dict[str, Any]:
         "priority": job.priority,
         "phase": job.phase,
         "provider_job_id": job.provider_job_id,
+        "provider_request_id": job.provider_request_id,
         "creation_outcome": job.creation_outcome,
         "cancel_outcome": job.cancel_outcome,
         "progress": job.progress,

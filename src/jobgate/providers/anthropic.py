@@ -144,6 +144,7 @@ class AnthropicProvider:
             body=message,
             usage=anthropic_usage(message.get("usage")),
             provider_request_id=message.get("id"),
+            request_id=calls.request_id(response.headers),
         )
 
     # -- Message Batches ---------------------------------------------------------------------

@@ -90,7 +90,8 @@ def openai_usage(raw: object) -> Usage:
 class ProviderResult:
     body: JSONObject  # the provider's response body, stored as the job's result
     usage: Usage
-    provider_request_id: str | None = None
+    provider_request_id: str | None = None  # the provider's id of the answer (body `id`)
+    request_id: str | None = None  # the HTTP request's `x-request-id` / Anthropic `request-id`
 
 
 class Provider(Protocol):

@@ -7,6 +7,7 @@ Ollama, LiteLLM, OpenRouter, `jobgate simulator`) works through `base_url`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import httpx
@@ -99,23 +100,25 @@ class OpenAIProvider:
 
     async def call(self, call: ProviderCall) -> ProviderResult:
         if call.endpoint == CHAT_COMPLETIONS:
-            payload = await self._post(
+            payload, request_id = await self._post(
                 "chat/completions", call.body, idempotency_key=call.idempotency_key
             )
             return ProviderResult(
                 body=payload,
                 usage=openai_usage(payload.get("usage")),
                 provider_request_id=payload.get("id"),
+                request_id=request_id,
             )
-        snapshot = self._snapshot(
-            await self._post("responses", call.body, idempotency_key=call.idempotency_key)
+        payload, request_id = await self._post(
+            "responses", call.body, idempotency_key=call.idempotency_key
         )
+        snapshot = self._snapshot(payload)
         # A server that chose to run it in the background anyway: wait for it here.
         ref = ProviderJobRef(call.job_id, snapshot.provider_job_id, call.endpoint, call.model)
         while not snapshot.terminal:
             await self._clock.sleep(SYNC_POLL_INTERVAL_S)
             snapshot = await self.retrieve(ref)
-        return _result_or_raise(snapshot)
+        return dataclasses.replace(_result_or_raise(snapshot), request_id=request_id)
 
     # -- live output streaming (providers/openai_stream.py) -----------------------------------
 
@@ -134,7 +137,7 @@ class OpenAIProvider:
         metadata = dict(call.body.get("metadata") or {})
         metadata[JOB_ID_METADATA] = call.job_id
         body = {**call.body, "background": True, "store": True, "metadata": metadata}
-        created = await self._post("responses", body, idempotency_key=call.idempotency_key)
+        created, _ = await self._post("responses", body, idempotency_key=call.idempotency_key)
         return self._snapshot(created)
 
     async def retrieve(self, ref: ProviderJobRef) -> Snapshot:
@@ -183,12 +186,16 @@ class OpenAIProvider:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    async def _post(self, path: str, body: JSONObject, *, idempotency_key: str) -> JSONObject:
-        """A create: sent once; an answer lost after sending is an unknown outcome."""
+    async def _post(
+        self, path: str, body: JSONObject, *, idempotency_key: str
+    ) -> tuple[JSONObject, str | None]:
+        """A create: sent once; an answer lost after sending is an unknown outcome. Answers
+        the body and the provider's request id."""
         sent, headers = calls.wire_body(body)
         headers["idempotency-key"] = idempotency_key
         headers["content-type"] = "application/json"
-        return await self._send("POST", path, content=orjson.dumps(sent), headers=headers)
+        response = await self._answer("POST", path, content=orjson.dumps(sent), headers=headers)
+        return calls.decode_json(response), calls.request_id(response.headers)
 
     async def _send(
         self,
@@ -198,6 +205,17 @@ class OpenAIProvider:
         content: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> JSONObject:
+        return calls.decode_json(await self._answer(method, path, content=content, headers=headers))
+
+    async def _answer(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """A request's successful answer; failures raised classified."""
         creates = content is not None
         try:
             response = await self._client.request(method, path, content=content, headers=headers)
@@ -211,7 +229,7 @@ class OpenAIProvider:
                 now=self._clock.now(),
                 default_retry_after_s=self._config.retry_after_default_s,
             )
-        return calls.decode_json(response)
+        return response
 
     def _snapshot(self, payload: JSONObject) -> Snapshot:
         return response_snapshot(payload)

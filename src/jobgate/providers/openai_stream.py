@@ -9,6 +9,7 @@ event, after the provider accepted the request is an unknown outcome (the work m
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -30,13 +31,17 @@ async def chat(provider: OpenAIProvider, call: ProviderCall, on_delta: DeltaSink
     options = {**(call.body.get("stream_options") or {}), "include_usage": True}
     body = {**call.body, "stream": True, "stream_options": options}
     state = _ChatAssembly()
-    async for data in _events(provider, "chat/completions", body, call.idempotency_key):
+    request_ids: list[str | None] = []
+    async for data in _events(
+        provider, "chat/completions", body, call.idempotency_key, request_ids
+    ):
         if data == "[DONE]":
             completion = state.completion()
             return ProviderResult(
                 body=completion,
                 usage=openai_usage(completion.get("usage")),
                 provider_request_id=completion.get("id"),
+                request_id=request_ids[0],
             )
         text = state.add(_decode(data))
         if text:
@@ -50,23 +55,30 @@ async def responses(
     from jobgate.providers.openai import _result_or_raise, response_snapshot
 
     body = {**call.body, "stream": True}
-    async for data in _events(provider, "responses", body, call.idempotency_key):
+    request_ids: list[str | None] = []
+    async for data in _events(provider, "responses", body, call.idempotency_key, request_ids):
         event = _decode(data)
         kind = event.get("type")
         if kind == "response.output_text.delta" and isinstance(event.get("delta"), str):
             if event["delta"]:
                 await on_delta(event["delta"])
         elif kind in _TERMINAL and isinstance(event.get("response"), dict):
-            return _result_or_raise(response_snapshot(event["response"]))
+            result = _result_or_raise(response_snapshot(event["response"]))
+            return dataclasses.replace(result, request_id=request_ids[0])
         elif kind == "error":
             raise _stream_error(event)
     raise errors.ProviderOutcomeUnknown("the response stream ended before its terminal event")
 
 
 async def _events(
-    provider: OpenAIProvider, path: str, body: JSONObject, idempotency_key: str
+    provider: OpenAIProvider,
+    path: str,
+    body: JSONObject,
+    idempotency_key: str,
+    request_ids: list[str | None],
 ) -> AsyncIterator[str]:
-    """The `data` of each server-sent event of a streamed create."""
+    """The `data` of each server-sent event of a streamed create; the provider's request id
+    is appended to `request_ids` once the answer's headers arrived."""
     sent, headers = calls.wire_body(body)
     headers.update(
         {
@@ -91,6 +103,7 @@ async def _events(
                 now=provider._clock.now(),
                 default_retry_after_s=provider._config.retry_after_default_s,
             )
+        request_ids.append(calls.request_id(response.headers))
         async for _event, data in calls.server_sent_events(response):
             yield data
     except httpx.TransportError as exc:

@@ -104,7 +104,10 @@ class ResponsesFront:
         return answer if call.endpoint != responses.ENDPOINT else self._from_wire(call, answer)
 
     def _from_wire(self, call: ProviderCall, answer: ProviderResult) -> ProviderResult:
-        """The Response a translated provider's answer stands for."""
+        """The Response a translated provider's answer stands for (same request id)."""
+        return dataclasses.replace(self._translated(call, answer), request_id=answer.request_id)
+
+    def _translated(self, call: ProviderCall, answer: ProviderResult) -> ProviderResult:
         if self.wire == "chat_completions":
             return responses_chat.from_chat(
                 answer.body,

@@ -34,6 +34,7 @@ def succeeded(job: Job, result: ProviderResult, *, actor: str) -> Finish:
         actor=actor,
         result=result.body,
         usage=result.usage.as_dict(),
+        provider_request_id=result.request_id,
     )
 
 

@@ -63,6 +63,7 @@ class Finish:
     creation_outcome: str | None = None
     actor: str = "worker"
     lost: bool = False  # the reaper's verdict on a worker that stopped heartbeating
+    provider_request_id: str | None = None  # the attempt's `x-request-id` / `request-id`
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,9 +102,11 @@ class UsageEntry:
     tenant_id: str
     provider: str
     model: str | None
-    input_tokens: int
+    input_tokens: int  # every input token, cache reads and writes included
     output_tokens: int
     created_at: datetime
+    cache_read_tokens: int = 0  # of input_tokens
+    cache_write_tokens: int = 0  # of input_tokens
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -33,6 +33,8 @@ class UsageDay:
     jobs: int  # completions
     input_tokens: int  # completions minus refunds
     output_tokens: int
+    cache_read_tokens: int = 0  # of input_tokens
+    cache_write_tokens: int = 0  # of input_tokens
 
 
 class RetentionStore(Protocol):

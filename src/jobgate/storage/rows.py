@@ -203,6 +203,7 @@ class RowDecoder:
             model_route=row["model_route"],
             reconciled_at=t("reconciled_at"),
             progress=_finite_or_none(row["progress"]),
+            provider_request_id=row["provider_request_id"],
         )
 
     def schedule(self, row: RowLike) -> Schedule:
@@ -255,6 +256,8 @@ class RowDecoder:
             input_tokens=row["input_tokens"],
             output_tokens=row["output_tokens"],
             created_at=self._required_time(row["created_at"]),
+            cache_read_tokens=row["cache_read_tokens"],
+            cache_write_tokens=row["cache_write_tokens"],
         )
 
     def outbox(self, row: RowLike) -> OutboxEntry:

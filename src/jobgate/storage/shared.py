@@ -212,4 +212,14 @@ def usage_total_from_row(row: Any) -> costs.UsageTotal:
         model=row["model"],
         input_tokens=int(row["input_tokens"] or 0),
         output_tokens=int(row["output_tokens"] or 0),
+        cache_read_tokens=int(row["cache_read_tokens"] or 0),
+        cache_write_tokens=int(row["cache_write_tokens"] or 0),
     )
+
+
+def cache_tokens(usage: dict[str, Any]) -> dict[str, int]:
+    """The prompt-cache tokens of a usage object, as the ledger's columns."""
+    return {
+        "cache_read_tokens": int(usage.get("cache_read_input_tokens") or 0),
+        "cache_write_tokens": int(usage.get("cache_creation_input_tokens") or 0),
+    }

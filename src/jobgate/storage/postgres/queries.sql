@@ -319,7 +319,7 @@ WITH clock AS (
            id text, token text, state text, result jsonb, error jsonb, usage jsonb,
            refund_attempt integer, lost integer, dead_lettered boolean,
            retry_in_s double precision, cancel_outcome text, creation_outcome text,
-           actor text, reason text)
+           actor text, reason text, provider_request_id text)
 ), finished AS (
     UPDATE jobs AS j
        SET {{retry_unless_cancelled}},
@@ -333,6 +333,7 @@ WITH clock AS (
                          THEN clock.now + make_interval(secs => v.retry_in_s)
                          ELSE j.run_at END,
            creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
+           provider_request_id = coalesce(v.provider_request_id, j.provider_request_id),
            phase = NULL,
            lease_owner = NULL,
            lease_token = NULL,
@@ -346,10 +347,12 @@ WITH clock AS (
     RETURNING j.id, j.state, j.attempt, j.tenant_id, j.provider, j.model, j.updated_at
 ), billed AS (
     INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
-                              output_tokens, created_at)
+                              output_tokens, cache_read_tokens, cache_write_tokens, created_at)
     SELECT f.id, 'completion', f.tenant_id, f.provider, f.model,
            coalesce((v.usage ->> 'input_tokens')::bigint, 0),
            coalesce((v.usage ->> 'output_tokens')::bigint, 0),
+           coalesce((v.usage ->> 'cache_read_input_tokens')::bigint, 0),
+           coalesce((v.usage ->> 'cache_creation_input_tokens')::bigint, 0),
            f.updated_at
       FROM finished AS f JOIN verdict AS v ON v.id = f.id
      WHERE f.state = 'succeeded' AND v.usage IS NOT NULL

@@ -150,10 +150,12 @@ WITH clock AS (
     RETURNING j.*
 ), billed AS (
     INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
-                              output_tokens, created_at)
+                              output_tokens, cache_read_tokens, cache_write_tokens, created_at)
     SELECT s.id, 'completion', s.tenant_id, s.provider, s.model,
            coalesce((:usage::jsonb ->> 'input_tokens')::bigint, 0),
            coalesce((:usage::jsonb ->> 'output_tokens')::bigint, 0),
+           coalesce((:usage::jsonb ->> 'cache_read_input_tokens')::bigint, 0),
+           coalesce((:usage::jsonb ->> 'cache_creation_input_tokens')::bigint, 0),
            s.updated_at
       FROM settled AS s
      WHERE :usage::jsonb IS NOT NULL AND s.state <> 'queued'
@@ -182,10 +184,12 @@ WITH clock AS (
       FROM stopped AS s
 ), billed AS (
     INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
-                              output_tokens, created_at)
+                              output_tokens, cache_read_tokens, cache_write_tokens, created_at)
     SELECT s.id, kind.name, s.tenant_id, s.provider, s.model,
            coalesce((:usage::jsonb ->> 'input_tokens')::bigint, 0),
            coalesce((:usage::jsonb ->> 'output_tokens')::bigint, 0),
+           coalesce((:usage::jsonb ->> 'cache_read_input_tokens')::bigint, 0),
+           coalesce((:usage::jsonb ->> 'cache_creation_input_tokens')::bigint, 0),
            s.updated_at
       FROM stopped AS s, (VALUES ('completion'), ('refund')) AS kind(name)
      WHERE :usage::jsonb IS NOT NULL

@@ -25,17 +25,21 @@ WITH picked AS (
     DELETE FROM usage_ledger AS u USING picked WHERE u.job_id = picked.id RETURNING u.*
 ), rolled AS (
     INSERT INTO usage_daily AS d (tenant_id, day, provider, model, jobs, input_tokens,
-                                  output_tokens)
+                                  output_tokens, cache_read_tokens, cache_write_tokens)
     SELECT tenant_id, (created_at AT TIME ZONE 'UTC')::date, provider, coalesce(model, ''),
            count(*) FILTER (WHERE kind = 'completion'),
            sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens),
-           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens)
+           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens),
+           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens),
+           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)
       FROM usage
      GROUP BY 1, 2, 3, 4
     ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
        SET jobs = d.jobs + excluded.jobs,
            input_tokens = d.input_tokens + excluded.input_tokens,
-           output_tokens = d.output_tokens + excluded.output_tokens
+           output_tokens = d.output_tokens + excluded.output_tokens,
+           cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
+           cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
     RETURNING 1
 ), events AS (
     DELETE FROM job_events AS e USING picked WHERE e.job_id = picked.id RETURNING 1

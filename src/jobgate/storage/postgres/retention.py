@@ -48,6 +48,8 @@ class PostgresRetention:
                 jobs=row["jobs"],
                 input_tokens=row["input_tokens"],
                 output_tokens=row["output_tokens"],
+                cache_read_tokens=row["cache_read_tokens"],
+                cache_write_tokens=row["cache_write_tokens"],
             )
             for row in await self._fetch("usage_daily", tenant_id=tenant_id)
         ]

@@ -157,6 +157,7 @@ def _finish_payload(finish: Finish) -> dict[str, Any]:
         "retry_in_s": finish.retry_in_s,
         "cancel_outcome": finish.cancel_outcome,
         "creation_outcome": finish.creation_outcome,
+        "provider_request_id": finish.provider_request_id,
         "actor": finish.actor,
         "reason": finish.reason,
     }

@@ -13,7 +13,7 @@ from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage import sql
+from jobgate.storage import shared, sql
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.providers_records import (
     BackgroundJob,
@@ -302,6 +302,7 @@ def _bill(conn: sqlite3.Connection, job: Job, kind: str, usage: JSONObject, at: 
             "model": job.model,
             "input_tokens": int(usage.get("input_tokens") or 0),
             "output_tokens": int(usage.get("output_tokens") or 0),
+            **shared.cache_tokens(usage),
             "now": at,
         },
     )

@@ -204,6 +204,7 @@ UPDATE jobs AS j
        dead_lettered = v.dead_lettered,
        run_at = CASE WHEN v.state = 'queued' THEN :now + v.retry_in_s ELSE j.run_at END,
        creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
+       provider_request_id = coalesce(v.provider_request_id, j.provider_request_id),
        phase = NULL,
        lease_owner = NULL,
        lease_token = NULL,
@@ -223,6 +224,7 @@ UPDATE jobs AS j
                value ->> '$.retry_in_s' AS retry_in_s,
                value ->> '$.cancel_outcome' AS cancel_outcome,
                value ->> '$.creation_outcome' AS creation_outcome,
+               value ->> '$.provider_request_id' AS provider_request_id,
                value ->> '$.actor' AS actor,
                value ->> '$.reason' AS reason
           FROM json_each(:verdicts)) AS v
@@ -233,16 +235,18 @@ RETURNING id, state, attempt, tenant_id, provider, model
 -- name: usage_record
 -- Bill a completion once: the ledger is unique on (job_id, kind).
 INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
-                          output_tokens, created_at)
-VALUES (:job_id, :kind, :tenant_id, :provider, :model, :input_tokens, :output_tokens, :now)
+                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
+VALUES (:job_id, :kind, :tenant_id, :provider, :model, :input_tokens, :output_tokens,
+        :cache_read_tokens, :cache_write_tokens, :now)
 ON CONFLICT (job_id, kind) DO NOTHING
 
 -- name: usage_record_many
 -- Bill completions (a JSON array of ledger rows) once each: the ledger is unique on (job_id, kind).
 INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
-                          output_tokens, created_at)
+                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
 SELECT value ->> '$.job_id', 'completion', value ->> '$.tenant_id', value ->> '$.provider',
-       value ->> '$.model', value ->> '$.input_tokens', value ->> '$.output_tokens', :now
+       value ->> '$.model', value ->> '$.input_tokens', value ->> '$.output_tokens',
+       value ->> '$.cache_read_tokens', value ->> '$.cache_write_tokens', :now
   FROM json_each(:entries)
  WHERE true
 ON CONFLICT (job_id, kind) DO NOTHING

@@ -50,7 +50,11 @@ SELECT tenant_id,
 -- Tokens billed per tenant, provider and model since a time: completions minus refunds.
 SELECT tenant_id, provider, model,
        sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens) AS input_tokens,
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens) AS output_tokens
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens) AS output_tokens,
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens)
+           AS cache_read_tokens,
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)
+           AS cache_write_tokens
   FROM usage_ledger
  WHERE created_at >= :since
  GROUP BY tenant_id, provider, model

@@ -17,18 +17,23 @@ SELECT j.id
 
 -- name: retention_rollup
 -- Add the picked jobs' usage to usage_daily (per tenant, UTC day, provider and model).
-INSERT INTO usage_daily AS d (tenant_id, day, provider, model, jobs, input_tokens, output_tokens)
+INSERT INTO usage_daily AS d (tenant_id, day, provider, model, jobs, input_tokens, output_tokens,
+                              cache_read_tokens, cache_write_tokens)
 SELECT tenant_id, date(created_at, 'unixepoch'), provider, coalesce(model, ''),
        sum(kind = 'completion'),
        sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens),
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens)
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens),
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens),
+       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)
   FROM usage_ledger
  WHERE job_id IN (SELECT value FROM json_each(:ids))
  GROUP BY 1, 2, 3, 4
 ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
    SET jobs = d.jobs + excluded.jobs,
        input_tokens = d.input_tokens + excluded.input_tokens,
-       output_tokens = d.output_tokens + excluded.output_tokens
+       output_tokens = d.output_tokens + excluded.output_tokens,
+       cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
 
 -- name: retention_delete_usage
 -- The picked jobs' usage ledger rows (already summed).

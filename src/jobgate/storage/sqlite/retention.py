@@ -63,6 +63,8 @@ class SqliteRetention:
                 jobs=int(row["jobs"]),
                 input_tokens=int(row["input_tokens"]),
                 output_tokens=int(row["output_tokens"]),
+                cache_read_tokens=int(row["cache_read_tokens"]),
+                cache_write_tokens=int(row["cache_write_tokens"]),
             )
             for row in rows
         ]

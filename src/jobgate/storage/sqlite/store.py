@@ -549,6 +549,7 @@ class SqliteStorage(
                             "model": row["model"],
                             "input_tokens": int(finish.usage.get("input_tokens") or 0),
                             "output_tokens": int(finish.usage.get("output_tokens") or 0),
+                            **shared.cache_tokens(finish.usage),
                         }
                     )
             if billed:
@@ -721,6 +722,7 @@ def _verdict(finish: Finish) -> dict[str, Any]:
         "retry_in_s": finish.retry_in_s,
         "cancel_outcome": finish.cancel_outcome,
         "creation_outcome": finish.creation_outcome,
+        "provider_request_id": finish.provider_request_id,
         "actor": finish.actor,
         "reason": finish.reason,
     }
