@@ -8,7 +8,12 @@ pauses claims until the provider's Retry-After, for at most `rate_limit_pause_ma
 are per model at both providers, so the rate-limited job itself waits the whole time but the
 provider's other models are held back only briefly. Fatal errors say nothing about the
 provider's health and do not count; a quota or spend-limit error (fatal too) is an alert: a
-metric and an error log. State is per process: each worker learns on its own.
+metric and an error log.
+
+The breaker's open state is shared through the database (services.breaker_sync): a process
+that opens a breaker writes until when, the others read it at claim planning (cached up to a
+second) and keep away too, then each may send one probe; the probe that succeeds closes it for
+all. Consecutive-failure counts and rate-limit pauses stay per process.
 """
 
 from __future__ import annotations
@@ -46,12 +51,15 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at: float | None = None
         self._paused_until = 0.0
+        self._shared_until: float | None = None  # another process opened it (monotonic)
         self.probe: str | None = None  # the job sent as the half-open probe
 
     @property
     def state(self) -> str:
         if self._opened_at is None:
-            return CLOSED
+            if self._shared_until is None:
+                return CLOSED
+            return OPEN if self._clock.monotonic() < self._shared_until else HALF_OPEN
         if self._clock.monotonic() >= self._opened_at + self._reset_s:
             return HALF_OPEN
         return OPEN
@@ -75,9 +83,24 @@ class CircuitBreaker:
         if self.state == HALF_OPEN and self.probe is None:
             self.probe = job_id
 
+    @property
+    def opened_at(self) -> float | None:
+        """When this process last opened it (monotonic), or None."""
+        return self._opened_at
+
+    @property
+    def reset_s(self) -> float:
+        return self._reset_s
+
+    def shared(self, left_s: float | None) -> None:
+        """What the database says: open for `left_s` more seconds (0 or less: half-open), or
+        None (no process has it open)."""
+        self._shared_until = None if left_s is None else self._clock.monotonic() + left_s
+
     def succeeded(self) -> None:
         self._failures = 0
         self._opened_at = None
+        self._shared_until = None
         self._reset_s = self._base_reset_s
         self.probe = None
 
@@ -120,6 +143,8 @@ class ProviderGate:
 class ProviderGates:
     def __init__(self, configs: Mapping[str, ProviderConfig], *, clock: Clock | None = None):
         clock = clock or SystemClock()
+        # Breaker changes to share: (provider, seconds open), or (provider, None) for closed.
+        self.breaker_changes: list[tuple[str, float | None]] = []
         self._gates = {
             name: ProviderGate(
                 config.concurrency,
@@ -138,6 +163,11 @@ class ProviderGates:
 
     def gate(self, provider: str) -> ProviderGate | None:
         return self._gates.get(provider)
+
+    def apply_shared(self, open_left_s: Mapping[str, float]) -> None:
+        """The breakers open in the database (provider -> seconds left), for every gate."""
+        for name, gate in self._gates.items():
+            gate.breaker.shared(open_left_s.get(name))
 
     def claim_plan(
         self, providers: Sequence[str] | None, free: int
@@ -168,6 +198,16 @@ class ProviderGates:
         if gate is None:
             return
         breaker = gate.breaker
+        was_closed, opened_at = breaker.state == CLOSED, breaker.opened_at
+        self._judge(provider, job_id, breaker, error)
+        if breaker.opened_at is not None and breaker.opened_at != opened_at:
+            self.breaker_changes.append((provider, breaker.reset_s))
+        elif not was_closed and breaker.state == CLOSED:
+            self.breaker_changes.append((provider, None))
+
+    def _judge(
+        self, provider: str, job_id: str, breaker: CircuitBreaker, error: BaseException | None
+    ) -> None:
         if isinstance(error, errors.ProviderQuotaExceeded):
             metrics.PROVIDER_QUOTA_ERRORS.labels(provider, error.code).inc()
             log.error(

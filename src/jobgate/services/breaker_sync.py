@@ -1,0 +1,50 @@
+"""Circuit breakers shared across worker processes (issue 19): the breaker changes this process
+made since the last claim are written to the database, and the breakers open in the database
+are read back at most once every READ_EVERY_S, so a provider one process found broken is left
+alone by every process within about a second (providers.gates has the breaker itself)."""
+
+from __future__ import annotations
+
+import logging
+
+from jobgate.clock import Clock
+from jobgate.providers.gates import ProviderGates
+from jobgate.storage.protocol import Storage
+
+log = logging.getLogger(__name__)
+
+READ_EVERY_S = 1.0
+
+
+class BreakerSync:
+    def __init__(self, *, storage: Storage, gates: ProviderGates, clock: Clock, owner: str) -> None:
+        self._storage = storage
+        self._gates = gates
+        self._clock = clock
+        self._owner = owner
+        self._read_at: float | None = None
+
+    async def sync(self) -> None:
+        """Write this process's breaker changes, then read everyone's (cached). A database
+        error is logged and the changes kept for the next claim: claims go on meanwhile."""
+        try:
+            await self._write()
+            now = self._clock.monotonic()
+            if self._read_at is None or now - self._read_at >= READ_EVERY_S:
+                self._gates.apply_shared(await self._storage.breaker_states())
+                self._read_at = now
+        except Exception:  # the claim goes on without the shared state
+            log.warning("shared breaker state not synced", exc_info=True)
+
+    async def _write(self) -> None:
+        changes = self._gates.breaker_changes
+        while changes:
+            provider, open_s = changes[0]
+            if open_s is None:
+                await self._storage.breaker_close(provider=provider)
+            else:
+                await self._storage.breaker_open(
+                    provider=provider, open_s=open_s, opened_by=self._owner
+                )
+            changes.pop(0)
+            self._read_at = None  # read the result back at once
