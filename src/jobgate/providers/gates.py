@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from jobgate import errors, metrics
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
+from jobgate.providers.health import CallHealth
 
 log = logging.getLogger(__name__)
 
@@ -130,14 +131,21 @@ def _state_reader(breaker: CircuitBreaker) -> Callable[[], float]:
     return lambda: metrics.BREAKER_STATES[breaker.state]
 
 
+def _cap_reader(gate: ProviderGate) -> Callable[[], float]:
+    return lambda: gate.health.cap(gate.cap)
+
+
 @dataclasses.dataclass(slots=True)
 class ProviderGate:
     cap: int
     breaker: CircuitBreaker
+    health: CallHealth
     inflight: set[str] = dataclasses.field(default_factory=set)
+    started_at: dict[str, float] = dataclasses.field(default_factory=dict)  # monotonic
 
     def room(self, wanted: int) -> int:
-        return max(0, min(wanted, self.cap - len(self.inflight), self.breaker.admits(wanted)))
+        cap = self.health.cap(self.cap)
+        return max(0, min(wanted, cap - len(self.inflight), self.breaker.admits(wanted)))
 
 
 class ProviderGates:
@@ -154,12 +162,19 @@ class ProviderGates:
                     clock=clock,
                     max_pause_s=config.rate_limit_pause_max_s,
                 ),
+                CallHealth(
+                    clock=clock,
+                    latency_s=config.backpressure_latency_s,
+                    error_rate=config.backpressure_error_rate,
+                ),
             )
             for name, config in configs.items()
         }
+        self._clock = clock
         for name, gate in self._gates.items():
             # Read at scrape time; the newest registry of a process owns the series.
             metrics.BREAKER_STATE.labels(name).set_function(_state_reader(gate.breaker))
+            metrics.PROVIDER_CONCURRENCY_ALLOWED.labels(name).set_function(_cap_reader(gate))
 
     def gate(self, provider: str) -> ProviderGate | None:
         return self._gates.get(provider)
@@ -190,6 +205,7 @@ class ProviderGates:
         gate = self._gates.get(provider)
         if gate is not None:
             gate.inflight.add(job_id)
+            gate.started_at[job_id] = self._clock.monotonic()
             gate.breaker.started(job_id)
 
     def record(self, provider: str, job_id: str, error: BaseException | None) -> None:
@@ -200,10 +216,22 @@ class ProviderGates:
         breaker = gate.breaker
         was_closed, opened_at = breaker.state == CLOSED, breaker.opened_at
         self._judge(provider, job_id, breaker, error)
+        self._sample(gate, job_id, error)
         if breaker.opened_at is not None and breaker.opened_at != opened_at:
             self.breaker_changes.append((provider, breaker.reset_s))
         elif not was_closed and breaker.state == CLOSED:
             self.breaker_changes.append((provider, None))
+
+    def _sample(self, gate: ProviderGate, job_id: str, error: BaseException | None) -> None:
+        started = gate.started_at.pop(job_id, None)
+        latency_s = None if started is None else self._clock.monotonic() - started
+        if error is None:
+            gate.health.add(latency_s=latency_s, failed=False)
+        elif isinstance(error, errors.ProviderError) and not isinstance(
+            error,
+            errors.ProviderFatal | errors.ProviderCancelUnsupported | errors.ProviderRateLimited,
+        ):
+            gate.health.add(latency_s=None, failed=True)
 
     def _judge(
         self, provider: str, job_id: str, breaker: CircuitBreaker, error: BaseException | None
@@ -235,4 +263,5 @@ class ProviderGates:
         gate = self._gates.get(provider)
         if gate is not None:
             gate.inflight.discard(job_id)
+            gate.started_at.pop(job_id, None)
             gate.breaker.abandoned(job_id)
