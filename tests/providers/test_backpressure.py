@@ -4,6 +4,9 @@ concurrency back once they recover."""
 
 from __future__ import annotations
 
+import hypothesis
+from hypothesis import strategies as st
+
 from jobgate import errors
 from jobgate.config import ProviderConfig
 from jobgate.providers import gates, health
@@ -86,3 +89,20 @@ def test_off_by_default() -> None:
     for i in range(20):
         call(g, clock, f"j{i}", took_s=600.0, error=errors.ProviderRetryable("x"))
     assert room(g) == CAP
+
+
+@hypothesis.given(
+    cap=st.integers(1, 1000),
+    latencies=st.lists(st.floats(0, 1e6), min_size=0, max_size=60),
+    failures=st.lists(st.booleans(), min_size=0, max_size=60),
+    latency_s=st.floats(0.001, 1e4),
+    error_rate=st.floats(0, 0.999),
+)
+def test_the_allowed_concurrency_stays_within_1_and_the_cap(
+    cap: int, latencies: list[float], failures: list[bool], latency_s: float, error_rate: float
+) -> None:
+    clock = FakeClock()
+    calls = health.CallHealth(clock=clock, latency_s=latency_s, error_rate=error_rate)
+    for took_s, failed in zip(latencies, failures, strict=False):
+        calls.add(latency_s=took_s, failed=failed)
+    assert 1 <= calls.cap(cap) <= cap
