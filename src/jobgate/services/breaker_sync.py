@@ -17,18 +17,31 @@ READ_EVERY_S = 1.0
 
 
 class BreakerSync:
-    def __init__(self, *, storage: Storage, gates: ProviderGates, clock: Clock, owner: str) -> None:
+    """`writes=False` (the API, choosing a model route's first target) only reads: the worker
+    of the same process writes its changes, one writer per list of changes."""
+
+    def __init__(
+        self,
+        *,
+        storage: Storage,
+        gates: ProviderGates,
+        clock: Clock,
+        owner: str,
+        writes: bool = True,
+    ) -> None:
         self._storage = storage
         self._gates = gates
         self._clock = clock
         self._owner = owner
+        self._writes = writes
         self._read_at: float | None = None
 
     async def sync(self) -> None:
         """Write this process's breaker changes, then read everyone's (cached). A database
         error is logged and the changes kept for the next claim: claims go on meanwhile."""
         try:
-            await self._write()
+            if self._writes:
+                await self._write()
             now = self._clock.monotonic()
             if self._read_at is None or now - self._read_at >= READ_EVERY_S:
                 self._gates.apply_shared(await self._storage.breaker_states())
