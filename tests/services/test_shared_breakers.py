@@ -117,3 +117,26 @@ async def test_the_shared_state_is_read_at_most_once_a_second(
 
 def _server_error() -> Exception:
     return errors.ProviderRetryable("boom", status_code=500)
+
+
+class _Down:
+    """A storage whose breaker writes fail (the database is unreachable)."""
+
+    async def breaker_open(self, **_: object) -> None:
+        raise ConnectionError("database down")
+
+    async def breaker_states(self, **_: object) -> dict[str, float]:
+        raise ConnectionError("database down")
+
+
+async def test_a_failed_write_is_kept_for_the_next_claim(
+    storage: Storage, clock: FakeClock
+) -> None:
+    gates = registry(clock).gates
+    gates.record("sim", "j1", _server_error())
+    down = breaker_sync.BreakerSync(storage=_Down(), gates=gates, clock=clock, owner="w")  # type: ignore[arg-type]
+    await down.sync()  # logged, not raised: the claim goes on
+    assert gates.breaker_changes == [("sim", RESET_S)]
+    up = breaker_sync.BreakerSync(storage=storage, gates=gates, clock=clock, owner="w")
+    await up.sync()
+    assert gates.breaker_changes == [] and set(await storage.breaker_states()) == {"sim"}

@@ -52,12 +52,17 @@ class BreakerSync:
     async def _write(self) -> None:
         changes = self._gates.breaker_changes
         while changes:
-            provider, open_s = changes[0]
-            if open_s is None:
-                await self._storage.breaker_close(provider=provider)
-            else:
-                await self._storage.breaker_open(
-                    provider=provider, open_s=open_s, opened_by=self._owner
-                )
-            changes.pop(0)
+            # Taken before the write (two workers of one process never write one change
+            # twice), put back if the write fails.
+            provider, open_s = change = changes.pop(0)
+            try:
+                if open_s is None:
+                    await self._storage.breaker_close(provider=provider)
+                else:
+                    await self._storage.breaker_open(
+                        provider=provider, open_s=open_s, opened_by=self._owner
+                    )
+            except Exception:
+                changes.insert(0, change)
+                raise
             self._read_at = None  # read the result back at once
