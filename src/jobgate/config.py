@@ -105,6 +105,10 @@ class ProviderConfig(pydantic.BaseModel):
     # Circuit breaker: open after this many consecutive failures, probe again after reset_s.
     breaker_failure_threshold: int = pydantic.Field(default=5, gt=0)
     breaker_reset_s: float = pydantic.Field(default=30.0, gt=0)
+    # Latency-aware backpressure (providers.health): past either threshold, this process's
+    # concurrency for the provider shrinks in proportion (down to 1). None = off.
+    backpressure_latency_s: float | None = pydantic.Field(default=None, gt=0)
+    backpressure_error_rate: float | None = pydantic.Field(default=None, ge=0, lt=1)
     # Prices by model name; "*" prices every other model of this provider. Usage of a model
     # without a price costs 0 towards cost budgets (and is logged once per model).
     prices: dict[str, ModelPrice] = pydantic.Field(default_factory=dict)

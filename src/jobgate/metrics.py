@@ -84,6 +84,12 @@ BREAKER_STATE = Gauge(
     ["provider"],
 )
 BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}
+PROVIDER_CONCURRENCY_ALLOWED = Gauge(
+    "jobgate_provider_concurrency_allowed",
+    "Per-provider concurrency this process allows now: its `concurrency`, shrunk by "
+    "latency-aware backpressure",
+    ["provider"],
+)
 
 # -- operations (issue 20) ---------------------------------------------------------------------
 

@@ -88,3 +88,20 @@ async def test_routes_to_unknown_targets_are_refused_at_start(settings: Settings
         ProviderRegistry.from_settings(config, clock=FakeClock())
     with pytest.raises(ValueError, match="provider:model"):
         RouteConfig(targets=("no-colon",))
+
+
+async def test_a_breaker_another_process_opened_moves_new_jobs_to_the_next_target(
+    storage: Storage, clock: FakeClock, settings: Settings
+) -> None:
+    config = route_settings(settings, "down:gpt-4.1-mini", "sim:sim-echo")
+    providers = ProviderRegistry.from_settings(config, clock=clock)
+    runtime = Runtime(
+        config, storage=storage, clock=clock, ids=SequentialIds(), providers=providers
+    )
+    tenant = (await runtime.tenants.create("acme")).tenant
+    body = {"model": "smart", "messages": [{"role": "user", "content": "hi"}]}
+    await storage.breaker_open(provider="down", open_s=60, opened_by="elsewhere")
+    submitted = await runtime.jobs.submit(
+        tenant_id=tenant.id, spec=SubmitSpec(endpoint=CHAT, body=body)
+    )
+    assert (submitted.job.provider, submitted.job.model) == ("sim", "sim-echo")

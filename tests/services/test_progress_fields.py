@@ -50,3 +50,13 @@ async def test_progress_is_what_the_provider_reported(rig: Rig) -> None:
 )
 def test_reported_progress(body: dict[str, object] | None, expected: float | None) -> None:
     assert progress.reported(body) == expected
+
+
+async def test_sim_progress_grows_over_latency_then_the_job_succeeds(rig: Rig) -> None:
+    job = await rig.start(sim={"latency_s": 100, "progress": True})
+    await rig.sweep_at(DUE_S)  # 45 s into a 100 s run
+    running = await rig.get(job.id)
+    assert running.state.value == "running"
+    assert running.progress is not None and 0.4 < running.progress < 0.5
+    await rig.sweep_at(100)
+    assert (await rig.get(job.id)).state.value == "succeeded"

@@ -8,7 +8,12 @@ pauses claims until the provider's Retry-After, for at most `rate_limit_pause_ma
 are per model at both providers, so the rate-limited job itself waits the whole time but the
 provider's other models are held back only briefly. Fatal errors say nothing about the
 provider's health and do not count; a quota or spend-limit error (fatal too) is an alert: a
-metric and an error log. State is per process: each worker learns on its own.
+metric and an error log.
+
+The breaker's open state is shared through the database (services.breaker_sync): a process
+that opens a breaker writes until when, the others read it at claim planning (cached up to a
+second) and keep away too, then each may send one probe; the probe that succeeds closes it for
+all. Consecutive-failure counts and rate-limit pauses stay per process.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from jobgate import errors, metrics
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
+from jobgate.providers.health import CallHealth
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +52,15 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at: float | None = None
         self._paused_until = 0.0
+        self._shared_until: float | None = None  # another process opened it (monotonic)
         self.probe: str | None = None  # the job sent as the half-open probe
 
     @property
     def state(self) -> str:
         if self._opened_at is None:
-            return CLOSED
+            if self._shared_until is None:
+                return CLOSED
+            return OPEN if self._clock.monotonic() < self._shared_until else HALF_OPEN
         if self._clock.monotonic() >= self._opened_at + self._reset_s:
             return HALF_OPEN
         return OPEN
@@ -75,9 +84,24 @@ class CircuitBreaker:
         if self.state == HALF_OPEN and self.probe is None:
             self.probe = job_id
 
+    @property
+    def opened_at(self) -> float | None:
+        """When this process last opened it (monotonic), or None."""
+        return self._opened_at
+
+    @property
+    def reset_s(self) -> float:
+        return self._reset_s
+
+    def shared(self, left_s: float | None) -> None:
+        """What the database says: open for `left_s` more seconds (0 or less: half-open), or
+        None (no process has it open)."""
+        self._shared_until = None if left_s is None else self._clock.monotonic() + left_s
+
     def succeeded(self) -> None:
         self._failures = 0
         self._opened_at = None
+        self._shared_until = None
         self._reset_s = self._base_reset_s
         self.probe = None
 
@@ -107,19 +131,28 @@ def _state_reader(breaker: CircuitBreaker) -> Callable[[], float]:
     return lambda: metrics.BREAKER_STATES[breaker.state]
 
 
+def _cap_reader(gate: ProviderGate) -> Callable[[], float]:
+    return lambda: gate.health.cap(gate.cap)
+
+
 @dataclasses.dataclass(slots=True)
 class ProviderGate:
     cap: int
     breaker: CircuitBreaker
+    health: CallHealth
     inflight: set[str] = dataclasses.field(default_factory=set)
+    started_at: dict[str, float] = dataclasses.field(default_factory=dict)  # monotonic
 
     def room(self, wanted: int) -> int:
-        return max(0, min(wanted, self.cap - len(self.inflight), self.breaker.admits(wanted)))
+        cap = self.health.cap(self.cap)
+        return max(0, min(wanted, cap - len(self.inflight), self.breaker.admits(wanted)))
 
 
 class ProviderGates:
     def __init__(self, configs: Mapping[str, ProviderConfig], *, clock: Clock | None = None):
         clock = clock or SystemClock()
+        # Breaker changes to share: (provider, seconds open), or (provider, None) for closed.
+        self.breaker_changes: list[tuple[str, float | None]] = []
         self._gates = {
             name: ProviderGate(
                 config.concurrency,
@@ -129,15 +162,27 @@ class ProviderGates:
                     clock=clock,
                     max_pause_s=config.rate_limit_pause_max_s,
                 ),
+                CallHealth(
+                    clock=clock,
+                    latency_s=config.backpressure_latency_s,
+                    error_rate=config.backpressure_error_rate,
+                ),
             )
             for name, config in configs.items()
         }
+        self._clock = clock
         for name, gate in self._gates.items():
             # Read at scrape time; the newest registry of a process owns the series.
             metrics.BREAKER_STATE.labels(name).set_function(_state_reader(gate.breaker))
+            metrics.PROVIDER_CONCURRENCY_ALLOWED.labels(name).set_function(_cap_reader(gate))
 
     def gate(self, provider: str) -> ProviderGate | None:
         return self._gates.get(provider)
+
+    def apply_shared(self, open_left_s: Mapping[str, float]) -> None:
+        """The breakers open in the database (provider -> seconds left), for every gate."""
+        for name, gate in self._gates.items():
+            gate.breaker.shared(open_left_s.get(name))
 
     def claim_plan(
         self, providers: Sequence[str] | None, free: int
@@ -160,6 +205,7 @@ class ProviderGates:
         gate = self._gates.get(provider)
         if gate is not None:
             gate.inflight.add(job_id)
+            gate.started_at[job_id] = self._clock.monotonic()
             gate.breaker.started(job_id)
 
     def record(self, provider: str, job_id: str, error: BaseException | None) -> None:
@@ -168,6 +214,28 @@ class ProviderGates:
         if gate is None:
             return
         breaker = gate.breaker
+        was_closed, opened_at = breaker.state == CLOSED, breaker.opened_at
+        self._judge(provider, job_id, breaker, error)
+        self._sample(gate, job_id, error)
+        if breaker.opened_at is not None and breaker.opened_at != opened_at:
+            self.breaker_changes.append((provider, breaker.reset_s))
+        elif not was_closed and breaker.state == CLOSED:
+            self.breaker_changes.append((provider, None))
+
+    def _sample(self, gate: ProviderGate, job_id: str, error: BaseException | None) -> None:
+        started = gate.started_at.pop(job_id, None)
+        latency_s = None if started is None else self._clock.monotonic() - started
+        if error is None:
+            gate.health.add(latency_s=latency_s, failed=False)
+        elif isinstance(error, errors.ProviderError) and not isinstance(
+            error,
+            errors.ProviderFatal | errors.ProviderCancelUnsupported | errors.ProviderRateLimited,
+        ):
+            gate.health.add(latency_s=None, failed=True)
+
+    def _judge(
+        self, provider: str, job_id: str, breaker: CircuitBreaker, error: BaseException | None
+    ) -> None:
         if isinstance(error, errors.ProviderQuotaExceeded):
             metrics.PROVIDER_QUOTA_ERRORS.labels(provider, error.code).inc()
             log.error(
@@ -195,4 +263,5 @@ class ProviderGates:
         gate = self._gates.get(provider)
         if gate is not None:
             gate.inflight.discard(job_id)
+            gate.started_at.pop(job_id, None)
             gate.breaker.abandoned(job_id)

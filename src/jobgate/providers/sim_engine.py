@@ -74,6 +74,16 @@ class _Response:
             return "failed" if self.plan.outcome == "rejected" else self.plan.outcome
         return "in_progress" if now > self.created_at else "queued"
 
+    def progress(self, now: float) -> float | None:
+        """The fraction done while running, for `sim.progress`: elapsed / latency_s, below 1
+        until the run ends; None when not asked for, or when the run never ends."""
+        if not self.plan.progress or self.done_at is None:
+            return None
+        span = self.done_at - self.created_at
+        if span <= 0:
+            return None
+        return min(max((now - self.created_at) / span, 0.0), 0.99)
+
 
 @dataclasses.dataclass(slots=True)
 class _BatchItem:
@@ -201,7 +211,7 @@ class SimEngine:
         completed_at = None
         if status in TERMINAL:
             completed_at = run.cancelled_at if status == "cancelled" else run.done_at
-        return sim_wire.response_object(
+        answer = sim_wire.response_object(
             run.body,
             response_id=run.id,
             created_at=run.created_at,
@@ -210,6 +220,11 @@ class SimEngine:
             background=run.background,
             error_code="invalid_prompt" if run.plan.outcome == "rejected" else "server_error",
         )
+        if status in ("queued", "in_progress"):
+            fraction = run.progress(self.now())
+            if fraction is not None:
+                answer["progress"] = round(fraction, 4)
+        return answer
 
     def response_plan(self, response_id: str) -> Directives | None:
         run = self._responses.get(response_id)

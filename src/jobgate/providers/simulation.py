@@ -16,7 +16,9 @@ body they send stays valid for the real providers):
   contradicting event after the real one), `early` (the event before the create's answer);
 - `cancel`: `supported` (default) or `unsupported` (the provider has no cancel endpoint);
 - `chunks`: in how many deltas a streamed answer arrives, spread evenly over `latency_s`
-  (default 10, at most MAX_CHUNKS).
+  (default 10, at most MAX_CHUNKS);
+- `progress`: `true` makes a running background response carry a `progress` fraction that
+  grows over `latency_s` (default `false`: OpenAI's background responses report none).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ _FIELDS = frozenset(
         "webhooks",
         "cancel",
         "chunks",
+        "progress",
     }
 )
 DEFAULT_CHUNKS = 10
@@ -59,6 +62,7 @@ class Directives:
     webhooks: str = "send"
     cancel: str = "supported"
     chunks: int = DEFAULT_CHUNKS  # deltas of a streamed answer (live output streaming)
+    progress: bool = False  # a running background response reports a `progress` fraction
 
     def fails_on(self, call_number: int) -> bool:
         """Whether the `call_number`-th call (1-based) fails."""
@@ -96,6 +100,11 @@ def directives(body: JSONObject) -> Directives:
         raise errors.InvalidRequest(
             f"body.sim.chunks must be an integer from 1 to {MAX_CHUNKS}", param="body.sim.chunks"
         )
+    progress = raw.get("progress", False)
+    if not isinstance(progress, bool):
+        raise errors.InvalidRequest(
+            "body.sim.progress must be true or false", param="body.sim.progress"
+        )
     return Directives(
         latency,
         fail_with,
@@ -105,6 +114,7 @@ def directives(body: JSONObject) -> Directives:
         webhooks=_choice(raw, "webhooks", WEBHOOK_MODES),
         cancel=_choice(raw, "cancel", CANCEL_MODES),
         chunks=chunks,
+        progress=progress,
     )
 
 

@@ -107,6 +107,7 @@ async def _prepare(
             status_code=202,
             ttl_s=ttl_s,
         )
+    await jobs.fresh_breakers([item.spec])
     new_job, _ = await jobs.limits.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec))
     if new_job.webhook is not None:
         await jobs.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")

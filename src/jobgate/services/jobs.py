@@ -17,6 +17,7 @@ from jobgate.domain.job import Job, JobEvent, NewJob
 from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.storage.changes import wait_for
@@ -74,6 +75,10 @@ class JobService:
         self.clock = clock
         self.ids = ids
         self.webhook_guard = UrlGuard.from_settings(settings)  # the SSRF guard for webhook.url
+        # A model route's first target skips providers whose breaker any worker opened.
+        self.breakers = BreakerSync(
+            storage=storage, gates=providers.gates, clock=clock, owner="api", writes=False
+        )
         # A waiter is woken by the change itself (this process's commits, NOTIFY on PostgreSQL,
         # the data_version watch on SQLite); re-reading on this period is only a safety net.
         self.poll_fallback_s = 30.0
@@ -106,6 +111,7 @@ class JobService:
                 status_code=202,
                 ttl_s=self.settings.idempotency_ttl_s,
             )
+        await self.fresh_breakers([spec])
         with tracing.span("jobgate.submit", tenant_id=tenant_id, api=spec.api) as submit_span:
             new_job, queue_limit = await self.limits.admit(
                 self.prepare(tenant_id=tenant_id, spec=spec), may_replay=claim is not None
@@ -143,6 +149,7 @@ class JobService:
         idempotency keys: a batch whose outcome is unknown is retried whole."""
         if not specs:
             return []
+        await self.fresh_breakers(specs)
         jobs = [
             (await self.limits.admit(self.prepare(tenant_id=tenant_id, spec=spec)))[0]
             for spec in specs
@@ -162,6 +169,13 @@ class JobService:
             extra={"tenant_id": tenant_id, "count": len(stored), "to_state": "queued"},
         )
         return stored
+
+    async def fresh_breakers(self, specs: Sequence[SubmitSpec]) -> None:
+        """Before a model route picks its first target: the breakers any worker opened (read
+        at most once a second)."""
+        models = (spec.body.get("model") for spec in specs if spec.provider is None)
+        if any(isinstance(m, str) and self.providers.route_of(m) for m in models):
+            await self.breakers.sync()
 
     def prepare(self, *, tenant_id: str, spec: SubmitSpec) -> NewJob:
         """Route and validate a submit; raise errors.InvalidRequest for anything unrunnable."""

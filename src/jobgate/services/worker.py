@@ -28,6 +28,7 @@ from jobgate.providers import background as provider_background
 from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import background, outcomes, output_stream, readback, tenant_labels
+from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.rate_limits import ClaimTarget, RateLimiter
 from jobgate.storage import shared
@@ -181,6 +182,9 @@ class Worker:
         self._provider_names = provider_names
         self._limits = limits
         self._rate_limits = RateLimiter(storage=storage, configs=providers.configs())
+        self._breakers = BreakerSync(
+            storage=storage, gates=providers.gates, clock=self._clock, owner=self.worker_id
+        )
         self._inflight: dict[str, _InFlight] = {}
         self._tasks: set[asyncio.Task[Finished | None]] = set()
         self._batcher = _FinishBatcher(storage)
@@ -225,6 +229,7 @@ class Worker:
         # is full are left out of the claim (their jobs wait in the queue); in the common case
         # the plan is one claim exactly as before.
         gates = self._providers.gates
+        await self._breakers.sync()  # breakers other processes opened (cached up to 1 s)
         jobs: list[Job] = []
         limited = self._rate_limits.limited
         self._rate_limits.wait_s = 0.0

@@ -43,6 +43,21 @@ class RateLimitStore(Protocol):
         """Claimable queued jobs held back by each closed bucket (absent: open or none)."""
         ...
 
+    async def breaker_open(
+        self, *, provider: str, open_s: float, opened_by: str, now: datetime | None = None
+    ) -> None:
+        """A process opened `provider`'s circuit breaker: every process keeps away from it for
+        `open_s` seconds (by the database's clock), then may send one probe."""
+        ...
+
+    async def breaker_close(self, *, provider: str) -> None:
+        """A probe succeeded: `provider`'s breaker is closed for every process."""
+        ...
+
+    async def breaker_states(self, *, now: datetime | None = None) -> dict[str, float]:
+        """Every open breaker: provider -> seconds left open (0 or less: half-open)."""
+        ...
+
     async def job_reroute(
         self,
         *,

@@ -68,3 +68,24 @@ SELECT count(*)::integer + 1 AS position
  WHERE j.state = 'queued' AND j.tenant_id = :tenant_id
    AND j.run_at <= coalesce(:now::timestamptz, now())
    AND (j.priority, j.run_at, j.id) < (:priority, :run_at::timestamptz, :id)
+
+-- name: breaker_open
+-- A process opened a provider's breaker: no process calls it for open_s seconds.
+INSERT INTO provider_breakers (provider, open_until, opened_by)
+VALUES (:provider,
+        extract(epoch FROM coalesce(:now::timestamptz, now()))::double precision
+          + :open_s::double precision,
+        :opened_by)
+ON CONFLICT (provider) DO UPDATE SET open_until = excluded.open_until,
+                                     opened_by = excluded.opened_by
+
+-- name: breaker_close
+-- A probe succeeded: the provider's breaker is closed for every process.
+DELETE FROM provider_breakers WHERE provider = :provider
+
+-- name: breaker_states
+-- Every open (or half-open: open_until passed) breaker, as seconds left by the database clock.
+SELECT provider,
+       open_until - extract(epoch FROM coalesce(:now::timestamptz, now()))::double precision
+         AS left_s
+  FROM provider_breakers

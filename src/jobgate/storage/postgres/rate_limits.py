@@ -123,3 +123,25 @@ class PostgresRateLimits(RateLimitBase):
             return int(row["position"])
 
         return await self._with_conn(count)
+
+    async def breaker_open(
+        self, *, provider: str, open_s: float, opened_by: str, now: datetime | None = None
+    ) -> None:
+        async def write(conn: Any) -> None:
+            await self._run(
+                conn, "breaker_open", provider=provider, open_s=open_s, opened_by=opened_by, now=now
+            )
+
+        await self._with_conn(write)
+
+    async def breaker_close(self, *, provider: str) -> None:
+        async def write(conn: Any) -> None:
+            await self._run(conn, "breaker_close", provider=provider)
+
+        await self._with_conn(write)
+
+    async def breaker_states(self, *, now: datetime | None = None) -> dict[str, float]:
+        async def read(conn: Any) -> list[asyncpg.Record]:
+            return await self._run(conn, "breaker_states", now=now)
+
+        return {r["provider"]: float(r["left_s"]) for r in await self._with_conn(read)}

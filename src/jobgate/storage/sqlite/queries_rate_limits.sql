@@ -49,3 +49,18 @@ SELECT count(*) + 1 AS position
   FROM jobs
  WHERE state = 'queued' AND tenant_id = :tenant_id AND run_at <= :now
    AND (priority, run_at, id) < (:priority, :run_at, :id)
+
+-- name: breaker_open
+-- A process opened a provider's breaker: no process calls it before open_until.
+INSERT INTO provider_breakers (provider, open_until, opened_by)
+VALUES (:provider, :open_until, :opened_by)
+ON CONFLICT (provider) DO UPDATE SET open_until = excluded.open_until,
+                                     opened_by = excluded.opened_by
+
+-- name: breaker_close
+-- A probe succeeded: the provider's breaker is closed for every process.
+DELETE FROM provider_breakers WHERE provider = :provider
+
+-- name: breaker_states
+-- Every open (or half-open: open_until passed) breaker.
+SELECT provider, open_until FROM provider_breakers

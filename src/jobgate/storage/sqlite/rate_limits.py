@@ -109,3 +109,19 @@ class SqliteRateLimits(RateLimitBase):
             lambda conn: conn.execute(Q["job_queue_position"].sql, params).fetchone()
         )
         return int(row["position"])
+
+    async def breaker_open(
+        self, *, provider: str, open_s: float, opened_by: str, now: datetime | None = None
+    ) -> None:
+        params = {"provider": provider, "open_until": self._now(now) + open_s}
+        params["opened_by"] = opened_by
+        await self._db.write(lambda conn: conn.execute(Q["breaker_open"].sql, params))
+
+    async def breaker_close(self, *, provider: str) -> None:
+        params = {"provider": provider}
+        await self._db.write(lambda conn: conn.execute(Q["breaker_close"].sql, params))
+
+    async def breaker_states(self, *, now: datetime | None = None) -> dict[str, float]:
+        at = self._now(now)
+        rows = await self._db.read(lambda conn: conn.execute(Q["breaker_states"].sql).fetchall())
+        return {row["provider"]: row["open_until"] - at for row in rows}
