@@ -45,7 +45,12 @@ async def db(database_url: str) -> AsyncIterator[Storage]:
     await storage.close()
 
 
-def start(tmp_path: Path, database_url: str) -> subprocess.Popen[bytes]:
+def start(
+    tmp_path: Path,
+    database_url: str,
+    roles: str = "worker,reaper,batches",
+    failpoints: str = "",
+) -> subprocess.Popen[bytes]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
     environment.update(
         JOBGATE_CONFIG=str(tmp_path / "none.toml"),
@@ -57,11 +62,12 @@ def start(tmp_path: Path, database_url: str) -> subprocess.Popen[bytes]:
         JOBGATE_RETRY_BASE_S="0.1",
         JOBGATE_RETRY_MAX_S="0.2",
         JOBGATE_SHUTDOWN_GRACE_S="1",
+        JOBGATE_FAILPOINTS=failpoints,
     )
     (tmp_path / "none.toml").write_text("")
     with (tmp_path / "serve.log").open("ab") as log:
         return subprocess.Popen(
-            [JOBGATE, "serve", "--roles", "worker,reaper,batches"],
+            [JOBGATE, "serve", "--roles", roles],
             env=environment,
             stdout=subprocess.DEVNULL,
             stderr=log,
