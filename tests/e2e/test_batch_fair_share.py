@@ -78,7 +78,9 @@ async def test_interactive_jobs_wait_no_longer_beside_a_big_batch(
         await eventually(batch_running, timeout_s=30)
         job_ids = []
         for _ in range(INTERACTIVE):
-            outcome = await db.job_insert(job=new_job(other))
+            # At the batch's own priority: only the fair share across tenants, not priority,
+            # can put them ahead of the 9,800 batch jobs queued before them.
+            outcome = await db.job_insert(job=new_job(other, priority=batch.priority))
             job_ids.append(outcome.job.id)
 
         async def interactive_done() -> bool:
