@@ -45,7 +45,12 @@ async def db(database_url: str) -> AsyncIterator[Storage]:
     await storage.close()
 
 
-def start(tmp_path: Path, database_url: str) -> subprocess.Popen[bytes]:
+def start(
+    tmp_path: Path,
+    database_url: str,
+    roles: str = "worker,reaper,batches",
+    failpoints: str = "",
+) -> subprocess.Popen[bytes]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
     environment.update(
         JOBGATE_CONFIG=str(tmp_path / "none.toml"),
@@ -57,11 +62,12 @@ def start(tmp_path: Path, database_url: str) -> subprocess.Popen[bytes]:
         JOBGATE_RETRY_BASE_S="0.1",
         JOBGATE_RETRY_MAX_S="0.2",
         JOBGATE_SHUTDOWN_GRACE_S="1",
+        JOBGATE_FAILPOINTS=failpoints,
     )
     (tmp_path / "none.toml").write_text("")
     with (tmp_path / "serve.log").open("ab") as log:
         return subprocess.Popen(
-            [JOBGATE, "serve", "--roles", "worker,reaper,batches"],
+            [JOBGATE, "serve", "--roles", roles],
             env=environment,
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -125,3 +131,67 @@ async def test_a_killed_process_loses_and_doubles_nothing(
     assert sorted(line["custom_id"] for line in output) == sorted(f"c{i}" for i in range(LINES))
     jobs = await db.job_list(tenant_id=tenant.id, limit=LINES + 10)
     assert len(jobs) == LINES  # one job per line: nothing doubled by the restart
+
+
+EXPANDED_LINES = 600
+PAD = "x" * 1500  # about 170 lines to a 256 KiB input chunk: the file spans four chunks
+
+
+async def padded_lines() -> AsyncIterator[bytes]:
+    for i in range(EXPANDED_LINES):
+        body = {"model": "sim-echo", "messages": [{"role": "user", "content": f"n{i} {PAD}"}]}
+        line = {"custom_id": f"c{i}", "method": "POST", "url": "/v1/chat/completions",
+                "body": body}  # fmt: skip
+        yield orjson.dumps(line) + b"\n"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("point", ["batch_chunk_jobs_stored", "batch_chunk_lines_recorded"])
+async def test_a_process_killed_mid_expansion_ends_each_line_in_one_job(
+    tmp_path: Path, database_url: str, db: Storage, point: str
+) -> None:
+    """The process that expands dies on the second input chunk, after storing its jobs (before
+    recording the lines) or after recording them (before moving the cursor); the restarted
+    process redoes the chunk, and every custom_id ends with exactly one job."""
+    settings = Settings(database_url=database_url)
+    ids = RandomIds(SystemClock())
+    tenant = await make_tenant(db)
+    record = await FileService(storage=db, settings=settings, ids=ids).upload(
+        tenant_id=tenant.id, purpose=lambda: "batch", filename="in.jsonl", data=padded_lines()
+    )
+    assert len(await db.file_chunks(file_id=record.id, from_seq=0, limit=10)) >= 3
+    batch = await BatchService(storage=db, settings=settings, ids=ids).create(
+        tenant_id=tenant.id,
+        input_file_id=record.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata=None,
+    )
+    first = start(tmp_path, database_url, roles="batches", failpoints=f"{point}=kill@2")
+    try:
+        assert first.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if first.poll() is None:
+            first.kill()
+    midway = await db.batch_counts(batch_id=batch.id)
+    assert 0 < midway.items < EXPANDED_LINES  # killed with the batch half expanded
+    second = start(tmp_path, database_url)
+    try:
+
+        async def finished() -> bool:
+            found = await db.batch_get(batch_id=batch.id)
+            return found is not None and found.status == "completed"
+
+        await eventually(finished, timeout_s=90)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=20)
+    done = await db.batch_get(batch_id=batch.id)
+    assert done is not None and done.output_file_id is not None
+    assert (done.completed_count, done.failed_count) == (EXPANDED_LINES, 0)
+    jobs = await db.job_list(tenant_id=tenant.id, limit=EXPANDED_LINES + 10)
+    expected = sorted(f"c{i}" for i in range(EXPANDED_LINES))
+    assert sorted(job.metadata["custom_id"] for job in jobs) == expected  # one job a line
+    chunks = await db.file_chunks(file_id=done.output_file_id, from_seq=0, limit=10_000)
+    output = [orjson.loads(raw) for c in chunks for raw in c.data.splitlines()]
+    assert sorted(line["custom_id"] for line in output) == expected

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from jobgate.domain.states import JobState
@@ -254,7 +255,13 @@ async def test_no_horizontal_overflow_at_390_px(
     for i in range(4):
         await submit(api, key, chat(str(i)))
     page = await signed_in_page(api, browser, width=390, height=844)
-    for path in ("/dashboard", "/dashboard/jobs", f"/dashboard/jobs/{job['id']}", "/dashboard/dlq"):
+    for path in (
+        "/dashboard",
+        "/dashboard/jobs",
+        f"/dashboard/jobs/{job['id']}",
+        "/dashboard/dlq",
+        "/dashboard/batches",
+    ):
         await page.goto(f"{api.url}{path}")
         await page.wait_for_load_state()
         overflow = await page.evaluate(
@@ -268,3 +275,68 @@ async def test_no_horizontal_overflow_at_390_px(
             assert table <= 390
             await expect(page.locator("#jobs tbody tr")).to_have_count(5)
             await page.screenshot(path=str(images / "console-mobile.png"), full_page=True)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_batches_with_progress_counts_and_failed_lines(
+    backend: str, api: Api, browser: Any, images: Path
+) -> None:
+    """The batches page lists a batch with its status and request counts as a progress bar
+    that follows the batch without a reload; its failed count links to the failed lines' jobs."""
+    from playwright.async_api import expect
+
+    key = await api.key("acme")
+    lines = [chat(f"line {i}")["body"] for i in range(6)]
+    lines[1]["sim"] = {"fail_with": "invalid_request"}
+    lines[4]["sim"] = {"fail_with": "invalid_request"}
+    content = b"".join(
+        orjson.dumps({"custom_id": f"c{i}", "method": "POST", "url": "/v1/chat/completions",
+                      "body": body}) + b"\n"
+        for i, body in enumerate(lines)
+    )  # fmt: skip
+    auth = {"Authorization": f"Bearer {key}"}
+    uploaded = await api.http.post(
+        "/v1/files", headers=auth, data={"purpose": "batch"}, files={"file": ("in.jsonl", content)}
+    )
+    assert uploaded.status_code == 200, uploaded.text
+    created = await api.http.post(
+        "/v1/batches",
+        headers=auth,
+        json={"input_file_id": uploaded.json()["id"], "endpoint": "/v1/chat/completions",
+              "completion_window": "24h"},
+    )  # fmt: skip
+    assert created.status_code == 200, created.text
+    batch_id = created.json()["id"]
+    runner = api.runtime.batch_runner()
+    await runner.batches_once()  # expanded: six queued jobs
+
+    page = await signed_in_page(api, browser)
+    await page.click("nav >> text=Batches")
+    await page.wait_for_url(f"{api.url}/dashboard/batches")
+    row = page.locator(f'#batches tr[data-batch="{batch_id}"]')
+    await expect(row.locator(".batch-status")).to_have_text("in_progress")
+    await expect(row.locator(".total-count")).to_have_text("6")
+    await expect(row.locator(".done-count")).to_have_text("0")
+    await page.evaluate("window.notReloaded = true")
+
+    await api.runtime.worker().run_once()  # the lines run while the page stays open
+    await runner.batches_once()  # finalizing
+    await runner.batches_once()  # completed
+    await expect(row.locator(".batch-status")).to_have_text("completed", timeout=10_000)
+    await expect(row.locator(".done-count")).to_have_text("4")
+    await expect(row.locator(".failed-count")).to_have_text("2")
+    bar = row.locator('[role="progressbar"]')
+    assert await bar.get_attribute("aria-valuenow") == "6"
+    done_width = await row.locator(".progress .done").evaluate("e => e.style.width")
+    assert done_width == "66.7%"
+    assert await page.evaluate("window.notReloaded") is True
+    await page.screenshot(path=str(images / "console-batches.png"), full_page=True)
+
+    await row.locator("a.failed-lines").click()
+    await page.wait_for_url(f"{api.url}/dashboard/jobs?*")
+    await expect(page.locator("#jobs tbody tr")).to_have_count(2)
+    tenant = await api.runtime.tenants.authenticate(key)
+    failed = await api.runtime.storage.job_list(tenant_id=tenant.id, limit=10)
+    failed_ids = {job.id for job in failed if job.metadata.get("custom_id") in ("c1", "c4")}
+    for job_id in failed_ids:
+        await expect(page.locator(f'#jobs tr[data-job="{job_id}"]')).to_be_visible()

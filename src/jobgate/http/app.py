@@ -12,6 +12,7 @@ from jobgate.http import (
     batches_routes,
     bulk_routes,
     bulk_submit_routes,
+    console_batches,
     console_routes,
     dashboard,
     files_routes,
@@ -55,6 +56,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.include_router(metrics_route.router)
     app.include_router(dashboard.router)
     app.include_router(console_routes.router)
+    app.include_router(console_batches.router)
     app.add_exception_handler(dashboard.LoginRequired, dashboard.login_redirect)
     app.include_router(provider_webhooks.router)
     app.add_exception_handler(errors.JobgateError, problems.handle_jobgate_error)

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from jobgate import errors
+from jobgate import errors, failpoints
 from jobgate.domain import batches, response_requests, responses
 from jobgate.domain.batches import BatchStatus
 from jobgate.services import bulk_submit
@@ -155,6 +155,7 @@ class BatchRunner:
             except errors.QueueFull:
                 log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
                 return False
+            failpoints.hit("batch_chunk_jobs_stored")  # jobs stored, lines not yet recorded
             await self.storage.batch_items_put(
                 batch_id=batch.id,
                 items=[
@@ -162,6 +163,7 @@ class BatchRunner:
                     for offset, (line, result) in enumerate(zip(parsed, results, strict=True))
                 ],
             )
+            failpoints.hit("batch_chunk_lines_recorded")  # lines recorded, cursor not moved
             moved = await self.storage.batch_update(
                 batch_id=batch.id,
                 from_statuses=(BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING),
