@@ -4,10 +4,13 @@ and a graceful SIGTERM that gives leases back at once."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from jobgate.testing import audit
 from jobgate.testing.processes import ProcessHarness, wait_until
+from tests.transports.brokers import open_broker
 from tests.e2e.support import (
     Api,
     assert_completed_once,
@@ -18,6 +21,23 @@ from tests.e2e.support import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+
+@pytest.fixture(params=["database", "redis", "amqp", "sqs"])
+async def transport_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+    """The workers' JOBGATE_TRANSPORT (issue 18): each scenario below that takes this fixture
+    runs with the database claims and with each broker (a stream or queue of its own)."""
+    if request.param == "database":
+        yield {}
+        return
+    broker = open_broker(request.param)
+    yield {
+        "JOBGATE_TRANSPORT": broker.url(),
+        "JOBGATE_TRANSPORT_SWEEP_AFTER_S": "3",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    await broker.cleanup()
 
 
 def _stack(harness: ProcessHarness, dsn: str, **env: str) -> Api:
@@ -34,9 +54,9 @@ def _claimers(job: audit.JobFacts) -> list[str]:
 
 
 def test_kill9_worker_mid_call_every_job_succeeds_once_postgres(
-    harness: ProcessHarness, pg_dsn: str
+    harness: ProcessHarness, pg_dsn: str, transport_env: dict[str, str]
 ) -> None:
-    api = _stack(harness, pg_dsn)
+    api = _stack(harness, pg_dsn, **transport_env)
     doomed = harness.start("worker")
     ids = [api.submit(job_body(f"job {n}", latency_s=1.5)) for n in range(8)]
     wait_until(

@@ -57,6 +57,7 @@ class TransportStore(Protocol):
         window: int | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        skip_providers: Sequence[str] | None = None,
     ) -> list[Publication]:
         """Record, and answer, up to `limit` ready jobs (queued, due, before their start
         deadline) that need a message: never published; published for an earlier transition
@@ -67,7 +68,9 @@ class TransportStore(Protocol):
         jobs and outstanding messages count against it), as job_claim chooses. Each is
         answered by one caller only (safe from several relays, which may together exceed
         the window by a batch); the caller publishes after this commits, so a crash in
-        between delays a message by `republish_after_s` (the sweep) but never loses it."""
+        between delays a message by `republish_after_s` (the sweep) but never loses it.
+        Jobs of `skip_providers` (the rate-limited ones, claimed from the table) are never
+        answered."""
         ...
 
     async def transport_defer(
