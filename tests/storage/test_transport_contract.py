@@ -135,7 +135,9 @@ async def test_per_key_caps_defer(storage: Storage, clock: FakeClock) -> None:
     # The default share caps too, and concurrent claims never pass it.
     other = await _jobs(storage, clock, "other", 6, concurrency_key="k")
     capped = ClaimPolicy(default=TenantShare(max_running_per_key=1))
-    results = await asyncio.gather(*(_claim(storage, clock, other, policy=capped) for _ in range(3)))
+    results = await asyncio.gather(
+        *(_claim(storage, clock, other, policy=capped) for _ in range(3))
+    )
     assert len([job for result in results for job in result.claimed]) == 1
 
 

@@ -248,7 +248,10 @@ class Worker:
                     jobs = await intake.claim(count=count, providers=allowed, policy=policy)
                     self._receive_waited = not intake.broker_down
                 plan = [
-                    ([n for n in (every if providers is None else providers) if n in limited], quota)
+                    (
+                        [n for n in (every if providers is None else providers) if n in limited],
+                        quota,
+                    )
                     for providers, quota in plan
                 ]
                 plan = [(providers, quota) for providers, quota in plan if providers]

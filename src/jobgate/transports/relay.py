@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Protocol
 
 from jobgate import metrics
@@ -39,7 +39,7 @@ class Relay:
         transport: Transport,
         settings: Settings,
         limits: LimitsService | None = None,
-        skip_providers: Sequence[str] = (),
+        skip_providers: Iterable[str] = (),
     ) -> None:
         self._storage = storage
         # Rate-limited providers: never published (the workers claim them from the table,
