@@ -43,7 +43,8 @@ class TransportStore(Protocol):
     ) -> ClaimedById:
         """Move the named jobs that are claimable (queued, run_at <= now, before their start
         deadline, of `providers` when given) to running under a fresh lease token each, like
-        job_claim: no tenant exceeds its cap in `policy` across every worker process, blocked
+        job_claim: no tenant exceeds its cap in `policy` (nor a concurrency key its
+        max_running_per_key) across every worker process, blocked
         tenants get nothing, and within a tenant over its cap the best (priority, run_at, id)
         go first. Never leases a job twice; an id that is not claimable is answered, never
         raised: deferred when still queued, else left out (a duplicate message is harmless)."""
