@@ -4,6 +4,10 @@ and a graceful SIGTERM that gives leases back at once."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+import asyncpg
 import pytest
 
 from jobgate.testing import audit
@@ -16,8 +20,26 @@ from tests.e2e.support import (
     wait_settled,
     wait_state,
 )
+from tests.transports.brokers import open_broker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+
+@pytest.fixture(params=["database", "redis", "amqp", "sqs"])
+async def transport_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+    """The workers' JOBGATE_TRANSPORT (issue 18): each scenario below that takes this fixture
+    runs with the database claims and with each broker (a stream or queue of its own)."""
+    if request.param == "database":
+        yield {}
+        return
+    broker = open_broker(request.param)
+    yield {
+        "JOBGATE_TRANSPORT": broker.url(),
+        "JOBGATE_TRANSPORT_SWEEP_AFTER_S": "3",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    await broker.cleanup()
 
 
 def _stack(harness: ProcessHarness, dsn: str, **env: str) -> Api:
@@ -29,14 +51,28 @@ def _stack(harness: ProcessHarness, dsn: str, **env: str) -> Api:
     return Api(api.url, create_tenant(dsn, "acme"))
 
 
+def _published(dsn: str, ids: Sequence[str]) -> int:
+    """How many of the jobs the transport relay published (none with `database`)."""
+
+    async def count() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            query = "SELECT count(*) FROM transport_publications WHERE job_id = ANY($1::text[])"
+            return int(await conn.fetchval(query, list(ids)))
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())
+
+
 def _claimers(job: audit.JobFacts) -> list[str]:
     return [actor for src, dst, actor, _, applied in job.events if dst == "running" and applied]
 
 
 def test_kill9_worker_mid_call_every_job_succeeds_once_postgres(
-    harness: ProcessHarness, pg_dsn: str
+    harness: ProcessHarness, pg_dsn: str, transport_env: dict[str, str]
 ) -> None:
-    api = _stack(harness, pg_dsn)
+    api = _stack(harness, pg_dsn, **transport_env)
     doomed = harness.start("worker")
     ids = [api.submit(job_body(f"job {n}", latency_s=1.5)) for n in range(8)]
     wait_until(
@@ -58,14 +94,16 @@ def test_kill9_worker_mid_call_every_job_succeeds_once_postgres(
             True,
         ) in job.events, job.events
         assert job.claims == 2 and job.lost_count == 1
+    # The jobs came through the broker (or, with `database`, never touched one).
+    assert _published(pg_dsn, ids) == (len(ids) if transport_env else 0)
     sample = api.get(ids[0])["result"]["choices"][0]["message"]["content"]
     assert sample == "echo: job 0"
 
 
 def test_sigstopped_worker_resumed_after_reclaim_writes_nothing_postgres(
-    harness: ProcessHarness, pg_dsn: str
+    harness: ProcessHarness, pg_dsn: str, transport_env: dict[str, str]
 ) -> None:
-    api = _stack(harness, pg_dsn)
+    api = _stack(harness, pg_dsn, **transport_env)
     frozen = harness.start("worker")
     job_id = api.submit(job_body("slow", latency_s=2.0))
     wait_state(pg_dsn, job_id, ["running"])
@@ -127,12 +165,12 @@ def test_sigstopped_worker_fenced_at_commit_records_an_ignored_event_postgres(
 
 
 def test_graceful_sigterm_releases_leases_at_once_postgres(
-    harness: ProcessHarness, pg_dsn: str
+    harness: ProcessHarness, pg_dsn: str, transport_env: dict[str, str]
 ) -> None:
     # A long lease: without the release, the jobs would wait 60 s for the reaper.
     api = _stack(
         harness, pg_dsn, JOBGATE_LEASE_TTL_S="60", JOBGATE_HEARTBEAT_INTERVAL_S="1",
-        JOBGATE_SHUTDOWN_GRACE_S="0.3",
+        JOBGATE_SHUTDOWN_GRACE_S="0.3", **transport_env,
     )  # fmt: skip
     leaving = harness.start("worker")
     ids = [api.submit(job_body(f"job {n}", latency_s=3)) for n in range(3)]

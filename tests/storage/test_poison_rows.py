@@ -25,9 +25,10 @@ _NON_FINITE = {
 }
 
 
+@pytest.mark.parametrize("by_id", [False, True], ids=["job_claim", "job_claim_by_id"])
 @pytest.mark.parametrize("stored", ["3e11", "1e300", "-5", "inf", "-inf", "nan"])
 async def test_a_claim_clamps_any_stored_execution_timeout(
-    storage: Storage, clock: FakeClock, stored: str
+    storage: Storage, clock: FakeClock, stored: str, by_id: bool
 ) -> None:
     finite = stored not in ("inf", "-inf", "nan")
     value = stored if finite else _NON_FINITE[storage.dialect].get(stored)
@@ -36,7 +37,13 @@ async def test_a_claim_clamps_any_stored_execution_timeout(
     tenant = await make_tenant(storage)
     job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
     await poke(storage, "jobs", job.id, execution_timeout_s=value)
-    [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    if by_id:  # a broker transport's claim (issue 18)
+        got = await storage.job_claim_by_id(
+            worker_id="w", job_ids=[job.id], lease_ttl_s=60, now=clock.now()
+        )
+        [claimed] = got.claimed
+    else:
+        [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     # A non-finite timeout reads as none at all, and marks the job damaged (the worker fails it).
     assert claimed.damaged == (() if finite else ("execution_timeout_s",))
     assert claimed.deadline_at is not None

@@ -113,6 +113,34 @@ async def test_caps_and_blocks_defer(storage: Storage, clock: FakeClock) -> None
     assert more == []
 
 
+async def test_per_key_caps_defer(storage: Storage, clock: FakeClock) -> None:
+    """max_running_per_key holds for claims by id as for job_claim, counting both kinds."""
+    a = await _jobs(storage, clock, "keyed", 3, concurrency_key="a")
+    b = await _jobs(storage, clock, "keyed", 2, concurrency_key="b")
+    free = await _jobs(storage, clock, "keyed", 2)
+    tenant = await storage.tenant_get(name="keyed")
+    assert tenant is not None
+    policy = ClaimPolicy(tenants={tenant.id: TenantShare(max_running_per_key=2)})
+    got = await _claim(storage, clock, a[:1], policy=policy)
+    assert [job.id for job in got.claimed] == a[:1]
+    got = await _claim(storage, clock, a + b + free, policy=policy)
+    # One more of key a (one runs already), both of b, and the jobs without a key.
+    assert sorted(job.id for job in got.claimed) == sorted([a[1], *b, *free])
+    assert got.deferred == [a[2]]
+    # The cap counts running jobs from either kind of claim.
+    more = await storage.job_claim(
+        worker_id="w", limit=10, lease_ttl_s=60, policy=policy, now=clock.now()
+    )
+    assert more == []
+    # The default share caps too, and concurrent claims never pass it.
+    other = await _jobs(storage, clock, "other", 6, concurrency_key="k")
+    capped = ClaimPolicy(default=TenantShare(max_running_per_key=1))
+    results = await asyncio.gather(
+        *(_claim(storage, clock, other, policy=capped) for _ in range(3))
+    )
+    assert len([job for result in results for job in result.claimed]) == 1
+
+
 async def _retry_later(storage: Storage, clock: FakeClock, job_id: str) -> None:
     """Claim the job and send it back for a retry in 100 s (queued, not yet due)."""
     (job,) = (await _claim(storage, clock, [job_id])).claimed

@@ -64,3 +64,21 @@ def unique(prefix: str) -> str:
 
 
 BrokerFactory = Callable[[], Broker]
+
+
+def open_broker(name: str) -> Broker:
+    """A broker of stream or queue names of its own: "redis", "amqp" or "sqs" (skipped when
+    the server is not running, unless JOBGATE_TEST_REQUIRE_BROKERS=1)."""
+    if name == "redis":
+        require("Redis", "127.0.0.1", 6379)
+        from tests.transports.redis_broker import RedisBroker
+
+        return RedisBroker()
+    if name == "amqp":
+        require("RabbitMQ", "127.0.0.1", 5672)
+        from tests.transports.amqp_broker import AmqpBroker
+
+        return AmqpBroker()
+    from tests.transports.sqs_broker import SqsBroker
+
+    return SqsBroker()

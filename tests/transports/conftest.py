@@ -23,31 +23,15 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing.databases import PostgresTemplate
 from jobgate.transports.relay import Relay
-from tests.transports.brokers import Broker, require
+from tests.transports.brokers import Broker, open_broker
 
 CHAT = "/v1/chat/completions"
 LEASE_TTL_S = 2.0
 
 
-def _broker(name: str) -> Broker:
-    if name == "redis":
-        require("Redis", "127.0.0.1", 6379)
-        from tests.transports.redis_broker import RedisBroker
-
-        return RedisBroker()
-    if name == "amqp":
-        require("RabbitMQ", "127.0.0.1", 5672)
-        from tests.transports.amqp_broker import AmqpBroker
-
-        return AmqpBroker()
-    from tests.transports.sqs_broker import SqsBroker
-
-    return SqsBroker()
-
-
 @pytest.fixture(params=["redis", "amqp", "sqs"])
 async def broker(request: pytest.FixtureRequest) -> AsyncIterator[Broker]:
-    made = _broker(request.param)
+    made = open_broker(request.param)
     yield made
     await made.cleanup()
 

@@ -53,6 +53,11 @@ def targets_for(name: str, config: ProviderConfig) -> list[ClaimTarget]:
     return targets
 
 
+def limited_providers(configs: Mapping[str, ProviderConfig]) -> frozenset[str]:
+    """Providers with a rate limit (for them or one of their models)."""
+    return frozenset(name for name, config in configs.items() if targets_for(name, config))
+
+
 class RateLimiter:
     def __init__(self, *, storage: RateLimitStore, configs: Mapping[str, ProviderConfig]) -> None:
         self._storage = storage

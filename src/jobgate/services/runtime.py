@@ -19,7 +19,7 @@ from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import presence
+from jobgate.services import presence, rate_limits
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
@@ -194,6 +194,7 @@ class Runtime:
                     transport=transport,
                     settings=self.settings,
                     limits=self.limits,
+                    skip_providers=rate_limits.limited_providers(self.providers.configs()),
                 )
                 tasks.append(asyncio.create_task(relay.run(), name="transport-relay"))
                 stoppers.append(relay.request_stop)

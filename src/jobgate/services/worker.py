@@ -239,14 +239,27 @@ class Worker:
             self._receive_waited = False
             if intake is not None and not intake.broker_down:
                 # By id from the broker's messages; a provider held back by its gate is left
-                # out of the claim (its messages are deferred, then published again).
-                allowed = sorted({n for providers, _ in plan if providers for n in providers})
+                # out of the claim (its messages are deferred, then published again). The
+                # rate-limited providers are not published (Relay.skip_providers): they are
+                # claimed from the table below, one request taken from their buckets first;
+                # a stray message for one (published before a restart) is deferred here.
+                every = self._providers.names()
+                wanted = {n for providers, _ in plan for n in every if providers is None} | {
+                    n for providers, _ in plan for n in providers or ()
+                }
                 unfiltered = any(providers is None for providers, _ in plan)
-                jobs = await intake.claim(
-                    count=count, providers=None if unfiltered else allowed, policy=policy
-                )
-                self._receive_waited = not intake.broker_down
-                plan = []
+                allowed = None if unfiltered and not limited else sorted(wanted - limited)
+                if allowed != []:
+                    jobs = await intake.claim(count=count, providers=allowed, policy=policy)
+                    self._receive_waited = not intake.broker_down
+                plan = [
+                    (
+                        [n for n in (every if providers is None else providers) if n in limited],
+                        quota,
+                    )
+                    for providers, quota in plan
+                ]
+                plan = [(providers, quota) for providers, quota in plan if providers]
             elif intake is not None and self._settings.transport_fallback == "fail":
                 plan = []  # the broker is down and claims wait for it (docs/transports.md)
             for providers, quota in plan:

@@ -43,7 +43,8 @@ class TransportStore(Protocol):
     ) -> ClaimedById:
         """Move the named jobs that are claimable (queued, run_at <= now, before their start
         deadline, of `providers` when given) to running under a fresh lease token each, like
-        job_claim: no tenant exceeds its cap in `policy` across every worker process, blocked
+        job_claim: no tenant exceeds its cap in `policy` (nor a concurrency key its
+        max_running_per_key) across every worker process, blocked
         tenants get nothing, and within a tenant over its cap the best (priority, run_at, id)
         go first. Never leases a job twice; an id that is not claimable is answered, never
         raised: deferred when still queued, else left out (a duplicate message is harmless)."""
@@ -57,6 +58,7 @@ class TransportStore(Protocol):
         window: int | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        skip_providers: Sequence[str] | None = None,
     ) -> list[Publication]:
         """Record, and answer, up to `limit` ready jobs (queued, due, before their start
         deadline) that need a message: never published; published for an earlier transition
@@ -67,7 +69,9 @@ class TransportStore(Protocol):
         jobs and outstanding messages count against it), as job_claim chooses. Each is
         answered by one caller only (safe from several relays, which may together exceed
         the window by a batch); the caller publishes after this commits, so a crash in
-        between delays a message by `republish_after_s` (the sweep) but never loses it."""
+        between delays a message by `republish_after_s` (the sweep) but never loses it.
+        Jobs of `skip_providers` (the rate-limited ones, claimed from the table) are never
+        answered."""
         ...
 
     async def transport_defer(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from typing import Protocol
 
 from jobgate import metrics
@@ -38,8 +39,12 @@ class Relay:
         transport: Transport,
         settings: Settings,
         limits: LimitsService | None = None,
+        skip_providers: Iterable[str] = (),
     ) -> None:
         self._storage = storage
+        # Rate-limited providers: never published (the workers claim them from the table,
+        # taking from their buckets first), so they hold no place in the window.
+        self._skip_providers = sorted(skip_providers)
         self._transport = transport
         self._settings = settings
         self._limits = limits  # the tenants' weights, for a fair window
@@ -59,6 +64,7 @@ class Relay:
             republish_after_s=self._settings.transport_sweep_after_s,
             window=self._settings.transport_window,
             policy=policy,
+            skip_providers=self._skip_providers,
         )
         if not due:
             return 0

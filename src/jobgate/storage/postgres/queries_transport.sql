@@ -1,12 +1,13 @@
 -- Transports (issue 18): claims by id and the publication ledger (PostgreSQL).
 
 -- name: job_claim_by_id
--- Lease the named jobs that are claimable, within each tenant's free slots (best first by
--- priority, run_at, id); rows another claimer holds are skipped, not waited for.
+-- Lease the named jobs that are claimable, within each tenant's free slots and, under a
+-- tenant's max_running_per_key, each concurrency key's free slots (best first by priority,
+-- run_at, id); rows another claimer holds are skipped, not waited for.
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), wanted AS (
-    SELECT j.id, j.tenant_id, j.priority, j.run_at
+    SELECT j.id, j.tenant_id, j.priority, j.run_at, j.concurrency_key
       FROM jobs AS j, clock
      WHERE j.id = ANY(:ids::text[])
        AND j.state = 'queued'
@@ -20,20 +21,43 @@ WITH clock AS (
 ), shares AS (
     SELECT *
       FROM jsonb_to_recordset(:shares::jsonb)
-           AS s(tenant_id text, max_running integer, weight double precision)
+           AS s(tenant_id text, max_running integer, weight double precision,
+                max_running_per_key integer)
 ), busy AS (
     SELECT j.tenant_id, count(*)::integer AS running
       FROM jobs AS j
      WHERE j.state = 'running' AND j.lease_token IS NOT NULL
        AND j.tenant_id IN (SELECT tenant_id FROM wanted)
      GROUP BY j.tenant_id
+), key_busy AS (
+    SELECT j.tenant_id, j.concurrency_key, count(*)::integer AS running
+      FROM jobs AS j
+     WHERE :keys_capped::boolean
+       AND j.state = 'running' AND j.lease_token IS NOT NULL AND j.concurrency_key IS NOT NULL
+       AND j.tenant_id IN (SELECT tenant_id FROM wanted)
+     GROUP BY j.tenant_id, j.concurrency_key
+), keyed AS (
+    -- Under a per-key cap, no more of a key than its free slots (best first); the tenant's
+    -- rank below counts only the jobs kept, as in job_claim.
+    SELECT w.*
+      FROM (SELECT w.*,
+                   coalesce(s.max_running_per_key,
+                            :default_max_running_per_key::integer) AS per_key,
+                   row_number() OVER (PARTITION BY w.tenant_id, w.concurrency_key
+                                      ORDER BY w.priority, w.run_at, w.id) AS key_rank
+              FROM wanted AS w
+              LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id) AS w
+      LEFT JOIN key_busy AS kb
+        ON kb.tenant_id = w.tenant_id AND kb.concurrency_key = w.concurrency_key
+     WHERE w.per_key <= 0 OR w.concurrency_key IS NULL
+        OR coalesce(kb.running, 0) + w.key_rank <= w.per_key
 ), ranked AS (
     SELECT w.id,
            coalesce(b.running, 0)
            + row_number() OVER (PARTITION BY w.tenant_id ORDER BY w.priority, w.run_at, w.id)
            AS would_run,
            coalesce(s.max_running, :default_max_running::integer) AS max_running
-      FROM wanted AS w
+      FROM keyed AS w
       LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id
       LEFT JOIN busy AS b ON b.tenant_id = w.tenant_id
 ), claimed AS (
@@ -45,8 +69,12 @@ WITH clock AS (
            lease_token = md5(random()::text || clock_timestamp()::text || j.id),
            lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
            started_at = coalesce(j.started_at, clock.now),
+           -- Clamped to [0, ten years] as in job_claim (storage.rows.MAX_INTERVAL_S).
            deadline_at = coalesce(j.deadline_at,
-                                  clock.now + make_interval(secs => j.execution_timeout_s)),
+                                  clock.now + make_interval(secs => CASE
+                                      WHEN j.execution_timeout_s IS NOT NULL
+                                      THEN least(greatest(j.execution_timeout_s, 0), 315360000)
+                                  END)),
            phase = 'awaiting_provider',
            updated_at = clock.now,
            event_seq = j.event_seq + 1,
@@ -103,6 +131,8 @@ WITH clock AS (
        AND j.run_at <= clock.now
        AND (j.expires_at IS NULL OR j.expires_at > clock.now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= clock.now)
+       -- Rate-limited providers are claimed from the table, their buckets taken first.
+       AND NOT j.provider = ANY(:skip_providers::text[])
 ), picked AS (
     SELECT id, event_seq FROM due
      ORDER BY share, priority, run_at, id

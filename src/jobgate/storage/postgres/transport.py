@@ -62,10 +62,13 @@ class PostgresTransport:
                         "tenant_id": tenant_id,
                         "max_running": share.max_running,
                         "weight": share.weight,
+                        "max_running_per_key": share.max_running_per_key,
                     }
                     for tenant_id, share in rules.tenants.items()
                 ],
                 "default_max_running": rules.default.max_running,
+                "default_max_running_per_key": rules.default.max_running_per_key,
+                "keys_capped": rules.keys_capped,
                 "blocked_tenants": sorted(rules.blocked_tenants),
             }
         )
@@ -97,6 +100,7 @@ class PostgresTransport:
         window: int | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        skip_providers: Sequence[str] | None = None,
     ) -> list[Publication]:
         rules = policy or ClaimPolicy()
         weights = [
@@ -111,6 +115,7 @@ class PostgresTransport:
             shares=weights,
             default_weight=rules.default.weight,
             now=now,
+            skip_providers=list(skip_providers or ()),
         )
         return [Publication(row["job_id"], row["published_count"]) for row in rows]
 

@@ -2,7 +2,7 @@
 
 -- name: job_claim_by_id_candidates
 -- The named jobs that are claimable now, best first (caps are applied in Python: one writer).
-SELECT id, tenant_id
+SELECT id, tenant_id, concurrency_key
   FROM jobs
  WHERE id IN (SELECT value FROM json_each(:ids))
    AND state = 'queued'
@@ -47,6 +47,8 @@ WITH shares AS (
        AND j.run_at <= :now
        AND (j.expires_at IS NULL OR j.expires_at > :now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= :now)
+       -- Rate-limited providers are claimed from the table, their buckets taken first.
+       AND j.provider NOT IN (SELECT value FROM json_each(:skip_providers))
 )
 INSERT INTO transport_publications (job_id, event_seq, republish_at)
 SELECT id, event_seq, :now + :republish_after_s

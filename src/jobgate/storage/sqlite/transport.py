@@ -57,15 +57,24 @@ class SqliteTransport:
 
         def claim(conn: sqlite3.Connection) -> ClaimedById:
             running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
+            by_key: dict[tuple[str, str], int] = {}
+            if rules.keys_capped:
+                for row in conn.execute(Q["job_claim_running_keys"].sql).fetchall():
+                    by_key[(row["tenant_id"], row["concurrency_key"])] = row["running"]
             chosen: list[str] = []
             for row in conn.execute(Q["job_claim_by_id_candidates"].sql, params).fetchall():
-                tenant = row["tenant_id"]
+                tenant, key = row["tenant_id"], row["concurrency_key"]
                 if tenant in rules.blocked_tenants:
                     continue
-                cap = rules.share(tenant).max_running
-                if cap > 0 and running.get(tenant, 0) >= cap:
+                share = rules.share(tenant)
+                if share.max_running > 0 and running.get(tenant, 0) >= share.max_running:
+                    continue
+                keyed = share.max_running_per_key > 0 and key is not None
+                if keyed and by_key.get((tenant, key), 0) >= share.max_running_per_key:
                     continue
                 running[tenant] = running.get(tenant, 0) + 1
+                if keyed:
+                    by_key[(tenant, key)] = by_key.get((tenant, key), 0) + 1
                 chosen.append(row["id"])
             claimed: list[Job] = []
             if chosen:
@@ -106,6 +115,7 @@ class SqliteTransport:
         window: int | None = None,
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
+        skip_providers: Sequence[str] | None = None,
     ) -> list[Publication]:
         rules = policy or ClaimPolicy()
         weights = [
@@ -119,6 +129,7 @@ class SqliteTransport:
             "shares": _json(weights),
             "default_weight": rules.default.weight,
             "now": self._now(now),
+            "skip_providers": _json(list(skip_providers or ())),
         }
 
         def publish(conn: sqlite3.Connection) -> list[Publication]:
