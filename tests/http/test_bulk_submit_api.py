@@ -38,6 +38,18 @@ async def test_bulk_stores_every_item_and_answers_in_order(api: Api) -> None:
     assert got.json()["metadata"] == {"n": 7}
 
 
+async def test_bulk_items_keep_every_submit_field(api: Api) -> None:
+    """A bulk item is a whole POST /v1/jobs body: scheduling, concurrency key and stream too."""
+    key = await api.key("acme")
+    items = [item("later", delay_s=3600, concurrency_key="user-7", stream=True), item("now")]
+    response = await api.http.post("/v1/jobs/bulk", json={"jobs": items}, headers=auth(key))
+    later, now = response.json()["data"]
+    assert later["run_at"] >= later["created_at"] + 3599
+    assert now["run_at"] <= now["created_at"] + 1
+    stored = await api.runtime.storage.job_get(job_id=later["id"])
+    assert stored is not None and stored.concurrency_key == "user-7"
+
+
 async def test_bulk_keys_replay_per_item_and_share_the_single_submit_binding(api: Api) -> None:
     key = await api.key("acme")
     single = await api.http.post(

@@ -10,12 +10,11 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from jobgate import errors
-from jobgate.http import problems, strict_json
+from jobgate.http import jobs_routes, problems, strict_json
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.models import ProblemOut, SubmitJobRequest
 from jobgate.http.views import job_view
 from jobgate.services import bulk_submit
-from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import SubmitOutcome
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -100,18 +99,7 @@ def _parse_item(index: int, item: Any) -> bulk_submit.BulkSubmit:
         param = ".".join(str(part) for part in first.get("loc", ())) or None
         message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
         return bulk_submit.BulkSubmit(None, refused=errors.InvalidRequest(message, param=param))
-    spec = SubmitSpec(
-        endpoint=payload.endpoint,
-        body=fields["body"],  # as the client sent it: the model only checked it
-        provider=payload.provider,
-        metadata=payload.metadata,
-        webhook=None if payload.webhook is None else payload.webhook.model_dump(),
-        priority=payload.priority,
-        max_attempts=payload.max_attempts,
-        start_timeout_s=payload.start_timeout_s,
-        execution_timeout_s=payload.execution_timeout_s,
-        stream=payload.stream,
-    )
+    spec = jobs_routes.submit_spec(payload, fields["body"])
     return bulk_submit.BulkSubmit(spec, raw_body=fields, idempotency_key=key)
 
 

@@ -53,6 +53,26 @@ def _job_headers(ctx: Ctx, job: Any) -> dict[str, str]:
     return {"Retry-After": str(ctx.jobs.retry_after_s(job))}
 
 
+def submit_spec(payload: SubmitJobRequest, body: dict[str, Any]) -> SubmitSpec:
+    """What to submit, from a checked submit body; `body` is the provider body as the client
+    sent it (the model only checked it). Shared by POST /v1/jobs and each item of a bulk."""
+    return SubmitSpec(
+        endpoint=payload.endpoint,
+        body=body,
+        provider=payload.provider,
+        metadata=payload.metadata,
+        webhook=None if payload.webhook is None else payload.webhook.model_dump(),
+        priority=payload.priority,
+        max_attempts=payload.max_attempts,
+        start_timeout_s=payload.start_timeout_s,
+        execution_timeout_s=payload.execution_timeout_s,
+        stream=payload.stream,
+        run_at=payload.run_at,
+        delay_s=payload.delay_s,
+        concurrency_key=payload.concurrency_key,
+    )
+
+
 @router.post(
     "/jobs",
     status_code=202,
@@ -71,21 +91,7 @@ async def submit_job(
     prefer: Annotated[str | None, Header(alias="Prefer")] = None,
 ) -> Response:
     raw = await request.json()  # the one strict parse (http.strict_json), cached
-    spec = SubmitSpec(
-        endpoint=payload.endpoint,
-        body=raw["body"],  # as the client sent it: the model only checked it
-        provider=payload.provider,
-        metadata=payload.metadata,
-        webhook=None if payload.webhook is None else payload.webhook.model_dump(),
-        priority=payload.priority,
-        max_attempts=payload.max_attempts,
-        start_timeout_s=payload.start_timeout_s,
-        execution_timeout_s=payload.execution_timeout_s,
-        stream=payload.stream,
-        run_at=payload.run_at,
-        delay_s=payload.delay_s,
-        concurrency_key=payload.concurrency_key,
-    )
+    spec = submit_spec(payload, raw["body"])
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key
     )
