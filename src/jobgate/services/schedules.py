@@ -26,7 +26,7 @@ SUBMIT_ROUTE = "schedule"  # the scope of its runs' idempotency keys
 MAX_CRON_CHARS = 100
 _TEMPLATE_FIELDS = frozenset({
     "endpoint", "body", "provider", "metadata", "webhook", "priority", "max_attempts",
-    "start_timeout_s", "execution_timeout_s", "concurrency_key",
+    "start_timeout_s", "execution_timeout_s", "concurrency_key", "stream",
 })  # fmt: skip
 
 
