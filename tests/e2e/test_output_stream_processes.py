@@ -65,7 +65,7 @@ def test_resume_on_another_api_process_gives_exactly_the_rest_postgres(
     harness.start("worker")
     assert first_api.url and second_api.url
     key = create_tenant(pg_dsn, "acme")
-    job_id = _submit(first_api.url, key, "carry on elsewhere", latency_s=3.0, chunks=12)
+    job_id = _submit(first_api.url, key, "carry on elsewhere", latency_s=6.0, chunks=12)
     before: list[Event] = []
     for event in _stream(first_api.url, key, job_id):
         before.append(event)
