@@ -70,6 +70,7 @@ class BulkActionRequest(pydantic.BaseModel):
     reason: str | None = pydantic.Field(
         default=None,
         max_length=MAX_REASON_CHARS,
+        pattern=_NO_NUL,
         description="A note for the audit trail, written on each changed job's event",
     )
     dry_run: pydantic.StrictBool = pydantic.Field(
