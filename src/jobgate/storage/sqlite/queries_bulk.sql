@@ -2,11 +2,9 @@
 -- write operation per chunk (the single writer keeps it consistent). A NULL parameter means
 -- "any" for that criterion; :states, :metadata and :ids are JSON text.
 
--- name: job_bulk_count
--- How many jobs match the filter and are eligible for the action.
-SELECT count(*) AS jobs
-  FROM jobs AS j
- WHERE (:tenant_id IS NULL OR j.tenant_id = :tenant_id)
+-- fragment: job_filter
+-- The filter of bulk actions and of the console's search, on jobs AS j (NULL: any).
+(:tenant_id IS NULL OR j.tenant_id = :tenant_id)
    AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
    AND (:provider IS NULL OR j.provider = :provider)
    AND (:model IS NULL OR j.model = :model)
@@ -19,6 +17,12 @@ SELECT count(*) AS jobs
                                            WHERE m.key = f.key AND m.type = 'text'
                                              AND m.value = f.value)))
    AND (:dead_lettered IS NULL OR j.dead_lettered = :dead_lettered)
+
+-- name: job_bulk_count
+-- How many jobs match the filter and are eligible for the action.
+SELECT count(*) AS jobs
+  FROM jobs AS j
+ WHERE {{job_filter}}
    AND CASE :action
            WHEN 'cancel' THEN j.state = 'queued'
                               OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
@@ -30,19 +34,7 @@ SELECT count(*) AS jobs
 -- The next chunk of eligible jobs matching the filter after the cursor, in id order.
 SELECT j.id
   FROM jobs AS j
- WHERE (:tenant_id IS NULL OR j.tenant_id = :tenant_id)
-   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
-   AND (:provider IS NULL OR j.provider = :provider)
-   AND (:model IS NULL OR j.model = :model)
-   AND (:error_code IS NULL OR j.error ->> '$.code' = :error_code)
-   AND (:created_after IS NULL OR j.created_at >= :created_after)
-   AND (:created_before IS NULL OR j.created_at < :created_before)
-   AND (:metadata IS NULL
-        OR NOT EXISTS (SELECT 1 FROM json_each(:metadata) AS f
-                        WHERE NOT EXISTS (SELECT 1 FROM json_each(j.metadata) AS m
-                                           WHERE m.key = f.key AND m.type = 'text'
-                                             AND m.value = f.value)))
-   AND (:dead_lettered IS NULL OR j.dead_lettered = :dead_lettered)
+ WHERE {{job_filter}}
    AND CASE :action
            WHEN 'cancel' THEN j.state = 'queued'
                               OR (j.state = 'running' AND j.cancel_requested_at IS NULL)

@@ -32,19 +32,7 @@ SELECT * FROM jobs WHERE provider_job_id = :provider_job_id
 -- Jobs matching a filter (NULL: any), newest first, after a (created_at, id) cursor.
 SELECT *
   FROM jobs AS j
- WHERE (:tenant_id IS NULL OR j.tenant_id = :tenant_id)
-   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
-   AND (:provider IS NULL OR j.provider = :provider)
-   AND (:model IS NULL OR j.model = :model)
-   AND (:error_code IS NULL OR j.error ->> '$.code' = :error_code)
-   AND (:created_after IS NULL OR j.created_at >= :created_after)
-   AND (:created_before IS NULL OR j.created_at < :created_before)
-   AND (:metadata IS NULL
-        OR NOT EXISTS (SELECT 1 FROM json_each(:metadata) AS f
-                        WHERE NOT EXISTS (SELECT 1 FROM json_each(j.metadata) AS m
-                                           WHERE m.key = f.key AND m.type = 'text'
-                                             AND m.value = f.value)))
-   AND (:dead_lettered IS NULL OR j.dead_lettered = :dead_lettered)
+ WHERE {{job_filter}}
    AND (:after_created_at IS NULL OR (j.created_at, j.id) < (:after_created_at, :after_id))
  ORDER BY j.created_at DESC, j.id DESC
  LIMIT :limit
