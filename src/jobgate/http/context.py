@@ -34,11 +34,16 @@ def context(request: Request) -> AppContext:
 
 async def authenticate(request: Request) -> Tenant:
     """The tenant whose Bearer key authorises this request (401 otherwise)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, key = header.partition(" ")
+    return await tenant_of(context(request), request.headers.get("authorization", ""))
+
+
+async def tenant_of(ctx: AppContext, authorization: str) -> Tenant:
+    """The tenant an `Authorization` header's Bearer key names (errors.Unauthorized
+    otherwise); shared with the hot path (http.hot_routes)."""
+    scheme, _, key = authorization.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise errors.Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    return await context(request).tenants.authenticate(key.strip())
+    return await ctx.tenants.authenticate(key.strip())
 
 
 async def _context_dependency(request: Request) -> AppContext:
