@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from jobgate import errors
 from jobgate.config import Settings
+from jobgate.services.dashboard_views import DashboardViews
 from jobgate.services.jobs import JobService
 from jobgate.services.operators import OperatorService
 from jobgate.services.tenants import TenantService
@@ -25,6 +26,11 @@ class AppContext:
     tenants: TenantService
     webhooks: WebhookService
     operators: OperatorService
+
+    @property
+    def dashboard(self) -> DashboardViews:
+        """The operator dashboard's reads across tenants."""
+        return DashboardViews(storage=self.storage, jobs=self.jobs)
 
 
 def context(request: Request) -> AppContext:

@@ -24,7 +24,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jobgate import errors
 from jobgate.http.context import AppContext, Ctx, context
 from jobgate.http.models import ObjectId
-from jobgate.services.dashboard_views import DashboardViews
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 COOKIE = "jobgate_session"  # was `jobgate_operator`, which held the key: no longer read
@@ -211,21 +210,17 @@ async def logout(request: Request, ctx: Ctx) -> Response:
 
 @router.get("/dlq")
 async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
-    rows, names = await _views(ctx).dead_letters()
+    rows, names = await ctx.dashboard.dead_letters()
     return render(ctx, "dlq.html", who, jobs=rows, names=names)
 
 
 @router.post("/jobs/{job_id}/redrive")
 async def redrive(job_id: ObjectId, request: Request, ctx: Ctx, who: Operator) -> Response:
     same_origin(request)
-    await _views(ctx).redrive(job_id=job_id, operator=who)
+    await ctx.dashboard.redrive(job_id=job_id, operator=who)
     return RedirectResponse(f"/dashboard/jobs/{job_id}", status_code=303)
 
 
 @router.get("/webhooks")
 async def webhooks(ctx: Ctx, who: Operator) -> HTMLResponse:
-    return render(ctx, "webhooks.html", who, endpoints=await _views(ctx).endpoint_health())
-
-
-def _views(ctx: AppContext) -> DashboardViews:
-    return DashboardViews(storage=ctx.storage, jobs=ctx.jobs)
+    return render(ctx, "webhooks.html", who, endpoints=await ctx.dashboard.endpoint_health())
