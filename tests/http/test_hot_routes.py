@@ -9,6 +9,7 @@ fall-through, answered the ordinary requests."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -29,6 +30,12 @@ def job_body(text: str = "hello", **extra: Any) -> dict[str, Any]:
         "body": {"model": "sim-echo", "messages": [{"role": "user", "content": text}]},
         **extra,
     }
+
+
+async def streamed(chunk: bytes, count: int) -> AsyncIterator[bytes]:
+    """A chunked body (no Content-Length): the limit is found while it is read."""
+    for _ in range(count):
+        yield chunk
 
 
 def masked(value: Any) -> Any:
@@ -87,7 +94,7 @@ async def script(runtime: Runtime, http: httpx.AsyncClient, side: str) -> list[d
     auth = {"Authorization": f"Bearer {key}"}
     answers: list[dict[str, Any]] = []
 
-    async def post(content: bytes | None = None, **kwargs: Any) -> httpx.Response:
+    async def post(content: Any = None, **kwargs: Any) -> httpx.Response:
         response = await http.post("/v1/jobs", content=content, **kwargs)
         answers.append(answer(response))
         return response
@@ -129,8 +136,9 @@ async def script(runtime: Runtime, http: httpx.AsyncClient, side: str) -> list[d
     await post(body, headers={**auth, "Content-Type": "application/json; charset=utf-8"})
     await post(body, headers={**auth, "Content-Type": "application/merge-patch+json"})
     await post(body, headers=auth)  # no content type at all
-    # Too large, declared.
+    # Too large, declared, and too large while streamed without a declared length.
     await post(b"{" + b" " * 2_000_000 + b"}", headers=json_headers)
+    await post(streamed(b" " * 65_536, 40), headers=json_headers)
     # A queue limit, then a long poll on the submit that times out.
     full_auth = {"Authorization": f"Bearer {full_key}"}
     await post(json=job_body(), headers=full_auth)

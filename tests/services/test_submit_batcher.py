@@ -203,6 +203,20 @@ async def test_a_failed_batch_is_retried_submit_by_submit() -> None:
     assert sorted(store.calls[1:]) == [("one", ["j0"]), ("one", ["j1"]), ("one", ["j2"])]
 
 
+async def test_a_store_answering_out_of_shape_fails_its_callers_instead_of_hanging() -> None:
+    store = ScriptedStore()
+
+    async def short(**_kwargs: Any) -> list[BulkResult]:
+        return []  # fewer results than items
+
+    store.job_insert_bulk = short  # type: ignore[method-assign]
+    group = batcher(store)
+    results = await asyncio.gather(
+        *(group.insert(item(f"j{i}"), None) for i in range(2)), return_exceptions=True
+    )
+    assert all(isinstance(r, ValueError) for r in results)
+
+
 async def test_a_caller_that_left_before_the_flush_is_not_stored() -> None:
     store = ScriptedStore()
     store.release.clear()

@@ -24,7 +24,6 @@ Batches are per tenant because the queue bounds are.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Coroutine, Sequence
@@ -135,7 +134,15 @@ class SubmitBatcher:
                 batch.deadline = None
             live = [s for s in batch.submits if not s.answer.done()]  # a cancelled caller left
             if live:
-                await self._store(live)
+                try:
+                    await self._store(live)
+                except Exception as exc:  # a caller must never wait for an answer that is lost
+                    for submit in live:
+                        _answer_error(submit, exc)
+                except asyncio.CancelledError:
+                    for submit in live:
+                        submit.answer.cancel()
+                    raise
         finally:
             self._in_flight -= 1
             self._next()
@@ -157,7 +164,12 @@ class SubmitBatcher:
                 items=[s.item for s in submits], queue_limit=bounds
             )
         except Exception as exc:
-            log.debug("a submit batch of %d failed (%s): each retried alone", len(submits), exc)
+            # The type only: a driver's message may quote values.
+            log.debug(
+                "a submit batch of %d failed (%s): each retried alone",
+                len(submits),
+                type(exc).__name__,
+            )
             await asyncio.gather(*(self._alone(s) for s in submits))
             return
         for submit, result in zip(submits, results, strict=True):
@@ -183,12 +195,6 @@ class SubmitBatcher:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-    async def aclose(self) -> None:
-        """Wait for the flushes under way (their callers are answered)."""
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 def _merged(limits: Sequence[QueueLimit | None]) -> QueueLimit | None:
