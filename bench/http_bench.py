@@ -42,6 +42,7 @@ async def _load(
     config: dict[str, Any],
     dsn: str | None = None,
     sqlite_path: Path | None = None,
+    system: str = "jobgate",
 ) -> list[Case]:
     sizes = ctx.sizes
     cases = []
@@ -60,11 +61,15 @@ async def _load(
             }
             # What earlier loads submitted is still being drained: let the workers finish it,
             # so that each rate is measured on its own.
-            await _wait_idle(dsn, sqlite_path)
+            if system == "jobgate":
+                await _wait_idle(dsn, sqlite_path)
             database_before = await _database_cpu(dsn)
             cpu_before = [procs.cpu_seconds(s.pid) for s in servers]
             answer = await run_loadgen(
-                ctx, f"http-{backend}-{op}-{rate}", spec, timeout_s=sizes.http_seconds * 3 + 90
+                ctx,
+                f"http-{system}-{backend}-{op}-{rate}",
+                spec,
+                timeout_s=sizes.http_seconds * 3 + 90,
             )
             cpu = sum(
                 procs.cpu_seconds(s.pid) - b for s, b in zip(servers, cpu_before, strict=True)
@@ -89,7 +94,7 @@ async def _load(
             cases.append(
                 Case(
                     "http",
-                    "jobgate",
+                    system,
                     backend,
                     op,
                     {
@@ -217,3 +222,40 @@ async def http_postgres(ctx: RunContext) -> list[Case]:
         finally:
             for proc in (api, worker):
                 await asyncio.to_thread(proc.stop)
+
+
+ANCHOR = "fastapi-asyncpg"
+
+
+async def http_anchor(ctx: RunContext) -> list[Case]:
+    """The bare FastAPI + uvicorn + asyncpg endpoint (bench.peers.fastapi_anchor) under the
+    same load as jobgate's API on PostgreSQL: the floor jobgate's submit and status are
+    compared with."""
+    from bench.peers import fastapi_anchor
+
+    directory = ctx.scratch("http-anchor")
+    async with pg.fresh("anchor") as dsn:
+        job_ids = await fastapi_anchor.prepare(dsn, STATUS_JOBS)
+        server = procs.start_python(
+            "http-anchor",
+            "bench.peers.fastapi_anchor",
+            [dsn],
+            workdir=directory,
+            log_dir=ctx.log_dir,
+        )
+        try:
+            base_url = await asyncio.to_thread(procs.wait_listening, server)
+            await asyncio.sleep(1)  # the pool opens after the banner
+            return await _load(
+                ctx,
+                "postgres",
+                base_url,
+                "unused",
+                job_ids,
+                [server],
+                {"server": "uvicorn"},
+                dsn=dsn,
+                system=ANCHOR,
+            )
+        finally:
+            await asyncio.to_thread(server.stop)

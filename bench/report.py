@@ -46,7 +46,7 @@ def ratio_lines(cases: Sequence[Case]) -> list[str]:
         (r.label, "-" if r.value is None else f"{r.value:.2f}x", r.detail)
         for r in targets.ratios(cases)
     ]
-    return _table(("jobgate ÷ peer", "ratio", "jobs/s"), rows)
+    return _table(("jobgate ÷ peer", "ratio", "figures"), rows)
 
 
 def _section_rows(cases: Sequence[Case], section: str, metrics: Sequence[str]) -> list[list[Any]]:

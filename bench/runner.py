@@ -191,6 +191,14 @@ async def _http(ctx: RunContext, options: Options, cases: list[Case]) -> None:
             partial(measure, ctx),
             Case("http", "jobgate", backend, "submit", {}, {}),
         )
+    if "postgres" in options.backends:
+        await _guard(
+            ctx,
+            cases,
+            "http anchor",
+            partial(http_bench.http_anchor, ctx),
+            Case("http", http_bench.ANCHOR, "postgres", "submit", {}, {}),
+        )
 
 
 async def _longpoll(ctx: RunContext, options: Options, cases: list[Case]) -> None:

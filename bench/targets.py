@@ -65,7 +65,31 @@ def ratios(cases: Sequence[Case]) -> list[Ratio]:
             if mine is None and any(c.error for c in gap):
                 ratio.detail = "n/a: jobgate has no batched path"
             rows.append(ratio)
+    for op in ("submit", "status"):
+        mine = http_best(cases, "jobgate", op)
+        theirs = http_best(cases, "fastapi-asyncpg", op)
+        rows.append(_http_ratio(f"HTTP {op} vs FastAPI+asyncpg", mine, theirs))
     return rows
+
+
+def http_best(cases: Sequence[Case], system: str, op: str) -> Case | None:
+    """The most requests per second `system` answered for `op` on PostgreSQL at an offered
+    rate it served without errors (an overloaded rate's count includes timed-out requests);
+    the best of any rate when every rate had errors."""
+    chosen = select(cases, section="http", system=system, backend="postgres", name=op)
+    clean = [c for c in chosen if not c.metrics.get("errors")]
+    return best(clean, "achieved_per_s") or best(chosen, "achieved_per_s")
+
+
+def _http_ratio(label: str, mine: Case | None, theirs: Case | None) -> Ratio:
+    a = None if mine is None else mine.metrics.get("achieved_per_s")
+    b = None if theirs is None else theirs.metrics.get("achieved_per_s")
+    if a is None or b is None or b == 0:
+        return Ratio(label, None, "not measured")
+    p99 = [None if c is None else c.metrics.get("p99_ms") for c in (mine, theirs)]
+    return Ratio(
+        label, round(a / b, 3), f"{a:,.0f} vs {b:,.0f} req/s (p99 {p99[0]} vs {p99[1]} ms)"
+    )
 
 
 def _ratio(label: str, mine: Case | None, theirs: Case | None) -> Ratio:

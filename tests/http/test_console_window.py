@@ -9,7 +9,7 @@ import pytest
 
 from jobgate.domain.rollups import Transition
 from jobgate.domain.states import JobState
-from jobgate.http import console_window
+from jobgate.services import console_window
 
 NOW = datetime(2026, 1, 1, 12, 30, 30, tzinfo=UTC)
 

@@ -30,10 +30,13 @@ from jobgate.http import (
 from jobgate.http.access_log import AccessLogMiddleware
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
+from jobgate.http.hot_routes import HotRoutesMiddleware
 from jobgate.http.request_id import RequestIdMiddleware
 
 
-def create_app(ctx: AppContext) -> FastAPI:
+def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
+    """The API. `hot_routes=False` serves POST /v1/jobs and GET /v1/jobs/{id} through FastAPI
+    too (the reference the hot path is tested against)."""
     app = FastAPI(
         title="jobgate",
         version=jobgate.__version__,
@@ -63,6 +66,9 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_exception_handler(RequestValidationError, problems.handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)
     app.add_exception_handler(Exception, problems.handle_unexpected)
+    # Innermost of ours: the hot routes are still wrapped by the body limit, log and request id.
+    if hot_routes:
+        app.add_middleware(HotRoutesMiddleware)
     app.add_middleware(
         BodyLimitMiddleware,
         max_body_bytes=ctx.settings.max_body_bytes,

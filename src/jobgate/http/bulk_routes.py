@@ -17,7 +17,7 @@ from jobgate.clock import from_unix
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.http.bulk_models import BulkActionOut, BulkActionRequest, JobFilterIn
 from jobgate.http.context import AppContext, Ctx
-from jobgate.http.jobs_routes import json_response
+from jobgate.http.json_response import json_response
 from jobgate.http.models import ProblemOut
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services import bulk, operators

@@ -43,10 +43,7 @@ class BatchRow:
 
 async def _rows(ctx: AppContext) -> list[BatchRow]:
     service = BatchService(storage=ctx.storage, settings=ctx.settings, ids=ctx.jobs.ids)
-    found: list[tuple[BatchRecord, str]] = []
-    for tenant in await ctx.storage.tenant_list():
-        batches = await ctx.storage.batch_list(tenant_id=tenant.id, after=None, limit=PER_TENANT)
-        found += [(batch, tenant.name) for batch in batches]
+    found = await ctx.dashboard.batches(per_tenant=PER_TENANT)
     found.sort(key=lambda pair: (pair[0].created_at, pair[0].id), reverse=True)
     rows = []
     for batch, name in found[:SHOWN]:

@@ -24,7 +24,6 @@ from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.states import JobState
 from jobgate.http import console_charts as charts
 from jobgate.http import console_views as views
-from jobgate.http import console_window
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render, same_origin
 from jobgate.http.models import ObjectId
@@ -46,32 +45,24 @@ async def console_script() -> Response:
 
 
 async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, Any]:
-    tenants = await ctx.storage.admin_overview()
-    try:
-        await ctx.storage.ping()
-        storage_ok = True
-    except errors.StorageError:
-        storage_ok = False
-    endpoints = await ctx.storage.admin_endpoint_health()
-    now = await ctx.storage.database_now()  # the clock that stamps the events
-    transitions, capped = await console_window.last_hour(ctx.storage, now=now)
-    depth = await ctx.storage.console_queue_depth()
+    read = await ctx.dashboard.overview()
+    tenants, transitions, depth, now = read.tenants, read.transitions, read.depth, read.now
     names = {t.tenant_id: t.tenant_name for t in tenants}
     by_name = {name: tenant_id for tenant_id, name in names.items()}
     scope = rollups.Scope(
         tenant_id=by_name.get(tenant, "") if tenant else None, provider=provider or None
     )
-    rolled = rollups.rollup(transitions, depth, now=now, scope=scope, capped=capped)
+    rolled = rollups.rollup(transitions, depth, now=now, scope=scope, capped=read.capped)
     providers = sorted({d.provider for d in depth} | {t.provider for t in transitions})
     return {
         "tenants": tenants,
-        "storage_ok": storage_ok,
-        "dialect": ctx.storage.dialect,
+        "storage_ok": read.storage_ok,
+        "dialect": read.dialect,
         "totals": {
             "queued": sum(t.queued for t in tenants),
             "running": sum(t.running for t in tenants),
             "dead_lettered": sum(t.dead_lettered for t in tenants),
-            "failing_endpoints": sum(1 for e in endpoints if e.disabled or e.failed),
+            "failing_endpoints": sum(1 for e in read.endpoints if e.disabled or e.failed),
         },
         "oldest": min((t.oldest_due_at for t in tenants if t.oldest_due_at), default=None),
         "charts": _charts(rolled),
@@ -137,19 +128,15 @@ async def overview_live(
 
 
 async def _search(ctx: AppContext, form: views.ConsoleFilter, after: str | None) -> dict[str, Any]:
-    tenants = await ctx.storage.tenant_list()
+    tenants = await ctx.dashboard.tenants()
     by_name = {t.name: t.id for t in tenants}
     ident = form.identifier()
     if ident is not None:
-        rows = await ctx.storage.console_job_search(where=JobFilter(), job_id=ident)
-        if not rows:
-            rows = await ctx.storage.console_job_search(
-                where=JobFilter(), provider_job_id=ident, limit=PAGE + 1
-            )
+        rows = await ctx.dashboard.find(ident, limit=PAGE + 1)
     else:
         tenant_id = by_name.get(form.tenant, "") if form.tenant else None
-        rows = await ctx.storage.console_job_search(
-            where=form.job_filter(tenant_id, await ctx.storage.database_now()),
+        rows = await ctx.dashboard.search(
+            form.job_filter(tenant_id, await ctx.dashboard.database_now()),
             after=after,
             limit=PAGE + 1,
         )
@@ -191,20 +178,15 @@ async def jobs_live(
 
 
 async def _job(ctx: AppContext, job_id: str) -> dict[str, Any]:
-    job = await ctx.storage.job_get(job_id=job_id)
-    if job is None:
-        raise errors.NotFound("job", job_id)
-    tenant = await ctx.storage.tenant_get(tenant_id=job.tenant_id)
-    events = await ctx.storage.job_events(job_id=job_id)
+    detail = await ctx.dashboard.job(job_id)
+    job, events = detail.job, detail.events
     show = ctx.settings.dashboard_show_content
     return {
         "job": job,
-        "tenant": tenant.name if tenant else "?",
+        "tenant": detail.tenant_name or "?",
         "events": events,
         "attempts": views.attempts(events),
-        "cost": views.job_cost(
-            await ctx.storage.usage_for_job(job_id=job_id), ctx.settings.prices()
-        ),
+        "cost": views.job_cost(detail.usage, ctx.settings.prices()),
         "show_content": show,
         "request_shape": redaction.shape(job.request, show_content=show),
         "result_shape": redaction.shape(job.result, show_content=show),
@@ -214,7 +196,7 @@ async def _job(ctx: AppContext, job_id: str) -> dict[str, Any]:
 @router.get("/jobs/{job_id}")
 async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
     values = await _job(ctx, job_id)
-    deliveries = await ctx.storage.delivery_attempts_for_job(job_id=job_id)
+    deliveries = await ctx.dashboard.deliveries(job_id)
     return render(ctx, "job.html", who, deliveries=deliveries, **values)
 
 
@@ -238,10 +220,7 @@ async def _bulk_target(
         raise errors.InvalidRequest(
             "bulk actions take a filter: search by key=value, not by id", param="q"
         )
-    tenant_id = None
-    if form.tenant:
-        tenant = await ctx.storage.tenant_get(name=form.tenant)
-        tenant_id = "" if tenant is None else tenant.id
+    tenant_id = await ctx.dashboard.tenant_id(form.tenant) if form.tenant else None
     counted = from_unix(counted_ms / 1000)
     return action, form, _counted_before(form.job_filter(tenant_id, counted), counted_ms)
 
@@ -278,7 +257,7 @@ async def bulk_confirm(request: Request, ctx: Ctx, who: Operator) -> HTMLRespons
     """The confirmation: how many jobs the action would change now, before anything does."""
     values = dict(request.query_params)
     # The database's clock: on PostgreSQL it stamps created_at, whatever this host's says.
-    counted_ms = int((await ctx.storage.database_now()).timestamp() * 1000)
+    counted_ms = int((await ctx.dashboard.database_now()).timestamp() * 1000)
     action, form, where = await _bulk_target(ctx, values, counted_ms)
     caller = bulk.Caller(actor=f"operator:{who}", tenant_id=None)
     matched = await bulk.BulkService(storage=ctx.storage).count(

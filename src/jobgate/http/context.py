@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from jobgate import errors
 from jobgate.config import Settings
+from jobgate.services.dashboard_views import DashboardViews
 from jobgate.services.jobs import JobService
 from jobgate.services.operators import OperatorService
 from jobgate.services.tenants import TenantService
@@ -26,6 +27,11 @@ class AppContext:
     webhooks: WebhookService
     operators: OperatorService
 
+    @property
+    def dashboard(self) -> DashboardViews:
+        """The operator dashboard's reads across tenants."""
+        return DashboardViews(storage=self.storage, jobs=self.jobs)
+
 
 def context(request: Request) -> AppContext:
     ctx: AppContext = request.app.state.ctx
@@ -34,11 +40,16 @@ def context(request: Request) -> AppContext:
 
 async def authenticate(request: Request) -> Tenant:
     """The tenant whose Bearer key authorises this request (401 otherwise)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, key = header.partition(" ")
+    return await tenant_of(context(request), request.headers.get("authorization", ""))
+
+
+async def tenant_of(ctx: AppContext, authorization: str) -> Tenant:
+    """The tenant an `Authorization` header's Bearer key names (errors.Unauthorized
+    otherwise); shared with the hot path (http.hot_routes)."""
+    scheme, _, key = authorization.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise errors.Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    return await context(request).tenants.authenticate(key.strip())
+    return await ctx.tenants.authenticate(key.strip())
 
 
 async def _context_dependency(request: Request) -> AppContext:

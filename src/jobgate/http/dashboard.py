@@ -22,7 +22,6 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobgate import errors
-from jobgate.domain.states import JobState
 from jobgate.http.context import AppContext, Ctx, context
 from jobgate.http.models import ObjectId
 
@@ -211,21 +210,17 @@ async def logout(request: Request, ctx: Ctx) -> Response:
 
 @router.get("/dlq")
 async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
-    rows = await ctx.storage.admin_job_list(dead_lettered=True, states=[JobState.FAILED], limit=200)
-    names = {t.id: t.name for t in await ctx.storage.tenant_list()}
+    rows, names = await ctx.dashboard.dead_letters()
     return render(ctx, "dlq.html", who, jobs=rows, names=names)
 
 
 @router.post("/jobs/{job_id}/redrive")
 async def redrive(job_id: ObjectId, request: Request, ctx: Ctx, who: Operator) -> Response:
     same_origin(request)
-    job = await ctx.storage.job_get(job_id=job_id)
-    if job is None:
-        raise errors.NotFound("job", job_id)
-    await ctx.jobs.retry(tenant_id=job.tenant_id, job_id=job_id, actor=f"operator:{who}")
+    await ctx.dashboard.redrive(job_id=job_id, operator=who)
     return RedirectResponse(f"/dashboard/jobs/{job_id}", status_code=303)
 
 
 @router.get("/webhooks")
 async def webhooks(ctx: Ctx, who: Operator) -> HTMLResponse:
-    return render(ctx, "webhooks.html", who, endpoints=await ctx.storage.admin_endpoint_health())
+    return render(ctx, "webhooks.html", who, endpoints=await ctx.dashboard.endpoint_health())

@@ -7,7 +7,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from jobgate import errors
 from jobgate.http.context import Ctx
-from jobgate.http.jobs_routes import json_response
+from jobgate.http.json_response import json_response
 from jobgate.services import presence
 from jobgate.transports import status as transport_status
 

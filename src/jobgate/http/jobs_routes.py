@@ -14,8 +14,9 @@ from jobgate import errors, failpoints
 from jobgate.domain import ranges
 from jobgate.domain.states import JobState
 from jobgate.http import job_notes
-from jobgate.http.context import Ctx, CurrentTenant
+from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.disconnect import unless_disconnected
+from jobgate.http.json_response import json_response
 from jobgate.http.models import (
     EventListOut,
     JobListOut,
@@ -28,6 +29,7 @@ from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.views import event_view, job_view
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.changes import wait_for
+from jobgate.storage.records import Tenant
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=StrictJsonRoute)
 
@@ -39,15 +41,7 @@ _PREFER_WAIT = re.compile(r"(?:^|[;,\s])wait\s*=\s*(\d+)", re.IGNORECASE)
 _KEEPALIVE_S = 15.0
 
 
-def json_response(
-    body: Any, status_code: int = 200, headers: dict[str, str] | None = None
-) -> Response:
-    return Response(
-        orjson.dumps(body), status_code=status_code, media_type="application/json", headers=headers
-    )
-
-
-def _job_headers(ctx: Ctx, job: Any) -> dict[str, str]:
+def _job_headers(ctx: AppContext, job: Any) -> dict[str, str]:
     if job.terminal:
         return {}
     return {"Retry-After": str(ctx.jobs.retry_after_s(job))}
@@ -91,6 +85,20 @@ async def submit_job(
     prefer: Annotated[str | None, Header(alias="Prefer")] = None,
 ) -> Response:
     raw = await request.json()  # the one strict parse (http.strict_json), cached
+    return await submit(request, ctx, tenant, payload, raw, idempotency_key, prefer)
+
+
+async def submit(
+    request: Request,
+    ctx: AppContext,
+    tenant: Tenant,
+    payload: SubmitJobRequest,
+    raw: dict[str, Any],
+    idempotency_key: str | None,
+    prefer: str | None,
+) -> Response:
+    """POST /v1/jobs once the body is parsed and checked and the caller known: shared by the
+    FastAPI route and the hot path (http.hot_routes), so both answer alike."""
     spec = submit_spec(payload, raw["body"])
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key
@@ -142,6 +150,14 @@ async def get_job(
         ),
     ] = None,
 ) -> Response:
+    return await read(request, ctx, tenant, job_id, wait)
+
+
+async def read(
+    request: Request, ctx: AppContext, tenant: Tenant, job_id: str, wait: float | None
+) -> Response:
+    """GET /v1/jobs/{id} (a long poll with `wait`) once the id and the caller are checked:
+    shared by the FastAPI route and the hot path (http.hot_routes)."""
     if wait:
         waited = await unless_disconnected(
             request, ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait)

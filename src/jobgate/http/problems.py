@@ -95,6 +95,11 @@ def from_error(exc: errors.JobgateError) -> Response:
 
 async def handle_jobgate_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.JobgateError)
+    return answer(exc)
+
+
+def answer(exc: errors.JobgateError) -> Response:
+    """The problem answer to a JobgateError a handler raised (an outage is logged too)."""
     if isinstance(exc, errors.StorageUnavailable):
         log.warning("storage unavailable: %s", exc.message)
     return from_error(exc)

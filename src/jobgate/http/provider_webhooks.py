@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from jobgate.http.context import Ctx
-from jobgate.http.jobs_routes import json_response
+from jobgate.http.json_response import json_response
 from jobgate.services.provider_events import ProviderEventService
 
 router = APIRouter(prefix="/v1", tags=["providers"])

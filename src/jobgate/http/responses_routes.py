@@ -19,7 +19,7 @@ from starlette.types import Receive
 from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
 from jobgate.http.context import Ctx, CurrentTenant
-from jobgate.http.jobs_routes import json_response
+from jobgate.http.json_response import json_response
 from jobgate.http.models import ObjectId, ProblemOut
 from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
 from jobgate.http.strict_json import StrictJsonRoute

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from jobgate import errors
 from jobgate.clock import to_unix
 from jobgate.http.context import Ctx, CurrentTenant
-from jobgate.http.jobs_routes import json_response
+from jobgate.http.json_response import json_response
 from jobgate.http.models import ObjectId, ProblemOut, SubmitJobRequest
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services import schedules

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from jobgate.clock import from_unix, to_unix
 from jobgate.domain import ranges
 from jobgate.http.context import Ctx, CurrentTenant
-from jobgate.http.jobs_routes import json_response
+from jobgate.http.json_response import json_response
 from jobgate.http.models import ObjectId, ProblemOut
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.webhooks_models import (

@@ -19,7 +19,9 @@ from jobgate.ids import IdGenerator
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
+from jobgate.services.submit_batcher import SubmitBatcher
 from jobgate.services.webhook_guard import UrlGuard
+from jobgate.storage.bulk_insert_protocol import BulkItem
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
@@ -74,6 +76,7 @@ class JobService:
         self.settings = settings
         self.clock = clock
         self.ids = ids
+        self.batcher = SubmitBatcher(storage=storage, clock=clock)  # group commit of submits
         self.webhook_guard = UrlGuard.from_settings(settings)  # the SSRF guard for webhook.url
         # A model route's first target skips providers whose breaker any worker opened.
         self.breakers = BreakerSync(
@@ -118,9 +121,9 @@ class JobService:
             )
             if new_job.webhook is not None:  # resolve and vet the host (delivery does again)
                 await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
-            try:
-                outcome = await self.storage.job_insert(
-                    job=new_job, idempotency=claim, queue_limit=queue_limit
+            try:  # committed with the submits that arrive with it (services.submit_batcher)
+                outcome = await self.batcher.insert(
+                    BulkItem(job=new_job, idempotency=claim), queue_limit
                 )
             except errors.QueueFull as exc:
                 raise self.limits.queue_full(exc, tenant_id) from None

@@ -1,0 +1,178 @@
+"""The two hottest routes, `POST /v1/jobs` and `GET /v1/jobs/{id}`, without FastAPI's layers.
+
+FastAPI's routing, dependency solving and request wrapping cost more CPU than the work of a
+submit or a status read (bench/notes.md). This middleware sits innermost among jobgate's own
+(so the request id, access log and body limit still wrap it) and answers exactly those two
+method + path pairs in their ordinary form: one strict parse (http.strict_json), the same
+model check, authentication, handler (`jobs_routes.submit` / `jobs_routes.read`) and
+problem table (`problems.answer`) as the FastAPI route. Anything unusual is handed to
+FastAPI untouched, with the body it already read replayed: a body that is not a JSON object
+or fails the model, another content type, an id or `wait` the route would refuse, any other
+query. FastAPI then answers it exactly as before, including which error wins, so the hot
+path never has to copy the framework's error ordering. The FastAPI routes stay declared, so
+`/openapi.json` is unchanged (tests/http/test_hot_routes.py holds the two paths equal).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pydantic
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from jobgate import errors
+from jobgate.domain import ranges
+from jobgate.http import jobs_routes, problems, strict_json
+from jobgate.http.context import AppContext, tenant_of
+from jobgate.http.models import SubmitJobRequest
+
+JOBS_PATH = "/v1/jobs"
+_JOB_PREFIX = JOBS_PATH + "/"
+_JOB_ID = re.compile(ranges.ID_PATTERN)
+# `?wait=N` in its plain form (at most two integer digits, optional decimals); anything else
+# (another parameter, a repeat, a sign, an exponent) goes to FastAPI's own query parsing.
+_WAIT_QUERY = re.compile(rb"wait=(\d{1,2}(?:\.\d{1,9})?)")
+_ELSEWHERE = object()  # "not for the hot path": a sentinel distinct from every wait value
+
+
+class HotRoutesMiddleware:
+    """Answers the hot routes directly; everything else goes to `app` (FastAPI's stack)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope.get("root_path"):
+            path: str = scope["path"]
+            method: str = scope["method"]
+            if method == "POST" and path == JOBS_PATH:
+                await self._submit(scope, receive, send)
+                return
+            if method == "GET" and path.startswith(_JOB_PREFIX):
+                job_id = path[len(_JOB_PREFIX) :]
+                wait = _wait_of(scope.get("query_string", b""))
+                if wait is not _ELSEWHERE and _JOB_ID.fullmatch(job_id):
+                    assert wait is None or isinstance(wait, float)
+                    await self._read(scope, receive, send, job_id, wait)
+                    return
+        await self.app(scope, receive, send)
+
+    async def _submit(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope)
+        body = await _read_body(receive)
+        if not body or not _is_plain_json(headers.get(b"content-type")):
+            await self.app(scope, _replay(body, receive), send)
+            return
+        try:
+            raw = strict_json.parse(body)
+        except errors.JobgateError as exc:
+            await problems.answer(exc)(scope, receive, send)
+            return
+        payload = _checked(raw)
+        if payload is None:  # FastAPI words the validation error (after authenticating)
+            await self.app(scope, _replay(body, receive), send)
+            return
+        ctx = _context(scope)
+        request = Request(scope, receive)
+        try:
+            tenant = await tenant_of(ctx, _text(headers.get(b"authorization")) or "")
+            response = await jobs_routes.submit(
+                request,
+                ctx,
+                tenant,
+                payload,
+                raw,
+                _text(headers.get(b"idempotency-key")),
+                _text(headers.get(b"prefer")),
+            )
+        except errors.JobgateError as exc:
+            response = problems.answer(exc)
+        await response(scope, receive, send)
+
+    async def _read(
+        self, scope: Scope, receive: Receive, send: Send, job_id: str, wait: float | None
+    ) -> None:
+        headers = _headers(scope)
+        ctx = _context(scope)
+        try:
+            tenant = await tenant_of(ctx, _text(headers.get(b"authorization")) or "")
+            response = await jobs_routes.read(Request(scope, receive), ctx, tenant, job_id, wait)
+        except errors.JobgateError as exc:
+            response = problems.answer(exc)
+        await response(scope, receive, send)
+
+
+def _context(scope: Scope) -> AppContext:
+    ctx: AppContext = scope["app"].state.ctx
+    return ctx
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers by lower-case name, the first of repeats winning (as Starlette's
+    `Headers.get`, which FastAPI's `Header()` parameters read)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        found.setdefault(name, value)
+    return found
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
+
+
+def _is_plain_json(content_type: bytes | None) -> bool:
+    """`application/json`, with or without parameters: both the strict parse and FastAPI read
+    such a body as JSON. Other types, and none (FastAPI's strict content type refuses it),
+    take FastAPI's path."""
+    if content_type is None:
+        return False
+    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
+def _checked(raw: object) -> SubmitJobRequest | None:
+    """The submit model of a parsed body, or None when it does not pass the model."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return SubmitJobRequest.model_validate(raw)
+    except pydantic.ValidationError:
+        return None
+
+
+def _wait_of(query: bytes) -> float | object | None:
+    """`?wait=` as the route reads it: None without a query, the seconds for a plain one in
+    range, `_ELSEWHERE` for any other query (FastAPI parses and checks it)."""
+    if not query:
+        return None
+    match = _WAIT_QUERY.fullmatch(query)
+    if match is None:
+        return _ELSEWHERE
+    seconds = float(match.group(1))
+    return seconds if seconds <= ranges.MAX_WAIT_S else _ELSEWHERE
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The whole request body (Starlette's `Request.body`, without the Request)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the already-read body over once, then the connection's own."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

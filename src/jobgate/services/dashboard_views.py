@@ -1,0 +1,144 @@
+"""What the operator dashboard and console read and do across tenants, so their routes stay an
+HTTP edge: they check the operator, parse the form and render; the reads live here."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from jobgate import errors
+from jobgate.domain.bulk import JobFilter
+from jobgate.domain.job import Job, JobEvent
+from jobgate.domain.rollups import QueueDepth, Transition
+from jobgate.domain.states import JobState
+from jobgate.services import console_window
+from jobgate.services.jobs import JobService
+from jobgate.storage.admin_protocol import EndpointHealth, TenantOverview
+from jobgate.storage.batches_records import BatchRecord
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import Tenant, UsageEntry
+from jobgate.storage.webhook_records import DeliveryAttempt
+
+DEAD_LETTERS_SHOWN = 200
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Overview:
+    """The console overview's inputs: the queue by tenant, the charts' last hour."""
+
+    tenants: list[TenantOverview]
+    storage_ok: bool
+    dialect: str
+    endpoints: list[EndpointHealth]
+    now: datetime  # the database's clock, which stamps the events
+    transitions: list[Transition]  # the charts' window, newest first
+    capped: bool  # the window's read hit its bound: its oldest minutes are incomplete
+    depth: list[QueueDepth]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobDetail:
+    job: Job
+    tenant_name: str | None
+    events: list[JobEvent]
+    usage: list[UsageEntry]
+
+
+class DashboardViews:
+    def __init__(self, *, storage: Storage, jobs: JobService) -> None:
+        self.storage = storage
+        self.jobs = jobs
+
+    # -- dashboard ---------------------------------------------------------------------------
+
+    async def dead_letters(self) -> tuple[list[Job], dict[str, str]]:
+        """The newest dead-lettered failures of every tenant, and tenant names by id."""
+        rows = await self.storage.admin_job_list(
+            dead_lettered=True, states=[JobState.FAILED], limit=DEAD_LETTERS_SHOWN
+        )
+        return rows, await self.tenant_names()
+
+    async def redrive(self, *, job_id: str, operator: str) -> Job:
+        """Redrive a dead-lettered job of any tenant (errors.NotFound for no such job)."""
+        job = await self.storage.job_get(job_id=job_id)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        return await self.jobs.retry(
+            tenant_id=job.tenant_id, job_id=job_id, actor=f"operator:{operator}"
+        )
+
+    async def endpoint_health(self) -> list[EndpointHealth]:
+        """Every webhook endpoint's delivery health."""
+        return await self.storage.admin_endpoint_health()
+
+    # -- console -----------------------------------------------------------------------------
+
+    async def overview(self) -> Overview:
+        tenants = await self.storage.admin_overview()
+        try:
+            await self.storage.ping()
+            storage_ok = True
+        except errors.StorageError:
+            storage_ok = False
+        endpoints = await self.storage.admin_endpoint_health()
+        now = await self.storage.database_now()
+        transitions, capped = await console_window.last_hour(self.storage, now=now)
+        depth = await self.storage.console_queue_depth()
+        return Overview(
+            tenants, storage_ok, self.storage.dialect, endpoints, now, transitions, capped, depth
+        )
+
+    async def tenants(self) -> list[Tenant]:
+        return await self.storage.tenant_list()
+
+    async def tenant_names(self) -> dict[str, str]:
+        """Every tenant's name by id."""
+        return {t.id: t.name for t in await self.storage.tenant_list()}
+
+    async def tenant_id(self, name: str) -> str:
+        """The id of the tenant so named; "" (matches no job) when there is none."""
+        tenant = await self.storage.tenant_get(name=name)
+        return "" if tenant is None else tenant.id
+
+    async def database_now(self) -> datetime:
+        """The database's clock: on PostgreSQL it stamps created_at, whatever this host's says."""
+        return await self.storage.database_now()
+
+    async def find(self, identifier: str, *, limit: int) -> list[Job]:
+        """The job with this id, else the jobs with this provider job id."""
+        rows = await self.storage.console_job_search(where=JobFilter(), job_id=identifier)
+        if rows:
+            return rows
+        return await self.storage.console_job_search(
+            where=JobFilter(), provider_job_id=identifier, limit=limit
+        )
+
+    async def search(self, where: JobFilter, *, after: str | None, limit: int) -> list[Job]:
+        return await self.storage.console_job_search(where=where, after=after, limit=limit)
+
+    async def job(self, job_id: str) -> JobDetail:
+        """A job of any tenant with its timeline and usage (errors.NotFound for none)."""
+        job = await self.storage.job_get(job_id=job_id)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        tenant = await self.storage.tenant_get(tenant_id=job.tenant_id)
+        return JobDetail(
+            job=job,
+            tenant_name=None if tenant is None else tenant.name,
+            events=await self.storage.job_events(job_id=job_id),
+            usage=await self.storage.usage_for_job(job_id=job_id),
+        )
+
+    async def deliveries(self, job_id: str) -> list[DeliveryAttempt]:
+        """The webhook deliveries of a job's events."""
+        return await self.storage.delivery_attempts_for_job(job_id=job_id)
+
+    async def batches(self, *, per_tenant: int) -> list[tuple[BatchRecord, str]]:
+        """Each tenant's newest batches, with the tenant's name."""
+        found: list[tuple[BatchRecord, str]] = []
+        for tenant in await self.storage.tenant_list():
+            batches = await self.storage.batch_list(
+                tenant_id=tenant.id, after=None, limit=per_tenant
+            )
+            found += [(batch, tenant.name) for batch in batches]
+        return found

@@ -1,0 +1,194 @@
+"""The hot path (http.hot_routes) answers exactly as the FastAPI routes it bypasses.
+
+The same script of requests (valid, invalid, every problem the two routes can answer, auth
+failures, idempotent replays and conflicts, long polls, queue limits) runs against an app with
+the hot path and one without it, each over its own tenants of one runtime; the answers must be
+equal once job ids and times are masked. A spy on FastAPI's router proves the hot path, not a
+fall-through, answered the ordinary requests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from jobgate.http.app import create_app
+from jobgate.services.runtime import Runtime
+from jobgate.storage.records import LimitOverrides
+
+CHAT = "/v1/chat/completions"
+_JOB_ID = re.compile(r"job_[0-9A-Za-z]+")
+_VOLATILE_HEADERS = {"x-request-id", "content-length"}
+
+
+def job_body(text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {
+        "endpoint": CHAT,
+        "body": {"model": "sim-echo", "messages": [{"role": "user", "content": text}]},
+        **extra,
+    }
+
+
+async def streamed(chunk: bytes, count: int) -> AsyncIterator[bytes]:
+    """A chunked body (no Content-Length): the limit is found while it is read."""
+    for _ in range(count):
+        yield chunk
+
+
+def masked(value: Any) -> Any:
+    """`value` with job ids and Unix times replaced by placeholders."""
+    if isinstance(value, dict):
+        return {
+            k: "<time>" if k.endswith("_at") and isinstance(v, int) else masked(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    if isinstance(value, str):
+        return _JOB_ID.sub("job_<id>", value)
+    return value
+
+
+def answer(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    headers = {
+        name: _JOB_ID.sub("job_<id>", value)
+        for name, value in response.headers.items()
+        if name not in _VOLATILE_HEADERS
+    }
+    return {"status": response.status_code, "headers": headers, "body": masked(body)}
+
+
+class RouterSpy:
+    """FastAPI's router, recording the paths that reached it."""
+
+    def __init__(self, router: Any) -> None:
+        self._router = router
+        self.paths: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._router, name)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.paths.append(f"{scope['method']} {scope['path']}")
+        await self._router(scope, receive, send)
+
+
+async def script(runtime: Runtime, http: httpx.AsyncClient, side: str) -> list[dict[str, Any]]:
+    """Every request the two routes answer differently in kind, in one fixed order."""
+    key = (await runtime.tenants.create(f"acme-{side}")).api_key
+    other = (await runtime.tenants.create(f"beta-{side}")).api_key
+    full_key = (await runtime.tenants.create(f"full-{side}")).api_key
+    full = await runtime.tenants.authenticate(full_key)
+    await runtime.storage.tenant_limits_set(
+        tenant_id=full.id, overrides=LimitOverrides(allowed_models=("sim-echo",), max_queued=1)
+    )
+    runtime.limits.invalidate()
+    auth = {"Authorization": f"Bearer {key}"}
+    answers: list[dict[str, Any]] = []
+
+    async def post(content: Any = None, **kwargs: Any) -> httpx.Response:
+        response = await http.post("/v1/jobs", content=content, **kwargs)
+        answers.append(answer(response))
+        return response
+
+    async def get(path: str, **kwargs: Any) -> httpx.Response:
+        response = await http.get(path, **kwargs)
+        answers.append(answer(response))
+        return response
+
+    created = (await post(json=job_body(), headers=auth)).json()
+    # Idempotency: first use, replay, conflict, an invalid key.
+    keyed = {**auth, "Idempotency-Key": f"key-{side}"}
+    await post(json=job_body("once"), headers=keyed)
+    await post(json=job_body("once"), headers=keyed)
+    await post(json=job_body("other"), headers=keyed)
+    await post(json=job_body(), headers={**auth, "Idempotency-Key": "x" * 300})
+    # Authentication.
+    await post(json=job_body())
+    await post(json=job_body(), headers={"Authorization": "Bearer jg_nope"})
+    await post(json=job_body(), headers={"Authorization": f"Basic {key}"})
+    await post(json={"endpoint": 3}, headers={"Authorization": "Bearer jg_nope"})
+    # Bodies the strict parse refuses, and bodies the model refuses.
+    json_headers = {**auth, "Content-Type": "application/json"}
+    await post(b'{"endpoint": "/v1/chat', headers=json_headers)
+    await post(b'{"endpoint": NaN}', headers=json_headers)
+    await post(b"", headers=json_headers)
+    await post(b"[1, 2]", headers=json_headers)
+    await post(b"null", headers=json_headers)
+    await post(json={"body": {"model": "sim-echo"}}, headers=auth)
+    await post(json={**job_body(), "surprise": 1}, headers=auth)
+    await post(json=job_body(priority=99), headers=auth)
+    await post(json=job_body(run_at=10, delay_s=1), headers=auth)
+    await post(json={"endpoint": CHAT, "body": {"model": "nope-model"}}, headers=auth)
+    await post(json={**job_body(), "provider": "nope"}, headers=auth)
+    await post(json=job_body(webhook={"url": "http://127.0.0.1/hook"}), headers=auth)
+    # Content types other than plain JSON.
+    await post(b'{"endpoint": "x"}', headers={**auth, "Content-Type": "text/plain"})
+    body = b'{"endpoint": "/v1/chat/completions", "body": {"model": "sim-echo"}}'
+    await post(body, headers={**auth, "Content-Type": "application/json; charset=utf-8"})
+    await post(body, headers={**auth, "Content-Type": "application/merge-patch+json"})
+    await post(body, headers=auth)  # no content type at all
+    # Too large, declared, and too large while streamed without a declared length.
+    await post(b"{" + b" " * 2_000_000 + b"}", headers=json_headers)
+    await post(streamed(b" " * 65_536, 40), headers=json_headers)
+    # A queue limit, then a long poll on the submit that times out.
+    full_auth = {"Authorization": f"Bearer {full_key}"}
+    await post(json=job_body(), headers=full_auth)
+    await post(json=job_body("more"), headers=full_auth)
+    await post(json=job_body("wait"), headers={**auth, "Prefer": "wait=1"})
+    # Reads: plain, long polls, unknown, another tenant's, refused ids and queries, no key.
+    job = f"/v1/jobs/{created['id']}"
+    await get(job, headers=auth)
+    await get(job, params={"wait": "0"}, headers=auth)
+    await get(job, params={"wait": "1"}, headers=auth)
+    await get(job, params={"wait": "61"}, headers=auth)
+    await get(job, params={"wait": "soon"}, headers=auth)
+    await get(job, params={"wait": "-1"}, headers=auth)
+    await get(job + "?wait=0&wait=0", headers=auth)
+    await get(job, params={"unrelated": "1"}, headers=auth)
+    await get(job, headers={"Authorization": f"Bearer {other}"})
+    await get(job)
+    await get("/v1/jobs/job_doesnotexist", headers=auth)
+    await get("/v1/jobs/bad!id", headers=auth)
+    await get("/v1/jobs/bad!id")
+    await get("/v1/jobs/" + "a" * 300, headers=auth)
+    await http.post(f"{job}/cancel", headers=auth)
+    await get(job, headers=auth)  # terminal: no Retry-After
+    return answers
+
+
+@pytest.mark.asyncio
+async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None:
+    answers: dict[str, list[dict[str, Any]]] = {}
+    reached: dict[str, list[str]] = {}
+    for side, hot in (("plain", False), ("hot", True)):
+        app = create_app(runtime.app_context(), hot_routes=hot)
+        spy = RouterSpy(app.router)
+        app.router = spy  # type: ignore[assignment]
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobgate.test") as http:
+            answers[side] = await script(runtime, http, side)
+        reached[side] = spy.paths
+    for index, (plain, hot) in enumerate(zip(answers["plain"], answers["hot"], strict=True)):
+        assert hot == plain, f"request #{index} differs"
+    # The ordinary requests never reached FastAPI on the hot side; the unusual ones did.
+    hot_reached = reached["hot"]
+    assert len(hot_reached) < len(reached["plain"]) // 2, hot_reached
+    assert "GET /v1/jobs/bad!id" in hot_reached
+    assert hot_reached.count("POST /v1/jobs") == 11, hot_reached
+
+
+@pytest.mark.asyncio
+async def test_openapi_still_declares_the_hot_routes(runtime: Runtime) -> None:
+    hot = create_app(runtime.app_context()).openapi()
+    plain = create_app(runtime.app_context(), hot_routes=False).openapi()
+    assert hot == plain
+    assert {"post", "get"} <= set(hot["paths"]["/v1/jobs"]) | set(hot["paths"]["/v1/jobs/{job_id}"])
