@@ -5,31 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import inspect
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from jobgate.client import bulk
-from jobgate.client._base import SubmitOptions
+from jobgate.client import _steps, bulk
+from jobgate.client._base import IterJobsOptions, ListOptions, OnChange, SubmitOptions
 from jobgate.client._plans import Plans
-from jobgate.client._steps import (
-    Blocking,
-    Clock,
-    Done,
-    Emit,
-    NextLine,
-    Notify,
-    Outcome,
-    Plan,
-    ReadBody,
-    Send,
-    Sleep,
-)
 from jobgate.client.journal import Operation
 from jobgate.client.models import EventPage, Job, JobEvent, JobPage, OutputDelta
 
@@ -82,15 +68,11 @@ class AsyncClient(Plans[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         return await self._run(self._plan_submit_many(items))
 
     async def get(self, job_id: str) -> Job:
-        """The job as it stands now."""
+        """The job as it stands now (see Client.get)."""
         return await self._run(self._plan_job("GET", self._job_path(job_id)))
 
     async def wait(
-        self,
-        job_id: str,
-        *,
-        timeout_s: float | None = None,
-        on_change: Callable[[Job], object] | None = None,
+        self, job_id: str, *, timeout_s: float | None = None, on_change: OnChange = None
     ) -> Job:
         """Wait until the job is terminal and return it (see Client.wait); `on_change` may
         return an awaitable, which is awaited."""
@@ -101,52 +83,39 @@ class AsyncClient(Plans[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         return await self._run(self._plan_job("POST", self._job_path(job_id, "/cancel")))
 
     async def delete(self, job_id: str) -> Job:
-        """Cancel if still live, then purge the job's input and result (the record stays)."""
+        """Cancel if still live, then purge the job's data (see Client.delete)."""
         return await self._run(self._plan_job("DELETE", self._job_path(job_id)))
 
     async def retry(self, job_id: str) -> Job:
-        """Redrive a dead-lettered job (NotDeadLetteredError for any other)."""
+        """Redrive a dead-lettered job (see Client.retry)."""
         path = self._job_path(job_id, "/retry")
         return await self._run(self._plan_job("POST", path, idempotent=False))
 
-    async def list(
-        self,
-        *,
-        status: str | Iterable[str] | None = None,
-        dead_lettered: bool | None = None,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> JobPage:
-        """One page of jobs, newest first."""
-        return await self._run(self._plan_list(status, dead_lettered, after, limit))
+    async def list(self, **options: Unpack[ListOptions]) -> JobPage:
+        """One page of jobs, newest first (see Client.list for the keywords)."""
+        return await self._run(self._plan_list(options))
 
-    def iter_jobs(
-        self,
-        *,
-        status: str | Iterable[str] | None = None,
-        dead_lettered: bool | None = None,
-        page_size: int = 100,
-    ) -> AsyncIterator[Job]:
-        """Every matching job, newest first, fetching pages as it goes."""
-        return self._iterate(self._plan_iter_jobs(status, dead_lettered, page_size))
+    def iter_jobs(self, **options: Unpack[IterJobsOptions]) -> AsyncIterator[Job]:
+        """`async for` every matching job, newest first (see Client.iter_jobs)."""
+        return self._iterate(_steps.Run(self._plan_iter_jobs(options)))
 
     async def event_log(
         self, job_id: str, *, after: int = 0, limit: int | None = None
     ) -> EventPage:
-        """One page of the job's transition log (events with seq > `after`)."""
+        """One page of the job's transition log (see Client.event_log)."""
         return await self._run(self._plan_event_log(job_id, after, limit))
 
     def events(
         self, job_id: str, *, after: int = 0, max_reconnects: int = 8
     ) -> AsyncIterator[JobEvent]:
         """Follow the job's events live (SSE) until it is terminal; see Client.events."""
-        return self._iterate(self._plan_events(job_id, after, max_reconnects))
+        return self._iterate(_steps.Run(self._plan_events(job_id, after, max_reconnects)))
 
     def stream(
         self, job_id: str, *, starting_after: int = 0, max_reconnects: int = 8
     ) -> AsyncIterator[OutputDelta]:
         """Follow the job's output live (SSE) until it is terminal; see Client.stream."""
-        return self._iterate(self._plan_stream(job_id, starting_after, max_reconnects))
+        return self._iterate(_steps.Run(self._plan_stream(job_id, starting_after, max_reconnects)))
 
     # -- journal ------------------------------------------------------------------------
 
@@ -156,56 +125,49 @@ class AsyncClient(Plans[httpx.AsyncClient, httpx.AsyncBaseTransport]):
 
     # -- plumbing -----------------------------------------------------------------------
 
-    async def _run(self, plan: Plan[T]) -> T:
+    async def _run(self, plan: _steps.Plan[T]) -> T:
         """Drive a plan that emits nothing to its result."""
-        async with contextlib.aclosing(self._drive(plan)) as steps:
-            async for step in steps:
-                if isinstance(step, Done):
-                    return step.value
-        raise AssertionError("a plan ended without a result")
+        run = _steps.Run(plan)
+        async for _ in self._iterate(run):
+            raise AssertionError("a call's plan emitted an item")
+        return run.result
 
-    async def _iterate(self, plan: Plan[None]) -> AsyncIterator[Any]:
+    async def _iterate(self, run: _steps.Run[Any]) -> AsyncIterator[Any]:
         """Drive a plan, yielding what it emits."""
-        async with contextlib.aclosing(self._drive(plan)) as steps:
-            async for step in steps:
-                if isinstance(step, Emit):
-                    yield step.item
-
-    async def _drive(self, plan: Plan[T]) -> AsyncGenerator[Emit | Done[T], None]:
-        """Perform each step `plan` asks for; yield its emitted items, then Done."""
-        streamed: httpx.Response | None = None
-        lines: AsyncIterator[str] | None = None
         try:
-            outcome = Outcome()
-            while not isinstance(step := outcome.resume(plan), Done):
-                outcome = Outcome()
-                try:
-                    if isinstance(step, Send) and step.stream:
-                        if streamed is not None:
-                            await streamed.aclose()
-                        streamed = await self._http.send(step.request, stream=True)
-                        lines, outcome.value = streamed.aiter_lines(), streamed
-                    elif isinstance(step, Send):
-                        outcome.value = await self._http.send(step.request)
-                    elif isinstance(step, ReadBody):
-                        await step.response.aread()
-                    elif isinstance(step, NextLine):
-                        outcome.value = None if lines is None else await anext(lines, None)
-                    elif isinstance(step, Sleep):
-                        await self._sleep(step.seconds)
-                    elif isinstance(step, Clock):
-                        outcome.value = self._monotonic()
-                    elif isinstance(step, Blocking):
-                        outcome.value = await asyncio.to_thread(step.call)
-                    elif isinstance(step, Notify):
-                        notified = step.callback(step.job)
-                        if inspect.isawaitable(notified):
-                            await notified
-                    else:
-                        yield step
-                except httpx.TransportError as exc:
-                    outcome.error = exc
-            yield step
+            for step in run:
+                if isinstance(step, _steps.Emit):
+                    yield step.item
+                else:
+                    await self._perform(step, run)
         finally:
-            if streamed is not None:
-                await streamed.aclose()
+            if run.streamed is not None:
+                await run.streamed.aclose()
+
+    async def _perform(self, step: _steps.Step, run: _steps.Run[Any]) -> None:
+        """Do one I/O step and give `run` its outcome; journal calls run in a thread."""
+        try:
+            if isinstance(step, _steps.Send) and step.stream:
+                if run.streamed is not None:
+                    await run.streamed.aclose()
+                run.streamed = await self._http.send(step.request, stream=True)
+                run.lines = run.streamed.aiter_lines()
+                run.answer(run.streamed)
+            elif isinstance(step, _steps.Send):
+                run.answer(await self._http.send(step.request))
+            elif isinstance(step, _steps.ReadBody):
+                await step.response.aread()
+            elif isinstance(step, _steps.NextLine):
+                run.answer(None if run.lines is None else await anext(run.lines, None))
+            elif isinstance(step, _steps.Sleep):
+                await self._sleep(step.seconds)
+            elif isinstance(step, _steps.Clock):
+                run.answer(self._monotonic())
+            elif isinstance(step, _steps.Blocking):
+                run.answer(await asyncio.to_thread(step.call))
+            elif isinstance(step, _steps.Notify):
+                notified = step.callback(step.job)
+                if inspect.isawaitable(notified):
+                    await notified
+        except httpx.TransportError as exc:
+            run.fail(exc)

@@ -9,9 +9,9 @@ import json
 import math
 import os
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, Generic, TypeAlias, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -62,7 +62,38 @@ class SubmitOptions(TypedDict, total=False):
     wait_s: float | None
 
 
-_SUBMIT_OPTIONS = frozenset(SubmitOptions.__annotations__)
+class JobFilter(TypedDict, total=False):
+    """Which jobs list() and iter_jobs() answer: any of these statuses, dead-lettered or not."""
+
+    status: str | Iterable[str] | None
+    dead_lettered: bool | None
+
+
+class ListOptions(JobFilter, total=False):
+    """list()'s keyword arguments: the filter, and the page (`after` a job id, `limit`)."""
+
+    after: str | None
+    limit: int | None
+
+
+class IterJobsOptions(JobFilter, total=False):
+    """iter_jobs()'s keyword arguments: the filter, and how many jobs to fetch per page."""
+
+    page_size: int
+
+
+# The user's callback for each new status wait() sees (the async client awaits what it returns).
+OnChange: TypeAlias = Callable[[Job], object] | None
+
+
+def check_options(function: str, options: Mapping[str, object], allowed: Any) -> None:
+    """Raise TypeError for a keyword argument `function` does not take (as Python would for
+    a named parameter); `allowed` is the TypedDict that types the keywords."""
+    unknown = sorted(options.keys() - allowed.__required_keys__ - allowed.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+
+
 # The order of the optional fields in a submit's JSON body.
 _BODY_FIELDS = (
     "provider",
@@ -147,9 +178,7 @@ class BaseClient(Generic[HttpT, TransportT]):
 
     @staticmethod
     def _submit_body(endpoint: str, body: Mapping[str, Any], options: SubmitOptions) -> bytes:
-        unknown = sorted(options.keys() - _SUBMIT_OPTIONS)
-        if unknown:
-            raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
+        check_options("submit", options, SubmitOptions)
         payload: dict[str, Any] = {"endpoint": endpoint, "body": dict(body)}
         for name in _BODY_FIELDS:
             value: Any = options.get(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -22,9 +22,13 @@ from jobgate.client._base import (
     STREAM_READ_TIMEOUT_S,
     BaseClient,
     HttpT,
+    IterJobsOptions,
+    ListOptions,
+    OnChange,
     SubmitOptions,
     TransportT,
     WaitState,
+    check_options,
 )
 from jobgate.client._steps import (
     Blocking,
@@ -196,9 +200,7 @@ class Plans(BaseClient[HttpT, TransportT]):
 
     # -- waiting --------------------------------------------------------------------------
 
-    def _plan_wait(
-        self, job_id: str, timeout_s: float | None, on_change: Callable[[Job], object] | None
-    ) -> Plan[Job]:
+    def _plan_wait(self, job_id: str, timeout_s: float | None, on_change: OnChange) -> Plan[Job]:
         """Long-poll (or poll, where long polling does not work) until the job is terminal;
         `WaitState` makes every decision."""
         state = WaitState(
@@ -245,24 +247,32 @@ class Plans(BaseClient[HttpT, TransportT]):
 
     # -- listing --------------------------------------------------------------------------
 
-    def _plan_list(
-        self,
-        status: str | Iterable[str] | None,
-        dead_lettered: bool | None,
-        after: str | None,
-        limit: int | None,
-    ) -> Plan[JobPage]:
-        params = self._list_params(status, dead_lettered, after, limit)
+    def _plan_list(self, options: ListOptions) -> Plan[JobPage]:
+        check_options("list", options, ListOptions)
+        params = self._list_params(
+            options.get("status"),
+            options.get("dead_lettered"),
+            options.get("after"),
+            options.get("limit"),
+        )
         response = yield from self._plan_request("GET", "/v1/jobs", params=params)
         return JobPage.from_json(self._json(response))
 
-    def _plan_iter_jobs(
-        self, status: str | Iterable[str] | None, dead_lettered: bool | None, page_size: int
-    ) -> Plan[None]:
+    def _plan_iter_jobs(self, options: IterJobsOptions) -> Plan[None]:
         """Emits every matching job, newest first, fetching pages as it goes."""
+        check_options("iter_jobs", options, IterJobsOptions)
+        page_size = options.get("page_size", 100)
+        status, dead_lettered = options.get("status"), options.get("dead_lettered")
         after: str | None = None
         while True:
-            page = yield from self._plan_list(status, dead_lettered, after, page_size)
+            page = yield from self._plan_list(
+                {
+                    "status": status,
+                    "dead_lettered": dead_lettered,
+                    "after": after,
+                    "limit": page_size,
+                }
+            )
             for job in page.data:
                 yield Emit(job)
             if not page.has_more or page.last_id is None:

@@ -12,7 +12,7 @@ sync and async twins differ only in how they wait on I/O.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
@@ -84,13 +84,6 @@ Step: TypeAlias = Send | ReadBody | NextLine | Sleep | Clock | Blocking | Notify
 Plan: TypeAlias = Generator[Step, Any, T]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Done(Generic[T]):
-    """The operation is over; `value` is what it returned."""
-
-    value: T
-
-
 @dataclasses.dataclass(slots=True)
 class Outcome:
     """What the last step gave: a value, or the transport error it raised."""
@@ -98,11 +91,42 @@ class Outcome:
     value: Any = None
     error: httpx.TransportError | None = None
 
-    def resume(self, plan: Plan[T]) -> Step | Done[T]:
-        """Hand this outcome to `plan` and answer its next step, or Done with its result."""
-        try:
-            if self.error is not None:
-                return plan.throw(self.error)
-            return plan.send(self.value)
-        except StopIteration as stop:
-            return Done(stop.value)
+
+class Run(Generic[T]):
+    """One plan being driven. Iterating it gives the plan's steps; the driver answers each
+    (`answer`, or `fail` where the network failed) before asking for the next, and reads
+    `result` once the iteration ends. It also holds the open streamed response, if any, for
+    the driver to close."""
+
+    def __init__(self, plan: Plan[T]) -> None:
+        self._plan = plan
+        self._outcome = Outcome()
+        self._result: tuple[T] | None = None
+        self.streamed: httpx.Response | None = None
+        self.lines: Any = None  # the streamed response's line iterator (sync or async)
+
+    def __iter__(self) -> Iterator[Step]:
+        while True:
+            outcome, self._outcome = self._outcome, Outcome()
+            try:
+                if outcome.error is not None:
+                    step = self._plan.throw(outcome.error)
+                else:
+                    step = self._plan.send(outcome.value)
+            except StopIteration as stop:
+                self._result = (stop.value,)
+                return
+            yield step
+
+    def answer(self, value: object) -> None:
+        self._outcome.value = value
+
+    def fail(self, error: httpx.TransportError) -> None:
+        self._outcome.error = error
+
+    @property
+    def result(self) -> T:
+        """What the plan returned (after the iteration ended)."""
+        if self._result is None:
+            raise RuntimeError("the plan has not finished")
+        return self._result[0]

@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from jobgate.client import bulk
-from jobgate.client._base import SubmitOptions
+from jobgate.client import _steps, bulk
+from jobgate.client._base import IterJobsOptions, ListOptions, OnChange, SubmitOptions
 from jobgate.client._plans import Plans
-from jobgate.client._steps import (
-    Blocking,
-    Clock,
-    Done,
-    Emit,
-    NextLine,
-    Notify,
-    Outcome,
-    Plan,
-    ReadBody,
-    Send,
-    Sleep,
-)
 from jobgate.client.journal import Operation
 from jobgate.client.models import EventPage, Job, JobEvent, JobPage, OutputDelta
 
@@ -97,11 +83,7 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         return self._run(self._plan_job("GET", self._job_path(job_id)))
 
     def wait(
-        self,
-        job_id: str,
-        *,
-        timeout_s: float | None = None,
-        on_change: Callable[[Job], object] | None = None,
+        self, job_id: str, *, timeout_s: float | None = None, on_change: OnChange = None
     ) -> Job:
         """Block until the job is terminal and return it; raise WaitTimeout (carrying the last
         job seen) if `timeout_s` passes first. `on_change` is called with each new status seen.
@@ -122,26 +104,15 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         path = self._job_path(job_id, "/retry")
         return self._run(self._plan_job("POST", path, idempotent=False))
 
-    def list(
-        self,
-        *,
-        status: str | Iterable[str] | None = None,
-        dead_lettered: bool | None = None,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> JobPage:
-        """One page of jobs, newest first."""
-        return self._run(self._plan_list(status, dead_lettered, after, limit))
+    def list(self, **options: Unpack[ListOptions]) -> JobPage:
+        """One page of jobs, newest first. Keywords: `status` (one or several) and
+        `dead_lettered` say which jobs, `after` (a job id) and `limit` which page."""
+        return self._run(self._plan_list(options))
 
-    def iter_jobs(
-        self,
-        *,
-        status: str | Iterable[str] | None = None,
-        dead_lettered: bool | None = None,
-        page_size: int = 100,
-    ) -> Iterator[Job]:
-        """Every matching job, newest first, fetching pages as it goes."""
-        return self._iterate(self._plan_iter_jobs(status, dead_lettered, page_size))
+    def iter_jobs(self, **options: Unpack[IterJobsOptions]) -> Iterator[Job]:
+        """Every matching job, newest first, fetching pages as it goes. Keywords: `status` and
+        `dead_lettered` as in list(), `page_size` jobs per request (100)."""
+        return self._iterate(_steps.Run(self._plan_iter_jobs(options)))
 
     def event_log(self, job_id: str, *, after: int = 0, limit: int | None = None) -> EventPage:
         """One page of the job's transition log (events with seq > `after`)."""
@@ -151,7 +122,7 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         """Follow the job's events live (SSE) until it is terminal. A dropped stream is resumed
         where it broke (Last-Event-ID), so no event is lost or repeated; `after` starts past a
         sequence number. Gives up after `max_reconnects` failures in a row."""
-        return self._iterate(self._plan_events(job_id, after, max_reconnects))
+        return self._iterate(_steps.Run(self._plan_events(job_id, after, max_reconnects)))
 
     def stream(
         self, job_id: str, *, starting_after: int = 0, max_reconnects: int = 8
@@ -162,7 +133,7 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         `reset` True starts a new attempt's text: discard what came before. A job submitted
         without `stream=True` gives its whole text as one delta when it finishes. Gives up
         after `max_reconnects` failures in a row."""
-        return self._iterate(self._plan_stream(job_id, starting_after, max_reconnects))
+        return self._iterate(_steps.Run(self._plan_stream(job_id, starting_after, max_reconnects)))
 
     # -- journal ------------------------------------------------------------------------
 
@@ -180,52 +151,47 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         """One request with the client's retries (`_plan_request`'s keyword arguments)."""
         return self._run(self._plan_request(method, path, **options))
 
-    def _run(self, plan: Plan[T]) -> T:
+    def _run(self, plan: _steps.Plan[T]) -> T:
         """Drive a plan that emits nothing to its result."""
-        with contextlib.closing(self._drive(plan)) as steps:
-            for step in steps:
-                if isinstance(step, Done):
-                    return step.value
-        raise AssertionError("a plan ended without a result")
+        run = _steps.Run(plan)
+        for _ in self._iterate(run):
+            raise AssertionError("a call's plan emitted an item")
+        return run.result
 
-    def _iterate(self, plan: Plan[None]) -> Iterator[Any]:
+    def _iterate(self, run: _steps.Run[Any]) -> Iterator[Any]:
         """Drive a plan, yielding what it emits."""
-        with contextlib.closing(self._drive(plan)) as steps:
-            yield from (step.item for step in steps if isinstance(step, Emit))
-
-    def _drive(self, plan: Plan[T]) -> Generator[Emit | Done[T], None, None]:
-        """Perform each step `plan` asks for; yield its emitted items, then Done."""
-        streamed: httpx.Response | None = None
-        lines: Iterator[str] = iter(())
         try:
-            outcome = Outcome()
-            while not isinstance(step := outcome.resume(plan), Done):
-                outcome = Outcome()
-                try:
-                    if isinstance(step, Send) and step.stream:
-                        if streamed is not None:
-                            streamed.close()
-                        streamed = self._http.send(step.request, stream=True)
-                        lines, outcome.value = streamed.iter_lines(), streamed
-                    elif isinstance(step, Send):
-                        outcome.value = self._http.send(step.request)
-                    elif isinstance(step, ReadBody):
-                        step.response.read()
-                    elif isinstance(step, NextLine):
-                        outcome.value = next(lines, None)
-                    elif isinstance(step, Sleep):
-                        self._sleep(step.seconds)
-                    elif isinstance(step, Clock):
-                        outcome.value = self._monotonic()
-                    elif isinstance(step, Blocking):
-                        outcome.value = step.call()
-                    elif isinstance(step, Notify):
-                        step.callback(step.job)
-                    else:
-                        yield step
-                except httpx.TransportError as exc:
-                    outcome.error = exc
-            yield step
+            for step in run:
+                if isinstance(step, _steps.Emit):
+                    yield step.item
+                else:
+                    self._perform(step, run)
         finally:
-            if streamed is not None:
-                streamed.close()
+            if run.streamed is not None:
+                run.streamed.close()
+
+    def _perform(self, step: _steps.Step, run: _steps.Run[Any]) -> None:
+        """Do one I/O step and give `run` its outcome."""
+        try:
+            if isinstance(step, _steps.Send) and step.stream:
+                if run.streamed is not None:
+                    run.streamed.close()
+                run.streamed = self._http.send(step.request, stream=True)
+                run.lines = run.streamed.iter_lines()
+                run.answer(run.streamed)
+            elif isinstance(step, _steps.Send):
+                run.answer(self._http.send(step.request))
+            elif isinstance(step, _steps.ReadBody):
+                step.response.read()
+            elif isinstance(step, _steps.NextLine):
+                run.answer(None if run.lines is None else next(run.lines, None))
+            elif isinstance(step, _steps.Sleep):
+                self._sleep(step.seconds)
+            elif isinstance(step, _steps.Clock):
+                run.answer(self._monotonic())
+            elif isinstance(step, _steps.Blocking):
+                run.answer(step.call())
+            elif isinstance(step, _steps.Notify):
+                step.callback(step.job)
+        except httpx.TransportError as exc:
+            run.fail(exc)
