@@ -142,9 +142,19 @@ async def test_operator_flows_in_chromium(
     await page.goto(f"{api.url}/dashboard/jobs")
     await expect(page).to_have_url(f"{api.url}/dashboard/login")
     # The old cookie, put back by hand, is refused: its session ended on the server.
-    name, value = session["name"], session["value"]
     await page.context.add_cookies(
-        [{"name": name, "value": value, "domain": session["domain"], "path": session["path"]}]
+        [
+            {
+                "name": session["name"],
+                "value": session["value"],
+                "domain": session["domain"],
+                "path": session["path"],
+                "expires": session["expires"],
+                "httpOnly": session["httpOnly"],
+                "secure": session["secure"],
+                "sameSite": session["sameSite"],
+            }
+        ]
     )
     await page.goto(f"{api.url}/dashboard")
     await expect(page).to_have_url(f"{api.url}/dashboard/login")

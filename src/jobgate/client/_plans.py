@@ -23,6 +23,7 @@ from jobgate.client._base import (
     BaseClient,
     HttpT,
     IterJobsOptions,
+    JobFilter,
     ListOptions,
     OnChange,
     SubmitOptions,
@@ -259,20 +260,16 @@ class Plans(BaseClient[HttpT, TransportT]):
         return JobPage.from_json(self._json(response))
 
     def _plan_iter_jobs(self, options: IterJobsOptions) -> Plan[None]:
+        check_options("iter_jobs", options, IterJobsOptions)  # now, not at the first page
+        filters: JobFilter = {"status": options.get("status")}
+        filters["dead_lettered"] = options.get("dead_lettered")
+        return self._plan_pages(filters, options.get("page_size", 100))
+
+    def _plan_pages(self, filters: JobFilter, page_size: int) -> Plan[None]:
         """Emits every matching job, newest first, fetching pages as it goes."""
-        check_options("iter_jobs", options, IterJobsOptions)
-        page_size = options.get("page_size", 100)
-        status, dead_lettered = options.get("status"), options.get("dead_lettered")
         after: str | None = None
         while True:
-            page = yield from self._plan_list(
-                {
-                    "status": status,
-                    "dead_lettered": dead_lettered,
-                    "after": after,
-                    "limit": page_size,
-                }
-            )
+            page = yield from self._plan_list({**filters, "after": after, "limit": page_size})
             for job in page.data:
                 yield Emit(job)
             if not page.has_more or page.last_id is None:
