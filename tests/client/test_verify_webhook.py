@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import time
 from pathlib import Path
+from typing import Any
 
 import openai
 import orjson
@@ -19,7 +20,7 @@ from jobgate.services.tenants import new_webhook_secret
 
 OLD = new_webhook_secret()
 NEW = new_webhook_secret()
-EVENT = {
+EVENT: dict[str, Any] = {
     "id": "evt_0123456789abcdef01234567",
     "object": "event",
     "type": "response.completed",

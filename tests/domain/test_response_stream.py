@@ -6,6 +6,7 @@ kept for jobs without a log, and every event valid under the `openai` SDK's type
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import openai._models
@@ -49,7 +50,7 @@ def strict(event: dict[str, Any]) -> None:
     openai._models.validate_type(type_=ResponseStreamEvent, value=event)  # type: ignore[arg-type]
 
 
-def everything(reads: list[tuple[Any, list[Chunk]]]) -> list[dict[str, Any]]:
+def everything(reads: Sequence[tuple[Any, Sequence[Chunk]]]) -> list[dict[str, Any]]:
     live = LiveResponseEvents()
     return [event for job, chunks in reads for event in live.advance(job, chunks)]
 
@@ -103,6 +104,7 @@ def test_a_new_attempt_is_a_new_output_item() -> None:
 
 def test_without_a_log_the_stored_answer_is_derived_as_before() -> None:
     job = finished("echo: hello")
+    reads: Sequence[tuple[Any, Sequence[Chunk]]]
     for reads in ([(job, [])], [(QUEUED, []), (RUNNING, []), (job, [])]):
         assert everything(reads) == response_events.stream_events(job)
     cancelled = make_job(JobState.CANCELLED, completed_at=DONE)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import openai._models
 import pytest
+from openai.types import webhooks
 from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.webhooks import UnwrapWebhookEvent
 
@@ -348,6 +349,14 @@ def test_webhook_event_types_for_responses() -> None:
     assert events.event_type_for("jobs", JobState.SUCCEEDED, "incomplete") == "job.succeeded"
 
 
+RESPONSE_WEBHOOK_EVENTS = (
+    webhooks.ResponseCompletedWebhookEvent,
+    webhooks.ResponseIncompleteWebhookEvent,
+    webhooks.ResponseFailedWebhookEvent,
+    webhooks.ResponseCancelledWebhookEvent,
+)
+
+
 @pytest.mark.parametrize(
     "event_type",
     ["response.completed", "response.incomplete", "response.failed", "response.cancelled"],
@@ -356,7 +365,11 @@ def test_webhook_event_is_openais_thin_shape(event_type: str) -> None:
     payload = responses.webhook_event(
         event_id="evt_1", event_type=event_type, created_at=1, response_id="resp_1"
     )
-    event = openai._models.validate_type(type_=UnwrapWebhookEvent, value=payload)  # type: ignore[arg-type]
+    # UnwrapWebhookEvent is an annotated union, not a class: openai's own helper validates it.
+    event: UnwrapWebhookEvent = openai._models.validate_type(
+        type_=cast(Any, UnwrapWebhookEvent), value=payload
+    )
+    assert isinstance(event, RESPONSE_WEBHOOK_EVENTS)
     assert event.type == event_type and event.data.id == "resp_1"
     assert not event.model_extra and not event.data.model_extra
 

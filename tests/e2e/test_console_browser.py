@@ -200,7 +200,9 @@ async def test_search_and_the_job_page_with_its_attempts(
     await expect(attempts.nth(0).locator(".error")).not_to_be_empty()
     await expect(attempts.nth(0)).to_contain_text("queued")  # retried
     await expect(attempts.nth(1)).to_contain_text("failed")
-    message = (await api.runtime.storage.job_get(job_id=flaky["id"])).error["message"]  # type: ignore[union-attr]
+    stored = await api.runtime.storage.job_get(job_id=flaky["id"])
+    assert stored is not None and stored.error is not None
+    message = stored.error["message"]
     await expect(attempts.nth(1).locator(".error")).to_contain_text(message)
     request = page.locator("#job-request")
     await expect(request).to_contain_text('"role": "user"')

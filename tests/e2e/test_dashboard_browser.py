@@ -142,7 +142,20 @@ async def test_operator_flows_in_chromium(
     await page.goto(f"{api.url}/dashboard/jobs")
     await expect(page).to_have_url(f"{api.url}/dashboard/login")
     # The old cookie, put back by hand, is refused: its session ended on the server.
-    await page.context.add_cookies([{**session}])
+    await page.context.add_cookies(
+        [
+            {
+                "name": session["name"],
+                "value": session["value"],
+                "domain": session["domain"],
+                "path": session["path"],
+                "expires": session["expires"],
+                "httpOnly": session["httpOnly"],
+                "secure": session["secure"],
+                "sameSite": session["sameSite"],
+            }
+        ]
+    )
     await page.goto(f"{api.url}/dashboard")
     await expect(page).to_have_url(f"{api.url}/dashboard/login")
     await asyncio.sleep(0)

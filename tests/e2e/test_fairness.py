@@ -78,11 +78,12 @@ async def test_flooding_tenant_cannot_starve_another(pg_dsn: str) -> None:
         # Wait until the flood holds every slot it may.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            running = dict(
-                await conn.fetch(
+            running: dict[str, int] = {
+                row[0]: row[1]
+                for row in await conn.fetch(
                     "SELECT tenant_id, count(*) FROM jobs WHERE state = 'running' GROUP BY 1"
                 )
-            )
+            }
             if running.get(flood.id, 0) >= FLOOD_CAP:
                 break
             await asyncio.sleep(0.05)
@@ -92,11 +93,12 @@ async def test_flooding_tenant_cannot_starve_another(pg_dsn: str) -> None:
         await bulk_insert(conn, small.id, 8, "small")
         started_within: float | None = None
         while time.monotonic() - submitted_at < 20:
-            counts = dict(
-                await conn.fetch(
+            counts: dict[str, int] = {
+                row[0]: row[1]
+                for row in await conn.fetch(
                     "SELECT tenant_id, count(*) FROM jobs WHERE state = 'running' GROUP BY 1"
                 )
-            )
+            }
             for tenant_id in peaks:
                 peaks[tenant_id] = max(peaks[tenant_id], counts.get(tenant_id, 0))
             started = await conn.fetchval(

@@ -104,9 +104,9 @@ def test_resume_on_another_api_process_gives_exactly_the_rest_postgres(
             stream=True,
             extra_body={"sim": {"latency_s": 2.0, "chunks": 8}},
         )
-        for event in stream:
-            seen.append(event)
-            if event.type == "response.output_text.delta":
+        for sdk_event in stream:
+            seen.append(sdk_event)
+            if sdk_event.type == "response.output_text.delta":
                 break
         stream.close()
         rest = list(

@@ -58,7 +58,7 @@ def test_the_examples_run(tmp_path: Path) -> None:
 
 def readme_sdk_example() -> str:
     readme = DOC.parents[1] / "README.md"
-    examples = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.DOTALL)
+    examples: list[str] = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.DOTALL)
     (example,) = [
         code for code in examples if "openai.OpenAI(" in code and "responses.create" in code
     ]

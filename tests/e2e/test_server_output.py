@@ -39,7 +39,7 @@ def test_banner_first_then_an_access_log_line_per_request(tmp_path: Path) -> Non
             assert server.stdout is not None
             first = server.stdout.readline()
             assert first.startswith("jobgate ") and f"listening on http://127.0.0.1:{port}" in first
-            lines = []
+            lines: list[str] = []
             while not any("Operator key" in line for line in lines):
                 lines.append(server.stdout.readline())
             assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import openai
 import orjson
@@ -17,7 +17,7 @@ from jobgate.services.batch_runner import BatchRunner
 from jobgate.testing import FakeClock
 from tests.api_server import Api
 
-CHAT = "/v1/chat/completions"
+CHAT: Final = "/v1/chat/completions"
 
 
 def line(custom_id: str, text: str | None = None, **sim: Any) -> dict[str, Any]:

@@ -130,7 +130,7 @@ async def test_the_docs_pages_load_their_assets_from_jobgate(backend: str, api: 
 
 
 def test_an_error_a_route_describes_itself_is_kept() -> None:
-    generated = {
+    generated: dict[str, Any] = {
         "openapi": "3.1.0",
         "paths": {
             "/v1/things": {

@@ -301,7 +301,7 @@ async def test_responses_stream_live_and_resume_with_the_sdk(gateway: Gateway) -
         assert numbers == list(range(len(everything)))
         text = "".join(e.delta for e in everything if e.type == "response.output_text.delta")
         assert everything[-1].type == "response.completed"
-        final = everything[-1].response  # type: ignore[union-attr]
+        final = everything[-1].response
         assert text == final.output_text == "echo: stream this live"
         kinds = [e.type for e in everything]
         assert kinds[:3] == ["response.created", "response.queued", "response.in_progress"]
@@ -344,4 +344,4 @@ async def test_a_new_attempt_of_a_response_streams_as_a_new_item_with_the_sdk(ap
             (1, "completed"),
         ]
         assert events[-1].type == "response.completed"
-        assert events[-1].response.output_text == "echo: x"  # type: ignore[union-attr]
+        assert events[-1].response.output_text == "echo: x"

@@ -347,7 +347,7 @@ async def test_stream_retrieve_resumes_after_starting_after(gateway: Gateway) ->
     assert numbers == list(range(len(everything)))
     assert everything[0].type == "response.created"
     assert everything[-1].type == "response.completed"
-    assert everything[-1].response.output_text == "echo: stream me"  # type: ignore[union-attr]
+    assert everything[-1].response.output_text == "echo: stream me"
     deltas = [e.delta for e in everything if e.type == "response.output_text.delta"]
     assert "".join(deltas) == "echo: stream me"
     resumed = await gateway.client.responses.retrieve(done.id, stream=True, starting_after=4)
@@ -384,7 +384,7 @@ async def test_create_with_stream(gateway: Gateway) -> None:
     )
     events = [event async for event in stream]
     assert events[-1].type == "response.completed"
-    assert events[-1].response.output_text == "echo: streamed create"  # type: ignore[union-attr]
+    assert events[-1].response.output_text == "echo: streamed create"
 
 
 async def test_stream_of_a_cancelled_response_ends_with_an_error_event(
@@ -395,7 +395,7 @@ async def test_stream_of_a_cancelled_response_ends_with_an_error_event(
     await gateway.until(created.id, "in_progress")
     await gateway.client.responses.cancel(created.id)
     events = [e async for e in await gateway.client.responses.retrieve(created.id, stream=True)]
-    assert events[-1].type == "error" and events[-1].code == "response_cancelled"  # type: ignore[union-attr]
+    assert events[-1].type == "error" and events[-1].code == "response_cancelled"
 
 
 # -- a client that goes away ------------------------------------------------------------------

@@ -118,7 +118,7 @@ BAD = [
 
 
 def promtool_tests() -> dict[str, Any]:
-    bad_checks = []
+    bad_checks: list[dict[str, Any]] = []
     for alert, quiet_at, firing_at, labels in BAD:
         bad_checks.append({"eval_time": f"{quiet_at}m", "alertname": alert, "exp_alerts": []})
         bad_checks.append(

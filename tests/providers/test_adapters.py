@@ -260,7 +260,7 @@ async def test_connection_refused_was_not_sent(flavour: Flavour) -> None:
         port = probe.getsockname()[1]  # closed once the block ends: nobody listens there
     base = f"http://127.0.0.1:{port}"
     config = ProviderConfig(
-        kind=flavour.kind,  # type: ignore[arg-type]
+        kind=flavour.kind,
         base_url=base + ("/v1" if flavour.kind == "openai" else ""),
     )
     provider = (
@@ -296,7 +296,7 @@ async def test_a_missing_key_variable(flavour: Flavour, simulator: Simulator) ->
     settings = Settings(
         providers={
             "upstream": ProviderConfig(
-                kind=flavour.kind,  # type: ignore[arg-type]
+                kind=flavour.kind,
                 api_key_env="JOBGATE_TEST_NO_SUCH_VARIABLE",
             )
         }

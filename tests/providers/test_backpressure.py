@@ -16,7 +16,7 @@ CAP = 8
 
 
 def provider_gates(clock: FakeClock, **settings: float) -> gates.ProviderGates:
-    config = ProviderConfig(kind="sim", concurrency=CAP, breaker_failure_threshold=100, **settings)  # type: ignore[arg-type]
+    config = ProviderConfig(kind="sim", concurrency=CAP, breaker_failure_threshold=100, **settings)
     return gates.ProviderGates({"sim": config}, clock=clock)
 
 

@@ -3,7 +3,9 @@ stream assembler, with hand-made answers (httpx.MockTransport): no network, no c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import orjson
@@ -131,7 +133,7 @@ def test_a_changed_byte_fails_verification() -> None:
 # -- the Anthropic stream assembler ----------------------------------------------------------
 
 
-def sse(*events: dict[str, object]) -> bytes:
+def sse(*events: Mapping[str, Any]) -> bytes:
     return b"".join(
         f"event: {e['type']}\ndata: ".encode() + orjson.dumps(e) + b"\n\n" for e in events
     )
@@ -154,7 +156,7 @@ CALL = ProviderCall(
     {"model": "c", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]},
     "c", 1, 1, "job_1",
 )  # fmt: skip
-START = {
+START: dict[str, Any] = {
     "type": "message_start",
     "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "c",
                 "content": [], "stop_reason": None, "stop_sequence": None,

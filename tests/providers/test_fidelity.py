@@ -8,6 +8,7 @@ from __future__ import annotations
 import types
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import httpx
 import orjson
@@ -214,7 +215,7 @@ def test_the_request_id_travels_with_the_error(header: str, value: str) -> None:
 
 # -- prompt caching: usage and prices ----------------------------------------------------------
 
-CACHED = {
+CACHED: dict[str, Any] = {
     "input_tokens": 10,
     "output_tokens": 1,
     "cache_creation_input_tokens": 200,
@@ -223,7 +224,7 @@ CACHED = {
 
 
 async def test_anthropic_messages_usage_counts_cache_reads_and_writes() -> None:
-    start = {**START, "message": {**START["message"], "usage": CACHED}}  # type: ignore[dict-item]
+    start = {**START, "message": {**START["message"], "usage": CACHED}}
     provider = anthropic(
         sse(
             start,
@@ -243,7 +244,7 @@ async def test_anthropic_messages_usage_counts_cache_reads_and_writes() -> None:
 
 
 async def test_anthropic_batch_usage_counts_cache_reads_and_writes() -> None:
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",

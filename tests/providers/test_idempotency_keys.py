@@ -3,13 +3,15 @@ provider generation after a provider job ended), not the job id itself, on every
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobgate.config import ProviderConfig
 from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.simulator.server import Simulator
 
-BATCH = {
+BATCH: dict[str, Any] = {
     "requests": [
         {
             "custom_id": "q1",
@@ -23,7 +25,7 @@ BATCH = {
 }
 
 
-def _call(endpoint: str, body: dict[str, object]) -> ProviderCall:
+def _call(endpoint: str, body: dict[str, Any]) -> ProviderCall:
     return ProviderCall("job_7", "ten_1", endpoint, body, None, 2, 2, "job_7:1")
 
 
@@ -50,7 +52,7 @@ async def test_anthropic_creates_carry_the_calls_key(simulator: Simulator) -> No
     provider = AnthropicProvider("claude", config)
     try:
         await provider.create(_call("/v1/messages/batches", BATCH))
-        await provider.call(_call("/v1/messages", BATCH["requests"][0]["params"]))  # type: ignore[index]
+        await provider.call(_call("/v1/messages", BATCH["requests"][0]["params"]))
     finally:
         await provider.aclose()
     sent = [(r.path, r.headers["idempotency-key"]) for r in simulator.engine.requests]

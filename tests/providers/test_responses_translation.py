@@ -13,7 +13,7 @@ import openai._models
 import pytest
 from anthropic.types import message_create_params
 from openai.types.chat import completion_create_params
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseOutputMessage
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
@@ -260,7 +260,9 @@ def test_completion_with_a_refusal_and_without_choices() -> None:
             refused, request={}, job_id="resp_1", provider_request_id=None
         ).body
     )
-    assert response.output[0].content[0].type == "refusal"  # type: ignore[union-attr]
+    message = response.output[0]
+    assert isinstance(message, ResponseOutputMessage)
+    assert message.content[0].type == "refusal"
     with pytest.raises(errors.ProviderRetryable):
         responses_chat.from_chat(
             {**COMPLETION, "choices": []}, request={}, job_id="resp_1", provider_request_id=None
@@ -337,7 +339,7 @@ def test_messages_defaults_and_refusals() -> None:
         "format": {"type": "json_schema", "schema": {"type": "object"}},
         "effort": "low",
     }
-    for fields, param in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"text": {"format": {"type": "json_object"}}}, "text.format"),
         ({"top_logprobs": 3}, "top_logprobs"),
         ({"input": [{"role": "system", "content": "only rules"}]}, "input"),
@@ -345,7 +347,8 @@ def test_messages_defaults_and_refusals() -> None:
             {"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]},
             "input",
         ),
-    ]:
+    ]
+    for fields, param in cases:
         with pytest.raises(errors.InvalidRequest) as raised:
             responses_messages.to_messages({"model": "c", "input": "x", **fields})
         assert raised.value.param == param, fields

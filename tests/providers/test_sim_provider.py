@@ -3,6 +3,8 @@ types, its faults, and background mode on the engine it shares with the simulato
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
@@ -19,7 +21,7 @@ from jobgate.testing import FakeClock
 from tests.providers.sdk import openai_strict
 
 
-def call(endpoint: str, body: dict[str, object], run_count: int = 1) -> ProviderCall:
+def call(endpoint: str, body: dict[str, Any], run_count: int = 1) -> ProviderCall:
     return ProviderCall("job_1", "ten_1", endpoint, body, None, 1, run_count, "job_1")
 
 
@@ -76,9 +78,9 @@ async def test_background_mode_on_the_shared_engine() -> None:
 def test_registry_builds_every_kind(tmp_path: object) -> None:
     settings = Settings(
         providers={
-            "upstream": {"kind": "openai", "base_url": "http://127.0.0.1:1/v1"},  # type: ignore[dict-item]
-            "claude": {"kind": "anthropic", "model_prefixes": ["claude-"]},  # type: ignore[dict-item]
-            "bg": {"kind": "sim", "mode": "background"},  # type: ignore[dict-item]
+            "upstream": {"kind": "openai", "base_url": "http://127.0.0.1:1/v1"},
+            "claude": {"kind": "anthropic", "model_prefixes": ["claude-"]},
+            "bg": {"kind": "sim", "mode": "background"},
         }
     )
     registry = ProviderRegistry.from_settings(settings, clock=FakeClock())

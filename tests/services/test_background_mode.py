@@ -103,7 +103,7 @@ class Rig:
 
 
 def make_rig(raw: Storage, clock: FakeClock, tenant: Tenant, **settings: Any) -> Rig:
-    storage: Storage = ClockedStorage(raw, clock)  # type: ignore[assignment]
+    storage: Storage = ClockedStorage(raw, clock)
     config = ProviderConfig(kind="sim", mode="background", reconcile_after_s=FIRST_CHECK_S)
     merged = {"providers": {"bg": config}, "max_attempts": 2, **settings}
     settings_obj = Settings(**merged)
@@ -388,7 +388,7 @@ async def test_a_server_that_ignores_background_is_settled_from_the_create(
     registry = ProviderRegistry(
         {"compatible": provider}, configs=settings.all_providers(), default="sim", clock=clock
     )
-    clocked: Storage = ClockedStorage(storage, clock)  # type: ignore[assignment]
+    clocked: Storage = ClockedStorage(storage, clock)
     worker = Worker(storage=clocked, providers=registry, settings=settings, clock=clock)
     tenant = await make_tenant(storage)
     body = {"model": "local-model", "input": "now please"}

@@ -426,7 +426,7 @@ def fake_dns(answers: dict[str, Sequence[str]]) -> Any:
 async def test_dns_rebinding_after_registration_reaches_nothing(
     storage: Storage, clock: FakeClock, receiver: WebhookReceiver, make_dispatcher: Any
 ) -> None:
-    dns = {"rebind.test": ["93.184.216.34"]}
+    dns: dict[str, Sequence[str]] = {"rebind.test": ["93.184.216.34"]}
     guard = UrlGuard(ssrf.UrlPolicy(allow_http=True), resolver=fake_dns(dns))
     url = f"http://rebind.test:{receiver.port}/hook"
     assert (await guard.resolve(url)).addresses == ("93.184.216.34",)  # passes registration

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
 
 import pytest
 from opentelemetry import trace
@@ -23,7 +24,7 @@ PROMPT = "PLANTED-PROMPT-7f3a: my password is hunter2"
 
 
 @pytest.fixture
-def captured() -> io.StringIO:
+def captured() -> Iterator[io.StringIO]:
     stream = io.StringIO()
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
@@ -92,6 +93,6 @@ async def test_spans_carry_the_job_id(runtime: Runtime, exporter: InMemorySpanEx
     await runtime.worker().run_once()
     spans = {span.name: span for span in exporter.get_finished_spans()}
     assert {"jobgate.submit", "jobgate.claim", "jobgate.provider_call"} <= set(spans)
-    assert spans["jobgate.submit"].attributes["jobgate.job_id"] == outcome.job.id
-    assert spans["jobgate.provider_call"].attributes["jobgate.job_id"] == outcome.job.id
-    assert spans["jobgate.claim"].attributes["jobgate.claimed"] == 1
+    assert (spans["jobgate.submit"].attributes or {})["jobgate.job_id"] == outcome.job.id
+    assert (spans["jobgate.provider_call"].attributes or {})["jobgate.job_id"] == outcome.job.id
+    assert (spans["jobgate.claim"].attributes or {})["jobgate.claimed"] == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from jobgate.services.output_stream import OutputBatcher
 from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
 from jobgate.storage.streams_protocol import OutputChunk
-from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds
+from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, Succeed
 
 CHAT = "/v1/chat/completions"
 ANSWER = {"choices": [{"message": {"role": "assistant", "content": "whole answer"}}]}
@@ -81,15 +82,16 @@ def stream_runtime(
     return Runtime(settings, storage=storage, clock=clock, ids=SequentialIds(), providers=registry)
 
 
-def _succeed_with(body: dict[str, object]):  # type: ignore[no-untyped-def]
-    from jobgate.testing import Succeed
-
+def _succeed_with(body: dict[str, Any]) -> Succeed:
     return Succeed(body)
 
 
-async def _submit(runtime: Runtime, provider: str, *, stream: bool = True, **body: object) -> str:
+async def _submit(runtime: Runtime, provider: str, *, stream: bool = True, **body: Any) -> str:
     owner = (await runtime.tenants.create("acme")).tenant
-    request = {"model": "sim-echo", "messages": [{"role": "user", "content": "hello there"}]}
+    request: dict[str, Any] = {
+        "model": "sim-echo",
+        "messages": [{"role": "user", "content": "hello there"}],
+    }
     request.update(body)
     outcome = await runtime.jobs.submit(
         tenant_id=owner.id,

@@ -29,7 +29,7 @@ from tests.e2e.gateway import eventually
 from tests.storage.helpers import make_tenant, new_job
 
 MESSAGES = [{"role": "user", "content": "hi"}]
-BODIES = {
+BODIES: dict[str, tuple[str, dict[str, Any]]] = {
     "openai": ("/v1/chat/completions", {"model": "gpt-sim", "messages": MESSAGES}),
     "anthropic": ("/v1/messages", {"model": "claude-sim", "max_tokens": 32, "messages": MESSAGES}),
 }
@@ -66,7 +66,7 @@ async def make_rig(
     raw: Storage, clock: FakeClock, simulator: Simulator, *, config: dict[str, Any] | None = None,
     **settings: Any,
 ) -> Rig:  # fmt: skip
-    storage: Storage = ClockedStorage(raw, clock)  # type: ignore[assignment]
+    storage: Storage = ClockedStorage(raw, clock)
     extra = config or {}
     providers = {
         "openai": ProviderConfig(kind="openai", base_url=simulator.openai_base_url, **extra),

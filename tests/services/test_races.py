@@ -51,7 +51,7 @@ async def tenant(storage: Storage) -> Tenant:
 
 @pytest.fixture
 async def rig(faulty: FaultyStorage, clock: FakeClock, tenant: Tenant) -> AsyncIterator[Rig]:
-    rig = make_rig(faulty, clock, tenant, max_attempts=3)  # type: ignore[arg-type]
+    rig = make_rig(faulty, clock, tenant, max_attempts=3)
     rig.provider.idempotent_creates = False  # a second create is a second, billed job
     yield rig
 
@@ -112,7 +112,7 @@ async def test_a_lost_accept_reply_on_the_wire_is_read_back(pg_dsn: str, clock: 
         await raw.open()
         try:
             faulty = FaultyStorage(raw)
-            rig = make_rig(faulty, clock, await make_tenant(raw))  # type: ignore[arg-type]
+            rig = make_rig(faulty, clock, await make_tenant(raw))
             rig.provider.idempotent_creates = False
 
             async def cut_the_accepts_reply() -> None:
@@ -172,7 +172,7 @@ def _chat_worker(storage: Any, clock: FakeClock, provider: ScriptedProvider) -> 
         clock=clock,
     )
     return Worker(
-        storage=ClockedStorage(storage, clock),  # type: ignore[arg-type]
+        storage=ClockedStorage(storage, clock),
         providers=registry,
         settings=settings,
         clock=clock,

@@ -33,7 +33,7 @@ STEP_S = 0.1
 
 
 def registry(clock: FakeClock, **limits: object) -> ProviderRegistry:
-    config = ProviderConfig(kind="sim", model_prefixes=("sim-",), **limits)  # type: ignore[arg-type]
+    config = ProviderConfig(kind="sim", model_prefixes=("sim-",), **limits)
     return ProviderRegistry(
         {"sim": SimProvider("sim", clock=clock)}, configs={"sim": config}, default="sim"
     )

@@ -4,6 +4,7 @@ SubmitSpec themselves) meet the same ranges: nothing unschedulable is stored."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ SPEC = SubmitSpec(
     ],
 )
 async def test_out_of_range_specs_are_refused_before_storage(
-    runtime: Runtime, field: str, value: object
+    runtime: Runtime, field: str, value: Any
 ) -> None:
     tenant = (await runtime.tenants.create("acme")).tenant
     spec = dataclasses.replace(SPEC, **{field: value})

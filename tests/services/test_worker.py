@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ async def tenant(runtime: Runtime, name: str = "acme") -> Tenant:
 
 
 async def submit(
-    runtime: Runtime, owner: Tenant, *, provider: str = "scripted", **spec: object
+    runtime: Runtime, owner: Tenant, *, provider: str = "scripted", **spec: Any
 ) -> str:
     body = spec.pop("body", {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     outcome = await runtime.jobs.submit(
@@ -42,9 +43,9 @@ async def submit(
         spec=SubmitSpec(
             endpoint=CHAT,
             body=body,
-            provider=provider,  # type: ignore[arg-type]
+            provider=provider,
             **spec,
-        ),  # type: ignore[arg-type]
+        ),
     )
     return outcome.job.id
 
@@ -342,4 +343,4 @@ async def test_sim_fail_times_counts_calls(runtime: Runtime, clock: FakeClock) -
         assert job is not None
         states.append((job.state, job.attempt))
     assert states == [(JobState.QUEUED, 0), (JobState.QUEUED, 0), (JobState.SUCCEEDED, 1)]
-    assert job.id == job_id
+    assert job is not None and job.id == job_id

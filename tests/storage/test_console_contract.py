@@ -135,23 +135,26 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
     if storage.dialect == "sqlite":
         from jobgate.storage.sqlite.console import Q
 
-        async def explain(name: str, params: dict[str, object]) -> str:
-            return await storage._db.read(  # type: ignore[attr-defined]
-                lambda conn: " ".join(
-                    str(tuple(r)) for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name].sql, params)
+        async def explain_sqlite(name: str, params: dict[str, object]) -> str:
+            return str(
+                await storage._db.read(  # type: ignore[attr-defined]
+                    lambda conn: " ".join(
+                        str(tuple(r))
+                        for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name].sql, params)
+                    )
                 )
             )
 
-        transitions = await explain(
+        transitions = await explain_sqlite(
             "console_transitions", {"since": since.timestamp(), "limit": 10}
         )
-        by_provider = await explain(
+        by_provider = await explain_sqlite(
             "console_job_by_provider_job_id", {"provider_job_id": "x", "limit": 10}
         )
     else:
         from jobgate.storage.postgres.store import Q as PQ
 
-        async def explain(name: str, *args: object) -> str:
+        async def explain_postgres(name: str, *args: object) -> str:
             async def run(conn: Any) -> str:
                 await conn.execute("SET enable_seqscan = off")
                 try:
@@ -160,9 +163,9 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
                     await conn.execute("RESET enable_seqscan")
                 return " ".join(row[0] for row in rows)
 
-            return await storage._with_conn(run)  # type: ignore[attr-defined]
+            return str(await storage._with_conn(run))  # type: ignore[attr-defined]
 
-        transitions = await explain("console_transitions", since, 10)
-        by_provider = await explain("console_job_by_provider_job_id", "x", 10)
+        transitions = await explain_postgres("console_transitions", since, 10)
+        by_provider = await explain_postgres("console_job_by_provider_job_id", "x", 10)
     assert "job_events_by_time" in transitions
     assert "jobs_by_provider_job_id" in by_provider

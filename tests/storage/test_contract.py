@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from jobgate import errors, ids
-from jobgate.domain.job import Lease
+from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish, Finished, IdempotencyClaim
@@ -24,10 +25,10 @@ def claim_key(key: str = "k1", body_hash: str = "h1", ttl_s: float = 86_400) -> 
     )
 
 
-async def claim_one(storage: Storage, clock: FakeClock, **kwargs: object):  # type: ignore[no-untyped-def]
+async def claim_one(storage: Storage, clock: FakeClock, **kwargs: Any) -> Job:
     jobs = await storage.job_claim(
         worker_id="w1", limit=1, lease_ttl_s=60, now=clock.now(), **kwargs
-    )  # type: ignore[arg-type]
+    )
     assert len(jobs) == 1
     return jobs[0]
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.asyncio
 async def fill(storage: Storage, clock: FakeClock, tenant_name: str, count: int, **fields: object):  # type: ignore[no-untyped-def]
     tenant = await make_tenant(storage, tenant_name)
     for _ in range(count):
-        await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())  # type: ignore[arg-type]
+        await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())
     return tenant
 
 

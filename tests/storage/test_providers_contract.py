@@ -21,7 +21,7 @@ pytestmark = pytest.mark.asyncio
 
 
 async def running(storage: Storage, clock: FakeClock, tenant: Tenant, **fields: object) -> Job:
-    await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())  # type: ignore[arg-type]
+    await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())
     jobs = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60, now=clock.now())
     assert len(jobs) == 1
     return jobs[0]

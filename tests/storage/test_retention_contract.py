@@ -192,8 +192,8 @@ async def test_retention_while_a_worker_runs(
             ("job", "events", "outbox", "attempts", "usage"), 0
         )
     for job_id in fresh:
-        job = await storage.job_get(job_id=job_id)
-        assert job is not None and job.state is JobState.SUCCEEDED
+        kept = await storage.job_get(job_id=job_id)
+        assert kept is not None and kept.state is JobState.SUCCEEDED
         events = await storage.job_events(job_id=job_id)
         assert [str(e.to_state) for e in events] == ["queued", "running", "succeeded"]
     [day] = await storage.usage_daily(tenant_id=acme.id)

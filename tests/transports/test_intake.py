@@ -67,7 +67,7 @@ async def test_claimed_jobs_survive_a_failed_defer(storage: Storage, clock: Fake
     ]
     transport = MemoryTransport(ids)
     intake = Intake(
-        storage=DeferFails(storage),  # type: ignore[arg-type]
+        storage=DeferFails(storage),
         transport=transport,
         settings=Settings(),
         clock=clock,

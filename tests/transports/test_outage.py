@@ -48,7 +48,7 @@ def settings(fallback: str) -> Settings:
         worker_poll_interval_s=0.1,
         shutdown_grace_s=0,
         transport=DOWN_URL,
-        transport_fallback=fallback,  # type: ignore[arg-type]
+        transport_fallback=fallback,
     )
 
 
@@ -82,8 +82,8 @@ async def test_an_unreachable_broker_degrades_per_setting(
         else:
             await asyncio.sleep(1.0)
             for job_id in ids:  # nothing claimed, nothing lost: still queued
-                job = await runtime.storage.job_get(job_id=job_id)
-                assert job is not None and job.state is JobState.QUEUED
+                queued = await runtime.storage.job_get(job_id=job_id)
+                assert queued is not None and queued.state is JobState.QUEUED
             ready = await api.http.get("/readyz")
             assert ready.status_code == 503
             assert ready.json()["reason"] == "transport_unavailable"

@@ -10,6 +10,7 @@ import pytest
 
 from jobgate import metrics
 from jobgate.domain.states import JobState
+from jobgate.transports.base import Delivery
 from tests.transports.conftest import LEASE_TTL_S, Cluster
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
@@ -50,7 +51,7 @@ async def test_a_consumer_that_dies_with_unacked_messages(cluster: Cluster) -> N
     await relay.relay_once()
     dead = cluster.broker.transport("dead", claim_idle_s=LEASE_TTL_S)
     await dead.open()
-    deliveries = []
+    deliveries: list[Delivery] = []
     async with asyncio.timeout(10):
         while len(deliveries) < len(ids):
             deliveries += await dead.receive(max_count=len(ids), wait_s=0.2)
@@ -81,7 +82,7 @@ async def test_unclaimed_messages_of_a_dead_consumer_are_redelivered(cluster: Cl
     await relay.relay_once()
     dead = cluster.broker.transport("dead", claim_idle_s=LEASE_TTL_S)
     await dead.open()
-    got = []
+    got: list[Delivery] = []
     async with asyncio.timeout(10):
         while len(got) < len(ids):
             got += await dead.receive(max_count=len(ids), wait_s=0.2)

@@ -1,5 +1,6 @@
 """What the sync and async clients share: configuration, request building, response parsing,
-the retry policy and the wait loop's decisions. The twins only do the I/O (httpx's layout)."""
+the retry policy and the wait loop's decisions. The operations themselves are written once in
+`_plans.py`; the twins only do the I/O (httpx's layout)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import json
 import math
 import os
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
-from typing import Any
+from typing import Any, Generic, TypeAlias, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -18,8 +19,7 @@ import httpx
 from jobgate.client import credentials, errors
 from jobgate.client.backoff import Backoff
 from jobgate.client.journal import Journal
-from jobgate.client.models import Job, JobEvent, OutputDelta
-from jobgate.client.sse import ServerSentEvent
+from jobgate.client.models import Job
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RETRIES = 2
@@ -42,21 +42,92 @@ def _version() -> str:
 
 USER_AGENT = f"jobgate-client/{_version()}"
 
+# The sync client drives an httpx.Client over a BaseTransport, the async one an AsyncClient.
+HttpT = TypeVar("HttpT", httpx.Client, httpx.AsyncClient)
+TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
-class BaseClient:
-    """Settings and pure helpers; `Client` and `AsyncClient` add the I/O."""
+
+class SubmitOptions(TypedDict, total=False):
+    """submit()'s keyword arguments besides `endpoint` and `body`."""
+
+    provider: str | None
+    metadata: Mapping[str, Any] | None
+    webhook: Mapping[str, Any] | None
+    priority: int | None
+    max_attempts: int | None
+    start_timeout_s: float | None
+    execution_timeout_s: float | None
+    stream: bool
+    idempotency_key: str | None
+    wait_s: float | None
+
+
+class JobFilter(TypedDict, total=False):
+    """Which jobs list() and iter_jobs() answer: any of these statuses, dead-lettered or not."""
+
+    status: str | Iterable[str] | None
+    dead_lettered: bool | None
+
+
+class ListOptions(JobFilter, total=False):
+    """list()'s keyword arguments: the filter, and the page (`after` a job id, `limit`)."""
+
+    after: str | None
+    limit: int | None
+
+
+class IterJobsOptions(JobFilter, total=False):
+    """iter_jobs()'s keyword arguments: the filter, and how many jobs to fetch per page."""
+
+    page_size: int
+
+
+# The user's callback for each new status wait() sees (the async client awaits what it returns).
+OnChange: TypeAlias = Callable[[Job], object] | None
+
+
+def check_options(function: str, options: Mapping[str, object], allowed: Any) -> None:
+    """Raise TypeError for a keyword argument `function` does not take (as Python would for
+    a named parameter); `allowed` is the TypedDict that types the keywords."""
+    unknown = sorted(options.keys() - allowed.__required_keys__ - allowed.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+
+
+# The order of the optional fields in a submit's JSON body.
+_BODY_FIELDS = (
+    "provider",
+    "metadata",
+    "webhook",
+    "priority",
+    "max_attempts",
+    "start_timeout_s",
+    "execution_timeout_s",
+    "stream",
+)
+
+
+class BaseClient(Generic[HttpT, TransportT]):
+    """Settings and pure helpers; `Client` and `AsyncClient` add the I/O.
+
+    `base_url` and `api_key` default to JOBGATE_URL / JOBGATE_API_KEY, then to the key that
+    `jobgate serve` saved for that URL. `transport` replaces httpx's (a MockTransport in tests).
+    """
+
+    _http: HttpT
 
     def __init__(
         self,
-        base_url: str | None,
-        api_key: str | None,
+        base_url: str | None = None,
+        api_key: str | None = None,
         *,
-        timeout_s: float,
-        max_retries: int,
-        long_poll_s: float,
-        journal: str | os.PathLike[str] | Journal | None,
-        rng: random.Random | None,
-        headers: Mapping[str, str] | None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        long_poll_s: float = DEFAULT_LONG_POLL_S,
+        journal: str | os.PathLike[str] | Journal | None = None,
+        rng: random.Random | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: TransportT | None = None,
     ) -> None:
         self.base_url, key = credentials.resolve(base_url, api_key)
         if key is None:
@@ -81,6 +152,19 @@ class BaseClient:
             "User-Agent": USER_AGENT,
             **(headers or {}),
         }
+        self._http = self._new_http(transport)
+
+    def _new_http(self, transport: TransportT | None) -> HttpT:
+        """The httpx client (sync or async) that does this client's I/O."""
+        raise NotImplementedError
+
+    def _http_options(self) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "headers": self._headers,
+            "timeout": self._timeout(),
+            "follow_redirects": False,
+        }
 
     def _timeout(self) -> httpx.Timeout:
         return httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))
@@ -93,31 +177,15 @@ class BaseClient:
     # -- building requests ------------------------------------------------------------
 
     @staticmethod
-    def _submit_body(
-        endpoint: str,
-        body: Mapping[str, Any],
-        *,
-        provider: str | None,
-        metadata: Mapping[str, Any] | None,
-        webhook: Mapping[str, Any] | None,
-        priority: int | None,
-        max_attempts: int | None,
-        start_timeout_s: float | None,
-        execution_timeout_s: float | None,
-        stream: bool = False,
-    ) -> bytes:
+    def _submit_body(endpoint: str, body: Mapping[str, Any], options: SubmitOptions) -> bytes:
+        check_options("submit", options, SubmitOptions)
         payload: dict[str, Any] = {"endpoint": endpoint, "body": dict(body)}
-        optional = {
-            "provider": provider,
-            "metadata": None if metadata is None else dict(metadata),
-            "webhook": None if webhook is None else dict(webhook),
-            "priority": priority,
-            "max_attempts": max_attempts,
-            "start_timeout_s": start_timeout_s,
-            "execution_timeout_s": execution_timeout_s,
-            "stream": stream or None,
-        }
-        payload.update({name: value for name, value in optional.items() if value is not None})
+        for name in _BODY_FIELDS:
+            value: Any = options.get(name)
+            if name in ("metadata", "webhook") and value is not None:
+                value = dict(value)
+            if value is not None and value is not False:
+                payload[name] = value
         return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
     @staticmethod
@@ -157,15 +225,6 @@ class BaseClient:
         return params
 
     @staticmethod
-    def _output_delta(sse: ServerSentEvent, last_seq: int, reset: bool) -> OutputDelta | None:
-        """The delta an `output.delta` event carries, None when already received."""
-        data = json.loads(sse.data)
-        seq = int(data["seq"])
-        if seq <= last_seq:
-            return None
-        return OutputDelta(str(data["text"]), seq=seq, reset=reset)
-
-    @staticmethod
     def _stream_headers(last_seq: int) -> dict[str, str]:
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
         if last_seq:
@@ -190,10 +249,6 @@ class BaseClient:
 
     def _job(self, response: httpx.Response) -> Job:
         return Job.from_json(self._json(response))
-
-    @staticmethod
-    def _event(data: str) -> JobEvent:
-        return JobEvent.from_json(json.loads(data))
 
     @staticmethod
     def problem(response: httpx.Response) -> errors.APIStatusError:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import httpx
 
@@ -54,11 +54,20 @@ class ProcessError(AssertionError):
     """A process did not become ready, or exited when it should not have."""
 
 
+# What a wait_until predicate answers for "not yet".
+Falsy: TypeAlias = Literal[False, 0, ""] | None
+
+
 def wait_until(
-    predicate: Callable[[], T], *, timeout_s: float = 30.0, interval_s: float = 0.05, what: str = ""
+    predicate: Callable[[], T | Falsy],
+    *,
+    timeout_s: float = 30.0,
+    interval_s: float = 0.05,
+    what: str = "",
 ) -> T:
     """Poll `predicate` until it returns something truthy (returned); AssertionError after
-    `timeout_s`. Use generous deadlines: CI machines are shared and slow."""
+    `timeout_s`. Use generous deadlines: CI machines are shared and slow. A predicate may
+    answer None, False, 0 or "" for "not yet" (`x and y` style), which is never returned."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
