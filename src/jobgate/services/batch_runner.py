@@ -22,8 +22,8 @@ from jobgate.services import bulk_submit
 from jobgate.services.files import ChunkWriter
 from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage.batches_records import BatchItemResult, BatchRecord, NewBatchItem
-from jobgate.storage.changes import wait_for
 from jobgate.storage.records import SubmitOutcome
+from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,6 @@ from jobgate.domain import responses, webhooks
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
 from jobgate.storage import shared
-from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.webhook_records import (
     ENDPOINT_DISABLED,
@@ -33,6 +32,7 @@ from jobgate.storage.webhook_records import (
     Delivery,
     DeliveryOutcome,
 )
+from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 

@@ -41,9 +41,9 @@ from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import settlements
 from jobgate.storage import shared
-from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
+from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.rate_limits import ClaimTarget, RateLimiter
 from jobgate.storage import shared
-from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, Finish, Finished
 from jobgate.transports.base import Transport
 from jobgate.transports.intake import Intake
+from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 

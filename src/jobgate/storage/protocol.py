@@ -26,7 +26,6 @@ from jobgate.storage.batch_protocol import BatchStore
 from jobgate.storage.batches_protocol import BatchesStore, FilesStore
 from jobgate.storage.bulk_insert_protocol import BulkInsertStore
 from jobgate.storage.bulk_protocol import BulkStore
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.console_protocol import ConsoleStore
 from jobgate.storage.limits_protocol import LimitsStore
 from jobgate.storage.providers_protocol import ProviderStore
@@ -54,6 +53,7 @@ from jobgate.storage.signals_protocol import SignalStore
 from jobgate.storage.streams_protocol import OutputStreamStore
 from jobgate.storage.transport_protocol import TransportStore
 from jobgate.storage.webhooks_protocol import WebhookStore
+from jobgate.wakeups import ChangeHub
 
 
 class LifecycleStore(Protocol):
