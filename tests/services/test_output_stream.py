@@ -22,7 +22,7 @@ from jobgate.services.jobs import SubmitSpec
 from jobgate.services.output_stream import OutputBatcher
 from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
-from jobgate.storage.streams_protocol import OutputChunk
+from jobgate.storage.records import OutputChunk
 from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds
 
 CHAT = "/v1/chat/completions"

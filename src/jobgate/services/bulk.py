@@ -16,7 +16,7 @@ from typing import Protocol
 from jobgate import metrics
 from jobgate.domain import bulk
 from jobgate.domain.bulk import BulkAction, JobFilter
-from jobgate.storage.bulk_protocol import BulkChunk
+from jobgate.storage.records import BulkChunk
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Protocol
 from jobgate import metrics
 from jobgate.config import Settings
 from jobgate.domain import retention
-from jobgate.storage.retention_protocol import RetentionBatch
+from jobgate.storage.records import RetentionBatch
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Protocol
 from jobgate import metrics
 from jobgate.config import Settings
 from jobgate.services.limits import LimitsService
-from jobgate.storage.transport_protocol import TransportStore
+from jobgate.storage.protocol import TransportStore
 from jobgate.transports import status
 from jobgate.transports.base import Transport, TransportUnavailable
 from jobgate.wakeups import ChangeHub, wait_for
