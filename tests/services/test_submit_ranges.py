@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from jobgate import errors
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 
 CHAT = "/v1/chat/completions"
 SPEC = SubmitSpec(
