@@ -8,14 +8,13 @@ ids derived from the batch, rewritten whole if a pass died while writing them.""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 from typing import Any
 
 import orjson
 
-from jobgate import errors, failpoints
+from jobgate import errors, failpoints, wakeups
 from jobgate.domain import batches, response_requests, responses
 from jobgate.domain.batches import BatchStatus
 from jobgate.services import bulk_submit
@@ -23,7 +22,6 @@ from jobgate.services.files import ChunkWriter
 from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage.batches_records import BatchItemResult, BatchRecord, NewBatchItem
 from jobgate.storage.records import SubmitOutcome
-from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +41,7 @@ class BatchRunner:
         # job's): a process killed mid-pass delays the batch by at most this much.
         self.lease_s = jobs.settings.lease_ttl_s
         self._stopping = False
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -344,7 +342,7 @@ class BatchRunner:
                 log.warning("batches pass failed: %s", type(exc).__name__)
                 worked = 0
             if not worked:
-                await wait_for(self._wake, self.interval_s)
+                await self._wake.sleep(self.interval_s)
 
 
 class _ResultFile:

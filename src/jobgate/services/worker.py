@@ -19,7 +19,7 @@ import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from jobgate import errors, failpoints, metrics, tracing
+from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
@@ -36,7 +36,6 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, Finish, Finished
 from jobgate.transports.base import Transport
 from jobgate.transports.intake import Intake
-from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +196,7 @@ class Worker:
             actor=self.worker_id,
             rng=rng,
         )
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         self._stopping = False
         lease_ttl_s = settings.lease_ttl_s
         # Stop work this long before the lease would run out without a renewal.
@@ -688,24 +687,16 @@ class Worker:
         changes = self._storage.changes
         with changes.watch_work() as work, changes.on_cancel(self.on_cancel_requested):
             heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
-            relay = asyncio.create_task(self._relay(work), name="work relay")
             try:
-                await self._claim_loop()
-                await self._drain()
-                if self._intake is not None:
-                    await self._intake.drain()
+                async with self._wake.relaying(work):
+                    await self._claim_loop()
+                    await self._drain()
+                    if self._intake is not None:
+                        await self._intake.drain()
             finally:
-                relay.cancel()
                 heartbeats.cancel()
-                for task in (relay, heartbeats):
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-
-    async def _relay(self, work: asyncio.Event) -> None:
-        while True:
-            await work.wait()
-            work.clear()
-            self._wake.set()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeats
 
     async def _claim_loop(self) -> None:
         backoff_s = 0.1
@@ -718,7 +709,7 @@ class Worker:
                 log.warning(
                     "claim failed: %s", type(exc).__name__, extra={"worker_id": self.worker_id}
                 )
-                await wait_for(self._wake, backoff_s)
+                await self._wake.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
             for job in jobs:
@@ -728,7 +719,7 @@ class Worker:
             poll_s = self._settings.worker_poll_interval_s
             if self._rate_limits.wait_s > 0:  # a rate limit admits again sooner than the poll
                 poll_s = min(poll_s, self._rate_limits.wait_s)
-            await wait_for(self._wake, poll_s)
+            await self._wake.sleep(poll_s)
 
     async def _drain(self) -> None:
         if self._tasks:
