@@ -20,6 +20,7 @@ from jobgate.domain.batches import BatchStatus
 from jobgate.services import bulk_submit
 from jobgate.services.files import ChunkWriter
 from jobgate.services.jobs import JobService, SubmitSpec
+from jobgate.storage import protocol
 from jobgate.storage.batches_records import BatchItemResult, BatchRecord, NewBatchItem
 from jobgate.storage.records import SubmitOutcome
 
@@ -35,7 +36,7 @@ KEY_MARGIN_S = 7 * 86400.0  # line keys outlive the completion window by this mu
 class BatchRunner:
     def __init__(self, *, jobs: JobService, interval_s: float = INTERVAL_S) -> None:
         self.jobs = jobs
-        self.storage = jobs.storage
+        self.storage: protocol.BatchRunnerStorage = jobs.storage
         self.interval_s = interval_s
         # A pass on one batch must end well within its lease (as a worker's call within the
         # job's): a process killed mid-pass delays the batch by at most this much.

@@ -23,8 +23,7 @@ from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
-from jobgate.storage import shared
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol, shared
 from jobgate.storage.webhook_records import (
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
@@ -74,7 +73,7 @@ class Dispatcher:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.DispatcherStorage,
         settings: Settings,
         clock: Clock | None = None,
         sender: WebhookSender | None = None,

@@ -40,8 +40,7 @@ from jobgate.providers.background import (
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import settlements
-from jobgate.storage import shared
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol, shared
 from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
 
 log = logging.getLogger(__name__)
@@ -79,7 +78,7 @@ class Reconciler:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.ReconcilerStorage,
         providers: ProviderRegistry,
         settings: Settings,
         clock: Clock | None = None,

@@ -31,8 +31,7 @@ from jobgate.services import background, outcomes, output_stream, readback, tena
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.rate_limits import ClaimTarget, RateLimiter
-from jobgate.storage import shared
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol, shared
 from jobgate.storage.records import ClaimPolicy, Finish, Finished
 from jobgate.transports.base import Transport
 from jobgate.transports.intake import Intake
@@ -78,7 +77,9 @@ def default_worker_id() -> str:
 class _FinishBatcher:
     """Write the verdicts that arrive while a write is in flight together, in the next one."""
 
-    def __init__(self, storage: Storage, *, max_batch: int = CLAIM_BATCH_MAX) -> None:
+    def __init__(
+        self, storage: protocol.JobLeaseStore, *, max_batch: int = CLAIM_BATCH_MAX
+    ) -> None:
         self._storage = storage
         self._max_batch = max_batch
         self._pending: list[tuple[Finish, asyncio.Future[Finished | None]]] = []
@@ -144,7 +145,7 @@ class Worker:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.WorkerStorage,
         providers: ProviderRegistry,
         settings: Settings,
         clock: Clock | None = None,

@@ -39,13 +39,8 @@ from jobgate.storage.webhook_records import (
 )
 
 
-class WebhookStore(Protocol):
-    """Webhooks: endpoints, and the outbox as a delivery queue.
-
-    Deliveries are leased like jobs, visibility-timeout style: a claim pushes `next_attempt_at` past
-    the lease and sets a fresh `lease_token`, so a dispatcher that dies mid-send loses its claim
-    when the lease runs out and the row is delivered again under the same webhook-id (at-least-
-    once). Results are written fenced on the token."""
+class WebhookEndpointStore(Protocol):
+    """A tenant's webhook endpoints and the record of deliveries to them."""
 
     async def webhook_endpoint_create(
         self, *, endpoint: NewWebhookEndpoint, now: datetime | None = None
@@ -92,6 +87,25 @@ class WebhookStore(Protocol):
         """`secret` becomes current; the old one keeps signing for `grace_s` (none if 0)."""
         ...
 
+    async def delivery_recover(
+        self, *, endpoint_id: str, tenant_id: str, since: datetime, now: datetime | None = None
+    ) -> int:
+        """Re-queue the endpoint's failed deliveries created at or after `since`, with a fresh
+        attempt budget. Returns how many."""
+        ...
+
+    async def delivery_attempts_for_job(self, *, job_id: str) -> list[DeliveryAttempt]:
+        """Every attempt at delivering a job's events, oldest first."""
+        ...
+
+
+class DeliveryStore(Protocol):
+    """The outbox as a delivery queue (the dispatcher). Deliveries are leased like jobs,
+    visibility-timeout style: a claim pushes `next_attempt_at` past the lease and sets a fresh
+    `lease_token`, so a dispatcher that dies mid-send loses its claim when the lease runs out
+    and the row is delivered again under the same webhook-id (at-least-once). Results are
+    written fenced on the token."""
+
     async def delivery_claim_due(
         self,
         *,
@@ -120,16 +134,9 @@ class WebhookStore(Protocol):
         Fenced on the lease token; False when the lease was lost."""
         ...
 
-    async def delivery_recover(
-        self, *, endpoint_id: str, tenant_id: str, since: datetime, now: datetime | None = None
-    ) -> int:
-        """Re-queue the endpoint's failed deliveries created at or after `since`, with a fresh
-        attempt budget. Returns how many."""
-        ...
 
-    async def delivery_attempts_for_job(self, *, job_id: str) -> list[DeliveryAttempt]:
-        """Every attempt at delivering a job's events, oldest first."""
-        ...
+class WebhookStore(WebhookEndpointStore, DeliveryStore, Protocol):
+    """Webhooks: endpoints, and the outbox as a delivery queue."""
 
 
 class ScheduleStore(Protocol):

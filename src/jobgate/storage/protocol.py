@@ -30,11 +30,13 @@ from jobgate.storage.feature_protocol import (
     BatchesStore,
     BulkStore,
     ConsoleStore,
+    DeliveryStore,
     FilesStore,
     RetentionStore,
     ScheduleStore,
     SessionStore,
     SignalStore,
+    WebhookEndpointStore,
     WebhookStore,
 )
 from jobgate.storage.providers_records import (
@@ -68,9 +70,22 @@ from jobgate.storage.records import (
 from jobgate.wakeups import ChangeHub
 
 
-class LifecycleStore(Protocol):
-    dialect: str
+class DatabaseClock(Protocol):
+    """The database's clock, the authority for leases and schedules."""
+
+    async def database_now(self) -> datetime:
+        """The database's clock."""
+        ...
+
+
+class ChangeFeed(Protocol):
+    """Where the loops and long polls of this process hear of changes."""
+
     changes: ChangeHub  # in-process wake-ups; fed by this process's writes and, on PG, NOTIFY
+
+
+class LifecycleStore(DatabaseClock, ChangeFeed, Protocol):
+    dialect: str
 
     async def open(self) -> None:
         """Connect. Idempotent."""
@@ -94,23 +109,23 @@ class LifecycleStore(Protocol):
         """Start feeding `changes` from other processes (PostgreSQL LISTEN); no-op on SQLite."""
         ...
 
-    async def database_now(self) -> datetime:
-        """The database's clock."""
-        ...
 
-
-class TenantStore(Protocol):
-    async def tenant_create(
-        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
-    ) -> Tenant:
-        """Raise errors.Conflict when the name is taken."""
-        ...
+class TenantReadStore(Protocol):
+    """Tenants as the roles that label or limit them read them."""
 
     async def tenant_get(
         self, *, tenant_id: str | None = None, name: str | None = None
     ) -> Tenant | None: ...
 
     async def tenant_list(self) -> list[Tenant]: ...
+
+
+class TenantStore(TenantReadStore, Protocol):
+    async def tenant_create(
+        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
+    ) -> Tenant:
+        """Raise errors.Conflict when the name is taken."""
+        ...
 
     async def api_key_create(
         self,
@@ -135,29 +150,8 @@ class TenantStore(Protocol):
         ...
 
 
-class JobStore(Protocol):
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
-    ) -> SubmitOutcome:
-        """Insert a queued job, its first event and its idempotency key in one transaction.
-
-        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
-        errors.QueueFull (retry_after_s 0: the caller knows the drain rate) at the bound,
-        storing nothing; the count and the insert are decided together, so that concurrent
-        inserts (from any process) never pass the bound. A replay of a bound key is answered
-        even when the queue is full.
-
-        A live key with the same body hash answers the existing job (replayed=True) and inserts
-        nothing; with another hash raises errors.IdempotencyKeyReused; while another transaction
-        holds the key for longer than a short lock timeout, errors.IdempotencyInProgress.
-        An expired key is replaced.
-        """
-        ...
+class JobReadStore(Protocol):
+    """Reading a job, its log and what it caused (usage, outbox rows)."""
 
     async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
         """None when missing or owned by another tenant (when tenant_id is given)."""
@@ -180,6 +174,14 @@ class JobStore(Protocol):
     ) -> list[JobEvent]:
         """The log in sequence order, events with seq > after_seq."""
         ...
+
+    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]: ...
+
+    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
+
+
+class JobLeaseStore(Protocol):
+    """The lease holder's part: claims, heartbeats and fenced verdicts (the worker)."""
 
     async def job_claim(
         self,
@@ -230,12 +232,10 @@ class JobStore(Protocol):
         refunded, or cancelled if a cancel was requested. Returns the released ids."""
         ...
 
-    async def job_cancel(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        """queued -> cancelled at once; running -> cancel_requested_at set (the lease holder
-        confirms); terminal -> unchanged. Idempotent. None when not found."""
-        ...
+
+class JobLogStore(Protocol):
+    """Logging what was not applied, by whoever received it (worker, reconciler, provider
+    events)."""
 
     async def job_record_ignored(
         self,
@@ -248,6 +248,10 @@ class JobStore(Protocol):
     ) -> None:
         """Log an event that was not applied (late, duplicate, fenced off)."""
         ...
+
+
+class JobReapStore(Protocol):
+    """Reclaiming expired leases and expiring queued jobs past their start deadline (the reaper)."""
 
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
@@ -262,6 +266,41 @@ class JobStore(Protocol):
         """Queued jobs past their start deadline -> expired."""
         ...
 
+
+class JobStore(JobReadStore, JobLeaseStore, JobLogStore, JobReapStore, Protocol):
+    """Every job area, plus submitting one job and the tenant's actions on it (cancel, redrive,
+    purge)."""
+
+    async def job_insert(
+        self,
+        *,
+        job: NewJob,
+        idempotency: IdempotencyClaim | None = None,
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> SubmitOutcome:
+        """Insert a queued job, its first event and its idempotency key in one transaction.
+
+        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
+        errors.QueueFull (retry_after_s 0: the caller knows the drain rate) at the bound,
+        storing nothing; the count and the insert are decided together, so that concurrent
+        inserts (from any process) never pass the bound. A replay of a bound key is answered
+        even when the queue is full.
+
+        A live key with the same body hash answers the existing job (replayed=True) and inserts
+        nothing; with another hash raises errors.IdempotencyKeyReused; while another transaction
+        holds the key for longer than a short lock timeout, errors.IdempotencyInProgress.
+        An expired key is replaced.
+        """
+        ...
+
+    async def job_cancel(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        """queued -> cancelled at once; running -> cancel_requested_at set (the lease holder
+        confirms); terminal -> unchanged. Idempotent. None when not found."""
+        ...
+
     async def job_redrive(
         self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
     ) -> Job | None:
@@ -274,10 +313,6 @@ class JobStore(Protocol):
     ) -> Job | None:
         """Erase input and result, leaving a tombstone (the row, its log, its metadata)."""
         ...
-
-    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]: ...
-
-    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
 
 
 class BatchStore(Protocol):
@@ -407,9 +442,8 @@ class OutputStreamStore(Protocol):
         ...
 
 
-class ProviderStore(Protocol):
-    """The provider store: what background mode, the reconciler and inbound provider webhooks need
-    from storage."""
+class BackgroundStartStore(Protocol):
+    """Handing a job to a provider that runs it on its side (background mode, in the worker)."""
 
     async def job_provider_submitting(self, *, lease: Lease, now: datetime | None = None) -> None:
         """Fenced on the lease: a create is about to be sent (phase `submitting`,
@@ -433,6 +467,10 @@ class ProviderStore(Protocol):
         that id already arrived or a cancel was requested. The state stays `running`: no
         event. Raises errors.LeaseLost."""
         ...
+
+
+class ReconcileStore(Protocol):
+    """The reconciler's part: checking background jobs at their provider and settling them."""
 
     async def job_reconcile_refresh(
         self, *, providers: Sequence[str] | None = None, now: datetime | None = None
@@ -488,6 +526,10 @@ class ProviderStore(Protocol):
         when the job is not such a job."""
         ...
 
+
+class ProviderEventStore(Protocol):
+    """Inbound provider webhooks, deduplicated, and the job each one names."""
+
     async def job_by_provider_job(
         self, *, provider: str, provider_job_id: str
     ) -> BackgroundJob | None:
@@ -512,6 +554,11 @@ class ProviderStore(Protocol):
     async def provider_events_prune(self, *, before: datetime) -> int:
         """Forget provider events received before `before` (dedup needs only recent ones)."""
         ...
+
+
+class ProviderStore(BackgroundStartStore, ReconcileStore, ProviderEventStore, Protocol):
+    """The provider store: what background mode, the reconciler and inbound provider webhooks need
+    from storage."""
 
 
 class RateLimitStore(Protocol):
@@ -586,8 +633,24 @@ class RateLimitStore(Protocol):
         ...
 
 
+class PurgeStore(Protocol):
+    """Erasing what the retention period has passed: job inputs and results (tombstones stay),
+    idempotency keys (the reaper)."""
+
+    async def job_purge_expired(
+        self, *, completed_before: datetime, limit: int, now: datetime | None = None
+    ) -> int:
+        """Erase input and result of terminal jobs completed before the cut-off (tombstones
+        stay). Returns how many were purged."""
+        ...
+
+    async def idempotency_purge_expired(self, *, limit: int, now: datetime | None = None) -> int:
+        """Forget idempotency keys past their expiry (kept at least 24 h by construction)."""
+        ...
+
+
 class LimitsStore(Protocol):
-    """Storage for tenant limits, queue accounting and retention."""
+    """Storage for tenant limits and queue accounting."""
 
     async def tenant_limits_set(
         self, *, tenant_id: str, overrides: LimitOverrides, now: datetime | None = None
@@ -616,17 +679,6 @@ class LimitsStore(Protocol):
         refunds, in no particular order. Read-only; pricing them is the caller's business."""
         ...
 
-    async def job_purge_expired(
-        self, *, completed_before: datetime, limit: int, now: datetime | None = None
-    ) -> int:
-        """Erase input and result of terminal jobs completed before the cut-off (tombstones
-        stay). Returns how many were purged."""
-        ...
-
-    async def idempotency_purge_expired(self, *, limit: int, now: datetime | None = None) -> int:
-        """Forget idempotency keys past their expiry (kept at least 24 h by construction)."""
-        ...
-
 
 class RolesStore(Protocol):
     """Storage for role heartbeats: which roles have a live process."""
@@ -649,6 +701,7 @@ class Storage(
     TenantStore,
     JobStore,
     LimitsStore,
+    PurgeStore,
     RateLimitStore,
     ScheduleStore,
     WebhookStore,
@@ -669,3 +722,83 @@ class Storage(
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""
+
+
+# -- What each role reaches ------------------------------------------------------------------
+# Each consumer takes the narrowest of these that covers its calls, so its reach reads off its
+# signature; mypy holds the full Storage to every one of them where the runtime passes it.
+
+
+class WorkerStorage(
+    JobLeaseStore,
+    JobReadStore,
+    JobLogStore,
+    TenantReadStore,  # tenant names for metric labels
+    RateLimitStore,
+    OutputStreamStore,
+    TransportStore,  # claims by id, when a broker transport feeds the worker
+    BackgroundStartStore,
+    ChangeFeed,
+    Protocol,
+):
+    """The worker: claims, heartbeats and fenced verdicts; rate limits, breakers and reroutes;
+    live output; background-mode hand-offs."""
+
+
+class ReaperStorage(JobReapStore, PurgeStore, RetentionStore, DatabaseClock, Protocol):
+    """The reaper: expired leases, overdue queued jobs, and what retention erases or deletes."""
+
+
+class RetentionStorage(RetentionStore, DatabaseClock, Protocol):
+    """The retention sweep (run by the reaper)."""
+
+
+class DispatcherStorage(DeliveryStore, JobReadStore, ChangeFeed, Protocol):
+    """The webhook dispatcher: leased deliveries, and the job a delivery's body may include."""
+
+
+class ReconcilerStorage(
+    ReconcileStore, ProviderEventStore, JobLogStore, DatabaseClock, ChangeFeed, Protocol
+):
+    """The reconciler: background jobs due for a check at their provider, settled there."""
+
+
+class BatchFilesStorage(FilesStore, BatchesStore, Protocol):
+    """The files and batches API: uploads, and batches over them."""
+
+
+class ProviderEventStorage(ProviderEventStore, JobLogStore, Protocol):
+    """Inbound provider webhooks: recorded once, a late one logged as ignored."""
+
+
+class BatchRunnerStorage(BatchFilesStorage, JobReadStore, DatabaseClock, Protocol):
+    """The batches role: expands input files into jobs and writes result files."""
+
+
+class ScheduleStorage(ScheduleStore, DatabaseClock, Protocol):
+    """Recurring schedules: their CRUD and firing (the job a slot fires goes through JobService)."""
+
+
+class ApiStorage(
+    LifecycleStore,  # health (ping, dialect), long polls (changes), the database's clock
+    TenantReadStore,
+    JobReadStore,
+    JobLogStore,
+    ProviderEventStore,  # inbound provider webhooks
+    RateLimitStore,  # queue positions and rate-limit waits shown on a job
+    LimitsStore,
+    RolesStore,
+    ScheduleStore,
+    WebhookEndpointStore,
+    FilesStore,
+    BatchesStore,
+    BulkStore,  # bulk actions from the API and the console
+    AdminStore,
+    ConsoleStore,
+    SessionStore,
+    SignalStore,
+    OutputStreamStore,
+    Protocol,
+):
+    """What the HTTP edge reaches directly (its services hold the rest): reads, health, the
+    operator console; never a lease, a claim or a reap."""
