@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from jobgate.config import Settings
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 
 ENDPOINT = "/v1/chat/completions"
 # A no-op job: the built-in `sim` provider with zero latency answers at once.

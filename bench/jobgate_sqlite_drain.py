@@ -14,7 +14,7 @@ import time
 from bench.jobgate_setup import new_tenant, open_runtime, submit_batches
 from jobgate import logs
 from jobgate.cli.server import run_server
-from jobgate.services.runtime import available_roles
+from jobgate.process.roles import available_roles
 
 
 def _left(conn: sqlite3.Connection) -> bool:

@@ -26,9 +26,9 @@ import httpx
 import orjson
 
 from jobgate.config import ProviderConfig, Settings
+from jobgate.process.runtime import Runtime
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services.runtime import Runtime
 from jobgate.simulator.server import Simulator
 from jobgate.storage.factory import storage_for_url
 

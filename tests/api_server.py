@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 
 
 @dataclasses.dataclass

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import pytest
 
 from jobgate.config import ProviderConfig, Settings
+from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.sim import SimProvider
-from jobgate.services.runtime import Runtime
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage

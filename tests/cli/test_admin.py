@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from jobgate.config import load_settings
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 
 pytestmark = pytest.mark.timeout(120)
 

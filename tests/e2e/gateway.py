@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from jobgate.config import ProviderConfig, Settings
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 from jobgate.simulator.server import Simulator
 
 WEBHOOK_SECRET = "whsec_" + "ZTJlLXdlYmhvb2stc2VjcmV0LWZvci10ZXN0cw=="

@@ -20,9 +20,9 @@ import pytest
 from jobgate import errors
 from jobgate.config import ProviderConfig, load_settings
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
 from jobgate.testing import Block, Fail, FakeClock, ScriptedProvider, SequentialIds, Succeed, audit
 from jobgate.testing.processes import JobgateProcess, ProcessHarness, wait_until

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 from tests.api_server import Api
 
 CHAT = "/v1/chat/completions"

@@ -8,7 +8,7 @@ import html
 import pytest
 
 from jobgate.config import Settings
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 from tests.api_server import Api
 from tests.http.test_dashboard import signed_in
 

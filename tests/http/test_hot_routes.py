@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from jobgate.http.app import create_app
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
 
 CHAT = "/v1/chat/completions"
@@ -177,8 +177,9 @@ async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None
         async with httpx.AsyncClient(transport=transport, base_url="http://jobgate.test") as http:
             answers[side] = await script(runtime, http, side)
         reached[side] = spy.paths
-    for index, (plain, hot) in enumerate(zip(answers["plain"], answers["hot"], strict=True)):
-        assert hot == plain, f"request #{index} differs"
+    pairs = zip(answers["plain"], answers["hot"], strict=True)
+    for index, (plain_answer, hot_answer) in enumerate(pairs):
+        assert hot_answer == plain_answer, f"request #{index} differs"
     # The ordinary requests never reached FastAPI on the hot side; the unusual ones did.
     hot_reached = reached["hot"]
     assert len(hot_reached) < len(reached["plain"]) // 2, hot_reached

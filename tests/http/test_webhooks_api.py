@@ -15,8 +15,8 @@ from jobgate.config import Settings
 from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
 from jobgate.ids import RandomIds
+from jobgate.process.runtime import Runtime
 from jobgate.services.dispatcher import Dispatcher
-from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import Reply, WebhookReceiver

@@ -14,8 +14,8 @@ import pytest
 
 from jobgate import errors
 from jobgate.config import Settings, TenantLimits
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import QueueCounts

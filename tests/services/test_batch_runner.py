@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 from jobgate import errors
+from jobgate.process.runtime import Runtime
 from jobgate.services import batch_runner, files
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.services.files import FileService
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 
 CHAT = "/v1/chat/completions"
 

@@ -11,9 +11,9 @@ import openai
 import pytest
 
 from jobgate.config import Settings
+from jobgate.process.runtime import Runtime
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
-from jobgate.services.runtime import Runtime
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import WebhookReceiver
 from tests.services.test_batch_runner import make_batch

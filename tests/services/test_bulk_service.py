@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import REGISTRY
 
 from jobgate.domain.bulk import BulkAction, JobFilter
+from jobgate.process.runtime import Runtime
 from jobgate.services.bulk import BulkService, Caller
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
-from jobgate.storage.bulk_protocol import BulkChunk
+from jobgate.storage.records import BulkChunk
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,9 +11,9 @@ import pytest
 
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.testing import Block, FakeClock, ScriptedProvider
 
 CALLS = 300

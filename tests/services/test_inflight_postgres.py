@@ -17,8 +17,8 @@ import pytest
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.testing.proxy import TcpProxy

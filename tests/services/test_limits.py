@@ -11,8 +11,8 @@ import pytest
 from jobgate import errors
 from jobgate.config import ModelPrice, ProviderConfig, Settings, TenantLimits
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
 from jobgate.testing import FakeClock
 

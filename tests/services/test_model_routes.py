@@ -12,9 +12,9 @@ import pytest
 from jobgate import errors
 from jobgate.config import ProviderConfig, RouteConfig, Settings
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jobgate import errors, logs
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.testing import Fail, ScriptedProvider
 
 CHAT = "/v1/chat/completions"

@@ -11,8 +11,8 @@ from prometheus_client import REGISTRY
 
 from jobgate import errors, metrics
 from jobgate.config import Settings
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.services.tenant_labels import TenantLabels
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock

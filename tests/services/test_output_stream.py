@@ -15,15 +15,15 @@ from jobgate import errors
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult, Usage
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.sim import SimProvider
 from jobgate.providers.streaming import DeltaSink, output_text, split_evenly
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.output_stream import OutputBatcher
-from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
-from jobgate.storage.streams_protocol import OutputChunk
+from jobgate.storage.records import OutputChunk
 from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, Succeed
 
 CHAT = "/v1/chat/completions"

@@ -14,9 +14,9 @@ from prometheus_client import REGISTRY
 
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.reconciler import POISON_AFTER_FAILURES
-from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, ScriptedProvider, Succeed
 from tests.services.test_background_mode import DUE_S, make_rig

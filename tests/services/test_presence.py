@@ -12,8 +12,8 @@ import pytest
 from jobgate.cli import startup_checks
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Lease
+from jobgate.process.runtime import Runtime
 from jobgate.services import presence
-from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from tests.api_server import Api

@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from jobgate import errors
 from jobgate.config import load_settings
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 from jobgate.services.supervisor import RoleSupervisor
 from jobgate.testing import FakeClock
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobgate import errors
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 from jobgate.services.schedules import ScheduleService
 
 pytestmark = pytest.mark.asyncio

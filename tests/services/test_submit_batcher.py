@@ -13,11 +13,17 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.job import NewJob
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.services.submit_batcher import SubmitBatcher
-from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
-from jobgate.storage.records import IdempotencyClaim, LimitOverrides, QueueLimit, SubmitOutcome
+from jobgate.storage.records import (
+    BulkItem,
+    BulkResult,
+    IdempotencyClaim,
+    LimitOverrides,
+    QueueLimit,
+    SubmitOutcome,
+)
 
 pytestmark = pytest.mark.asyncio
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from jobgate import errors
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 
 CHAT = "/v1/chat/completions"
 SPEC = SubmitSpec(

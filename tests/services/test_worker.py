@@ -11,8 +11,8 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.storage.records import Tenant
 from jobgate.testing import Block, Fail, FakeClock, ScriptedProvider, Succeed
 

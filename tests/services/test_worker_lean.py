@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.services import worker as worker_module
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.storage.records import Finish, Finished
 from jobgate.testing import Block, FakeClock, ScriptedProvider, Succeed
 

@@ -6,9 +6,8 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.states import JobState
-from jobgate.storage.bulk_insert_protocol import BulkItem
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
+from jobgate.storage.records import BulkItem, IdempotencyClaim, QueueLimit, SubmitOutcome
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

@@ -14,10 +14,10 @@ from prometheus_client import REGISTRY
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.retention import Horizon
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.reaper import Reaper
 from jobgate.services.retention import Retention
-from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish, Tenant
 from jobgate.storage.webhook_records import DeliveryOutcome

@@ -11,12 +11,12 @@ import pytest
 from jobgate import errors
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.changes import wait_for
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
+from jobgate.wakeups import wait_for
 from tests.storage.helpers import make_tenant, new_job
 
 pytestmark = pytest.mark.asyncio

@@ -13,8 +13,8 @@ import pytest
 from jobgate import errors, transports
 from jobgate.config import Settings, load_settings
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.transports import status
 from jobgate.transports.base import TransportUnavailable
 from jobgate.transports.redis_streams import RedisStreamsTransport

@@ -16,8 +16,8 @@ import pytest
 
 from jobgate.config import Settings
 from jobgate.domain.states import JobState
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from tests.transports.brokers import Broker
 from tests.transports.conftest import Cluster
 

@@ -10,7 +10,7 @@ import click
 
 from jobgate.cli import help_format
 from jobgate.cli.common import emit, load, with_runtime
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
 
 _json = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

@@ -13,7 +13,7 @@ import click
 from jobgate import config, logs
 from jobgate.client import credentials
 from jobgate.config import Settings
-from jobgate.services.runtime import Runtime
+from jobgate.process.runtime import Runtime
 
 T = TypeVar("T")
 

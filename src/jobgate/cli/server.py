@@ -18,7 +18,8 @@ from jobgate.cli import startup_checks
 from jobgate.cli.common import credentials_path, load
 from jobgate.client import credentials
 from jobgate.config import Settings
-from jobgate.services.runtime import ROLES, Runtime, available_roles
+from jobgate.process.roles import ROLES, available_roles
+from jobgate.process.runtime import Runtime
 
 T = TypeVar("T")
 

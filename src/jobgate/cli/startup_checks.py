@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from jobgate.process.runtime import Runtime
 from jobgate.services import presence
-from jobgate.services.runtime import Runtime
 
 log = logging.getLogger("jobgate.startup")
 

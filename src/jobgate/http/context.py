@@ -14,14 +14,14 @@ from jobgate.services.jobs import JobService
 from jobgate.services.operators import OperatorService
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
-from jobgate.storage.protocol import Storage
+from jobgate.storage.protocol import ApiStorage
 from jobgate.storage.records import Tenant
 
 
 @dataclasses.dataclass(slots=True)
 class AppContext:
     settings: Settings
-    storage: Storage
+    storage: ApiStorage
     jobs: JobService
     tenants: TenantService
     webhooks: WebhookService

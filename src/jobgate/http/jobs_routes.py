@@ -28,8 +28,8 @@ from jobgate.http.models import (
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.views import event_view, job_view
 from jobgate.services.jobs import SubmitSpec
-from jobgate.storage.changes import wait_for
 from jobgate.storage.records import Tenant
+from jobgate.wakeups import wait_for
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=StrictJsonRoute)
 

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from jobgate import metrics
 from jobgate.config import TenantLimits
-from jobgate.storage.admin_protocol import TenantOverview
+from jobgate.storage.records import TenantOverview
 
 FAILING_AFTER_ATTEMPTS = 3  # immediately, 5 s, 5 min: a receiver down for minutes, not a blip
 

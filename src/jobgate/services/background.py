@@ -30,7 +30,7 @@ from jobgate.providers.background import BackgroundProvider, ProviderJobRef, Sna
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import outcomes, readback
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol
 from jobgate.storage.records import Finish
 from jobgate.storage.shared import error_body
 
@@ -55,7 +55,7 @@ class BackgroundStarter:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.WorkerStorage,
         providers: ProviderRegistry,
         settings: Settings,
         clock: Clock,

@@ -8,21 +8,20 @@ ids derived from the batch, rewritten whole if a pass died while writing them.""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 from typing import Any
 
 import orjson
 
-from jobgate import errors, failpoints
+from jobgate import errors, failpoints, wakeups
 from jobgate.domain import batches, response_requests, responses
 from jobgate.domain.batches import BatchStatus
 from jobgate.services import bulk_submit
 from jobgate.services.files import ChunkWriter
 from jobgate.services.jobs import JobService, SubmitSpec
+from jobgate.storage import protocol
 from jobgate.storage.batches_records import BatchItemResult, BatchRecord, NewBatchItem
-from jobgate.storage.changes import wait_for
 from jobgate.storage.records import SubmitOutcome
 
 log = logging.getLogger(__name__)
@@ -37,13 +36,13 @@ KEY_MARGIN_S = 7 * 86400.0  # line keys outlive the completion window by this mu
 class BatchRunner:
     def __init__(self, *, jobs: JobService, interval_s: float = INTERVAL_S) -> None:
         self.jobs = jobs
-        self.storage = jobs.storage
+        self.storage: protocol.BatchRunnerStorage = jobs.storage
         self.interval_s = interval_s
         # A pass on one batch must end well within its lease (as a worker's call within the
         # job's): a process killed mid-pass delays the batch by at most this much.
         self.lease_s = jobs.settings.lease_ttl_s
         self._stopping = False
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -344,7 +343,7 @@ class BatchRunner:
                 log.warning("batches pass failed: %s", type(exc).__name__)
                 worked = 0
             if not worked:
-                await wait_for(self._wake, self.interval_s)
+                await self._wake.sleep(self.interval_s)
 
 
 class _ResultFile:

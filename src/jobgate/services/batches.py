@@ -12,8 +12,8 @@ from jobgate.config import Settings
 from jobgate.domain import batches
 from jobgate.domain.batches import BatchStatus
 from jobgate.ids import IdGenerator
+from jobgate.storage import protocol
 from jobgate.storage.batches_records import BatchRecord
-from jobgate.storage.protocol import Storage
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,9 @@ MAX_METADATA_VALUE = 512
 
 
 class BatchService:
-    def __init__(self, *, storage: Storage, settings: Settings, ids: IdGenerator) -> None:
+    def __init__(
+        self, *, storage: protocol.BatchFilesStorage, settings: Settings, ids: IdGenerator
+    ) -> None:
         self.storage = storage
         self.settings = settings
         self.ids = ids

@@ -9,7 +9,7 @@ import logging
 
 from jobgate.clock import Clock
 from jobgate.providers.gates import ProviderGates
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ class BreakerSync:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.RateLimitStore,
         gates: ProviderGates,
         clock: Clock,
         owner: str,

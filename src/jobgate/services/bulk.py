@@ -10,36 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
-from typing import Protocol
 
 from jobgate import metrics
 from jobgate.domain import bulk
 from jobgate.domain.bulk import BulkAction, JobFilter
-from jobgate.storage.bulk_protocol import BulkChunk
+from jobgate.storage.feature_protocol import BulkStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK = 500
 MAX_JOBS_PER_CALL = 100_000
-
-
-class BulkStorage(Protocol):
-    async def job_bulk_count(
-        self, *, where: JobFilter, action: BulkAction, now: datetime | None = None
-    ) -> int: ...
-
-    async def job_bulk_apply(
-        self,
-        *,
-        where: JobFilter,
-        action: BulkAction,
-        actor: str,
-        reason: str,
-        after_id: str | None,
-        limit: int,
-        now: datetime | None = None,
-    ) -> BulkChunk: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,7 +49,7 @@ def scoped(caller: Caller, where: JobFilter) -> JobFilter:
 
 
 class BulkService:
-    def __init__(self, *, storage: BulkStorage, chunk_size: int = DEFAULT_CHUNK) -> None:
+    def __init__(self, *, storage: BulkStore, chunk_size: int = DEFAULT_CHUNK) -> None:
         self._storage = storage
         self._chunk_size = chunk_size
 

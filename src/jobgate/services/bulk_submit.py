@@ -10,8 +10,7 @@ from typing import Any
 from jobgate import errors
 from jobgate.domain import idempotency
 from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec
-from jobgate.storage.bulk_insert_protocol import BulkItem
-from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
+from jobgate.storage.records import BulkItem, IdempotencyClaim, QueueLimit, SubmitOutcome
 
 log = logging.getLogger(__name__)
 

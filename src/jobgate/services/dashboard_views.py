@@ -13,10 +13,9 @@ from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
 from jobgate.services import console_window
 from jobgate.services.jobs import JobService
-from jobgate.storage.admin_protocol import EndpointHealth, TenantOverview
 from jobgate.storage.batches_records import BatchRecord
-from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Tenant, UsageEntry
+from jobgate.storage.protocol import ApiStorage
+from jobgate.storage.records import EndpointHealth, Tenant, TenantOverview, UsageEntry
 from jobgate.storage.webhook_records import DeliveryAttempt
 
 DEAD_LETTERS_SHOWN = 200
@@ -45,7 +44,7 @@ class JobDetail:
 
 
 class DashboardViews:
-    def __init__(self, *, storage: Storage, jobs: JobService) -> None:
+    def __init__(self, *, storage: ApiStorage, jobs: JobService) -> None:
         self.storage = storage
         self.jobs = jobs
 

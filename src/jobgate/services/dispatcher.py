@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 import logging
 import random
@@ -18,15 +17,13 @@ from datetime import datetime
 
 import orjson
 
-from jobgate import errors, failpoints, metrics, tracing
+from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
-from jobgate.storage import shared
-from jobgate.storage.changes import wait_for
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol, shared
 from jobgate.storage.webhook_records import (
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
@@ -76,7 +73,7 @@ class Dispatcher:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.DispatcherStorage,
         settings: Settings,
         clock: Clock | None = None,
         sender: WebhookSender | None = None,
@@ -104,7 +101,7 @@ class Dispatcher:
         self._inflight: collections.Counter[str] = collections.Counter()
         self._tasks: set[asyncio.Task[str | None]] = set()
         self._claim_batch = max(1, self.concurrency // 8)
-        self._kick = asyncio.Event()
+        self._kick = wakeups.Wakeup()
         self._stopping = False
 
     async def aclose(self) -> None:
@@ -334,29 +331,26 @@ class Dispatcher:
         """Deliver until asked to stop: claim whenever a slot frees or the outbox grows (and
         every poll interval, for retries coming due), keeping up to `concurrency` in flight."""
         with self._storage.changes.watch_outbox() as grown:
-            forward = asyncio.create_task(self._forward(grown))
             try:
-                while not self._stopping:
-                    self._kick.clear()
-                    free = self.concurrency - len(self._tasks)
-                    claimed: list[Delivery] = []
-                    if free > 0:
-                        try:
-                            claimed, _ = await self._claim(free, None)
-                        except errors.StorageError as exc:
-                            log.warning("webhook claim failed: %s", type(exc).__name__)
-                        for delivery in claimed:
-                            self._spawn(delivery)
-                        if claimed and len(claimed) == free:
-                            # More may be due: claim again once a few slots have freed (a
-                            # claim per batch of completions, not one per completion).
-                            await self._slots_free(self._claim_batch, _GATHER_S)
-                            continue
-                    await wait_for(self._kick, self.poll_interval_s)
+                async with self._kick.relaying(grown):
+                    while not self._stopping:
+                        self._kick.clear()
+                        free = self.concurrency - len(self._tasks)
+                        claimed: list[Delivery] = []
+                        if free > 0:
+                            try:
+                                claimed, _ = await self._claim(free, None)
+                            except errors.StorageError as exc:
+                                log.warning("webhook claim failed: %s", type(exc).__name__)
+                            for delivery in claimed:
+                                self._spawn(delivery)
+                            if claimed and len(claimed) == free:
+                                # More may be due: claim again once a few slots have freed (a
+                                # claim per batch of completions, not one per completion).
+                                await self._slots_free(self._claim_batch, _GATHER_S)
+                                continue
+                        await self._kick.sleep(self.poll_interval_s)
             finally:
-                forward.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await forward
                 await self._drain()
 
     async def _slots_free(self, wanted: int, within_s: float) -> None:
@@ -366,7 +360,7 @@ class Dispatcher:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return
-            await wait_for(self._kick, remaining)
+            await self._kick.sleep(remaining)
 
     def _spawn(self, delivery: Delivery) -> None:
         task = asyncio.create_task(self._deliver(delivery, None), name="webhook-delivery")
@@ -377,12 +371,6 @@ class Dispatcher:
             self._kick.set()
 
         task.add_done_callback(done)
-
-    async def _forward(self, grown: asyncio.Event) -> None:
-        while True:
-            await grown.wait()
-            grown.clear()
-            self._kick.set()
 
     async def _drain(self) -> None:
         """Let in-flight sends finish within the shutdown grace; cut the rest (their leases

@@ -12,7 +12,7 @@ from jobgate.config import Settings
 from jobgate.domain import batches
 from jobgate.ids import IdGenerator
 from jobgate.storage.batches_records import FileChunk, FileRecord
-from jobgate.storage.protocol import Storage
+from jobgate.storage.feature_protocol import FilesStore
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ MAX_FILENAME = 255
 
 
 class FileService:
-    def __init__(self, *, storage: Storage, settings: Settings, ids: IdGenerator) -> None:
+    def __init__(self, *, storage: FilesStore, settings: Settings, ids: IdGenerator) -> None:
         self.storage = storage
         self.settings = settings
         self.ids = ids
@@ -133,7 +133,7 @@ class FileService:
 class ChunkWriter:
     """Gathers whole lines into chunks of about CHUNK_BYTES and stores each as it fills."""
 
-    def __init__(self, storage: Storage, file_id: str) -> None:
+    def __init__(self, storage: FilesStore, file_id: str) -> None:
         self.storage = storage
         self.file_id = file_id
         self.seq = 0

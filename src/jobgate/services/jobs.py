@@ -21,10 +21,9 @@ from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.submit_batcher import SubmitBatcher
 from jobgate.services.webhook_guard import UrlGuard
-from jobgate.storage.bulk_insert_protocol import BulkItem
-from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
+from jobgate.storage.records import BulkItem, IdempotencyClaim, QueueLimit, SubmitOutcome
+from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from jobgate.domain import events as domain_events
 from jobgate.domain.job import Job
 from jobgate.providers.streaming import output_text
 from jobgate.services.jobs import JobService
-from jobgate.storage.changes import wait_for
+from jobgate.wakeups import wait_for
 
 KEEPALIVE_S = 15.0
 PAGE = 1000

@@ -21,7 +21,7 @@ from jobgate.clock import Clock
 from jobgate.domain.job import Job, Lease
 from jobgate.providers import streaming
 from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult
-from jobgate.storage.streams_protocol import OutputStreamStore
+from jobgate.storage.protocol import OutputStreamStore
 
 log = logging.getLogger(__name__)
 

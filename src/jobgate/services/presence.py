@@ -10,7 +10,7 @@ import logging
 
 from jobgate import clock, errors, ids
 from jobgate.config import Settings
-from jobgate.storage.roles_protocol import RolesStore
+from jobgate.storage.protocol import RolesStore
 
 log = logging.getLogger("jobgate.presence")
 RECONCILER = "reconciler"

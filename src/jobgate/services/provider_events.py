@@ -21,7 +21,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers import signatures
 from jobgate.providers.background import BackgroundProvider
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,9 @@ class Receipt:
 
 
 class ProviderEventService:
-    def __init__(self, *, storage: Storage, providers: ProviderRegistry, clock: Clock) -> None:
+    def __init__(
+        self, *, storage: protocol.ProviderEventStorage, providers: ProviderRegistry, clock: Clock
+    ) -> None:
         self._storage = storage
         self._providers = providers
         self._clock = clock

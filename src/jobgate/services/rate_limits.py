@@ -18,7 +18,7 @@ from jobgate.config import ProviderConfig
 from jobgate.domain import rate_limits as rules
 from jobgate.domain.job import Job
 from jobgate.domain.rate_limits import PROVIDER_WIDE, Bucket
-from jobgate.storage.rate_limits_protocol import RateLimitStore
+from jobgate.storage.protocol import RateLimitStore
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol
 from jobgate.storage.records import Finished
 
 _EVENTS_AFTER_CLAIM = 100
 
 
-async def verdict_written(storage: Storage, claimed: Job, *, actor: str) -> Finished | None:
+async def verdict_written(
+    storage: protocol.JobReadStore, claimed: Job, *, actor: str
+) -> Finished | None:
     """The verdict `actor` wrote for the lease it claimed `claimed` with, or None if someone
     else (the reaper) moved the job out of that run. The first applied event after the claim's
     that leaves `running` ends the run: only its author's write was applied."""
@@ -30,7 +32,9 @@ async def verdict_written(storage: Storage, claimed: Job, *, actor: str) -> Fini
     return None
 
 
-async def accepted(storage: Storage, job_id: str, *, provider_job_id: str) -> Job | None:
+async def accepted(
+    storage: protocol.JobReadStore, job_id: str, *, provider_job_id: str
+) -> Job | None:
     """The job as written by a background accept of `provider_job_id`, or None if that accept
     was not applied (the job holds another provider job, or none)."""
     job = await storage.job_get(job_id=job_id)

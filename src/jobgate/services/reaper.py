@@ -16,7 +16,7 @@ from jobgate import errors, metrics
 from jobgate.config import Settings
 from jobgate.domain.backoff import full_jitter_s
 from jobgate.services.retention import Retention
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol
 from jobgate.storage.records import ReapResult
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class Reaper:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.ReaperStorage,
         settings: Settings,
         rng: random.Random | None = None,
         batch_size: int = 500,

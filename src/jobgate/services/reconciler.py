@@ -26,7 +26,7 @@ import random
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
 
-from jobgate import errors, metrics
+from jobgate import errors, metrics, wakeups
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain import progress, reconcile
@@ -40,9 +40,7 @@ from jobgate.providers.background import (
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import settlements
-from jobgate.storage import shared
-from jobgate.storage.changes import wait_for
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol, shared
 from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
 
 log = logging.getLogger(__name__)
@@ -80,7 +78,7 @@ class Reconciler:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.ReconcilerStorage,
         providers: ProviderRegistry,
         settings: Settings,
         clock: Clock | None = None,
@@ -96,7 +94,7 @@ class Reconciler:
         self._batch_size = batch_size
         self._concurrency = concurrency
         self._stopping = asyncio.Event()
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         self._pruned_at: float | None = None
 
     # -- passes ------------------------------------------------------------------------------
@@ -462,19 +460,8 @@ class Reconciler:
     async def run(self) -> None:
         changes = self._storage.changes
         with changes.watch_reconcile() as due, changes.on_cancel(self._on_cancel):
-            relay = asyncio.create_task(self._relay(due))
-            try:
+            async with self._wake.relaying(due):
                 await self._loop()
-            finally:
-                relay.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await relay
-
-    async def _relay(self, due: asyncio.Event) -> None:
-        while True:
-            await due.wait()
-            due.clear()
-            self._wake.set()
 
     async def _loop(self) -> None:
         refreshed = False
@@ -490,12 +477,12 @@ class Reconciler:
                 backoff_s = 0.1
             except errors.StorageError as exc:
                 log.warning("reconciler pass failed: %s", type(exc).__name__)
-                await wait_for(self._wake, backoff_s)
+                await self._wake.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
             if result.claimed >= self._batch_size:
                 continue  # more may be due
-            await wait_for(self._wake, self._settings.reconciler_interval_s)
+            await self._wake.sleep(self._settings.reconciler_interval_s)
 
     async def _prune(self) -> None:
         moment = self._clock.monotonic()

@@ -17,8 +17,8 @@ from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
 from jobgate.domain.states import JobState
 from jobgate.services.jobs import MAX_WAIT_S, JobService, SubmitSpec
-from jobgate.storage.changes import wait_for
 from jobgate.storage.records import SubmitOutcome
+from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
 

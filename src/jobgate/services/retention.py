@@ -6,29 +6,21 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Protocol
 
 from jobgate import metrics
 from jobgate.config import Settings
 from jobgate.domain import retention
-from jobgate.storage.retention_protocol import RetentionBatch
+from jobgate.storage import protocol
+from jobgate.storage.records import RetentionBatch
 
 log = logging.getLogger(__name__)
-
-
-class RetentionStorage(Protocol):
-    async def database_now(self) -> datetime: ...
-
-    async def retention_delete(
-        self, *, horizon: retention.Horizon, limit: int
-    ) -> RetentionBatch: ...
 
 
 class Retention:
     def __init__(
         self,
         *,
-        storage: RetentionStorage,
+        storage: protocol.RetentionStorage,
         settings: Settings,
         batch_size: int = 500,
         max_batches: int = 20,

@@ -18,6 +18,7 @@ from croniter import croniter
 from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.services.jobs import JobService, SubmitSpec
+from jobgate.storage import protocol
 from jobgate.storage.schedule_records import Schedule
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def spec_of(template: dict[str, Any]) -> SubmitSpec:
 class ScheduleService:
     def __init__(self, jobs: JobService, *, interval_s: float = 1.0) -> None:
         self.jobs = jobs
-        self.storage = jobs.storage
+        self.storage: protocol.ScheduleStorage = jobs.storage
         self._interval_s = interval_s
         self._stop = asyncio.Event()
 

@@ -31,8 +31,13 @@ from typing import Any, Protocol
 
 from jobgate.clock import Clock
 from jobgate.domain.job import NewJob
-from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
-from jobgate.storage.records import IdempotencyClaim, QueueLimit, SubmitOutcome
+from jobgate.storage.records import (
+    BulkItem,
+    BulkResult,
+    IdempotencyClaim,
+    QueueLimit,
+    SubmitOutcome,
+)
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from jobgate import errors, failpoints, metrics, tracing
+from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
@@ -32,9 +32,7 @@ from jobgate.services import background, outcomes, output_stream, readback, tena
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.rate_limits import ClaimTarget, RateLimiter
-from jobgate.storage import shared
-from jobgate.storage.changes import wait_for
-from jobgate.storage.protocol import Storage
+from jobgate.storage import protocol, shared
 from jobgate.storage.records import ClaimPolicy, Finish, Finished
 from jobgate.transports.base import Transport
 from jobgate.transports.intake import Intake
@@ -87,7 +85,9 @@ def default_worker_id() -> str:
 class _FinishBatcher:
     """Write the verdicts that arrive while a write is in flight together, in the next one."""
 
-    def __init__(self, storage: Storage, *, max_batch: int = CLAIM_BATCH_MAX) -> None:
+    def __init__(
+        self, storage: protocol.JobLeaseStore, *, max_batch: int = CLAIM_BATCH_MAX
+    ) -> None:
         self._storage = storage
         self._max_batch = max_batch
         self._pending: list[tuple[Finish, asyncio.Future[Finished | None]]] = []
@@ -153,7 +153,7 @@ class Worker:
     def __init__(
         self,
         *,
-        storage: Storage,
+        storage: protocol.WorkerStorage,
         providers: ProviderRegistry,
         settings: Settings,
         clock: Clock | None = None,
@@ -208,7 +208,7 @@ class Worker:
             actor=self.worker_id,
             rng=rng,
         )
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         self._stopping = False
         lease_ttl_s = settings.lease_ttl_s
         # Stop work this long before the lease would run out without a renewal.
@@ -743,24 +743,16 @@ class Worker:
         changes = self._storage.changes
         with changes.watch_work() as work, changes.on_cancel(self.on_cancel_requested):
             heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
-            relay = asyncio.create_task(self._relay(work), name="work relay")
             try:
-                await self._claim_loop()
-                await self._drain()
-                if self._intake is not None:
-                    await self._intake.drain()
+                async with self._wake.relaying(work):
+                    await self._claim_loop()
+                    await self._drain()
+                    if self._intake is not None:
+                        await self._intake.drain()
             finally:
-                relay.cancel()
                 heartbeats.cancel()
-                for task in (relay, heartbeats):
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-
-    async def _relay(self, work: asyncio.Event) -> None:
-        while True:
-            await work.wait()
-            work.clear()
-            self._wake.set()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeats
 
     async def _claim_loop(self) -> None:
         backoff_s = 0.1
@@ -773,7 +765,7 @@ class Worker:
                 log.warning(
                     "claim failed: %s", type(exc).__name__, extra={"worker_id": self.worker_id}
                 )
-                await wait_for(self._wake, backoff_s)
+                await self._wake.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
             for job in jobs:
@@ -783,7 +775,7 @@ class Worker:
             poll_s = self._settings.worker_poll_interval_s
             if self._rate_limits.wait_s > 0:  # a rate limit admits again sooner than the poll
                 poll_s = min(poll_s, self._rate_limits.wait_s)
-            if await wait_for(self._wake, poll_s) and not self._stopping:
+            if await self._wake.sleep(poll_s) and not self._stopping:
                 await asyncio.sleep(CLAIM_DEBOUNCE_S)  # let a trickle gather into one claim
 
     async def _drain(self) -> None:

@@ -1,4 +1,6 @@
 """The Storage contract. Both backends (SQLite, PostgreSQL) implement it and pass one test suite.
+This module holds the rules, the job-queue areas and `Storage` (every area);
+`storage.feature_protocol` holds the areas beside the queue (webhooks, schedules, batches, ...).
 
 Rules every method keeps:
 - Each method is one short transaction. No method waits on anything but the database.
@@ -19,26 +21,45 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from jobgate.domain.job import Job, JobEvent, Lease, NewJob
+from jobgate.domain import costs
+from jobgate.domain.job import Job, JobEvent, JSONObject, Lease, NewJob
+from jobgate.domain.rate_limits import Bucket
 from jobgate.domain.states import JobState
-from jobgate.storage.admin_protocol import AdminStore
-from jobgate.storage.batch_protocol import BatchStore
-from jobgate.storage.batches_protocol import BatchesStore, FilesStore
-from jobgate.storage.bulk_insert_protocol import BulkInsertStore
-from jobgate.storage.bulk_protocol import BulkStore
-from jobgate.storage.changes import ChangeHub
-from jobgate.storage.console_protocol import ConsoleStore
-from jobgate.storage.limits_protocol import LimitsStore
-from jobgate.storage.providers_protocol import ProviderStore
-from jobgate.storage.rate_limits_protocol import RateLimitStore
+from jobgate.storage.feature_protocol import (
+    AdminStore,
+    BatchesStore,
+    BulkStore,
+    ConsoleStore,
+    DeliveryStore,
+    FilesStore,
+    RetentionStore,
+    ScheduleStore,
+    SessionStore,
+    SignalStore,
+    WebhookEndpointStore,
+    WebhookStore,
+)
+from jobgate.storage.providers_records import (
+    BackgroundJob,
+    ProviderEventOutcome,
+    ReconcileDeferral,
+    Settlement,
+)
 from jobgate.storage.records import (
     ApiKey,
+    BulkItem,
+    BulkResult,
+    ClaimedById,
     ClaimPolicy,
     Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
+    LimitOverrides,
     OutboxEntry,
+    OutputChunk,
+    Publication,
+    QueueCounts,
     QueueLimit,
     ReapResult,
     RetryDelay,
@@ -46,19 +67,25 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
-from jobgate.storage.retention_protocol import RetentionStore
-from jobgate.storage.roles_protocol import RolesStore
-from jobgate.storage.schedules_protocol import ScheduleStore
-from jobgate.storage.sessions_protocol import SessionStore
-from jobgate.storage.signals_protocol import SignalStore
-from jobgate.storage.streams_protocol import OutputStreamStore
-from jobgate.storage.transport_protocol import TransportStore
-from jobgate.storage.webhooks_protocol import WebhookStore
+from jobgate.wakeups import ChangeHub
 
 
-class LifecycleStore(Protocol):
-    dialect: str
+class DatabaseClock(Protocol):
+    """The database's clock, the authority for leases and schedules."""
+
+    async def database_now(self) -> datetime:
+        """The database's clock."""
+        ...
+
+
+class ChangeFeed(Protocol):
+    """Where the loops and long polls of this process hear of changes."""
+
     changes: ChangeHub  # in-process wake-ups; fed by this process's writes and, on PG, NOTIFY
+
+
+class LifecycleStore(DatabaseClock, ChangeFeed, Protocol):
+    dialect: str
 
     async def open(self) -> None:
         """Connect. Idempotent."""
@@ -82,23 +109,23 @@ class LifecycleStore(Protocol):
         """Start feeding `changes` from other processes (PostgreSQL LISTEN); no-op on SQLite."""
         ...
 
-    async def database_now(self) -> datetime:
-        """The database's clock."""
-        ...
 
-
-class TenantStore(Protocol):
-    async def tenant_create(
-        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
-    ) -> Tenant:
-        """Raise errors.Conflict when the name is taken."""
-        ...
+class TenantReadStore(Protocol):
+    """Tenants as the roles that label or limit them read them."""
 
     async def tenant_get(
         self, *, tenant_id: str | None = None, name: str | None = None
     ) -> Tenant | None: ...
 
     async def tenant_list(self) -> list[Tenant]: ...
+
+
+class TenantStore(TenantReadStore, Protocol):
+    async def tenant_create(
+        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
+    ) -> Tenant:
+        """Raise errors.Conflict when the name is taken."""
+        ...
 
     async def api_key_create(
         self,
@@ -123,29 +150,8 @@ class TenantStore(Protocol):
         ...
 
 
-class JobStore(Protocol):
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
-    ) -> SubmitOutcome:
-        """Insert a queued job, its first event and its idempotency key in one transaction.
-
-        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
-        errors.QueueFull (retry_after_s 0: the caller knows the drain rate) at the bound,
-        storing nothing; the count and the insert are decided together, so that concurrent
-        inserts (from any process) never pass the bound. A replay of a bound key is answered
-        even when the queue is full.
-
-        A live key with the same body hash answers the existing job (replayed=True) and inserts
-        nothing; with another hash raises errors.IdempotencyKeyReused; while another transaction
-        holds the key for longer than a short lock timeout, errors.IdempotencyInProgress.
-        An expired key is replaced.
-        """
-        ...
+class JobReadStore(Protocol):
+    """Reading a job, its log and what it caused (usage, outbox rows)."""
 
     async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
         """None when missing or owned by another tenant (when tenant_id is given)."""
@@ -168,6 +174,14 @@ class JobStore(Protocol):
     ) -> list[JobEvent]:
         """The log in sequence order, events with seq > after_seq."""
         ...
+
+    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]: ...
+
+    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
+
+
+class JobLeaseStore(Protocol):
+    """The lease holder's part: claims, heartbeats and fenced verdicts (the worker)."""
 
     async def job_claim(
         self,
@@ -218,12 +232,10 @@ class JobStore(Protocol):
         refunded, or cancelled if a cancel was requested. Returns the released ids."""
         ...
 
-    async def job_cancel(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        """queued -> cancelled at once; running -> cancel_requested_at set (the lease holder
-        confirms); terminal -> unchanged. Idempotent. None when not found."""
-        ...
+
+class JobLogStore(Protocol):
+    """Logging what was not applied, by whoever received it (worker, reconciler, provider
+    events)."""
 
     async def job_record_ignored(
         self,
@@ -237,6 +249,10 @@ class JobStore(Protocol):
         """Log an event that was not applied (late, duplicate, fenced off)."""
         ...
 
+
+class JobReapStore(Protocol):
+    """Reclaiming expired leases and expiring queued jobs past their start deadline (the reaper)."""
+
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
@@ -248,6 +264,41 @@ class JobStore(Protocol):
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         """Queued jobs past their start deadline -> expired."""
+        ...
+
+
+class JobStore(JobReadStore, JobLeaseStore, JobLogStore, JobReapStore, Protocol):
+    """Every job area, plus submitting one job and the tenant's actions on it (cancel, redrive,
+    purge)."""
+
+    async def job_insert(
+        self,
+        *,
+        job: NewJob,
+        idempotency: IdempotencyClaim | None = None,
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> SubmitOutcome:
+        """Insert a queued job, its first event and its idempotency key in one transaction.
+
+        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
+        errors.QueueFull (retry_after_s 0: the caller knows the drain rate) at the bound,
+        storing nothing; the count and the insert are decided together, so that concurrent
+        inserts (from any process) never pass the bound. A replay of a bound key is answered
+        even when the queue is full.
+
+        A live key with the same body hash answers the existing job (replayed=True) and inserts
+        nothing; with another hash raises errors.IdempotencyKeyReused; while another transaction
+        holds the key for longer than a short lock timeout, errors.IdempotencyInProgress.
+        An expired key is replaced.
+        """
+        ...
+
+    async def job_cancel(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        """queued -> cancelled at once; running -> cancel_requested_at set (the lease holder
+        confirms); terminal -> unchanged. Idempotent. None when not found."""
         ...
 
     async def job_redrive(
@@ -263,9 +314,386 @@ class JobStore(Protocol):
         """Erase input and result, leaving a tombstone (the row, its log, its metadata)."""
         ...
 
-    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]: ...
 
-    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]: ...
+class BatchStore(Protocol):
+    """Storage for batched enqueue: many jobs in one transaction."""
+
+    async def job_insert_many(
+        self,
+        *,
+        jobs: Sequence[NewJob],
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        """Insert queued jobs and their first events in one transaction: all of them or none.
+        Answers the jobs in the order given.
+
+        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
+        errors.QueueFull (retry_after_s 0) when the batch would pass a bound, storing nothing;
+        decided together with the insert, like job_insert's.
+        Takes no idempotency keys: a batch whose outcome is unknown is retried whole, and a
+        duplicate id is refused (errors.StorageError) with nothing stored."""
+        ...
+
+
+class BulkInsertStore(Protocol):
+    """Storage for native bulk submission: many jobs, each with an optional idempotency key, in one
+    transaction."""
+
+    async def job_insert_bulk(
+        self,
+        *,
+        items: Sequence[BulkItem],
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> list[BulkResult]:
+        """Insert queued jobs in one transaction and answer one result per item, in order.
+
+        An item whose key is live with the same body hash answers the bound job (replayed,
+        nothing inserted); with another body hash it answers errors.IdempotencyKeyReused in
+        its slot and the other items are unaffected. A key repeated inside one call binds to
+        the first item that uses it. With `queue_limit`, the new (not replayed) jobs are
+        counted against the bounds first and errors.QueueFull is raised with nothing stored.
+        Raises errors.IdempotencyInProgress when another transaction holds one of the keys
+        past the lock timeout (nothing stored). Safe to retry whole: every keyed item replays.
+        """
+        ...
+
+
+class TransportStore(Protocol):
+    """Storage for transports (issue 18): claiming the job a "job ready" message names, and the
+    publication ledger the relay and its sweep read."""
+
+    async def job_claim_by_id(
+        self,
+        *,
+        worker_id: str,
+        job_ids: Sequence[str],
+        lease_ttl_s: float,
+        providers: Sequence[str] | None = None,
+        policy: ClaimPolicy | None = None,
+        now: datetime | None = None,
+    ) -> ClaimedById:
+        """Move the named jobs that are claimable (queued, run_at <= now, before their start
+        deadline, of `providers` when given) to running under a fresh lease token each, like
+        job_claim: no tenant exceeds its cap in `policy` (nor a concurrency key its
+        max_running_per_key) across every worker process, blocked
+        tenants get nothing, and within a tenant over its cap the best (priority, run_at, id)
+        go first. Never leases a job twice; an id that is not claimable is answered, never
+        raised: deferred when still queued, else left out (a duplicate message is harmless)."""
+        ...
+
+    async def transport_publish_due(
+        self,
+        *,
+        limit: int,
+        republish_after_s: float,
+        window: int | None = None,
+        policy: ClaimPolicy | None = None,
+        now: datetime | None = None,
+        skip_providers: Sequence[str] | None = None,
+    ) -> list[Publication]:
+        """Record, and answer, up to `limit` ready jobs (queued, due, before their start
+        deadline) that need a message: never published; published for an earlier transition
+        (a retry, a reclaim, a redrive moved them since); or still unclaimed at their
+        republish time. With `window`, no more than that many messages are outstanding
+        (published for a queued job and not yet due again) after the call; the jobs are
+        chosen by weighted fair share across tenants (`policy`'s weights; a tenant's running
+        jobs and outstanding messages count against it), as job_claim chooses. Each is
+        answered by one caller only (safe from several relays, which may together exceed
+        the window by a batch); the caller publishes after this commits, so a crash in
+        between delays a message by `republish_after_s` (the sweep) but never loses it.
+        Jobs of `skip_providers` (the rate-limited ones, claimed from the table) are never
+        answered."""
+        ...
+
+    async def transport_defer(
+        self, *, job_ids: Sequence[str], delay_s: float, now: datetime | None = None
+    ) -> None:
+        """Publish these jobs again `delay_s` from now if they are still ready then (a
+        message arrived while the job's tenant was at its cap). Idempotent."""
+        ...
+
+
+class OutputStreamStore(Protocol):
+    """Storage for live output streaming: the durable output log of running jobs. The lease holder
+    appends a job's output deltas in small batches; any API process reads them after a sequence
+    number while the job runs and after it finished."""
+
+    async def job_output_append(
+        self, *, lease: Lease, text: str, now: datetime | None = None
+    ) -> OutputChunk:
+        """Append `text` as the job's next chunk, fenced on the lease (the job must be running
+        under this token): zero rows raises errors.LeaseLost and stores nothing. Not
+        idempotent: a retry after an unknown outcome may store the text twice, so callers
+        retry only errors raised before the statement ran. Wakes the job's stream readers in
+        every process (NOTIFY on PostgreSQL; in-process and data_version polling on SQLite)."""
+        ...
+
+    async def job_output_read(
+        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[OutputChunk]:
+        """The job's chunks with seq > after_seq, in order, at most `limit`. No tenant check:
+        the caller has read the job first."""
+        ...
+
+    async def job_output_delete(self, *, job_id: str) -> int:
+        """Drop the job's output log (a purge); the number of chunks dropped. Idempotent."""
+        ...
+
+
+class BackgroundStartStore(Protocol):
+    """Handing a job to a provider that runs it on its side (background mode, in the worker)."""
+
+    async def job_provider_submitting(self, *, lease: Lease, now: datetime | None = None) -> None:
+        """Fenced on the lease: a create is about to be sent (phase `submitting`,
+        creation_outcome `sending`). If the worker dies before job_background_accept, the next
+        run of the job sees `sending` and knows a provider job may exist. Raises
+        errors.LeaseLost."""
+        ...
+
+    async def job_background_accept(
+        self,
+        *,
+        lease: Lease,
+        provider_job_id: str,
+        provider_status: str | None,
+        reconcile_in_s: float,
+        now: datetime | None = None,
+    ) -> Job:
+        """Fenced on the lease: the provider accepted the job. Records its id (creation_outcome
+        `accepted`, phase `awaiting_provider`), releases the lease (a job without a lease is
+        never reaped) and schedules the first status check; at once if a provider event about
+        that id already arrived or a cancel was requested. The state stays `running`: no
+        event. Raises errors.LeaseLost."""
+        ...
+
+
+class ReconcileStore(Protocol):
+    """The reconciler's part: checking background jobs at their provider and settling them."""
+
+    async def job_reconcile_refresh(
+        self, *, providers: Sequence[str] | None = None, now: datetime | None = None
+    ) -> int:
+        """Make every running job that has a provider id due for a check now (a reconciler
+        starting up cannot know what it missed). Returns how many."""
+        ...
+
+    async def job_reconcile_claim(
+        self,
+        *,
+        limit: int,
+        lease_s: float,
+        providers: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> list[BackgroundJob]:
+        """Take up to `limit` background jobs due for a check: running at a provider with
+        reconcile_at passed or a cancel request newer than their last check, or cancelled
+        locally and still watched. Pushes each reconcile_at `lease_s` ahead (a reconciler that
+        dies is replaced after that), so concurrent reconcilers never take the same job."""
+        ...
+
+    async def job_reconcile_defer(
+        self, *, deferral: ReconcileDeferral, now: datetime | None = None
+    ) -> bool:
+        """Schedule the next check of a job still at the provider. A failed check (`failure`)
+        counts in reconcile_failures and is kept in reconcile_error; a good one resets them.
+        False when the job moved on (settled elsewhere): nothing is written."""
+        ...
+
+    async def job_settle(
+        self, *, settlement: Settlement, now: datetime | None = None
+    ) -> Job | None:
+        """Apply the provider's verdict, fenced on (id, provider_job_id, running, no lease):
+        the first verdict wins and a terminal job never moves. A success (or any verdict with
+        usage) is billed once. To `queued`: a new attempt, the provider id cleared. None when
+        the fence fails; the caller records the verdict as ignored."""
+        ...
+
+    async def job_discard_late_result(
+        self,
+        *,
+        job_id: str,
+        provider_job_id: str,
+        to_state: JobState,
+        usage: JSONObject | None,
+        actor: str,
+        now: datetime | None = None,
+    ) -> bool:
+        """The provider finished a job jobgate had cancelled locally (cancel not supported):
+        stop watching, log the result as ignored (it is discarded), and write the provider's
+        usage as a `completion` entry with a matching `refund` (the tenant pays nothing). False
+        when the job is not such a job."""
+        ...
+
+
+class ProviderEventStore(Protocol):
+    """Inbound provider webhooks, deduplicated, and the job each one names."""
+
+    async def job_by_provider_job(
+        self, *, provider: str, provider_job_id: str
+    ) -> BackgroundJob | None:
+        """The job a provider's id belongs to."""
+        ...
+
+    async def provider_event_record(
+        self,
+        *,
+        provider: str,
+        event_id: str,
+        event_type: str,
+        provider_job_id: str | None,
+        now: datetime | None = None,
+    ) -> ProviderEventOutcome:
+        """Insert an inbound event under its unique (provider, event id). A duplicate changes
+        nothing. Otherwise the job it names, if running at that provider (or watched after a
+        local cancel), becomes due for a check now: the settlement itself is the reconciler's,
+        from the provider's authoritative answer."""
+        ...
+
+    async def provider_events_prune(self, *, before: datetime) -> int:
+        """Forget provider events received before `before` (dedup needs only recent ones)."""
+        ...
+
+
+class ProviderStore(BackgroundStartStore, ReconcileStore, ProviderEventStore, Protocol):
+    """The provider store: what background mode, the reconciler and inbound provider webhooks need
+    from storage."""
+
+
+class RateLimitStore(Protocol):
+    """Storage for shared rate limits: the bucket rows of domain.rate_limits, locked and updated in
+    one short transaction each, so that every worker process of a deployment draws on the same
+    budget."""
+
+    async def rate_limit_take(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> float:
+        """Admit one request under every bucket at once (creating missing rows): 0.0 when
+        admitted (each bucket's next start moved one spacing ahead), else the seconds to wait
+        (nothing changed). Serialised per bucket across processes."""
+        ...
+
+    async def rate_limit_give_back(self, *, buckets: Sequence[Bucket]) -> None:
+        """Return a request admitted by rate_limit_take that was not used."""
+        ...
+
+    async def rate_limit_spend(
+        self, *, spends: Sequence[tuple[Bucket, int]], now: datetime | None = None
+    ) -> None:
+        """Add tokens (negative: an estimate corrected down) to the buckets' debt."""
+        ...
+
+    async def rate_limit_waits(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> dict[tuple[str, str], float]:
+        """Seconds until each bucket admits its next request (absent: it admits now)."""
+        ...
+
+    async def rate_limited_queued(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> dict[tuple[str, str], int]:
+        """Claimable queued jobs held back by each closed bucket (absent: open or none)."""
+        ...
+
+    async def breaker_open(
+        self, *, provider: str, open_s: float, opened_by: str, now: datetime | None = None
+    ) -> None:
+        """A process opened `provider`'s circuit breaker: every process keeps away from it for
+        `open_s` seconds (by the database's clock), then may send one probe."""
+        ...
+
+    async def breaker_close(self, *, provider: str) -> None:
+        """A probe succeeded: `provider`'s breaker is closed for every process."""
+        ...
+
+    async def breaker_states(self, *, now: datetime | None = None) -> dict[str, float]:
+        """Every open breaker: provider -> seconds left open (0 or less: half-open)."""
+        ...
+
+    async def job_reroute(
+        self,
+        *,
+        lease: Lease,
+        provider: str,
+        model: str,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> bool:
+        """Move a running job (fenced on `lease`) to another model route target for its next
+        attempt: its provider, model and request's `model`, with a running-to-running event
+        giving `reason`. False when the lease is no longer held (nothing changed)."""
+        ...
+
+    async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
+        """1 + the claimable queued jobs of the job's tenant ahead of it in claim order
+        (priority, run_at, id). An estimate: other tenants' fair shares, caps and limits
+        decide how fast that line moves."""
+        ...
+
+
+class PurgeStore(Protocol):
+    """Erasing what the retention period has passed: job inputs and results (tombstones stay),
+    idempotency keys (the reaper)."""
+
+    async def job_purge_expired(
+        self, *, completed_before: datetime, limit: int, now: datetime | None = None
+    ) -> int:
+        """Erase input and result of terminal jobs completed before the cut-off (tombstones
+        stay). Returns how many were purged."""
+        ...
+
+    async def idempotency_purge_expired(self, *, limit: int, now: datetime | None = None) -> int:
+        """Forget idempotency keys past their expiry (kept at least 24 h by construction)."""
+        ...
+
+
+class LimitsStore(Protocol):
+    """Storage for tenant limits and queue accounting."""
+
+    async def tenant_limits_set(
+        self, *, tenant_id: str, overrides: LimitOverrides, now: datetime | None = None
+    ) -> LimitOverrides:
+        """Store a tenant's overrides (replacing the previous ones); None fields clear them."""
+        ...
+
+    async def tenant_limits_all(self) -> dict[str, LimitOverrides]:
+        """Every tenant's stored overrides, by tenant id."""
+        ...
+
+    async def queue_counts(self) -> QueueCounts:
+        """Queued jobs per tenant and claims per tenant so far (cheap enough to poll)."""
+        ...
+
+    async def queued_count(self, *, tenant_id: str) -> int:
+        """The exact number of a tenant's queued jobs."""
+        ...
+
+    async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
+        """Tokens billed per tenant since `since` (completions minus refunds)."""
+        ...
+
+    async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
+        """Tokens billed since `since` per (tenant, provider, model), completions minus
+        refunds, in no particular order. Read-only; pricing them is the caller's business."""
+        ...
+
+
+class RolesStore(Protocol):
+    """Storage for role heartbeats: which roles have a live process."""
+
+    async def role_heartbeat(
+        self, *, role: str, instance: str, now: datetime | None = None
+    ) -> None:
+        """Record that `instance` (one process) of `role` is alive at the database's `now`,
+        and forget instances of that role unseen for a day. Idempotent."""
+        ...
+
+    async def role_heartbeat_age_s(self, *, role: str, now: datetime | None = None) -> float | None:
+        """Seconds since any instance of `role` was last seen, by the database's clock; None
+        if none ever was. Read-only."""
+        ...
 
 
 class Storage(
@@ -273,6 +701,7 @@ class Storage(
     TenantStore,
     JobStore,
     LimitsStore,
+    PurgeStore,
     RateLimitStore,
     ScheduleStore,
     WebhookStore,
@@ -293,3 +722,83 @@ class Storage(
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""
+
+
+# -- What each role reaches ------------------------------------------------------------------
+# Each consumer takes the narrowest of these that covers its calls, so its reach reads off its
+# signature; mypy holds the full Storage to every one of them where the runtime passes it.
+
+
+class WorkerStorage(
+    JobLeaseStore,
+    JobReadStore,
+    JobLogStore,
+    TenantReadStore,  # tenant names for metric labels
+    RateLimitStore,
+    OutputStreamStore,
+    TransportStore,  # claims by id, when a broker transport feeds the worker
+    BackgroundStartStore,
+    ChangeFeed,
+    Protocol,
+):
+    """The worker: claims, heartbeats and fenced verdicts; rate limits, breakers and reroutes;
+    live output; background-mode hand-offs."""
+
+
+class ReaperStorage(JobReapStore, PurgeStore, RetentionStore, DatabaseClock, Protocol):
+    """The reaper: expired leases, overdue queued jobs, and what retention erases or deletes."""
+
+
+class RetentionStorage(RetentionStore, DatabaseClock, Protocol):
+    """The retention sweep (run by the reaper)."""
+
+
+class DispatcherStorage(DeliveryStore, JobReadStore, ChangeFeed, Protocol):
+    """The webhook dispatcher: leased deliveries, and the job a delivery's body may include."""
+
+
+class ReconcilerStorage(
+    ReconcileStore, ProviderEventStore, JobLogStore, DatabaseClock, ChangeFeed, Protocol
+):
+    """The reconciler: background jobs due for a check at their provider, settled there."""
+
+
+class BatchFilesStorage(FilesStore, BatchesStore, Protocol):
+    """The files and batches API: uploads, and batches over them."""
+
+
+class ProviderEventStorage(ProviderEventStore, JobLogStore, Protocol):
+    """Inbound provider webhooks: recorded once, a late one logged as ignored."""
+
+
+class BatchRunnerStorage(BatchFilesStorage, JobReadStore, DatabaseClock, Protocol):
+    """The batches role: expands input files into jobs and writes result files."""
+
+
+class ScheduleStorage(ScheduleStore, DatabaseClock, Protocol):
+    """Recurring schedules: their CRUD and firing (the job a slot fires goes through JobService)."""
+
+
+class ApiStorage(
+    LifecycleStore,  # health (ping, dialect), long polls (changes), the database's clock
+    TenantReadStore,
+    JobReadStore,
+    JobLogStore,
+    ProviderEventStore,  # inbound provider webhooks
+    RateLimitStore,  # queue positions and rate-limit waits shown on a job
+    LimitsStore,
+    RolesStore,
+    ScheduleStore,
+    WebhookEndpointStore,
+    FilesStore,
+    BatchesStore,
+    BulkStore,  # bulk actions from the API and the console
+    AdminStore,
+    ConsoleStore,
+    SessionStore,
+    SignalStore,
+    OutputStreamStore,
+    Protocol,
+):
+    """What the HTTP edge reaches directly (its services hold the rest): reads, health, the
+    operator console; never a lease, a claim or a reap."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
-from jobgate.domain.job import Job, JSONObject, Lease
+from jobgate import errors
+from jobgate.domain.job import Job, JSONObject, Lease, NewJob
 from jobgate.domain.states import JobState
 
 
@@ -203,3 +204,100 @@ class QueueCounts:
 RetryDelay = Callable[[int], float]
 
 Row = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BulkItem:
+    job: NewJob
+    idempotency: IdempotencyClaim | None = None
+
+
+# One item's answer: its job (new or replayed) or the refusal of its key.
+BulkResult = SubmitOutcome | errors.IdempotencyKeyReused
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimedById:
+    """What a claim by id did with each id it was given."""
+
+    claimed: list[Job]  # now running under a fresh lease of the caller
+    deferred: list[str]  # still queued but not claimable now (a cap, a block, not yet due)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Publication:
+    """A "job ready" message to publish: the job, and how often it was published for the same
+    transition (1 the first time; more means the sweep found it unclaimed)."""
+
+    job_id: str
+    published_count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OutputChunk:
+    """One appended batch of output text. `seq` numbers a job's chunks from 1 across all its
+    attempts; `generation` is the job's run count when it was written: a chunk whose
+    generation differs from the one before it starts the output of a new attempt."""
+
+    job_id: str
+    seq: int
+    generation: int
+    text: str
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BulkChunk:
+    job_ids: list[str]  # the jobs this chunk changed, in id order
+    last_id: str | None  # the cursor for the next chunk (None when nothing was changed)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetentionBatch:
+    """Rows one retention transaction deleted, by table."""
+
+    jobs: int = 0
+    job_events: int = 0
+    outbox: int = 0
+    webhook_attempts: int = 0
+    usage_ledger: int = 0
+
+    def by_table(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UsageDay:
+    tenant_id: str
+    day: date  # UTC
+    provider: str
+    model: str  # '' when the ledger had no model
+    jobs: int  # completions
+    input_tokens: int  # completions minus refunds
+    output_tokens: int
+    cache_read_tokens: int = 0  # of input_tokens
+    cache_write_tokens: int = 0  # of input_tokens
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TenantOverview:
+    tenant_id: str
+    tenant_name: str
+    queued: int
+    running: int
+    oldest_due_at: datetime | None  # run_at of the longest-waiting claimable job
+    dead_lettered: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EndpointHealth:
+    endpoint_id: str
+    tenant_name: str
+    url: str
+    disabled: bool
+    disabled_reason: str | None
+    pending: int
+    succeeded: int
+    failed: int
+    last_status_code: int | None
+    last_error: str | None

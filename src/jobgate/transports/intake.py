@@ -16,8 +16,8 @@ from jobgate import errors, metrics
 from jobgate.clock import Clock
 from jobgate.config import Settings
 from jobgate.domain.job import Job, Lease
+from jobgate.storage.protocol import TransportStore
 from jobgate.storage.records import ClaimPolicy
-from jobgate.storage.transport_protocol import TransportStore
 from jobgate.transports import status
 from jobgate.transports.base import Delivery, Transport, TransportUnavailable
 

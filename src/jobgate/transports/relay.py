@@ -17,10 +17,10 @@ from typing import Protocol
 from jobgate import metrics
 from jobgate.config import Settings
 from jobgate.services.limits import LimitsService
-from jobgate.storage.changes import ChangeHub, wait_for
-from jobgate.storage.transport_protocol import TransportStore
+from jobgate.storage.protocol import TransportStore
 from jobgate.transports import status
 from jobgate.transports.base import Transport, TransportUnavailable
+from jobgate.wakeups import ChangeHub, wait_for
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import asyncpg
 from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.storage.admin_protocol import EndpointHealth, TenantOverview
+from jobgate.storage.records import EndpointHealth, TenantOverview
 from jobgate.storage.rows import RowDecoder
 
 

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.rows import RowDecoder
+from jobgate.wakeups import ChangeHub
 
 T = TypeVar("T")
 

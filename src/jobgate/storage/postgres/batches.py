@@ -15,7 +15,7 @@ from jobgate.storage.batches_records import (
     NewBatchItem,
 )
 from jobgate.storage.batches_rows import BatchRows
-from jobgate.storage.changes import ChangeHub
+from jobgate.wakeups import ChangeHub
 
 ROWS = BatchRows(time=lambda value: value, json=lambda value: value)
 

@@ -12,7 +12,7 @@ import asyncpg
 from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.storage import base
-from jobgate.storage.bulk_protocol import BulkChunk
+from jobgate.storage.records import BulkChunk
 
 T = TypeVar("T")
 

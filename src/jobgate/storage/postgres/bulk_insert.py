@@ -10,11 +10,10 @@ from typing import Any, TypeVar
 import asyncpg
 
 from jobgate import errors
-from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.batch import insert_payload
-from jobgate.storage.records import QueueLimit, SubmitOutcome
+from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
 from jobgate.storage.rows import RowDecoder
+from jobgate.wakeups import ChangeHub
 
 T = TypeVar("T")
 

@@ -10,7 +10,6 @@ import asyncpg
 from jobgate import errors
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.providers_records import (
     BackgroundJob,
     ProviderEventOutcome,
@@ -18,6 +17,7 @@ from jobgate.storage.providers_records import (
     Settlement,
 )
 from jobgate.storage.rows import RowDecoder, RowLike
+from jobgate.wakeups import ChangeHub
 
 
 class PostgresProviderStore:

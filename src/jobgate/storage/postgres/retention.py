@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from jobgate.domain.retention import Horizon
-from jobgate.storage.retention_protocol import RetentionBatch, UsageDay
+from jobgate.storage.records import RetentionBatch, UsageDay
 
 
 class PostgresRetention:

@@ -24,7 +24,6 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.base import SqlStorageBase
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.batches import PostgresBatches
@@ -58,6 +57,7 @@ from jobgate.storage.records import (
     UsageEntry,
 )
 from jobgate.storage.rows import EARLIEST, LATEST, RowDecoder, tolerant_json
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.postgres")
 T = TypeVar("T")

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 from jobgate import errors
 from jobgate.domain.job import Lease
-from jobgate.storage.changes import ChangeHub
-from jobgate.storage.streams_protocol import OutputChunk
+from jobgate.storage.records import OutputChunk
+from jobgate.wakeups import ChangeHub
 
 T = TypeVar("T")
 

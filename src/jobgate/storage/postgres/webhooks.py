@@ -21,7 +21,7 @@ from jobgate.storage.webhook_rows import WebhookRowDecoder
 if TYPE_CHECKING:
     import asyncpg
 
-    from jobgate.storage.changes import ChangeHub
+    from jobgate.wakeups import ChangeHub
 
 
 def _identity(value: Any) -> Any:

@@ -12,7 +12,7 @@ from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage import sql
-from jobgate.storage.admin_protocol import EndpointHealth, TenantOverview
+from jobgate.storage.records import EndpointHealth, TenantOverview
 from jobgate.storage.rows import RowDecoder, unix_time
 from jobgate.storage.sqlite.database import SqliteDatabase
 

@@ -13,10 +13,10 @@ import orjson
 from jobgate import errors
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage import sql
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 

@@ -20,8 +20,8 @@ from jobgate.storage.batches_records import (
     NewBatchItem,
 )
 from jobgate.storage.batches_rows import BatchRows
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 

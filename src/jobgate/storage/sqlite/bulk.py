@@ -12,7 +12,7 @@ import orjson
 
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.storage import base, sql
-from jobgate.storage.bulk_protocol import BulkChunk
+from jobgate.storage.records import BulkChunk
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")

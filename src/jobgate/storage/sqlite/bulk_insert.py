@@ -8,12 +8,11 @@ from datetime import datetime
 
 from jobgate import errors
 from jobgate.storage import sql
-from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
-from jobgate.storage.changes import ChangeHub
-from jobgate.storage.records import QueueLimit, SubmitOutcome
+from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.batch import insert_params
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 

@@ -14,7 +14,6 @@ from jobgate.clock import Clock
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage import shared, sql
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.providers_records import (
     BackgroundJob,
     ProviderEventOutcome,
@@ -23,6 +22,7 @@ from jobgate.storage.providers_records import (
 )
 from jobgate.storage.rows import RowDecoder, RowLike, unix_time
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 

@@ -10,7 +10,7 @@ import orjson
 
 from jobgate.domain.retention import Horizon
 from jobgate.storage import sql
-from jobgate.storage.retention_protocol import RetentionBatch, UsageDay
+from jobgate.storage.records import RetentionBatch, UsageDay
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")

@@ -24,7 +24,6 @@ from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.base import SqlStorageBase
-from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
@@ -59,6 +58,7 @@ from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.streams import SqliteStreams
 from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)

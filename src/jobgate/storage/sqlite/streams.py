@@ -12,9 +12,9 @@ from jobgate import errors
 from jobgate.clock import from_unix
 from jobgate.domain.job import Lease
 from jobgate.storage import sql
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.records import OutputChunk
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.streams_protocol import OutputChunk
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 

@@ -11,11 +11,10 @@ import orjson
 
 from jobgate.domain.job import Job
 from jobgate.storage import sql
-from jobgate.storage.changes import ChangeHub
-from jobgate.storage.records import ClaimPolicy
+from jobgate.storage.records import ClaimedById, ClaimPolicy, Publication
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.transport_protocol import ClaimedById, Publication
+from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 

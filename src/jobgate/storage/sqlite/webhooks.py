@@ -21,8 +21,8 @@ from jobgate.storage.webhook_records import (
 from jobgate.storage.webhook_rows import WebhookRowDecoder
 
 if TYPE_CHECKING:
-    from jobgate.storage.changes import ChangeHub
     from jobgate.storage.sqlite.database import SqliteDatabase
+    from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 
 
 class ChangeHub:
@@ -180,3 +180,47 @@ async def wait_for(event: asyncio.Event, timeout_s: float) -> bool:
     fired = event.is_set()
     event.clear()
     return fired
+
+
+class Wakeup:
+    """What a background loop (worker, reconciler, dispatcher, batches) sleeps on between
+    passes: one event that anything may `set()` (request_stop, a cancel, a finished task) and
+    that `relaying()` also sets whenever a hub signal fires, so the loop waits on one thing."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def sleep(self, timeout_s: float) -> bool:
+        """Until set or `timeout_s` passes; cleared after; True if it was set."""
+        return await wait_for(self._event, timeout_s)
+
+    @contextlib.asynccontextmanager
+    async def relaying(self, *signals: asyncio.Event) -> AsyncIterator[None]:
+        """While inside, every firing of one of `signals` (from ChangeHub.watch_*) is taken
+        (the signal cleared) and wakes this loop."""
+        relays = [
+            asyncio.create_task(self._relay(signal), name="wake-up relay") for signal in signals
+        ]
+        try:
+            yield
+        finally:
+            for relay in relays:
+                relay.cancel()
+            for relay in relays:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await relay
+
+    async def _relay(self, signal: asyncio.Event) -> None:
+        while True:
+            await signal.wait()
+            signal.clear()
+            self._event.set()

@@ -1,0 +1,144 @@
+"""One jobgate process: storage, providers and services built from settings, with a factory per
+background role; `process.roles` decides which roles run and supervises them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+
+from jobgate.clock import Clock, SystemClock
+from jobgate.config import Settings
+from jobgate.http.context import AppContext
+from jobgate.ids import IdGenerator, RandomIds
+from jobgate.process import roles as process_roles
+from jobgate.providers.registry import ProviderRegistry
+from jobgate.services.batch_runner import BatchRunner
+from jobgate.services.dispatcher import Dispatcher
+from jobgate.services.jobs import JobService
+from jobgate.services.limits import LimitsService
+from jobgate.services.operators import OperatorService
+from jobgate.services.reaper import Reaper
+from jobgate.services.reconciler import Reconciler
+from jobgate.services.schedules import ScheduleService
+from jobgate.services.supervisor import RoleSupervisor
+from jobgate.services.tenants import TenantService
+from jobgate.services.webhooks import WebhookService
+from jobgate.services.worker import Worker
+from jobgate.storage.factory import storage_for_url
+from jobgate.storage.protocol import Storage
+from jobgate.transports.base import Transport
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    """The services of one process, wired once: storage, providers, limits, jobs, tenants,
+    operators and webhooks; each background role is built fresh by its factory method (a
+    supervisor rebuilds a crashed role through it)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        storage: Storage | None = None,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+        providers: ProviderRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds(self.clock)
+        self.storage = storage or storage_for_url(
+            settings.database_url, clock=self.clock, pool_size=settings.database_pool_size
+        )
+        self.providers = providers or ProviderRegistry.from_settings(settings, clock=self.clock)
+        self.limits = LimitsService(storage=self.storage, settings=settings, clock=self.clock)
+        self.jobs = JobService(
+            storage=self.storage,
+            providers=self.providers,
+            settings=settings,
+            clock=self.clock,
+            ids=self.ids,
+            limits=self.limits,
+        )
+        self.tenants = TenantService(storage=self.storage, ids=self.ids)
+        self.operators = OperatorService(storage=self.storage, ids=self.ids)
+        self.supervisors: dict[str, RoleSupervisor] = {}  # by role, while run_roles runs
+        self.webhooks = WebhookService(
+            storage=self.storage,
+            settings=settings,
+            clock=self.clock,
+            ids=self.ids,
+            guard=self.jobs.webhook_guard,  # one SSRF policy for endpoints and per-job URLs
+        )
+
+    async def open(self, *, migrate: bool = True) -> None:
+        await self.storage.open()
+        if migrate:
+            applied = await self.storage.migrate()
+            if applied:
+                log.info("migrations applied", extra={"versions": applied})
+
+    async def close(self) -> None:
+        await self.providers.aclose()
+        await self.storage.close()
+
+    def app_context(self) -> AppContext:
+        return AppContext(
+            settings=self.settings,
+            storage=self.storage,
+            jobs=self.jobs,
+            tenants=self.tenants,
+            webhooks=self.webhooks,
+            operators=self.operators,
+        )
+
+    def worker(
+        self,
+        *,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+        transport: Transport | None = None,
+        on_claimed: Callable[[], None] | None = None,
+    ) -> Worker:
+        return Worker(
+            storage=self.storage,
+            providers=self.providers,
+            settings=self.settings,
+            clock=self.clock,
+            concurrency=concurrency,
+            worker_id=worker_id,
+            limits=self.limits,
+            transport=transport,
+            on_claimed=on_claimed,
+        )
+
+    def dispatcher(self) -> Dispatcher:
+        return Dispatcher(storage=self.storage, settings=self.settings, clock=self.clock)
+
+    def reconciler(self) -> Reconciler:
+        return Reconciler(
+            storage=self.storage, providers=self.providers, settings=self.settings, clock=self.clock
+        )
+
+    def reaper(self) -> Reaper:
+        return Reaper(storage=self.storage, settings=self.settings)
+
+    def schedules(self) -> ScheduleService:
+        return ScheduleService(self.jobs)
+
+    def batch_runner(self) -> BatchRunner:
+        return BatchRunner(jobs=self.jobs)
+
+    async def run_roles(
+        self,
+        roles: tuple[str, ...],
+        stop: asyncio.Event,
+        *,
+        sock: socket.socket | None = None,
+    ) -> None:
+        """Run `roles` (names from `process.roles.ROLES`) until `stop` is set, then shut each
+        down gracefully."""
+        await process_roles.run_roles(self, roles, stop, sock=sock)

@@ -1,0 +1,456 @@
+"""The Storage contract's feature areas beside the job queue: webhooks and the outbox,
+schedules, files and batches, bulk actions, retention, the operator console and its
+sessions, alert signals. The rules in `storage.protocol` apply to every method."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from jobgate.domain.bulk import BulkAction, JobFilter
+from jobgate.domain.job import Job
+from jobgate.domain.retention import Horizon
+from jobgate.domain.rollups import QueueDepth, Transition
+from jobgate.domain.states import JobState
+from jobgate.storage.batches_records import (
+    BatchCounts,
+    BatchItemResult,
+    BatchRecord,
+    FileChunk,
+    FileRecord,
+    NewBatchItem,
+)
+from jobgate.storage.records import (
+    BulkChunk,
+    EndpointHealth,
+    RetentionBatch,
+    TenantOverview,
+    UsageDay,
+)
+from jobgate.storage.schedule_records import Schedule
+from jobgate.storage.webhook_records import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    EndpointChanges,
+    NewWebhookEndpoint,
+    WebhookEndpoint,
+)
+
+
+class WebhookEndpointStore(Protocol):
+    """A tenant's webhook endpoints and the record of deliveries to them."""
+
+    async def webhook_endpoint_create(
+        self, *, endpoint: NewWebhookEndpoint, now: datetime | None = None
+    ) -> WebhookEndpoint: ...
+
+    async def webhook_endpoint_get(
+        self, *, endpoint_id: str, tenant_id: str | None = None
+    ) -> WebhookEndpoint | None:
+        """None when missing or owned by another tenant (when tenant_id is given)."""
+        ...
+
+    async def webhook_endpoint_list(
+        self, *, tenant_id: str, after: str | None = None, limit: int = 20
+    ) -> list[WebhookEndpoint]:
+        """Oldest first; `after` is the id of the last endpoint of the previous page."""
+        ...
+
+    async def webhook_endpoint_update(
+        self,
+        *,
+        endpoint_id: str,
+        tenant_id: str,
+        changes: EndpointChanges,
+        now: datetime | None = None,
+    ) -> WebhookEndpoint | None:
+        """Apply the fields that are set; enabling clears disabled_reason. None when not found."""
+        ...
+
+    async def webhook_endpoint_delete(
+        self, *, endpoint_id: str, tenant_id: str, now: datetime | None = None
+    ) -> bool:
+        """Delete the endpoint and fail its pending deliveries. False when not found."""
+        ...
+
+    async def webhook_endpoint_rotate_secret(
+        self,
+        *,
+        endpoint_id: str,
+        tenant_id: str,
+        secret: str,
+        grace_s: float,
+        now: datetime | None = None,
+    ) -> WebhookEndpoint | None:
+        """`secret` becomes current; the old one keeps signing for `grace_s` (none if 0)."""
+        ...
+
+    async def delivery_recover(
+        self, *, endpoint_id: str, tenant_id: str, since: datetime, now: datetime | None = None
+    ) -> int:
+        """Re-queue the endpoint's failed deliveries created at or after `since`, with a fresh
+        attempt budget. Returns how many."""
+        ...
+
+    async def delivery_attempts_for_job(self, *, job_id: str) -> list[DeliveryAttempt]:
+        """Every attempt at delivering a job's events, oldest first."""
+        ...
+
+
+class DeliveryStore(Protocol):
+    """The outbox as a delivery queue (the dispatcher). Deliveries are leased like jobs,
+    visibility-timeout style: a claim pushes `next_attempt_at` past the lease and sets a fresh
+    `lease_token`, so a dispatcher that dies mid-send loses its claim when the lease runs out
+    and the row is delivered again under the same webhook-id (at-least-once). Results are
+    written fenced on the token."""
+
+    async def delivery_claim_due(
+        self,
+        *,
+        limit: int,
+        lease_s: float,
+        busy: Sequence[str] = (),
+        now: datetime | None = None,
+    ) -> list[Delivery]:
+        """Lease up to `limit` pending deliveries due at `now`, oldest due first, counting the
+        attempt. Skips rows whose limit key (an endpoint id, or `url:` + a per-job URL) is in
+        `busy`. Never hands one row to two concurrent callers (SKIP LOCKED on PostgreSQL)."""
+        ...
+
+    async def delivery_record(
+        self, *, delivery: Delivery, outcome: DeliveryOutcome, now: datetime | None = None
+    ) -> bool:
+        """Record the attempt (always, if one was made) and, fenced on the lease token, the
+        delivery's new state; disable the endpoint if the outcome says so. False when the lease
+        was lost (someone else owns the row now; only the attempt was recorded)."""
+        ...
+
+    async def delivery_release(
+        self, *, delivery: Delivery, delay_s: float = 0.0, now: datetime | None = None
+    ) -> bool:
+        """Give a claimed delivery back unsent (its attempt refunded), due after `delay_s`.
+        Fenced on the lease token; False when the lease was lost."""
+        ...
+
+
+class WebhookStore(WebhookEndpointStore, DeliveryStore, Protocol):
+    """Webhooks: endpoints, and the outbox as a delivery queue."""
+
+
+class ScheduleStore(Protocol):
+    """Storage for recurring schedules. Firing is at-least-once by design; the job a slot fires is
+    deduplicated by its Idempotency-Key, and advancing a slot is a compare-and-set, so two
+    schedulers (or a restart) never double or skip a run."""
+
+    async def schedule_insert(self, *, schedule: Schedule) -> Schedule:
+        """Store a new schedule."""
+        ...
+
+    async def schedule_list(self, *, tenant_id: str, limit: int = 100) -> list[Schedule]:
+        """A tenant's schedules, oldest first."""
+        ...
+
+    async def schedule_get(self, *, schedule_id: str, tenant_id: str) -> Schedule | None:
+        """One schedule of a tenant (None: not found or another tenant's)."""
+        ...
+
+    async def schedule_set_paused(
+        self,
+        *,
+        schedule_id: str,
+        tenant_id: str,
+        paused: bool,
+        next_run_at: datetime | None = None,
+    ) -> Schedule | None:
+        """Pause or resume (a resume moves `next_run_at`: slots missed while paused are not
+        fired). None: not found."""
+        ...
+
+    async def schedule_delete(self, *, schedule_id: str, tenant_id: str) -> bool:
+        """Delete a schedule (its jobs stay). False: not found."""
+        ...
+
+    async def schedule_due(self, *, limit: int, now: datetime | None = None) -> list[Schedule]:
+        """Unpaused schedules whose next slot has come (by the database's clock), oldest slot
+        first."""
+        ...
+
+    async def schedule_advance(
+        self, *, schedule_id: str, slot: datetime, next_run_at: datetime
+    ) -> bool:
+        """Move a schedule from `slot` (fired) to `next_run_at`, only if it is still at
+        `slot` and not paused (compare-and-set). False: another scheduler moved it."""
+        ...
+
+
+class FilesStore(Protocol):
+    """Storage for OpenAI-compatible files: JSONL uploads kept as chunks of whole lines."""
+
+    async def file_create(
+        self,
+        *,
+        file_id: str,
+        tenant_id: str,
+        purpose: str,
+        filename: str,
+        now: datetime | None = None,
+    ) -> None:
+        """Insert an `uploading` file, invisible to reads until file_finish."""
+        ...
+
+    async def file_chunk_put(self, *, file_id: str, chunk: FileChunk) -> None:
+        """Store one chunk of whole lines; idempotent (a chunk stored again is replaced)."""
+        ...
+
+    async def file_finish(self, *, file_id: str, bytes: int, lines: int) -> FileRecord:
+        """Mark an uploaded file `processed` with its size; answers it."""
+        ...
+
+    async def file_get(self, *, file_id: str, tenant_id: str | None = None) -> FileRecord | None:
+        """A processed file (None: missing, uploading, or another tenant's)."""
+        ...
+
+    async def file_list(
+        self, *, tenant_id: str, purpose: str | None, after: str | None, limit: int
+    ) -> list[FileRecord]:
+        """A page of the tenant's processed files, newest first, after the file `after`."""
+        ...
+
+    async def file_chunks(self, *, file_id: str, from_seq: int, limit: int) -> list[FileChunk]:
+        """Up to `limit` chunks in order from `from_seq`."""
+        ...
+
+    async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
+        """Delete a file and its chunks (any status); False when there was none."""
+        ...
+
+
+class BatchesStore(Protocol):
+    """Storage for OpenAI-compatible batches: a batch's lines become jobs, tracked per line."""
+
+    async def batch_create(
+        self, *, batch: Mapping[str, Any], now: datetime | None = None
+    ) -> BatchRecord:
+        """Insert a `validating` batch (keys: id, tenant_id, endpoint, input_file_id,
+        completion_window, window_s, metadata, priority, total)."""
+        ...
+
+    async def batch_get(
+        self, *, batch_id: str, tenant_id: str | None = None
+    ) -> BatchRecord | None: ...
+
+    async def batch_list(
+        self, *, tenant_id: str, after: str | None, limit: int
+    ) -> list[BatchRecord]:
+        """A page of the tenant's batches, newest first, after the batch `after`."""
+        ...
+
+    async def batch_claim_live(
+        self, *, limit: int, lease_s: float, now: datetime | None = None
+    ) -> list[BatchRecord]:
+        """Live batches (validating, in_progress, cancelling, finalizing) no one else works on,
+        leased for `lease_s`: one batches role at a time works on a batch. Every step taken on
+        a claimed batch is idempotent, so a lease that runs out early costs repeated work only."""
+        ...
+
+    async def batch_update(
+        self,
+        *,
+        batch_id: str,
+        from_statuses: Sequence[str],
+        status: str | None = None,
+        final_status: str | None = None,
+        expanded_chunks: int | None = None,
+        completed_count: int | None = None,
+        failed_count: int | None = None,
+        output_file_id: str | None = None,
+        error_file_id: str | None = None,
+        errors: dict[str, Any] | None = None,
+        release: bool = False,
+        now: datetime | None = None,
+    ) -> BatchRecord | None:
+        """Update a batch only while its status is one of `from_statuses` (None otherwise, and
+        nothing written). None leaves a column as it is; a new status stamps its `*_at` time
+        (the database's clock) once; `release` drops the batches role's lease."""
+        ...
+
+    async def batch_items_put(self, *, batch_id: str, items: Sequence[NewBatchItem]) -> None:
+        """Record lines turned into jobs (or refused); idempotent per (batch, line)."""
+        ...
+
+    async def batch_counts(self, *, batch_id: str) -> BatchCounts:
+        """The batch's lines by their jobs' states, as they stand."""
+        ...
+
+    async def batch_items_page(
+        self, *, batch_id: str, after_line: int, limit: int
+    ) -> list[BatchItemResult]:
+        """Lines in order after `after_line`, each with its job's state, result and error."""
+        ...
+
+    async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
+        """Ids of the batch's jobs still queued or running (for cancel and expiry)."""
+        ...
+
+    async def batch_event_insert(
+        self,
+        *,
+        batch_id: str,
+        tenant_id: str,
+        event_type: str,
+        status: str,
+        now: datetime | None = None,
+    ) -> None:
+        """Queue the batch's webhook event (`batch.completed` ...) in the outbox, once per
+        endpoint of the tenant that wants it; idempotent (a repeat queues nothing more)."""
+        ...
+
+
+class BulkStore(Protocol):
+    """Bulk actions by filter, a chunk per transaction."""
+
+    async def job_bulk_count(
+        self, *, where: JobFilter, action: BulkAction, now: datetime | None = None
+    ) -> int:
+        """How many jobs match `where` and are eligible for `action` now (a read)."""
+        ...
+
+    async def job_bulk_apply(
+        self,
+        *,
+        where: JobFilter,
+        action: BulkAction,
+        actor: str,
+        reason: str,
+        after_id: str | None,
+        limit: int,
+        now: datetime | None = None,
+    ) -> BulkChunk:
+        """One short transaction: apply `action` to the first `limit` eligible jobs matching
+        `where` with an id above `after_id` (keyset order by id), each change logged as a
+        job event with `actor` and `reason`. Fewer than `limit` changed means none are left.
+        Rows another transaction is changing are waited for (never skipped), then checked
+        again. Never moves a job the action does not apply to (domain.bulk.BulkAction)."""
+        ...
+
+
+class RetentionStore(Protocol):
+    """Deleting finished jobs past the retention period, and the usage rollup that keeps their
+    usage."""
+
+    async def retention_delete(self, *, horizon: Horizon, limit: int) -> RetentionBatch:
+        """One short transaction: delete up to `limit` terminal jobs the horizon allows
+        (domain.retention), oldest completion first, with their events, outbox rows, delivery
+        attempts and usage ledger rows, after adding their usage to usage_daily. A job with
+        a pending delivery is kept. Safe from several processes at once (SKIP LOCKED on
+        PostgreSQL, one writer on SQLite): each job is deleted and summed once."""
+        ...
+
+    async def usage_daily(self, *, tenant_id: str | None = None) -> list[UsageDay]:
+        """The rollup of deleted jobs' usage, by tenant, day, provider and model."""
+        ...
+
+
+class AdminStore(Protocol):
+    """What operators see across tenants (the dashboard)."""
+
+    async def operator_key_create(
+        self,
+        *,
+        key_id: str,
+        name: str,
+        key_hash: str,
+        key_prefix: str,
+        now: datetime | None = None,
+    ) -> None:
+        """Store an operator key's hash (never the key)."""
+        ...
+
+    async def operator_key_name(self, *, key_hash: str) -> str | None:
+        """The operator owning a live key with this hash."""
+        ...
+
+    async def operator_key_count(self) -> int: ...
+
+    async def admin_overview(self, *, now: datetime | None = None) -> list[TenantOverview]:
+        """Every tenant's queue depth, running jobs, longest wait and dead letters."""
+        ...
+
+    async def admin_job_list(
+        self,
+        *,
+        tenant_id: str | None = None,
+        states: Sequence[JobState] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        """Jobs of one tenant or of all, newest first; `after` pages like job_list."""
+        ...
+
+    async def admin_endpoint_health(self) -> list[EndpointHealth]:
+        """Every webhook endpoint with its deliveries by state and its last failure."""
+        ...
+
+
+class ConsoleStore(Protocol):
+    """What the operator console reads: recent transitions for its charts, queue depth by tenant and
+    provider, and job search."""
+
+    async def console_transitions(self, *, since: datetime, limit: int) -> list[Transition]:
+        """Applied job events at or after `since`, newest first, at most `limit` (one query
+        over the job_events time index: the charts' only read of history)."""
+        ...
+
+    async def console_queue_depth(self) -> list[QueueDepth]:
+        """Queued jobs now, by tenant and provider."""
+        ...
+
+    async def console_job_search(
+        self,
+        *,
+        where: JobFilter,
+        job_id: str | None = None,
+        provider_job_id: str | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        """Jobs matching every criterion given, newest first; `after` (a job id) pages like
+        admin_job_list. `job_id` and `provider_job_id` match exactly, through an index.
+        Raises InvalidRequest for an unknown `after`."""
+        ...
+
+
+class SessionStore(Protocol):
+    """Dashboard sessions: server-side sign-ins, so that the browser's cookie holds a random session
+    id and never an operator key."""
+
+    async def dashboard_session_create(
+        self, *, id_hash: str, key_hash: str, ttl_s: float, now: datetime | None = None
+    ) -> str | None:
+        """Open a session lasting `ttl_s` for the live operator key with this hash, and forget
+        expired sessions; the operator's name, or None (nothing stored) if the key is not
+        live. Stores the session id's hash only."""
+        ...
+
+    async def dashboard_session_operator(
+        self, *, id_hash: str, now: datetime | None = None
+    ) -> str | None:
+        """The operator of the session with this id hash, while it is unexpired and its key
+        is not revoked; else None."""
+        ...
+
+    async def dashboard_session_delete(self, *, id_hash: str) -> None:
+        """End a session (sign-out). Idempotent."""
+        ...
+
+
+class SignalStore(Protocol):
+    """Cluster-wide facts the alert gauges read at scrape time."""
+
+    async def webhook_endpoints_failing(self, *, min_attempts: int) -> dict[str, int]:
+        """Per tenant id: enabled endpoints with a delivery still pending after at least
+        `min_attempts` failed attempts. Reads only pending outbox rows."""
+        ...
