@@ -22,9 +22,9 @@ from jobgate import errors, failpoints, metrics, tracing
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
+from jobgate.services.poison_log import traceback_text
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
-from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
 from jobgate.storage.webhook_records import (
@@ -194,7 +194,7 @@ class Dispatcher:
                 "job_id": entry.job_id,
                 "error_code": "poison_delivery",
                 "detail": detail,
-                "traceback": shared.traceback_text(exc),
+                "traceback": traceback_text(exc),
             },
         )
         metrics.POISON_JOBS.labels("dispatcher").inc()

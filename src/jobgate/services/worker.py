@@ -22,19 +22,22 @@ from typing import Any
 from jobgate import errors, failpoints, metrics, tracing
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
+from jobgate.domain import verdicts
+from jobgate.domain.backoff import full_jitter_s
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish, Poisoning
 from jobgate.providers import background as provider_background
 from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import background, outcomes, output_stream, readback, tenant_labels
+from jobgate.services import background, output_stream, readback, tenant_labels
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
+from jobgate.services.poison_log import log_poison
 from jobgate.services.rate_limits import ClaimTarget, RateLimiter
-from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import ClaimPolicy, Finish, Finished
+from jobgate.storage.records import ClaimPolicy, Finished
 from jobgate.transports.base import Transport
 from jobgate.transports.intake import Intake
 
@@ -129,9 +132,9 @@ class _FinishBatcher:
                 raise
             except errors.StorageError as exc:
                 detail = f"its verdict could not be stored ({type(exc).__name__})"
-                shared.log_poison("worker", finish.lease.job_id, detail, exc)
+                log_poison("worker", Poisoning(finish.lease.job_id, detail, exc))
                 metrics.POISON_JOBS.labels("worker").inc()
-                poison = shared.poison_finish(finish, detail)
+                poison = verdicts.poison_finish(finish, detail)
                 [result] = await self._storage.job_finish_many(finishes=[poison])
         except Exception as exc:
             if not future.done():
@@ -370,18 +373,18 @@ class Worker:
         job = entry.job
         try:
             if job.damaged:
-                detail = shared.poison_detail(job)
-                shared.log_poison("worker", job.id, detail)
+                detail = verdicts.poison_detail(job)
+                log_poison("worker", Poisoning(job.id, detail))
                 metrics.POISON_JOBS.labels("worker").inc()
-                return shared.poison_verdict(job, detail, actor=self.worker_id)
+                return verdicts.poison_verdict(job, detail, actor=self.worker_id)
             return await self._attempt(entry)
         except errors.StorageError:
             raise  # the database's trouble, not the job's
         except Exception as exc:
-            detail = shared.poison_detail(job, exc)
-            shared.log_poison("worker", job.id, detail, exc)
+            detail = verdicts.poison_detail(job, exc)
+            log_poison("worker", Poisoning(job.id, detail, exc))
             metrics.POISON_JOBS.labels("worker").inc()
-            return shared.poison_verdict(job, detail, actor=self.worker_id)
+            return verdicts.poison_verdict(job, detail, actor=self.worker_id)
 
     async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
         job = entry.job
@@ -390,7 +393,7 @@ class Worker:
             provider = self._providers.get(job.provider, api=job.api)
         except errors.UnknownProvider as exc:
             fatal = errors.ProviderFatal(exc.message, code="unknown_provider")
-            return outcomes.failed(job, fatal, actor=actor, settings=self._settings)
+            return self._failed(job, fatal)
         timeout_s = None
         if job.deadline_at is not None:
             # Measured on the database's clock (the claim stamped updated_at), then on this
@@ -398,7 +401,7 @@ class Worker:
             since_claim_s = self._clock.monotonic() - entry.renewed_at
             timeout_s = (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
             if timeout_s <= 0:
-                return outcomes.deadline_exceeded(job, actor=actor)
+                return verdicts.deadline_exceeded(job, actor=actor)
         call = ProviderCall(
             job_id=job.id,
             tenant_id=job.tenant_id,
@@ -450,11 +453,11 @@ class Worker:
         with contextlib.suppress(BaseException):
             await call_task
         if not done:
-            return outcomes.deadline_exceeded(job, actor=actor)
+            return verdicts.deadline_exceeded(job, actor=actor)
         if entry.abort_reason == ABORT_CANCEL:
-            return outcomes.cancelled(job, actor=actor)
+            return verdicts.cancelled(job, actor=actor)
         if entry.abort_reason == ABORT_SHUTDOWN:
-            return outcomes.released(job, actor=actor)
+            return verdicts.released(job, actor=actor)
         return None
 
     def _provider_call(
@@ -478,18 +481,45 @@ class Worker:
             result = call_task.result()
         except errors.ProviderError as exc:
             self._providers.gates.record(job.provider, job.id, exc)  # feeds the breaker
-            return outcomes.failed(job, exc, actor=actor, settings=self._settings, rng=self._rng)
+            return self._failed(job, exc)
         except BaseException as exc:  # a bug, or a provider cancelled behind our back
             log.exception(
                 "provider call raised unexpectedly",
                 extra={"job_id": job.id, "provider": job.provider},
             )
-            return outcomes.internal_error(
-                job, exc, actor=actor, settings=self._settings, rng=self._rng
+            return verdicts.internal_error(
+                job,
+                exc,
+                actor=actor,
+                retry_delay=self._retry_delay,
+                unknown_outcome=self._settings.unknown_outcome,
             )
         assert isinstance(result, ProviderResult)
         self._providers.gates.record(job.provider, job.id, None)
-        return outcomes.succeeded(job, result, actor=actor)
+        return verdicts.succeeded(
+            job,
+            actor=actor,
+            result=result.body,
+            usage=result.usage.as_dict(),
+            request_id=result.request_id,
+        )
+
+    def _failed(self, job: Job, exc: errors.ProviderError) -> Finish:
+        return verdicts.failed(
+            job,
+            exc,
+            actor=self.worker_id,
+            retry_delay=self._retry_delay,
+            unknown_outcome=self._settings.unknown_outcome,
+        )
+
+    def _retry_delay(self, attempt: int) -> float:
+        return full_jitter_s(
+            attempt,
+            base_s=self._settings.retry_base_s,
+            cap_s=self._settings.retry_max_s,
+            rng=self._rng,
+        )
 
     async def _reroute(self, entry: _InFlight, finish: Finish) -> Finish:
         """A job for a model route whose attempt is to be retried moves to the route's next
