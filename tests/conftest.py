@@ -19,7 +19,7 @@ import pytest
 
 from jobgate.config import ProviderConfig, Settings
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.services.runtime import Runtime
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage

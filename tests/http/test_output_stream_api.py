@@ -20,7 +20,7 @@ from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finish

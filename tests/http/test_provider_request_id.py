@@ -13,7 +13,7 @@ from jobgate.config import ProviderConfig, Settings
 from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.services.runtime import Runtime
 from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage

@@ -23,7 +23,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers.background import ProviderJobRef, Snapshot
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import RESPONSES, SimProvider
+from jobgate.providers.simulated import RESPONSES, SimProvider
 from jobgate.services.reconciler import Reconciler
 from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
@@ -367,8 +367,8 @@ async def test_a_server_that_ignores_background_is_settled_from_the_create(
 ) -> None:
     """An OpenAI-compatible server that answers `background: true` with the finished response
     (and keeps nothing to retrieve later): the worker settles the job from that answer."""
-    from jobgate.providers import sim_wire
     from jobgate.providers.openai import OpenAIProvider
+    from jobgate.simulator import wire
 
     seen: list[str] = []
 
@@ -377,7 +377,7 @@ async def test_a_server_that_ignores_background_is_settled_from_the_create(
         if request.method != "POST":
             return httpx.Response(404, json={"error": {"message": "not stored"}})
         body = orjson.loads(request.content)
-        answer = sim_wire.response_object(
+        answer = wire.response_object(
             body, response_id="resp_sync", created_at=1, status="completed", completed_at=2
         )
         return httpx.Response(200, json=answer)
