@@ -10,8 +10,9 @@ import pytest
 from jobgate import errors, ids
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Finished, IdempotencyClaim
+from jobgate.storage.records import Finished, IdempotencyClaim
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

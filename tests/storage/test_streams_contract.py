@@ -11,10 +11,10 @@ import pytest
 from jobgate import errors
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.changes import wait_for
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job

@@ -12,8 +12,9 @@ from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.changes import ChangeHub
-from jobgate.storage.records import Finish, Finished
+from jobgate.storage.records import Finished
 
 
 class SqlStorageBase:

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish, RetryDelay
 from jobgate.storage.admin_protocol import AdminStore
 from jobgate.storage.batch_protocol import BatchStore
 from jobgate.storage.batches_protocol import BatchesStore, FilesStore
@@ -34,14 +35,12 @@ from jobgate.storage.rate_limits_protocol import RateLimitStore
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
-    Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
     QueueLimit,
     ReapResult,
-    RetryDelay,
     SubmitOutcome,
     Tenant,
     UsageEntry,

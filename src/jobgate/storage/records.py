@@ -9,9 +9,7 @@ from typing import Any
 
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import Finish as Finish  # moved: imports are rewritten last
 from jobgate.domain.verdicts import Poisoning
-from jobgate.domain.verdicts import RetryDelay as RetryDelay  # moved: imports are rewritten last
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

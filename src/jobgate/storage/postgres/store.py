@@ -22,7 +22,13 @@ from asyncpg.pool import PoolConnectionProxy
 from jobgate import errors
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import Poisoning, reap_verdict_or_poison, redrive_refused
+from jobgate.domain.verdicts import (
+    Finish,
+    Poisoning,
+    RetryDelay,
+    reap_verdict_or_poison,
+    redrive_refused,
+)
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
@@ -46,14 +52,12 @@ from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
-    Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
     QueueLimit,
     ReapResult,
-    RetryDelay,
     SubmitOutcome,
     Tenant,
     UsageEntry,

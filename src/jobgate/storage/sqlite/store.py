@@ -22,21 +22,25 @@ from jobgate.domain import events as domain_events
 from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import Poisoning, reap_verdict_or_poison, redrive_refused
+from jobgate.domain.verdicts import (
+    Finish,
+    Poisoning,
+    RetryDelay,
+    reap_verdict_or_poison,
+    redrive_refused,
+)
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
-    Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
     QueueLimit,
     ReapResult,
-    RetryDelay,
     SubmitOutcome,
     Tenant,
     UsageEntry,
