@@ -299,7 +299,11 @@ async def test_deadline_cancels_at_the_provider_and_fails(rig: Rig) -> None:
     await rig.sweep_at(DUE_S)
     done = await rig.get(job.id)
     assert done.state is JobState.FAILED
-    assert done.error is not None and done.error["code"] == "deadline_exceeded"
+    assert done.error == {
+        "code": "deadline_exceeded",
+        "message": "the job ran past its execution deadline",
+        "type": "timeout_error",  # the same body from the worker, the reaper and the reconciler
+    }
     assert rig.provider.engine.cancel_calls == [job.provider_job_id]
 
 
