@@ -29,11 +29,11 @@ from bench.results import Case
 from jobgate.config import Settings
 from jobgate.domain.job import Lease, NewJob
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.tenants import new_webhook_secret
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
 from jobgate.storage.webhook_records import NewWebhookEndpoint
 from jobgate.testing.receiver import WebhookReceiver
 

@@ -20,7 +20,7 @@ import pytest
 from jobgate.config import ProviderConfig, Settings
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage

@@ -3,8 +3,7 @@
 JobgateError
 ├── ConfigError                  a bad setting (names it)
 ├── StorageError
-│   ├── StorageUnavailable       the database cannot be reached (retry_after_s)
-│   └── MigrationError
+│   └── StorageUnavailable       the database cannot be reached (retry_after_s)
 ├── LeaseLost                    a fenced write by a worker whose lease was reclaimed
 ├── Unauthorized                 missing, unknown or revoked API key
 ├── NotFound                     missing, or another tenant's (indistinguishable by design)
@@ -58,10 +57,6 @@ class StorageUnavailable(StorageError):
     def __init__(self, message: str = "storage is unavailable", retry_after_s: int = 2) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
-
-
-class MigrationError(StorageError):
-    code = "migration_error"
 
 
 class LeaseLost(JobgateError):

@@ -21,7 +21,7 @@ SAFE_FIELDS = frozenset({
     "count", "requeued", "failed", "cancelled", "expired", "delivery_id", "event_type",
     "endpoint_id", "latency_ms", "retry_in_s", "role", "url_host", "database", "port", "host",
     "version", "versions", "roles", "phase", "provider_job_id", "elapsed_s", "method", "path",
-    "detail", "traceback",  # a poison job's column names and frames (shared.traceback_text)
+    "detail", "traceback",  # a poison job's column names and frames (services.poison_log)
 })  # fmt: skip
 LogFormat = Literal["auto", "human", "json"]
 

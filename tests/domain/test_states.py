@@ -68,3 +68,9 @@ def test_terminal_states_are_immutable(source: JobState) -> None:
 
 def test_exactly_four_terminal_states() -> None:
     assert {s for s in JobState if s.terminal} == {S, F, C, E}
+
+
+@pytest.mark.parametrize("source", [s for s in JobState if s is not F])
+def test_only_a_failed_job_can_be_redriven(source: JobState) -> None:
+    with pytest.raises(InvalidTransition):
+        transition(source, Q, redrive=True)

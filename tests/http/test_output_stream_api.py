@@ -19,11 +19,11 @@ from jobgate.clock import SystemClock
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
 from jobgate.testing import ScriptedProvider, SequentialIds
 from tests.api_server import Api
 

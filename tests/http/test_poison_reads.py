@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobgate.providers.sim import RESPONSES
+from jobgate.providers.simulated import RESPONSES
 from jobgate.storage.protocol import Storage
 from tests.api_server import Api
 from tests.storage.helpers import new_job

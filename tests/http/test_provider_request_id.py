@@ -14,7 +14,7 @@ from jobgate.process.runtime import Runtime
 from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds

@@ -260,7 +260,7 @@ async def test_deliveries_list_every_attempt_and_recover(
     await storage.job_cancel(job_id=job_id, tenant_id=claimed[0].tenant_id, actor="api")
     from jobgate.domain.job import Lease
     from jobgate.domain.states import JobState
-    from jobgate.storage.records import Finish
+    from jobgate.domain.verdicts import Finish
 
     await storage.job_finish(
         finish=Finish(

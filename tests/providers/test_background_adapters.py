@@ -15,11 +15,11 @@ from openai.types.responses import response_create_params
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.providers import sim_wire
 from jobgate.providers.anthropic import BATCHES, AnthropicProvider, batch_snapshot
 from jobgate.providers.background import ProviderJobRef, Status, background_for
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.openai import RESPONSES, OpenAIProvider
+from jobgate.simulator import wire
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock
 from tests.providers.sdk import request_matches
@@ -280,4 +280,4 @@ def test_batch_validation() -> None:
     streaming["requests"][0]["params"]["stream"] = True
     with pytest.raises(errors.InvalidRequest, match="stream"):
         provider.validate(BATCHES, streaming)
-    assert sim_wire.validate_messages({"model": "m", "messages": []}) is not None
+    assert wire.validate_messages({"model": "m", "messages": []}) is not None

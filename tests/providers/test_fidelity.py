@@ -19,12 +19,11 @@ from prometheus_client import REGISTRY
 
 from jobgate import errors
 from jobgate.config import ProviderConfig, Settings
-from jobgate.domain import costs
+from jobgate.domain import costs, verdicts
 from jobgate.providers import calls, gates
 from jobgate.providers.anthropic import BATCHES, AnthropicProvider
 from jobgate.providers.background import ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import anthropic_usage, openai_usage
-from jobgate.services import outcomes
 from jobgate.testing import FakeClock
 from tests.providers.test_classification import CALL, START, anthropic, sse
 
@@ -85,7 +84,13 @@ def test_a_quota_failure_fails_the_job_with_a_clear_code() -> None:
             **{"x-request-id": "req_quota"},
         )
     )
-    finish = outcomes.failed(job, exc, actor="w", settings=Settings())  # type: ignore[arg-type]
+    finish = verdicts.failed(
+        job,  # type: ignore[arg-type]
+        exc,
+        actor="w",
+        retry_delay=lambda _: 0.0,
+        unknown_outcome="fail",
+    )
     assert finish.state.value == "failed" and finish.reason == "fatal_error"
     assert finish.count_attempt  # not an uncounted requeue every 5 s
     assert finish.error is not None

@@ -23,7 +23,7 @@ from jobgate.providers.base import ProviderCall
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.responses_front import ResponsesFront
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock, ScriptedProvider
 from tests.providers.sdk import request_matches

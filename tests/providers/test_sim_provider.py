@@ -16,7 +16,7 @@ from jobgate.providers.background import ProviderJobRef, Status, background_for
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import CHAT_COMPLETIONS, RESPONSES, SimProvider
+from jobgate.providers.simulated import CHAT_COMPLETIONS, RESPONSES, SimProvider
 from jobgate.testing import FakeClock
 from tests.providers.sdk import openai_strict
 

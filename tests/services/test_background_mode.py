@@ -23,7 +23,7 @@ from jobgate.domain.states import JobState
 from jobgate.providers.background import ProviderJobRef, Snapshot
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import RESPONSES, SimProvider
+from jobgate.providers.simulated import RESPONSES, SimProvider
 from jobgate.services.reconciler import Reconciler
 from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
@@ -299,7 +299,11 @@ async def test_deadline_cancels_at_the_provider_and_fails(rig: Rig) -> None:
     await rig.sweep_at(DUE_S)
     done = await rig.get(job.id)
     assert done.state is JobState.FAILED
-    assert done.error is not None and done.error["code"] == "deadline_exceeded"
+    assert done.error == {
+        "code": "deadline_exceeded",
+        "message": "the job ran past its execution deadline",
+        "type": "timeout_error",  # the same body from the worker, the reaper and the reconciler
+    }
     assert rig.provider.engine.cancel_calls == [job.provider_job_id]
 
 
@@ -367,8 +371,8 @@ async def test_a_server_that_ignores_background_is_settled_from_the_create(
 ) -> None:
     """An OpenAI-compatible server that answers `background: true` with the finished response
     (and keeps nothing to retrieve later): the worker settles the job from that answer."""
-    from jobgate.providers import sim_wire
     from jobgate.providers.openai import OpenAIProvider
+    from jobgate.simulator import wire
 
     seen: list[str] = []
 
@@ -377,7 +381,7 @@ async def test_a_server_that_ignores_background_is_settled_from_the_create(
         if request.method != "POST":
             return httpx.Response(404, json={"error": {"message": "not stored"}})
         body = orjson.loads(request.content)
-        answer = sim_wire.response_object(
+        answer = wire.response_object(
             body, response_id="resp_sync", created_at=1, status="completed", completed_at=2
         )
         return httpx.Response(200, json=answer)

@@ -18,7 +18,7 @@ from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult, Usage
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.providers.streaming import DeltaSink, output_text, split_evenly
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.output_stream import OutputBatcher

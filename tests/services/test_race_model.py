@@ -45,7 +45,7 @@ from jobgate.domain.states import TRANSITIONS, JobState
 from jobgate.providers.background import ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import ProviderCall, ProviderResult, Usage
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import RESPONSES, SimProvider
+from jobgate.providers.simulated import RESPONSES, SimProvider
 from jobgate.services.reconciler import Reconciler
 from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage

@@ -18,6 +18,7 @@ from jobgate import errors
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import CancelOutcome, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.providers.background import ProviderJobRef, Snapshot
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.limits import LimitsService
@@ -25,7 +26,7 @@ from jobgate.services.reconciler import Reconciler
 from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, LimitOverrides, Tenant
+from jobgate.storage.records import LimitOverrides, Tenant
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
 from jobgate.testing.clocked import ClockedStorage
 from jobgate.testing.faults import FaultyStorage

@@ -19,7 +19,7 @@ from jobgate.domain.job import Job
 from jobgate.domain.rate_limits import PROVIDER_WIDE, Bucket
 from jobgate.domain.states import JobState
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.services import rate_limits
 from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage

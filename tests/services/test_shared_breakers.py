@@ -14,7 +14,7 @@ from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.states import JobState
 from jobgate.providers import gates as gates_module
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.services import breaker_sync
 from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage

@@ -278,7 +278,11 @@ async def test_execution_deadline_fails_the_job(
     await submit(runtime, owner, execution_timeout_s=0.2)
     [done] = await asyncio.wait_for(runtime.worker().run_once(), 10)
     assert done is not None and done.state is JobState.FAILED
-    assert done.error is not None and done.error["code"] == "deadline_exceeded"
+    assert done.error == {
+        "code": "deadline_exceeded",
+        "message": "the job ran past its execution deadline",
+        "type": "timeout_error",  # the same body from the worker, the reaper and the reconciler
+    }
 
 
 async def test_graceful_stop_releases_unfinished_jobs(

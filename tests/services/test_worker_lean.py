@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.services import worker as worker_module
 from jobgate.services.jobs import SubmitSpec
-from jobgate.storage.records import Finish, Finished
+from jobgate.storage.records import Finished
 from jobgate.testing import Block, FakeClock, ScriptedProvider, Succeed
 
 CHAT = "/v1/chat/completions"

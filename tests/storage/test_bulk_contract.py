@@ -11,8 +11,9 @@ import pytest
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Tenant
+from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

@@ -12,8 +12,8 @@ from jobgate import errors
 from jobgate.domain.bulk import JobFilter
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

@@ -11,8 +11,9 @@ import pytest
 from jobgate import errors, ids
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Finished, IdempotencyClaim
+from jobgate.storage.records import Finished, IdempotencyClaim
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 
@@ -542,7 +543,12 @@ async def test_reaper_verdicts(storage: Storage, clock: FakeClock) -> None:
     assert exhausted.error is not None and exhausted.error["code"] == "worker_lost"
     overdue = await storage.job_get(job_id=late.id)
     assert overdue is not None and overdue.error is not None
-    assert overdue.error["code"] == "deadline_exceeded" and not overdue.dead_lettered
+    assert overdue.error == {
+        "code": "deadline_exceeded",
+        "message": "the job ran past its execution deadline",
+        "type": "timeout_error",  # the same body from the worker, the reaper and the reconciler
+    }
+    assert not overdue.dead_lettered
     with pytest.raises(errors.LeaseLost):  # the vanished worker comes back: fenced off
         await storage.job_finish(
             finish=Finish(lease=lease(requeue), state=JobState.SUCCEEDED, reason="completed"),

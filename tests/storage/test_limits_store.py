@@ -12,15 +12,10 @@ from jobgate.domain import costs
 from jobgate.domain.costs import UsageTotal
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.providers_records import Settlement
-from jobgate.storage.records import (
-    Finish,
-    IdempotencyClaim,
-    LimitOverrides,
-    QueueLimit,
-    Tenant,
-)
+from jobgate.storage.records import IdempotencyClaim, LimitOverrides, QueueLimit, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 from tests.storage.webhook_helpers import make_endpoint

@@ -9,8 +9,8 @@ import pytest
 
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant
 from tests.storage.test_providers_contract import at_provider, running, settlement

@@ -14,12 +14,13 @@ from prometheus_client import REGISTRY
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.retention import Horizon
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.reaper import Reaper
 from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Tenant
+from jobgate.storage.records import Tenant
 from jobgate.storage.webhook_records import DeliveryOutcome
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job

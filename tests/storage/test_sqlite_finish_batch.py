@@ -7,7 +7,8 @@ from pathlib import Path
 
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.records import Finish, Finished
+from jobgate.domain.verdicts import Finish
+from jobgate.storage.records import Finished
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job

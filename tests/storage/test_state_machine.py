@@ -35,9 +35,10 @@ from jobgate.clock import SystemClock
 from jobgate.domain import idempotency
 from jobgate.domain.job import Lease
 from jobgate.domain.states import TRANSITIONS, JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, IdempotencyClaim
+from jobgate.storage.records import IdempotencyClaim
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from jobgate.testing.databases import PostgresTemplate

@@ -11,9 +11,9 @@ import pytest
 from jobgate import errors
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from jobgate.wakeups import wait_for

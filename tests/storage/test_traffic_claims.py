@@ -105,7 +105,7 @@ async def test_keys_cap_running_jobs_and_other_keys_go_on(
 async def test_a_finished_job_frees_its_keys_slot(storage: Storage, clock: FakeClock) -> None:
     from jobgate.domain.job import Lease
     from jobgate.domain.states import JobState
-    from jobgate.storage.records import Finish
+    from jobgate.domain.verdicts import Finish
 
     tenant = await make_tenant(storage)
     for _ in range(3):

@@ -10,8 +10,9 @@ import pytest
 
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import ClaimPolicy, Finish, TenantShare
+from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

@@ -13,7 +13,7 @@ import pytest
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Job
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 from jobgate.services import rate_limits
 from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage

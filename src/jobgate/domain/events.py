@@ -22,8 +22,14 @@ _RESPONSES = {
     # (the Response object says `expired: true`).
     JobState.EXPIRED: "response.cancelled",
 }
-# Sent only to targets that list them explicitly; an empty filter means "every terminal event".
-OPT_IN_EVENT_TYPES = frozenset({"job.running", "response.in_progress"})
+# A batch's end, announced to webhook endpoints only (services.batch_runner: `batch.<status>`).
+BATCH_EVENT_TYPES = frozenset(
+    {"batch.completed", "batch.failed", "batch.cancelled", "batch.expired"}
+)
+# Every event type a webhook endpoint or a job may subscribe to.
+EVENT_TYPES = frozenset(
+    {*_NATIVE.values(), *_RESPONSES.values(), "response.incomplete", *BATCH_EVENT_TYPES}
+)
 
 
 def event_type_for(api: str, state: JobState, result_status: str | None = None) -> str | None:

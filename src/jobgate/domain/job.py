@@ -16,7 +16,6 @@ class Phase:
 
     SUBMITTING = "submitting"
     AWAITING_PROVIDER = "awaiting_provider"
-    FINALIZING = "finalizing"
 
 
 class CancelOutcome:

@@ -2,6 +2,12 @@
 
 Transitions are monotonic: terminal states are immutable, except that an operator's redrive
 moves a dead-lettered `failed` job back to `queued` (a new attempt series).
+
+This module is the oracle, not the enforcer: production never calls `transition()`. The rules
+are applied by each dialect's SQL (every state-changing statement is fenced on the state it
+leaves, and a write that matches no row changes nothing). tests/storage/test_state_oracle.py
+drives every (source state, attempted transition) pair through the storage API on both
+backends and holds the SQL to `transition()`'s verdict: applied, or left where it was.
 """
 
 from __future__ import annotations
@@ -71,8 +77,11 @@ def transition(source: JobState, target: JobState, *, redrive: bool = False) -> 
 
     Late or duplicate events aimed at a terminal job (or repeating the current state) are
     IGNORE: they are logged but never move the job. A backwards move of a live job
-    (running -> queued is a retry and allowed; anything else) raises InvalidTransition.
+    (running -> queued is a retry and allowed; anything else) raises InvalidTransition, and so
+    does a redrive of anything but a failed job (storage answers it with errors.Conflict).
     """
+    if redrive and source is not JobState.FAILED:
+        raise InvalidTransition(source, target)
     if source.terminal and not (redrive and source is JobState.FAILED):
         return Verdict.IGNORE
     if source is target:

@@ -16,10 +16,11 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
-from jobgate.providers import calls, sim_wire, simulation
+from jobgate.providers import calls
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage, anthropic_usage
 from jobgate.providers.streaming import DeltaSink
+from jobgate.simulator import model, wire
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MESSAGES = "/v1/messages"
@@ -65,7 +66,7 @@ class AnthropicProvider:
                 param="endpoint",
                 code="unsupported_endpoint",
             )
-        simulation.directives(body)
+        model.directives(body)
         if endpoint == MESSAGES:
             _check_params(body, "body")
             return
@@ -281,7 +282,7 @@ class AnthropicProvider:
 
 
 def _check_params(params: JSONObject, where: str) -> None:
-    problem = sim_wire.validate_messages(params)
+    problem = wire.validate_messages(params)
     if problem is not None:
         raise errors.InvalidRequest(f"{where}.{problem}", param=where)
     if "stream" in params:

@@ -16,10 +16,11 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
-from jobgate.providers import calls, openai_stream, sim_wire, simulation
+from jobgate.providers import calls, openai_stream
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, openai_usage
 from jobgate.providers.streaming import DeltaSink
+from jobgate.simulator import model, wire
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -74,16 +75,16 @@ class OpenAIProvider:
                 param="endpoint",
                 code="unsupported_endpoint",
             )
-        simulation.directives(body)
+        model.directives(body)
         if body.get("stream"):
             raise errors.InvalidRequest(
                 "body.stream: jobgate stores the whole answer; read it from the job",
                 param="body.stream",
             )
         if endpoint == CHAT_COMPLETIONS:
-            simulation.validate_chat(body)
+            model.validate_chat(body)
             return
-        problem = sim_wire.validate_responses(body)
+        problem = wire.validate_responses(body)
         if problem is not None:
             raise errors.InvalidRequest(f"body.{problem}", param="body")
         if "background" in body:

@@ -15,7 +15,7 @@ from jobgate.providers.base import Provider
 from jobgate.providers.gates import ProviderGates
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.responses_front import ResponsesFront, wire_for
-from jobgate.providers.sim import SimProvider
+from jobgate.providers.simulated import SimProvider
 
 # kind -> factory(name, config, clock); adapters for real providers register themselves here.
 ProviderFactory = Callable[[str, ProviderConfig, Clock], Provider]

@@ -24,15 +24,15 @@ import random
 from jobgate import errors, failpoints
 from jobgate.clock import Clock
 from jobgate.config import Settings
+from jobgate.domain import verdicts
+from jobgate.domain.backoff import full_jitter_s
 from jobgate.domain.job import Job, Lease
-from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.providers.background import BackgroundProvider, ProviderJobRef, Snapshot
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import outcomes, readback
+from jobgate.services import readback
 from jobgate.storage import protocol
-from jobgate.storage.records import Finish
-from jobgate.storage.shared import error_body
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class BackgroundStarter:
             and not provider.idempotent_creates
             and self._settings.unknown_outcome == "fail"
         ):
-            return self._died_mid_create(job)
+            return verdicts.died_mid_create(job, actor=self._actor)
         if not await self._mark_sending(job, lease):
             return None
         failpoints.hit("before_provider_create")
@@ -89,9 +89,7 @@ class BackgroundStarter:
             snapshot = await provider.create(call)
         except errors.ProviderError as exc:
             self._providers.gates.record(job.provider, job.id, exc)
-            finish = outcomes.failed(
-                job, exc, actor=self._actor, settings=self._settings, rng=self._rng
-            )
+            finish = self._failed(job, exc)
             return dataclasses.replace(finish, creation_outcome=_outcome_of(exc))
         except Exception as exc:  # a bug, possibly after the provider accepted: unknown
             log.exception("background create raised unexpectedly", extra={"job_id": job.id})
@@ -99,9 +97,7 @@ class BackgroundStarter:
                 f"internal error while creating the job ({type(exc).__name__})",
                 safe_to_retry=provider.idempotent_creates,
             )
-            finish = outcomes.failed(
-                job, unknown, actor=self._actor, settings=self._settings, rng=self._rng
-            )
+            finish = self._failed(job, unknown)
             return dataclasses.replace(finish, creation_outcome=UNKNOWN)
         failpoints.hit("after_provider_create")
         self._providers.gates.record(job.provider, job.id, None)
@@ -134,31 +130,36 @@ class BackgroundStarter:
 
     def _finished_at_once(self, job: Job, snapshot: Snapshot) -> Finish:
         if snapshot.result is not None:
-            finish = outcomes.succeeded(job, snapshot.result, actor=self._actor)
+            finish = verdicts.succeeded(
+                job,
+                actor=self._actor,
+                result=snapshot.result.body,
+                usage=snapshot.result.usage.as_dict(),
+                request_id=snapshot.result.request_id,
+            )
         else:
             error = snapshot.error or errors.ProviderFatal(
                 f"the provider answered the create with status {snapshot.status}",
                 code=f"response_{snapshot.status}",
             )
-            finish = outcomes.failed(
-                job, error, actor=self._actor, settings=self._settings, rng=self._rng
-            )
+            finish = self._failed(job, error)
         return dataclasses.replace(finish, creation_outcome=ACCEPTED)
 
-    def _died_mid_create(self, job: Job) -> Finish:
-        return Finish(
-            lease=Lease(job.id, job.lease_token or ""),
-            state=JobState.FAILED,
-            reason="creation_outcome_unknown",
+    def _failed(self, job: Job, exc: errors.ProviderError) -> Finish:
+        return verdicts.failed(
+            job,
+            exc,
             actor=self._actor,
-            creation_outcome=UNKNOWN,
-            error=error_body(
-                "creation_outcome_unknown",
-                "a worker stopped after sending the create to the provider and before "
-                "recording its answer; the provider may be running the job, so it is not "
-                "sent again (JOBGATE_UNKNOWN_OUTCOME=fail)",
-                kind="provider_error",
-            ),
+            retry_delay=self._retry_delay,
+            unknown_outcome=self._settings.unknown_outcome,
+        )
+
+    def _retry_delay(self, attempt: int) -> float:
+        return full_jitter_s(
+            attempt,
+            base_s=self._settings.retry_base_s,
+            cap_s=self._settings.retry_max_s,
+            rng=self._rng,
         )
 
     async def accept(self, job: Job, lease: Lease, accepted: Accepted) -> Job | None:

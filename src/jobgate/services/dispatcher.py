@@ -21,9 +21,10 @@ from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
+from jobgate.services.poison_log import traceback_text
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
-from jobgate.storage import protocol, shared
+from jobgate.storage import protocol
 from jobgate.storage.webhook_records import (
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
@@ -191,7 +192,7 @@ class Dispatcher:
                 "job_id": entry.job_id,
                 "error_code": "poison_delivery",
                 "detail": detail,
-                "traceback": shared.traceback_text(exc),
+                "traceback": traceback_text(exc),
             },
         )
         metrics.POISON_JOBS.labels("dispatcher").inc()

@@ -12,6 +12,7 @@ from typing import Any
 from jobgate import errors, metrics, tracing
 from jobgate.clock import Clock, from_unix
 from jobgate.config import Settings
+from jobgate.domain import events as domain_events
 from jobgate.domain import idempotency, ranges
 from jobgate.domain.job import Job, JobEvent, NewJob
 from jobgate.domain.states import JobState
@@ -29,12 +30,6 @@ log = logging.getLogger(__name__)
 
 SUBMIT_ROUTE = "POST /v1/jobs"
 MAX_WAIT_S = ranges.MAX_WAIT_S
-KNOWN_EVENT_TYPES = frozenset({
-    "job.running", "job.succeeded", "job.failed", "job.cancelled", "job.expired",
-    "response.in_progress", "response.completed", "response.failed", "response.cancelled",
-    "response.incomplete",
-    "batch.completed", "batch.failed", "batch.cancelled", "batch.expired",  # endpoints only
-})  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -227,7 +222,7 @@ class JobService:
             )
         url = self.webhook_guard.check_static(url, param="webhook.url").url
         event_types = webhook.get("event_types") or []
-        unknown = [t for t in event_types if t not in KNOWN_EVENT_TYPES]
+        unknown = [t for t in event_types if t not in domain_events.EVENT_TYPES]
         if unknown:
             raise errors.InvalidRequest(
                 f"unknown webhook event type {unknown[0]!r}", param="webhook.event_types"

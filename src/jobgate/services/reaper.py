@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from jobgate import errors, metrics
 from jobgate.config import Settings
 from jobgate.domain.backoff import full_jitter_s
+from jobgate.services.poison_log import log_poison
 from jobgate.services.retention import Retention
 from jobgate.storage import protocol
 from jobgate.storage.records import ReapResult
@@ -70,6 +71,9 @@ class Reaper:
             total.reaped.failed += reaped.failed
             total.reaped.cancelled += reaped.cancelled
             total.reaped.poisoned += reaped.poisoned
+            for poisoning in reaped.poisonings:
+                log_poison("reaper", poisoning)
+            total.reaped.poisonings += reaped.poisonings
             if reaped.total < self._batch_size:
                 break
         while True:
@@ -102,7 +106,7 @@ class Reaper:
             "expired": len(total.expired),
         }
         metrics.REAPER_RECLAIMED.observe(total.reaped.total)
-        if total.reaped.poisoned:  # each logged with its traceback where it was judged
+        if total.reaped.poisoned:  # each logged with its traceback above
             metrics.POISON_JOBS.labels("reaper").inc(len(total.reaped.poisoned))
         for state, ids in (
             ("queued", total.reaped.requeued),

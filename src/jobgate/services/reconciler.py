@@ -29,8 +29,9 @@ from datetime import datetime, timedelta
 from jobgate import errors, metrics, wakeups
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
-from jobgate.domain import progress, reconcile
+from jobgate.domain import progress, reconcile, verdicts
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Poisoning
 from jobgate.providers.background import (
     BackgroundProvider,
     ProviderJobRef,
@@ -40,7 +41,8 @@ from jobgate.providers.background import (
 from jobgate.providers.base import ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import settlements
-from jobgate.storage import protocol, shared
+from jobgate.services.poison_log import log_poison
+from jobgate.storage import protocol
 from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
 
 log = logging.getLogger(__name__)
@@ -197,8 +199,8 @@ class Reconciler:
         self, item: BackgroundJob, exc: BaseException | None, now: datetime | None
     ) -> str:
         job = item.job
-        detail = shared.poison_detail(job, exc)
-        shared.log_poison("reconciler", job.id, detail, exc)
+        detail = verdicts.poison_detail(job, exc)
+        log_poison("reconciler", Poisoning(job.id, detail, exc))
         metrics.POISON_JOBS.labels("reconciler").inc()
         if job.state is JobState.CANCELLED:  # cancelled here and watched: stop watching
             await self._storage.job_discard_late_result(

@@ -11,17 +11,20 @@ from jobgate.config import Settings
 from jobgate.domain.backoff import full_jitter_s
 from jobgate.domain.job import CancelOutcome, Job
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import (
+    POISON_JOB,
+    PROVIDER_ERROR,
+    PROVIDER_JOB_NOT_FOUND,
+    deadline_error,
+    error_body,
+    error_type_of,
+    poison_error,
+)
 from jobgate.providers.background import Snapshot, Status
 from jobgate.providers.base import ProviderResult
 from jobgate.storage.providers_records import Settlement
-from jobgate.storage.shared import POISON_JOB, error_body
 
 ACTOR = "reconciler"
-_ERROR_TYPES: dict[type[errors.ProviderError], str] = {
-    errors.ProviderRetryable: "server_error",
-    errors.ProviderRateLimited: "rate_limit_error",
-    errors.ProviderFatal: "invalid_request_error",
-}
 
 
 def from_snapshot(
@@ -56,7 +59,7 @@ def from_snapshot(
             cancel_outcome=CancelOutcome.AT_PROVIDER,
         )
     exc = snapshot.error or errors.ProviderFatal("the provider reports the job failed")
-    error = error_body(exc.code, exc.message, kind=_ERROR_TYPES.get(type(exc), "provider_error"))
+    error = error_body(exc.code, exc.message, kind=error_type_of(exc))
     failed = dataclasses.replace(
         base, state=JobState.FAILED, reason="failed_at_provider", error=error, result=None
     )
@@ -104,9 +107,7 @@ def deadline_exceeded(job: Job, snapshot: Snapshot) -> Settlement:
         reason="deadline_exceeded",
         actor=ACTOR,
         provider_status=snapshot.status,
-        error=error_body(
-            "deadline_exceeded", "the job ran past its execution deadline", kind="timeout_error"
-        ),
+        error=deadline_error(),
     )
 
 
@@ -116,12 +117,12 @@ def lost(job: Job, exc: errors.ProviderError) -> Settlement:
         job_id=job.id,
         provider_job_id=job.provider_job_id or "",
         state=JobState.FAILED,
-        reason="provider_job_not_found",
+        reason=PROVIDER_JOB_NOT_FOUND,
         actor=ACTOR,
         error=error_body(
-            "provider_job_not_found",
+            PROVIDER_JOB_NOT_FOUND,
             f"the provider no longer knows job {job.provider_job_id} ({exc.message})",
-            kind="provider_error",
+            kind=PROVIDER_ERROR,
         ),
     )
 
@@ -136,7 +137,7 @@ def poison(job: Job, detail: str) -> Settlement:
         reason=POISON_JOB,
         actor=ACTOR,
         dead_lettered=True,
-        error=error_body(POISON_JOB, f"the job cannot be handled: {detail}"),
+        error=poison_error(detail),
     )
 
 

@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 from jobgate import errors, failpoints, metrics
 from jobgate.clock import Clock
-from jobgate.storage import shared
+from jobgate.services.poison_log import traceback_text
 
 log = logging.getLogger(__name__)
 
 # Errors no restart can mend: the process exits (non-zero) so that an operator sees them.
-FATAL: tuple[type[BaseException], ...] = (errors.ConfigError, errors.MigrationError)
+FATAL: tuple[type[BaseException], ...] = (errors.ConfigError,)
 
 
 class Role(Protocol):
@@ -92,7 +92,7 @@ class RoleSupervisor:
                         "role": self.name,
                         "count": self.restarts,
                         "detail": type(exc).__name__,
-                        "traceback": shared.traceback_text(exc),
+                        "traceback": traceback_text(exc),
                     },
                 )
             finally:

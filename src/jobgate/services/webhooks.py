@@ -16,9 +16,9 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.config import Settings
+from jobgate.domain import events as domain_events
 from jobgate.domain import webhooks
 from jobgate.ids import IdGenerator
-from jobgate.services.jobs import KNOWN_EVENT_TYPES
 from jobgate.services.tenants import new_webhook_secret
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import WebhookSender
@@ -59,7 +59,7 @@ class JobDelivery:
 
 
 def check_event_types(event_types: Sequence[str], *, param: str = "event_types") -> tuple[str, ...]:
-    unknown = [t for t in event_types if t not in KNOWN_EVENT_TYPES]
+    unknown = [t for t in event_types if t not in domain_events.EVENT_TYPES]
     if unknown:
         raise errors.InvalidRequest(f"unknown webhook event type {unknown[0]!r}", param=param)
     if len(event_types) > MAX_EVENT_TYPES:

@@ -23,17 +23,21 @@ from typing import Any
 from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
+from jobgate.domain import verdicts
+from jobgate.domain.backoff import full_jitter_s
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish, Poisoning
 from jobgate.providers import background as provider_background
 from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import background, outcomes, output_stream, readback, tenant_labels
+from jobgate.services import background, output_stream, readback, tenant_labels
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
+from jobgate.services.poison_log import log_poison
 from jobgate.services.rate_limits import ClaimTarget, RateLimiter
-from jobgate.storage import protocol, shared
-from jobgate.storage.records import ClaimPolicy, Finish, Finished
+from jobgate.storage import protocol
+from jobgate.storage.records import ClaimPolicy, Finished
 from jobgate.transports.base import Transport
 from jobgate.transports.intake import Intake
 
@@ -137,9 +141,9 @@ class _FinishBatcher:
                 raise
             except errors.StorageError as exc:
                 detail = f"its verdict could not be stored ({type(exc).__name__})"
-                shared.log_poison("worker", finish.lease.job_id, detail, exc)
+                log_poison("worker", Poisoning(finish.lease.job_id, detail, exc))
                 metrics.POISON_JOBS.labels("worker").inc()
-                poison = shared.poison_finish(finish, detail)
+                poison = verdicts.poison_finish(finish, detail)
                 [result] = await self._storage.job_finish_many(finishes=[poison])
         except Exception as exc:
             if not future.done():
@@ -390,18 +394,18 @@ class Worker:
         job = entry.job
         try:
             if job.damaged:
-                detail = shared.poison_detail(job)
-                shared.log_poison("worker", job.id, detail)
+                detail = verdicts.poison_detail(job)
+                log_poison("worker", Poisoning(job.id, detail))
                 metrics.POISON_JOBS.labels("worker").inc()
-                return shared.poison_verdict(job, detail, actor=self.worker_id)
+                return verdicts.poison_verdict(job, detail, actor=self.worker_id)
             return await self._attempt(entry)
         except errors.StorageError:
             raise  # the database's trouble, not the job's
         except Exception as exc:
-            detail = shared.poison_detail(job, exc)
-            shared.log_poison("worker", job.id, detail, exc)
+            detail = verdicts.poison_detail(job, exc)
+            log_poison("worker", Poisoning(job.id, detail, exc))
             metrics.POISON_JOBS.labels("worker").inc()
-            return shared.poison_verdict(job, detail, actor=self.worker_id)
+            return verdicts.poison_verdict(job, detail, actor=self.worker_id)
 
     async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
         job = entry.job
@@ -410,7 +414,7 @@ class Worker:
             provider = self._providers.get(job.provider, api=job.api)
         except errors.UnknownProvider as exc:
             fatal = errors.ProviderFatal(exc.message, code="unknown_provider")
-            return outcomes.failed(job, fatal, actor=actor, settings=self._settings)
+            return self._failed(job, fatal)
         timeout_s = None
         if job.deadline_at is not None:
             # Measured on the database's clock (the claim stamped updated_at), then on this
@@ -418,7 +422,7 @@ class Worker:
             since_claim_s = self._clock.monotonic() - entry.renewed_at
             timeout_s = (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
             if timeout_s <= 0:
-                return outcomes.deadline_exceeded(job, actor=actor)
+                return verdicts.deadline_exceeded(job, actor=actor)
         call = ProviderCall(
             job_id=job.id,
             tenant_id=job.tenant_id,
@@ -463,7 +467,7 @@ class Worker:
                     return self._aborted(job, entry)
             except TimeoutError as exc:
                 if deadline.expired():
-                    return outcomes.deadline_exceeded(job, actor=actor)
+                    return verdicts.deadline_exceeded(job, actor=actor)
                 outcome = exc  # the provider's own timeout: judged like any other error
             except Exception as exc:
                 outcome = exc
@@ -484,9 +488,9 @@ class Worker:
     def _aborted(self, job: Job, entry: _InFlight) -> Finish | None:
         """The verdict of a call stopped for `entry.abort_reason` (None: write nothing)."""
         if entry.abort_reason == ABORT_CANCEL:
-            return outcomes.cancelled(job, actor=self.worker_id)
+            return verdicts.cancelled(job, actor=self.worker_id)
         if entry.abort_reason == ABORT_SHUTDOWN:
-            return outcomes.released(job, actor=self.worker_id)
+            return verdicts.released(job, actor=self.worker_id)
         return None  # the lease is lost or about to be: whoever holds it owns the job
 
     def _provider_call(
@@ -508,21 +512,46 @@ class Worker:
         actor = self.worker_id
         if isinstance(outcome, errors.ProviderError):
             self._providers.gates.record(job.provider, job.id, outcome)  # feeds the breaker
-            return outcomes.failed(
-                job, outcome, actor=actor, settings=self._settings, rng=self._rng
-            )
+            return self._failed(job, outcome)
         if isinstance(outcome, BaseException):  # a bug in an adapter
             log.error(
                 "provider call raised unexpectedly",
                 exc_info=outcome,
                 extra={"job_id": job.id, "provider": job.provider},
             )
-            return outcomes.internal_error(
-                job, outcome, actor=actor, settings=self._settings, rng=self._rng
+            return verdicts.internal_error(
+                job,
+                outcome,
+                actor=actor,
+                retry_delay=self._retry_delay,
+                unknown_outcome=self._settings.unknown_outcome,
             )
         result = outcome
         self._providers.gates.record(job.provider, job.id, None)
-        return outcomes.succeeded(job, result, actor=actor)
+        return verdicts.succeeded(
+            job,
+            actor=actor,
+            result=result.body,
+            usage=result.usage.as_dict(),
+            request_id=result.request_id,
+        )
+
+    def _failed(self, job: Job, exc: errors.ProviderError) -> Finish:
+        return verdicts.failed(
+            job,
+            exc,
+            actor=self.worker_id,
+            retry_delay=self._retry_delay,
+            unknown_outcome=self._settings.unknown_outcome,
+        )
+
+    def _retry_delay(self, attempt: int) -> float:
+        return full_jitter_s(
+            attempt,
+            base_s=self._settings.retry_base_s,
+            cap_s=self._settings.retry_max_s,
+            rng=self._rng,
+        )
 
     async def _reroute(self, entry: _InFlight, finish: Finish) -> Finish:
         """A job for a model route whose attempt is to be retried moves to the route's next

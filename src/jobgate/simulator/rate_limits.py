@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from jobgate.providers import sim_wire
-from jobgate.providers.sim_profile import SimProfile
+from jobgate.simulator import wire
+from jobgate.simulator.profiles import SimProfile
 
 
 def headers(
@@ -22,7 +22,7 @@ def headers(
             "retry-after": str(max(1, round(retry_after_s))),
         }
     if anthropic:
-        reset_at = sim_wire.rfc3339(now_s + retry_after_s)
+        reset_at = wire.rfc3339(now_s + retry_after_s)
         return {
             "retry-after": str(max(1, math.ceil(retry_after_s))),
             "anthropic-ratelimit-requests-remaining": "0",

@@ -2,9 +2,9 @@
 (background mode, retrieve, cancel, signed webhooks) and Anthropic Messages (streaming too) and
 Message Batches, over one SimEngine shared with the in-process `sim` provider.
 
-Behaviour comes from each request's directives (see `jobgate.providers.simulation`), read from
+Behaviour comes from each request's directives (see `jobgate.simulator.model`), read from
 the `x-jobgate-sim` header (where jobgate's adapters put them) or a `sim` member of the body.
-The `profile` (default `realistic`, see `jobgate.providers.sim_profile`) decides whether it
+The `profile` (default `realistic`, see `jobgate.simulator.profiles`) decides whether it
 copies the real APIs where they are unkind: no deduplication by Idempotency-Key, 400 for a
 cancel after the end, batch counts only at the end, rate-limit reset headers, request ids.
 Tests may also `inject()` faults into any route, e.g. failing status checks; a simulator in
@@ -26,18 +26,18 @@ import orjson
 
 from jobgate import errors
 from jobgate.clock import Clock
-from jobgate.providers import signatures, sim_profile, sim_wire, simulation
-from jobgate.providers.sim_engine import (
+from jobgate.providers import signatures
+from jobgate.simulator import model, profiles, rate_limits, streams, wire
+from jobgate.simulator.engine import (
     CancelRefused,
     Outgoing,
     SimEngine,
     replay_key,
     request_key,
 )
-from jobgate.providers.sim_profile import SimProfile
-from jobgate.providers.simulation import Directives
-from jobgate.simulator import rate_limits, streams
 from jobgate.simulator.http11 import Answer, Drop, H11Server, Hang, Reply, Request, Stream
+from jobgate.simulator.model import Directives
+from jobgate.simulator.profiles import SimProfile
 
 log = logging.getLogger(__name__)
 SIM_HEADER = "x-jobgate-sim"
@@ -75,9 +75,9 @@ class Simulator:
         webhook_secret: str | None = None,
         idempotent: bool | None = None,
         responses_api: bool = True,
-        profile: str | SimProfile = sim_profile.REALISTIC,
+        profile: str | SimProfile = profiles.REALISTIC,
     ) -> None:
-        chosen = sim_profile.profile(profile) if isinstance(profile, str) else profile
+        chosen = profiles.profile(profile) if isinstance(profile, str) else profile
         self.engine = engine or SimEngine(clock, idempotent=idempotent, profile=chosen)
         self.profile = self.engine.profile
         # False: no /v1/responses routes (404), like most OpenAI-compatible servers.
@@ -161,9 +161,7 @@ class Simulator:
         if not self.profile.request_ids or not isinstance(answer, Reply | Stream):
             return answer
         header = "request-id" if anthropic else "x-request-id"
-        return dataclasses.replace(
-            answer, headers={**answer.headers, header: sim_wire.new_id("req_")}
-        )
+        return dataclasses.replace(answer, headers={**answer.headers, header: wire.new_id("req_")})
 
     # -- test hooks, for a simulator running in another process ------------------------------
 
@@ -191,7 +189,7 @@ class Simulator:
             try:
                 spec = request.json()
                 fault = spec["fault"]
-                if fault not in sim_wire.FAULT_STATUS and fault not in ("hang", "drop"):
+                if fault not in wire.FAULT_STATUS and fault not in ("hang", "drop"):
                     raise ValueError(f"unknown fault {fault!r}")
                 self.inject(
                     str(spec["method"]),
@@ -252,7 +250,7 @@ class Simulator:
         header = request.headers.get(SIM_HEADER)
         if header:
             raw = orjson.loads(header)
-        return simulation.directives({} if raw is None else {"sim": raw})
+        return model.directives({} if raw is None else {"sim": raw})
 
     async def _begin(
         self, request: Request, body: dict[str, Any], route: str, anthropic: bool
@@ -291,10 +289,10 @@ class Simulator:
         if early is not None:
             return early
         try:
-            simulation.validate_chat(body)
+            model.validate_chat(body)
         except errors.InvalidRequest as exc:
             return _error(False, "invalid_request", exc.message, param=exc.param)
-        completion = simulation.chat_completion(body, created=int(self.engine.now()))
+        completion = model.chat_completion(body, created=int(self.engine.now()))
         self.engine.created.append(completion["id"])
         self.engine.remember(key, 200, completion)
         if body.get("stream"):
@@ -308,7 +306,7 @@ class Simulator:
         plan, key, early, drop = await self._begin(request, body, route, anthropic=False)
         if early is not None:
             return early
-        problem = sim_wire.validate_responses(body)
+        problem = wire.validate_responses(body)
         if background and body.get("store") is False:
             problem = "background mode requires store=true"
         if problem is not None:
@@ -319,7 +317,7 @@ class Simulator:
             for outgoing in self.engine.due_webhooks(early_for=response_id):
                 await self._deliver(outgoing)
         elif body.get("stream"):
-            final = sim_wire.response_object(
+            final = wire.response_object(
                 body,
                 response_id=response_id,
                 created_at=self.engine.now(),
@@ -352,14 +350,14 @@ class Simulator:
         replayed = isinstance(early, Reply) and "idempotent-replayed" in early.headers
         if early is not None and not replayed:
             return early
-        problem = sim_wire.validate_messages(body)
+        problem = wire.validate_messages(body)
         if problem is not None:
             return _error(True, "invalid_request", problem)
         if replayed:
             assert isinstance(early, Reply)
             message = orjson.loads(early.body)
         else:
-            message = sim_wire.anthropic_message(body)
+            message = wire.anthropic_message(body)
             self.engine.created.append(message["id"])
             self.engine.remember(key, 200, message)
         if not body.get("stream"):
@@ -380,7 +378,7 @@ class Simulator:
                 return _error(True, "invalid_request", f"requests.{index}.custom_id: required")
             params = dict(item.get("params") or {})
             params.pop("sim", None)
-            problem = sim_wire.validate_messages(params)
+            problem = wire.validate_messages(params)
             if problem is not None:
                 return _error(True, "invalid_request", f"requests.{index}.params.{problem}")
         key = replay_key("batches", request.headers.get("idempotency-key"))
@@ -477,9 +475,7 @@ def _fault_answer(
         return _error(anthropic, fault, message)
     if fault == "overloaded" and not anthropic:
         fault_status = 503  # OpenAI answers overload with 503; Anthropic with 529
-        return Reply.json(
-            fault_status, sim_wire.openai_error("overloaded", "the engine is overloaded")
-        )
+        return Reply.json(fault_status, wire.openai_error("overloaded", "the engine is overloaded"))
     return _error(anthropic, fault, f"simulated {fault.replace('_', ' ')}", headers=headers)
 
 
@@ -491,10 +487,10 @@ def _error(
     param: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> Reply:
-    status = sim_wire.FAULT_STATUS[fault][0]
+    status = wire.FAULT_STATUS[fault][0]
     body = (
-        sim_wire.anthropic_error(fault, message)
+        wire.anthropic_error(fault, message)
         if anthropic
-        else sim_wire.openai_error(fault, message, param=param)
+        else wire.openai_error(fault, message, param=param)
     )
     return Reply.json(status, body, headers)

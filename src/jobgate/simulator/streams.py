@@ -11,10 +11,10 @@ from typing import Any
 
 import orjson
 
-from jobgate.providers import sim_wire
-from jobgate.providers.simulation import Directives
 from jobgate.providers.streaming import output_text, split_evenly
+from jobgate.simulator import wire
 from jobgate.simulator.http11 import Stream
+from jobgate.simulator.model import Directives
 
 JSONObject = dict[str, Any]
 SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
@@ -106,7 +106,7 @@ def responses_stream(final: JSONObject, plan: Directives, *, drop: bool) -> Stre
 
 def messages_stream(message: JSONObject, plan: Directives, *, drop: bool) -> Stream:
     """An Anthropic `message` as Messages stream events."""
-    events = sim_wire.anthropic_stream_events(message, chunks=plan.chunks)
+    events = wire.anthropic_stream_events(message, chunks=plan.chunks)
     deltas = sum(1 for event in events if event["type"] == "content_block_delta")
     head = next(i for i, event in enumerate(events) if event["type"] == "content_block_delta")
     frames = [_event(event["type"], event) for event in events]

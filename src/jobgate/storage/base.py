@@ -12,7 +12,8 @@ from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.records import Finish, Finished
+from jobgate.domain.verdicts import Finish
+from jobgate.storage.records import Finished
 from jobgate.wakeups import ChangeHub
 
 

@@ -25,6 +25,7 @@ from jobgate.domain import costs
 from jobgate.domain.job import Job, JobEvent, JSONObject, Lease, NewJob
 from jobgate.domain.rate_limits import Bucket
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish, RetryDelay
 from jobgate.storage.feature_protocol import (
     AdminStore,
     BatchesStore,
@@ -51,7 +52,6 @@ from jobgate.storage.records import (
     BulkResult,
     ClaimedById,
     ClaimPolicy,
-    Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
@@ -62,7 +62,6 @@ from jobgate.storage.records import (
     QueueCounts,
     QueueLimit,
     ReapResult,
-    RetryDelay,
     SubmitOutcome,
     Tenant,
     UsageEntry,

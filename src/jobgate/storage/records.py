@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain.job import Job, JSONObject, Lease, NewJob
+from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Poisoning
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,26 +49,6 @@ class SubmitOutcome:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Finish:
-    """A lease holder's verdict on its job; applied only while the lease token still matches."""
-
-    lease: Lease
-    state: JobState  # succeeded | failed | cancelled | queued (a retry)
-    reason: str
-    result: JSONObject | None = None
-    error: JSONObject | None = None
-    usage: JSONObject | None = None  # {"input_tokens", "output_tokens", ...}
-    retry_in_s: float = 0.0  # for a retry: delay before the job is claimable again
-    count_attempt: bool = True  # False: the attempt is refunded (rate limit, shutdown)
-    dead_lettered: bool = False
-    cancel_outcome: str | None = None
-    creation_outcome: str | None = None
-    actor: str = "worker"
-    lost: bool = False  # the reaper's verdict on a worker that stopped heartbeating
-    provider_request_id: str | None = None  # the attempt's `x-request-id` / `request-id`
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class Finished:
     """A fenced verdict as applied: what the lease holder counts and logs, without the job's
     request and result. `state` is the state written (a retry of a job whose cancel was
@@ -90,6 +71,8 @@ class ReapResult:
     failed: list[str] = dataclasses.field(default_factory=list)
     cancelled: list[str] = dataclasses.field(default_factory=list)
     poisoned: list[str] = dataclasses.field(default_factory=list)  # among failed: poison_job
+    # Every job judged poison in the pass, for the reaper's log line (with its traceback).
+    poisonings: list[Poisoning] = dataclasses.field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -199,9 +182,6 @@ class QueueCounts:
     def queued_total(self) -> int:
         return sum(self.queued_by_tenant.values())
 
-
-# Given the attempt just lost (1-based), the seconds to wait before the job is claimable again.
-RetryDelay = Callable[[int], float]
 
 Row = dict[str, Any]
 

@@ -22,6 +22,13 @@ from asyncpg.pool import PoolConnectionProxy
 from jobgate import errors
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import (
+    Finish,
+    Poisoning,
+    RetryDelay,
+    reap_verdict_or_poison,
+    redrive_refused,
+)
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.postgres.admin import PostgresAdmin
@@ -44,14 +51,12 @@ from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
-    Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
     QueueLimit,
     ReapResult,
-    RetryDelay,
     SubmitOutcome,
     Tenant,
     UsageEntry,
@@ -709,16 +714,17 @@ class PostgresStorage(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
         verdicts: list[Finish] = []
+        poisonings: list[Poisoning] = []
 
         async def reap(conn: Conn) -> list[Finished | None]:
             moment = now or await conn.fetchval(Q["database_now"].sql)
             rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
-            verdicts[:] = [
-                shared.reap_verdict_or_poison(
-                    self._decode.job(row), now=moment, retry_delay=retry_delay
-                )
+            judged = [
+                reap_verdict_or_poison(self._decode.job(row), now=moment, retry_delay=retry_delay)
                 for row in rows
             ]
+            verdicts[:] = [finish for finish, _ in judged]
+            poisonings[:] = [poisoning for _, poisoning in judged if poisoning is not None]
             if not verdicts:
                 return []
             finished = await self._run(
@@ -732,7 +738,7 @@ class PostgresStorage(
 
         finished = await self._with_conn(reap, transaction=True)
         self._published(finished)
-        return shared.reap_result(finished, verdicts)
+        return shared.reap_result(finished, verdicts, poisonings)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         rows = await self._fetch("job_expire_due", limit=limit, now=now)
@@ -750,7 +756,7 @@ class PostgresStorage(
             existing = await self.job_get(job_id=job_id, tenant_id=tenant_id)
             if existing is None:
                 return None
-            raise shared.redrive_refused(existing)
+            raise redrive_refused(existing)
         job = self._decode.job(row)
         self.changes.jobs_changed([job.id])
         self.changes.work_available()

@@ -22,19 +22,24 @@ from jobgate.domain import events as domain_events
 from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import (
+    Finish,
+    Poisoning,
+    RetryDelay,
+    reap_verdict_or_poison,
+    redrive_refused,
+)
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
-    Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
     OutboxEntry,
     QueueLimit,
     ReapResult,
-    RetryDelay,
     SubmitOutcome,
     Tenant,
     UsageEntry,
@@ -641,20 +646,21 @@ class SqliteStorage(
         at = _ts(moment)
 
         verdicts: list[Finish] = []
+        poisonings: list[Poisoning] = []
 
         def reap(conn: sqlite3.Connection) -> list[Finished | None]:
             rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
-            verdicts[:] = [
-                shared.reap_verdict_or_poison(
-                    self._decode.job(row), now=moment, retry_delay=retry_delay
-                )
+            judged = [
+                reap_verdict_or_poison(self._decode.job(row), now=moment, retry_delay=retry_delay)
                 for row in rows.fetchall()
             ]
+            verdicts[:] = [finish for finish, _ in judged]
+            poisonings[:] = [poisoning for _, poisoning in judged if poisoning is not None]
             return self._finish(conn, verdicts, at, expired_only=True)
 
         finished = await self._db.write(reap)
         self._published(finished)
-        return shared.reap_result(finished, verdicts)
+        return shared.reap_result(finished, verdicts, poisonings)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         params = {"limit": limit, "now": self._now(now)}
@@ -679,7 +685,7 @@ class SqliteStorage(
             existing = conn.execute(Q["job_get_for_tenant"].sql, params).fetchone()
             if existing is None:
                 return None
-            raise shared.redrive_refused(self._decode.job(existing))
+            raise redrive_refused(self._decode.job(existing))
 
         job = await self._db.write(redrive)
         if job is not None:

@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 
 from jobgate.clock import Clock, SystemClock
-from jobgate.providers import sim_profile, sim_wire, simulation
-from jobgate.providers.sim_profile import SimProfile
-from jobgate.providers.simulation import Directives
+from jobgate.simulator import model, profiles, wire
+from jobgate.simulator.model import Directives
+from jobgate.simulator.profiles import SimProfile
 
 JSONObject = dict[str, Any]
 TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
@@ -104,7 +104,7 @@ class _Batch:
         """Each request's state at `now`: processing, succeeded, errored, rejected, canceled,
         or expired (not finished within 24 hours of the batch's creation)."""
         states = []
-        expires_at = self.created_at + sim_profile.BATCH_EXPIRY_S
+        expires_at = self.created_at + profiles.BATCH_EXPIRY_S
         for item in self.items:
             done_at = item.done_at
             if done_at is None or done_at > expires_at:
@@ -146,7 +146,7 @@ class SimEngine:
         profile: SimProfile | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
-        chosen = profile or sim_profile.profile()
+        chosen = profile or profiles.profile()
         if idempotent is not None:
             chosen = dataclasses.replace(chosen, idempotent=idempotent)
         self.profile = chosen
@@ -190,7 +190,7 @@ class SimEngine:
 
     def create_response(self, body: JSONObject, plan: Directives, *, background: bool) -> str:
         now = self.now()
-        response_id = sim_wire.new_id("resp_")
+        response_id = wire.new_id("resp_")
         latency = 0.0 if plan.webhooks == "early" else plan.latency_s
         done_at = None if plan.outcome == "never" else now + latency
         run = _Response(response_id, body, plan, now, done_at, background)
@@ -211,7 +211,7 @@ class SimEngine:
         completed_at = None
         if status in TERMINAL:
             completed_at = run.cancelled_at if status == "cancelled" else run.done_at
-        answer = sim_wire.response_object(
+        answer = wire.response_object(
             run.body,
             response_id=run.id,
             created_at=run.created_at,
@@ -251,7 +251,7 @@ class SimEngine:
         mode = run.plan.webhooks
         if mode == "none":
             return
-        event = sim_wire.response_event(event_type, run.id, at)
+        event = wire.response_event(event_type, run.id, at)
         webhook_id = f"wh_{event['id'].removeprefix('evt_')}"
         self._outbox.append(Outgoing(webhook_id, event, at, before_answer=mode == "early"))
         if mode == "duplicate":
@@ -260,7 +260,7 @@ class SimEngine:
             stale_type = (
                 "response.failed" if event_type != "response.failed" else "response.completed"
             )
-            stale = sim_wire.response_event(stale_type, run.id, at - 1)
+            stale = wire.response_event(stale_type, run.id, at - 1)
             stale_id = f"wh_{stale['id'].removeprefix('evt_')}"
             self._outbox.append(Outgoing(stale_id, stale, at + STALE_EVENT_DELAY_S))
 
@@ -289,13 +289,13 @@ class SimEngine:
         items = []
         for index, request in enumerate(body.get("requests") or []):
             params = request.get("params") or {}
-            item_plan = simulation.directives(params) if "sim" in params else plan
+            item_plan = model.directives(params) if "sim" in params else plan
             done_at = None if item_plan.outcome == "never" else now + item_plan.latency_s
             outcome = {"failed": "errored", "rejected": "rejected"}.get(
                 item_plan.outcome, "succeeded"
             )
             items.append(_BatchItem(str(request.get("custom_id", index)), params, done_at, outcome))
-        batch_id = sim_wire.new_id("msgbatch_")
+        batch_id = wire.new_id("msgbatch_")
         self._batches[batch_id] = _Batch(batch_id, now, items)
         self.created.append(batch_id)
         return batch_id
@@ -324,9 +324,9 @@ class SimEngine:
             if batch.cancel_at is not None and "canceled" in states:
                 moments.append(batch.cancel_at + CANCEL_GRACE_S)
             if "expired" in states:
-                moments.append(batch.created_at + sim_profile.BATCH_EXPIRY_S)
+                moments.append(batch.created_at + profiles.BATCH_EXPIRY_S)
             ended_at = max((m for m in moments if m is not None), default=batch.created_at)
-        return sim_wire.message_batch(
+        return wire.message_batch(
             batch_id=batch.id,
             created_at=batch.created_at,
             processing_status="ended"
@@ -359,6 +359,6 @@ class SimEngine:
         if "processing" in states:
             return None
         return [
-            sim_wire.batch_result(item.custom_id, state, item.params)
+            wire.batch_result(item.custom_id, state, item.params)
             for item, state in zip(batch.items, states, strict=True)
         ]

@@ -1,7 +1,9 @@
-"""The built-in `sim` provider: the simulated model, in process, no network and no key.
+"""The built-in `sim` provider: the simulated model (`jobgate.simulator`), in process, no
+network and no key.
 
-It answers Chat Completions and Responses bodies, and with `mode = "background"` runs
-Responses jobs in background mode on the same engine the `jobgate simulator` server uses.
+It answers Chat Completions and Responses bodies (whole or streamed), and with
+`mode = "background"` runs Responses jobs in background mode on the same engine the
+`jobgate simulator` server uses.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ import asyncio
 
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
-from jobgate.providers import sim_stream, sim_wire, simulation
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
 from jobgate.providers.openai import response_snapshot
-from jobgate.providers.sim_engine import CancelRefused, SimEngine
-from jobgate.providers.streaming import DeltaSink
+from jobgate.providers.streaming import DeltaSink, output_text, split_evenly
+from jobgate.simulator import model, wire
+from jobgate.simulator.engine import CancelRefused, SimEngine
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -48,17 +50,17 @@ class SimProvider:
                 code="unsupported_endpoint",
             )
         if endpoint == CHAT_COMPLETIONS:
-            simulation.validate_chat(body)
+            model.validate_chat(body)
         else:
-            problem = sim_wire.validate_responses(body)
+            problem = wire.validate_responses(body)
             if problem is not None:
                 raise errors.InvalidRequest(f"body.{problem}", param="body")
-        simulation.directives(body)
+        model.directives(body)
 
     def runs_in_background(self, endpoint: str) -> bool:
         return self._background and endpoint == RESPONSES
 
-    async def _faults(self, plan: simulation.Directives, call: ProviderCall) -> None:
+    async def _faults(self, plan: model.Directives, call: ProviderCall) -> None:
         if plan.fails_on(call.run_count):
             assert plan.fail_with is not None
             if plan.fail_with == "hang":
@@ -68,10 +70,10 @@ class SimProvider:
                     "simulated connection dropped after the request",
                     safe_to_retry=self.idempotent_creates,
                 )
-            raise simulation.fault(plan.fail_with, plan.retry_after_s)
+            raise model.fault(plan.fail_with, plan.retry_after_s)
 
     async def call(self, call: ProviderCall) -> ProviderResult:
-        plan = simulation.directives(call.body)
+        plan = model.directives(call.body)
         if call.endpoint == RESPONSES:
             await self._faults(plan, call)
             response_id = self.engine.create_response(call.body, plan, background=False)
@@ -87,7 +89,7 @@ class SimProvider:
         if plan.latency_s:
             await self._clock.sleep(plan.latency_s)
         await self._faults(plan, call)
-        body = simulation.chat_completion(call.body, created=int(self._clock.now().timestamp()))
+        body = model.chat_completion(call.body, created=int(self._clock.now().timestamp()))
         usage = body["usage"]
         return ProviderResult(
             body=body,
@@ -99,13 +101,47 @@ class SimProvider:
         return endpoint in self.endpoints
 
     async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
-        """`call`, streamed: `sim.chunks` deltas over `sim.latency_s` (live output streaming)."""
-        return await sim_stream.stream(self, call, on_delta)
+        """`call`, streamed (live output streaming): the answer arrives as `sim.chunks` deltas
+        spread evenly over `sim.latency_s` (one `latency_s / chunks` sleep before each), then
+        the same whole answer `call` gives."""
+        plan = model.directives(call.body)
+        await self._faults(plan, call)
+        clock = self._clock
+        if call.endpoint == CHAT_COMPLETIONS:
+            body = model.chat_completion(call.body, created=int(clock.now().timestamp()))
+            text = output_text(body)
+        else:
+            response_id = self.engine.create_response(call.body, plan, background=False)
+            preview = wire.response_object(
+                call.body, response_id=response_id, created_at=0, status=_final_status(plan)
+            )
+            text = output_text(preview)
+        pause_s = plan.latency_s / plan.chunks
+        for piece in split_evenly(text, plan.chunks):
+            if pause_s:
+                await clock.sleep(pause_s)
+            if piece:
+                await on_delta(piece)
+        if call.endpoint == CHAT_COMPLETIONS:
+            usage = body["usage"]
+            return ProviderResult(
+                body=body,
+                usage=Usage(usage["prompt_tokens"], usage["completion_tokens"]),
+                provider_request_id=body["id"],
+            )
+        answer = self.engine.response(response_id)
+        assert answer is not None
+        snapshot = response_snapshot(answer)
+        if snapshot.result is None:
+            raise snapshot.error or errors.ProviderFatal(
+                f"the response ended {snapshot.status}", code=f"response_{snapshot.status}"
+            )
+        return snapshot.result
 
     # -- background mode, on the shared engine -------------------------------------------------
 
     async def create(self, call: ProviderCall) -> Snapshot:
-        plan = simulation.directives(call.body)
+        plan = model.directives(call.body)
         await self._faults(plan, call)
         body = {k: v for k, v in call.body.items() if k != "sim"}
         body["metadata"] = {**(body.get("metadata") or {}), "jobgate_job_id": call.job_id}
@@ -147,3 +183,7 @@ class SimProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def _final_status(plan: model.Directives) -> str:
+    return "incomplete" if plan.outcome == "incomplete" else "completed"

@@ -1,6 +1,6 @@
 """The simulated model's answers in the providers' published wire formats: OpenAI Responses
 objects, Anthropic Messages (whole and as stream events), Message Batches, and both providers'
-error bodies. (Chat Completions bodies live in `simulation`.) Tests validate every shape here
+error bodies. (Chat Completions bodies live in `model`.) Tests validate every shape here
 against the official `openai` and `anthropic` SDK types in strict mode.
 """
 
@@ -10,7 +10,8 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from jobgate.providers import simulation, streaming
+from jobgate.providers import streaming
+from jobgate.simulator import model
 
 JSONObject = dict[str, Any]
 
@@ -80,10 +81,10 @@ def _content_text(content: Any) -> str:
 def _responses_input_tokens(body: JSONObject) -> int:
     given = body.get("input")
     if isinstance(given, str):
-        return simulation.count_tokens(given)
+        return model.count_tokens(given)
     if isinstance(given, list):
         return sum(
-            simulation.count_tokens(_content_text(item.get("content")))
+            model.count_tokens(_content_text(item.get("content")))
             for item in given
             if isinstance(item, dict)
         )
@@ -120,7 +121,7 @@ def response_object(
     error = None
     incomplete = None
     if status in ("completed", "incomplete"):
-        reply = simulation.echo_reply(responses_prompt(body))
+        reply = model.echo_reply(responses_prompt(body))
         if status == "incomplete":
             reply = reply[: max(1, len(reply) // 2)]
             incomplete = {"reason": "max_output_tokens"}
@@ -136,7 +137,7 @@ def response_object(
             }
         ]
         input_tokens = _responses_input_tokens(body)
-        output_tokens = simulation.count_tokens(reply)
+        output_tokens = model.count_tokens(reply)
         usage = {
             "input_tokens": input_tokens,
             "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
@@ -216,8 +217,8 @@ def _anthropic_prompt(body: JSONObject) -> tuple[str, int]:
             break
     system = body.get("system")
     system_text = _content_text(system) if system is not None else ""
-    tokens = simulation.count_tokens(system_text) + sum(
-        simulation.count_tokens(_content_text(m.get("content"))) for m in messages
+    tokens = model.count_tokens(system_text) + sum(
+        model.count_tokens(_content_text(m.get("content"))) for m in messages
     )
     return prompt, tokens
 
@@ -235,7 +236,7 @@ def _anthropic_usage(input_tokens: int, output_tokens: int) -> JSONObject:
 def anthropic_message(body: JSONObject, *, message_id: str | None = None) -> JSONObject:
     """A complete Anthropic `message` answering the last user turn."""
     prompt, input_tokens = _anthropic_prompt(body)
-    reply = simulation.echo_reply(prompt)
+    reply = model.echo_reply(prompt)
     return {
         "id": message_id or new_id("msg_"),
         "type": "message",
@@ -244,7 +245,7 @@ def anthropic_message(body: JSONObject, *, message_id: str | None = None) -> JSO
         "content": [{"type": "text", "text": reply, "citations": None}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
-        "usage": _anthropic_usage(input_tokens, simulation.count_tokens(reply)),
+        "usage": _anthropic_usage(input_tokens, model.count_tokens(reply)),
     }
 
 

@@ -1,0 +1,387 @@
+"""Verdicts: what a lease holder, the reaper or the reconciler writes when a job's attempt ends.
+
+Every role that ends an attempt decides here, so that one condition gets one verdict and one
+error body whoever noticed it (a deadline is `deadline_exceeded` / `timeout_error` for the
+worker, the reaper and the reconciler alike). Pure: no I/O, no clock, no logging; a role that
+fails a job as poison logs the returned `Poisoning` itself (`services.poison_log`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import datetime
+from typing import Literal
+
+from jobgate import errors
+from jobgate.domain.job import CancelOutcome, Job, JSONObject, Lease
+from jobgate.domain.states import JobState
+
+# Given the attempt just ended (1-based), the seconds to wait before the job is claimable again.
+RetryDelay = Callable[[int], float]
+
+# What to do with a create whose outcome is unknown (JOBGATE_UNKNOWN_OUTCOME).
+UnknownOutcomePolicy = Literal["retry", "fail"]
+
+# -- error codes (`error.code`): the condition ---------------------------------------------------
+DEADLINE_EXCEEDED = "deadline_exceeded"
+WORKER_LOST = "worker_lost"
+WORKER_LOST_REPEATEDLY = "worker_lost_repeatedly"
+POISON_JOB = "poison_job"
+CREATION_OUTCOME_UNKNOWN = "creation_outcome_unknown"
+PROVIDER_JOB_NOT_FOUND = "provider_job_not_found"
+INTERNAL_ERROR = "internal_error"
+
+# -- error types (`error.type`): the family of the condition, the same for every role -----------
+JOB_ERROR = "job_error"  # jobgate's own verdict on the job (lost worker, poison)
+TIMEOUT_ERROR = "timeout_error"  # the job ran past its execution deadline
+SERVER_ERROR = "server_error"
+RATE_LIMIT_ERROR = "rate_limit_error"
+INVALID_REQUEST_ERROR = "invalid_request_error"
+INSUFFICIENT_QUOTA = "insufficient_quota"
+PROVIDER_ERROR = "provider_error"  # any other provider failure
+
+# The most specific class wins: ProviderQuotaExceeded is a ProviderFatal.
+_PROVIDER_ERROR_TYPES: tuple[tuple[type[errors.ProviderError], str], ...] = (
+    (errors.ProviderQuotaExceeded, INSUFFICIENT_QUOTA),
+    (errors.ProviderRetryable, SERVER_ERROR),
+    (errors.ProviderRateLimited, RATE_LIMIT_ERROR),
+    (errors.ProviderFatal, INVALID_REQUEST_ERROR),
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finish:
+    """A lease holder's verdict on its job; applied only while the lease token still matches."""
+
+    lease: Lease
+    state: JobState  # succeeded | failed | cancelled | queued (a retry)
+    reason: str
+    result: JSONObject | None = None
+    error: JSONObject | None = None
+    usage: JSONObject | None = None  # {"input_tokens", "output_tokens", ...}
+    retry_in_s: float = 0.0  # for a retry: delay before the job is claimable again
+    count_attempt: bool = True  # False: the attempt is refunded (rate limit, shutdown)
+    dead_lettered: bool = False
+    cancel_outcome: str | None = None
+    creation_outcome: str | None = None
+    actor: str = "worker"
+    lost: bool = False  # the reaper's verdict on a worker that stopped heartbeating
+    provider_request_id: str | None = None  # the attempt's `x-request-id` / `request-id`
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Poisoning:
+    """A job a role failed alone as `poison_job`: what its log line says (the traceback is
+    taken from `exc`, which is None when the row itself was unreadable)."""
+
+    job_id: str
+    detail: str
+    exc: BaseException | None = None
+
+
+# -- error bodies -------------------------------------------------------------------------------
+
+
+def error_body(code: str, message: str, *, kind: str = JOB_ERROR) -> dict[str, str]:
+    """A job's `error`: `code` names the condition, `type` its family."""
+    return {"code": code, "message": message, "type": kind}
+
+
+def error_type_of(exc: errors.ProviderError) -> str:
+    """The `error.type` of a provider error, by the class the adapter gave it."""
+    for cls, kind in _PROVIDER_ERROR_TYPES:
+        if isinstance(exc, cls):
+            return kind
+    return PROVIDER_ERROR
+
+
+def provider_error_body(exc: errors.ProviderError) -> JSONObject:
+    """A provider error as the job's `error`, with the provider's status and request id."""
+    error: JSONObject = error_body(exc.code, exc.message, kind=error_type_of(exc))
+    if exc.status_code is not None:
+        error["status_code"] = exc.status_code
+    if exc.request_id is not None:
+        error["request_id"] = exc.request_id  # the provider's id, for its support
+    return error
+
+
+def deadline_error() -> dict[str, str]:
+    """The error of a job that ran past its execution deadline, whoever noticed it."""
+    return error_body(
+        DEADLINE_EXCEEDED, "the job ran past its execution deadline", kind=TIMEOUT_ERROR
+    )
+
+
+def poison_error(detail: str) -> dict[str, str]:
+    return error_body(POISON_JOB, f"the job cannot be handled: {detail}")
+
+
+# -- poison ---------------------------------------------------------------------------------------
+
+
+def poison_detail(job: Job, exc: BaseException | None = None) -> str:
+    """Why a job cannot be handled, naming columns and exception types only: never a value
+    (a stored value may be prompt content)."""
+    if job.damaged:
+        return f"stored values could not be read: {', '.join(job.damaged)}"
+    kind = "unknown" if exc is None else type(exc).__name__
+    return f"handling the job raised {kind}"
+
+
+def poison_verdict(job: Job, detail: str, *, actor: str) -> Finish:
+    """A lease holder's verdict on a job it cannot handle: failed for good, dead-lettered."""
+    return poison_finish(
+        Finish(lease=_lease(job), state=JobState.FAILED, reason="", actor=actor), detail
+    )
+
+
+def poison_finish(finish: Finish, detail: str) -> Finish:
+    """In place of a verdict the database refused: `poison_job` under the same lease."""
+    return Finish(
+        lease=finish.lease,
+        state=JobState.FAILED,
+        reason=POISON_JOB,
+        actor=finish.actor,
+        dead_lettered=True,
+        error=poison_error(detail),
+    )
+
+
+# -- the reaper: a running job whose lease expired (its worker is gone) ---------------------------
+
+
+def reap_verdict_or_poison(
+    job: Job, *, now: datetime, retry_delay: RetryDelay
+) -> tuple[Finish, Poisoning | None]:
+    """reap_verdict, except that a job the reaper cannot judge (damaged, or judging it raises)
+    fails alone as `poison_job` instead of stopping the pass; the Poisoning is for the log."""
+    if job.damaged:
+        detail = poison_detail(job)
+        return poison_verdict(job, detail, actor="reaper"), Poisoning(job.id, detail)
+    try:
+        return reap_verdict(job, now=now, retry_delay=retry_delay), None
+    except Exception as exc:
+        detail = poison_detail(job, exc)
+        return poison_verdict(job, detail, actor="reaper"), Poisoning(job.id, detail, exc)
+
+
+def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
+    """What the reaper does with a running job whose lease expired (its worker is gone)."""
+    lease = _lease(job)
+    if job.cancel_requested_at is not None:
+        return Finish(
+            lease=lease,
+            state=JobState.CANCELLED,
+            reason="cancel_requested",
+            actor="reaper",
+            cancel_outcome=CancelOutcome.INTERRUPTED,
+            lost=True,
+        )
+    if job.deadline_at is not None and job.deadline_at <= now:
+        return Finish(
+            lease=lease,
+            state=JobState.FAILED,
+            reason=DEADLINE_EXCEEDED,
+            actor="reaper",
+            error=deadline_error(),
+            lost=True,
+        )
+    if job.attempt >= job.max_attempts:
+        code = WORKER_LOST_REPEATEDLY if job.lost_count >= 1 else WORKER_LOST
+        return Finish(
+            lease=lease,
+            state=JobState.FAILED,
+            reason=code,
+            actor="reaper",
+            lost=True,
+            dead_lettered=True,
+            error=error_body(
+                code,
+                f"the worker running attempt {job.attempt} stopped "
+                "heartbeating and no attempts remain",
+            ),
+        )
+    return Finish(
+        lease=lease,
+        state=JobState.QUEUED,
+        reason=WORKER_LOST,
+        actor="reaper",
+        lost=True,
+        retry_in_s=retry_delay(job.attempt),
+        error=error_body(
+            WORKER_LOST, f"the worker running attempt {job.attempt} stopped heartbeating"
+        ),
+    )
+
+
+# -- the worker: each way a provider call can end -------------------------------------------------
+
+
+def succeeded(
+    job: Job,
+    *,
+    actor: str,
+    result: JSONObject,
+    usage: JSONObject,
+    request_id: str | None = None,
+) -> Finish:
+    return Finish(
+        lease=_lease(job),
+        state=JobState.SUCCEEDED,
+        reason="completed",
+        actor=actor,
+        result=result,
+        usage=usage,
+        provider_request_id=request_id,
+    )
+
+
+def cancelled(job: Job, *, actor: str) -> Finish:
+    return Finish(
+        lease=_lease(job),
+        state=JobState.CANCELLED,
+        reason="cancel_requested",
+        actor=actor,
+        cancel_outcome=CancelOutcome.INTERRUPTED,
+    )
+
+
+def released(job: Job, *, actor: str) -> Finish:
+    """Graceful shutdown: back to the queue at once, the attempt not counted."""
+    return Finish(
+        lease=_lease(job),
+        state=JobState.QUEUED,
+        reason="worker_shutdown",
+        actor=actor,
+        count_attempt=False,
+    )
+
+
+def deadline_exceeded(job: Job, *, actor: str) -> Finish:
+    return Finish(
+        lease=_lease(job),
+        state=JobState.FAILED,
+        reason=DEADLINE_EXCEEDED,
+        actor=actor,
+        error=deadline_error(),
+    )
+
+
+def failed(
+    job: Job,
+    exc: errors.ProviderError,
+    *,
+    actor: str,
+    retry_delay: RetryDelay,
+    unknown_outcome: UnknownOutcomePolicy,
+) -> Finish:
+    """Retry, reschedule or fail, by the class the adapter gave the error."""
+    error = provider_error_body(exc)
+    lease = _lease(job)
+    if isinstance(exc, errors.ProviderRateLimited):
+        # The provider said when to come back: that is not a failed attempt.
+        return Finish(
+            lease=lease,
+            state=JobState.QUEUED,
+            reason="rate_limited",
+            actor=actor,
+            error=error,
+            retry_in_s=max(0.0, exc.retry_after_s),
+            count_attempt=False,
+        )
+    if isinstance(exc, errors.ProviderFatal):
+        return Finish(
+            lease=lease, state=JobState.FAILED, reason="fatal_error", actor=actor, error=error
+        )
+    creation_outcome = None
+    if isinstance(exc, errors.ProviderOutcomeUnknown):
+        creation_outcome = "unknown"
+        # A provider that deduplicates by our idempotency key makes the retry safe: the
+        # create is sent again and answers the original. Otherwise the policy decides.
+        if unknown_outcome == "fail" and not exc.safe_to_retry:
+            # A retry might run (and bill) the call twice: fail loudly instead.
+            return Finish(
+                lease=lease,
+                state=JobState.FAILED,
+                reason=CREATION_OUTCOME_UNKNOWN,
+                actor=actor,
+                error=error,
+                creation_outcome=creation_outcome,
+            )
+    if job.attempt >= job.max_attempts:
+        return Finish(
+            lease=lease,
+            state=JobState.FAILED,
+            reason="attempts_exhausted",
+            actor=actor,
+            error=error,
+            dead_lettered=True,
+            creation_outcome=creation_outcome,
+        )
+    return Finish(
+        lease=lease,
+        state=JobState.QUEUED,
+        reason="retryable_error",
+        actor=actor,
+        error=error,
+        retry_in_s=retry_delay(job.attempt),
+        creation_outcome=creation_outcome,
+    )
+
+
+def internal_error(
+    job: Job,
+    exc: BaseException,
+    *,
+    actor: str,
+    retry_delay: RetryDelay,
+    unknown_outcome: UnknownOutcomePolicy,
+) -> Finish:
+    """A bug in jobgate or an adapter: retried like a server error, never silently lost."""
+    wrapped = errors.ProviderRetryable(
+        f"internal error while running the job ({type(exc).__name__})", code=INTERNAL_ERROR
+    )
+    return failed(
+        job, wrapped, actor=actor, retry_delay=retry_delay, unknown_outcome=unknown_outcome
+    )
+
+
+def died_mid_create(job: Job, *, actor: str) -> Finish:
+    """A create whose worker stopped between sending it and recording the answer, under
+    JOBGATE_UNKNOWN_OUTCOME=fail: the provider may be running it, so it is not sent again."""
+    return Finish(
+        lease=_lease(job),
+        state=JobState.FAILED,
+        reason=CREATION_OUTCOME_UNKNOWN,
+        actor=actor,
+        creation_outcome="unknown",
+        error=error_body(
+            CREATION_OUTCOME_UNKNOWN,
+            "a worker stopped after sending the create to the provider and before "
+            "recording its answer; the provider may be running the job, so it is not "
+            "sent again (JOBGATE_UNKNOWN_OUTCOME=fail)",
+            kind=PROVIDER_ERROR,
+        ),
+    )
+
+
+# -- redrive --------------------------------------------------------------------------------------
+
+
+def redrive_refused(job: Job) -> errors.Conflict:
+    """Why an existing job of the tenant could not be redriven (the database refused it)."""
+    if job.purged_at is not None:
+        # Its input is gone: a redrive would send the provider an empty request.
+        return errors.Conflict(
+            f"job {job.id} was purged (its input is erased); it cannot be retried: submit it again",
+            code="job_purged",
+        )
+    return errors.Conflict(
+        f"job {job.id} is not dead-lettered; only dead-lettered jobs can be retried",
+        code="job_not_dead_lettered",
+    )
+
+
+def _lease(job: Job) -> Lease:
+    return Lease(job.id, job.lease_token or "")
