@@ -133,7 +133,7 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
     provider's id is found through jobs_by_provider_job_id (migration 0016)."""
     since = clock.now()
     if storage.dialect == "sqlite":
-        from jobgate.storage.sqlite.console import Q
+        from jobgate.storage.sqlite.executor import Q
 
         async def explain(name: str, params: dict[str, object]) -> str:
             return await storage._db.read(  # type: ignore[attr-defined]

@@ -1,18 +1,19 @@
-"""BatchStore on PostgreSQL: one INSERT ... SELECT from a JSON array for the whole batch."""
+"""BatchStore on PostgreSQL: one INSERT ... SELECT from a JSON array for the whole batch,
+behind the admission locks when a queue limit applies (two statements in one transaction, so
+PostgreSQL's own; SQLite inserts row by row inside its single writer)."""
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import Row, SqlPart
+from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.rows import RowDecoder
-
-T = TypeVar("T")
 
 
 def insert_payload(job: NewJob) -> dict[str, Any]:
@@ -37,23 +38,15 @@ def insert_payload(job: NewJob) -> dict[str, Any]:
     }
 
 
-class PostgresBatch:
-    """Mixed into PostgresStorage, which supplies the query helpers."""
-
-    changes: ChangeHub
+class PostgresBatch(SqlPart):
+    _sql: PostgresExecutor
     _decode: RowDecoder
 
-    async def _with_conn(
-        self, work: Callable[[Any], Awaitable[T]], *, transaction: bool = False
-    ) -> T:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # supplied by the host store (postgres.limits)
 
-    @staticmethod
-    async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
-        raise NotImplementedError
-
-    async def _admit_locked(self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]) -> None:
-        raise NotImplementedError
+        async def _admit_locked(
+            self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]
+        ) -> None: ...
 
     async def job_insert_many(
         self,
@@ -66,14 +59,13 @@ class PostgresBatch:
             return []
         adding = collections.Counter(job.tenant_id for job in jobs)
 
-        async def insert(conn: Any) -> list[Any]:
+        async def insert(conn: Conn) -> list[Row]:
             if queue_limit is not None:
                 await self._admit_locked(conn, queue_limit, adding)
-            return await self._run(
-                conn, "job_insert_many", jobs=[insert_payload(j) for j in jobs], now=now
-            )
+            payload = [insert_payload(j) for j in jobs]
+            return await self._sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
 
-        rows = await self._with_conn(insert, transaction=queue_limit is not None)
+        rows = await self._sql.run(insert, transaction=queue_limit is not None)
         by_id = {row["id"]: self._decode.job(row) for row in rows}
         self.changes.work_available()
         return [by_id[job.id] for job in jobs]

@@ -27,10 +27,8 @@ from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
-from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
-from jobgate.storage.postgres.console import PostgresConsole
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
@@ -58,6 +56,8 @@ from jobgate.storage.records import (
     UsageEntry,
 )
 from jobgate.storage.rows import EARLIEST, LATEST, RowDecoder, tolerant_json
+from jobgate.storage.store.batches import BatchesQueries
+from jobgate.storage.store.console import ConsoleQueries
 
 Q = sql.load("jobgate.storage.postgres")
 T = TypeVar("T")
@@ -185,8 +185,8 @@ class PostgresStorage(
     PostgresSignals,
     PostgresStreams,
     PostgresBulkInsert,
-    PostgresBatches,
-    PostgresConsole,
+    BatchesQueries,
+    ConsoleQueries,
     PostgresTransport,
 ):
     dialect = "postgres"

@@ -1,5 +1,6 @@
 """BatchStore on SQLite: every insert of the batch in one write operation, so one transaction
-and one fsync (the writer thread's group commit does the rest)."""
+and one fsync (the writer thread's group commit does the rest). The queue bounds are counted
+and the rows inserted by several statements inside that operation, hence SQLite's own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import orjson
 from jobgate import errors
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage import sql
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
@@ -52,15 +53,9 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
     }
 
 
-class SqliteBatch:
-    """Mixed into SqliteStorage, which supplies `_db`, `_now`, `_decode` and `changes`."""
-
+class SqliteBatch(SqlPart):
     _db: SqliteDatabase
     _decode: RowDecoder
-    changes: ChangeHub
-
-    def _now(self, now: datetime | None) -> float:
-        raise NotImplementedError
 
     async def job_insert_many(
         self,
@@ -71,7 +66,7 @@ class SqliteBatch:
     ) -> list[Job]:
         if not jobs:
             return []
-        at = self._now(now)
+        at = self._sql.codec.now(now)
         batch = [insert_params(job, at) for job in jobs]
         tenants = {job.tenant_id for job in jobs}
 

@@ -1,4 +1,6 @@
-"""BulkInsertStore on SQLite: the whole call in one write operation (one transaction, one fsync)."""
+"""BulkInsertStore on SQLite: the whole call in one write operation (one transaction, one fsync)
+of several statements, hence SQLite's own; the single writer makes the bounds exact without
+PostgreSQL's admission locks."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from datetime import datetime
 from jobgate import errors
 from jobgate.storage import sql
 from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import QueueLimit, SubmitOutcome
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.batch import insert_params
@@ -18,15 +20,9 @@ from jobgate.storage.sqlite.database import SqliteDatabase
 Q = sql.load("jobgate.storage.sqlite")
 
 
-class SqliteBulkInsert:
-    """Mixed into SqliteStorage, which supplies `_db`, `_now`, `_decode` and `changes`."""
-
+class SqliteBulkInsert(SqlPart):
     _db: SqliteDatabase
     _decode: RowDecoder
-    changes: ChangeHub
-
-    def _now(self, now: datetime | None) -> float:
-        raise NotImplementedError
 
     async def job_insert_bulk(
         self,
@@ -37,7 +33,7 @@ class SqliteBulkInsert:
     ) -> list[BulkResult]:
         if not items:
             return []
-        at = self._now(now)
+        at = self._sql.codec.now(now)
 
         def insert(conn: sqlite3.Connection) -> list[BulkResult]:
             results: list[BulkResult] = []

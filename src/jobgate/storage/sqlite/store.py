@@ -43,10 +43,8 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import RowDecoder, tolerant_json, unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
-from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
-from jobgate.storage.sqlite.console import SqliteConsole
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -59,6 +57,8 @@ from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.streams import SqliteStreams
 from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
+from jobgate.storage.store.batches import BatchesQueries
+from jobgate.storage.store.console import ConsoleQueries
 
 Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)
@@ -133,8 +133,8 @@ class SqliteStorage(
     SqliteSignals,
     SqliteStreams,
     SqliteBulkInsert,
-    SqliteBatches,
-    SqliteConsole,
+    BatchesQueries,
+    ConsoleQueries,
     SqliteTransport,
 ):
     dialect = "sqlite"
