@@ -1,25 +1,20 @@
-"""BatchStore on SQLite: every insert of the batch in one write operation, so one transaction
-and one fsync (the writer thread's group commit does the rest). The queue bounds are counted
-and the rows inserted by several statements inside that operation, hence SQLite's own."""
+"""BatchStore on SQLite: a keyless bulk insert, so every insert of the batch in one write
+operation, one transaction and one fsync (the writer thread's group commit does the rest);
+and how a new job's row is written (`insert_params`)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from jobgate import errors
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage import sql
+from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
 from jobgate.storage.executor import SqlPart
-from jobgate.storage.records import QueueLimit
-from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
-from jobgate.storage.sqlite.database import SqliteDatabase
-
-Q = sql.load("jobgate.storage.sqlite")
+from jobgate.storage.records import QueueLimit, SubmitOutcome
+from jobgate.storage.rows import MAX_INTERVAL_S
 
 
 def _json_in(value: Any) -> str | None:
@@ -54,9 +49,6 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
 
 
 class SqliteBatch(SqlPart):
-    _db: SqliteDatabase
-    _decode: RowDecoder
-
     async def job_insert_many(
         self,
         *,
@@ -64,32 +56,18 @@ class SqliteBatch(SqlPart):
         queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> list[Job]:
-        if not jobs:
-            return []
-        at = self._sql.codec.now(now)
-        batch = [insert_params(job, at) for job in jobs]
-        tenants = {job.tenant_id for job in jobs}
+        """A bulk insert without keys: one write operation of the single writer either way
+        (every job_insert, then the bounds counted; raising rolls all of it back)."""
+        items = [BulkItem(job) for job in jobs]
+        results = await self.job_insert_bulk(items=items, queue_limit=queue_limit, now=now)
+        return [result.job for result in results if isinstance(result, SubmitOutcome)]
 
-        def insert(conn: sqlite3.Connection) -> list[Job]:
-            if queue_limit is not None:
-                for tenant_id in tenants:
-                    row = conn.execute(
-                        Q["queued_count_many"].sql, {"tenant_id": tenant_id}
-                    ).fetchone()
-                    adding = sum(1 for job in jobs if job.tenant_id == tenant_id)
-                    if (
-                        queue_limit.tenant_max is not None
-                        and row["tenant_queued"] + adding > queue_limit.tenant_max
-                    ):
-                        raise errors.QueueFull("max_queued", 0)
-                    if (
-                        queue_limit.total_max is not None
-                        and row["total_queued"] + len(jobs) > queue_limit.total_max
-                    ):
-                        raise errors.QueueFull("max_queued_total", 0)
-            query = Q["job_insert"].sql
-            return [self._decode.job(conn.execute(query, params).fetchone()) for params in batch]
+    if TYPE_CHECKING:  # supplied by the host store (sqlite.bulk_insert)
 
-        inserted = await self._db.write(insert)
-        self.changes.work_available()
-        return inserted
+        async def job_insert_bulk(
+            self,
+            *,
+            items: Sequence[BulkItem],
+            queue_limit: QueueLimit | None = None,
+            now: datetime | None = None,
+        ) -> list[BulkResult]: ...
