@@ -6,37 +6,59 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import Codec, SqlPart
 from jobgate.storage.records import Finish, Finished
 
 
-class SqlStorageBase:
-    changes: ChangeHub
+class _Finishing(Protocol):
+    """What each dialect's store implements for the wrappers below."""
 
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
-        raise NotImplementedError
+    ) -> list[Finished | None]: ...
 
     async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
         """Apply one fenced verdict and read the job back in the same transaction (None, and
         nothing written, when the lease is lost); publishes the change."""
-        raise NotImplementedError
+        ...
 
-    async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
+
+def finish_payload(finish: Finish, codec: Codec) -> dict[str, Any]:
+    """One verdict as an element of job_finish's JSON array."""
+    return {
+        "id": finish.lease.job_id,
+        "token": finish.lease.token,
+        "state": str(finish.state),
+        "result": codec.json(finish.result),
+        "error": codec.json(finish.error),
+        "usage": codec.json(finish.usage),
+        "refund_attempt": 0 if finish.count_attempt else 1,
+        "lost": int(finish.lost),
+        "dead_lettered": codec.flag(finish.dead_lettered),
+        "retry_in_s": finish.retry_in_s,
+        "cancel_outcome": finish.cancel_outcome,
+        "creation_outcome": finish.creation_outcome,
+        "provider_request_id": finish.provider_request_id,
+        "actor": finish.actor,
+        "reason": finish.reason,
+    }
+
+
+class SqlStorageBase(SqlPart):
+    async def job_finish(self: _Finishing, *, finish: Finish, now: datetime | None = None) -> Job:
         job = await self._job_finish_read(finish=finish, now=now)
         if job is None:
             raise errors.LeaseLost(finish.lease.job_id)
         return job
 
     async def job_release(
-        self, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
+        self: _Finishing, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
     ) -> list[str]:
         finishes = [
             Finish(lease=lease, state=JobState.QUEUED, reason=reason, count_attempt=False)

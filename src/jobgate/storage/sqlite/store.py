@@ -14,81 +14,51 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from jobgate import errors, ids
 from jobgate.clock import Clock, SystemClock, from_unix
 from jobgate.domain import events as domain_events
 from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
-from jobgate.domain.job import Job, JobEvent, Lease, NewJob
+from jobgate.domain.job import Job, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
-from jobgate.storage.base import SqlStorageBase
+from jobgate.storage.base import SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import (
-    ApiKey,
     ClaimPolicy,
     Finish,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
-    OutboxEntry,
     QueueLimit,
     ReapResult,
     RetryDelay,
     SubmitOutcome,
-    Tenant,
-    UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder, tolerant_json, unix_time
+from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import SqliteExecutor
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
-from jobgate.storage.sqlite.roles import SqliteRoles
 from jobgate.storage.sqlite.schedules import SqliteSchedules
-from jobgate.storage.sqlite.sessions import SqliteSessions
-from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.streams import SqliteStreams
 from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.console import ConsoleQueries
+from jobgate.storage.store.jobs import JobQueries, job_decoder
+from jobgate.storage.store.roles import RoleQueries
+from jobgate.storage.store.sessions import SessionQueries
+from jobgate.storage.store.signals import SignalQueries
 
 Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)
 FOREIGN_COMMIT_CHECK_S = 1.0
-
-
-def _time_out(value: Any) -> datetime | None:
-    """A REAL time, clamped to what Python holds; a value that is no time at all raises (the
-    row decoder then names the column damaged)."""
-    if value is None:
-        return None
-    moment = unix_time(value)
-    if moment is None:
-        raise ValueError("not a time")
-    return moment
-
-
-_loads = tolerant_json(orjson.loads)
-
-
-def _json_out(value: Any) -> Any:
-    return None if value is None else _loads(value)
-
-
-def _json_in(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-def _ts(moment: datetime) -> float:
-    return moment.timestamp()
 
 
 def _event_type(api: str, state: str, result_status: Any = None) -> str | None:
@@ -119,6 +89,10 @@ def path_from_url(url: str) -> str:
 
 class SqliteStorage(
     SqlStorageBase,
+    JobQueries,
+    SessionQueries,
+    RoleQueries,
+    SignalQueries,
     SqliteLimits,
     SqliteRateLimits,
     SqliteSchedules,
@@ -126,11 +100,8 @@ class SqliteStorage(
     SqliteAdmin,
     SqliteProviderStore,
     SqliteBatch,
-    SqliteRoles,
-    SqliteSessions,
     SqliteBulk,
     SqliteRetention,
-    SqliteSignals,
     SqliteStreams,
     SqliteBulkInsert,
     BatchesQueries,
@@ -138,13 +109,15 @@ class SqliteStorage(
     SqliteTransport,
 ):
     dialect = "sqlite"
+    _sql: SqliteExecutor
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:
         self.path = path
         self.changes = ChangeHub()
         self._clock = clock or SystemClock()
         self._db = SqliteDatabase(path, configure=register_functions)
-        self._decode = RowDecoder(time=_time_out, json=_json_out)
+        self._sql = SqliteExecutor(self._db, self._clock)
+        self._decode = job_decoder(self._sql.codec)
         self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
@@ -152,8 +125,8 @@ class SqliteStorage(
         return cls(path_from_url(url), clock=clock)
 
     def _now(self, now: datetime | None) -> float:
-        # On SQLite the database's clock is this host's clock.
-        return _ts(now or self._clock.now())
+        """`now` as the SQL takes it (the codec's); the helper this dialect's mixins call."""
+        return float(self._sql.codec.now(now))
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -224,81 +197,7 @@ class SqliteStorage(
     async def database_now(self) -> datetime:
         return self._clock.now()
 
-    # -- tenants and keys --------------------------------------------------------------
-
-    async def tenant_create(
-        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
-    ) -> Tenant:
-        params = {
-            "id": tenant_id,
-            "name": name,
-            "webhook_secret": webhook_secret,
-            "now": self._now(now),
-        }
-
-        def insert(conn: sqlite3.Connection) -> Tenant:
-            if conn.execute(Q["tenant_by_name"].sql, {"name": name}).fetchone():
-                raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
-            return self._decode.tenant(conn.execute(Q["tenant_insert"].sql, params).fetchone())
-
-        return await self._db.write(insert)
-
-    async def tenant_get(
-        self, *, tenant_id: str | None = None, name: str | None = None
-    ) -> Tenant | None:
-        query, params = (
-            (Q["tenant_by_id"], {"id": tenant_id})
-            if tenant_id is not None
-            else (Q["tenant_by_name"], {"name": name})
-        )
-        row = await self._db.read(lambda conn: conn.execute(query.sql, params).fetchone())
-        return None if row is None else self._decode.tenant(row)
-
-    async def tenant_list(self) -> list[Tenant]:
-        rows = await self._db.read(lambda conn: conn.execute(Q["tenant_list"].sql).fetchall())
-        return [self._decode.tenant(row) for row in rows]
-
-    async def api_key_create(
-        self,
-        *,
-        key_id: str,
-        tenant_id: str,
-        key_hash: str,
-        key_prefix: str,
-        now: datetime | None = None,
-    ) -> ApiKey:
-        params = {
-            "id": key_id,
-            "tenant_id": tenant_id,
-            "key_hash": key_hash,
-            "key_prefix": key_prefix,
-            "now": self._now(now),
-        }
-        row = await self._db.write(
-            lambda conn: conn.execute(Q["api_key_insert"].sql, params).fetchone()
-        )
-        return self._decode.api_key(row)
-
-    async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
-        row = await self._db.read(
-            lambda conn: conn.execute(Q["api_key_tenant"].sql, {"key_hash": key_hash}).fetchone()
-        )
-        return None if row is None else self._decode.tenant(row)
-
-    async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["api_key_list"].sql, {"tenant_id": tenant_id}).fetchall()
-        )
-        return [self._decode.api_key(row) for row in rows]
-
-    async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
-        params = {"id": key_id, "now": self._now(now)}
-        row = await self._db.write(
-            lambda conn: conn.execute(Q["api_key_revoke"].sql, params).fetchone()
-        )
-        return row is not None
-
-    # -- jobs: submit and read ---------------------------------------------------------
+    # -- jobs: what differs from PostgreSQL --------------------------------------------
 
     async def job_insert(
         self,
@@ -346,58 +245,6 @@ class SqliteStorage(
             self.changes.work_available()
         return outcome
 
-    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
-        if tenant_id is None:
-            query, params = Q["job_get"].sql, {"id": job_id}
-        else:
-            query, params = Q["job_get_for_tenant"].sql, {"id": job_id, "tenant_id": tenant_id}
-        row = await self._db.read(lambda conn: conn.execute(query, params).fetchone())
-        return None if row is None else self._decode.job(row)
-
-    async def job_list(
-        self,
-        *,
-        tenant_id: str,
-        states: Sequence[JobState] | None = None,
-        dead_lettered: bool | None = None,
-        after: str | None = None,
-        limit: int = 20,
-    ) -> list[Job]:
-        def read(conn: sqlite3.Connection) -> list[Job]:
-            after_created_at = after_id = None
-            if after is not None:
-                anchor = conn.execute(
-                    Q["job_get_for_tenant"].sql, {"id": after, "tenant_id": tenant_id}
-                ).fetchone()
-                if anchor is None:
-                    raise errors.InvalidRequest(
-                        f"no job with id {after!r} to page after", param="after"
-                    )
-                after_created_at, after_id = anchor["created_at"], anchor["id"]
-            rows = conn.execute(
-                Q["job_list"].sql,
-                {
-                    "tenant_id": tenant_id,
-                    "states": None if states is None else _json_in([str(s) for s in states]),
-                    "dead_lettered": dead_lettered,
-                    "after_created_at": after_created_at,
-                    "after_id": after_id,
-                    "limit": limit,
-                },
-            ).fetchall()
-            return [self._decode.job(row) for row in rows]
-
-        return await self._db.read(read)
-
-    async def job_events(
-        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
-    ) -> list[JobEvent]:
-        params = {"job_id": job_id, "after_seq": after_seq, "limit": limit}
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["job_events"].sql, params).fetchall()
-        )
-        return [self._decode.event(row) for row in rows]
-
     # -- jobs: the lease holder's side -------------------------------------------------
 
     async def job_claim(
@@ -414,9 +261,10 @@ class SqliteStorage(
     ) -> list[Job]:
         rules = policy or ClaimPolicy()
         at = self._now(now)
-        provider_filter = None if providers is None else _json_in(list(providers))
-        model_filter = None if models is None else _json_in(list(models))
-        model_skips = None if skip_models is None else _json_in(list(skip_models))
+        json = self._sql.codec.json
+        provider_filter = None if providers is None else json(list(providers))
+        model_filter = None if models is None else json(list(models))
+        model_skips = None if skip_models is None else json(list(skip_models))
 
         def claim(conn: sqlite3.Connection) -> list[Job]:
             # One writer: reading the running counts and claiming are one atomic step, so
@@ -450,7 +298,7 @@ class SqliteStorage(
                         "providers": provider_filter,
                         "models": model_filter,
                         "skip_models": model_skips,
-                        "full_keys": _json_in(full) if key_cap > 0 else None,
+                        "full_keys": json(full) if key_cap > 0 else None,
                         "limit": min(free, limit),
                     },
                 ).fetchall()
@@ -468,7 +316,7 @@ class SqliteStorage(
             rows = conn.execute(
                 Q["job_claim"].sql,
                 {
-                    "ids": _json_in(chosen),
+                    "ids": json(chosen),
                     "worker_id": worker_id,
                     "lease_ttl_s": lease_ttl_s,
                     "now": at,
@@ -521,12 +369,13 @@ class SqliteStorage(
         """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
         appears more than once, in order, so each verdict meets the lease its predecessors
         left), then one ledger INSERT for its billed successes."""
+        codec = self._sql.codec
         results: list[Finished | None] = [None] * len(finishes)
         for batch in _rounds(finishes):
             rows = conn.execute(
                 Q["job_finish"].sql,
                 {
-                    "verdicts": _json_in([_verdict(finishes[i]) for i in batch]),
+                    "verdicts": codec.json([finish_payload(finishes[i], codec) for i in batch]),
                     "expired_only": int(expired_only),
                     "now": at,
                 },
@@ -553,7 +402,7 @@ class SqliteStorage(
                         }
                     )
             if billed:
-                conn.execute(Q["usage_record_many"].sql, {"entries": _json_in(billed), "now": at})
+                conn.execute(Q["usage_record_many"].sql, {"entries": codec.json(billed), "now": at})
         return results
 
     async def job_finish_many(
@@ -578,29 +427,6 @@ class SqliteStorage(
         job = await self._db.write(finish_read)
         if job is not None:
             self._published([Finished(job.id, job.state, job.attempt)])
-        return job
-
-    # -- jobs: everyone else's side ----------------------------------------------------
-
-    async def job_cancel(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        params = {"id": job_id, "tenant_id": tenant_id, "actor": actor, "now": self._now(now)}
-
-        def cancel(conn: sqlite3.Connection) -> tuple[Job | None, bool]:
-            row = conn.execute(Q["job_cancel"].sql, params).fetchone()
-            if row is not None:
-                return self._decode.job(row), True
-            row = conn.execute(Q["job_get_for_tenant"].sql, params).fetchone()
-            return (None if row is None else self._decode.job(row)), False
-
-        job, changed = await self._db.write(cancel)
-        if job is not None and changed:
-            self.changes.jobs_changed([job.id])
-            if job.state is JobState.RUNNING:
-                self.changes.cancel_requested([job.id])
-            else:
-                self.changes.outbox_available()
         return job
 
     async def job_record_ignored(
@@ -638,7 +464,7 @@ class SqliteStorage(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
         moment = now or self._clock.now()
-        at = _ts(moment)
+        at = self._now(moment)
 
         verdicts: list[Finish] = []
 
@@ -655,77 +481,6 @@ class SqliteStorage(
         finished = await self._db.write(reap)
         self._published(finished)
         return shared.reap_result(finished, verdicts)
-
-    async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
-        params = {"limit": limit, "now": self._now(now)}
-        rows = await self._db.write(
-            lambda conn: conn.execute(Q["job_expire_due"].sql, params).fetchall()
-        )
-        expired = [row["id"] for row in rows]
-        if expired:
-            self.changes.jobs_changed(expired)
-            self.changes.outbox_available()
-        return expired
-
-    async def job_redrive(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        params = {"id": job_id, "tenant_id": tenant_id, "actor": actor, "now": self._now(now)}
-
-        def redrive(conn: sqlite3.Connection) -> Job | None:
-            row = conn.execute(Q["job_redrive"].sql, params).fetchone()
-            if row is not None:
-                return self._decode.job(row)
-            existing = conn.execute(Q["job_get_for_tenant"].sql, params).fetchone()
-            if existing is None:
-                return None
-            raise shared.redrive_refused(self._decode.job(existing))
-
-        job = await self._db.write(redrive)
-        if job is not None:
-            self.changes.jobs_changed([job.id])
-            self.changes.work_available()
-        return job
-
-    async def job_purge(
-        self, *, job_id: str, tenant_id: str, now: datetime | None = None
-    ) -> Job | None:
-        params = {"id": job_id, "tenant_id": tenant_id, "now": self._now(now)}
-        row = await self._db.write(lambda conn: conn.execute(Q["job_purge"].sql, params).fetchone())
-        return None if row is None else self._decode.job(row)
-
-    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["usage_for_job"].sql, {"job_id": job_id}).fetchall()
-        )
-        return [self._decode.usage(row) for row in rows]
-
-    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["outbox_for_job"].sql, {"job_id": job_id}).fetchall()
-        )
-        return [self._decode.outbox(row) for row in rows]
-
-
-def _verdict(finish: Finish) -> dict[str, Any]:
-    """One element of job_finish's JSON array; JSON members travel as JSON text."""
-    return {
-        "id": finish.lease.job_id,
-        "token": finish.lease.token,
-        "state": str(finish.state),
-        "result": _json_in(finish.result),
-        "error": _json_in(finish.error),
-        "usage": _json_in(finish.usage),
-        "refund_attempt": 0 if finish.count_attempt else 1,
-        "lost": int(finish.lost),
-        "dead_lettered": int(finish.dead_lettered),
-        "retry_in_s": finish.retry_in_s,
-        "cancel_outcome": finish.cancel_outcome,
-        "creation_outcome": finish.creation_outcome,
-        "provider_request_id": finish.provider_request_id,
-        "actor": finish.actor,
-        "reason": finish.reason,
-    }
 
 
 def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
