@@ -10,35 +10,24 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage.executor import Row, SqlPart
+from jobgate.storage.executor import Codec, Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.rows import RowDecoder
+from jobgate.storage.store.batch import BatchQueries, new_job_fields
 
 
-def insert_payload(job: NewJob) -> dict[str, Any]:
+def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
+    """A new job as job_insert_many's JSON array takes it (and job_insert_idempotent)."""
     return {
-        "id": job.id,
-        "tenant_id": job.tenant_id,
-        "api": job.api,
-        "provider": job.provider,
-        "endpoint": job.endpoint,
-        "model": job.model,
-        "request": job.request,
-        "metadata": job.metadata,
-        "webhook": job.webhook,
-        "priority": job.priority,
-        "max_attempts": job.max_attempts,
+        **new_job_fields(job, codec.json),
         "start_timeout_s": job.start_timeout_s,
-        "execution_timeout_s": job.execution_timeout_s,
         "run_at": None if job.run_at is None else job.run_at.isoformat(),
         "delay_s": job.delay_s,
-        "concurrency_key": job.concurrency_key,
-        "model_route": job.model_route,
     }
 
 
-class PostgresBatch(SqlPart):
+class PostgresBatch(BatchQueries):
     _sql: PostgresExecutor
     _decode: RowDecoder
 
@@ -48,24 +37,17 @@ class PostgresBatch(SqlPart):
             self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]
         ) -> None: ...
 
-    async def job_insert_many(
-        self,
-        *,
-        jobs: Sequence[NewJob],
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert_many(
+        self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[Job]:
-        if not jobs:
-            return []
         adding = collections.Counter(job.tenant_id for job in jobs)
 
         async def insert(conn: Conn) -> list[Row]:
             if queue_limit is not None:
                 await self._admit_locked(conn, queue_limit, adding)
-            payload = [insert_payload(j) for j in jobs]
+            payload = [insert_payload(j, self._sql.codec) for j in jobs]
             return await self._sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
 
         rows = await self._sql.run(insert, transaction=queue_limit is not None)
         by_id = {row["id"]: self._decode.job(row) for row in rows}
-        self.changes.work_available()
         return [by_id[job.id] for job in jobs]

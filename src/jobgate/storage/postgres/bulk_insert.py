@@ -12,27 +12,20 @@ import asyncpg
 
 from jobgate import errors
 from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
-from jobgate.storage.executor import SqlPart
 from jobgate.storage.postgres.batch import insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import QueueLimit, SubmitOutcome
 from jobgate.storage.rows import RowDecoder
+from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
 
 
-class PostgresBulkInsert(SqlPart):
+class PostgresBulkInsert(BulkInsertQueries):
     _sql: PostgresExecutor
     _decode: RowDecoder
 
-    async def job_insert_bulk(
-        self,
-        *,
-        items: Sequence[BulkItem],
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert_bulk(
+        self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[BulkResult]:
-        if not items:
-            return []
-
         async def insert(conn: Conn) -> list[BulkResult]:
             if queue_limit is not None:  # the admission locks first, as a single submit takes them
                 await _lock_bounds(self, conn, queue_limit, {item.job.tenant_id for item in items})
@@ -42,7 +35,7 @@ class PostgresBulkInsert(SqlPart):
                 rows = await self._sql.fetch(
                     conn,
                     "job_insert_many",
-                    jobs=[insert_payload(items[i].job) for i in keyless],
+                    jobs=[insert_payload(items[i].job, self._sql.codec) for i in keyless],
                     now=now,
                 )
                 by_id = {row["id"]: row for row in rows}
@@ -58,14 +51,11 @@ class PostgresBulkInsert(SqlPart):
             return done
 
         try:
-            results = await self._sql.run(insert, transaction=True)
+            return await self._sql.run(insert, transaction=True)
         except errors.StorageUnavailable as exc:
             if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                 raise errors.IdempotencyInProgress() from exc
             raise
-        if any(isinstance(r, SubmitOutcome) and not r.replayed for r in results):
-            self.changes.work_available()
-        return results
 
     async def _insert_keyed(self, conn: Conn, item: BulkItem, now: datetime | None) -> BulkResult:
         claim = item.idempotency
@@ -74,7 +64,7 @@ class PostgresBulkInsert(SqlPart):
         rows = await self._sql.fetch(
             conn,
             "job_insert_idempotent",
-            **insert_payload(job),
+            **insert_payload(job, self._sql.codec),
             now=now,
             route=claim.route,
             key=claim.key,
@@ -119,7 +109,7 @@ async def _check_bounds(
     store: PostgresBulkInsert, conn: Conn, limit: QueueLimit, results: Sequence[BulkResult]
 ) -> None:
     """Counted after the inserts, under the admission locks: raising rolls everything back."""
-    new = [r.job for r in results if isinstance(r, SubmitOutcome) and not r.replayed]
+    new = new_jobs(results)
     if not new:
         return
     if limit.tenant_max is not None:

@@ -3,31 +3,20 @@ while a cap applies, so that its running counts include every earlier claim."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from jobgate.domain.job import Job
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.records import ClaimPolicy
 from jobgate.storage.rows import RowDecoder
-from jobgate.storage.store.transport import TransportQueries
+from jobgate.storage.store.transport import ClaimById, TransportQueries
 
 
 class PostgresTransport(TransportQueries):
     _sql: PostgresExecutor
     _decode: RowDecoder
 
-    async def _claim_by_id(
-        self,
-        *,
-        worker_id: str,
-        ids: list[str],
-        lease_ttl_s: float,
-        providers: list[str] | None,
-        rules: ClaimPolicy,
-        now: datetime | None,
-    ) -> list[Job]:
+    async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
         """Two statements while capped (the lock, then the claim), hence a dialect's own."""
+        rules = claim.rules
         shares = [
             {
                 "tenant_id": tenant_id,
@@ -38,17 +27,17 @@ class PostgresTransport(TransportQueries):
             for tenant_id, share in rules.tenants.items()
         ]
 
-        async def claim(conn: Conn) -> list[Row]:
+        async def run(conn: Conn) -> list[Row]:
             if rules.capped:
                 await self._sql.fetch(conn, "job_claim_lock")
             return await self._sql.fetch(
                 conn,
                 "job_claim_by_id",
-                ids=ids,
-                worker_id=worker_id,
-                lease_ttl_s=lease_ttl_s,
-                providers=providers,
-                now=now,
+                ids=claim.ids,
+                worker_id=claim.worker_id,
+                lease_ttl_s=claim.lease_ttl_s,
+                providers=claim.providers,
+                now=claim.now,
                 shares=shares,
                 default_max_running=rules.default.max_running,
                 default_max_running_per_key=rules.default.max_running_per_key,
@@ -56,5 +45,5 @@ class PostgresTransport(TransportQueries):
                 blocked_tenants=sorted(rules.blocked_tenants),
             )
 
-        rows = await self._sql.run(claim, transaction=rules.capped)
+        rows = await self._sql.run(run, transaction=rules.capped)
         return [self._decode.job(row) for row in rows]

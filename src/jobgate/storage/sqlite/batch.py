@@ -12,9 +12,9 @@ import orjson
 
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
-from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import QueueLimit, SubmitOutcome
 from jobgate.storage.rows import MAX_INTERVAL_S
+from jobgate.storage.store.batch import BatchQueries, new_job_fields
 
 
 def _json_in(value: Any) -> str | None:
@@ -26,48 +26,26 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
     wanted = at + job.delay_s if job.run_at is None else job.run_at.timestamp()
     run_at = max(at, wanted)  # a time in the past means now
     return {
-        "id": job.id,
-        "tenant_id": job.tenant_id,
-        "api": job.api,
-        "provider": job.provider,
-        "endpoint": job.endpoint,
-        "model": job.model,
-        "request": _json_in(job.request),
-        "metadata": _json_in(job.metadata),
-        "webhook": _json_in(job.webhook),
-        "priority": job.priority,
-        "max_attempts": job.max_attempts,
+        **new_job_fields(job, _json_in),
         "now": at,
         "run_at": run_at,
         "expires_at": None
         if job.start_timeout_s is None
         else run_at + min(job.start_timeout_s, MAX_INTERVAL_S),
-        "execution_timeout_s": job.execution_timeout_s,
-        "concurrency_key": job.concurrency_key,
-        "model_route": job.model_route,
     }
 
 
-class SqliteBatch(SqlPart):
-    async def job_insert_many(
-        self,
-        *,
-        jobs: Sequence[NewJob],
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+class SqliteBatch(BatchQueries):
+    async def _insert_many(
+        self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[Job]:
-        """A bulk insert without keys: one write operation of the single writer either way
-        (every job_insert, then the bounds counted; raising rolls all of it back)."""
-        items = [BulkItem(job) for job in jobs]
-        results = await self.job_insert_bulk(items=items, queue_limit=queue_limit, now=now)
+        """A bulk insert without keys: every job_insert, then the bounds counted, in one write
+        operation of the single writer (raising rolls all of it back)."""
+        results = await self._insert_bulk([BulkItem(job) for job in jobs], queue_limit, now)
         return [result.job for result in results if isinstance(result, SubmitOutcome)]
 
     if TYPE_CHECKING:  # supplied by the host store (sqlite.bulk_insert)
 
-        async def job_insert_bulk(
-            self,
-            *,
-            items: Sequence[BulkItem],
-            queue_limit: QueueLimit | None = None,
-            now: datetime | None = None,
+        async def _insert_bulk(
+            self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None
         ) -> list[BulkResult]: ...

@@ -4,15 +4,13 @@ writer makes the counts it reads exact), as job_claim applies them."""
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
 
 from jobgate.domain.job import Job
 from jobgate.storage import sql
-from jobgate.storage.records import ClaimPolicy
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.claims import RunningSlots, lease
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.store.transport import TransportQueries
+from jobgate.storage.store.transport import ClaimById, TransportQueries
 
 Q = sql.load("jobgate.storage.sqlite")
 
@@ -21,21 +19,12 @@ class SqliteTransport(TransportQueries):
     _db: SqliteDatabase
     _decode: RowDecoder
 
-    async def _claim_by_id(
-        self,
-        *,
-        worker_id: str,
-        ids: list[str],
-        lease_ttl_s: float,
-        providers: list[str] | None,
-        rules: ClaimPolicy,
-        now: datetime | None,
-    ) -> list[Job]:
-        json = self._sql.codec.json
-        at = self._sql.codec.now(now)
-        params = {"ids": json(ids), "now": at, "providers": json(providers)}
+    async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
+        json, rules = self._sql.codec.json, claim.rules
+        at = self._sql.codec.now(claim.now)
+        params = {"ids": json(claim.ids), "now": at, "providers": json(claim.providers)}
 
-        def claim(conn: sqlite3.Connection) -> list[Job]:
+        def run(conn: sqlite3.Connection) -> list[Job]:
             slots = RunningSlots.read(conn, rules)
             chosen = []
             for row in conn.execute(Q["job_claim_by_id_candidates"].sql, params).fetchall():
@@ -49,10 +38,10 @@ class SqliteTransport(TransportQueries):
             return lease(
                 conn,
                 chosen,
-                worker_id=worker_id,
-                lease_ttl_s=lease_ttl_s,
+                worker_id=claim.worker_id,
+                lease_ttl_s=claim.lease_ttl_s,
                 now=at,
                 decode=self._decode,
             )
 
-        return await self._db.write(claim)
+        return await self._db.write(run)

@@ -4,6 +4,7 @@ each dialect supplies `_claim_by_id`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -13,6 +14,18 @@ from jobgate.storage.records import ClaimPolicy
 from jobgate.storage.transport_protocol import ClaimedById, Publication
 
 UNBOUNDED = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimById:
+    """A claim by id as a dialect runs it."""
+
+    worker_id: str
+    ids: list[str]  # sorted, distinct
+    lease_ttl_s: float
+    providers: list[str] | None
+    rules: ClaimPolicy
+    now: datetime | None
 
 
 class TransportQueries(SqlPart):
@@ -30,12 +43,14 @@ class TransportQueries(SqlPart):
         if not ids:
             return ClaimedById([], [])
         claimed = await self._claim_by_id(
-            worker_id=worker_id,
-            ids=ids,
-            lease_ttl_s=lease_ttl_s,
-            providers=None if providers is None else list(providers),
-            rules=policy or ClaimPolicy(),
-            now=now,
+            ClaimById(
+                worker_id=worker_id,
+                ids=ids,
+                lease_ttl_s=lease_ttl_s,
+                providers=None if providers is None else list(providers),
+                rules=policy or ClaimPolicy(),
+                now=now,
+            )
         )
         claimed.sort(key=lambda j: (j.priority, j.run_at, j.id))
         if claimed:
@@ -48,17 +63,8 @@ class TransportQueries(SqlPart):
             deferred = sorted(row["id"] for row in queued)
         return ClaimedById(claimed, deferred)
 
-    async def _claim_by_id(
-        self,
-        *,
-        worker_id: str,
-        ids: list[str],
-        lease_ttl_s: float,
-        providers: list[str] | None,
-        rules: ClaimPolicy,
-        now: datetime | None,
-    ) -> list[Job]:
-        """Lease those of `ids` (sorted) that are claimable now within the caps of `rules`."""
+    async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
+        """Lease those of `claim.ids` that are claimable now within the caps of its rules."""
         raise NotImplementedError
 
     async def transport_publish_due(
