@@ -13,7 +13,6 @@ from jobgate.domain.job import Job, NewJob
 from jobgate.storage.executor import Codec, Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import QueueLimit
-from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
 
 
@@ -29,7 +28,6 @@ def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
 
 class PostgresBatch(BatchQueries):
     _sql: PostgresExecutor
-    _decode: RowDecoder
 
     if TYPE_CHECKING:  # supplied by the host store (postgres.limits)
 

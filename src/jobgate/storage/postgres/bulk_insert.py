@@ -15,13 +15,11 @@ from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
 from jobgate.storage.postgres.batch import insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import QueueLimit, SubmitOutcome
-from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
 
 
 class PostgresBulkInsert(BulkInsertQueries):
     _sql: PostgresExecutor
-    _decode: RowDecoder
 
     async def _insert_bulk(
         self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None

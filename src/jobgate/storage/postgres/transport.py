@@ -6,13 +6,11 @@ from __future__ import annotations
 from jobgate.domain.job import Job
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.transport import ClaimById, TransportQueries
 
 
 class PostgresTransport(TransportQueries):
     _sql: PostgresExecutor
-    _decode: RowDecoder
 
     async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
         """Two statements while capped (the lock, then the claim), hence a dialect's own."""

@@ -12,7 +12,6 @@ from jobgate import errors
 from jobgate.storage import sql
 from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
 from jobgate.storage.records import QueueLimit, SubmitOutcome
-from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.batch import insert_params
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
@@ -22,7 +21,6 @@ Q = sql.load("jobgate.storage.sqlite")
 
 class SqliteBulkInsert(BulkInsertQueries):
     _db: SqliteDatabase
-    _decode: RowDecoder
 
     async def _insert_bulk(
         self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime
+from typing import Any
 
-from jobgate.domain.job import Lease
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage import sql
 from jobgate.storage.sqlite.database import SqliteDatabase
@@ -40,26 +40,15 @@ class SqliteRateLimits(RateLimitQueries):
 
         return await self._db.write(locked)
 
-    async def job_reroute(
-        self,
-        *,
-        lease: Lease,
-        provider: str,
-        model: str,
-        actor: str,
-        reason: str,
-        now: datetime | None = None,
-    ) -> bool:
-        at = self._sql.codec.now(now)
-        params: dict[str, object] = {"id": lease.job_id, "token": lease.token, "now": at}
-        params.update(provider=provider, model=model)
+    async def _reroute(self, move: dict[str, Any], event: dict[str, Any]) -> bool:
+        """Two statements in one write: SQLite's UPDATE cannot also insert the event."""
 
-        def move(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(Q["job_reroute"].sql, params).fetchone()
+        def run(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(Q["job_reroute"].sql, {**move, **event}).fetchone()
             if row is None:
                 return False
-            event = {"id": lease.job_id, "seq": row["event_seq"], "actor": actor}
-            conn.execute(Q["job_reroute_event"].sql, {**event, "reason": reason, "now": at})
+            logged = {**event, "id": move["id"], "seq": row["event_seq"]}
+            conn.execute(Q["job_reroute_event"].sql, logged)
             return True
 
-        return await self._db.write(move)
+        return await self._db.write(run)

@@ -7,7 +7,6 @@ import sqlite3
 
 from jobgate.domain.job import Job
 from jobgate.storage import sql
-from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.claims import RunningSlots, lease
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.store.transport import ClaimById, TransportQueries
@@ -17,7 +16,6 @@ Q = sql.load("jobgate.storage.sqlite")
 
 class SqliteTransport(TransportQueries):
     _db: SqliteDatabase
-    _decode: RowDecoder
 
     async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
         json, rules = self._sql.codec.json, claim.rules

@@ -11,6 +11,7 @@ from jobgate.domain.job import Job
 from jobgate.storage.bulk_insert_protocol import BulkItem, BulkResult
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import QueueLimit, SubmitOutcome
+from jobgate.storage.rows import RowDecoder
 
 
 def new_jobs(results: Sequence[BulkResult]) -> list[Job]:
@@ -19,6 +20,8 @@ def new_jobs(results: Sequence[BulkResult]) -> list[Job]:
 
 
 class BulkInsertQueries(SqlPart):
+    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
+
     async def job_insert_bulk(
         self,
         *,

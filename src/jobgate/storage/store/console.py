@@ -15,7 +15,7 @@ from jobgate.storage.rows import RowDecoder
 
 
 class ConsoleQueries(SqlPart):
-    _decode: RowDecoder
+    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
 
     async def console_transitions(self, *, since: datetime, limit: int) -> list[Transition]:
         codec = self._sql.codec

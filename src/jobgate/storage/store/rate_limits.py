@@ -127,17 +127,14 @@ class RateLimitQueries(SqlPart):
         reason: str,
         now: datetime | None = None,
     ) -> bool:
-        row = await self._sql.write_one(
-            "job_reroute",
-            id=lease.job_id,
-            token=lease.token,
-            provider=provider,
-            model=model,
-            actor=actor,
-            reason=reason,
-            now=self._sql.codec.now(now),
-        )
-        return row is not None
+        move = {"id": lease.job_id, "token": lease.token, "provider": provider, "model": model}
+        event = {"actor": actor, "reason": reason, "now": self._sql.codec.now(now)}
+        return await self._reroute(move, event)
+
+    async def _reroute(self, move: dict[str, Any], event: dict[str, Any]) -> bool:
+        """Move the job, fenced on its lease, and log the move as an event: one statement
+        (job_reroute) where the dialect's DML can write both."""
+        return await self._sql.write_one("job_reroute", **move, **event) is not None
 
     async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
         codec = self._sql.codec

@@ -11,6 +11,7 @@ from datetime import datetime
 from jobgate.domain.job import Job
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import ClaimPolicy
+from jobgate.storage.rows import RowDecoder
 from jobgate.storage.transport_protocol import ClaimedById, Publication
 
 UNBOUNDED = 2**31 - 1
@@ -29,6 +30,8 @@ class ClaimById:
 
 
 class TransportQueries(SqlPart):
+    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
+
     async def job_claim_by_id(
         self,
         *,
