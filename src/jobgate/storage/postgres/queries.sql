@@ -303,10 +303,11 @@ WITH RECURSIVE clock AS (
 SELECT * FROM claimed
 
 -- name: job_heartbeat
--- Extend the leases still held; answers whether a cancel was requested.
+-- Extend the leases still held (a JSON array of {id, token}); answers whether a cancel was
+-- requested.
 UPDATE jobs AS j
    SET lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision)
-  FROM unnest(:ids::text[], :tokens::text[]) AS held(id, token),
+  FROM jsonb_to_recordset(:leases::jsonb) AS held(id text, token text),
        (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = held.id AND j.lease_token = held.token AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at

@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 import asyncpg
 
 from jobgate import errors
-from jobgate.domain.job import Job, Lease, NewJob
+from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared
 from jobgate.storage.base import SqlStorageBase, finish_payload
@@ -40,7 +40,6 @@ from jobgate.storage.records import (
     ClaimPolicy,
     Finish,
     Finished,
-    HeartbeatResult,
     IdempotencyClaim,
     QueueLimit,
     ReapResult,
@@ -147,6 +146,7 @@ class PostgresStorage(
     # -- lifecycle ---------------------------------------------------------------------
 
     async def migrate(self) -> list[int]:
+        """Under an advisory lock, in one transaction: PostgreSQL runs DDL transactionally."""
         pending = migrations.available("jobgate.storage.postgres")
 
         async def apply(conn: Conn) -> list[int]:
@@ -168,6 +168,8 @@ class PostgresStorage(
         return await self._with_conn(apply, transaction=True)
 
     async def schema_version(self) -> int:
+        """Read under the migrations lock, so a concurrent migrate is waited for."""
+
         async def read(conn: Conn) -> int:
             await conn.execute(Q["migrations_lock"].sql)
             await conn.execute(Q["migrations_table"].sql)
@@ -248,6 +250,8 @@ class PostgresStorage(
         queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> SubmitOutcome:
+        """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
+        SQLite's one writer: a concurrent binding may expire in between, hence the retries."""
         params: dict[str, Any] = {
             "id": job.id,
             "tenant_id": job.tenant_id,
@@ -355,6 +359,8 @@ class PostgresStorage(
         models: Sequence[str] | None = None,
         skip_models: Sequence[str] | None = None,
     ) -> list[Job]:
+        """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
+        transaction lock (SQLite's one writer computes them in Python)."""
         rules = policy or ClaimPolicy()
         query = Q["job_claim"]
         args = query.args(
@@ -395,23 +401,11 @@ class PostgresStorage(
             self.changes.jobs_changed(job.id for job in claimed)
         return claimed
 
-    async def job_heartbeat(
-        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
-    ) -> list[HeartbeatResult]:
-        if not leases:
-            return []
-        rows = await self._fetch(
-            "job_heartbeat",
-            ids=[lease.job_id for lease in leases],
-            tokens=[lease.token for lease in leases],
-            lease_ttl_s=lease_ttl_s,
-            now=now,
-        )
-        return [HeartbeatResult(row["id"], row["cancel_requested_at"] is not None) for row in rows]
-
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
     ) -> list[Finished | None]:
+        """One set-wise statement that also bills the successes (SQLite splits rounds and bills
+        in Python)."""
         if not finishes:
             return []
         rows = await self._fetch(
@@ -425,6 +419,8 @@ class PostgresStorage(
         return results
 
     async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+        """The finish and the read share one transaction: its row lock holds the row as written."""
+
         async def finish_read(conn: Conn) -> Job | None:
             rows = await self._run(
                 conn,
@@ -447,6 +443,7 @@ class PostgresStorage(
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
+        """Reads expired leases and finishes them in one transaction, at the database's clock."""
         verdicts: list[Finish] = []
 
         async def reap(conn: Conn) -> list[Finished | None]:

@@ -172,11 +172,13 @@ INSERT INTO tenant_stats (tenant_id, claimed_total) VALUES (:tenant_id, :count)
 ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = claimed_total + excluded.claimed_total
 
 -- name: job_heartbeat
--- Extend a lease still held; answers whether a cancel was requested.
+-- Extend the leases still held (a JSON array of {id, token}); answers whether a cancel was
+-- requested.
 UPDATE jobs
    SET lease_expires_at = :now + :lease_ttl_s
- WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id, cancel_requested_at
+  FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:leases)) AS held
+ WHERE jobs.id = held.id AND jobs.lease_token = held.token AND jobs.state = 'running'
+RETURNING jobs.id, jobs.cancel_requested_at
 
 -- fragment: retry_unless_cancelled
 -- THE rule for a verdict that would send a job back to the queue (a worker's, the reaper's or

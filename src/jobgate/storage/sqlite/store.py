@@ -18,7 +18,7 @@ from jobgate import errors, ids
 from jobgate.clock import Clock, SystemClock, from_unix
 from jobgate.domain import events as domain_events
 from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
-from jobgate.domain.job import Job, Lease, NewJob
+from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
 from jobgate.storage.base import SqlStorageBase, finish_payload
@@ -27,7 +27,6 @@ from jobgate.storage.records import (
     ClaimPolicy,
     Finish,
     Finished,
-    HeartbeatResult,
     IdempotencyClaim,
     QueueLimit,
     ReapResult,
@@ -142,6 +141,7 @@ class SqliteStorage(
         await self._db.close()
 
     async def migrate(self) -> list[int]:
+        """Statement by statement (a CREATE TRIGGER holds semicolons) on the writer thread."""
         pending = migrations.available("jobgate.storage.sqlite")
         now = self._now(None)
 
@@ -207,6 +207,8 @@ class SqliteStorage(
         queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> SubmitOutcome:
+        """The replay check, the queue bound, the binding and the insert run as one operation of
+        the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
         at = self._now(now)
         params = insert_params(job, at)
 
@@ -259,6 +261,8 @@ class SqliteStorage(
         models: Sequence[str] | None = None,
         skip_models: Sequence[str] | None = None,
     ) -> list[Job]:
+        """Fair order is computed in Python (domain.fairness) inside the one writer's operation,
+        so the caps read are the caps claimed under."""
         rules = policy or ClaimPolicy()
         at = self._now(now)
         json = self._sql.codec.json
@@ -335,29 +339,6 @@ class SqliteStorage(
             self.changes.jobs_changed(job.id for job in claimed)
         return claimed
 
-    async def job_heartbeat(
-        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
-    ) -> list[HeartbeatResult]:
-        at = self._now(now)
-
-        def renew(conn: sqlite3.Connection) -> list[HeartbeatResult]:
-            held = []
-            for lease in leases:
-                row = conn.execute(
-                    Q["job_heartbeat"].sql,
-                    {
-                        "id": lease.job_id,
-                        "token": lease.token,
-                        "now": at,
-                        "lease_ttl_s": lease_ttl_s,
-                    },
-                ).fetchone()
-                if row is not None:
-                    held.append(HeartbeatResult(row["id"], row["cancel_requested_at"] is not None))
-            return held
-
-        return await self._db.write(renew) if leases else []
-
     def _finish(
         self,
         conn: sqlite3.Connection,
@@ -408,6 +389,7 @@ class SqliteStorage(
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
     ) -> list[Finished | None]:
+        """Verdicts applied in rounds and billed in Python within one writer operation."""
         if not finishes:
             return []
         at = self._now(now)
@@ -416,6 +398,7 @@ class SqliteStorage(
         return results
 
     async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+        """The finish and the read run in one writer operation."""
         at = self._now(now)
 
         def finish_read(conn: sqlite3.Connection) -> Job | None:
@@ -438,6 +421,8 @@ class SqliteStorage(
         reason: str,
         now: datetime | None = None,
     ) -> None:
+        """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
+        inside an INSERT as PostgreSQL's one statement does."""
         at = self._now(now)
 
         def record(conn: sqlite3.Connection) -> None:
@@ -463,6 +448,7 @@ class SqliteStorage(
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
+        """Expired leases are read and finished in one writer operation, at this host's clock."""
         moment = now or self._clock.now()
         at = self._now(moment)
 

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from jobgate import errors
-from jobgate.domain.job import Job, JobEvent
+from jobgate.domain.job import Job, JobEvent, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage import shared
 from jobgate.storage.executor import Codec, SqlPart
-from jobgate.storage.records import ApiKey, OutboxEntry, Tenant, UsageEntry
+from jobgate.storage.records import ApiKey, HeartbeatResult, OutboxEntry, Tenant, UsageEntry
 from jobgate.storage.rows import RowDecoder
 
 
@@ -132,6 +132,21 @@ class JobQueries(SqlPart):
     async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
         rows = await self._sql.read("outbox_for_job", job_id=job_id)
         return [self._decode.outbox(row) for row in rows]
+
+    # -- jobs: the lease holder's side -------------------------------------------------
+
+    async def job_heartbeat(
+        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
+    ) -> list[HeartbeatResult]:
+        if not leases:
+            return []
+        rows = await self._sql.write(
+            "job_heartbeat",
+            leases=self._sql.codec.json([{"id": x.job_id, "token": x.token} for x in leases]),
+            lease_ttl_s=lease_ttl_s,
+            now=self._sql.codec.now(now),
+        )
+        return [HeartbeatResult(row["id"], row["cancel_requested_at"] is not None) for row in rows]
 
     # -- jobs: everyone else's side ----------------------------------------------------
 
