@@ -15,17 +15,22 @@
    AND (:metadata::jsonb IS NULL OR j.metadata @> :metadata::jsonb)
    AND (:dead_lettered::boolean IS NULL OR j.dead_lettered = :dead_lettered::boolean)
 
+-- fragment: bulk_eligible
+-- Whether a job j may take the bulk :action: a cancel a live job not yet asked to stop, a
+-- redrive a dead-lettered job not purged, a delete any job not purged.
+CASE :action::text
+    WHEN 'cancel' THEN j.state = 'queued'
+                       OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
+    WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
+    ELSE j.purged_at IS NULL
+END
+
 -- name: job_bulk_count
 -- How many jobs match the filter and are eligible for the action.
 SELECT count(*)::bigint AS jobs
   FROM jobs AS j
  WHERE {{job_filter}}
-   AND CASE :action::text
-           WHEN 'cancel' THEN j.state = 'queued'
-                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
-           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
-           ELSE j.purged_at IS NULL
-       END
+   AND {{bulk_eligible}}
 
 -- name: job_bulk_pick
 -- Lock the next chunk of eligible jobs matching the filter after the cursor, in id order
@@ -34,12 +39,7 @@ SELECT j.id
   FROM jobs AS j
  WHERE (:after_id::text IS NULL OR j.id > :after_id::text)
    AND {{job_filter}}
-   AND CASE :action::text
-           WHEN 'cancel' THEN j.state = 'queued'
-                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
-           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
-           ELSE j.purged_at IS NULL
-       END
+   AND {{bulk_eligible}}
  ORDER BY j.id
  LIMIT :limit
    FOR UPDATE OF j
