@@ -21,7 +21,7 @@ from jobgate import errors
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared
-from jobgate.storage.base import SqlStorageBase, finish_payload
+from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
@@ -39,12 +39,11 @@ from jobgate.storage.postgres.streams import PostgresStreams
 from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
-    ClaimPolicy,
+    ClaimRequest,
     Finish,
     Finished,
     IdempotencyClaim,
     QueueLimit,
-    ReapResult,
     RetryDelay,
     SubmitOutcome,
 )
@@ -242,13 +241,8 @@ class PostgresStorage(
 
     # -- jobs: what differs from SQLite ------------------------------------------------
 
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
     ) -> SubmitOutcome:
         """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
         SQLite's one writer: a concurrent binding may expire in between, hence the retries."""
@@ -272,36 +266,32 @@ class PostgresStorage(
             "model_route": job.model_route,
             "now": now,
         }
-        if queue_limit is not None and idempotency is not None:
+        if queue is not None and idem is not None:
             # Near a bound: a replay still answers (a repeat is never refused as full).
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
-        if idempotency is None:
-            row = await self._insert_row("job_insert", params, job.tenant_id, queue_limit)
+        if idem is None:
+            row = await self._insert_row("job_insert", params, job.tenant_id, queue)
             assert row is not None
-            self.changes.work_available()
             return SubmitOutcome(self._decode.job(row), False, 202)
         params.update(
-            route=idempotency.route,
-            key=idempotency.key,
-            body_hash=idempotency.body_hash,
-            status_code=idempotency.status_code,
-            ttl_s=idempotency.ttl_s,
+            route=idem.route,
+            key=idem.key,
+            body_hash=idem.body_hash,
+            status_code=idem.status_code,
+            ttl_s=idem.ttl_s,
         )
         for _ in range(3):  # a binding may expire between our two statements: look again
             try:
-                row = await self._insert_row(
-                    "job_insert_idempotent", params, job.tenant_id, queue_limit
-                )
+                row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
             except errors.StorageUnavailable as exc:
                 if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                     raise errors.IdempotencyInProgress() from exc
                 raise
             if row is not None:
-                self.changes.work_available()
                 return SubmitOutcome(self._decode.job(row), False, 202)
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
         raise errors.IdempotencyInProgress()
@@ -347,31 +337,20 @@ class PostgresStorage(
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def job_claim(
-        self,
-        *,
-        worker_id: str,
-        limit: int,
-        lease_ttl_s: float,
-        providers: Sequence[str] | None = None,
-        policy: ClaimPolicy | None = None,
-        now: datetime | None = None,
-        models: Sequence[str] | None = None,
-        skip_models: Sequence[str] | None = None,
-    ) -> list[Job]:
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
         """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
         transaction lock (SQLite's one writer computes them in Python)."""
-        rules = policy or ClaimPolicy()
+        rules = claim.rules
         query = Q["job_claim"]
         args = query.args(
             {
-                "worker_id": worker_id,
-                "limit": limit,
-                "lease_ttl_s": lease_ttl_s,
-                "providers": None if providers is None else list(providers),
-                "models": None if models is None else list(models),
-                "skip_models": None if skip_models is None else list(skip_models),
-                "now": now,
+                "worker_id": claim.worker_id,
+                "limit": claim.limit,
+                "lease_ttl_s": claim.lease_ttl_s,
+                "providers": claim.providers,
+                "models": claim.models,
+                "skip_models": claim.skip_models,
+                "now": claim.now,
                 "shares": [
                     {
                         "tenant_id": tenant_id,
@@ -389,36 +368,27 @@ class PostgresStorage(
             }
         )
 
-        async def claim(conn: Conn) -> list[asyncpg.Record]:
+        async def take(conn: Conn) -> list[asyncpg.Record]:
             if rules.capped:
                 await conn.execute(Q["job_claim_lock"].sql)
             return list(await conn.fetch(query.positional_sql, *args))
 
-        rows = await self._with_conn(claim, transaction=rules.capped)
+        rows = await self._with_conn(take, transaction=rules.capped)
         by_id = {row["id"]: self._decode.job(row) for row in rows}
-        claimed = sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
-        if claimed:
-            self.changes.jobs_changed(job.id for job in claimed)
-        return claimed
+        return sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
 
-    async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
         """One set-wise statement that also bills the successes (SQLite splits rounds and bills
         in Python)."""
-        if not finishes:
-            return []
         rows = await self._fetch(
             "job_finish",
             finishes=[finish_payload(f, self._sql.codec) for f in finishes],
             now=now,
             expired_only=False,
         )
-        results = _in_order(finishes, rows)
-        self._published(results)
-        return results
+        return _in_order(finishes, rows)
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
         """The finish and the read share one transaction: its row lock holds the row as written."""
 
         async def finish_read(conn: Conn) -> Job | None:
@@ -435,14 +405,11 @@ class PostgresStorage(
             row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
             return None if row is None else self._decode.job(row)
 
-        job = await self._with_conn(finish_read, transaction=True)
-        if job is not None:
-            self._published([Finished(job.id, job.state, job.attempt)])
-        return job
+        return await self._with_conn(finish_read, transaction=True)
 
-    async def job_reap_expired(
-        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
-    ) -> ReapResult:
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish]]:
         """Reads expired leases and finishes them in one transaction, at the database's clock."""
         verdicts: list[Finish] = []
 
@@ -466,6 +433,4 @@ class PostgresStorage(
             )
             return _in_order(verdicts, finished)
 
-        finished = await self._with_conn(reap, transaction=True)
-        self._published(finished)
-        return shared.reap_result(finished, verdicts)
+        return await self._with_conn(reap, transaction=True), verdicts

@@ -21,15 +21,14 @@ from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
-from jobgate.storage.base import SqlStorageBase, finish_payload
+from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import (
-    ClaimPolicy,
+    ClaimRequest,
     Finish,
     Finished,
     IdempotencyClaim,
     QueueLimit,
-    ReapResult,
     RetryDelay,
     SubmitOutcome,
 )
@@ -199,13 +198,8 @@ class SqliteStorage(
 
     # -- jobs: what differs from PostgreSQL --------------------------------------------
 
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
     ) -> SubmitOutcome:
         """The replay check, the queue bound, the binding and the insert run as one operation of
         the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
@@ -215,62 +209,48 @@ class SqliteStorage(
         def insert(conn: sqlite3.Connection) -> SubmitOutcome:
             key = {
                 "tenant_id": job.tenant_id,
-                "route": idempotency.route if idempotency else None,
-                "key": idempotency.key if idempotency else None,
+                "route": idem.route if idem else None,
+                "key": idem.key if idem else None,
                 "now": at,
             }
-            if idempotency is not None:
+            if idem is not None:
                 seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
                 if seen is not None:
-                    if seen["body_hash"] != idempotency.body_hash:
+                    if seen["body_hash"] != idem.body_hash:
                         raise errors.IdempotencyKeyReused()
                     row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
                     return SubmitOutcome(self._decode.job(row), True, seen["status_code"])
-            if queue_limit is not None:
-                _check_queue(conn, job.tenant_id, queue_limit)
-            if idempotency is not None:
+            if queue is not None:
+                _check_queue(conn, job.tenant_id, queue)
+            if idem is not None:
                 conn.execute(
                     Q["idempotency_bind"].sql,
                     {
                         **key,
-                        "body_hash": idempotency.body_hash,
+                        "body_hash": idem.body_hash,
                         "job_id": job.id,
-                        "status_code": idempotency.status_code,
-                        "expires_at": at + idempotency.ttl_s,
+                        "status_code": idem.status_code,
+                        "expires_at": at + idem.ttl_s,
                     },
                 )
             row = conn.execute(Q["job_insert"].sql, params).fetchone()
             return SubmitOutcome(self._decode.job(row), False, 202)
 
-        outcome = await self._db.write(insert)
-        if not outcome.replayed:
-            self.changes.work_available()
-        return outcome
+        return await self._db.write(insert)
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def job_claim(
-        self,
-        *,
-        worker_id: str,
-        limit: int,
-        lease_ttl_s: float,
-        providers: Sequence[str] | None = None,
-        policy: ClaimPolicy | None = None,
-        now: datetime | None = None,
-        models: Sequence[str] | None = None,
-        skip_models: Sequence[str] | None = None,
-    ) -> list[Job]:
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
         """Fair order is computed in Python (domain.fairness) inside the one writer's operation,
         so the caps read are the caps claimed under."""
-        rules = policy or ClaimPolicy()
-        at = self._now(now)
+        rules, limit = claim.rules, claim.limit
+        at = self._now(claim.now)
         json = self._sql.codec.json
-        provider_filter = None if providers is None else json(list(providers))
-        model_filter = None if models is None else json(list(models))
-        model_skips = None if skip_models is None else json(list(skip_models))
+        provider_filter = json(claim.providers)
+        model_filter = json(claim.models)
+        model_skips = json(claim.skip_models)
 
-        def claim(conn: sqlite3.Connection) -> list[Job]:
+        def take(conn: sqlite3.Connection) -> list[Job]:
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
@@ -321,8 +301,8 @@ class SqliteStorage(
                 Q["job_claim"].sql,
                 {
                     "ids": json(chosen),
-                    "worker_id": worker_id,
-                    "lease_ttl_s": lease_ttl_s,
+                    "worker_id": claim.worker_id,
+                    "lease_ttl_s": claim.lease_ttl_s,
                     "now": at,
                 },
             ).fetchall()
@@ -334,10 +314,7 @@ class SqliteStorage(
                 conn.execute(Q["tenant_stats_bump"].sql, {"tenant_id": tenant_id, "count": count})
             return [claimed[job_id] for job_id in chosen if job_id in claimed]
 
-        claimed = await self._db.write(claim)
-        if claimed:
-            self.changes.jobs_changed(job.id for job in claimed)
-        return claimed
+        return await self._db.write(take)
 
     def _finish(
         self,
@@ -386,18 +363,12 @@ class SqliteStorage(
                 conn.execute(Q["usage_record_many"].sql, {"entries": codec.json(billed), "now": at})
         return results
 
-    async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
         """Verdicts applied in rounds and billed in Python within one writer operation."""
-        if not finishes:
-            return []
         at = self._now(now)
-        results = await self._db.write(lambda conn: self._finish(conn, finishes, at))
-        self._published(results)
-        return results
+        return await self._db.write(lambda conn: self._finish(conn, finishes, at))
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
         """The finish and the read run in one writer operation."""
         at = self._now(now)
 
@@ -407,47 +378,31 @@ class SqliteStorage(
             row = conn.execute(Q["job_get"].sql, {"id": finish.lease.job_id}).fetchone()
             return None if row is None else self._decode.job(row)
 
-        job = await self._db.write(finish_read)
-        if job is not None:
-            self._published([Finished(job.id, job.state, job.attempt)])
-        return job
+        return await self._db.write(finish_read)
 
-    async def job_record_ignored(
-        self,
-        *,
-        job_id: str,
-        to_state: JobState,
-        actor: str,
-        reason: str,
-        now: datetime | None = None,
-    ) -> None:
+    async def _record_ignored(self, event: dict[str, Any]) -> None:
         """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
         inside an INSERT as PostgreSQL's one statement does."""
-        at = self._now(now)
 
         def record(conn: sqlite3.Connection) -> None:
-            row = conn.execute(Q["job_bump_seq"].sql, {"id": job_id}).fetchone()
-            if row is None:
-                return
-            conn.execute(
-                Q["job_event_insert"].sql,
-                {
-                    "job_id": job_id,
-                    "seq": row["event_seq"],
-                    "from_state": row["state"],
-                    "to_state": str(to_state),
-                    "actor": actor,
-                    "reason": reason,
-                    "applied": 0,
-                    "now": at,
-                },
-            )
+            row = conn.execute(Q["job_bump_seq"].sql, {"id": event["id"]}).fetchone()
+            if row is not None:
+                conn.execute(
+                    Q["job_event_insert"].sql,
+                    {
+                        **event,
+                        "job_id": event["id"],
+                        "seq": row["event_seq"],
+                        "from_state": row["state"],
+                        "applied": 0,
+                    },
+                )
 
         await self._db.write(record)
 
-    async def job_reap_expired(
-        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
-    ) -> ReapResult:
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish]]:
         """Expired leases are read and finished in one writer operation, at this host's clock."""
         moment = now or self._clock.now()
         at = self._now(moment)
@@ -464,9 +419,7 @@ class SqliteStorage(
             ]
             return self._finish(conn, verdicts, at, expired_only=True)
 
-        finished = await self._db.write(reap)
-        self._published(finished)
-        return shared.reap_result(finished, verdicts)
+        return await self._db.write(reap), verdicts
 
 
 def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
