@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobgate.storage.batches_records import FileChunk, NewBatchItem
 from jobgate.storage.protocol import Storage
+from jobgate.storage.records import FileChunk, NewBatchItem
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

@@ -21,8 +21,9 @@ from jobgate import errors
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared
-from jobgate.storage.base import SqlStorageBase, finish_payload
+from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import Row
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.bulk import PostgresBulk
@@ -37,12 +38,11 @@ from jobgate.storage.postgres.streams import PostgresStreams
 from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
-    ClaimPolicy,
+    ClaimRequest,
     Finish,
     Finished,
     IdempotencyClaim,
     QueueLimit,
-    ReapResult,
     RetryDelay,
     SubmitOutcome,
 )
@@ -63,7 +63,7 @@ def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return lambda _conn: event.set()
 
 
-def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> list[Finished | None]:
+def _in_order(finishes: Sequence[Finish], rows: Sequence[Row]) -> list[Finished | None]:
     """The narrow rows of a finish in the order of its verdicts, None where fenced off."""
     by_id = {row["id"]: Finished(row["id"], JobState(row["state"]), row["attempt"]) for row in rows}
     return [by_id.get(finish.lease.job_id) for finish in finishes]
@@ -110,7 +110,6 @@ class PostgresStorage(
             lock_timeout_ms=lock_timeout_ms,
         )
         self._decode = job_decoder(self._sql.codec)
-        self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
 
     # -- plumbing ----------------------------------------------------------------------
@@ -119,11 +118,7 @@ class PostgresStorage(
         await self._sql.open()
 
     async def close(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
-            self._listener = None
+        await self._stop_wakeups()
         await self._sql.close()
 
     async def _with_conn(
@@ -131,7 +126,7 @@ class PostgresStorage(
     ) -> T:
         return await self._sql.run(work, transaction=transaction)
 
-    # The asyncpg-typed helpers the dialect's own mixins call.
+    # The asyncpg-typed helpers this dialect's mixins call (until they move to storage/store).
 
     async def _fetch(self, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
         return cast(list[asyncpg.Record], await self._sql.read(query_name, **params))
@@ -159,7 +154,7 @@ class PostgresStorage(
                 if migration.version in done:
                     continue
                 await conn.execute(migration.sql)
-                await self._run(
+                await self._sql.fetch(
                     conn, "migration_record", version=migration.version, name=migration.name
                 )
                 applied.append(migration.version)
@@ -178,19 +173,16 @@ class PostgresStorage(
 
         return await self._with_conn(read, transaction=True)
 
-    async def ping(self) -> None:
-        await self._with_conn(lambda conn: conn.fetchval("SELECT 1"))
-
     async def database_now(self) -> datetime:
-        row = await self._fetchrow("database_now")
+        row = await self._sql.read_one("database_now")
         assert row is not None
         moment: datetime = row["now"]
         return moment
 
     async def listen(self) -> None:
         """Keep a LISTEN connection open (reconnecting with backoff) feeding `changes`."""
-        if self._listener is None:
-            self._listener = asyncio.create_task(self._listen_forever(), name="jobgate-listen")
+        if self._wakeups is None:
+            self._wakeups = asyncio.create_task(self._listen_forever(), name="jobgate-listen")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._listening.wait(), timeout=5)
 
@@ -242,13 +234,8 @@ class PostgresStorage(
 
     # -- jobs: what differs from SQLite ------------------------------------------------
 
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
     ) -> SubmitOutcome:
         """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
         SQLite's one writer: a concurrent binding may expire in between, hence the retries."""
@@ -272,36 +259,32 @@ class PostgresStorage(
             "model_route": job.model_route,
             "now": now,
         }
-        if queue_limit is not None and idempotency is not None:
+        if queue is not None and idem is not None:
             # Near a bound: a replay still answers (a repeat is never refused as full).
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
-        if idempotency is None:
-            row = await self._insert_row("job_insert", params, job.tenant_id, queue_limit)
+        if idem is None:
+            row = await self._insert_row("job_insert", params, job.tenant_id, queue)
             assert row is not None
-            self.changes.work_available()
             return SubmitOutcome(self._decode.job(row), False, 202)
         params.update(
-            route=idempotency.route,
-            key=idempotency.key,
-            body_hash=idempotency.body_hash,
-            status_code=idempotency.status_code,
-            ttl_s=idempotency.ttl_s,
+            route=idem.route,
+            key=idem.key,
+            body_hash=idem.body_hash,
+            status_code=idem.status_code,
+            ttl_s=idem.ttl_s,
         )
         for _ in range(3):  # a binding may expire between our two statements: look again
             try:
-                row = await self._insert_row(
-                    "job_insert_idempotent", params, job.tenant_id, queue_limit
-                )
+                row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
             except errors.StorageUnavailable as exc:
                 if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                     raise errors.IdempotencyInProgress() from exc
                 raise
             if row is not None:
-                self.changes.work_available()
                 return SubmitOutcome(self._decode.job(row), False, 202)
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
         raise errors.IdempotencyInProgress()
@@ -310,7 +293,7 @@ class PostgresStorage(
         self, tenant_id: str, idempotency: IdempotencyClaim, now: datetime | None
     ) -> SubmitOutcome | None:
         """The outcome of an earlier submit with this key, if it is still bound."""
-        seen = await self._fetchrow(
+        seen = await self._sql.read_one(
             "idempotency_find",
             tenant_id=tenant_id,
             route=idempotency.route,
@@ -332,14 +315,14 @@ class PostgresStorage(
         params: dict[str, Any],
         tenant_id: str,
         queue_limit: QueueLimit | None,
-    ) -> asyncpg.Record | None:
+    ) -> Row | None:
         """One insert statement; with a queue limit, in a transaction that first takes the
         admission locks and counts (see PostgresLimits._admit_locked)."""
         if queue_limit is None:
-            return await self._fetchrow(query_name, **params)
+            return await self._sql.write_one(query_name, **params)
         query = Q[query_name]
 
-        async def admit_and_insert(conn: Conn) -> asyncpg.Record | None:
+        async def admit_and_insert(conn: Conn) -> Row | None:
             await self._admit_locked(conn, queue_limit, {tenant_id: 1})
             return await conn.fetchrow(query.positional_sql, *query.args(params))
 
@@ -347,31 +330,20 @@ class PostgresStorage(
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def job_claim(
-        self,
-        *,
-        worker_id: str,
-        limit: int,
-        lease_ttl_s: float,
-        providers: Sequence[str] | None = None,
-        policy: ClaimPolicy | None = None,
-        now: datetime | None = None,
-        models: Sequence[str] | None = None,
-        skip_models: Sequence[str] | None = None,
-    ) -> list[Job]:
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
         """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
         transaction lock (SQLite's one writer computes them in Python)."""
-        rules = policy or ClaimPolicy()
+        rules = claim.rules
         query = Q["job_claim"]
         args = query.args(
             {
-                "worker_id": worker_id,
-                "limit": limit,
-                "lease_ttl_s": lease_ttl_s,
-                "providers": None if providers is None else list(providers),
-                "models": None if models is None else list(models),
-                "skip_models": None if skip_models is None else list(skip_models),
-                "now": now,
+                "worker_id": claim.worker_id,
+                "limit": claim.limit,
+                "lease_ttl_s": claim.lease_ttl_s,
+                "providers": claim.providers,
+                "models": claim.models,
+                "skip_models": claim.skip_models,
+                "now": claim.now,
                 "shares": [
                     {
                         "tenant_id": tenant_id,
@@ -389,40 +361,31 @@ class PostgresStorage(
             }
         )
 
-        async def claim(conn: Conn) -> list[asyncpg.Record]:
+        async def take(conn: Conn) -> list[asyncpg.Record]:
             if rules.capped:
                 await conn.execute(Q["job_claim_lock"].sql)
             return list(await conn.fetch(query.positional_sql, *args))
 
-        rows = await self._with_conn(claim, transaction=rules.capped)
+        rows = await self._with_conn(take, transaction=rules.capped)
         by_id = {row["id"]: self._decode.job(row) for row in rows}
-        claimed = sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
-        if claimed:
-            self.changes.jobs_changed(job.id for job in claimed)
-        return claimed
+        return sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
 
-    async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
         """One set-wise statement that also bills the successes (SQLite splits rounds and bills
         in Python)."""
-        if not finishes:
-            return []
-        rows = await self._fetch(
+        rows = await self._sql.write(
             "job_finish",
             finishes=[finish_payload(f, self._sql.codec) for f in finishes],
             now=now,
             expired_only=False,
         )
-        results = _in_order(finishes, rows)
-        self._published(results)
-        return results
+        return _in_order(finishes, rows)
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
         """The finish and the read share one transaction: its row lock holds the row as written."""
 
         async def finish_read(conn: Conn) -> Job | None:
-            rows = await self._run(
+            rows = await self._sql.fetch(
                 conn,
                 "job_finish",
                 finishes=[finish_payload(finish, self._sql.codec)],
@@ -435,20 +398,17 @@ class PostgresStorage(
             row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
             return None if row is None else self._decode.job(row)
 
-        job = await self._with_conn(finish_read, transaction=True)
-        if job is not None:
-            self._published([Finished(job.id, job.state, job.attempt)])
-        return job
+        return await self._with_conn(finish_read, transaction=True)
 
-    async def job_reap_expired(
-        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
-    ) -> ReapResult:
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish]]:
         """Reads expired leases and finishes them in one transaction, at the database's clock."""
         verdicts: list[Finish] = []
 
         async def reap(conn: Conn) -> list[Finished | None]:
             moment = now or await conn.fetchval(Q["database_now"].sql)
-            rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
+            rows = await self._sql.fetch(conn, "job_leases_expired", limit=limit, now=now)
             verdicts[:] = [
                 shared.reap_verdict_or_poison(
                     self._decode.job(row), now=moment, retry_delay=retry_delay
@@ -457,7 +417,7 @@ class PostgresStorage(
             ]
             if not verdicts:
                 return []
-            finished = await self._run(
+            finished = await self._sql.fetch(
                 conn,
                 "job_finish",
                 finishes=[finish_payload(v, self._sql.codec) for v in verdicts],
@@ -466,6 +426,4 @@ class PostgresStorage(
             )
             return _in_order(verdicts, finished)
 
-        finished = await self._with_conn(reap, transaction=True)
-        self._published(finished)
-        return shared.reap_result(finished, verdicts)
+        return await self._with_conn(reap, transaction=True), verdicts

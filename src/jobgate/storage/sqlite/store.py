@@ -8,7 +8,6 @@ but wake-ups then cross processes only by polling: scale out on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -20,19 +19,9 @@ from jobgate.domain import events as domain_events
 from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
-from jobgate.storage import migrations, shared, sql
-from jobgate.storage.base import SqlStorageBase, finish_payload
+from jobgate.storage import migrations, records, shared, sql
+from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
-from jobgate.storage.records import (
-    ClaimPolicy,
-    Finish,
-    Finished,
-    IdempotencyClaim,
-    QueueLimit,
-    ReapResult,
-    RetryDelay,
-    SubmitOutcome,
-)
 from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
@@ -117,7 +106,6 @@ class SqliteStorage(
         self._db = SqliteDatabase(path, configure=register_functions)
         self._sql = SqliteExecutor(self._db, self._clock)
         self._decode = job_decoder(self._sql.codec)
-        self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None) -> SqliteStorage:
@@ -133,11 +121,7 @@ class SqliteStorage(
         self._db.open()
 
     async def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-            self._watcher = None
+        await self._stop_wakeups()
         await self._db.close()
 
     async def migrate(self) -> list[int]:
@@ -171,14 +155,11 @@ class SqliteStorage(
 
         return await self._db.read(read)
 
-    async def ping(self) -> None:
-        await self._db.read(lambda conn: conn.execute("SELECT 1").fetchone())
-
     async def listen(self) -> None:
         """Notice commits made by other processes sharing the file (there is no NOTIFY on
         SQLite): once a second, and only then wake every waiter to re-read."""
-        if self._watcher is None:
-            self._watcher = asyncio.create_task(
+        if self._wakeups is None:
+            self._wakeups = asyncio.create_task(
                 self._watch_foreign_commits(), name="jobgate-sqlite-watch"
             )
 
@@ -199,78 +180,63 @@ class SqliteStorage(
 
     # -- jobs: what differs from PostgreSQL --------------------------------------------
 
-    async def job_insert(
+    async def _insert(
         self,
-        *,
         job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
-    ) -> SubmitOutcome:
+        idem: records.IdempotencyClaim | None,
+        queue: records.QueueLimit | None,
+        now: Now,
+    ) -> records.SubmitOutcome:
         """The replay check, the queue bound, the binding and the insert run as one operation of
         the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
         at = self._now(now)
         params = insert_params(job, at)
 
-        def insert(conn: sqlite3.Connection) -> SubmitOutcome:
+        def insert(conn: sqlite3.Connection) -> records.SubmitOutcome:
             key = {
                 "tenant_id": job.tenant_id,
-                "route": idempotency.route if idempotency else None,
-                "key": idempotency.key if idempotency else None,
+                "route": idem.route if idem else None,
+                "key": idem.key if idem else None,
                 "now": at,
             }
-            if idempotency is not None:
+            if idem is not None:
                 seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
                 if seen is not None:
-                    if seen["body_hash"] != idempotency.body_hash:
+                    if seen["body_hash"] != idem.body_hash:
                         raise errors.IdempotencyKeyReused()
                     row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
-                    return SubmitOutcome(self._decode.job(row), True, seen["status_code"])
-            if queue_limit is not None:
-                _check_queue(conn, job.tenant_id, queue_limit)
-            if idempotency is not None:
+                    return records.SubmitOutcome(self._decode.job(row), True, seen["status_code"])
+            if queue is not None:
+                _check_queue(conn, job.tenant_id, queue)
+            if idem is not None:
                 conn.execute(
                     Q["idempotency_bind"].sql,
                     {
                         **key,
-                        "body_hash": idempotency.body_hash,
+                        "body_hash": idem.body_hash,
                         "job_id": job.id,
-                        "status_code": idempotency.status_code,
-                        "expires_at": at + idempotency.ttl_s,
+                        "status_code": idem.status_code,
+                        "expires_at": at + idem.ttl_s,
                     },
                 )
             row = conn.execute(Q["job_insert"].sql, params).fetchone()
-            return SubmitOutcome(self._decode.job(row), False, 202)
+            return records.SubmitOutcome(self._decode.job(row), False, 202)
 
-        outcome = await self._db.write(insert)
-        if not outcome.replayed:
-            self.changes.work_available()
-        return outcome
+        return await self._db.write(insert)
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def job_claim(
-        self,
-        *,
-        worker_id: str,
-        limit: int,
-        lease_ttl_s: float,
-        providers: Sequence[str] | None = None,
-        policy: ClaimPolicy | None = None,
-        now: datetime | None = None,
-        models: Sequence[str] | None = None,
-        skip_models: Sequence[str] | None = None,
-    ) -> list[Job]:
+    async def _claim(self, claim: records.ClaimRequest) -> list[Job]:
         """Fair order is computed in Python (domain.fairness) inside the one writer's operation,
         so the caps read are the caps claimed under."""
-        rules = policy or ClaimPolicy()
-        at = self._now(now)
+        rules, limit = claim.rules, claim.limit
+        at = self._now(claim.now)
         json = self._sql.codec.json
-        provider_filter = None if providers is None else json(list(providers))
-        model_filter = None if models is None else json(list(models))
-        model_skips = None if skip_models is None else json(list(skip_models))
+        provider_filter = json(claim.providers)
+        model_filter = json(claim.models)
+        model_skips = json(claim.skip_models)
 
-        def claim(conn: sqlite3.Connection) -> list[Job]:
+        def take(conn: sqlite3.Connection) -> list[Job]:
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
@@ -321,8 +287,8 @@ class SqliteStorage(
                 Q["job_claim"].sql,
                 {
                     "ids": json(chosen),
-                    "worker_id": worker_id,
-                    "lease_ttl_s": lease_ttl_s,
+                    "worker_id": claim.worker_id,
+                    "lease_ttl_s": claim.lease_ttl_s,
                     "now": at,
                 },
             ).fetchall()
@@ -334,24 +300,21 @@ class SqliteStorage(
                 conn.execute(Q["tenant_stats_bump"].sql, {"tenant_id": tenant_id, "count": count})
             return [claimed[job_id] for job_id in chosen if job_id in claimed]
 
-        claimed = await self._db.write(claim)
-        if claimed:
-            self.changes.jobs_changed(job.id for job in claimed)
-        return claimed
+        return await self._db.write(take)
 
     def _finish(
         self,
         conn: sqlite3.Connection,
-        finishes: Sequence[Finish],
+        finishes: Sequence[records.Finish],
         at: float,
         *,
         expired_only: bool = False,
-    ) -> list[Finished | None]:
+    ) -> list[records.Finished | None]:
         """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
         appears more than once, in order, so each verdict meets the lease its predecessors
         left), then one ledger INSERT for its billed successes."""
         codec = self._sql.codec
-        results: list[Finished | None] = [None] * len(finishes)
+        results: list[records.Finished | None] = [None] * len(finishes)
         for batch in _rounds(finishes):
             rows = conn.execute(
                 Q["job_finish"].sql,
@@ -368,7 +331,7 @@ class SqliteStorage(
                 row = written.get(finish.lease.job_id)
                 if row is None:
                     continue  # fenced off: nothing was written for this job
-                done = Finished(row["id"], JobState(row["state"]), row["attempt"])
+                done = records.Finished(row["id"], JobState(row["state"]), row["attempt"])
                 results[i] = done
                 if done.state is JobState.SUCCEEDED and finish.usage:
                     billed.append(
@@ -386,18 +349,14 @@ class SqliteStorage(
                 conn.execute(Q["usage_record_many"].sql, {"entries": codec.json(billed), "now": at})
         return results
 
-    async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
+    async def _finish_many(
+        self, finishes: Sequence[records.Finish], now: Now
+    ) -> list[records.Finished | None]:
         """Verdicts applied in rounds and billed in Python within one writer operation."""
-        if not finishes:
-            return []
         at = self._now(now)
-        results = await self._db.write(lambda conn: self._finish(conn, finishes, at))
-        self._published(results)
-        return results
+        return await self._db.write(lambda conn: self._finish(conn, finishes, at))
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+    async def _finish_read(self, finish: records.Finish, now: Now) -> Job | None:
         """The finish and the read run in one writer operation."""
         at = self._now(now)
 
@@ -407,54 +366,38 @@ class SqliteStorage(
             row = conn.execute(Q["job_get"].sql, {"id": finish.lease.job_id}).fetchone()
             return None if row is None else self._decode.job(row)
 
-        job = await self._db.write(finish_read)
-        if job is not None:
-            self._published([Finished(job.id, job.state, job.attempt)])
-        return job
+        return await self._db.write(finish_read)
 
-    async def job_record_ignored(
-        self,
-        *,
-        job_id: str,
-        to_state: JobState,
-        actor: str,
-        reason: str,
-        now: datetime | None = None,
-    ) -> None:
+    async def _record_ignored(self, event: dict[str, Any]) -> None:
         """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
         inside an INSERT as PostgreSQL's one statement does."""
-        at = self._now(now)
 
         def record(conn: sqlite3.Connection) -> None:
-            row = conn.execute(Q["job_bump_seq"].sql, {"id": job_id}).fetchone()
-            if row is None:
-                return
-            conn.execute(
-                Q["job_event_insert"].sql,
-                {
-                    "job_id": job_id,
-                    "seq": row["event_seq"],
-                    "from_state": row["state"],
-                    "to_state": str(to_state),
-                    "actor": actor,
-                    "reason": reason,
-                    "applied": 0,
-                    "now": at,
-                },
-            )
+            row = conn.execute(Q["job_bump_seq"].sql, {"id": event["id"]}).fetchone()
+            if row is not None:
+                conn.execute(
+                    Q["job_event_insert"].sql,
+                    {
+                        **event,
+                        "job_id": event["id"],
+                        "seq": row["event_seq"],
+                        "from_state": row["state"],
+                        "applied": 0,
+                    },
+                )
 
         await self._db.write(record)
 
-    async def job_reap_expired(
-        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
-    ) -> ReapResult:
+    async def _reap(
+        self, limit: int, retry_delay: records.RetryDelay, now: Now
+    ) -> tuple[list[records.Finished | None], list[records.Finish]]:
         """Expired leases are read and finished in one writer operation, at this host's clock."""
         moment = now or self._clock.now()
         at = self._now(moment)
 
-        verdicts: list[Finish] = []
+        verdicts: list[records.Finish] = []
 
-        def reap(conn: sqlite3.Connection) -> list[Finished | None]:
+        def reap(conn: sqlite3.Connection) -> list[records.Finished | None]:
             rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
             verdicts[:] = [
                 shared.reap_verdict_or_poison(
@@ -464,12 +407,10 @@ class SqliteStorage(
             ]
             return self._finish(conn, verdicts, at, expired_only=True)
 
-        finished = await self._db.write(reap)
-        self._published(finished)
-        return shared.reap_result(finished, verdicts)
+        return await self._db.write(reap), verdicts
 
 
-def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
+def _rounds(finishes: Sequence[records.Finish]) -> list[list[int]]:
     """Indices of `finishes` split so that no job appears twice in one round: round k holds
     each job's k-th verdict (the worker sends one per lease, so almost always one round)."""
     rounds: list[list[int]] = []
@@ -483,7 +424,7 @@ def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
     return rounds
 
 
-def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: QueueLimit) -> None:
+def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: records.QueueLimit) -> None:
     if limit.tenant_max is not None:
         row = conn.execute(Q["queued_count"].sql, {"tenant_id": tenant_id}).fetchone()
         if row["queued"] >= limit.tenant_max:

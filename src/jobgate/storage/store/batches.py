@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobgate.storage.batches_records import (
+from jobgate.storage.executor import SqlPart
+from jobgate.storage.records import (
     BatchCounts,
     BatchItemResult,
     BatchRecord,
@@ -15,8 +16,7 @@ from jobgate.storage.batches_records import (
     FileRecord,
     NewBatchItem,
 )
-from jobgate.storage.batches_rows import BatchRows
-from jobgate.storage.executor import SqlPart
+from jobgate.storage.rows import BatchRows
 
 
 class BatchesQueries(SqlPart):
