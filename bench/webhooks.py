@@ -34,7 +34,7 @@ from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.tenants import new_webhook_secret
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
-from jobgate.storage.webhook_records import NewWebhookEndpoint
+from jobgate.storage.records import NewWebhookEndpoint
 from jobgate.testing.receiver import WebhookReceiver
 
 

@@ -27,7 +27,7 @@ from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.factory import storage_for_url
-from jobgate.storage.webhook_records import NewWebhookEndpoint
+from jobgate.storage.records import NewWebhookEndpoint
 from jobgate.testing.receiver import Received, Reply, WebhookReceiver
 from tests.conftest import run_sync
 from tests.storage.helpers import new_job

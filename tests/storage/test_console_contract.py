@@ -133,7 +133,7 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
     provider's id is found through jobs_by_provider_job_id (migration 0016)."""
     since = clock.now()
     if storage.dialect == "sqlite":
-        from jobgate.storage.sqlite.console import Q
+        from jobgate.storage.sqlite.executor import Q
 
         async def explain_sqlite(name: str, params: dict[str, object]) -> str:
             return str(
@@ -152,7 +152,7 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
             "console_job_by_provider_job_id", {"provider_job_id": "x", "limit": 10}
         )
     else:
-        from jobgate.storage.postgres.store import Q as PQ
+        from jobgate.storage.postgres.executor import Q as PQ
 
         async def explain_postgres(name: str, *args: object) -> str:
             async def run(conn: Any) -> str:

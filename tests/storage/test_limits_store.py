@@ -14,8 +14,7 @@ from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
-from jobgate.storage.providers_records import Settlement
-from jobgate.storage.records import IdempotencyClaim, LimitOverrides, QueueLimit, Tenant
+from jobgate.storage.records import IdempotencyClaim, LimitOverrides, QueueLimit, Settlement, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

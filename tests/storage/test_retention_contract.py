@@ -20,8 +20,7 @@ from jobgate.services.jobs import SubmitSpec
 from jobgate.services.reaper import Reaper
 from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Tenant
-from jobgate.storage.webhook_records import DeliveryOutcome
+from jobgate.storage.records import DeliveryOutcome, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 from tests.storage.webhook_helpers import make_endpoint

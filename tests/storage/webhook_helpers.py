@@ -11,8 +11,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.services.tenants import new_webhook_secret
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Tenant
-from jobgate.storage.webhook_records import NewWebhookEndpoint, WebhookEndpoint
+from jobgate.storage.records import NewWebhookEndpoint, Tenant, WebhookEndpoint
 from jobgate.testing import FakeClock
 from tests.storage.helpers import new_job
 

@@ -21,8 +21,7 @@ from jobgate.services import bulk_submit
 from jobgate.services.files import ChunkWriter
 from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage import protocol
-from jobgate.storage.batches_records import BatchItemResult, BatchRecord, NewBatchItem
-from jobgate.storage.records import SubmitOutcome
+from jobgate.storage.records import BatchItemResult, BatchRecord, NewBatchItem, SubmitOutcome
 
 log = logging.getLogger(__name__)
 

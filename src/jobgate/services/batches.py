@@ -13,7 +13,7 @@ from jobgate.domain import batches
 from jobgate.domain.batches import BatchStatus
 from jobgate.ids import IdGenerator
 from jobgate.storage import protocol
-from jobgate.storage.batches_records import BatchRecord
+from jobgate.storage.records import BatchRecord
 
 log = logging.getLogger(__name__)
 

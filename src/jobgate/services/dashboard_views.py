@@ -13,10 +13,15 @@ from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
 from jobgate.services import console_window
 from jobgate.services.jobs import JobService
-from jobgate.storage.batches_records import BatchRecord
 from jobgate.storage.protocol import ApiStorage
-from jobgate.storage.records import EndpointHealth, Tenant, TenantOverview, UsageEntry
-from jobgate.storage.webhook_records import DeliveryAttempt
+from jobgate.storage.records import (
+    BatchRecord,
+    DeliveryAttempt,
+    EndpointHealth,
+    Tenant,
+    TenantOverview,
+    UsageEntry,
+)
 
 DEAD_LETTERS_SHOWN = 200
 

@@ -25,7 +25,7 @@ from jobgate.services.poison_log import traceback_text
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
 from jobgate.storage import protocol
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
     Delivery,

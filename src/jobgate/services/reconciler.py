@@ -43,7 +43,7 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import settlements
 from jobgate.services.poison_log import log_poison
 from jobgate.storage import protocol
-from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
+from jobgate.storage.records import BackgroundJob, ReconcileDeferral, Settlement
 
 log = logging.getLogger(__name__)
 

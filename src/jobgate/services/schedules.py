@@ -19,7 +19,7 @@ from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage import protocol
-from jobgate.storage.schedule_records import Schedule
+from jobgate.storage.records import Schedule
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from jobgate.domain.verdicts import (
 )
 from jobgate.providers.background import Snapshot, Status
 from jobgate.providers.base import ProviderResult
-from jobgate.storage.providers_records import Settlement
+from jobgate.storage.records import Settlement
 
 ACTOR = "reconciler"
 

@@ -13,28 +13,24 @@ from jobgate.domain.job import Job
 from jobgate.domain.retention import Horizon
 from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
-from jobgate.storage.batches_records import (
+from jobgate.storage.records import (
     BatchCounts,
     BatchItemResult,
     BatchRecord,
-    FileChunk,
-    FileRecord,
-    NewBatchItem,
-)
-from jobgate.storage.records import (
     BulkChunk,
-    EndpointHealth,
-    RetentionBatch,
-    TenantOverview,
-    UsageDay,
-)
-from jobgate.storage.schedule_records import Schedule
-from jobgate.storage.webhook_records import (
     Delivery,
     DeliveryAttempt,
     DeliveryOutcome,
     EndpointChanges,
+    EndpointHealth,
+    FileChunk,
+    FileRecord,
+    NewBatchItem,
     NewWebhookEndpoint,
+    RetentionBatch,
+    Schedule,
+    TenantOverview,
+    UsageDay,
     WebhookEndpoint,
 )
 

@@ -40,14 +40,9 @@ from jobgate.storage.feature_protocol import (
     WebhookEndpointStore,
     WebhookStore,
 )
-from jobgate.storage.providers_records import (
-    BackgroundJob,
-    ProviderEventOutcome,
-    ReconcileDeferral,
-    Settlement,
-)
 from jobgate.storage.records import (
     ApiKey,
+    BackgroundJob,
     BulkItem,
     BulkResult,
     ClaimedById,
@@ -58,10 +53,13 @@ from jobgate.storage.records import (
     LimitOverrides,
     OutboxEntry,
     OutputChunk,
+    ProviderEventOutcome,
     Publication,
     QueueCounts,
     QueueLimit,
     ReapResult,
+    ReconcileDeferral,
+    Settlement,
     SubmitOutcome,
     Tenant,
     UsageEntry,

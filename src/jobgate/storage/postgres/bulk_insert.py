@@ -1,58 +1,38 @@
 """BulkInsertStore on PostgreSQL: one transaction; keyless items in one INSERT ... SELECT, keyed
-items one statement each (the key's binding and the job in one statement, as for a submit)."""
+items one statement each (the key's binding and the job in one statement, as for a submit),
+counted under the admission locks. Several statements in one transaction, hence PostgreSQL's
+own (SQLite runs the whole call inside one write operation of its single writer)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeVar
 
 import asyncpg
 
 from jobgate import errors
 from jobgate.storage.postgres.batch import insert_payload
+from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
-from jobgate.storage.rows import RowDecoder
-from jobgate.wakeups import ChangeHub
-
-T = TypeVar("T")
+from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
 
 
-class PostgresBulkInsert:
-    """Mixed into PostgresStorage, which supplies the query helpers."""
+class PostgresBulkInsert(BulkInsertQueries):
+    _sql: PostgresExecutor
 
-    changes: ChangeHub
-    _decode: RowDecoder
-
-    async def _with_conn(
-        self, work: Callable[[Any], Awaitable[T]], *, transaction: bool = False
-    ) -> T:
-        raise NotImplementedError
-
-    @staticmethod
-    async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
-        raise NotImplementedError
-
-    async def job_insert_bulk(
-        self,
-        *,
-        items: Sequence[BulkItem],
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert_bulk(
+        self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[BulkResult]:
-        if not items:
-            return []
-
-        async def insert(conn: Any) -> list[BulkResult]:
+        async def insert(conn: Conn) -> list[BulkResult]:
             if queue_limit is not None:  # the admission locks first, as a single submit takes them
                 await _lock_bounds(self, conn, queue_limit, {item.job.tenant_id for item in items})
             results: list[BulkResult | None] = [None] * len(items)
             keyless = [i for i, item in enumerate(items) if item.idempotency is None]
             if keyless:
-                rows = await self._run(
+                rows = await self._sql.fetch(
                     conn,
                     "job_insert_many",
-                    jobs=[insert_payload(items[i].job) for i in keyless],
+                    jobs=[insert_payload(items[i].job, self._sql.codec) for i in keyless],
                     now=now,
                 )
                 by_id = {row["id"]: row for row in rows}
@@ -68,23 +48,20 @@ class PostgresBulkInsert:
             return done
 
         try:
-            results = await self._with_conn(insert, transaction=True)
+            return await self._sql.run(insert, transaction=True)
         except errors.StorageUnavailable as exc:
             if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                 raise errors.IdempotencyInProgress() from exc
             raise
-        if any(isinstance(r, SubmitOutcome) and not r.replayed for r in results):
-            self.changes.work_available()
-        return results
 
-    async def _insert_keyed(self, conn: Any, item: BulkItem, now: datetime | None) -> BulkResult:
+    async def _insert_keyed(self, conn: Conn, item: BulkItem, now: datetime | None) -> BulkResult:
         claim = item.idempotency
         assert claim is not None
         job = item.job
-        rows = await self._run(
+        rows = await self._sql.fetch(
             conn,
             "job_insert_idempotent",
-            **insert_payload(job),
+            **insert_payload(job, self._sql.codec),
             now=now,
             route=claim.route,
             key=claim.key,
@@ -95,7 +72,7 @@ class PostgresBulkInsert:
         if rows:
             return SubmitOutcome(self._decode.job(rows[0]), False, 202)
         # A live binding (made earlier, or by an earlier item of this call) answers.
-        seen = await self._run(
+        seen = await self._sql.fetch(
             conn,
             "idempotency_find",
             tenant_id=job.tenant_id,
@@ -107,37 +84,37 @@ class PostgresBulkInsert:
             raise errors.IdempotencyInProgress()
         if seen[0]["body_hash"] != claim.body_hash:
             return errors.IdempotencyKeyReused()
-        existing = await self._run(conn, "job_get", id=seen[0]["job_id"])
+        existing = await self._sql.fetch(conn, "job_get", id=seen[0]["job_id"])
         if not existing:
             raise errors.StorageError(f"idempotency key bound to missing job {seen[0]['job_id']}")
         return SubmitOutcome(self._decode.job(existing[0]), True, seen[0]["status_code"])
 
 
 async def _lock_bounds(
-    store: PostgresBulkInsert, conn: Any, limit: QueueLimit, tenant_ids: set[str]
+    store: PostgresBulkInsert, conn: Conn, limit: QueueLimit, tenant_ids: set[str]
 ) -> None:
     """The admission locks of limits.py's `_admit_locked`, in the same order (tenants sorted,
     then the global one), held until commit: the count after the inserts is then exact."""
     if limit.tenant_max is not None:
         for tenant_id in sorted(tenant_ids):
-            await store._run(conn, "queue_lock_tenant", tenant_id=tenant_id)
+            await store._sql.fetch(conn, "queue_lock_tenant", tenant_id=tenant_id)
     if limit.total_max is not None:
-        await store._run(conn, "queue_lock_total")
+        await store._sql.fetch(conn, "queue_lock_total")
 
 
 async def _check_bounds(
-    store: PostgresBulkInsert, conn: Any, limit: QueueLimit, results: Sequence[BulkResult]
+    store: PostgresBulkInsert, conn: Conn, limit: QueueLimit, results: Sequence[BulkResult]
 ) -> None:
     """Counted after the inserts, under the admission locks: raising rolls everything back."""
-    new = [r.job for r in results if isinstance(r, SubmitOutcome) and not r.replayed]
+    new = new_jobs(results)
     if not new:
         return
     if limit.tenant_max is not None:
         for tenant_id in {job.tenant_id for job in new}:
-            (row,) = await store._run(conn, "queued_count", tenant_id=tenant_id)
+            (row,) = await store._sql.fetch(conn, "queued_count", tenant_id=tenant_id)
             if row["queued"] > limit.tenant_max:
                 raise errors.QueueFull("max_queued", 0)
     if limit.total_max is not None:
-        (row,) = await store._run(conn, "queued_total")
+        (row,) = await store._sql.fetch(conn, "queued_total")
         if row["queued"] > limit.total_max:
             raise errors.QueueFull("max_queued_total", 0)

@@ -10,7 +10,7 @@ import asyncpg
 from jobgate import errors
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.providers_records import (
+from jobgate.storage.records import (
     BackgroundJob,
     ProviderEventOutcome,
     ReconcileDeferral,

@@ -145,7 +145,7 @@ SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
 SELECT *
   FROM jobs
  WHERE tenant_id = :tenant_id
-   AND (:states::text[] IS NULL OR state = ANY(:states::text[]))
+   AND (:states::jsonb IS NULL OR state IN (SELECT jsonb_array_elements_text(:states::jsonb)))
    AND (:dead_lettered::boolean IS NULL OR dead_lettered = :dead_lettered::boolean)
    AND (:after_id::text IS NULL
         OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a
@@ -161,6 +161,30 @@ SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY se
 -- Serialise claims while a tenant cap applies, so that running counts read by one claim include
 -- every earlier claim (the claim statement takes its snapshot after this lock is granted).
 SELECT pg_advisory_xact_lock(7146012)
+
+-- fragment: claim_shares
+-- A claim policy's tenant shares (a JSON array) as rows s(tenant_id, max_running, weight,
+-- max_running_per_key); a tenant without a row takes the policy's defaults.
+SELECT *
+  FROM jsonb_to_recordset(:shares::jsonb)
+       AS s(tenant_id text, max_running integer, weight double precision,
+            max_running_per_key integer)
+
+-- fragment: claim_max_running
+-- A tenant's cap on running jobs (0: none), from its share row `s` or the default.
+coalesce(s.max_running, :default_max_running::integer)
+
+-- fragment: claim_per_key
+-- A tenant's cap on running jobs per concurrency key (0: none), from `s` or the default.
+coalesce(s.max_running_per_key, :default_max_running_per_key::integer)
+
+-- fragment: claim_key_cap
+-- THE per-key cap of every claim (job_claim, job_claim_by_id): a candidate `sc` (per_key,
+-- concurrency_key, key_rank: its rank among its key's candidates, best first) is kept only
+-- while its key's running jobs `kb.running` (key_busy, LEFT JOINed) plus its rank stay within
+-- the cap; no cap, or no key, keeps it.
+(sc.per_key <= 0 OR sc.concurrency_key IS NULL
+ OR coalesce(kb.running, 0) + sc.key_rank <= sc.per_key)
 
 -- name: job_claim
 -- Lease the next jobs by weighted fair share across tenants (see jobgate.domain.fairness): a
@@ -182,10 +206,7 @@ WITH RECURSIVE clock AS (
       FROM waiting AS w
      WHERE w.tenant_id IS NOT NULL
 ), shares AS (
-    SELECT *
-      FROM jsonb_to_recordset(:shares::jsonb)
-           AS s(tenant_id text, max_running integer, weight double precision,
-                max_running_per_key integer)
+    {{claim_shares}}
 ), busy AS (
     SELECT j.tenant_id, count(*)::integer AS running
       FROM jobs AS j
@@ -201,10 +222,9 @@ WITH RECURSIVE clock AS (
     SELECT w.tenant_id,
            coalesce(b.running, 0) AS running,
            coalesce(s.weight, :default_weight::double precision) AS weight,
-           coalesce(s.max_running_per_key, :default_max_running_per_key::integer) AS per_key,
-           CASE WHEN coalesce(s.max_running, :default_max_running::integer) > 0
-                THEN greatest(coalesce(s.max_running, :default_max_running::integer)
-                              - coalesce(b.running, 0), 0)
+           {{claim_per_key}} AS per_key,
+           CASE WHEN {{claim_max_running}} > 0
+                THEN greatest({{claim_max_running}} - coalesce(b.running, 0), 0)
                 ELSE :limit::integer END AS free
       FROM waiting AS w
       LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id
@@ -246,8 +266,7 @@ WITH RECURSIVE clock AS (
       FROM scanned AS sc
       LEFT JOIN key_busy AS kb
         ON kb.tenant_id = sc.tenant_id AND kb.concurrency_key = sc.concurrency_key
-     WHERE sc.per_key = 0 OR sc.concurrency_key IS NULL
-        OR coalesce(kb.running, 0) + sc.key_rank <= sc.per_key
+     WHERE {{claim_key_cap}}
 ), next AS (
     SELECT id FROM candidates ORDER BY share, priority, run_at, id LIMIT :limit
 ), claimed AS (
@@ -284,10 +303,11 @@ WITH RECURSIVE clock AS (
 SELECT * FROM claimed
 
 -- name: job_heartbeat
--- Extend the leases still held; answers whether a cancel was requested.
+-- Extend the leases still held (a JSON array of {id, token}); answers whether a cancel was
+-- requested.
 UPDATE jobs AS j
    SET lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision)
-  FROM unnest(:ids::text[], :tokens::text[]) AS held(id, token),
+  FROM jsonb_to_recordset(:leases::jsonb) AS held(id text, token text),
        (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = held.id AND j.lease_token = held.token AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at
@@ -475,3 +495,7 @@ RETURNING j.*
 -- name: outbox_for_job
 -- Every outbox row of a job.
 SELECT * FROM outbox WHERE job_id = :job_id ORDER BY created_at, event_type, target
+
+-- name: ping
+-- A round trip: is the database there?
+SELECT 1

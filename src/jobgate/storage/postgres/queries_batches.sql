@@ -119,7 +119,8 @@ UPDATE batches AS b
        cancelled_at = CASE WHEN :status::text = 'cancelled'
                            THEN coalesce(b.cancelled_at, clock.now) ELSE b.cancelled_at END
   FROM clock
- WHERE b.id = :id AND b.status = ANY(:from_statuses::text[])
+ WHERE b.id = :id
+   AND b.status IN (SELECT jsonb_array_elements_text(:from_statuses::jsonb))
 RETURNING b.*
 
 -- name: batch_items_put

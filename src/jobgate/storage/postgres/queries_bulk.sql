@@ -1,12 +1,12 @@
 -- Bulk actions by filter (PostgreSQL): pick a chunk in id order, then change it by id, in one
 -- short transaction per chunk. A NULL parameter means "any" for that criterion.
 
--- name: job_bulk_count
--- How many jobs match the filter and are eligible for the action.
-SELECT count(*)::bigint AS jobs
-  FROM jobs AS j
- WHERE (:tenant_id::text IS NULL OR j.tenant_id = :tenant_id::text)
-   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
+-- fragment: job_filter
+-- The filter of bulk actions and of the console's search, on jobs AS j (NULL: any); :states
+-- is a JSON array.
+(:tenant_id::text IS NULL OR j.tenant_id = :tenant_id::text)
+   AND (:states::jsonb IS NULL
+        OR j.state = ANY(ARRAY(SELECT jsonb_array_elements_text(:states::jsonb))))
    AND (:provider::text IS NULL OR j.provider = :provider::text)
    AND (:model::text IS NULL OR j.model = :model::text)
    AND (:error_code::text IS NULL OR j.error ->> 'code' = :error_code::text)
@@ -14,12 +14,23 @@ SELECT count(*)::bigint AS jobs
    AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
    AND (:metadata::jsonb IS NULL OR j.metadata @> :metadata::jsonb)
    AND (:dead_lettered::boolean IS NULL OR j.dead_lettered = :dead_lettered::boolean)
-   AND CASE :action::text
-           WHEN 'cancel' THEN j.state = 'queued'
-                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
-           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
-           ELSE j.purged_at IS NULL
-       END
+
+-- fragment: bulk_eligible
+-- Whether a job j may take the bulk :action: a cancel a live job not yet asked to stop, a
+-- redrive a dead-lettered job not purged, a delete any job not purged.
+CASE :action::text
+    WHEN 'cancel' THEN j.state = 'queued'
+                       OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
+    WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
+    ELSE j.purged_at IS NULL
+END
+
+-- name: job_bulk_count
+-- How many jobs match the filter and are eligible for the action.
+SELECT count(*)::bigint AS jobs
+  FROM jobs AS j
+ WHERE {{job_filter}}
+   AND {{bulk_eligible}}
 
 -- name: job_bulk_pick
 -- Lock the next chunk of eligible jobs matching the filter after the cursor, in id order
@@ -27,21 +38,8 @@ SELECT count(*)::bigint AS jobs
 SELECT j.id
   FROM jobs AS j
  WHERE (:after_id::text IS NULL OR j.id > :after_id::text)
-   AND (:tenant_id::text IS NULL OR j.tenant_id = :tenant_id::text)
-   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
-   AND (:provider::text IS NULL OR j.provider = :provider::text)
-   AND (:model::text IS NULL OR j.model = :model::text)
-   AND (:error_code::text IS NULL OR j.error ->> 'code' = :error_code::text)
-   AND (:created_after::timestamptz IS NULL OR j.created_at >= :created_after::timestamptz)
-   AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
-   AND (:metadata::jsonb IS NULL OR j.metadata @> :metadata::jsonb)
-   AND (:dead_lettered::boolean IS NULL OR j.dead_lettered = :dead_lettered::boolean)
-   AND CASE :action::text
-           WHEN 'cancel' THEN j.state = 'queued'
-                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
-           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
-           ELSE j.purged_at IS NULL
-       END
+   AND {{job_filter}}
+   AND {{bulk_eligible}}
  ORDER BY j.id
  LIMIT :limit
    FOR UPDATE OF j
@@ -59,7 +57,7 @@ UPDATE jobs AS j
        transition_actor = :actor,
        transition_reason = :reason
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE j.id = ANY(:ids::text[])
+ WHERE j.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
    AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
 RETURNING j.id, j.state
 
@@ -82,7 +80,7 @@ UPDATE jobs AS j
        transition_actor = :actor,
        transition_reason = :reason
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE j.id = ANY(:ids::text[])
+ WHERE j.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
    AND j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
 RETURNING j.id, j.state
 
@@ -95,7 +93,7 @@ WITH clock AS (
 ), before AS (
     SELECT id, state, cancel_requested_at
       FROM jobs
-     WHERE id = ANY(:ids::text[]) AND purged_at IS NULL
+     WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb))) AND purged_at IS NULL
 ), changed AS (
     UPDATE jobs AS j
        SET state = CASE j.state WHEN 'queued' THEN 'cancelled' ELSE j.state END,

@@ -29,20 +29,11 @@ SELECT * FROM jobs WHERE provider_job_id = :provider_job_id::text
  LIMIT :limit
 
 -- name: console_job_search
--- Jobs matching a filter (NULL: any), newest first, after a job id cursor.
+-- Jobs matching a filter (NULL: any), newest first, after a (created_at, id) cursor.
 SELECT *
   FROM jobs AS j
- WHERE (:tenant_id::text IS NULL OR j.tenant_id = :tenant_id::text)
-   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
-   AND (:provider::text IS NULL OR j.provider = :provider::text)
-   AND (:model::text IS NULL OR j.model = :model::text)
-   AND (:error_code::text IS NULL OR j.error ->> 'code' = :error_code::text)
-   AND (:created_after::timestamptz IS NULL OR j.created_at >= :created_after::timestamptz)
-   AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
-   AND (:metadata::jsonb IS NULL OR j.metadata @> :metadata::jsonb)
-   AND (:dead_lettered::boolean IS NULL OR j.dead_lettered = :dead_lettered::boolean)
-   AND (:after_id::text IS NULL
-        OR (j.created_at, j.id) < (SELECT a.created_at, a.id FROM jobs AS a
-                                    WHERE a.id = :after_id::text))
+ WHERE {{job_filter}}
+   AND (:after_created_at::timestamptz IS NULL
+        OR (j.created_at, j.id) < (:after_created_at::timestamptz, :after_id::text))
  ORDER BY j.created_at DESC, j.id DESC
  LIMIT :limit

@@ -20,11 +20,12 @@ SELECT b.provider, b.model, b.requests_at, b.tokens_at
    FOR UPDATE OF b
 
 -- name: rate_limit_read
--- Buckets as they stand, without locking them.
-SELECT b.provider, b.model, b.requests_at, b.tokens_at
-  FROM rate_limit_buckets AS b
-  JOIN unnest(:providers::text[], :models::text[]) AS k(provider, model)
-    ON b.provider = k.provider AND b.model = k.model
+-- Buckets (a JSON array of {provider, model}) as they stand, without locking them (NULLs for
+-- one never written), each with the database's time in Unix seconds.
+SELECT k.provider, k.model, b.requests_at, b.tokens_at,
+       extract(epoch FROM coalesce(:now::timestamptz, now()))::double precision AS now
+  FROM jsonb_to_recordset(:buckets::jsonb) AS k(provider text, model text)
+  LEFT JOIN rate_limit_buckets AS b ON b.provider = k.provider AND b.model = k.model
 
 -- name: rate_limit_write
 -- Store new bucket states.
@@ -35,13 +36,14 @@ UPDATE rate_limit_buckets AS b
  WHERE b.provider = v.provider AND b.model = v.model
 
 -- name: rate_limited_queued
--- Claimable queued jobs per bucket ('' = every model of the provider).
+-- Claimable queued jobs per bucket (a JSON array of {provider, model}; model '': every model
+-- of the provider).
 SELECT k.provider, k.model,
        (SELECT count(*)::integer FROM jobs AS j
          WHERE j.state = 'queued' AND j.provider = k.provider
            AND (k.model = '' OR j.model = k.model)
            AND j.run_at <= coalesce(:now::timestamptz, now())) AS queued
-  FROM unnest(:providers::text[], :models::text[]) AS k(provider, model)
+  FROM jsonb_to_recordset(:buckets::jsonb) AS k(provider text, model text)
 
 -- name: job_reroute
 -- Move a running job's next attempt to another route target, fenced on its lease, and log the

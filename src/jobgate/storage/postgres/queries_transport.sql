@@ -19,10 +19,7 @@ WITH clock AS (
      ORDER BY j.id
        FOR UPDATE OF j SKIP LOCKED
 ), shares AS (
-    SELECT *
-      FROM jsonb_to_recordset(:shares::jsonb)
-           AS s(tenant_id text, max_running integer, weight double precision,
-                max_running_per_key integer)
+    {{claim_shares}}
 ), busy AS (
     SELECT j.tenant_id, count(*)::integer AS running
       FROM jobs AS j
@@ -39,24 +36,22 @@ WITH clock AS (
 ), keyed AS (
     -- Under a per-key cap, no more of a key than its free slots (best first); the tenant's
     -- rank below counts only the jobs kept, as in job_claim.
-    SELECT w.*
+    SELECT sc.*
       FROM (SELECT w.*,
-                   coalesce(s.max_running_per_key,
-                            :default_max_running_per_key::integer) AS per_key,
+                   {{claim_per_key}} AS per_key,
                    row_number() OVER (PARTITION BY w.tenant_id, w.concurrency_key
                                       ORDER BY w.priority, w.run_at, w.id) AS key_rank
               FROM wanted AS w
-              LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id) AS w
+              LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id) AS sc
       LEFT JOIN key_busy AS kb
-        ON kb.tenant_id = w.tenant_id AND kb.concurrency_key = w.concurrency_key
-     WHERE w.per_key <= 0 OR w.concurrency_key IS NULL
-        OR coalesce(kb.running, 0) + w.key_rank <= w.per_key
+        ON kb.tenant_id = sc.tenant_id AND kb.concurrency_key = sc.concurrency_key
+     WHERE {{claim_key_cap}}
 ), ranked AS (
     SELECT w.id,
            coalesce(b.running, 0)
            + row_number() OVER (PARTITION BY w.tenant_id ORDER BY w.priority, w.run_at, w.id)
            AS would_run,
-           coalesce(s.max_running, :default_max_running::integer) AS max_running
+           {{claim_max_running}} AS max_running
       FROM keyed AS w
       LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id
       LEFT JOIN busy AS b ON b.tenant_id = w.tenant_id
@@ -93,7 +88,8 @@ SELECT * FROM claimed
 
 -- name: job_claim_by_id_queued
 -- Which of the named jobs are still queued (a message for them is deferred, not dropped).
-SELECT id FROM jobs WHERE id = ANY(:ids::text[]) AND state = 'queued'
+SELECT id FROM jobs
+ WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb))) AND state = 'queued'
 
 -- name: transport_publish_due
 -- Record and answer the ready jobs that need a "job ready" message: never published, published
@@ -132,7 +128,7 @@ WITH clock AS (
        AND (j.expires_at IS NULL OR j.expires_at > clock.now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= clock.now)
        -- Rate-limited providers are claimed from the table, their buckets taken first.
-       AND NOT j.provider = ANY(:skip_providers::text[])
+       AND NOT j.provider IN (SELECT jsonb_array_elements_text(:skip_providers::jsonb))
 ), picked AS (
     SELECT id, event_seq FROM due
      ORDER BY share, priority, run_at, id
@@ -157,4 +153,4 @@ RETURNING p.job_id, p.published_count
 UPDATE transport_publications
    SET republish_at = coalesce(:now::timestamptz, now())
                       + make_interval(secs => :delay_s::double precision)
- WHERE job_id = ANY(:ids::text[])
+ WHERE job_id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))

@@ -12,163 +12,62 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar, cast
 
 import asyncpg
-import orjson
-from asyncpg.pool import PoolConnectionProxy
 
 from jobgate import errors
-from jobgate.domain.job import Job, JobEvent, Lease, NewJob
+from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import (
     Finish,
     Poisoning,
     RetryDelay,
     reap_verdict_or_poison,
-    redrive_refused,
 )
-from jobgate.storage import migrations, shared, sql
-from jobgate.storage.base import SqlStorageBase
+from jobgate.storage import migrations
+from jobgate.storage.base import Now, SqlStorageBase, finish_payload
+from jobgate.storage.executor import Row
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
-from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
-from jobgate.storage.postgres.console import PostgresConsole
+from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
 from jobgate.storage.postgres.retention import PostgresRetention
-from jobgate.storage.postgres.roles import PostgresRoles
 from jobgate.storage.postgres.schedules import PostgresSchedules
-from jobgate.storage.postgres.sessions import PostgresSessions
-from jobgate.storage.postgres.signals import PostgresSignals
 from jobgate.storage.postgres.streams import PostgresStreams
 from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
-    ApiKey,
-    ClaimPolicy,
+    ClaimRequest,
     Finished,
-    HeartbeatResult,
     IdempotencyClaim,
-    OutboxEntry,
     QueueLimit,
-    ReapResult,
     SubmitOutcome,
-    Tenant,
-    UsageEntry,
 )
-from jobgate.storage.rows import EARLIEST, LATEST, RowDecoder, tolerant_json
+from jobgate.storage.store.batches import BatchesQueries
+from jobgate.storage.store.console import ConsoleQueries
+from jobgate.storage.store.jobs import JobQueries, job_decoder
+from jobgate.storage.store.roles import RoleQueries
+from jobgate.storage.store.sessions import SessionQueries
+from jobgate.storage.store.signals import SignalQueries
 from jobgate.wakeups import ChangeHub
 
-Q = sql.load("jobgate.storage.postgres")
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 CHANNEL = "jobgate"
-Conn = asyncpg.Connection | PoolConnectionProxy
-_UNAVAILABLE = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.TooManyConnectionsError,
-    asyncpg.exceptions.LockNotAvailableError,
-    asyncpg.exceptions.QueryCanceledError,
-    OSError,
-    TimeoutError,
-)
-
-
-def translate(exc: BaseException) -> errors.StorageError:
-    if isinstance(exc, _UNAVAILABLE):
-        return errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}")
-    return errors.StorageError(f"postgres: {type(exc).__name__}: {exc}")
 
 
 def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return lambda _conn: event.set()
 
 
-def _json_dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Pool release without asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN,
-    RESET ALL): one round trip per storage call saved. Safe because pooled connections carry
-    no session state: every lock taken is transaction-scoped, LISTEN lives on its own
-    connection, and nothing SETs a session variable. (asyncpg still rolls back a transaction
-    left open.) Keep it that way, or drop this."""
-
-
-_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # timestamptz counts microseconds from here
-_MICROSECOND = timedelta(microseconds=1)
-_LATEST_US = (LATEST - _PG_EPOCH) // _MICROSECOND
-_EARLIEST_US = (EARLIEST - _PG_EPOCH) // _MICROSECOND
-
-
-def _time_decode(value: tuple[int]) -> datetime:
-    """A stored time, clamped (PostgreSQL holds years to 294276 and infinity; Python stops at
-    9999): a row's time never makes a read raise."""
-    (us,) = value
-    if us >= _LATEST_US:
-        return LATEST
-    if us <= _EARLIEST_US:
-        return EARLIEST
-    return _PG_EPOCH + timedelta(microseconds=us)
-
-
-def _time_encode(value: datetime) -> tuple[int]:
-    return ((value.astimezone(UTC) - _PG_EPOCH) // _MICROSECOND,)
-
-
-_json_loads = tolerant_json(orjson.loads)
-
-
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    for name in ("jsonb", "json"):
-        await conn.set_type_codec(
-            name, encoder=_json_dumps, decoder=_json_loads, schema="pg_catalog"
-        )
-    await conn.set_type_codec(
-        "timestamptz",
-        encoder=_time_encode,
-        decoder=_time_decode,
-        schema="pg_catalog",
-        format="tuple",
-    )
-
-
-def _finish_payload(finish: Finish) -> dict[str, Any]:
-    return {
-        "id": finish.lease.job_id,
-        "token": finish.lease.token,
-        "state": str(finish.state),
-        "result": finish.result,
-        "error": finish.error,
-        "usage": finish.usage,
-        "refund_attempt": 0 if finish.count_attempt else 1,
-        "lost": int(finish.lost),
-        "dead_lettered": finish.dead_lettered,
-        "retry_in_s": finish.retry_in_s,
-        "cancel_outcome": finish.cancel_outcome,
-        "creation_outcome": finish.creation_outcome,
-        "provider_request_id": finish.provider_request_id,
-        "actor": finish.actor,
-        "reason": finish.reason,
-    }
-
-
-def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> list[Finished | None]:
+def _in_order(finishes: Sequence[Finish], rows: Sequence[Row]) -> list[Finished | None]:
     """The narrow rows of a finish in the order of its verdicts, None where fenced off."""
     by_id = {row["id"]: Finished(row["id"], JobState(row["state"]), row["attempt"]) for row in rows}
     return [by_id.get(finish.lease.job_id) for finish in finishes]
@@ -176,6 +75,10 @@ def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> lis
 
 class PostgresStorage(
     SqlStorageBase,
+    JobQueries,
+    SessionQueries,
+    RoleQueries,
+    SignalQueries,
     PostgresLimits,
     PostgresRateLimits,
     PostgresSchedules,
@@ -183,18 +86,16 @@ class PostgresStorage(
     PostgresAdmin,
     PostgresProviderStore,
     PostgresBatch,
-    PostgresRoles,
-    PostgresSessions,
     PostgresBulk,
     PostgresRetention,
-    PostgresSignals,
     PostgresStreams,
     PostgresBulkInsert,
-    PostgresBatches,
-    PostgresConsole,
+    BatchesQueries,
+    ConsoleQueries,
     PostgresTransport,
 ):
     dialect = "postgres"
+    _sql: PostgresExecutor
 
     def __init__(
         self,
@@ -206,90 +107,45 @@ class PostgresStorage(
     ) -> None:
         self.dsn = dsn
         self.changes = ChangeHub()
-        self._pool_size = pool_size
-        self._acquire_timeout_s = acquire_timeout_s
-        self._lock_timeout_ms = lock_timeout_ms
-        self._pool: asyncpg.Pool | None = None
-        self._decode = RowDecoder(time=_identity, json=_identity)
-        self._listener: asyncio.Task[None] | None = None
+        self._sql = PostgresExecutor(
+            dsn,
+            pool_size=pool_size,
+            acquire_timeout_s=acquire_timeout_s,
+            lock_timeout_ms=lock_timeout_ms,
+        )
+        self._decode = job_decoder(self._sql.codec)
         self._listening = asyncio.Event()
 
     # -- plumbing ----------------------------------------------------------------------
 
     async def open(self) -> None:
-        if self._pool is not None:
-            return
-        try:
-            self._pool = await asyncpg.create_pool(
-                self.dsn,
-                min_size=1,
-                max_size=self._pool_size,
-                init=_init_connection,
-                reset=_keep_session,
-                command_timeout=60,
-                server_settings={
-                    "lock_timeout": str(self._lock_timeout_ms),
-                    "application_name": "jobgate",
-                },
-            )
-        except Exception as exc:
-            raise translate(exc) from exc
+        await self._sql.open()
 
     async def close(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
-            self._listener = None
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pool.close(), timeout=5)
+        await self._stop_wakeups()
+        await self._sql.close()
 
     async def _with_conn(
         self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False
     ) -> T:
-        if self._pool is None:
-            raise errors.StorageUnavailable("postgres storage is not open")
-        try:
-            async with self._pool.acquire(timeout=self._acquire_timeout_s) as conn:
-                try:
-                    if not transaction:
-                        return await work(conn)
-                    async with conn.transaction():
-                        return await work(conn)
-                except asyncpg.exceptions.InternalClientError:
-                    # asyncpg's protocol state is broken (seen when the server terminates a
-                    # backend mid-statement): never hand this connection out again.
-                    conn.terminate()
-                    raise
-        except errors.JobgateError:
-            raise
-        except asyncpg.exceptions.InternalClientError as exc:
-            raise errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
-            raise translate(exc) from exc
+        return await self._sql.run(work, transaction=transaction)
+
+    # The asyncpg-typed helpers this dialect's mixins call (until they move to storage/store).
 
     async def _fetch(self, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
-        query = Q[query_name]
-        return await self._with_conn(
-            lambda conn: conn.fetch(query.positional_sql, *query.args(params))
-        )
+        return cast(list[asyncpg.Record], await self._sql.read(query_name, **params))
 
     async def _fetchrow(self, query_name: str, /, **params: Any) -> asyncpg.Record | None:
-        query = Q[query_name]
-        return await self._with_conn(
-            lambda conn: conn.fetchrow(query.positional_sql, *query.args(params))
-        )
+        return cast(asyncpg.Record | None, await self._sql.read_one(query_name, **params))
 
     @staticmethod
     async def _run(conn: Conn, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
-        query = Q[query_name]
-        return list(await conn.fetch(query.positional_sql, *query.args(params)))
+        return cast(list[asyncpg.Record], await PostgresExecutor.fetch(conn, query_name, **params))
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def migrate(self) -> list[int]:
+        """Under an advisory lock, in one transaction: PostgreSQL runs DDL transactionally."""
         pending = migrations.available("jobgate.storage.postgres")
 
         async def apply(conn: Conn) -> list[int]:
@@ -302,7 +158,7 @@ class PostgresStorage(
                 if migration.version in done:
                     continue
                 await conn.execute(migration.sql)
-                await self._run(
+                await self._sql.fetch(
                     conn, "migration_record", version=migration.version, name=migration.name
                 )
                 applied.append(migration.version)
@@ -311,6 +167,8 @@ class PostgresStorage(
         return await self._with_conn(apply, transaction=True)
 
     async def schema_version(self) -> int:
+        """Read under the migrations lock, so a concurrent migrate is waited for."""
+
         async def read(conn: Conn) -> int:
             await conn.execute(Q["migrations_lock"].sql)
             await conn.execute(Q["migrations_table"].sql)
@@ -319,19 +177,16 @@ class PostgresStorage(
 
         return await self._with_conn(read, transaction=True)
 
-    async def ping(self) -> None:
-        await self._with_conn(lambda conn: conn.fetchval("SELECT 1"))
-
     async def database_now(self) -> datetime:
-        row = await self._fetchrow("database_now")
+        row = await self._sql.read_one("database_now")
         assert row is not None
         moment: datetime = row["now"]
         return moment
 
     async def listen(self) -> None:
         """Keep a LISTEN connection open (reconnecting with backoff) feeding `changes`."""
-        if self._listener is None:
-            self._listener = asyncio.create_task(self._listen_forever(), name="jobgate-listen")
+        if self._wakeups is None:
+            self._wakeups = asyncio.create_task(self._listen_forever(), name="jobgate-listen")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._listening.wait(), timeout=5)
 
@@ -381,71 +236,13 @@ class PostgresStorage(
         elif kind == "s":
             self.changes.streams_changed(ids.split(","))
 
-    # -- tenants and keys --------------------------------------------------------------
+    # -- jobs: what differs from SQLite ------------------------------------------------
 
-    async def tenant_create(
-        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
-    ) -> Tenant:
-        row = await self._fetchrow(
-            "tenant_insert", id=tenant_id, name=name, webhook_secret=webhook_secret, now=now
-        )
-        if row is None:
-            raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
-        return self._decode.tenant(row)
-
-    async def tenant_get(
-        self, *, tenant_id: str | None = None, name: str | None = None
-    ) -> Tenant | None:
-        if tenant_id is not None:
-            row = await self._fetchrow("tenant_by_id", id=tenant_id)
-        else:
-            row = await self._fetchrow("tenant_by_name", name=name)
-        return None if row is None else self._decode.tenant(row)
-
-    async def tenant_list(self) -> list[Tenant]:
-        return [self._decode.tenant(row) for row in await self._fetch("tenant_list")]
-
-    async def api_key_create(
-        self,
-        *,
-        key_id: str,
-        tenant_id: str,
-        key_hash: str,
-        key_prefix: str,
-        now: datetime | None = None,
-    ) -> ApiKey:
-        row = await self._fetchrow(
-            "api_key_insert",
-            id=key_id,
-            tenant_id=tenant_id,
-            key_hash=key_hash,
-            key_prefix=key_prefix,
-            now=now,
-        )
-        assert row is not None
-        return self._decode.api_key(row)
-
-    async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
-        row = await self._fetchrow("api_key_tenant", key_hash=key_hash)
-        return None if row is None else self._decode.tenant(row)
-
-    async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
-        rows = await self._fetch("api_key_list", tenant_id=tenant_id)
-        return [self._decode.api_key(row) for row in rows]
-
-    async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
-        return await self._fetchrow("api_key_revoke", id=key_id, now=now) is not None
-
-    # -- jobs: submit and read ---------------------------------------------------------
-
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
     ) -> SubmitOutcome:
+        """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
+        SQLite's one writer: a concurrent binding may expire in between, hence the retries."""
         params: dict[str, Any] = {
             "id": job.id,
             "tenant_id": job.tenant_id,
@@ -466,36 +263,32 @@ class PostgresStorage(
             "model_route": job.model_route,
             "now": now,
         }
-        if queue_limit is not None and idempotency is not None:
+        if queue is not None and idem is not None:
             # Near a bound: a replay still answers (a repeat is never refused as full).
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
-        if idempotency is None:
-            row = await self._insert_row("job_insert", params, job.tenant_id, queue_limit)
+        if idem is None:
+            row = await self._insert_row("job_insert", params, job.tenant_id, queue)
             assert row is not None
-            self.changes.work_available()
             return SubmitOutcome(self._decode.job(row), False, 202)
         params.update(
-            route=idempotency.route,
-            key=idempotency.key,
-            body_hash=idempotency.body_hash,
-            status_code=idempotency.status_code,
-            ttl_s=idempotency.ttl_s,
+            route=idem.route,
+            key=idem.key,
+            body_hash=idem.body_hash,
+            status_code=idem.status_code,
+            ttl_s=idem.ttl_s,
         )
         for _ in range(3):  # a binding may expire between our two statements: look again
             try:
-                row = await self._insert_row(
-                    "job_insert_idempotent", params, job.tenant_id, queue_limit
-                )
+                row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
             except errors.StorageUnavailable as exc:
                 if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                     raise errors.IdempotencyInProgress() from exc
                 raise
             if row is not None:
-                self.changes.work_available()
                 return SubmitOutcome(self._decode.job(row), False, 202)
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
         raise errors.IdempotencyInProgress()
@@ -504,7 +297,7 @@ class PostgresStorage(
         self, tenant_id: str, idempotency: IdempotencyClaim, now: datetime | None
     ) -> SubmitOutcome | None:
         """The outcome of an earlier submit with this key, if it is still bound."""
-        seen = await self._fetchrow(
+        seen = await self._sql.read_one(
             "idempotency_find",
             tenant_id=tenant_id,
             route=idempotency.route,
@@ -526,78 +319,35 @@ class PostgresStorage(
         params: dict[str, Any],
         tenant_id: str,
         queue_limit: QueueLimit | None,
-    ) -> asyncpg.Record | None:
+    ) -> Row | None:
         """One insert statement; with a queue limit, in a transaction that first takes the
         admission locks and counts (see PostgresLimits._admit_locked)."""
         if queue_limit is None:
-            return await self._fetchrow(query_name, **params)
+            return await self._sql.write_one(query_name, **params)
         query = Q[query_name]
 
-        async def admit_and_insert(conn: Conn) -> asyncpg.Record | None:
+        async def admit_and_insert(conn: Conn) -> Row | None:
             await self._admit_locked(conn, queue_limit, {tenant_id: 1})
             return await conn.fetchrow(query.positional_sql, *query.args(params))
 
         return await self._with_conn(admit_and_insert, transaction=True)
 
-    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
-        if tenant_id is None:
-            row = await self._fetchrow("job_get", id=job_id)
-        else:
-            row = await self._fetchrow("job_get_for_tenant", id=job_id, tenant_id=tenant_id)
-        return None if row is None else self._decode.job(row)
-
-    async def job_list(
-        self,
-        *,
-        tenant_id: str,
-        states: Sequence[JobState] | None = None,
-        dead_lettered: bool | None = None,
-        after: str | None = None,
-        limit: int = 20,
-    ) -> list[Job]:
-        if after is not None and await self.job_get(job_id=after, tenant_id=tenant_id) is None:
-            raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
-        rows = await self._fetch(
-            "job_list",
-            tenant_id=tenant_id,
-            states=None if states is None else [str(s) for s in states],
-            dead_lettered=dead_lettered,
-            after_id=after,
-            limit=limit,
-        )
-        return [self._decode.job(row) for row in rows]
-
-    async def job_events(
-        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
-    ) -> list[JobEvent]:
-        rows = await self._fetch("job_events", job_id=job_id, after_seq=after_seq, limit=limit)
-        return [self._decode.event(row) for row in rows]
-
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def job_claim(
-        self,
-        *,
-        worker_id: str,
-        limit: int,
-        lease_ttl_s: float,
-        providers: Sequence[str] | None = None,
-        policy: ClaimPolicy | None = None,
-        now: datetime | None = None,
-        models: Sequence[str] | None = None,
-        skip_models: Sequence[str] | None = None,
-    ) -> list[Job]:
-        rules = policy or ClaimPolicy()
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
+        """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
+        transaction lock (SQLite's one writer computes them in Python)."""
+        rules = claim.rules
         query = Q["job_claim"]
         args = query.args(
             {
-                "worker_id": worker_id,
-                "limit": limit,
-                "lease_ttl_s": lease_ttl_s,
-                "providers": None if providers is None else list(providers),
-                "models": None if models is None else list(models),
-                "skip_models": None if skip_models is None else list(skip_models),
-                "now": now,
+                "worker_id": claim.worker_id,
+                "limit": claim.limit,
+                "lease_ttl_s": claim.lease_ttl_s,
+                "providers": claim.providers,
+                "models": claim.models,
+                "skip_models": claim.skip_models,
+                "now": claim.now,
                 "shares": [
                     {
                         "tenant_id": tenant_id,
@@ -615,53 +365,34 @@ class PostgresStorage(
             }
         )
 
-        async def claim(conn: Conn) -> list[asyncpg.Record]:
+        async def take(conn: Conn) -> list[asyncpg.Record]:
             if rules.capped:
                 await conn.execute(Q["job_claim_lock"].sql)
             return list(await conn.fetch(query.positional_sql, *args))
 
-        rows = await self._with_conn(claim, transaction=rules.capped)
+        rows = await self._with_conn(take, transaction=rules.capped)
         by_id = {row["id"]: self._decode.job(row) for row in rows}
-        claimed = sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
-        if claimed:
-            self.changes.jobs_changed(job.id for job in claimed)
-        return claimed
+        return sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
 
-    async def job_heartbeat(
-        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
-    ) -> list[HeartbeatResult]:
-        if not leases:
-            return []
-        rows = await self._fetch(
-            "job_heartbeat",
-            ids=[lease.job_id for lease in leases],
-            tokens=[lease.token for lease in leases],
-            lease_ttl_s=lease_ttl_s,
-            now=now,
-        )
-        return [HeartbeatResult(row["id"], row["cancel_requested_at"] is not None) for row in rows]
-
-    async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
-        if not finishes:
-            return []
-        rows = await self._fetch(
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
+        """One set-wise statement that also bills the successes (SQLite splits rounds and bills
+        in Python)."""
+        rows = await self._sql.write(
             "job_finish",
-            finishes=[_finish_payload(f) for f in finishes],
+            finishes=[finish_payload(f, self._sql.codec) for f in finishes],
             now=now,
             expired_only=False,
         )
-        results = _in_order(finishes, rows)
-        self._published(results)
-        return results
+        return _in_order(finishes, rows)
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
+        """The finish and the read share one transaction: its row lock holds the row as written."""
+
         async def finish_read(conn: Conn) -> Job | None:
-            rows = await self._run(
+            rows = await self._sql.fetch(
                 conn,
                 "job_finish",
-                finishes=[_finish_payload(finish)],
+                finishes=[finish_payload(finish, self._sql.codec)],
                 now=now,
                 expired_only=False,
             )
@@ -671,54 +402,18 @@ class PostgresStorage(
             row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
             return None if row is None else self._decode.job(row)
 
-        job = await self._with_conn(finish_read, transaction=True)
-        if job is not None:
-            self._published([Finished(job.id, job.state, job.attempt)])
-        return job
+        return await self._with_conn(finish_read, transaction=True)
 
-    # -- jobs: everyone else's side ----------------------------------------------------
-
-    async def job_cancel(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        row = await self._fetchrow(
-            "job_cancel", id=job_id, tenant_id=tenant_id, actor=actor, now=now
-        )
-        if row is None:
-            return await self.job_get(job_id=job_id, tenant_id=tenant_id)
-        job = self._decode.job(row)
-        self.changes.jobs_changed([job.id])
-        if job.state is JobState.RUNNING:
-            self.changes.cancel_requested([job.id])
-        return job
-
-    async def job_record_ignored(
-        self,
-        *,
-        job_id: str,
-        to_state: JobState,
-        actor: str,
-        reason: str,
-        now: datetime | None = None,
-    ) -> None:
-        await self._fetch(
-            "job_record_ignored",
-            id=job_id,
-            to_state=str(to_state),
-            actor=actor,
-            reason=reason,
-            now=now,
-        )
-
-    async def job_reap_expired(
-        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
-    ) -> ReapResult:
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:
+        """Reads expired leases and finishes them in one transaction, at the database's clock."""
         verdicts: list[Finish] = []
         poisonings: list[Poisoning] = []
 
         async def reap(conn: Conn) -> list[Finished | None]:
             moment = now or await conn.fetchval(Q["database_now"].sql)
-            rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
+            rows = await self._sql.fetch(conn, "job_leases_expired", limit=limit, now=now)
             judged = [
                 reap_verdict_or_poison(self._decode.job(row), now=moment, retry_delay=retry_delay)
                 for row in rows
@@ -727,53 +422,13 @@ class PostgresStorage(
             poisonings[:] = [poisoning for _, poisoning in judged if poisoning is not None]
             if not verdicts:
                 return []
-            finished = await self._run(
+            finished = await self._sql.fetch(
                 conn,
                 "job_finish",
-                finishes=[_finish_payload(v) for v in verdicts],
+                finishes=[finish_payload(v, self._sql.codec) for v in verdicts],
                 now=now,
                 expired_only=True,
             )
             return _in_order(verdicts, finished)
 
-        finished = await self._with_conn(reap, transaction=True)
-        self._published(finished)
-        return shared.reap_result(finished, verdicts, poisonings)
-
-    async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
-        rows = await self._fetch("job_expire_due", limit=limit, now=now)
-        expired = [row["id"] for row in rows]
-        self.changes.jobs_changed(expired)
-        return expired
-
-    async def job_redrive(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        row = await self._fetchrow(
-            "job_redrive", id=job_id, tenant_id=tenant_id, actor=actor, now=now
-        )
-        if row is None:
-            existing = await self.job_get(job_id=job_id, tenant_id=tenant_id)
-            if existing is None:
-                return None
-            raise redrive_refused(existing)
-        job = self._decode.job(row)
-        self.changes.jobs_changed([job.id])
-        self.changes.work_available()
-        return job
-
-    async def job_purge(
-        self, *, job_id: str, tenant_id: str, now: datetime | None = None
-    ) -> Job | None:
-        row = await self._fetchrow("job_purge", id=job_id, tenant_id=tenant_id, now=now)
-        return None if row is None else self._decode.job(row)
-
-    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
-        return [
-            self._decode.usage(row) for row in await self._fetch("usage_for_job", job_id=job_id)
-        ]
-
-    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
-        return [
-            self._decode.outbox(row) for row in await self._fetch("outbox_for_job", job_id=job_id)
-        ]
+        return await self._with_conn(reap, transaction=True), verdicts, poisonings

@@ -1,4 +1,6 @@
-"""BulkInsertStore on SQLite: the whole call in one write operation (one transaction, one fsync)."""
+"""BulkInsertStore on SQLite: the whole call in one write operation (one transaction, one fsync)
+of several statements, hence SQLite's own; the single writer makes the bounds exact without
+PostgreSQL's admission locks."""
 
 from __future__ import annotations
 
@@ -9,34 +11,20 @@ from datetime import datetime
 from jobgate import errors
 from jobgate.storage import sql
 from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
-from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.batch import insert_params
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.wakeups import ChangeHub
+from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
 
 Q = sql.load("jobgate.storage.sqlite")
 
 
-class SqliteBulkInsert:
-    """Mixed into SqliteStorage, which supplies `_db`, `_now`, `_decode` and `changes`."""
-
+class SqliteBulkInsert(BulkInsertQueries):
     _db: SqliteDatabase
-    _decode: RowDecoder
-    changes: ChangeHub
 
-    def _now(self, now: datetime | None) -> float:
-        raise NotImplementedError
-
-    async def job_insert_bulk(
-        self,
-        *,
-        items: Sequence[BulkItem],
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert_bulk(
+        self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[BulkResult]:
-        if not items:
-            return []
-        at = self._now(now)
+        at = self._sql.codec.now(now)
 
         def insert(conn: sqlite3.Connection) -> list[BulkResult]:
             results: list[BulkResult] = []
@@ -76,8 +64,7 @@ class SqliteBulkInsert:
                 inserted += 1
             if queue_limit is not None and inserted:
                 # Counted after the inserts: raising rolls the whole call back.
-                new = [r.job for r in results if isinstance(r, SubmitOutcome) and not r.replayed]
-                for tenant_id in {job.tenant_id for job in new}:
+                for tenant_id in {job.tenant_id for job in new_jobs(results)}:
                     count = conn.execute(
                         Q["queued_count_many"].sql, {"tenant_id": tenant_id}
                     ).fetchone()
@@ -91,7 +78,4 @@ class SqliteBulkInsert:
                         raise errors.QueueFull("max_queued_total", 0)
             return results
 
-        results = await self._db.write(insert)
-        if any(isinstance(r, SubmitOutcome) and not r.replayed for r in results):
-            self.changes.work_available()
-        return results
+        return await self._db.write(insert)

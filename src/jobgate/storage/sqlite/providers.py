@@ -14,7 +14,7 @@ from jobgate.clock import Clock
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage import shared, sql
-from jobgate.storage.providers_records import (
+from jobgate.storage.records import (
     BackgroundJob,
     ProviderEventOutcome,
     ReconcileDeferral,

@@ -41,14 +41,8 @@ SELECT seq, first_line, line_count, data FROM file_chunks
  ORDER BY seq
  LIMIT :limit
 
--- name: file_chunks_delete
--- Delete a file's chunks (before the file itself).
-DELETE FROM file_chunks
- WHERE file_id = (SELECT id FROM files
-                   WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id))
-
 -- name: file_delete
--- Delete a file.
+-- Delete a file (its chunks go with it: ON DELETE CASCADE, foreign keys are on).
 DELETE FROM files
  WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 RETURNING id
@@ -116,9 +110,13 @@ UPDATE batches
 RETURNING *
 
 -- name: batch_items_put
--- Record one line of a batch (idempotent per line).
+-- Record lines of a batch, a JSON array (idempotent per line; `WHERE true` keeps the upsert
+-- clause from reading as a join's ON).
 INSERT INTO batch_items (batch_id, line, custom_id, job_id, error)
-VALUES (:batch_id, :line, :custom_id, :job_id, :error)
+SELECT :batch_id, v.value ->> '$.line', v.value ->> '$.custom_id', v.value ->> '$.job_id',
+       json_extract(v.value, '$.error')
+  FROM json_each(:items) AS v
+ WHERE true
 ON CONFLICT (batch_id, line) DO NOTHING
 
 -- name: batch_counts

@@ -18,29 +18,29 @@
                                              AND m.value = f.value)))
    AND (:dead_lettered IS NULL OR j.dead_lettered = :dead_lettered)
 
+-- fragment: bulk_eligible
+-- Whether a job j may take the bulk :action: a cancel a live job not yet asked to stop, a
+-- redrive a dead-lettered job not purged, a delete any job not purged.
+CASE :action
+    WHEN 'cancel' THEN j.state = 'queued'
+                       OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
+    WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered = 1 AND j.purged_at IS NULL
+    ELSE j.purged_at IS NULL
+END
+
 -- name: job_bulk_count
 -- How many jobs match the filter and are eligible for the action.
 SELECT count(*) AS jobs
   FROM jobs AS j
  WHERE {{job_filter}}
-   AND CASE :action
-           WHEN 'cancel' THEN j.state = 'queued'
-                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
-           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered = 1 AND j.purged_at IS NULL
-           ELSE j.purged_at IS NULL
-       END
+   AND {{bulk_eligible}}
 
 -- name: job_bulk_pick
 -- The next chunk of eligible jobs matching the filter after the cursor, in id order.
 SELECT j.id
   FROM jobs AS j
  WHERE {{job_filter}}
-   AND CASE :action
-           WHEN 'cancel' THEN j.state = 'queued'
-                              OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
-           WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered = 1 AND j.purged_at IS NULL
-           ELSE j.purged_at IS NULL
-       END
+   AND {{bulk_eligible}}
    AND (:after_id IS NULL OR j.id > :after_id)
  ORDER BY j.id
  LIMIT :limit

@@ -6,11 +6,16 @@
 INSERT INTO rate_limit_buckets (provider, model) VALUES (:provider, :model)
 ON CONFLICT DO NOTHING
 
--- name: rate_limit_get
--- One bucket as it stands.
-SELECT provider, model, requests_at, tokens_at
-  FROM rate_limit_buckets
- WHERE provider = :provider AND model = :model
+-- name: rate_limit_read
+-- Buckets (a JSON array of {provider, model}) as they stand (NULLs for one never written),
+-- each with the time in Unix seconds.
+WITH k AS (
+    SELECT value ->> '$.provider' AS provider, value ->> '$.model' AS model
+      FROM json_each(:buckets)
+)
+SELECT k.provider, k.model, b.requests_at, b.tokens_at, :now AS now
+  FROM k
+  LEFT JOIN rate_limit_buckets AS b ON b.provider = k.provider AND b.model = k.model
 
 -- name: rate_limit_write
 -- Store a bucket's new state.
@@ -19,12 +24,18 @@ UPDATE rate_limit_buckets
  WHERE provider = :provider AND model = :model
 
 -- name: rate_limited_queued
--- Claimable queued jobs of one bucket ('' = every model of the provider).
-SELECT count(*) AS queued
-  FROM jobs
- WHERE state = 'queued' AND provider = :provider
-   AND (:model = '' OR model = :model)
-   AND run_at <= :now
+-- Claimable queued jobs per bucket (a JSON array of {provider, model}; model '': every model
+-- of the provider).
+WITH k AS (
+    SELECT value ->> '$.provider' AS provider, value ->> '$.model' AS model
+      FROM json_each(:buckets)
+)
+SELECT k.provider, k.model,
+       (SELECT count(*) FROM jobs AS j
+         WHERE j.state = 'queued' AND j.provider = k.provider
+           AND (k.model = '' OR j.model = k.model)
+           AND j.run_at <= :now) AS queued
+  FROM k
 
 -- name: job_reroute
 -- Move a running job's next attempt to another route target, fenced on its lease (no state
@@ -51,9 +62,9 @@ SELECT count(*) + 1 AS position
    AND (priority, run_at, id) < (:priority, :run_at, :id)
 
 -- name: breaker_open
--- A process opened a provider's breaker: no process calls it before open_until.
+-- A process opened a provider's breaker: no process calls it for open_s seconds.
 INSERT INTO provider_breakers (provider, open_until, opened_by)
-VALUES (:provider, :open_until, :opened_by)
+VALUES (:provider, :now + :open_s, :opened_by)
 ON CONFLICT (provider) DO UPDATE SET open_until = excluded.open_until,
                                      opened_by = excluded.opened_by
 
@@ -62,5 +73,5 @@ ON CONFLICT (provider) DO UPDATE SET open_until = excluded.open_until,
 DELETE FROM provider_breakers WHERE provider = :provider
 
 -- name: breaker_states
--- Every open (or half-open: open_until passed) breaker.
-SELECT provider, open_until FROM provider_breakers
+-- Every open (or half-open: open_until passed) breaker, as seconds left.
+SELECT provider, open_until - :now AS left_s FROM provider_breakers

@@ -1,12 +1,14 @@
-"""FilesStore and BatchesStore on PostgreSQL."""
+"""FilesStore and BatchesStore (OpenAI's Batch API), written once over the executor."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobgate.storage.batches_records import (
+from jobgate.storage.executor import SqlPart
+from jobgate.storage.records import (
     BatchCounts,
     BatchItemResult,
     BatchRecord,
@@ -14,22 +16,14 @@ from jobgate.storage.batches_records import (
     FileRecord,
     NewBatchItem,
 )
-from jobgate.storage.batches_rows import BatchRows
-from jobgate.wakeups import ChangeHub
-
-ROWS = BatchRows(time=lambda value: value, json=lambda value: value)
+from jobgate.storage.rows import BatchRows
 
 
-class PostgresBatches:
-    """Mixed into PostgresStorage, which supplies the query helpers."""
-
-    changes: ChangeHub
-
-    async def _fetch(self, query_name: str, /, **params: Any) -> list[Any]:
-        raise NotImplementedError
-
-    async def _fetchrow(self, query_name: str, /, **params: Any) -> Any:
-        raise NotImplementedError
+class BatchesQueries(SqlPart):
+    @functools.cached_property
+    def _batch_rows(self) -> BatchRows:
+        codec = self._sql.codec
+        return BatchRows(time=codec.time_out, json=codec.json_out)
 
     # -- files ----------------------------------------------------------------------------
 
@@ -42,17 +36,17 @@ class PostgresBatches:
         filename: str,
         now: datetime | None = None,
     ) -> None:
-        await self._fetch(
+        await self._sql.write_count(
             "file_create",
             id=file_id,
             tenant_id=tenant_id,
             purpose=purpose,
             filename=filename,
-            now=now,
+            now=self._sql.codec.now(now),
         )
 
     async def file_chunk_put(self, *, file_id: str, chunk: FileChunk) -> None:
-        await self._fetch(
+        await self._sql.write_count(
             "file_chunk_put",
             file_id=file_id,
             seq=chunk.seq,
@@ -62,49 +56,57 @@ class PostgresBatches:
         )
 
     async def file_finish(self, *, file_id: str, bytes: int, lines: int) -> FileRecord:
-        return ROWS.file(await self._fetchrow("file_finish", id=file_id, bytes=bytes, lines=lines))
+        row = await self._sql.write_one("file_finish", id=file_id, bytes=bytes, lines=lines)
+        assert row is not None, f"file_finish: no file {file_id}"
+        return self._batch_rows.file(row)
 
     async def file_get(self, *, file_id: str, tenant_id: str | None = None) -> FileRecord | None:
-        row = await self._fetchrow("file_get", id=file_id, tenant_id=tenant_id)
-        return None if row is None else ROWS.file(row)
+        row = await self._sql.read_one("file_get", id=file_id, tenant_id=tenant_id)
+        return None if row is None else self._batch_rows.file(row)
 
     async def file_list(
         self, *, tenant_id: str, purpose: str | None, after: str | None, limit: int
     ) -> list[FileRecord]:
-        rows = await self._fetch(
+        rows = await self._sql.read(
             "file_list", tenant_id=tenant_id, purpose=purpose, after_id=after, limit=limit
         )
-        return [ROWS.file(row) for row in rows]
+        return [self._batch_rows.file(row) for row in rows]
 
     async def file_chunks(self, *, file_id: str, from_seq: int, limit: int) -> list[FileChunk]:
-        rows = await self._fetch("file_chunks", file_id=file_id, from_seq=from_seq, limit=limit)
-        return [ROWS.chunk(row) for row in rows]
+        rows = await self._sql.read("file_chunks", file_id=file_id, from_seq=from_seq, limit=limit)
+        return [BatchRows.chunk(row) for row in rows]
 
     async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
-        return await self._fetchrow("file_delete", id=file_id, tenant_id=tenant_id) is not None
+        return await self._sql.write_one("file_delete", id=file_id, tenant_id=tenant_id) is not None
 
     # -- batches --------------------------------------------------------------------------
 
     async def batch_create(
         self, *, batch: Mapping[str, Any], now: datetime | None = None
     ) -> BatchRecord:
-        return ROWS.batch(await self._fetchrow("batch_create", **batch, now=now))
+        codec = self._sql.codec
+        params = {**batch, "metadata": codec.json(batch.get("metadata")), "now": codec.now(now)}
+        row = await self._sql.write_one("batch_create", **params)
+        assert row is not None  # an INSERT ... RETURNING answers its row
+        return self._batch_rows.batch(row)
 
     async def batch_get(self, *, batch_id: str, tenant_id: str | None = None) -> BatchRecord | None:
-        row = await self._fetchrow("batch_get", id=batch_id, tenant_id=tenant_id)
-        return None if row is None else ROWS.batch(row)
+        row = await self._sql.read_one("batch_get", id=batch_id, tenant_id=tenant_id)
+        return None if row is None else self._batch_rows.batch(row)
 
     async def batch_list(
         self, *, tenant_id: str, after: str | None, limit: int
     ) -> list[BatchRecord]:
-        rows = await self._fetch("batch_list", tenant_id=tenant_id, after_id=after, limit=limit)
-        return [ROWS.batch(row) for row in rows]
+        rows = await self._sql.read("batch_list", tenant_id=tenant_id, after_id=after, limit=limit)
+        return [self._batch_rows.batch(row) for row in rows]
 
     async def batch_claim_live(
         self, *, limit: int, lease_s: float, now: datetime | None = None
     ) -> list[BatchRecord]:
-        rows = await self._fetch("batch_claim_live", limit=limit, lease_s=lease_s, now=now)
-        return sorted((ROWS.batch(row) for row in rows), key=lambda b: b.created_at)
+        rows = await self._sql.write(
+            "batch_claim_live", limit=limit, lease_s=lease_s, now=self._sql.codec.now(now)
+        )
+        return sorted((self._batch_rows.batch(row) for row in rows), key=lambda b: b.created_at)
 
     async def batch_update(
         self,
@@ -122,10 +124,11 @@ class PostgresBatches:
         release: bool = False,
         now: datetime | None = None,
     ) -> BatchRecord | None:
-        row = await self._fetchrow(
+        codec = self._sql.codec
+        row = await self._sql.write_one(
             "batch_update",
             id=batch_id,
-            from_statuses=list(from_statuses),
+            from_statuses=codec.json(list(from_statuses)),
             status=status,
             final_status=final_status,
             expanded_chunks=expanded_chunks,
@@ -133,34 +136,38 @@ class PostgresBatches:
             failed_count=failed_count,
             output_file_id=output_file_id,
             error_file_id=error_file_id,
-            errors=errors,
-            release=release,
-            now=now,
+            errors=codec.json(errors),
+            release=codec.flag(release),
+            now=codec.now(now),
         )
-        return None if row is None else ROWS.batch(row)
+        return None if row is None else self._batch_rows.batch(row)
 
     async def batch_items_put(self, *, batch_id: str, items: Sequence[NewBatchItem]) -> None:
         if not items:
             return
-        payload = [
+        lines = [
             {"line": i.line, "custom_id": i.custom_id, "job_id": i.job_id, "error": i.error}
             for i in items
         ]
-        await self._fetch("batch_items_put", batch_id=batch_id, items=payload)
+        await self._sql.write_count(
+            "batch_items_put", batch_id=batch_id, items=self._sql.codec.json(lines)
+        )
 
     async def batch_counts(self, *, batch_id: str) -> BatchCounts:
-        return BatchRows.counts(await self._fetchrow("batch_counts", batch_id=batch_id))
+        row = await self._sql.read_one("batch_counts", batch_id=batch_id)
+        assert row is not None  # an aggregate answers one row
+        return BatchRows.counts(row)
 
     async def batch_items_page(
         self, *, batch_id: str, after_line: int, limit: int
     ) -> list[BatchItemResult]:
-        rows = await self._fetch(
+        rows = await self._sql.read(
             "batch_items_page", batch_id=batch_id, after_line=after_line, limit=limit
         )
-        return [ROWS.item(row) for row in rows]
+        return [self._batch_rows.item(row) for row in rows]
 
     async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
-        rows = await self._fetch("batch_live_job_ids", batch_id=batch_id, limit=limit)
+        rows = await self._sql.read("batch_live_job_ids", batch_id=batch_id, limit=limit)
         return [row["id"] for row in rows]
 
     async def batch_event_insert(
@@ -172,12 +179,12 @@ class PostgresBatches:
         status: str,
         now: datetime | None = None,
     ) -> None:
-        await self._fetch(
+        await self._sql.write_count(
             "batch_event_insert",
             batch_id=batch_id,
             tenant_id=tenant_id,
             event_type=event_type,
             status=status,
-            now=now,
+            now=self._sql.codec.now(now),
         )
         self.changes.outbox_available()

@@ -1,0 +1,42 @@
+"""BulkInsertStore (native bulk submit), written once over the executor: what every dialect's
+keyed bulk insert shares. The insert is a transaction of several statements (keys, rows, the
+queue bounds), so each dialect supplies `_insert_bulk`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from jobgate.domain.job import Job
+from jobgate.storage.executor import SqlPart
+from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
+from jobgate.storage.rows import RowDecoder
+
+
+def new_jobs(results: Sequence[BulkResult]) -> list[Job]:
+    """The jobs a bulk insert stored (not replayed, not refused)."""
+    return [r.job for r in results if isinstance(r, SubmitOutcome) and not r.replayed]
+
+
+class BulkInsertQueries(SqlPart):
+    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
+
+    async def job_insert_bulk(
+        self,
+        *,
+        items: Sequence[BulkItem],
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> list[BulkResult]:
+        if not items:
+            return []
+        results = await self._insert_bulk(items, queue_limit, now)
+        if new_jobs(results):
+            self.changes.work_available()
+        return results
+
+    async def _insert_bulk(
+        self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None
+    ) -> list[BulkResult]:
+        """Insert `items` (not empty) in one transaction; one result per item, in order."""
+        raise NotImplementedError

@@ -1,0 +1,78 @@
+"""ConsoleStore, written once over the executor: what the operator console reads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobgate import errors
+from jobgate.domain.bulk import BulkAction, JobFilter
+from jobgate.domain.job import Job
+from jobgate.domain.rollups import QueueDepth, Transition
+from jobgate.domain.states import JobState
+from jobgate.storage import base
+from jobgate.storage.executor import SqlPart
+from jobgate.storage.rows import RowDecoder
+
+
+class ConsoleQueries(SqlPart):
+    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
+
+    async def console_transitions(self, *, since: datetime, limit: int) -> list[Transition]:
+        codec = self._sql.codec
+        rows = await self._sql.read("console_transitions", since=codec.time(since), limit=limit)
+        transitions = []
+        for row in rows:
+            at, run_at = codec.time_out(row["at"]), codec.time_out(row["run_at"])
+            assert at is not None and run_at is not None  # NOT NULL columns
+            transitions.append(
+                Transition(
+                    job_id=row["job_id"],
+                    tenant_id=row["tenant_id"],
+                    provider=row["provider"],
+                    from_state=None if row["from_state"] is None else JobState(row["from_state"]),
+                    to_state=JobState(row["to_state"]),
+                    reason=row["reason"],
+                    at=at,
+                    queued_at=codec.time_out(row["queued_at"]),
+                    run_at=run_at,
+                )
+            )
+        return transitions
+
+    async def console_queue_depth(self) -> list[QueueDepth]:
+        rows = await self._sql.read("console_queue_depth")
+        return [QueueDepth(row["tenant_id"], row["provider"], int(row["queued"])) for row in rows]
+
+    async def console_job_search(
+        self,
+        *,
+        where: JobFilter,
+        job_id: str | None = None,
+        provider_job_id: str | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        if job_id is not None:
+            row = await self._sql.read_one("job_get", id=job_id)
+            return [] if row is None else [self._decode.job(row)]
+        if provider_job_id is not None:
+            rows = await self._sql.read(
+                "console_job_by_provider_job_id", provider_job_id=provider_job_id, limit=limit
+            )
+            return [self._decode.job(row) for row in rows]
+        after_created_at = None
+        if after is not None:
+            anchor = await self._sql.read_one("job_get", id=after)
+            if anchor is None:
+                raise errors.InvalidRequest(f"no job with id {after!r}", param="after")
+            after_created_at = anchor["created_at"]  # as stored: the cursor compares exactly
+        codec = self._sql.codec
+        params = base.bulk_filter_params(where, BulkAction.CANCEL, time=codec.time, json=codec.json)
+        rows = await self._sql.read(
+            "console_job_search",
+            **params,
+            after_created_at=after_created_at,
+            after_id=after,
+            limit=limit,
+        )
+        return [self._decode.job(row) for row in rows]

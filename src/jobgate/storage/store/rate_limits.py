@@ -1,0 +1,168 @@
+"""RateLimitStore, written once over the executor: the rules of domain.rate_limits applied to
+bucket rows, provider breakers, reroutes and queue positions. Changing buckets reads, decides
+and writes them in one transaction, so each dialect supplies `_buckets_locked`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from jobgate.domain import rate_limits as rules
+from jobgate.domain.job import Job, Lease
+from jobgate.domain.rate_limits import Bucket, BucketState
+from jobgate.storage.executor import Row, SqlPart
+
+Held = list[tuple[Bucket, BucketState]]
+# Given the locked buckets with their states and the database's time (Unix seconds): the new
+# states to write (None: write nothing) and the answer.
+Change = Callable[[Held, float], tuple[list[BucketState] | None, float]]
+
+
+def _ordered(buckets: Sequence[Bucket]) -> list[Bucket]:
+    # One lock order for every caller: two claims never wait on each other's rows in a cycle.
+    return sorted({(b.provider, b.model): b for b in buckets}.values(), key=_key)
+
+
+def _key(bucket: Bucket) -> tuple[str, str]:
+    return (bucket.provider, bucket.model)
+
+
+def held_states(buckets: list[Bucket], rows: Sequence[Row]) -> Held:
+    """Each bucket with its state in `rows` (provider, model, requests_at, tokens_at); a bucket
+    without a row, or with NULLs (never written), starts empty."""
+    found = {(r["provider"], r["model"]): r for r in rows}
+    held = []
+    for bucket in buckets:
+        row = found.get(_key(bucket))
+        if row is None or row["requests_at"] is None:
+            held.append((bucket, BucketState()))
+        else:
+            held.append((bucket, BucketState(row["requests_at"], row["tokens_at"])))
+    return held
+
+
+class RateLimitQueries(SqlPart):
+    def _bucket_keys(self, buckets: Sequence[Bucket]) -> Any:
+        """The `:buckets` parameter: a JSON array of {provider, model}."""
+        return self._sql.codec.json([{"provider": b.provider, "model": b.model} for b in buckets])
+
+    async def _buckets_locked(
+        self, buckets: list[Bucket], now: datetime | None, change: Change
+    ) -> float:
+        """Lock `buckets` (in this order), apply `change` at the database's time, write the
+        new states, in one transaction; answers what `change` answers."""
+        raise NotImplementedError
+
+    async def _buckets_read(
+        self, buckets: list[Bucket], now: datetime | None
+    ) -> tuple[Held, float]:
+        rows = await self._sql.read(
+            "rate_limit_read", buckets=self._bucket_keys(buckets), now=self._sql.codec.now(now)
+        )
+        return held_states(buckets, rows), float(rows[0]["now"])
+
+    async def rate_limit_take(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> float:
+        def take(held: Held, at: float) -> tuple[list[BucketState] | None, float]:
+            wait_s = rules.admit(held, at)
+            if wait_s > 0:
+                return None, wait_s
+            return [rules.take(bucket, state, at) for bucket, state in held], 0.0
+
+        if not buckets:
+            return 0.0
+        return await self._buckets_locked(_ordered(buckets), now, take)
+
+    async def rate_limit_give_back(self, *, buckets: Sequence[Bucket]) -> None:
+        def give_back(held: Held, at: float) -> tuple[list[BucketState] | None, float]:
+            return [rules.give_back(bucket, state) for bucket, state in held], 0.0
+
+        if buckets:
+            await self._buckets_locked(_ordered(buckets), None, give_back)
+
+    async def rate_limit_spend(
+        self, *, spends: Sequence[tuple[Bucket, int]], now: datetime | None = None
+    ) -> None:
+        tokens: dict[tuple[str, str], int] = {}
+        for bucket, count in spends:
+            tokens[_key(bucket)] = tokens.get(_key(bucket), 0) + count
+
+        def spend(held: Held, at: float) -> tuple[list[BucketState] | None, float]:
+            return [rules.spend(b, s, tokens[_key(b)], at) for b, s in held], 0.0
+
+        wanted = [bucket for bucket, _ in spends if bucket.tpm > 0]
+        if wanted and any(tokens.values()):
+            await self._buckets_locked(_ordered(wanted), now, spend)
+
+    async def rate_limit_waits(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> dict[tuple[str, str], float]:
+        if not buckets:
+            return {}
+        held, at = await self._buckets_read(_ordered(buckets), now)
+        waits = {_key(b): rules.admit([(b, s)], at) for b, s in held}
+        return {key: wait_s for key, wait_s in waits.items() if wait_s > 0}
+
+    async def rate_limited_queued(
+        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+    ) -> dict[tuple[str, str], int]:
+        waits = await self.rate_limit_waits(buckets=buckets, now=now)
+        closed = [b for b in buckets if _key(b) in waits]
+        if not closed:
+            return {}
+        rows = await self._sql.read(
+            "rate_limited_queued", buckets=self._bucket_keys(closed), now=self._sql.codec.now(now)
+        )
+        return {(r["provider"], r["model"]): int(r["queued"]) for r in rows}
+
+    async def job_reroute(
+        self,
+        *,
+        lease: Lease,
+        provider: str,
+        model: str,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> bool:
+        move = {"id": lease.job_id, "token": lease.token, "provider": provider, "model": model}
+        event = {"actor": actor, "reason": reason, "now": self._sql.codec.now(now)}
+        return await self._reroute(move, event)
+
+    async def _reroute(self, move: dict[str, Any], event: dict[str, Any]) -> bool:
+        """Move the job, fenced on its lease, and log the move as an event: one statement
+        (job_reroute) where the dialect's DML can write both."""
+        return await self._sql.write_one("job_reroute", **move, **event) is not None
+
+    async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
+        codec = self._sql.codec
+        row = await self._sql.read_one(
+            "job_queue_position",
+            tenant_id=job.tenant_id,
+            priority=job.priority,
+            run_at=codec.time(job.run_at),
+            id=job.id,
+            now=codec.now(now),
+        )
+        assert row is not None  # a count answers one row
+        return int(row["position"])
+
+    async def breaker_open(
+        self, *, provider: str, open_s: float, opened_by: str, now: datetime | None = None
+    ) -> None:
+        await self._sql.write_count(
+            "breaker_open",
+            provider=provider,
+            open_s=open_s,
+            opened_by=opened_by,
+            now=self._sql.codec.now(now),
+        )
+
+    async def breaker_close(self, *, provider: str) -> None:
+        await self._sql.write_count("breaker_close", provider=provider)
+
+    async def breaker_states(self, *, now: datetime | None = None) -> dict[str, float]:
+        rows = await self._sql.read("breaker_states", now=self._sql.codec.now(now))
+        return {row["provider"]: float(row["left_s"]) for row in rows}
