@@ -12,13 +12,11 @@ from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import Finish, Finished
 
 
-class SqlStorageBase:
-    changes: ChangeHub
-
+class SqlStorageBase(SqlPart):
     async def job_finish_many(
         self, *, finishes: Sequence[Finish], now: datetime | None = None
     ) -> list[Finished | None]:

@@ -12,17 +12,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar, cast
 
 import asyncpg
-import orjson
-from asyncpg.pool import PoolConnectionProxy
 
 from jobgate import errors
 from jobgate.domain.job import Job, JobEvent, Lease, NewJob
 from jobgate.domain.states import JobState
-from jobgate.storage import migrations, shared, sql
+from jobgate.storage import migrations, shared
 from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.admin import PostgresAdmin
@@ -31,6 +29,7 @@ from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
 from jobgate.storage.postgres.console import PostgresConsole
+from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
@@ -57,90 +56,16 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
-from jobgate.storage.rows import EARLIEST, LATEST, RowDecoder, tolerant_json
+from jobgate.storage.rows import RowDecoder
 
-Q = sql.load("jobgate.storage.postgres")
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 CHANNEL = "jobgate"
-Conn = asyncpg.Connection | PoolConnectionProxy
-_UNAVAILABLE = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.TooManyConnectionsError,
-    asyncpg.exceptions.LockNotAvailableError,
-    asyncpg.exceptions.QueryCanceledError,
-    OSError,
-    TimeoutError,
-)
-
-
-def translate(exc: BaseException) -> errors.StorageError:
-    if isinstance(exc, _UNAVAILABLE):
-        return errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}")
-    return errors.StorageError(f"postgres: {type(exc).__name__}: {exc}")
 
 
 def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return lambda _conn: event.set()
-
-
-def _json_dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Pool release without asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN,
-    RESET ALL): one round trip per storage call saved. Safe because pooled connections carry
-    no session state: every lock taken is transaction-scoped, LISTEN lives on its own
-    connection, and nothing SETs a session variable. (asyncpg still rolls back a transaction
-    left open.) Keep it that way, or drop this."""
-
-
-_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # timestamptz counts microseconds from here
-_MICROSECOND = timedelta(microseconds=1)
-_LATEST_US = (LATEST - _PG_EPOCH) // _MICROSECOND
-_EARLIEST_US = (EARLIEST - _PG_EPOCH) // _MICROSECOND
-
-
-def _time_decode(value: tuple[int]) -> datetime:
-    """A stored time, clamped (PostgreSQL holds years to 294276 and infinity; Python stops at
-    9999): a row's time never makes a read raise."""
-    (us,) = value
-    if us >= _LATEST_US:
-        return LATEST
-    if us <= _EARLIEST_US:
-        return EARLIEST
-    return _PG_EPOCH + timedelta(microseconds=us)
-
-
-def _time_encode(value: datetime) -> tuple[int]:
-    return ((value.astimezone(UTC) - _PG_EPOCH) // _MICROSECOND,)
-
-
-_json_loads = tolerant_json(orjson.loads)
-
-
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    for name in ("jsonb", "json"):
-        await conn.set_type_codec(
-            name, encoder=_json_dumps, decoder=_json_loads, schema="pg_catalog"
-        )
-    await conn.set_type_codec(
-        "timestamptz",
-        encoder=_time_encode,
-        decoder=_time_decode,
-        schema="pg_catalog",
-        format="tuple",
-    )
 
 
 def _finish_payload(finish: Finish) -> dict[str, Any]:
@@ -190,6 +115,7 @@ class PostgresStorage(
     PostgresTransport,
 ):
     dialect = "postgres"
+    _sql: PostgresExecutor
 
     def __init__(
         self,
@@ -201,34 +127,20 @@ class PostgresStorage(
     ) -> None:
         self.dsn = dsn
         self.changes = ChangeHub()
-        self._pool_size = pool_size
-        self._acquire_timeout_s = acquire_timeout_s
-        self._lock_timeout_ms = lock_timeout_ms
-        self._pool: asyncpg.Pool | None = None
-        self._decode = RowDecoder(time=_identity, json=_identity)
+        self._sql = PostgresExecutor(
+            dsn,
+            pool_size=pool_size,
+            acquire_timeout_s=acquire_timeout_s,
+            lock_timeout_ms=lock_timeout_ms,
+        )
+        self._decode = RowDecoder(time=self._sql.codec.time_out, json=self._sql.codec.json_out)
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
 
     # -- plumbing ----------------------------------------------------------------------
 
     async def open(self) -> None:
-        if self._pool is not None:
-            return
-        try:
-            self._pool = await asyncpg.create_pool(
-                self.dsn,
-                min_size=1,
-                max_size=self._pool_size,
-                init=_init_connection,
-                reset=_keep_session,
-                command_timeout=60,
-                server_settings={
-                    "lock_timeout": str(self._lock_timeout_ms),
-                    "application_name": "jobgate",
-                },
-            )
-        except Exception as exc:
-            raise translate(exc) from exc
+        await self._sql.open()
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -236,51 +148,24 @@ class PostgresStorage(
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
             self._listener = None
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pool.close(), timeout=5)
+        await self._sql.close()
 
     async def _with_conn(
         self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False
     ) -> T:
-        if self._pool is None:
-            raise errors.StorageUnavailable("postgres storage is not open")
-        try:
-            async with self._pool.acquire(timeout=self._acquire_timeout_s) as conn:
-                try:
-                    if not transaction:
-                        return await work(conn)
-                    async with conn.transaction():
-                        return await work(conn)
-                except asyncpg.exceptions.InternalClientError:
-                    # asyncpg's protocol state is broken (seen when the server terminates a
-                    # backend mid-statement): never hand this connection out again.
-                    conn.terminate()
-                    raise
-        except errors.JobgateError:
-            raise
-        except asyncpg.exceptions.InternalClientError as exc:
-            raise errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
-            raise translate(exc) from exc
+        return await self._sql.run(work, transaction=transaction)
+
+    # The asyncpg-typed helpers the dialect's own mixins call.
 
     async def _fetch(self, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
-        query = Q[query_name]
-        return await self._with_conn(
-            lambda conn: conn.fetch(query.positional_sql, *query.args(params))
-        )
+        return cast(list[asyncpg.Record], await self._sql.read(query_name, **params))
 
     async def _fetchrow(self, query_name: str, /, **params: Any) -> asyncpg.Record | None:
-        query = Q[query_name]
-        return await self._with_conn(
-            lambda conn: conn.fetchrow(query.positional_sql, *query.args(params))
-        )
+        return cast(asyncpg.Record | None, await self._sql.read_one(query_name, **params))
 
     @staticmethod
     async def _run(conn: Conn, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
-        query = Q[query_name]
-        return list(await conn.fetch(query.positional_sql, *query.args(params)))
+        return cast(list[asyncpg.Record], await PostgresExecutor.fetch(conn, query_name, **params))
 
     # -- lifecycle ---------------------------------------------------------------------
 

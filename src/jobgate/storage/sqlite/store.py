@@ -40,7 +40,7 @@ from jobgate.storage.records import (
     Tenant,
     UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder, tolerant_json, unix_time
+from jobgate.storage.rows import RowDecoder, unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.batches import SqliteBatches
@@ -48,6 +48,7 @@ from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.console import SqliteConsole
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import SqliteExecutor
 from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
@@ -63,24 +64,6 @@ from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)
 FOREIGN_COMMIT_CHECK_S = 1.0
-
-
-def _time_out(value: Any) -> datetime | None:
-    """A REAL time, clamped to what Python holds; a value that is no time at all raises (the
-    row decoder then names the column damaged)."""
-    if value is None:
-        return None
-    moment = unix_time(value)
-    if moment is None:
-        raise ValueError("not a time")
-    return moment
-
-
-_loads = tolerant_json(orjson.loads)
-
-
-def _json_out(value: Any) -> Any:
-    return None if value is None else _loads(value)
 
 
 def _json_in(value: Any) -> str | None:
@@ -138,13 +121,15 @@ class SqliteStorage(
     SqliteTransport,
 ):
     dialect = "sqlite"
+    _sql: SqliteExecutor
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:
         self.path = path
         self.changes = ChangeHub()
         self._clock = clock or SystemClock()
         self._db = SqliteDatabase(path, configure=register_functions)
-        self._decode = RowDecoder(time=_time_out, json=_json_out)
+        self._sql = SqliteExecutor(self._db, self._clock)
+        self._decode = RowDecoder(time=self._sql.codec.time_out, json=self._sql.codec.json_out)
         self._watcher: asyncio.Task[None] | None = None
 
     @classmethod

@@ -1,0 +1,212 @@
+"""PostgreSQL's executor and codec: a pool of asyncpg connections, driver errors translated.
+
+Times and JSON are converted by the connections' type codecs (registered when a connection
+opens), so the codec passes values through as they are; `now` of None lets the SQL fall back
+to the database's clock (`coalesce(:now::timestamptz, now())`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import asyncpg
+import orjson
+from asyncpg.pool import PoolConnectionProxy
+
+from jobgate import errors
+from jobgate.storage import sql
+from jobgate.storage.executor import Codec, Row
+from jobgate.storage.rows import EARLIEST, LATEST, tolerant_json
+
+Q = sql.load("jobgate.storage.postgres")
+T = TypeVar("T")
+Conn = asyncpg.Connection | PoolConnectionProxy
+
+_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.LockNotAvailableError,
+    asyncpg.exceptions.QueryCanceledError,
+    OSError,
+    TimeoutError,
+)
+
+
+def translate(exc: BaseException) -> errors.StorageError:
+    if isinstance(exc, _UNAVAILABLE):
+        return errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}")
+    return errors.StorageError(f"postgres: {type(exc).__name__}: {exc}")
+
+
+class PostgresCodec:
+    """Everything passes through: the connection's type codecs convert (see _init_connection)."""
+
+    def now(self, now: datetime | None) -> datetime | None:
+        return now
+
+    def time(self, value: datetime | None) -> datetime | None:
+        return value
+
+    def json(self, value: Any) -> Any:
+        return value
+
+    def flag(self, value: bool | None) -> bool | None:
+        return value
+
+    def time_out(self, value: Any) -> datetime | None:
+        moment: datetime | None = value  # already clamped by _time_decode
+        return moment
+
+    def json_out(self, value: Any) -> Any:
+        return value  # already decoded by the jsonb codec, tolerantly
+
+
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # timestamptz counts microseconds from here
+_MICROSECOND = timedelta(microseconds=1)
+_LATEST_US = (LATEST - _PG_EPOCH) // _MICROSECOND
+_EARLIEST_US = (EARLIEST - _PG_EPOCH) // _MICROSECOND
+
+
+def _time_decode(value: tuple[int]) -> datetime:
+    """A stored time, clamped (PostgreSQL holds years to 294276 and infinity; Python stops at
+    9999): a row's time never makes a read raise."""
+    (us,) = value
+    if us >= _LATEST_US:
+        return LATEST
+    if us <= _EARLIEST_US:
+        return EARLIEST
+    return _PG_EPOCH + timedelta(microseconds=us)
+
+
+def _time_encode(value: datetime) -> tuple[int]:
+    return ((value.astimezone(UTC) - _PG_EPOCH) // _MICROSECOND,)
+
+
+def _json_encode(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+_json_decode = tolerant_json(orjson.loads)
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for name in ("jsonb", "json"):
+        await conn.set_type_codec(
+            name, encoder=_json_encode, decoder=_json_decode, schema="pg_catalog"
+        )
+    await conn.set_type_codec(
+        "timestamptz",
+        encoder=_time_encode,
+        decoder=_time_decode,
+        schema="pg_catalog",
+        format="tuple",
+    )
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release without asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN,
+    RESET ALL): one round trip per storage call saved. Safe because pooled connections carry
+    no session state: every lock taken is transaction-scoped, LISTEN lives on its own
+    connection, and nothing SETs a session variable. (asyncpg still rolls back a transaction
+    left open.) Keep it that way, or drop this."""
+
+
+def _affected(status: str) -> int:
+    """Rows affected, from a command status such as `UPDATE 3` or `INSERT 0 1`."""
+    count = status.rpartition(" ")[2]
+    return int(count) if count.isdigit() else 0
+
+
+class PostgresExecutor:
+    """The pool, and every statement's way to a connection (`run`)."""
+
+    def __init__(
+        self, dsn: str, *, pool_size: int, acquire_timeout_s: float, lock_timeout_ms: int
+    ) -> None:
+        self.codec: Codec = PostgresCodec()
+        self._dsn = dsn
+        self._pool_size = pool_size
+        self._acquire_timeout_s = acquire_timeout_s
+        self._lock_timeout_ms = lock_timeout_ms
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        try:
+            self._pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                init=_init_connection,
+                reset=_keep_session,
+                command_timeout=60,
+                server_settings={
+                    "lock_timeout": str(self._lock_timeout_ms),
+                    "application_name": "jobgate",
+                },
+            )
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pool.close(), timeout=5)
+
+    async def run(self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False) -> T:
+        """`work` on a pooled connection (in a transaction if asked), driver errors translated."""
+        if self._pool is None:
+            raise errors.StorageUnavailable("postgres storage is not open")
+        try:
+            async with self._pool.acquire(timeout=self._acquire_timeout_s) as conn:
+                try:
+                    if not transaction:
+                        return await work(conn)
+                    async with conn.transaction():
+                        return await work(conn)
+                except asyncpg.exceptions.InternalClientError:
+                    # asyncpg's protocol state is broken (seen when the server terminates a
+                    # backend mid-statement): never hand this connection out again.
+                    conn.terminate()
+                    raise
+        except errors.JobgateError:
+            raise
+        except asyncpg.exceptions.InternalClientError as exc:
+            raise errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+            raise translate(exc) from exc
+
+    @staticmethod
+    async def fetch(conn: Conn, query: str, /, **params: Any) -> list[Row]:
+        """One named query on a connection `run` gave (inside a multi-statement transaction)."""
+        q = Q[query]
+        return list(await conn.fetch(q.positional_sql, *q.args(params)))
+
+    async def read(self, query: str, /, **params: Any) -> list[Row]:
+        return await self.run(lambda conn: self.fetch(conn, query, **params))
+
+    async def read_one(self, query: str, /, **params: Any) -> Row | None:
+        q = Q[query]
+        row: Row | None = await self.run(
+            lambda conn: conn.fetchrow(q.positional_sql, *q.args(params))
+        )
+        return row
+
+    # On PostgreSQL every statement commits on its own: a write is a read that changes rows.
+    write = read
+    write_one = read_one
+
+    async def write_count(self, query: str, /, **params: Any) -> int:
+        q = Q[query]
+        status: str = await self.run(lambda conn: conn.execute(q.positional_sql, *q.args(params)))
+        return _affected(status)

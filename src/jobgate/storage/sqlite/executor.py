@@ -1,0 +1,92 @@
+"""SQLite's executor and codec: reads on a reader thread, writes through the writer thread.
+
+A write joins the writer's group commit (`SqliteDatabase.write`) and returns once committed.
+SQLite stores times as REAL Unix seconds and JSON as text; its clock is this host's (the
+store's `Clock`, so tests can move it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from jobgate.clock import Clock
+from jobgate.storage import sql
+from jobgate.storage.executor import Codec, Row
+from jobgate.storage.rows import tolerant_json, unix_time
+from jobgate.storage.sqlite.database import SqliteDatabase
+
+Q = sql.load("jobgate.storage.sqlite")
+
+_loads = tolerant_json(orjson.loads)
+
+
+class SqliteCodec:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def now(self, now: datetime | None) -> float:
+        # On SQLite the database's clock is this host's clock.
+        return (now or self._clock.now()).timestamp()
+
+    def time(self, value: datetime | None) -> float | None:
+        return None if value is None else value.timestamp()
+
+    def json(self, value: Any) -> str | None:
+        return None if value is None else orjson.dumps(value).decode()
+
+    def flag(self, value: bool | None) -> int | None:
+        return None if value is None else int(value)
+
+    def time_out(self, value: Any) -> datetime | None:
+        """A REAL time, clamped to what Python holds; a value that is no time at all raises
+        (the row decoder then names the column damaged)."""
+        if value is None:
+            return None
+        moment = unix_time(value)
+        if moment is None:
+            raise ValueError("not a time")
+        return moment
+
+    def json_out(self, value: Any) -> Any:
+        return None if value is None else _loads(value)
+
+
+def _all(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[Row]:
+    return list(conn.execute(Q[query].sql, params).fetchall())
+
+
+def _one(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Row | None:
+    row: Row | None = conn.execute(Q[query].sql, params).fetchone()
+    return row
+
+
+def _count(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> int:
+    cursor = conn.execute(Q[query].sql, params)
+    cursor.fetchall()  # a RETURNING statement counts its rows only once they are read
+    return cursor.rowcount
+
+
+class SqliteExecutor:
+    def __init__(self, db: SqliteDatabase, clock: Clock) -> None:
+        self.codec: Codec = SqliteCodec(clock)
+        self._db = db
+
+    async def read(self, query: str, /, **params: Any) -> list[Row]:
+        return await self._db.read(lambda conn: _all(conn, query, params))
+
+    async def read_one(self, query: str, /, **params: Any) -> Row | None:
+        return await self._db.read(lambda conn: _one(conn, query, params))
+
+    async def write(self, query: str, /, **params: Any) -> list[Row]:
+        return await self._db.write(lambda conn: _all(conn, query, params))
+
+    async def write_one(self, query: str, /, **params: Any) -> Row | None:
+        rows = await self.write(query, **params)  # all read: a RETURNING statement finishes
+        return rows[0] if rows else None
+
+    async def write_count(self, query: str, /, **params: Any) -> int:
+        return await self._db.write(lambda conn: _count(conn, query, params))

@@ -1,0 +1,1 @@
+"""Store code written once for both SQL dialects, one module per family, over `SqlPart`."""
