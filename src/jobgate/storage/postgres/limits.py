@@ -8,14 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobgate import errors
+from jobgate.storage.postgres.executor import PostgresExecutor
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.store.limits import LimitQueries
 
 
 class PostgresLimits(LimitQueries):
-    @staticmethod
-    async def _run(conn: Any, query_name: str, /, **params: Any) -> list[Any]:
-        raise NotImplementedError
+    _sql: PostgresExecutor
 
     async def _admit_locked(self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]) -> None:
         """Inside the submit's transaction: take the admission locks (tenants in order, then
@@ -24,15 +23,15 @@ class PostgresLimits(LimitQueries):
         counts for the next submit: a bound holds exactly across processes."""
         if limit.tenant_max is not None:
             for tenant_id in sorted(adding):
-                await self._run(conn, "queue_lock_tenant", tenant_id=tenant_id)
+                await self._sql.fetch(conn, "queue_lock_tenant", tenant_id=tenant_id)
         if limit.total_max is not None:
-            await self._run(conn, "queue_lock_total")
+            await self._sql.fetch(conn, "queue_lock_total")
         if limit.tenant_max is not None:
             for tenant_id, count in adding.items():
-                (row,) = await self._run(conn, "queued_count", tenant_id=tenant_id)
+                (row,) = await self._sql.fetch(conn, "queued_count", tenant_id=tenant_id)
                 if row["queued"] + count > limit.tenant_max:
                     raise errors.QueueFull("max_queued", 0)
         if limit.total_max is not None:
-            (row,) = await self._run(conn, "queued_total")
+            (row,) = await self._sql.fetch(conn, "queued_total")
             if row["queued"] + sum(adding.values()) > limit.total_max:
                 raise errors.QueueFull("max_queued_total", 0)

@@ -23,7 +23,6 @@ from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared
 from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.changes import ChangeHub
-from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
@@ -33,14 +32,10 @@ from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
-from jobgate.storage.postgres.retention import PostgresRetention
 from jobgate.storage.postgres.roles import PostgresRoles
-from jobgate.storage.postgres.schedules import PostgresSchedules
 from jobgate.storage.postgres.sessions import PostgresSessions
 from jobgate.storage.postgres.signals import PostgresSignals
-from jobgate.storage.postgres.streams import PostgresStreams
 from jobgate.storage.postgres.transport import PostgresTransport
-from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ApiKey,
     ClaimPolicy,
@@ -57,6 +52,11 @@ from jobgate.storage.records import (
     UsageEntry,
 )
 from jobgate.storage.rows import RowDecoder
+from jobgate.storage.store.admin import AdminQueries
+from jobgate.storage.store.retention import RetentionQueries
+from jobgate.storage.store.schedules import ScheduleQueries
+from jobgate.storage.store.streams import StreamQueries
+from jobgate.storage.store.webhooks import WebhookQueries
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -98,17 +98,17 @@ class PostgresStorage(
     SqlStorageBase,
     PostgresLimits,
     PostgresRateLimits,
-    PostgresSchedules,
-    PostgresWebhookStore,
-    PostgresAdmin,
+    ScheduleQueries,
+    WebhookQueries,
+    AdminQueries,
     PostgresProviderStore,
     PostgresBatch,
     PostgresRoles,
     PostgresSessions,
     PostgresBulk,
-    PostgresRetention,
+    RetentionQueries,
     PostgresSignals,
-    PostgresStreams,
+    StreamQueries,
     PostgresBulkInsert,
     PostgresBatches,
     PostgresConsole,

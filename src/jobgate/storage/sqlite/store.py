@@ -41,7 +41,6 @@ from jobgate.storage.records import (
     UsageEntry,
 )
 from jobgate.storage.rows import RowDecoder, unix_time
-from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
@@ -49,17 +48,18 @@ from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.console import SqliteConsole
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import SqliteExecutor
-from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.roles import SqliteRoles
-from jobgate.storage.sqlite.schedules import SqliteSchedules
 from jobgate.storage.sqlite.sessions import SqliteSessions
 from jobgate.storage.sqlite.signals import SqliteSignals
-from jobgate.storage.sqlite.streams import SqliteStreams
 from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
+from jobgate.storage.store.admin import AdminQueries
+from jobgate.storage.store.limits import LimitQueries
+from jobgate.storage.store.schedules import ScheduleQueries
+from jobgate.storage.store.streams import StreamQueries
 
 Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)
@@ -102,11 +102,11 @@ def path_from_url(url: str) -> str:
 
 class SqliteStorage(
     SqlStorageBase,
-    SqliteLimits,
+    LimitQueries,
     SqliteRateLimits,
-    SqliteSchedules,
+    ScheduleQueries,
     SqliteWebhookStore,
-    SqliteAdmin,
+    AdminQueries,
     SqliteProviderStore,
     SqliteBatch,
     SqliteRoles,
@@ -114,7 +114,7 @@ class SqliteStorage(
     SqliteBulk,
     SqliteRetention,
     SqliteSignals,
-    SqliteStreams,
+    StreamQueries,
     SqliteBulkInsert,
     SqliteBatches,
     SqliteConsole,
