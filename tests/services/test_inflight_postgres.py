@@ -143,7 +143,8 @@ async def test_hundreds_in_flight_on_a_pool_of_two_connections(
             await asyncio.wait_for(loop, 30)
     assert await _states(pg_dsn) == {"succeeded": jobs}
     # Every call ran once, all at the same time, over two connections (the pool's cap).
-    assert direct._pool is not None and direct._pool.get_max_size() == 2
+    pool = direct._sql._pool
+    assert pool is not None and pool.get_max_size() == 2
     assert connections[0] <= 2, connections
     # Batched: a few claims, one heartbeat statement per interval carrying every lease, and
     # finishes grouped while one is in flight.

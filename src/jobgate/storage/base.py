@@ -1,57 +1,168 @@
-"""What the two SQL backends share beyond SQL: the single-item and release wrappers around the
-fenced batch finish, publishing a batch's changes to this process's wake-up hub, and a bulk
-filter's parameters."""
+"""What the two SQL backends share beyond SQL: the entry points of the lease holder's
+transactions (submit, claim, finish, release, reap), which each dialect runs its own way and
+which publish what they committed to this process's wake-up hub, and a bulk filter's
+parameters."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
-from jobgate.domain.job import Job, Lease
+from jobgate.domain.job import Job, Lease, NewJob
 from jobgate.domain.states import JobState
-from jobgate.storage.executor import SqlPart
-from jobgate.storage.records import Finish, Finished
+from jobgate.storage import shared
+from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import Codec, SqlPart
+from jobgate.storage.records import (
+    ClaimPolicy,
+    ClaimRequest,
+    Finish,
+    Finished,
+    IdempotencyClaim,
+    QueueLimit,
+    ReapResult,
+    RetryDelay,
+    SubmitOutcome,
+)
+
+Now = datetime | None
+
+
+class _Dialect(Protocol):
+    """The transactions each dialect runs its own way (its store's docstrings say why), under
+    the entry points of SqlStorageBase, which publish what they committed."""
+
+    changes: ChangeHub
+
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
+    ) -> SubmitOutcome: ...
+
+    async def _claim(self, claim: ClaimRequest) -> list[Job]: ...
+
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
+        """Apply fenced verdicts; None where the lease was lost (nothing written for it)."""
+        ...
+
+    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
+        """Apply one fenced verdict and read the job back in the same transaction (None, and
+        nothing written, when the lease is lost)."""
+        ...
+
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish]]:
+        """Finish the expired leases; what was finished, and the verdicts tried."""
+        ...
+
+
+def _listed(names: Sequence[str] | None) -> list[str] | None:
+    return None if names is None else list(names)
+
+
+def publish_finished(changes: ChangeHub, finished: Sequence[Finished | None]) -> None:
+    """Wake this process's waiters after a commit (other processes hear NOTIFY, on
+    PostgreSQL; on SQLite they poll)."""
+    changed = [done for done in finished if done is not None]
+    if changed:
+        changes.jobs_changed(done.job_id for done in changed)
+        if any(done.state is JobState.QUEUED for done in changed):
+            changes.work_available()
+        changes.outbox_available()
+
+
+def finish_payload(finish: Finish, codec: Codec) -> dict[str, Any]:
+    """One verdict as an element of job_finish's JSON array."""
+    return {
+        "id": finish.lease.job_id,
+        "token": finish.lease.token,
+        "state": str(finish.state),
+        "result": codec.json(finish.result),
+        "error": codec.json(finish.error),
+        "usage": codec.json(finish.usage),
+        "refund_attempt": 0 if finish.count_attempt else 1,
+        "lost": int(finish.lost),
+        "dead_lettered": codec.flag(finish.dead_lettered),
+        "retry_in_s": finish.retry_in_s,
+        "cancel_outcome": finish.cancel_outcome,
+        "creation_outcome": finish.creation_outcome,
+        "provider_request_id": finish.provider_request_id,
+        "actor": finish.actor,
+        "reason": finish.reason,
+    }
 
 
 class SqlStorageBase(SqlPart):
+    async def job_insert(
+        self: _Dialect,
+        *,
+        job: NewJob,
+        idempotency: IdempotencyClaim | None = None,
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> SubmitOutcome:
+        outcome = await self._insert(job, idempotency, queue_limit, now)
+        if not outcome.replayed:
+            self.changes.work_available()
+        return outcome
+
+    async def job_claim(
+        self: _Dialect,
+        *,
+        worker_id: str,
+        limit: int,
+        lease_ttl_s: float,
+        providers: Sequence[str] | None = None,
+        policy: ClaimPolicy | None = None,
+        now: datetime | None = None,
+        models: Sequence[str] | None = None,
+        skip_models: Sequence[str] | None = None,
+    ) -> list[Job]:
+        rules = policy or ClaimPolicy()
+        lists = [
+            None if names is None else list(names) for names in (providers, models, skip_models)
+        ]
+        claimed = await self._claim(ClaimRequest(worker_id, limit, lease_ttl_s, rules, now, *lists))
+        if claimed:
+            self.changes.jobs_changed(job.id for job in claimed)
+        return claimed
+
     async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
+        self: _Dialect, *, finishes: Sequence[Finish], now: datetime | None = None
     ) -> list[Finished | None]:
-        raise NotImplementedError
+        if not finishes:
+            return []
+        results = await self._finish_many(finishes, now)
+        publish_finished(self.changes, results)
+        return results
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
-        """Apply one fenced verdict and read the job back in the same transaction (None, and
-        nothing written, when the lease is lost); publishes the change."""
-        raise NotImplementedError
-
-    async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
-        job = await self._job_finish_read(finish=finish, now=now)
+    async def job_finish(self: _Dialect, *, finish: Finish, now: datetime | None = None) -> Job:
+        job = await self._finish_read(finish, now)
         if job is None:
             raise errors.LeaseLost(finish.lease.job_id)
+        publish_finished(self.changes, [Finished(job.id, job.state, job.attempt)])
         return job
 
     async def job_release(
-        self, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
+        self: _Dialect, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
     ) -> list[str]:
         finishes = [
             Finish(lease=lease, state=JobState.QUEUED, reason=reason, count_attempt=False)
             for lease in leases
         ]
-        results = await self.job_finish_many(finishes=finishes, now=now)
+        results = await self._finish_many(finishes, now) if finishes else []
+        publish_finished(self.changes, results)
         return [done.job_id for done in results if done is not None]
 
-    def _published(self, finished: Sequence[Finished | None]) -> None:
-        """Wake this process's waiters after a commit (other processes hear NOTIFY, on
-        PostgreSQL; on SQLite they poll)."""
-        changed = [done for done in finished if done is not None]
-        if changed:
-            self.changes.jobs_changed(done.job_id for done in changed)
-            if any(done.state is JobState.QUEUED for done in changed):
-                self.changes.work_available()
-            self.changes.outbox_available()
+    async def job_reap_expired(
+        self: _Dialect, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
+    ) -> ReapResult:
+        finished, verdicts = await self._reap(limit, retry_delay, now)
+        publish_finished(self.changes, finished)
+        return shared.reap_result(finished, verdicts)
 
     def _bulk_published(self, action: BulkAction, changed: Sequence[tuple[str, str]]) -> None:
         """Wake this process's waiters after a committed bulk chunk of (job id, new state)."""

@@ -167,6 +167,20 @@ class ClaimPolicy:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """One job_claim call's arguments, as each dialect's claim transaction takes them."""
+
+    worker_id: str
+    limit: int
+    lease_ttl_s: float
+    rules: ClaimPolicy
+    now: datetime | None
+    providers: list[str] | None
+    models: list[str] | None
+    skip_models: list[str] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class LimitOverrides:
     """Limits stored for one tenant by `jobgate tenants set`; None: not overridden."""
 

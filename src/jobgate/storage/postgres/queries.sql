@@ -145,7 +145,7 @@ SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
 SELECT *
   FROM jobs
  WHERE tenant_id = :tenant_id
-   AND (:states::text[] IS NULL OR state = ANY(:states::text[]))
+   AND (:states::jsonb IS NULL OR state IN (SELECT jsonb_array_elements_text(:states::jsonb)))
    AND (:dead_lettered::boolean IS NULL OR dead_lettered = :dead_lettered::boolean)
    AND (:after_id::text IS NULL
         OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a
@@ -284,10 +284,11 @@ WITH RECURSIVE clock AS (
 SELECT * FROM claimed
 
 -- name: job_heartbeat
--- Extend the leases still held; answers whether a cancel was requested.
+-- Extend the leases still held (a JSON array of {id, token}); answers whether a cancel was
+-- requested.
 UPDATE jobs AS j
    SET lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision)
-  FROM unnest(:ids::text[], :tokens::text[]) AS held(id, token),
+  FROM jsonb_to_recordset(:leases::jsonb) AS held(id text, token text),
        (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = held.id AND j.lease_token = held.token AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at

@@ -18,10 +18,10 @@ from typing import Any, TypeVar, cast
 import asyncpg
 
 from jobgate import errors
-from jobgate.domain.job import Job, JobEvent, Lease, NewJob
+from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared
-from jobgate.storage.base import SqlStorageBase
+from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.batches import PostgresBatches
@@ -32,29 +32,23 @@ from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
-from jobgate.storage.postgres.roles import PostgresRoles
-from jobgate.storage.postgres.sessions import PostgresSessions
-from jobgate.storage.postgres.signals import PostgresSignals
 from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.records import (
-    ApiKey,
-    ClaimPolicy,
+    ClaimRequest,
     Finish,
     Finished,
-    HeartbeatResult,
     IdempotencyClaim,
-    OutboxEntry,
     QueueLimit,
-    ReapResult,
     RetryDelay,
     SubmitOutcome,
-    Tenant,
-    UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.admin import AdminQueries
+from jobgate.storage.store.jobs import JobQueries, job_decoder
 from jobgate.storage.store.retention import RetentionQueries
+from jobgate.storage.store.roles import RoleQueries
 from jobgate.storage.store.schedules import ScheduleQueries
+from jobgate.storage.store.sessions import SessionQueries
+from jobgate.storage.store.signals import SignalQueries
 from jobgate.storage.store.streams import StreamQueries
 from jobgate.storage.store.webhooks import WebhookQueries
 
@@ -68,26 +62,6 @@ def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return lambda _conn: event.set()
 
 
-def _finish_payload(finish: Finish) -> dict[str, Any]:
-    return {
-        "id": finish.lease.job_id,
-        "token": finish.lease.token,
-        "state": str(finish.state),
-        "result": finish.result,
-        "error": finish.error,
-        "usage": finish.usage,
-        "refund_attempt": 0 if finish.count_attempt else 1,
-        "lost": int(finish.lost),
-        "dead_lettered": finish.dead_lettered,
-        "retry_in_s": finish.retry_in_s,
-        "cancel_outcome": finish.cancel_outcome,
-        "creation_outcome": finish.creation_outcome,
-        "provider_request_id": finish.provider_request_id,
-        "actor": finish.actor,
-        "reason": finish.reason,
-    }
-
-
 def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> list[Finished | None]:
     """The narrow rows of a finish in the order of its verdicts, None where fenced off."""
     by_id = {row["id"]: Finished(row["id"], JobState(row["state"]), row["attempt"]) for row in rows}
@@ -96,6 +70,10 @@ def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> lis
 
 class PostgresStorage(
     SqlStorageBase,
+    JobQueries,
+    SessionQueries,
+    RoleQueries,
+    SignalQueries,
     PostgresLimits,
     PostgresRateLimits,
     ScheduleQueries,
@@ -103,11 +81,8 @@ class PostgresStorage(
     AdminQueries,
     PostgresProviderStore,
     PostgresBatch,
-    PostgresRoles,
-    PostgresSessions,
     PostgresBulk,
     RetentionQueries,
-    PostgresSignals,
     StreamQueries,
     PostgresBulkInsert,
     PostgresBatches,
@@ -133,7 +108,7 @@ class PostgresStorage(
             acquire_timeout_s=acquire_timeout_s,
             lock_timeout_ms=lock_timeout_ms,
         )
-        self._decode = RowDecoder(time=self._sql.codec.time_out, json=self._sql.codec.json_out)
+        self._decode = job_decoder(self._sql.codec)
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
 
@@ -170,6 +145,7 @@ class PostgresStorage(
     # -- lifecycle ---------------------------------------------------------------------
 
     async def migrate(self) -> list[int]:
+        """Under an advisory lock, in one transaction: PostgreSQL runs DDL transactionally."""
         pending = migrations.available("jobgate.storage.postgres")
 
         async def apply(conn: Conn) -> list[int]:
@@ -191,6 +167,8 @@ class PostgresStorage(
         return await self._with_conn(apply, transaction=True)
 
     async def schema_version(self) -> int:
+        """Read under the migrations lock, so a concurrent migrate is waited for."""
+
         async def read(conn: Conn) -> int:
             await conn.execute(Q["migrations_lock"].sql)
             await conn.execute(Q["migrations_table"].sql)
@@ -261,71 +239,13 @@ class PostgresStorage(
         elif kind == "s":
             self.changes.streams_changed(ids.split(","))
 
-    # -- tenants and keys --------------------------------------------------------------
+    # -- jobs: what differs from SQLite ------------------------------------------------
 
-    async def tenant_create(
-        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
-    ) -> Tenant:
-        row = await self._fetchrow(
-            "tenant_insert", id=tenant_id, name=name, webhook_secret=webhook_secret, now=now
-        )
-        if row is None:
-            raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
-        return self._decode.tenant(row)
-
-    async def tenant_get(
-        self, *, tenant_id: str | None = None, name: str | None = None
-    ) -> Tenant | None:
-        if tenant_id is not None:
-            row = await self._fetchrow("tenant_by_id", id=tenant_id)
-        else:
-            row = await self._fetchrow("tenant_by_name", name=name)
-        return None if row is None else self._decode.tenant(row)
-
-    async def tenant_list(self) -> list[Tenant]:
-        return [self._decode.tenant(row) for row in await self._fetch("tenant_list")]
-
-    async def api_key_create(
-        self,
-        *,
-        key_id: str,
-        tenant_id: str,
-        key_hash: str,
-        key_prefix: str,
-        now: datetime | None = None,
-    ) -> ApiKey:
-        row = await self._fetchrow(
-            "api_key_insert",
-            id=key_id,
-            tenant_id=tenant_id,
-            key_hash=key_hash,
-            key_prefix=key_prefix,
-            now=now,
-        )
-        assert row is not None
-        return self._decode.api_key(row)
-
-    async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
-        row = await self._fetchrow("api_key_tenant", key_hash=key_hash)
-        return None if row is None else self._decode.tenant(row)
-
-    async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
-        rows = await self._fetch("api_key_list", tenant_id=tenant_id)
-        return [self._decode.api_key(row) for row in rows]
-
-    async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
-        return await self._fetchrow("api_key_revoke", id=key_id, now=now) is not None
-
-    # -- jobs: submit and read ---------------------------------------------------------
-
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
     ) -> SubmitOutcome:
+        """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
+        SQLite's one writer: a concurrent binding may expire in between, hence the retries."""
         params: dict[str, Any] = {
             "id": job.id,
             "tenant_id": job.tenant_id,
@@ -346,36 +266,32 @@ class PostgresStorage(
             "model_route": job.model_route,
             "now": now,
         }
-        if queue_limit is not None and idempotency is not None:
+        if queue is not None and idem is not None:
             # Near a bound: a replay still answers (a repeat is never refused as full).
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
-        if idempotency is None:
-            row = await self._insert_row("job_insert", params, job.tenant_id, queue_limit)
+        if idem is None:
+            row = await self._insert_row("job_insert", params, job.tenant_id, queue)
             assert row is not None
-            self.changes.work_available()
             return SubmitOutcome(self._decode.job(row), False, 202)
         params.update(
-            route=idempotency.route,
-            key=idempotency.key,
-            body_hash=idempotency.body_hash,
-            status_code=idempotency.status_code,
-            ttl_s=idempotency.ttl_s,
+            route=idem.route,
+            key=idem.key,
+            body_hash=idem.body_hash,
+            status_code=idem.status_code,
+            ttl_s=idem.ttl_s,
         )
         for _ in range(3):  # a binding may expire between our two statements: look again
             try:
-                row = await self._insert_row(
-                    "job_insert_idempotent", params, job.tenant_id, queue_limit
-                )
+                row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
             except errors.StorageUnavailable as exc:
                 if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
                     raise errors.IdempotencyInProgress() from exc
                 raise
             if row is not None:
-                self.changes.work_available()
                 return SubmitOutcome(self._decode.job(row), False, 202)
-            replay = await self._replay(job.tenant_id, idempotency, now)
+            replay = await self._replay(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
         raise errors.IdempotencyInProgress()
@@ -419,65 +335,22 @@ class PostgresStorage(
 
         return await self._with_conn(admit_and_insert, transaction=True)
 
-    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
-        if tenant_id is None:
-            row = await self._fetchrow("job_get", id=job_id)
-        else:
-            row = await self._fetchrow("job_get_for_tenant", id=job_id, tenant_id=tenant_id)
-        return None if row is None else self._decode.job(row)
-
-    async def job_list(
-        self,
-        *,
-        tenant_id: str,
-        states: Sequence[JobState] | None = None,
-        dead_lettered: bool | None = None,
-        after: str | None = None,
-        limit: int = 20,
-    ) -> list[Job]:
-        if after is not None and await self.job_get(job_id=after, tenant_id=tenant_id) is None:
-            raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
-        rows = await self._fetch(
-            "job_list",
-            tenant_id=tenant_id,
-            states=None if states is None else [str(s) for s in states],
-            dead_lettered=dead_lettered,
-            after_id=after,
-            limit=limit,
-        )
-        return [self._decode.job(row) for row in rows]
-
-    async def job_events(
-        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
-    ) -> list[JobEvent]:
-        rows = await self._fetch("job_events", job_id=job_id, after_seq=after_seq, limit=limit)
-        return [self._decode.event(row) for row in rows]
-
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def job_claim(
-        self,
-        *,
-        worker_id: str,
-        limit: int,
-        lease_ttl_s: float,
-        providers: Sequence[str] | None = None,
-        policy: ClaimPolicy | None = None,
-        now: datetime | None = None,
-        models: Sequence[str] | None = None,
-        skip_models: Sequence[str] | None = None,
-    ) -> list[Job]:
-        rules = policy or ClaimPolicy()
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
+        """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
+        transaction lock (SQLite's one writer computes them in Python)."""
+        rules = claim.rules
         query = Q["job_claim"]
         args = query.args(
             {
-                "worker_id": worker_id,
-                "limit": limit,
-                "lease_ttl_s": lease_ttl_s,
-                "providers": None if providers is None else list(providers),
-                "models": None if models is None else list(models),
-                "skip_models": None if skip_models is None else list(skip_models),
-                "now": now,
+                "worker_id": claim.worker_id,
+                "limit": claim.limit,
+                "lease_ttl_s": claim.lease_ttl_s,
+                "providers": claim.providers,
+                "models": claim.models,
+                "skip_models": claim.skip_models,
+                "now": claim.now,
                 "shares": [
                     {
                         "tenant_id": tenant_id,
@@ -495,53 +368,34 @@ class PostgresStorage(
             }
         )
 
-        async def claim(conn: Conn) -> list[asyncpg.Record]:
+        async def take(conn: Conn) -> list[asyncpg.Record]:
             if rules.capped:
                 await conn.execute(Q["job_claim_lock"].sql)
             return list(await conn.fetch(query.positional_sql, *args))
 
-        rows = await self._with_conn(claim, transaction=rules.capped)
+        rows = await self._with_conn(take, transaction=rules.capped)
         by_id = {row["id"]: self._decode.job(row) for row in rows}
-        claimed = sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
-        if claimed:
-            self.changes.jobs_changed(job.id for job in claimed)
-        return claimed
+        return sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
 
-    async def job_heartbeat(
-        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
-    ) -> list[HeartbeatResult]:
-        if not leases:
-            return []
-        rows = await self._fetch(
-            "job_heartbeat",
-            ids=[lease.job_id for lease in leases],
-            tokens=[lease.token for lease in leases],
-            lease_ttl_s=lease_ttl_s,
-            now=now,
-        )
-        return [HeartbeatResult(row["id"], row["cancel_requested_at"] is not None) for row in rows]
-
-    async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
-        if not finishes:
-            return []
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
+        """One set-wise statement that also bills the successes (SQLite splits rounds and bills
+        in Python)."""
         rows = await self._fetch(
             "job_finish",
-            finishes=[_finish_payload(f) for f in finishes],
+            finishes=[finish_payload(f, self._sql.codec) for f in finishes],
             now=now,
             expired_only=False,
         )
-        results = _in_order(finishes, rows)
-        self._published(results)
-        return results
+        return _in_order(finishes, rows)
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
+        """The finish and the read share one transaction: its row lock holds the row as written."""
+
         async def finish_read(conn: Conn) -> Job | None:
             rows = await self._run(
                 conn,
                 "job_finish",
-                finishes=[_finish_payload(finish)],
+                finishes=[finish_payload(finish, self._sql.codec)],
                 now=now,
                 expired_only=False,
             )
@@ -551,48 +405,12 @@ class PostgresStorage(
             row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
             return None if row is None else self._decode.job(row)
 
-        job = await self._with_conn(finish_read, transaction=True)
-        if job is not None:
-            self._published([Finished(job.id, job.state, job.attempt)])
-        return job
+        return await self._with_conn(finish_read, transaction=True)
 
-    # -- jobs: everyone else's side ----------------------------------------------------
-
-    async def job_cancel(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        row = await self._fetchrow(
-            "job_cancel", id=job_id, tenant_id=tenant_id, actor=actor, now=now
-        )
-        if row is None:
-            return await self.job_get(job_id=job_id, tenant_id=tenant_id)
-        job = self._decode.job(row)
-        self.changes.jobs_changed([job.id])
-        if job.state is JobState.RUNNING:
-            self.changes.cancel_requested([job.id])
-        return job
-
-    async def job_record_ignored(
-        self,
-        *,
-        job_id: str,
-        to_state: JobState,
-        actor: str,
-        reason: str,
-        now: datetime | None = None,
-    ) -> None:
-        await self._fetch(
-            "job_record_ignored",
-            id=job_id,
-            to_state=str(to_state),
-            actor=actor,
-            reason=reason,
-            now=now,
-        )
-
-    async def job_reap_expired(
-        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
-    ) -> ReapResult:
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish]]:
+        """Reads expired leases and finishes them in one transaction, at the database's clock."""
         verdicts: list[Finish] = []
 
         async def reap(conn: Conn) -> list[Finished | None]:
@@ -609,50 +427,10 @@ class PostgresStorage(
             finished = await self._run(
                 conn,
                 "job_finish",
-                finishes=[_finish_payload(v) for v in verdicts],
+                finishes=[finish_payload(v, self._sql.codec) for v in verdicts],
                 now=now,
                 expired_only=True,
             )
             return _in_order(verdicts, finished)
 
-        finished = await self._with_conn(reap, transaction=True)
-        self._published(finished)
-        return shared.reap_result(finished, verdicts)
-
-    async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
-        rows = await self._fetch("job_expire_due", limit=limit, now=now)
-        expired = [row["id"] for row in rows]
-        self.changes.jobs_changed(expired)
-        return expired
-
-    async def job_redrive(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        row = await self._fetchrow(
-            "job_redrive", id=job_id, tenant_id=tenant_id, actor=actor, now=now
-        )
-        if row is None:
-            existing = await self.job_get(job_id=job_id, tenant_id=tenant_id)
-            if existing is None:
-                return None
-            raise shared.redrive_refused(existing)
-        job = self._decode.job(row)
-        self.changes.jobs_changed([job.id])
-        self.changes.work_available()
-        return job
-
-    async def job_purge(
-        self, *, job_id: str, tenant_id: str, now: datetime | None = None
-    ) -> Job | None:
-        row = await self._fetchrow("job_purge", id=job_id, tenant_id=tenant_id, now=now)
-        return None if row is None else self._decode.job(row)
-
-    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
-        return [
-            self._decode.usage(row) for row in await self._fetch("usage_for_job", job_id=job_id)
-        ]
-
-    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
-        return [
-            self._decode.outbox(row) for row in await self._fetch("outbox_for_job", job_id=job_id)
-        ]
+        return await self._with_conn(reap, transaction=True), verdicts

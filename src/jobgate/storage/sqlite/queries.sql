@@ -17,9 +17,10 @@ SELECT version FROM schema_migrations ORDER BY version
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :now)
 
 -- name: tenant_insert
--- Create a tenant.
+-- Create a tenant (nothing when the name is taken).
 INSERT INTO tenants (id, name, webhook_secret, created_at)
 VALUES (:id, :name, :webhook_secret, :now)
+ON CONFLICT (name) DO NOTHING
 RETURNING *
 
 -- name: tenant_by_id
@@ -97,7 +98,9 @@ SELECT *
  WHERE tenant_id = :tenant_id
    AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
    AND (:dead_lettered IS NULL OR dead_lettered = :dead_lettered)
-   AND (:after_created_at IS NULL OR (created_at, id) < (:after_created_at, :after_id))
+   AND (:after_id IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
@@ -169,11 +172,13 @@ INSERT INTO tenant_stats (tenant_id, claimed_total) VALUES (:tenant_id, :count)
 ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = claimed_total + excluded.claimed_total
 
 -- name: job_heartbeat
--- Extend a lease still held; answers whether a cancel was requested.
+-- Extend the leases still held (a JSON array of {id, token}); answers whether a cancel was
+-- requested.
 UPDATE jobs
    SET lease_expires_at = :now + :lease_ttl_s
- WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id, cancel_requested_at
+  FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(:leases)) AS held
+ WHERE jobs.id = held.id AND jobs.lease_token = held.token AND jobs.state = 'running'
+RETURNING jobs.id, jobs.cancel_requested_at
 
 -- fragment: retry_unless_cancelled
 -- THE rule for a verdict that would send a job back to the queue (a worker's, the reaper's or

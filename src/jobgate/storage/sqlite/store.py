@@ -14,33 +14,25 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from jobgate import errors, ids
 from jobgate.clock import Clock, SystemClock, from_unix
 from jobgate.domain import events as domain_events
 from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
-from jobgate.domain.job import Job, JobEvent, Lease, NewJob
+from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared, sql
-from jobgate.storage.base import SqlStorageBase
+from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
 from jobgate.storage.records import (
-    ApiKey,
-    ClaimPolicy,
+    ClaimRequest,
     Finish,
     Finished,
-    HeartbeatResult,
     IdempotencyClaim,
-    OutboxEntry,
     QueueLimit,
-    ReapResult,
     RetryDelay,
     SubmitOutcome,
-    Tenant,
-    UsageEntry,
 )
-from jobgate.storage.rows import RowDecoder, unix_time
+from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
@@ -51,27 +43,20 @@ from jobgate.storage.sqlite.executor import SqliteExecutor
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
-from jobgate.storage.sqlite.roles import SqliteRoles
-from jobgate.storage.sqlite.sessions import SqliteSessions
-from jobgate.storage.sqlite.signals import SqliteSignals
 from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 from jobgate.storage.store.admin import AdminQueries
+from jobgate.storage.store.jobs import JobQueries, job_decoder
 from jobgate.storage.store.limits import LimitQueries
+from jobgate.storage.store.roles import RoleQueries
 from jobgate.storage.store.schedules import ScheduleQueries
+from jobgate.storage.store.sessions import SessionQueries
+from jobgate.storage.store.signals import SignalQueries
 from jobgate.storage.store.streams import StreamQueries
 
 Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)
 FOREIGN_COMMIT_CHECK_S = 1.0
-
-
-def _json_in(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-def _ts(moment: datetime) -> float:
-    return moment.timestamp()
 
 
 def _event_type(api: str, state: str, result_status: Any = None) -> str | None:
@@ -102,6 +87,10 @@ def path_from_url(url: str) -> str:
 
 class SqliteStorage(
     SqlStorageBase,
+    JobQueries,
+    SessionQueries,
+    RoleQueries,
+    SignalQueries,
     LimitQueries,
     SqliteRateLimits,
     ScheduleQueries,
@@ -109,11 +98,8 @@ class SqliteStorage(
     AdminQueries,
     SqliteProviderStore,
     SqliteBatch,
-    SqliteRoles,
-    SqliteSessions,
     SqliteBulk,
     SqliteRetention,
-    SqliteSignals,
     StreamQueries,
     SqliteBulkInsert,
     SqliteBatches,
@@ -129,7 +115,7 @@ class SqliteStorage(
         self._clock = clock or SystemClock()
         self._db = SqliteDatabase(path, configure=register_functions)
         self._sql = SqliteExecutor(self._db, self._clock)
-        self._decode = RowDecoder(time=self._sql.codec.time_out, json=self._sql.codec.json_out)
+        self._decode = job_decoder(self._sql.codec)
         self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
@@ -137,8 +123,8 @@ class SqliteStorage(
         return cls(path_from_url(url), clock=clock)
 
     def _now(self, now: datetime | None) -> float:
-        # On SQLite the database's clock is this host's clock.
-        return _ts(now or self._clock.now())
+        """`now` as the SQL takes it (the codec's); the helper this dialect's mixins call."""
+        return float(self._sql.codec.now(now))
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -154,6 +140,7 @@ class SqliteStorage(
         await self._db.close()
 
     async def migrate(self) -> list[int]:
+        """Statement by statement (a CREATE TRIGGER holds semicolons) on the writer thread."""
         pending = migrations.available("jobgate.storage.sqlite")
         now = self._now(None)
 
@@ -209,201 +196,61 @@ class SqliteStorage(
     async def database_now(self) -> datetime:
         return self._clock.now()
 
-    # -- tenants and keys --------------------------------------------------------------
+    # -- jobs: what differs from PostgreSQL --------------------------------------------
 
-    async def tenant_create(
-        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
-    ) -> Tenant:
-        params = {
-            "id": tenant_id,
-            "name": name,
-            "webhook_secret": webhook_secret,
-            "now": self._now(now),
-        }
-
-        def insert(conn: sqlite3.Connection) -> Tenant:
-            if conn.execute(Q["tenant_by_name"].sql, {"name": name}).fetchone():
-                raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
-            return self._decode.tenant(conn.execute(Q["tenant_insert"].sql, params).fetchone())
-
-        return await self._db.write(insert)
-
-    async def tenant_get(
-        self, *, tenant_id: str | None = None, name: str | None = None
-    ) -> Tenant | None:
-        query, params = (
-            (Q["tenant_by_id"], {"id": tenant_id})
-            if tenant_id is not None
-            else (Q["tenant_by_name"], {"name": name})
-        )
-        row = await self._db.read(lambda conn: conn.execute(query.sql, params).fetchone())
-        return None if row is None else self._decode.tenant(row)
-
-    async def tenant_list(self) -> list[Tenant]:
-        rows = await self._db.read(lambda conn: conn.execute(Q["tenant_list"].sql).fetchall())
-        return [self._decode.tenant(row) for row in rows]
-
-    async def api_key_create(
-        self,
-        *,
-        key_id: str,
-        tenant_id: str,
-        key_hash: str,
-        key_prefix: str,
-        now: datetime | None = None,
-    ) -> ApiKey:
-        params = {
-            "id": key_id,
-            "tenant_id": tenant_id,
-            "key_hash": key_hash,
-            "key_prefix": key_prefix,
-            "now": self._now(now),
-        }
-        row = await self._db.write(
-            lambda conn: conn.execute(Q["api_key_insert"].sql, params).fetchone()
-        )
-        return self._decode.api_key(row)
-
-    async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
-        row = await self._db.read(
-            lambda conn: conn.execute(Q["api_key_tenant"].sql, {"key_hash": key_hash}).fetchone()
-        )
-        return None if row is None else self._decode.tenant(row)
-
-    async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["api_key_list"].sql, {"tenant_id": tenant_id}).fetchall()
-        )
-        return [self._decode.api_key(row) for row in rows]
-
-    async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
-        params = {"id": key_id, "now": self._now(now)}
-        row = await self._db.write(
-            lambda conn: conn.execute(Q["api_key_revoke"].sql, params).fetchone()
-        )
-        return row is not None
-
-    # -- jobs: submit and read ---------------------------------------------------------
-
-    async def job_insert(
-        self,
-        *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
     ) -> SubmitOutcome:
+        """The replay check, the queue bound, the binding and the insert run as one operation of
+        the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
         at = self._now(now)
         params = insert_params(job, at)
 
         def insert(conn: sqlite3.Connection) -> SubmitOutcome:
             key = {
                 "tenant_id": job.tenant_id,
-                "route": idempotency.route if idempotency else None,
-                "key": idempotency.key if idempotency else None,
+                "route": idem.route if idem else None,
+                "key": idem.key if idem else None,
                 "now": at,
             }
-            if idempotency is not None:
+            if idem is not None:
                 seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
                 if seen is not None:
-                    if seen["body_hash"] != idempotency.body_hash:
+                    if seen["body_hash"] != idem.body_hash:
                         raise errors.IdempotencyKeyReused()
                     row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
                     return SubmitOutcome(self._decode.job(row), True, seen["status_code"])
-            if queue_limit is not None:
-                _check_queue(conn, job.tenant_id, queue_limit)
-            if idempotency is not None:
+            if queue is not None:
+                _check_queue(conn, job.tenant_id, queue)
+            if idem is not None:
                 conn.execute(
                     Q["idempotency_bind"].sql,
                     {
                         **key,
-                        "body_hash": idempotency.body_hash,
+                        "body_hash": idem.body_hash,
                         "job_id": job.id,
-                        "status_code": idempotency.status_code,
-                        "expires_at": at + idempotency.ttl_s,
+                        "status_code": idem.status_code,
+                        "expires_at": at + idem.ttl_s,
                     },
                 )
             row = conn.execute(Q["job_insert"].sql, params).fetchone()
             return SubmitOutcome(self._decode.job(row), False, 202)
 
-        outcome = await self._db.write(insert)
-        if not outcome.replayed:
-            self.changes.work_available()
-        return outcome
-
-    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
-        if tenant_id is None:
-            query, params = Q["job_get"].sql, {"id": job_id}
-        else:
-            query, params = Q["job_get_for_tenant"].sql, {"id": job_id, "tenant_id": tenant_id}
-        row = await self._db.read(lambda conn: conn.execute(query, params).fetchone())
-        return None if row is None else self._decode.job(row)
-
-    async def job_list(
-        self,
-        *,
-        tenant_id: str,
-        states: Sequence[JobState] | None = None,
-        dead_lettered: bool | None = None,
-        after: str | None = None,
-        limit: int = 20,
-    ) -> list[Job]:
-        def read(conn: sqlite3.Connection) -> list[Job]:
-            after_created_at = after_id = None
-            if after is not None:
-                anchor = conn.execute(
-                    Q["job_get_for_tenant"].sql, {"id": after, "tenant_id": tenant_id}
-                ).fetchone()
-                if anchor is None:
-                    raise errors.InvalidRequest(
-                        f"no job with id {after!r} to page after", param="after"
-                    )
-                after_created_at, after_id = anchor["created_at"], anchor["id"]
-            rows = conn.execute(
-                Q["job_list"].sql,
-                {
-                    "tenant_id": tenant_id,
-                    "states": None if states is None else _json_in([str(s) for s in states]),
-                    "dead_lettered": dead_lettered,
-                    "after_created_at": after_created_at,
-                    "after_id": after_id,
-                    "limit": limit,
-                },
-            ).fetchall()
-            return [self._decode.job(row) for row in rows]
-
-        return await self._db.read(read)
-
-    async def job_events(
-        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
-    ) -> list[JobEvent]:
-        params = {"job_id": job_id, "after_seq": after_seq, "limit": limit}
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["job_events"].sql, params).fetchall()
-        )
-        return [self._decode.event(row) for row in rows]
+        return await self._db.write(insert)
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def job_claim(
-        self,
-        *,
-        worker_id: str,
-        limit: int,
-        lease_ttl_s: float,
-        providers: Sequence[str] | None = None,
-        policy: ClaimPolicy | None = None,
-        now: datetime | None = None,
-        models: Sequence[str] | None = None,
-        skip_models: Sequence[str] | None = None,
-    ) -> list[Job]:
-        rules = policy or ClaimPolicy()
-        at = self._now(now)
-        provider_filter = None if providers is None else _json_in(list(providers))
-        model_filter = None if models is None else _json_in(list(models))
-        model_skips = None if skip_models is None else _json_in(list(skip_models))
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
+        """Fair order is computed in Python (domain.fairness) inside the one writer's operation,
+        so the caps read are the caps claimed under."""
+        rules, limit = claim.rules, claim.limit
+        at = self._now(claim.now)
+        json = self._sql.codec.json
+        provider_filter = json(claim.providers)
+        model_filter = json(claim.models)
+        model_skips = json(claim.skip_models)
 
-        def claim(conn: sqlite3.Connection) -> list[Job]:
+        def take(conn: sqlite3.Connection) -> list[Job]:
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
@@ -435,7 +282,7 @@ class SqliteStorage(
                         "providers": provider_filter,
                         "models": model_filter,
                         "skip_models": model_skips,
-                        "full_keys": _json_in(full) if key_cap > 0 else None,
+                        "full_keys": json(full) if key_cap > 0 else None,
                         "limit": min(free, limit),
                     },
                 ).fetchall()
@@ -453,9 +300,9 @@ class SqliteStorage(
             rows = conn.execute(
                 Q["job_claim"].sql,
                 {
-                    "ids": _json_in(chosen),
-                    "worker_id": worker_id,
-                    "lease_ttl_s": lease_ttl_s,
+                    "ids": json(chosen),
+                    "worker_id": claim.worker_id,
+                    "lease_ttl_s": claim.lease_ttl_s,
                     "now": at,
                 },
             ).fetchall()
@@ -467,33 +314,7 @@ class SqliteStorage(
                 conn.execute(Q["tenant_stats_bump"].sql, {"tenant_id": tenant_id, "count": count})
             return [claimed[job_id] for job_id in chosen if job_id in claimed]
 
-        claimed = await self._db.write(claim)
-        if claimed:
-            self.changes.jobs_changed(job.id for job in claimed)
-        return claimed
-
-    async def job_heartbeat(
-        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
-    ) -> list[HeartbeatResult]:
-        at = self._now(now)
-
-        def renew(conn: sqlite3.Connection) -> list[HeartbeatResult]:
-            held = []
-            for lease in leases:
-                row = conn.execute(
-                    Q["job_heartbeat"].sql,
-                    {
-                        "id": lease.job_id,
-                        "token": lease.token,
-                        "now": at,
-                        "lease_ttl_s": lease_ttl_s,
-                    },
-                ).fetchone()
-                if row is not None:
-                    held.append(HeartbeatResult(row["id"], row["cancel_requested_at"] is not None))
-            return held
-
-        return await self._db.write(renew) if leases else []
+        return await self._db.write(take)
 
     def _finish(
         self,
@@ -506,12 +327,13 @@ class SqliteStorage(
         """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
         appears more than once, in order, so each verdict meets the lease its predecessors
         left), then one ledger INSERT for its billed successes."""
+        codec = self._sql.codec
         results: list[Finished | None] = [None] * len(finishes)
         for batch in _rounds(finishes):
             rows = conn.execute(
                 Q["job_finish"].sql,
                 {
-                    "verdicts": _json_in([_verdict(finishes[i]) for i in batch]),
+                    "verdicts": codec.json([finish_payload(finishes[i], codec) for i in batch]),
                     "expired_only": int(expired_only),
                     "now": at,
                 },
@@ -538,20 +360,16 @@ class SqliteStorage(
                         }
                     )
             if billed:
-                conn.execute(Q["usage_record_many"].sql, {"entries": _json_in(billed), "now": at})
+                conn.execute(Q["usage_record_many"].sql, {"entries": codec.json(billed), "now": at})
         return results
 
-    async def job_finish_many(
-        self, *, finishes: Sequence[Finish], now: datetime | None = None
-    ) -> list[Finished | None]:
-        if not finishes:
-            return []
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
+        """Verdicts applied in rounds and billed in Python within one writer operation."""
         at = self._now(now)
-        results = await self._db.write(lambda conn: self._finish(conn, finishes, at))
-        self._published(results)
-        return results
+        return await self._db.write(lambda conn: self._finish(conn, finishes, at))
 
-    async def _job_finish_read(self, *, finish: Finish, now: datetime | None) -> Job | None:
+    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
+        """The finish and the read run in one writer operation."""
         at = self._now(now)
 
         def finish_read(conn: sqlite3.Connection) -> Job | None:
@@ -560,70 +378,34 @@ class SqliteStorage(
             row = conn.execute(Q["job_get"].sql, {"id": finish.lease.job_id}).fetchone()
             return None if row is None else self._decode.job(row)
 
-        job = await self._db.write(finish_read)
-        if job is not None:
-            self._published([Finished(job.id, job.state, job.attempt)])
-        return job
+        return await self._db.write(finish_read)
 
-    # -- jobs: everyone else's side ----------------------------------------------------
-
-    async def job_cancel(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        params = {"id": job_id, "tenant_id": tenant_id, "actor": actor, "now": self._now(now)}
-
-        def cancel(conn: sqlite3.Connection) -> tuple[Job | None, bool]:
-            row = conn.execute(Q["job_cancel"].sql, params).fetchone()
-            if row is not None:
-                return self._decode.job(row), True
-            row = conn.execute(Q["job_get_for_tenant"].sql, params).fetchone()
-            return (None if row is None else self._decode.job(row)), False
-
-        job, changed = await self._db.write(cancel)
-        if job is not None and changed:
-            self.changes.jobs_changed([job.id])
-            if job.state is JobState.RUNNING:
-                self.changes.cancel_requested([job.id])
-            else:
-                self.changes.outbox_available()
-        return job
-
-    async def job_record_ignored(
-        self,
-        *,
-        job_id: str,
-        to_state: JobState,
-        actor: str,
-        reason: str,
-        now: datetime | None = None,
-    ) -> None:
-        at = self._now(now)
+    async def _record_ignored(self, event: dict[str, Any]) -> None:
+        """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
+        inside an INSERT as PostgreSQL's one statement does."""
 
         def record(conn: sqlite3.Connection) -> None:
-            row = conn.execute(Q["job_bump_seq"].sql, {"id": job_id}).fetchone()
-            if row is None:
-                return
-            conn.execute(
-                Q["job_event_insert"].sql,
-                {
-                    "job_id": job_id,
-                    "seq": row["event_seq"],
-                    "from_state": row["state"],
-                    "to_state": str(to_state),
-                    "actor": actor,
-                    "reason": reason,
-                    "applied": 0,
-                    "now": at,
-                },
-            )
+            row = conn.execute(Q["job_bump_seq"].sql, {"id": event["id"]}).fetchone()
+            if row is not None:
+                conn.execute(
+                    Q["job_event_insert"].sql,
+                    {
+                        **event,
+                        "job_id": event["id"],
+                        "seq": row["event_seq"],
+                        "from_state": row["state"],
+                        "applied": 0,
+                    },
+                )
 
         await self._db.write(record)
 
-    async def job_reap_expired(
-        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
-    ) -> ReapResult:
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish]]:
+        """Expired leases are read and finished in one writer operation, at this host's clock."""
         moment = now or self._clock.now()
-        at = _ts(moment)
+        at = self._now(moment)
 
         verdicts: list[Finish] = []
 
@@ -637,80 +419,7 @@ class SqliteStorage(
             ]
             return self._finish(conn, verdicts, at, expired_only=True)
 
-        finished = await self._db.write(reap)
-        self._published(finished)
-        return shared.reap_result(finished, verdicts)
-
-    async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
-        params = {"limit": limit, "now": self._now(now)}
-        rows = await self._db.write(
-            lambda conn: conn.execute(Q["job_expire_due"].sql, params).fetchall()
-        )
-        expired = [row["id"] for row in rows]
-        if expired:
-            self.changes.jobs_changed(expired)
-            self.changes.outbox_available()
-        return expired
-
-    async def job_redrive(
-        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
-    ) -> Job | None:
-        params = {"id": job_id, "tenant_id": tenant_id, "actor": actor, "now": self._now(now)}
-
-        def redrive(conn: sqlite3.Connection) -> Job | None:
-            row = conn.execute(Q["job_redrive"].sql, params).fetchone()
-            if row is not None:
-                return self._decode.job(row)
-            existing = conn.execute(Q["job_get_for_tenant"].sql, params).fetchone()
-            if existing is None:
-                return None
-            raise shared.redrive_refused(self._decode.job(existing))
-
-        job = await self._db.write(redrive)
-        if job is not None:
-            self.changes.jobs_changed([job.id])
-            self.changes.work_available()
-        return job
-
-    async def job_purge(
-        self, *, job_id: str, tenant_id: str, now: datetime | None = None
-    ) -> Job | None:
-        params = {"id": job_id, "tenant_id": tenant_id, "now": self._now(now)}
-        row = await self._db.write(lambda conn: conn.execute(Q["job_purge"].sql, params).fetchone())
-        return None if row is None else self._decode.job(row)
-
-    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["usage_for_job"].sql, {"job_id": job_id}).fetchall()
-        )
-        return [self._decode.usage(row) for row in rows]
-
-    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["outbox_for_job"].sql, {"job_id": job_id}).fetchall()
-        )
-        return [self._decode.outbox(row) for row in rows]
-
-
-def _verdict(finish: Finish) -> dict[str, Any]:
-    """One element of job_finish's JSON array; JSON members travel as JSON text."""
-    return {
-        "id": finish.lease.job_id,
-        "token": finish.lease.token,
-        "state": str(finish.state),
-        "result": _json_in(finish.result),
-        "error": _json_in(finish.error),
-        "usage": _json_in(finish.usage),
-        "refund_attempt": 0 if finish.count_attempt else 1,
-        "lost": int(finish.lost),
-        "dead_lettered": int(finish.dead_lettered),
-        "retry_in_s": finish.retry_in_s,
-        "cancel_outcome": finish.cancel_outcome,
-        "creation_outcome": finish.creation_outcome,
-        "provider_request_id": finish.provider_request_id,
-        "actor": finish.actor,
-        "reason": finish.reason,
-    }
+        return await self._db.write(reap), verdicts
 
 
 def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:

@@ -1,0 +1,217 @@
+"""Tenants, API keys and the jobs' single-statement methods, written once for both dialects.
+
+The lease holder's writes (claim, finish, reap) and the idempotent submit stay in each
+dialect's store: they are transactions of several statements that each dialect runs its own
+way (SKIP LOCKED on PostgreSQL, the one writer on SQLite).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from jobgate import errors
+from jobgate.domain.job import Job, JobEvent, Lease
+from jobgate.domain.states import JobState
+from jobgate.storage import shared
+from jobgate.storage.executor import Codec, SqlPart
+from jobgate.storage.records import ApiKey, HeartbeatResult, OutboxEntry, Tenant, UsageEntry
+from jobgate.storage.rows import RowDecoder
+
+
+def job_decoder(codec: Codec) -> RowDecoder:
+    """The decoder of job, tenant, key, event, usage and outbox rows, for one store's codec."""
+    return RowDecoder(time=codec.time_out, json=codec.json_out)
+
+
+class JobQueries(SqlPart):
+    _decode: RowDecoder  # job_decoder(self._sql.codec), built once by the store's __init__
+
+    # -- tenants and keys --------------------------------------------------------------
+
+    async def tenant_create(
+        self, *, tenant_id: str, name: str, webhook_secret: str, now: datetime | None = None
+    ) -> Tenant:
+        row = await self._sql.write_one(
+            "tenant_insert",
+            id=tenant_id,
+            name=name,
+            webhook_secret=webhook_secret,
+            now=self._sql.codec.now(now),
+        )
+        if row is None:
+            raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
+        return self._decode.tenant(row)
+
+    async def tenant_get(
+        self, *, tenant_id: str | None = None, name: str | None = None
+    ) -> Tenant | None:
+        if tenant_id is not None:
+            row = await self._sql.read_one("tenant_by_id", id=tenant_id)
+        else:
+            row = await self._sql.read_one("tenant_by_name", name=name)
+        return None if row is None else self._decode.tenant(row)
+
+    async def tenant_list(self) -> list[Tenant]:
+        return [self._decode.tenant(row) for row in await self._sql.read("tenant_list")]
+
+    async def api_key_create(
+        self,
+        *,
+        key_id: str,
+        tenant_id: str,
+        key_hash: str,
+        key_prefix: str,
+        now: datetime | None = None,
+    ) -> ApiKey:
+        row = await self._sql.write_one(
+            "api_key_insert",
+            id=key_id,
+            tenant_id=tenant_id,
+            key_hash=key_hash,
+            key_prefix=key_prefix,
+            now=self._sql.codec.now(now),
+        )
+        assert row is not None
+        return self._decode.api_key(row)
+
+    async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
+        row = await self._sql.read_one("api_key_tenant", key_hash=key_hash)
+        return None if row is None else self._decode.tenant(row)
+
+    async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
+        rows = await self._sql.read("api_key_list", tenant_id=tenant_id)
+        return [self._decode.api_key(row) for row in rows]
+
+    async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
+        revoked = await self._sql.write_count(
+            "api_key_revoke", id=key_id, now=self._sql.codec.now(now)
+        )
+        return revoked > 0
+
+    # -- jobs: reads -------------------------------------------------------------------
+
+    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
+        if tenant_id is None:
+            row = await self._sql.read_one("job_get", id=job_id)
+        else:
+            row = await self._sql.read_one("job_get_for_tenant", id=job_id, tenant_id=tenant_id)
+        return None if row is None else self._decode.job(row)
+
+    async def job_list(
+        self,
+        *,
+        tenant_id: str,
+        states: Sequence[JobState] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int = 20,
+    ) -> list[Job]:
+        if after is not None and await self.job_get(job_id=after, tenant_id=tenant_id) is None:
+            raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
+        rows = await self._sql.read(
+            "job_list",
+            tenant_id=tenant_id,
+            states=None if states is None else self._sql.codec.json([str(s) for s in states]),
+            dead_lettered=self._sql.codec.flag(dead_lettered),
+            after_id=after,
+            limit=limit,
+        )
+        return [self._decode.job(row) for row in rows]
+
+    async def job_events(
+        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[JobEvent]:
+        rows = await self._sql.read("job_events", job_id=job_id, after_seq=after_seq, limit=limit)
+        return [self._decode.event(row) for row in rows]
+
+    async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
+        rows = await self._sql.read("usage_for_job", job_id=job_id)
+        return [self._decode.usage(row) for row in rows]
+
+    async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
+        rows = await self._sql.read("outbox_for_job", job_id=job_id)
+        return [self._decode.outbox(row) for row in rows]
+
+    # -- jobs: the lease holder's side -------------------------------------------------
+
+    async def job_heartbeat(
+        self, *, leases: Sequence[Lease], lease_ttl_s: float, now: datetime | None = None
+    ) -> list[HeartbeatResult]:
+        if not leases:
+            return []
+        rows = await self._sql.write(
+            "job_heartbeat",
+            leases=self._sql.codec.json([{"id": x.job_id, "token": x.token} for x in leases]),
+            lease_ttl_s=lease_ttl_s,
+            now=self._sql.codec.now(now),
+        )
+        return [HeartbeatResult(row["id"], row["cancel_requested_at"] is not None) for row in rows]
+
+    # -- jobs: everyone else's side ----------------------------------------------------
+
+    async def job_cancel(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        row = await self._sql.write_one(
+            "job_cancel", id=job_id, tenant_id=tenant_id, actor=actor, now=self._sql.codec.now(now)
+        )
+        if row is None:  # not the tenant's, or past cancelling: the job as it stands
+            return await self.job_get(job_id=job_id, tenant_id=tenant_id)
+        job = self._decode.job(row)
+        self.changes.jobs_changed([job.id])
+        if job.state is JobState.RUNNING:
+            self.changes.cancel_requested([job.id])
+        else:
+            self.changes.outbox_available()
+        return job
+
+    async def job_record_ignored(
+        self,
+        *,
+        job_id: str,
+        to_state: JobState,
+        actor: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> None:
+        at = self._sql.codec.now(now)
+        event = {"id": job_id, "to_state": str(to_state), "actor": actor, "reason": reason}
+        await self._record_ignored({**event, "now": at})
+
+    async def _record_ignored(self, event: dict[str, Any]) -> None:
+        """One statement bumps the job's event sequence and writes the refused transition."""
+        await self._sql.write("job_record_ignored", **event)
+
+    async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
+        rows = await self._sql.write("job_expire_due", limit=limit, now=self._sql.codec.now(now))
+        expired = [row["id"] for row in rows]
+        if expired:
+            self.changes.jobs_changed(expired)
+            self.changes.outbox_available()
+        return expired
+
+    async def job_redrive(
+        self, *, job_id: str, tenant_id: str, actor: str, now: datetime | None = None
+    ) -> Job | None:
+        row = await self._sql.write_one(
+            "job_redrive", id=job_id, tenant_id=tenant_id, actor=actor, now=self._sql.codec.now(now)
+        )
+        if row is None:
+            existing = await self.job_get(job_id=job_id, tenant_id=tenant_id)
+            if existing is None:
+                return None
+            raise shared.redrive_refused(existing)
+        job = self._decode.job(row)
+        self.changes.jobs_changed([job.id])
+        self.changes.work_available()
+        return job
+
+    async def job_purge(
+        self, *, job_id: str, tenant_id: str, now: datetime | None = None
+    ) -> Job | None:
+        row = await self._sql.write_one(
+            "job_purge", id=job_id, tenant_id=tenant_id, now=self._sql.codec.now(now)
+        )
+        return None if row is None else self._decode.job(row)
