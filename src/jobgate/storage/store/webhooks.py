@@ -146,31 +146,28 @@ class WebhookQueries(SqlPart):
     async def delivery_record(
         self, *, delivery: Delivery, outcome: DeliveryOutcome, now: datetime | None = None
     ) -> bool:
-        return await self._delivery_write(self._delivery_params(delivery, outcome, now))
-
-    def _delivery_params(
-        self, delivery: Delivery, outcome: DeliveryOutcome, now: datetime | None
-    ) -> dict[str, Any]:
         codec = self._sql.codec
         entry = delivery.entry
-        return {
-            "id": entry.id,
-            "token": delivery.lease_token,
-            "event_id": entry.event_id,
-            "tenant_id": entry.tenant_id,
-            "job_id": entry.job_id,
-            "target": entry.target,
-            "attempt": entry.attempts,
-            "attempted": codec.flag(outcome.attempted),
-            "status_code": outcome.status_code,
-            "latency_ms": outcome.latency_ms,
-            "error": outcome.error,
-            "state": outcome.state,
-            "retry_in_s": float(outcome.retry_in_s),
-            "endpoint_id": entry.endpoint_id,
-            "disable_reason": outcome.disable_endpoint,
-            "now": codec.now(now),
-        }
+        return await self._delivery_write(
+            {
+                "id": entry.id,
+                "token": delivery.lease_token,
+                "event_id": entry.event_id,
+                "tenant_id": entry.tenant_id,
+                "job_id": entry.job_id,
+                "target": entry.target,
+                "attempt": entry.attempts,
+                "attempted": codec.flag(outcome.attempted),
+                "status_code": outcome.status_code,
+                "latency_ms": outcome.latency_ms,
+                "error": outcome.error,
+                "state": outcome.state,
+                "retry_in_s": float(outcome.retry_in_s),
+                "endpoint_id": entry.endpoint_id,
+                "disable_reason": outcome.disable_endpoint,
+                "now": codec.now(now),
+            }
+        )
 
     async def _delivery_write(self, params: dict[str, Any]) -> bool:
         """Record the attempt, disable a gone endpoint and write the delivery's new state, in one
