@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from jobgate.storage.executor import SqlPart
+from jobgate.storage.records import Schedule
 from jobgate.storage.rows import RowDecoder
-from jobgate.storage.schedule_records import Schedule
 
 
 class ScheduleQueries(SqlPart):

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from jobgate.storage.executor import SqlPart
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     Delivery,
     DeliveryAttempt,
     DeliveryOutcome,
@@ -17,7 +17,7 @@ from jobgate.storage.webhook_records import (
     NewWebhookEndpoint,
     WebhookEndpoint,
 )
-from jobgate.storage.webhook_rows import WebhookRowDecoder
+from jobgate.storage.rows import WebhookRowDecoder
 
 
 class WebhookQueries(SqlPart):
