@@ -27,9 +27,14 @@ async def running(storage: Storage, clock: FakeClock, tenant: Tenant, **fields: 
 
 
 async def at_provider(
-    storage: Storage, clock: FakeClock, tenant: Tenant, pid: str = "resp_1", in_s: float = 30
+    storage: Storage,
+    clock: FakeClock,
+    tenant: Tenant,
+    pid: str = "resp_1",
+    in_s: float = 30,
+    **fields: object,
 ) -> Job:
-    job = await running(storage, clock, tenant)
+    job = await running(storage, clock, tenant, **fields)
     lease = Lease(job.id, job.lease_token or "")
     await storage.job_provider_submitting(lease=lease, now=clock.now())
     return await storage.job_background_accept(
@@ -308,3 +313,17 @@ async def test_refresh_makes_every_background_job_due(storage: Storage, clock: F
     assert await storage.job_reconcile_refresh(now=clock.now()) == 2
     claimed = await storage.job_reconcile_claim(limit=10, lease_s=60, now=clock.now())
     assert sorted(c.job.provider_job_id or "" for c in claimed) == ["a", "b"]
+
+
+async def test_refresh_and_claim_keep_to_the_providers_named(
+    storage: Storage, clock: FakeClock
+) -> None:
+    tenant = await make_tenant(storage)
+    await at_provider(storage, clock, tenant, pid="s", in_s=600)
+    await at_provider(storage, clock, tenant, pid="o", in_s=600, provider="other")
+    assert await storage.job_reconcile_refresh(providers=[], now=clock.now()) == 0
+    assert await storage.job_reconcile_refresh(providers=["other"], now=clock.now()) == 1
+    claim = storage.job_reconcile_claim
+    assert await claim(limit=10, lease_s=60, providers=["sim"], now=clock.now()) == []
+    (item,) = await claim(limit=10, lease_s=60, providers=["sim", "other"], now=clock.now())
+    assert (item.job.provider, item.job.provider_job_id) == ("other", "o")

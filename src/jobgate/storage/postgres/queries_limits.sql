@@ -82,7 +82,6 @@ UPDATE jobs AS j
    SET request = NULL, result = NULL, purged_at = coalesce(:now::timestamptz, now())
   FROM due
  WHERE j.id = due.id
-RETURNING j.id
 
 -- name: idempotency_purge_expired
 -- Forget expired idempotency keys.
@@ -90,4 +89,3 @@ DELETE FROM idempotency_keys
  WHERE ctid IN (SELECT ctid FROM idempotency_keys
                  WHERE expires_at <= coalesce(:now::timestamptz, now())
                  LIMIT :limit)
-RETURNING key

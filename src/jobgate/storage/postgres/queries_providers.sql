@@ -59,8 +59,8 @@ UPDATE jobs AS j
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.state = 'running' AND j.provider_job_id IS NOT NULL AND j.lease_token IS NULL
    AND (j.reconcile_at IS NULL OR j.reconcile_at > clock.now)
-   AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
-RETURNING j.id
+   AND (:providers::jsonb IS NULL
+        OR j.provider IN (SELECT jsonb_array_elements_text(:providers::jsonb)))
 
 -- name: job_reconcile_claim
 -- Take the background jobs due for a check, pushing their reconcile_at ahead as a lease.
@@ -76,7 +76,8 @@ WITH clock AS (
        AND (j.reconcile_at <= clock.now
             OR (j.state = 'running' AND j.cancel_requested_at IS NOT NULL
                 AND (j.reconciled_at IS NULL OR j.reconciled_at < j.cancel_requested_at)))
-       AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
+       AND (:providers::jsonb IS NULL
+            OR j.provider IN (SELECT jsonb_array_elements_text(:providers::jsonb)))
      ORDER BY j.reconcile_at
      LIMIT :limit
        FOR UPDATE OF j SKIP LOCKED
@@ -228,8 +229,7 @@ SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM due) A
 
 -- name: provider_events_prune
 -- Forget old provider events.
-WITH gone AS (DELETE FROM provider_events WHERE received_at < :before RETURNING 1)
-SELECT count(*) AS count FROM gone
+DELETE FROM provider_events WHERE received_at < :before
 
 -- name: notify_reconcile
 -- Wake every reconciler: a background job is due now.

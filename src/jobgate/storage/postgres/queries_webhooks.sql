@@ -83,7 +83,8 @@ WITH clock AS (
       FROM outbox AS o, clock
      WHERE o.state = 'pending'
        AND o.next_attempt_at <= clock.now
-       AND NOT (coalesce(o.endpoint_id, 'url:' || coalesce(o.url, '')) = ANY (:busy::text[]))
+       AND coalesce(o.endpoint_id, 'url:' || coalesce(o.url, ''))
+           NOT IN (SELECT jsonb_array_elements_text(:busy::jsonb))
      ORDER BY o.next_attempt_at, o.id
      LIMIT :limit
        FOR UPDATE OF o SKIP LOCKED
@@ -161,7 +162,6 @@ UPDATE outbox AS o
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE o.endpoint_id = :endpoint_id AND o.tenant_id = :tenant_id AND o.state = 'failed'
    AND o.created_at >= :since
-RETURNING o.id
 
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.

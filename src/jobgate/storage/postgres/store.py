@@ -29,7 +29,6 @@ from jobgate.domain.verdicts import (
 from jobgate.storage import migrations
 from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
@@ -37,11 +36,7 @@ from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
-from jobgate.storage.postgres.retention import PostgresRetention
-from jobgate.storage.postgres.schedules import PostgresSchedules
-from jobgate.storage.postgres.streams import PostgresStreams
 from jobgate.storage.postgres.transport import PostgresTransport
-from jobgate.storage.postgres.webhooks import PostgresWebhookStore
 from jobgate.storage.records import (
     ClaimRequest,
     Finished,
@@ -49,12 +44,17 @@ from jobgate.storage.records import (
     QueueLimit,
     SubmitOutcome,
 )
+from jobgate.storage.store.admin import AdminQueries
 from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.console import ConsoleQueries
 from jobgate.storage.store.jobs import JobQueries, job_decoder
+from jobgate.storage.store.retention import RetentionQueries
 from jobgate.storage.store.roles import RoleQueries
+from jobgate.storage.store.schedules import ScheduleQueries
 from jobgate.storage.store.sessions import SessionQueries
 from jobgate.storage.store.signals import SignalQueries
+from jobgate.storage.store.streams import StreamQueries
+from jobgate.storage.store.webhooks import WebhookQueries
 from jobgate.wakeups import ChangeHub
 
 T = TypeVar("T")
@@ -81,14 +81,14 @@ class PostgresStorage(
     SignalQueries,
     PostgresLimits,
     PostgresRateLimits,
-    PostgresSchedules,
-    PostgresWebhookStore,
-    PostgresAdmin,
+    ScheduleQueries,
+    WebhookQueries,
+    AdminQueries,
     PostgresProviderStore,
     PostgresBatch,
     PostgresBulk,
-    PostgresRetention,
-    PostgresStreams,
+    RetentionQueries,
+    StreamQueries,
     PostgresBulkInsert,
     BatchesQueries,
     ConsoleQueries,

@@ -34,7 +34,8 @@ SELECT *
  WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
    AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
    AND (:dead_lettered IS NULL OR dead_lettered = :dead_lettered)
-   AND (:after_created_at IS NULL OR (created_at, id) < (:after_created_at, :after_id))
+   AND (:after_id IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a WHERE a.id = :after_id))
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 

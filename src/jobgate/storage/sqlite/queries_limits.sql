@@ -67,7 +67,6 @@ UPDATE jobs
                WHERE purged_at IS NULL AND completed_at < :completed_before
                ORDER BY completed_at
                LIMIT :limit)
-RETURNING id
 
 -- name: idempotency_purge_expired
 -- Forget expired idempotency keys.
@@ -76,4 +75,3 @@ DELETE FROM idempotency_keys
                                      FROM idempotency_keys
                                     WHERE expires_at <= :now
                                     LIMIT :limit)
-RETURNING key

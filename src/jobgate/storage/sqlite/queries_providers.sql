@@ -32,7 +32,7 @@ UPDATE jobs
            THEN :now ELSE :now + :reconcile_in_s END,
        updated_at = :now
  WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING *
+RETURNING *, reconcile_at <= :now AS due_now
 
 -- name: job_reconcile_refresh
 -- Every running job with a provider id becomes due for a check now.
@@ -41,7 +41,6 @@ UPDATE jobs
  WHERE state = 'running' AND provider_job_id IS NOT NULL AND lease_token IS NULL
    AND (reconcile_at IS NULL OR reconcile_at > :now)
    AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
-RETURNING id
 
 -- name: job_reconcile_claim
 -- Take the background jobs due for a check, pushing their reconcile_at ahead as a lease.
@@ -79,7 +78,8 @@ RETURNING id
 
 -- name: job_settle
 -- Apply the provider's verdict to a job running at it (the first verdict wins; a retry after a
--- cancel request is the cancellation, see retry_unless_cancelled).
+-- cancel request is the cancellation, see retry_unless_cancelled). A final verdict's usage is
+-- billed next (usage_bill), in the same transaction.
 UPDATE jobs AS j
    SET {{retry_unless_cancelled}},
        result = CASE WHEN j.purged_at IS NULL THEN :result END,
@@ -110,13 +110,38 @@ UPDATE jobs AS j
    AND j.lease_token IS NULL
 RETURNING *
 
--- name: job_stop_watching
--- A locally cancelled job's provider finished: stop checking on it.
+-- name: job_discard_late_result
+-- A locally cancelled job's provider finished: stop checking on it, taking the event number of
+-- the discarded result's log entry (job_discard_logged, then usage_bill, follow in the same
+-- transaction).
 UPDATE jobs
-   SET reconcile_at = NULL, provider_status = :provider_status, updated_at = :now
+   SET reconcile_at = NULL, provider_status = :to_state, updated_at = :now,
+       event_seq = event_seq + 1
  WHERE id = :id AND provider_job_id = :provider_job_id AND state = 'cancelled'
    AND cancel_outcome = 'not_supported' AND reconcile_at IS NOT NULL
-RETURNING *
+RETURNING id
+
+-- name: job_discard_logged
+-- Log the late result discarded after a cancel (not applied: the job stays cancelled).
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+SELECT id, event_seq, state, :to_state, :actor, 'result_discarded_after_cancel', 0, :now
+  FROM jobs
+ WHERE id = :id
+
+-- name: usage_bill
+-- Bill a job's usage (a JSON object) once per kind of :kinds (a JSON array): the ledger is
+-- unique on (job_id, kind).
+INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
+SELECT j.id, kind.value, j.tenant_id, j.provider, j.model,
+       CAST(coalesce(:usage ->> '$.input_tokens', 0) AS INTEGER),
+       CAST(coalesce(:usage ->> '$.output_tokens', 0) AS INTEGER),
+       CAST(coalesce(:usage ->> '$.cache_read_input_tokens', 0) AS INTEGER),
+       CAST(coalesce(:usage ->> '$.cache_creation_input_tokens', 0) AS INTEGER),
+       :now
+  FROM jobs AS j, json_each(:kinds) AS kind
+ WHERE j.id = :id AND :usage IS NOT NULL
+ON CONFLICT (job_id, kind) DO NOTHING
 
 -- name: job_by_provider_job
 -- The newest job a provider id belongs to.
@@ -143,4 +168,4 @@ RETURNING id
 
 -- name: provider_events_prune
 -- Forget old provider events.
-DELETE FROM provider_events WHERE received_at < :before RETURNING event_id
+DELETE FROM provider_events WHERE received_at < :before

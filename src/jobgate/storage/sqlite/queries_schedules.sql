@@ -23,7 +23,7 @@ RETURNING *
 
 -- name: schedule_delete
 -- Delete a schedule.
-DELETE FROM schedules WHERE id = :id AND tenant_id = :tenant_id RETURNING id
+DELETE FROM schedules WHERE id = :id AND tenant_id = :tenant_id
 
 -- name: schedule_due
 -- Unpaused schedules whose next slot has come, oldest slot first.
@@ -36,4 +36,3 @@ SELECT * FROM schedules
 -- Move a schedule past a fired slot, only if it is still there (compare-and-set).
 UPDATE schedules SET next_run_at = :next_run_at
  WHERE id = :id AND next_run_at = :slot AND NOT paused
-RETURNING id

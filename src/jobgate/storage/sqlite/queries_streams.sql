@@ -20,4 +20,4 @@ SELECT job_id, seq, generation, text, created_at
 
 -- name: job_output_delete
 -- Drop a job's output log (purge).
-DELETE FROM job_output_chunks WHERE job_id = :job_id RETURNING seq
+DELETE FROM job_output_chunks WHERE job_id = :job_id

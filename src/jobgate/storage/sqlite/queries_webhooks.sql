@@ -22,7 +22,9 @@ SELECT * FROM webhook_endpoints WHERE id = :id AND tenant_id = :tenant_id
 SELECT *
   FROM webhook_endpoints
  WHERE tenant_id = :tenant_id
-   AND (:after_created_at IS NULL OR (created_at, id) > (:after_created_at, :after_id))
+   AND (:after_id IS NULL
+        OR (created_at, id) > (SELECT a.created_at, a.id FROM webhook_endpoints AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
  ORDER BY created_at, id
  LIMIT :limit
 
@@ -48,8 +50,8 @@ DELETE FROM webhook_endpoints WHERE id = :id AND tenant_id = :tenant_id RETURNIN
 -- name: outbox_fail_for_endpoint
 -- Give up an endpoint's pending deliveries (it was deleted).
 UPDATE outbox
-   SET state = 'failed', last_error = :error, completed_at = :now, lease_token = NULL
- WHERE endpoint_id = :endpoint_id AND state = 'pending'
+   SET state = 'failed', last_error = 'endpoint deleted', completed_at = :now, lease_token = NULL
+ WHERE endpoint_id = :id AND state = 'pending'
 
 -- name: webhook_endpoint_rotate
 -- A new current secret; the old one keeps signing until the grace period ends.
@@ -62,13 +64,14 @@ UPDATE webhook_endpoints
 RETURNING *
 
 -- name: webhook_endpoint_disable
--- Disable an endpoint (it answered 410 Gone).
+-- Disable an endpoint when a delivery says so (it answered 410 Gone).
 UPDATE webhook_endpoints
-   SET disabled = 1, disabled_reason = :reason, updated_at = :now
- WHERE id = :id AND disabled = 0
+   SET disabled = 1, disabled_reason = :disable_reason, updated_at = :now
+ WHERE id = :endpoint_id AND :disable_reason IS NOT NULL AND disabled = 0
 
 -- name: delivery_claim
--- Lease due deliveries, oldest due first, skipping busy limit keys; counts the attempt.
+-- Lease due deliveries, oldest due first, skipping busy limit keys; counts the attempt. Answers
+-- each row with its endpoint's URL and live secrets, or the tenant's secret for a job's own URL.
 UPDATE outbox
    SET attempts = attempts + 1,
        next_attempt_at = :now + :lease_s,
@@ -81,30 +84,28 @@ UPDATE outbox
                      NOT IN (SELECT value FROM json_each(:busy))
                ORDER BY next_attempt_at, id
                LIMIT :limit)
-RETURNING id
-
--- name: delivery_claimed
--- Claimed rows with their endpoint's URL and live secrets, or the tenant's secret.
-SELECT o.*,
-       e.url AS e_url,
-       e.secret AS e_secret,
-       CASE WHEN e.previous_secret_expires_at > :now THEN e.previous_secret END
-           AS e_previous_secret,
-       e.include_result AS e_include_result,
-       e.disabled AS e_disabled,
-       t.webhook_secret AS tenant_secret
-  FROM outbox AS o
-  LEFT JOIN webhook_endpoints AS e ON e.id = o.endpoint_id
-  LEFT JOIN tenants AS t ON t.id = o.tenant_id
- WHERE o.id IN (SELECT value FROM json_each(:ids))
- ORDER BY o.created_at, o.id
+RETURNING *,
+          (SELECT e.url FROM webhook_endpoints AS e WHERE e.id = outbox.endpoint_id)
+              AS e_url,
+          (SELECT e.secret FROM webhook_endpoints AS e WHERE e.id = outbox.endpoint_id)
+              AS e_secret,
+          (SELECT CASE WHEN e.previous_secret_expires_at > :now THEN e.previous_secret END
+             FROM webhook_endpoints AS e WHERE e.id = outbox.endpoint_id)
+              AS e_previous_secret,
+          (SELECT e.include_result FROM webhook_endpoints AS e WHERE e.id = outbox.endpoint_id)
+              AS e_include_result,
+          (SELECT e.disabled FROM webhook_endpoints AS e WHERE e.id = outbox.endpoint_id)
+              AS e_disabled,
+          (SELECT t.webhook_secret FROM tenants AS t WHERE t.id = outbox.tenant_id)
+              AS tenant_secret
 
 -- name: delivery_attempt_insert
--- Record one attempt.
+-- Record one attempt, if one was made.
 INSERT INTO webhook_attempts (id, outbox_id, event_id, tenant_id, job_id, target, attempt,
                               status_code, latency_ms, error, succeeded, created_at)
-VALUES ('att_' || lower(hex(randomblob(12))), :outbox_id, :event_id, :tenant_id, :job_id,
-        :target, :attempt, :status_code, :latency_ms, :error, :succeeded, :now)
+SELECT 'att_' || lower(hex(randomblob(12))), :id, :event_id, :tenant_id, :job_id, :target,
+       :attempt, :status_code, :latency_ms, :error, :state = 'succeeded', :now
+ WHERE :attempted
 
 -- name: delivery_update
 -- A delivery's new state, fenced on the lease token.
@@ -133,7 +134,6 @@ UPDATE outbox
        lease_token = NULL
  WHERE endpoint_id = :endpoint_id AND tenant_id = :tenant_id AND state = 'failed'
    AND created_at >= :since
-RETURNING id
 
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.

@@ -1,36 +1,27 @@
-"""RetentionStore on SQLite: one write operation per batch picks the jobs, sums their usage
-into usage_daily and deletes them with every row that hangs off them."""
+"""SQLite's own retention batch: several statements in one transaction, as SQLite has no
+data-modifying CTE (PostgreSQL deletes a batch in one statement, store/retention.py)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
+from typing import Any
 
 import orjson
 
-from jobgate.domain.retention import Horizon
-from jobgate.storage import sql
-from jobgate.storage.records import RetentionBatch, UsageDay
+from jobgate.storage.records import RetentionBatch
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import Q
+from jobgate.storage.store.retention import RetentionQueries
 
-Q = sql.load("jobgate.storage.sqlite")
 
-
-class SqliteRetention:
-    """Mixed into SqliteStorage, which supplies `_db`."""
-
+class SqliteRetention(RetentionQueries):
     _db: SqliteDatabase
 
-    async def retention_delete(self, *, horizon: Horizon, limit: int) -> RetentionBatch:
-        pick = {
-            "completed_before": horizon.completed_before.timestamp(),
-            "created_before": horizon.created_before.timestamp(),
-            "usage_before": horizon.usage_before.timestamp(),
-            "limit": limit,
-        }
+    async def _retention_write(self, params: dict[str, Any]) -> RetentionBatch:
+        """Pick the jobs, sum their usage into usage_daily, then delete them and their rows."""
 
         def delete(conn: sqlite3.Connection) -> RetentionBatch:
-            ids = [row["id"] for row in conn.execute(Q["retention_pick"].sql, pick)]
+            ids = [row["id"] for row in conn.execute(Q["retention_pick"].sql, params)]
             if not ids:
                 return RetentionBatch()
             batch = {"ids": orjson.dumps(ids).decode()}
@@ -48,23 +39,3 @@ class SqliteRetention:
             )
 
         return await self._db.write(delete)
-
-    async def usage_daily(self, *, tenant_id: str | None = None) -> list[UsageDay]:
-        params = {"tenant_id": tenant_id}
-        rows = await self._db.read(
-            lambda conn: conn.execute(Q["usage_daily"].sql, params).fetchall()
-        )
-        return [
-            UsageDay(
-                tenant_id=row["tenant_id"],
-                day=dt.date.fromisoformat(row["day"]),
-                provider=row["provider"],
-                model=row["model"],
-                jobs=int(row["jobs"]),
-                input_tokens=int(row["input_tokens"]),
-                output_tokens=int(row["output_tokens"]),
-                cache_read_tokens=int(row["cache_read_tokens"]),
-                cache_write_tokens=int(row["cache_write_tokens"]),
-            )
-            for row in rows
-        ]

@@ -28,26 +28,26 @@ from jobgate.domain.verdicts import (
 from jobgate.storage import migrations, records, shared, sql
 from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.rows import unix_time
-from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import SqliteExecutor
-from jobgate.storage.sqlite.limits import SqliteLimits
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
-from jobgate.storage.sqlite.schedules import SqliteSchedules
-from jobgate.storage.sqlite.streams import SqliteStreams
 from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
+from jobgate.storage.store.admin import AdminQueries
 from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.console import ConsoleQueries
 from jobgate.storage.store.jobs import JobQueries, job_decoder
+from jobgate.storage.store.limits import LimitQueries
 from jobgate.storage.store.roles import RoleQueries
+from jobgate.storage.store.schedules import ScheduleQueries
 from jobgate.storage.store.sessions import SessionQueries
 from jobgate.storage.store.signals import SignalQueries
+from jobgate.storage.store.streams import StreamQueries
 from jobgate.wakeups import ChangeHub
 
 Q = sql.load("jobgate.storage.sqlite")
@@ -87,16 +87,16 @@ class SqliteStorage(
     SessionQueries,
     RoleQueries,
     SignalQueries,
-    SqliteLimits,
+    LimitQueries,
     SqliteRateLimits,
-    SqliteSchedules,
+    ScheduleQueries,
     SqliteWebhookStore,
-    SqliteAdmin,
+    AdminQueries,
     SqliteProviderStore,
     SqliteBatch,
     SqliteBulk,
     SqliteRetention,
-    SqliteStreams,
+    StreamQueries,
     SqliteBulkInsert,
     BatchesQueries,
     ConsoleQueries,

@@ -1,33 +1,25 @@
-"""AdminStore on PostgreSQL: what operators see across tenants."""
+"""The admin store over either dialect: operator keys and what operators see across tenants."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
-
-import asyncpg
+from typing import TYPE_CHECKING
 
 from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import EndpointHealth, TenantOverview
 from jobgate.storage.rows import RowDecoder
 
 
-class PostgresAdmin:
-    """Mixed into PostgresStorage, which supplies the query helpers and `_decode`."""
+class AdminQueries(SqlPart):
+    _decode: RowDecoder  # the host store's, built from its codec
 
-    _decode: RowDecoder
+    if TYPE_CHECKING:  # the host store's
 
-    async def _fetch(self, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
-        raise NotImplementedError
-
-    async def _fetchrow(self, query_name: str, /, **params: Any) -> asyncpg.Record | None:
-        raise NotImplementedError
-
-    async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None:
-        raise NotImplementedError
+        async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None: ...
 
     async def operator_key_create(
         self,
@@ -38,34 +30,35 @@ class PostgresAdmin:
         key_prefix: str,
         now: datetime | None = None,
     ) -> None:
-        await self._fetch(
+        await self._sql.write_count(
             "operator_key_insert",
             id=key_id,
             name=name,
             key_hash=key_hash,
             key_prefix=key_prefix,
-            now=now,
+            now=self._sql.codec.now(now),
         )
 
     async def operator_key_name(self, *, key_hash: str) -> str | None:
-        row = await self._fetchrow("operator_key_name", key_hash=key_hash)
+        row = await self._sql.read_one("operator_key_name", key_hash=key_hash)
         return None if row is None else str(row["name"])
 
     async def operator_key_count(self) -> int:
-        row = await self._fetchrow("operator_key_count")
+        row = await self._sql.read_one("operator_key_count")
         return 0 if row is None else int(row["keys"])
 
     async def admin_overview(self, *, now: datetime | None = None) -> list[TenantOverview]:
+        codec = self._sql.codec
         return [
             TenantOverview(
                 tenant_id=row["tenant_id"],
                 tenant_name=row["tenant_name"],
-                queued=row["queued"],
-                running=row["running"],
-                oldest_due_at=row["oldest_due_at"],
-                dead_lettered=row["dead_lettered"],
+                queued=int(row["queued"]),
+                running=int(row["running"]),
+                oldest_due_at=codec.time_out(row["oldest_due_at"]),
+                dead_lettered=int(row["dead_lettered"]),
             )
-            for row in await self._fetch("admin_overview", now=now)
+            for row in await self._sql.read("admin_overview", now=codec.now(now))
         ]
 
     async def admin_job_list(
@@ -79,11 +72,12 @@ class PostgresAdmin:
     ) -> list[Job]:
         if after is not None and await self.job_get(job_id=after) is None:
             raise errors.InvalidRequest(f"no job with id {after!r}", param="after")
-        rows = await self._fetch(
+        codec = self._sql.codec
+        rows = await self._sql.read(
             "admin_job_list",
             tenant_id=tenant_id,
-            states=None if states is None else [str(s) for s in states],
-            dead_lettered=dead_lettered,
+            states=codec.json(None if states is None else [str(s) for s in states]),
+            dead_lettered=codec.flag(dead_lettered),
             after_id=after,
             limit=limit,
         )
@@ -95,13 +89,13 @@ class PostgresAdmin:
                 endpoint_id=row["endpoint_id"],
                 tenant_name=row["tenant_name"],
                 url=row["url"],
-                disabled=row["disabled"],
+                disabled=bool(row["disabled"]),
                 disabled_reason=row["disabled_reason"],
-                pending=row["pending"],
-                succeeded=row["succeeded"],
-                failed=row["failed"],
+                pending=int(row["pending"]),
+                succeeded=int(row["succeeded"]),
+                failed=int(row["failed"]),
                 last_status_code=row["last_status_code"],
                 last_error=row["last_error"],
             )
-            for row in await self._fetch("admin_endpoint_health")
+            for row in await self._sql.read("admin_endpoint_health")
         ]

@@ -1,0 +1,68 @@
+"""The limits store over either dialect: tenant limit overrides, queue accounting, token usage
+for budgets, and purging what has expired."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobgate.domain import costs
+from jobgate.storage import shared
+from jobgate.storage.executor import SqlPart
+from jobgate.storage.records import LimitOverrides, QueueCounts
+
+
+class LimitQueries(SqlPart):
+    async def tenant_limits_set(
+        self, *, tenant_id: str, overrides: LimitOverrides, now: datetime | None = None
+    ) -> LimitOverrides:
+        codec = self._sql.codec
+        params = shared.overrides_params(overrides)
+        for field in ("allowed_models", "allowed_providers"):
+            params[field] = codec.json(params[field])
+        row = await self._sql.write_one(
+            "tenant_limits_upsert", tenant_id=tenant_id, now=codec.now(now), **params
+        )
+        assert row is not None
+        return shared.overrides_from_row(row, codec.json_out)
+
+    async def tenant_limits_all(self) -> dict[str, LimitOverrides]:
+        json_out = self._sql.codec.json_out
+        return {
+            row["tenant_id"]: shared.overrides_from_row(row, json_out)
+            for row in await self._sql.read("tenant_limits_all")
+        }
+
+    async def queue_counts(self) -> QueueCounts:
+        queued = {r["tenant_id"]: r["queued"] for r in await self._sql.read("queued_by_tenant")}
+        claimed = {
+            r["tenant_id"]: r["claimed_total"] for r in await self._sql.read("claimed_by_tenant")
+        }
+        return QueueCounts(queued, claimed)
+
+    async def queued_count(self, *, tenant_id: str) -> int:
+        row = await self._sql.read_one("queued_count", tenant_id=tenant_id)
+        return 0 if row is None else int(row["queued"])
+
+    async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
+        rows = await self._sql.read("usage_tokens_since", since=self._sql.codec.time(since))
+        return {row["tenant_id"]: int(row["tokens"] or 0) for row in rows}
+
+    async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
+        rows = await self._sql.read("usage_by_model_since", since=self._sql.codec.time(since))
+        return [shared.usage_total_from_row(row) for row in rows]
+
+    async def job_purge_expired(
+        self, *, completed_before: datetime, limit: int, now: datetime | None = None
+    ) -> int:
+        codec = self._sql.codec
+        return await self._sql.write_count(
+            "job_purge_expired",
+            completed_before=codec.time(completed_before),
+            limit=limit,
+            now=codec.now(now),
+        )
+
+    async def idempotency_purge_expired(self, *, limit: int, now: datetime | None = None) -> int:
+        return await self._sql.write_count(
+            "idempotency_purge_expired", limit=limit, now=self._sql.codec.now(now)
+        )

@@ -1,0 +1,47 @@
+"""The output stream store over either dialect: a running job's output log, appended under its
+lease. On PostgreSQL the append NOTIFYs every listening process (`s:<job id>`) in the same
+statement; on SQLite other processes sharing the file notice through data_version polling."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobgate import errors
+from jobgate.domain.job import Lease
+from jobgate.storage.executor import Row, SqlPart
+from jobgate.storage.records import OutputChunk
+
+
+class StreamQueries(SqlPart):
+    def _chunk(self, row: Row) -> OutputChunk:
+        created_at = self._sql.codec.time_out(row["created_at"])
+        if created_at is None:
+            raise ValueError("a required time column is NULL")
+        return OutputChunk(row["job_id"], row["seq"], row["generation"], row["text"], created_at)
+
+    async def job_output_append(
+        self, *, lease: Lease, text: str, now: datetime | None = None
+    ) -> OutputChunk:
+        row = await self._sql.write_one(
+            "job_output_append",
+            job_id=lease.job_id,
+            lease_token=lease.token,
+            text=text,
+            now=self._sql.codec.now(now),
+        )
+        if row is None:
+            raise errors.LeaseLost(lease.job_id)
+        # This process's readers hear it at once; others through NOTIFY or polling.
+        self.changes.streams_changed([lease.job_id])
+        return self._chunk(row)
+
+    async def job_output_read(
+        self, *, job_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[OutputChunk]:
+        rows = await self._sql.read(
+            "job_output_read", job_id=job_id, after_seq=after_seq, limit=limit
+        )
+        return [self._chunk(row) for row in rows]
+
+    async def job_output_delete(self, *, job_id: str) -> int:
+        return await self._sql.write_count("job_output_delete", job_id=job_id)

@@ -1,0 +1,208 @@
+"""The webhook store over either dialect: endpoints and the outbox as a leased delivery queue.
+Claims are one statement on both (SKIP LOCKED on PostgreSQL; one writer on SQLite)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from jobgate.storage.executor import SqlPart
+from jobgate.storage.records import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    EndpointChanges,
+    NewWebhookEndpoint,
+    WebhookEndpoint,
+)
+from jobgate.storage.rows import WebhookRowDecoder
+
+
+class WebhookQueries(SqlPart):
+    @functools.cached_property
+    def _webhook_rows(self) -> WebhookRowDecoder:
+        codec = self._sql.codec
+        return WebhookRowDecoder(time=codec.time_out, json=codec.json_out)
+
+    async def webhook_endpoint_create(
+        self, *, endpoint: NewWebhookEndpoint, now: datetime | None = None
+    ) -> WebhookEndpoint:
+        codec = self._sql.codec
+        row = await self._sql.write_one(
+            "webhook_endpoint_insert",
+            id=endpoint.id,
+            tenant_id=endpoint.tenant_id,
+            url=endpoint.url,
+            description=endpoint.description,
+            event_types=codec.json(list(endpoint.event_types)),
+            include_result=codec.flag(endpoint.include_result),
+            disabled=codec.flag(endpoint.disabled),
+            secret=endpoint.secret,
+            now=codec.now(now),
+        )
+        assert row is not None
+        return self._webhook_rows.endpoint(row)
+
+    async def webhook_endpoint_get(
+        self, *, endpoint_id: str, tenant_id: str | None = None
+    ) -> WebhookEndpoint | None:
+        if tenant_id is None:
+            row = await self._sql.read_one("webhook_endpoint_get", id=endpoint_id)
+        else:
+            row = await self._sql.read_one(
+                "webhook_endpoint_get_for_tenant", id=endpoint_id, tenant_id=tenant_id
+            )
+        return None if row is None else self._webhook_rows.endpoint(row)
+
+    async def webhook_endpoint_list(
+        self, *, tenant_id: str, after: str | None = None, limit: int = 20
+    ) -> list[WebhookEndpoint]:
+        if (
+            after is not None
+            and await self.webhook_endpoint_get(endpoint_id=after, tenant_id=tenant_id) is None
+        ):
+            return []
+        rows = await self._sql.read(
+            "webhook_endpoint_list", tenant_id=tenant_id, after_id=after, limit=limit
+        )
+        return [self._webhook_rows.endpoint(row) for row in rows]
+
+    async def webhook_endpoint_update(
+        self,
+        *,
+        endpoint_id: str,
+        tenant_id: str,
+        changes: EndpointChanges,
+        now: datetime | None = None,
+    ) -> WebhookEndpoint | None:
+        codec = self._sql.codec
+        event_types = None if changes.event_types is None else list(changes.event_types)
+        row = await self._sql.write_one(
+            "webhook_endpoint_update",
+            id=endpoint_id,
+            tenant_id=tenant_id,
+            url=changes.url,
+            description=changes.description,
+            event_types=codec.json(event_types),
+            include_result=codec.flag(changes.include_result),
+            disabled=codec.flag(changes.disabled),
+            now=codec.now(now),
+        )
+        return None if row is None else self._webhook_rows.endpoint(row)
+
+    async def webhook_endpoint_delete(
+        self, *, endpoint_id: str, tenant_id: str, now: datetime | None = None
+    ) -> bool:
+        """Deletes the endpoint and gives up its pending deliveries, in one transaction."""
+        row = await self._sql.write_one(
+            "webhook_endpoint_delete",
+            id=endpoint_id,
+            tenant_id=tenant_id,
+            now=self._sql.codec.now(now),
+        )
+        return row is not None
+
+    async def webhook_endpoint_rotate_secret(
+        self,
+        *,
+        endpoint_id: str,
+        tenant_id: str,
+        secret: str,
+        grace_s: float,
+        now: datetime | None = None,
+    ) -> WebhookEndpoint | None:
+        row = await self._sql.write_one(
+            "webhook_endpoint_rotate",
+            id=endpoint_id,
+            tenant_id=tenant_id,
+            secret=secret,
+            grace_s=float(grace_s),
+            now=self._sql.codec.now(now),
+        )
+        return None if row is None else self._webhook_rows.endpoint(row)
+
+    async def delivery_claim_due(
+        self,
+        *,
+        limit: int,
+        lease_s: float,
+        busy: Sequence[str] = (),
+        now: datetime | None = None,
+    ) -> list[Delivery]:
+        codec = self._sql.codec
+        rows = await self._sql.write(
+            "delivery_claim",
+            limit=limit,
+            lease_s=float(lease_s),
+            busy=codec.json(list(busy)),
+            now=codec.now(now),
+        )
+        claimed = [self._webhook_rows.delivery(row) for row in rows]
+        # RETURNING promises no order (SQLite): oldest event first, as a dispatcher expects.
+        return sorted(claimed, key=lambda item: (item.entry.created_at, item.entry.id))
+
+    async def delivery_record(
+        self, *, delivery: Delivery, outcome: DeliveryOutcome, now: datetime | None = None
+    ) -> bool:
+        codec = self._sql.codec
+        entry = delivery.entry
+        return await self._delivery_write(
+            {
+                "id": entry.id,
+                "token": delivery.lease_token,
+                "event_id": entry.event_id,
+                "tenant_id": entry.tenant_id,
+                "job_id": entry.job_id,
+                "target": entry.target,
+                "attempt": entry.attempts,
+                "attempted": codec.flag(outcome.attempted),
+                "status_code": outcome.status_code,
+                "latency_ms": outcome.latency_ms,
+                "error": outcome.error,
+                "state": outcome.state,
+                "retry_in_s": float(outcome.retry_in_s),
+                "endpoint_id": entry.endpoint_id,
+                "disable_reason": outcome.disable_endpoint,
+                "now": codec.now(now),
+            }
+        )
+
+    async def _delivery_write(self, params: dict[str, Any]) -> bool:
+        """Record the attempt, disable a gone endpoint and write the delivery's new state, in one
+        transaction; True when the lease fence held."""
+        return await self._sql.write_one("delivery_record", **params) is not None
+
+    async def delivery_release(
+        self, *, delivery: Delivery, delay_s: float = 0.0, now: datetime | None = None
+    ) -> bool:
+        row = await self._sql.write_one(
+            "delivery_release",
+            id=delivery.entry.id,
+            token=delivery.lease_token,
+            delay_s=float(delay_s),
+            now=self._sql.codec.now(now),
+        )
+        if row is not None:
+            self.changes.outbox_available()
+        return row is not None
+
+    async def delivery_recover(
+        self, *, endpoint_id: str, tenant_id: str, since: datetime, now: datetime | None = None
+    ) -> int:
+        codec = self._sql.codec
+        recovered = await self._sql.write_count(
+            "delivery_recover",
+            endpoint_id=endpoint_id,
+            tenant_id=tenant_id,
+            since=codec.time(since),
+            now=codec.now(now),
+        )
+        if recovered:
+            self.changes.outbox_available()
+        return recovered
+
+    async def delivery_attempts_for_job(self, *, job_id: str) -> list[DeliveryAttempt]:
+        rows = await self._sql.read("delivery_attempts_for_job", job_id=job_id)
+        return [self._webhook_rows.attempt(row) for row in rows]
