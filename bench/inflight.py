@@ -231,6 +231,17 @@ class _Probe:
         return {(int(r[0]), r[1]): float(r[2]) for r in rows}
 
 
+def _thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds per thread of `pid` (the event loop's thread has the process's id)."""
+    used = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            used[int(task.name)] = procs.cpu_seconds_at(task / "stat")
+        except (OSError, IndexError, ValueError):
+            continue
+    return used
+
+
 def _lease_lost_lines(log_path: Path) -> int:
     try:
         text = log_path.read_text(errors="replace")
@@ -294,6 +305,7 @@ async def _hold(
             raise RuntimeError(f"no window left: the ramp took {ramp_s:.0f} s")
         pids = await backends_of()
         cpu_before = procs.cpu_seconds(worker.pid), procs.cpu_of(pids)
+        threads_before = _thread_cpu(worker.pid)
         commits_before = await probe.commits(database or "")
         queries_before = probe.queries
         seen = await probe.finished_renewals(database or "")  # before the window: not counted
@@ -320,6 +332,8 @@ async def _hold(
             await asyncio.sleep(min(0.2 if database else 1.0, max(0.0, window_s - elapsed)))
         elapsed = time.monotonic() - started
         worker_cpu = procs.cpu_seconds(worker.pid) - cpu_before[0]
+        threads = _thread_cpu(worker.pid)
+        loop_cpu = threads.get(worker.pid, 0.0) - threads_before.get(worker.pid, 0.0)
         commits_after = await probe.commits(database or "")
         own = probe.queries - queries_before  # the probe's own transactions, not the worker's
         database_cpu = procs.cpu_delta(cpu_before[1], procs.cpu_of(await backends_of()))
@@ -354,6 +368,8 @@ async def _hold(
         "rss_mib": round(rss / MiB, 1),
         "kib_per_call": round((rss - rss_idle) / 1024 / calls, 2),
         "worker_cpu_percent": round(worker_cpu / elapsed * 100, 2),
+        # The event loop's thread; the rest is the others' (SQLite's writer thread).
+        "worker_loop_cpu_percent": round(loop_cpu / elapsed * 100, 2),
         "heartbeats_per_s": round(beats / elapsed, 3),
         "rows_per_heartbeat": min(rows_per_beat) if rows_per_beat else None,
         # 1 when one statement renewed every running job's lease (their expiries are equal).
