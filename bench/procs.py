@@ -189,7 +189,12 @@ def start_python(
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far."""
-    with open(f"/proc/{pid}/stat") as stat:
+    return cpu_seconds_at(Path(f"/proc/{pid}/stat"))
+
+
+def cpu_seconds_at(stat_path: Path) -> float:
+    """User + system CPU time from a /proc stat file (a process's or one of its threads')."""
+    with open(stat_path) as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import random
 import secrets
@@ -198,6 +199,10 @@ class Worker:
             storage=storage, gates=providers.gates, clock=self._clock, owner=self.worker_id
         )
         self._inflight: dict[str, _InFlight] = {}
+        # No running entry's lease was renewed (or claimed) before this monotonic time: a lower
+        # bound, lowered by claims and raised by check_lease_expiry's full passes, so that the
+        # check made every tick is one comparison while thousands of long calls wait.
+        self._renewed_floor = math.inf
         self._writing = 0  # entries whose verdict is with the finish batcher (slot freed)
         self._finished_since_log: collections.Counter[str] = collections.Counter()
         self._last_summary_at = self._clock.monotonic()
@@ -303,6 +308,8 @@ class Worker:
                         policy=policy,
                     )
             claim_span.set_attribute("jobgate.claimed", len(jobs))
+        if jobs:
+            self._renewed_floor = min(self._renewed_floor, sent_at)
         for job in jobs:
             assert job.lease_token is not None
             self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
@@ -712,16 +719,28 @@ class Worker:
         return True
 
     def check_lease_expiry(self) -> None:
-        """Stop calls whose lease will run out before another renewal could land."""
+        """Stop calls whose lease will run out before another renewal could land.
+
+        Called every tick: while the oldest renewal is recent enough (the usual case, however
+        many calls are held) it compares one number; otherwise it walks every entry, stops
+        the expiring ones and raises the floor to the oldest renewal among the others."""
         now = self._clock.monotonic()
         limit_s = self._settings.lease_ttl_s - self._safety_margin_s
+        if now - self._renewed_floor < limit_s:
+            return
+        floor = math.inf
         for entry in list(self._inflight.values()):
-            if now - entry.renewed_at >= limit_s and entry.abort_reason is None:
+            if entry.abort_reason is not None:
+                continue  # stopped already: nothing left to check
+            if now - entry.renewed_at >= limit_s:
                 log.warning(
                     "lease about to expire without renewal; stopping the call",
                     extra={"job_id": entry.job.id, "worker_id": self.worker_id},
                 )
                 entry.stop(ABORT_LEASE_EXPIRING)
+            else:
+                floor = min(floor, entry.renewed_at)
+        self._renewed_floor = floor
 
     def on_cancel_requested(self, job_ids: list[str]) -> None:
         for job_id in job_ids:
