@@ -9,6 +9,7 @@ finishing jobs are written together in one statement (group commit).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -45,6 +46,10 @@ ABORT_LEASE_LOST = "lease_lost"  # someone else owns the job now: stop, write no
 ABORT_LEASE_EXPIRING = "lease_expiring"  # cannot renew in time: stop, write nothing
 ABORT_SHUTDOWN = "shutdown"  # graceful stop: give the job back at once
 CLAIM_BATCH_MAX = 500  # jobs leased by one claim statement (the finish batch's size too)
+# When work trickles in (each wake-up finds a job or two), wait this long after a wake-up so
+# the next claim leases what arrived meanwhile in one statement, not one statement per job.
+CLAIM_DEBOUNCE_S = 0.002
+SUMMARY_INTERVAL_S = 10.0  # at most one "jobs finished" info line per interval
 
 
 @dataclasses.dataclass(slots=True)
@@ -53,14 +58,17 @@ class _InFlight:
     lease: Lease
     renewed_at: float  # monotonic time at which the last successful renewal was sent
     abort_reason: str | None = None
-    call: asyncio.Task[object] | None = None  # the provider call in flight, if any
+    # The job's own task while it awaits the provider (one task per job: the call runs in it,
+    # so stopping the call cancels that task inside the call, and only there).
+    calling: asyncio.Task[Any] | None = None
+    writing: bool = False  # the verdict is with the finish batcher: the slot is free again
 
     def stop(self, reason: str) -> None:
         """Abort the job's provider call (now, or as soon as it starts) for `reason`."""
         if self.abort_reason is None:
             self.abort_reason = reason
-            if self.call is not None:
-                self.call.cancel()
+            if self.calling is not None:
+                self.calling.cancel()
 
 
 def _renewed(beat: asyncio.Task[bool]) -> bool:
@@ -186,6 +194,9 @@ class Worker:
             storage=storage, gates=providers.gates, clock=self._clock, owner=self.worker_id
         )
         self._inflight: dict[str, _InFlight] = {}
+        self._writing = 0  # entries whose verdict is with the finish batcher (slot freed)
+        self._finished_since_log: collections.Counter[str] = collections.Counter()
+        self._last_summary_at = self._clock.monotonic()
         self._tasks: set[asyncio.Task[Finished | None]] = set()
         self._batcher = _FinishBatcher(storage)
         # Background mode (providers that run the job on their side): create, record, let go.
@@ -210,6 +221,13 @@ class Worker:
     def inflight(self) -> int:
         return len(self._inflight)
 
+    @property
+    def busy(self) -> int:
+        """Slots taken: jobs in flight whose verdict has not yet reached the finish batcher.
+        A job whose verdict waits for the group commit keeps its lease (and its heartbeat)
+        but no longer its slot."""
+        return len(self._inflight) - self._writing
+
     def held_leases(self) -> list[Lease]:
         return [entry.lease for entry in self._inflight.values()]
 
@@ -217,7 +235,7 @@ class Worker:
 
     async def claim(self, limit: int | None = None) -> list[Job]:
         """Lease up to `limit` jobs (at most the free slots) and register them as in flight."""
-        free = self.concurrency - len(self._inflight)
+        free = self.concurrency - self.busy
         # Thousands of free slots are filled by several claims of a bounded size (the claim
         # loop goes on while the queue yields), not one statement leasing them all.
         count = min(free, CLAIM_BATCH_MAX if limit is None else limit)
@@ -357,6 +375,8 @@ class Worker:
             # Only our own entry: once our verdict requeued the job, this worker may have
             # claimed it again already, and that new lease must keep its heartbeat.
             self._rate_limits.forget(job.id)  # an estimate not settled stands as charged
+            if entry.writing:
+                self._writing -= 1
             if self._inflight.get(job.id) is entry:
                 del self._inflight[job.id]
                 self._providers.gates.finished(job.provider, job.id)
@@ -413,7 +433,12 @@ class Worker:
         in_background = provider_background.background_for(provider, job.endpoint)
         if in_background is not None:
             return await self._background.start(job, entry.lease, call, in_background)
+        if entry.abort_reason is not None:  # stopped before the call began
+            return self._aborted(job, entry)
         started = self._clock.monotonic()
+        task = asyncio.current_task()
+        assert task is not None
+        outcome: ProviderResult | BaseException
         with tracing.span(
             "jobgate.provider_call",
             job_id=job.id,
@@ -421,41 +446,48 @@ class Worker:
             endpoint=job.endpoint,
             attempt=job.attempt,
         ):
-            call_task = asyncio.create_task(
-                self._provider_call(provider, call, entry), name=f"call {job.id}"
-            )
-            entry.call = call_task  # stop() cancels it directly: no watcher task per job
-            if entry.abort_reason is not None:
-                call_task.cancel()
+            deadline = asyncio.timeout(timeout_s)
             try:
-                done, _ = await asyncio.wait({call_task}, timeout=timeout_s)
-            except asyncio.CancelledError:
-                call_task.cancel()
-                raise
-            finally:
-                entry.call = None
-        if call_task in done and not (call_task.cancelled() and entry.abort_reason):
-            failpoints.hit("after_provider_response")
-            if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
-                return None
-            verdict = self._verdict(job, call_task)
-            metrics.PROVIDER_CALL_SECONDS.labels(
-                job.provider,
-                "succeeded"
-                if verdict.state is JobState.SUCCEEDED
-                else (verdict.error or {}).get("type", "error"),
-            ).observe(self._clock.monotonic() - started)
-            return verdict
-        call_task.cancel()
-        with contextlib.suppress(BaseException):
-            await call_task
-        if not done:
-            return outcomes.deadline_exceeded(job, actor=actor)
+                entry.calling = task  # stop() cancels this task, only while it is in the call
+                try:
+                    async with deadline:
+                        outcome = await self._provider_call(provider, call, entry)
+                finally:
+                    entry.calling = None
+            except asyncio.CancelledError as exc:
+                if task.cancelling() == 0:
+                    outcome = exc  # the adapter cancelled something of its own: a bug there
+                elif entry.abort_reason is None or task.uncancel() > 0:
+                    raise  # not (only) ours: the worker itself is being cancelled
+                else:
+                    return self._aborted(job, entry)
+            except TimeoutError as exc:
+                if deadline.expired():
+                    return outcomes.deadline_exceeded(job, actor=actor)
+                outcome = exc  # the provider's own timeout: judged like any other error
+            except Exception as exc:
+                outcome = exc
+        if entry.abort_reason is not None and task.cancelling():
+            task.uncancel()  # the adapter swallowed our cancellation: its answer stands
+        failpoints.hit("after_provider_response")
+        if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
+            return None
+        verdict = self._verdict(job, outcome)
+        metrics.PROVIDER_CALL_SECONDS.labels(
+            job.provider,
+            "succeeded"
+            if verdict.state is JobState.SUCCEEDED
+            else (verdict.error or {}).get("type", "error"),
+        ).observe(self._clock.monotonic() - started)
+        return verdict
+
+    def _aborted(self, job: Job, entry: _InFlight) -> Finish | None:
+        """The verdict of a call stopped for `entry.abort_reason` (None: write nothing)."""
         if entry.abort_reason == ABORT_CANCEL:
-            return outcomes.cancelled(job, actor=actor)
+            return outcomes.cancelled(job, actor=self.worker_id)
         if entry.abort_reason == ABORT_SHUTDOWN:
-            return outcomes.released(job, actor=actor)
-        return None
+            return outcomes.released(job, actor=self.worker_id)
+        return None  # the lease is lost or about to be: whoever holds it owns the job
 
     def _provider_call(
         self, provider: Provider, call: ProviderCall, entry: _InFlight
@@ -472,22 +504,23 @@ class Worker:
         )
         return output_stream.call_streaming(provider, call, batcher)
 
-    def _verdict(self, job: Job, call_task: asyncio.Task[object]) -> Finish:
+    def _verdict(self, job: Job, outcome: ProviderResult | BaseException) -> Finish:
         actor = self.worker_id
-        try:
-            result = call_task.result()
-        except errors.ProviderError as exc:
-            self._providers.gates.record(job.provider, job.id, exc)  # feeds the breaker
-            return outcomes.failed(job, exc, actor=actor, settings=self._settings, rng=self._rng)
-        except BaseException as exc:  # a bug, or a provider cancelled behind our back
-            log.exception(
+        if isinstance(outcome, errors.ProviderError):
+            self._providers.gates.record(job.provider, job.id, outcome)  # feeds the breaker
+            return outcomes.failed(
+                job, outcome, actor=actor, settings=self._settings, rng=self._rng
+            )
+        if isinstance(outcome, BaseException):  # a bug in an adapter
+            log.error(
                 "provider call raised unexpectedly",
+                exc_info=outcome,
                 extra={"job_id": job.id, "provider": job.provider},
             )
             return outcomes.internal_error(
-                job, exc, actor=actor, settings=self._settings, rng=self._rng
+                job, outcome, actor=actor, settings=self._settings, rng=self._rng
             )
-        assert isinstance(result, ProviderResult)
+        result = outcome
         self._providers.gates.record(job.provider, job.id, None)
         return outcomes.succeeded(job, result, actor=actor)
 
@@ -524,6 +557,10 @@ class Worker:
         return finish
 
     async def _write(self, entry: _InFlight, finish: Finish) -> Finished | None:
+        if not entry.writing:  # the slot is free for the next claim while the batch commits
+            entry.writing = True
+            self._writing += 1
+            self._wake.set()
         delay_s = 0.05
         outcome_unknown = False
         while True:
@@ -554,7 +591,9 @@ class Worker:
         job = entry.job
         metrics.ATTEMPTS.labels(job.provider, finish.reason).inc()
         metrics.TRANSITIONS.labels(str(written.state)).inc()
-        log.info(
+        # One line per transition at debug level; at info, a summary at most every
+        # SUMMARY_INTERVAL_S (a line per job costs more than the job on a fast drain).
+        log.debug(
             "job transition",
             extra={
                 "job_id": written.job_id,
@@ -571,7 +610,23 @@ class Worker:
                 else None,
             },
         )
+        self._count_finished(str(written.state))
         return written
+
+    def _count_finished(self, state: str) -> None:
+        self._finished_since_log[state] += 1
+        now = self._clock.monotonic()
+        if now - self._last_summary_at >= SUMMARY_INTERVAL_S:
+            log.info(
+                "jobs finished",
+                extra={
+                    "worker_id": self.worker_id,
+                    "interval_s": round(now - self._last_summary_at, 3),
+                    "by_state": dict(self._finished_since_log),
+                },
+            )
+            self._finished_since_log.clear()
+            self._last_summary_at = now
 
     async def _record_dropped(
         self, entry: _InFlight, reason: str, *, to_state: Finish | None = None
@@ -723,12 +778,13 @@ class Worker:
                 continue
             for job in jobs:
                 self._spawn(job)
-            if (jobs or self._receive_waited) and len(self._inflight) < self.concurrency:
+            if (jobs or self._receive_waited) and self.busy < self.concurrency:
                 continue  # the queue may hold more (or the broker's receive was the wait)
             poll_s = self._settings.worker_poll_interval_s
             if self._rate_limits.wait_s > 0:  # a rate limit admits again sooner than the poll
                 poll_s = min(poll_s, self._rate_limits.wait_s)
-            await wait_for(self._wake, poll_s)
+            if await wait_for(self._wake, poll_s) and not self._stopping:
+                await asyncio.sleep(CLAIM_DEBOUNCE_S)  # let a trickle gather into one claim
 
     async def _drain(self) -> None:
         if self._tasks:
