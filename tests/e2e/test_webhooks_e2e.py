@@ -26,8 +26,7 @@ from jobgate.client.webhooks import verify_webhook
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.factory import storage_for_url
-from jobgate.storage.records import Finish
-from jobgate.storage.webhook_records import NewWebhookEndpoint
+from jobgate.storage.records import Finish, NewWebhookEndpoint
 from jobgate.testing.receiver import Received, Reply, WebhookReceiver
 from tests.conftest import run_sync
 from tests.storage.helpers import new_job

@@ -12,8 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobgate import errors
 from jobgate.http import metrics_route
-from jobgate.storage.records import LimitOverrides
-from jobgate.storage.webhook_records import DeliveryOutcome
+from jobgate.storage.records import DeliveryOutcome, LimitOverrides
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
 from tests.api_server import Api
 from tests.storage.webhook_helpers import make_endpoint

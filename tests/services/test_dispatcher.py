@@ -28,8 +28,7 @@ from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import WebhookSender
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Tenant
-from jobgate.storage.webhook_records import WebhookEndpoint
+from jobgate.storage.records import Tenant, WebhookEndpoint
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import Received, Reply, WebhookReceiver
 from tests.storage.helpers import make_tenant
@@ -400,7 +399,7 @@ async def test_per_job_urls_are_signed_with_the_tenant_secret(
 async def test_disabled_endpoint_deliveries_fail_without_sending(
     storage: Storage, clock: FakeClock, receiver: WebhookReceiver, make_dispatcher: Any
 ) -> None:
-    from jobgate.storage.webhook_records import EndpointChanges
+    from jobgate.storage.records import EndpointChanges
 
     tenant, endpoint = await setup(storage, clock, receiver.url)
     job = await finish_job(storage, clock, tenant)

@@ -8,7 +8,7 @@ import pytest
 from jobgate.clock import to_unix
 from jobgate.domain import progress
 from jobgate.http.views import job_view
-from jobgate.storage.providers_records import ReconcileDeferral
+from jobgate.storage.records import ReconcileDeferral
 from tests.services.test_background_mode import DUE_S, Rig
 from tests.services.test_background_mode import rig as rig  # the fixture
 

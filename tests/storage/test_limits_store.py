@@ -13,12 +13,12 @@ from jobgate.domain.costs import UsageTotal
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
-from jobgate.storage.providers_records import Settlement
 from jobgate.storage.records import (
     Finish,
     IdempotencyClaim,
     LimitOverrides,
     QueueLimit,
+    Settlement,
     Tenant,
 )
 from jobgate.testing import FakeClock

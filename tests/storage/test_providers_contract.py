@@ -12,8 +12,7 @@ from jobgate import errors
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
-from jobgate.storage.providers_records import ReconcileDeferral, Settlement
-from jobgate.storage.records import Tenant
+from jobgate.storage.records import ReconcileDeferral, Settlement, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

@@ -17,8 +17,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage import sql
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
-from jobgate.storage.providers_records import Settlement
-from jobgate.storage.records import Finish, Tenant
+from jobgate.storage.records import Finish, Settlement, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 

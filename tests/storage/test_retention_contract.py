@@ -19,8 +19,7 @@ from jobgate.services.reaper import Reaper
 from jobgate.services.retention import Retention
 from jobgate.services.runtime import Runtime
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Tenant
-from jobgate.storage.webhook_records import DeliveryOutcome
+from jobgate.storage.records import DeliveryOutcome, Finish, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 from tests.storage.webhook_helpers import make_endpoint

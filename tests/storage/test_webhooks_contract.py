@@ -10,7 +10,7 @@ import pytest
 from jobgate import ids
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     ENDPOINT_ACTIVE,
     ENDPOINT_DISABLED,
     DeliveryOutcome,

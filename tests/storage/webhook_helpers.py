@@ -10,8 +10,7 @@ from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.services.tenants import new_webhook_secret
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import Finish, Tenant
-from jobgate.storage.webhook_records import NewWebhookEndpoint, WebhookEndpoint
+from jobgate.storage.records import Finish, NewWebhookEndpoint, Tenant, WebhookEndpoint
 from jobgate.testing import FakeClock
 from tests.storage.helpers import new_job
 

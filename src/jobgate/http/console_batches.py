@@ -12,7 +12,7 @@ from starlette.responses import HTMLResponse
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render
 from jobgate.services.batches import BatchService
-from jobgate.storage.batches_records import BatchRecord
+from jobgate.storage.records import BatchRecord
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 PER_TENANT = 20  # the newest batches of each tenant

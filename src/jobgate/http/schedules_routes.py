@@ -16,7 +16,7 @@ from jobgate.http.jobs_routes import json_response
 from jobgate.http.models import ObjectId, ProblemOut, SubmitJobRequest
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services import schedules
-from jobgate.storage.schedule_records import Schedule
+from jobgate.storage.records import Schedule
 
 router = APIRouter(prefix="/v1", tags=["schedules"], route_class=StrictJsonRoute)
 _PROBLEMS: dict[int | str, dict[str, Any]] = {

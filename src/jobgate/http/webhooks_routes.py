@@ -28,7 +28,7 @@ from jobgate.http.webhooks_models import (
     UpdateEndpointRequest,
 )
 from jobgate.services.webhooks import JobDelivery, WebhookService
-from jobgate.storage.webhook_records import EndpointChanges, WebhookEndpoint
+from jobgate.storage.records import EndpointChanges, WebhookEndpoint
 
 router = APIRouter(prefix="/v1", tags=["webhooks"], route_class=StrictJsonRoute)
 

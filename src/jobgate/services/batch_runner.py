@@ -21,9 +21,8 @@ from jobgate.domain.batches import BatchStatus
 from jobgate.services import bulk_submit
 from jobgate.services.files import ChunkWriter
 from jobgate.services.jobs import JobService, SubmitSpec
-from jobgate.storage.batches_records import BatchItemResult, BatchRecord, NewBatchItem
 from jobgate.storage.changes import wait_for
-from jobgate.storage.records import SubmitOutcome
+from jobgate.storage.records import BatchItemResult, BatchRecord, NewBatchItem, SubmitOutcome
 
 log = logging.getLogger(__name__)
 

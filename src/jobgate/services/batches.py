@@ -12,8 +12,8 @@ from jobgate.config import Settings
 from jobgate.domain import batches
 from jobgate.domain.batches import BatchStatus
 from jobgate.ids import IdGenerator
-from jobgate.storage.batches_records import BatchRecord
 from jobgate.storage.protocol import Storage
+from jobgate.storage.records import BatchRecord
 
 log = logging.getLogger(__name__)
 

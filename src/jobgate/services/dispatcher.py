@@ -27,7 +27,7 @@ from jobgate.services.webhook_transport import SendResult, WebhookSender
 from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
     Delivery,

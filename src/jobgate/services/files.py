@@ -11,8 +11,8 @@ from jobgate import errors
 from jobgate.config import Settings
 from jobgate.domain import batches
 from jobgate.ids import IdGenerator
-from jobgate.storage.batches_records import FileChunk, FileRecord
 from jobgate.storage.protocol import Storage
+from jobgate.storage.records import FileChunk, FileRecord
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from jobgate.services import settlements
 from jobgate.storage import shared
 from jobgate.storage.changes import wait_for
 from jobgate.storage.protocol import Storage
-from jobgate.storage.providers_records import BackgroundJob, ReconcileDeferral, Settlement
+from jobgate.storage.records import BackgroundJob, ReconcileDeferral, Settlement
 
 log = logging.getLogger(__name__)
 

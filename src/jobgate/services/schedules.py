@@ -18,7 +18,7 @@ from croniter import croniter
 from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.services.jobs import JobService, SubmitSpec
-from jobgate.storage.schedule_records import Schedule
+from jobgate.storage.records import Schedule
 
 log = logging.getLogger(__name__)
 

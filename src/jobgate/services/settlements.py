@@ -13,7 +13,7 @@ from jobgate.domain.job import CancelOutcome, Job
 from jobgate.domain.states import JobState
 from jobgate.providers.background import Snapshot, Status
 from jobgate.providers.base import ProviderResult
-from jobgate.storage.providers_records import Settlement
+from jobgate.storage.records import Settlement
 from jobgate.storage.shared import POISON_JOB, error_body
 
 ACTOR = "reconciler"

@@ -23,11 +23,11 @@ from jobgate.services.tenants import new_webhook_secret
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import WebhookSender
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import OutboxEntry
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     DeliveryAttempt,
     EndpointChanges,
     NewWebhookEndpoint,
+    OutboxEntry,
     WebhookEndpoint,
 )
 

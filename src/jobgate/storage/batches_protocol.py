@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from jobgate.storage.batches_records import (
+from jobgate.storage.records import (
     BatchCounts,
     BatchItemResult,
     BatchRecord,

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.providers_records import (
+from jobgate.storage.records import (
     BackgroundJob,
     ProviderEventOutcome,
     ReconcileDeferral,

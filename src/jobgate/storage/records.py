@@ -1,4 +1,5 @@
-"""Plain records the storage layer takes and returns (besides domain.job's Job and JobEvent)."""
+"""Plain records the storage layer takes and returns (besides domain.job's Job and JobEvent):
+the core's first, then one section per family (schedules, providers, webhooks, batches)."""
 
 from __future__ import annotations
 
@@ -217,3 +218,256 @@ class QueueCounts:
 RetryDelay = Callable[[int], float]
 
 Row = dict[str, Any]
+
+
+# -- schedules: recurring schedules as storage keeps them (POST /v1/schedules) ------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Schedule:
+    id: str
+    tenant_id: str
+    cron: str  # five fields, UTC
+    template: dict[str, Any]  # a POST /v1/jobs body
+    paused: bool
+    next_run_at: datetime  # the next slot to fire (the oldest not yet fired)
+    created_at: datetime
+
+
+# -- providers: background jobs as the reconciler sees them, settlements, and the answer to
+# an inbound provider event
+@dataclasses.dataclass(frozen=True, slots=True)
+class BackgroundJob:
+    """A job whose work runs at a provider, with the reconciler's bookkeeping."""
+
+    job: Job
+    provider_status: str | None
+    reconciled_at: datetime | None  # when a reconciler last took it
+    reconcile_checks: int  # status checks so far (drives the backoff)
+    reconcile_failures: int  # consecutive failed checks or failed completion handling
+    reconcile_error: JSONObject | None  # the last failure: {kind, code, message}
+    cancel_sent_at: datetime | None  # when the provider was asked to cancel
+    # Set by a reconcile claim, from the database's clock (the host's may be skewed): the
+    # claim's time, and whether the job's execution deadline had passed by then.
+    checked_at: datetime | None = None
+    overdue: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settlement:
+    """The provider's verdict on a background job, applied only while the job is still running
+    at that provider (fenced on the provider job id, no lease)."""
+
+    job_id: str
+    provider_job_id: str
+    state: JobState  # succeeded | failed | cancelled | queued (a new attempt)
+    reason: str
+    actor: str
+    provider_status: str | None = None
+    result: JSONObject | None = None
+    error: JSONObject | None = None
+    usage: JSONObject | None = None  # {"input_tokens", "output_tokens", ...}: billed once
+    cancel_outcome: str | None = None
+    dead_lettered: bool = False
+    retry_in_s: float = 0.0
+    count_attempt: bool = True
+    # Cancelled locally while the provider goes on (cancel not supported): keep checking on
+    # it so that its result, when it comes, is discarded and refunded.
+    watch_in_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReconcileDeferral:
+    """Not settled this time: when to look again, and what was learnt."""
+
+    job_id: str
+    provider_job_id: str
+    reconcile_in_s: float
+    provider_status: str | None = None
+    failure: JSONObject | None = None  # a failed check: {kind, code, message}
+    cancel_sent: bool = False
+    progress: float | None = None  # the fraction done the provider reported, if any
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProviderEventOutcome:
+    duplicate: bool  # the event id was seen before: acknowledged, not processed again
+    job: Job | None  # the job the event is about, if known yet
+
+
+# -- webhooks: endpoints, claimed deliveries and their attempts ---------------------------
+ENDPOINT_ACTIVE = "active"
+ENDPOINT_DISABLED = "disabled"
+ENDPOINT_MISSING = "missing"  # deleted after the delivery was written
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WebhookEndpoint:
+    id: str
+    tenant_id: str
+    url: str
+    description: str
+    event_types: tuple[str, ...]  # empty: every terminal event
+    include_result: bool
+    disabled: bool
+    disabled_reason: str | None
+    secret: str
+    previous_secret: str | None  # still signs until previous_secret_expires_at
+    previous_secret_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewWebhookEndpoint:
+    id: str
+    tenant_id: str
+    url: str
+    secret: str
+    description: str = ""
+    event_types: tuple[str, ...] = ()
+    include_result: bool = False
+    disabled: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EndpointChanges:
+    """A partial update; None leaves a field as it is."""
+
+    url: str | None = None
+    description: str | None = None
+    event_types: tuple[str, ...] | None = None
+    include_result: bool | None = None
+    disabled: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delivery:
+    """An outbox row claimed under a lease, with what sending it needs."""
+
+    entry: OutboxEntry  # attempts already counts this attempt
+    lease_token: str
+    url: str | None  # None when the endpoint is gone
+    secrets: tuple[str, ...]  # the current secret, then the previous one during its grace
+    include_result: bool
+    endpoint_state: str  # ENDPOINT_ACTIVE | ENDPOINT_DISABLED | ENDPOINT_MISSING
+
+    @property
+    def attempt(self) -> int:
+        return self.entry.attempts
+
+    @property
+    def limit_key(self) -> str:
+        """What the per-endpoint concurrency cap counts: an endpoint, or a per-job URL."""
+        return self.entry.endpoint_id or f"url:{self.entry.url or ''}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeliveryOutcome:
+    """The result of one claimed delivery, recorded fenced on its lease token."""
+
+    state: str  # pending (retry at retry_in_s) | succeeded | failed
+    attempted: bool  # False: nothing was sent (endpoint disabled or deleted); no attempt row
+    status_code: int | None = None
+    latency_ms: int = 0
+    error: str | None = None
+    retry_in_s: float = 0.0
+    disable_endpoint: str | None = None  # a reason: disable the endpoint (410 Gone)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeliveryAttempt:
+    id: str
+    outbox_id: str
+    event_id: str
+    job_id: str
+    target: str
+    attempt: int
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+    succeeded: bool
+    created_at: datetime
+
+
+# -- files and batches (OpenAI's Batch API) ----------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileRecord:
+    id: str
+    tenant_id: str
+    purpose: str
+    filename: str
+    bytes: int
+    lines: int
+    status: str
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileChunk:
+    seq: int
+    first_line: int
+    line_count: int
+    data: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchRecord:
+    id: str
+    tenant_id: str
+    status: str
+    endpoint: str
+    input_file_id: str
+    completion_window: str
+    metadata: dict[str, Any] | None
+    priority: int
+    total: int
+    expanded_chunks: int
+    final_status: str | None
+    completed_count: int | None
+    failed_count: int | None
+    output_file_id: str | None
+    error_file_id: str | None
+    errors: dict[str, Any] | None
+    created_at: datetime
+    expires_at: datetime
+    in_progress_at: datetime | None
+    finalizing_at: datetime | None
+    completed_at: datetime | None
+    failed_at: datetime | None
+    expired_at: datetime | None
+    cancelling_at: datetime | None
+    cancelled_at: datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewBatchItem:
+    line: int
+    custom_id: str
+    job_id: str | None
+    error: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchItemResult:
+    """A line of a batch with its job as it stands (job fields None: refused, or deleted)."""
+
+    line: int
+    custom_id: str
+    job_id: str | None
+    item_error: dict[str, Any] | None
+    state: str | None
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchCounts:
+    items: int  # lines expanded so far
+    completed: int
+    failed: int  # failed jobs and lines refused at expansion
+    live: int  # jobs queued or running
+
+
+BATCH_TIME_FIELDS = (
+    "created_at", "expires_at", "in_progress_at", "finalizing_at", "completed_at", "failed_at",
+    "expired_at", "cancelling_at", "cancelled_at",
+)  # fmt: skip

@@ -16,8 +16,25 @@ from typing import Any, Protocol
 
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.states import JobState
-from jobgate.storage.records import ApiKey, OutboxEntry, Tenant, UsageEntry
-from jobgate.storage.schedule_records import Schedule
+from jobgate.storage.records import (
+    BATCH_TIME_FIELDS,
+    ENDPOINT_ACTIVE,
+    ENDPOINT_DISABLED,
+    ENDPOINT_MISSING,
+    ApiKey,
+    BatchCounts,
+    BatchItemResult,
+    BatchRecord,
+    Delivery,
+    DeliveryAttempt,
+    FileChunk,
+    FileRecord,
+    OutboxEntry,
+    Schedule,
+    Tenant,
+    UsageEntry,
+    WebhookEndpoint,
+)
 
 
 class RowLike(Protocol):
@@ -289,3 +306,146 @@ def _finite_or_none(value: Any) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
+
+
+# -- webhooks ----------------------------------------------------------------------------
+class WebhookRowDecoder:
+    def __init__(self, *, time: TimeDecoder, json: JsonDecoder) -> None:
+        self._time = time
+        self._json = json
+        self._core = RowDecoder(time=time, json=json)
+
+    def endpoint(self, row: RowLike) -> WebhookEndpoint:
+        created_at = self._time(row["created_at"])
+        updated_at = self._time(row["updated_at"])
+        if created_at is None or updated_at is None:
+            raise ValueError("a required time column is NULL")
+        return WebhookEndpoint(
+            id=row["id"],
+            tenant_id=row["tenant_id"],
+            url=row["url"],
+            description=row["description"],
+            event_types=tuple(self._json(row["event_types"]) or ()),
+            include_result=bool(row["include_result"]),
+            disabled=bool(row["disabled"]),
+            disabled_reason=row["disabled_reason"],
+            secret=row["secret"],
+            previous_secret=row["previous_secret"],
+            previous_secret_expires_at=self._time(row["previous_secret_expires_at"]),
+            created_at=created_at,
+            updated_at=updated_at,
+        )
+
+    def delivery(self, row: RowLike) -> Delivery:
+        """A claimed outbox row joined with its endpoint (e_*) and tenant (tenant_secret)."""
+        entry = self._core.outbox(row)
+        url: str | None
+        secrets: tuple[str, ...]
+        if entry.endpoint_id is None:  # the job's own URL, signed with the tenant's secret
+            url, secrets, include_result = entry.url, (row["tenant_secret"],), False
+            state = ENDPOINT_ACTIVE
+        elif row["e_url"] is None:
+            url, secrets, include_result, state = None, (), False, ENDPOINT_MISSING
+        else:
+            url = row["e_url"]
+            secrets = tuple(s for s in (row["e_secret"], row["e_previous_secret"]) if s)
+            include_result = bool(row["e_include_result"])
+            state = ENDPOINT_DISABLED if row["e_disabled"] else ENDPOINT_ACTIVE
+        return Delivery(
+            entry=entry,
+            lease_token=row["lease_token"],
+            url=url,
+            secrets=secrets,
+            include_result=include_result,
+            endpoint_state=state,
+        )
+
+    def attempt(self, row: RowLike) -> DeliveryAttempt:
+        created_at = self._time(row["created_at"])
+        if created_at is None:
+            raise ValueError("a required time column is NULL")
+        return DeliveryAttempt(
+            id=row["id"],
+            outbox_id=row["outbox_id"],
+            event_id=row["event_id"],
+            job_id=row["job_id"],
+            target=row["target"],
+            attempt=row["attempt"],
+            status_code=row["status_code"],
+            latency_ms=row["latency_ms"],
+            error=row["error"],
+            succeeded=bool(row["succeeded"]),
+            created_at=created_at,
+        )
+
+
+# -- files and batches -------------------------------------------------------------------
+class BatchRows:
+    def __init__(self, *, time: TimeDecoder, json: JsonDecoder) -> None:
+        self.time = time
+        self.json = json
+
+    def file(self, row: RowLike) -> FileRecord:
+        created = self.time(row["created_at"])
+        assert created is not None
+        return FileRecord(
+            id=row["id"],
+            tenant_id=row["tenant_id"],
+            purpose=row["purpose"],
+            filename=row["filename"],
+            bytes=int(row["bytes"]),
+            lines=int(row["lines"]),
+            status=row["status"],
+            created_at=created,
+        )
+
+    @staticmethod
+    def chunk(row: RowLike) -> FileChunk:
+        return FileChunk(
+            seq=row["seq"],
+            first_line=row["first_line"],
+            line_count=row["line_count"],
+            data=bytes(row["data"]),
+        )
+
+    def batch(self, row: RowLike) -> BatchRecord:
+        times: dict[str, Any] = {name: self.time(row[name]) for name in BATCH_TIME_FIELDS}
+        return BatchRecord(
+            id=row["id"],
+            tenant_id=row["tenant_id"],
+            status=row["status"],
+            endpoint=row["endpoint"],
+            input_file_id=row["input_file_id"],
+            completion_window=row["completion_window"],
+            metadata=self.json(row["metadata"]),
+            priority=row["priority"],
+            total=row["total"],
+            expanded_chunks=row["expanded_chunks"],
+            final_status=row["final_status"],
+            completed_count=row["completed_count"],
+            failed_count=row["failed_count"],
+            output_file_id=row["output_file_id"],
+            error_file_id=row["error_file_id"],
+            errors=self.json(row["errors"]),
+            **times,
+        )
+
+    def item(self, row: RowLike) -> BatchItemResult:
+        return BatchItemResult(
+            line=row["line"],
+            custom_id=row["custom_id"],
+            job_id=row["job_id"],
+            item_error=self.json(row["item_error"]),
+            state=row["state"],
+            result=self.json(row["result"]),
+            error=self.json(row["error"]),
+        )
+
+    @staticmethod
+    def counts(row: RowLike) -> BatchCounts:
+        return BatchCounts(
+            items=int(row["items"]),
+            completed=int(row["completed"]),
+            failed=int(row["failed"]),
+            live=int(row["live"]),
+        )

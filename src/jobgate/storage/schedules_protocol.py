@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from jobgate.storage.schedule_records import Schedule
+from jobgate.storage.records import Schedule
 
 
 class ScheduleStore(Protocol):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     Delivery,
     DeliveryAttempt,
     DeliveryOutcome,

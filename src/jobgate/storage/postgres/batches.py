@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobgate.storage.batches_records import (
+from jobgate.storage.changes import ChangeHub
+from jobgate.storage.records import (
     BatchCounts,
     BatchItemResult,
     BatchRecord,
@@ -14,8 +15,7 @@ from jobgate.storage.batches_records import (
     FileRecord,
     NewBatchItem,
 )
-from jobgate.storage.batches_rows import BatchRows
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.rows import BatchRows
 
 ROWS = BatchRows(time=lambda value: value, json=lambda value: value)
 

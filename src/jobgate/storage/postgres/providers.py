@@ -11,7 +11,7 @@ from jobgate import errors
 from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.changes import ChangeHub
-from jobgate.storage.providers_records import (
+from jobgate.storage.records import (
     BackgroundJob,
     ProviderEventOutcome,
     ReconcileDeferral,

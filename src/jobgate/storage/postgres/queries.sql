@@ -476,3 +476,7 @@ RETURNING j.*
 -- name: outbox_for_job
 -- Every outbox row of a job.
 SELECT * FROM outbox WHERE job_id = :job_id ORDER BY created_at, event_type, target
+
+-- name: ping
+-- A round trip: is the database there?
+SELECT 1

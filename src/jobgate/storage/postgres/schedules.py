@@ -7,8 +7,8 @@ from typing import Any
 
 import asyncpg
 
+from jobgate.storage.records import Schedule
 from jobgate.storage.rows import RowDecoder
-from jobgate.storage.schedule_records import Schedule
 
 
 class PostgresSchedules:

@@ -23,6 +23,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage import migrations, shared
 from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
+from jobgate.storage.executor import Row
 from jobgate.storage.postgres.admin import PostgresAdmin
 from jobgate.storage.postgres.batch import PostgresBatch
 from jobgate.storage.postgres.batches import PostgresBatches
@@ -62,7 +63,7 @@ def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return lambda _conn: event.set()
 
 
-def _in_order(finishes: Sequence[Finish], rows: Sequence[asyncpg.Record]) -> list[Finished | None]:
+def _in_order(finishes: Sequence[Finish], rows: Sequence[Row]) -> list[Finished | None]:
     """The narrow rows of a finish in the order of its verdicts, None where fenced off."""
     by_id = {row["id"]: Finished(row["id"], JobState(row["state"]), row["attempt"]) for row in rows}
     return [by_id.get(finish.lease.job_id) for finish in finishes]
@@ -109,7 +110,6 @@ class PostgresStorage(
             lock_timeout_ms=lock_timeout_ms,
         )
         self._decode = job_decoder(self._sql.codec)
-        self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
 
     # -- plumbing ----------------------------------------------------------------------
@@ -118,11 +118,7 @@ class PostgresStorage(
         await self._sql.open()
 
     async def close(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
-            self._listener = None
+        await self._stop_wakeups()
         await self._sql.close()
 
     async def _with_conn(
@@ -130,7 +126,7 @@ class PostgresStorage(
     ) -> T:
         return await self._sql.run(work, transaction=transaction)
 
-    # The asyncpg-typed helpers the dialect's own mixins call.
+    # The asyncpg-typed helpers this dialect's mixins call (until they move to storage/store).
 
     async def _fetch(self, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
         return cast(list[asyncpg.Record], await self._sql.read(query_name, **params))
@@ -158,7 +154,7 @@ class PostgresStorage(
                 if migration.version in done:
                     continue
                 await conn.execute(migration.sql)
-                await self._run(
+                await self._sql.fetch(
                     conn, "migration_record", version=migration.version, name=migration.name
                 )
                 applied.append(migration.version)
@@ -177,19 +173,16 @@ class PostgresStorage(
 
         return await self._with_conn(read, transaction=True)
 
-    async def ping(self) -> None:
-        await self._with_conn(lambda conn: conn.fetchval("SELECT 1"))
-
     async def database_now(self) -> datetime:
-        row = await self._fetchrow("database_now")
+        row = await self._sql.read_one("database_now")
         assert row is not None
         moment: datetime = row["now"]
         return moment
 
     async def listen(self) -> None:
         """Keep a LISTEN connection open (reconnecting with backoff) feeding `changes`."""
-        if self._listener is None:
-            self._listener = asyncio.create_task(self._listen_forever(), name="jobgate-listen")
+        if self._wakeups is None:
+            self._wakeups = asyncio.create_task(self._listen_forever(), name="jobgate-listen")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._listening.wait(), timeout=5)
 
@@ -300,7 +293,7 @@ class PostgresStorage(
         self, tenant_id: str, idempotency: IdempotencyClaim, now: datetime | None
     ) -> SubmitOutcome | None:
         """The outcome of an earlier submit with this key, if it is still bound."""
-        seen = await self._fetchrow(
+        seen = await self._sql.read_one(
             "idempotency_find",
             tenant_id=tenant_id,
             route=idempotency.route,
@@ -322,14 +315,14 @@ class PostgresStorage(
         params: dict[str, Any],
         tenant_id: str,
         queue_limit: QueueLimit | None,
-    ) -> asyncpg.Record | None:
+    ) -> Row | None:
         """One insert statement; with a queue limit, in a transaction that first takes the
         admission locks and counts (see PostgresLimits._admit_locked)."""
         if queue_limit is None:
-            return await self._fetchrow(query_name, **params)
+            return await self._sql.write_one(query_name, **params)
         query = Q[query_name]
 
-        async def admit_and_insert(conn: Conn) -> asyncpg.Record | None:
+        async def admit_and_insert(conn: Conn) -> Row | None:
             await self._admit_locked(conn, queue_limit, {tenant_id: 1})
             return await conn.fetchrow(query.positional_sql, *query.args(params))
 
@@ -380,7 +373,7 @@ class PostgresStorage(
     async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
         """One set-wise statement that also bills the successes (SQLite splits rounds and bills
         in Python)."""
-        rows = await self._fetch(
+        rows = await self._sql.write(
             "job_finish",
             finishes=[finish_payload(f, self._sql.codec) for f in finishes],
             now=now,
@@ -392,7 +385,7 @@ class PostgresStorage(
         """The finish and the read share one transaction: its row lock holds the row as written."""
 
         async def finish_read(conn: Conn) -> Job | None:
-            rows = await self._run(
+            rows = await self._sql.fetch(
                 conn,
                 "job_finish",
                 finishes=[finish_payload(finish, self._sql.codec)],
@@ -415,7 +408,7 @@ class PostgresStorage(
 
         async def reap(conn: Conn) -> list[Finished | None]:
             moment = now or await conn.fetchval(Q["database_now"].sql)
-            rows = await self._run(conn, "job_leases_expired", limit=limit, now=now)
+            rows = await self._sql.fetch(conn, "job_leases_expired", limit=limit, now=now)
             verdicts[:] = [
                 shared.reap_verdict_or_poison(
                     self._decode.job(row), now=moment, retry_delay=retry_delay
@@ -424,7 +417,7 @@ class PostgresStorage(
             ]
             if not verdicts:
                 return []
-            finished = await self._run(
+            finished = await self._sql.fetch(
                 conn,
                 "job_finish",
                 finishes=[finish_payload(v, self._sql.codec) for v in verdicts],

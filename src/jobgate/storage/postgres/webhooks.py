@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     Delivery,
     DeliveryAttempt,
     DeliveryOutcome,
@@ -16,7 +16,7 @@ from jobgate.storage.webhook_records import (
     NewWebhookEndpoint,
     WebhookEndpoint,
 )
-from jobgate.storage.webhook_rows import WebhookRowDecoder
+from jobgate.storage.rows import WebhookRowDecoder
 
 if TYPE_CHECKING:
     import asyncpg

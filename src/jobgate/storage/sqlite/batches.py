@@ -11,7 +11,8 @@ import orjson
 
 from jobgate.clock import from_unix
 from jobgate.storage import sql
-from jobgate.storage.batches_records import (
+from jobgate.storage.changes import ChangeHub
+from jobgate.storage.records import (
     BatchCounts,
     BatchItemResult,
     BatchRecord,
@@ -19,8 +20,7 @@ from jobgate.storage.batches_records import (
     FileRecord,
     NewBatchItem,
 )
-from jobgate.storage.batches_rows import BatchRows
-from jobgate.storage.changes import ChangeHub
+from jobgate.storage.rows import BatchRows
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")

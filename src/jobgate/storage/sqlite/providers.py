@@ -15,7 +15,7 @@ from jobgate.domain.job import Job, JSONObject, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage import shared, sql
 from jobgate.storage.changes import ChangeHub
-from jobgate.storage.providers_records import (
+from jobgate.storage.records import (
     BackgroundJob,
     ProviderEventOutcome,
     ReconcileDeferral,

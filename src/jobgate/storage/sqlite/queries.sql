@@ -349,3 +349,7 @@ RETURNING *
 -- name: outbox_for_job
 -- Every outbox row of a job.
 SELECT * FROM outbox WHERE job_id = :job_id ORDER BY created_at, event_type, target
+
+-- name: ping
+-- A round trip: is the database there?
+SELECT 1

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from jobgate.storage import sql
+from jobgate.storage.records import Schedule
 from jobgate.storage.rows import RowDecoder
-from jobgate.storage.schedule_records import Schedule
 from jobgate.storage.sqlite.database import SqliteDatabase
 
 Q = sql.load("jobgate.storage.sqlite")

@@ -8,7 +8,6 @@ but wake-ups then cross processes only by polling: scale out on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -20,18 +19,9 @@ from jobgate.domain import events as domain_events
 from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
-from jobgate.storage import migrations, shared, sql
+from jobgate.storage import migrations, records, shared, sql
 from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.changes import ChangeHub
-from jobgate.storage.records import (
-    ClaimRequest,
-    Finish,
-    Finished,
-    IdempotencyClaim,
-    QueueLimit,
-    RetryDelay,
-    SubmitOutcome,
-)
 from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.admin import SqliteAdmin
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
@@ -116,7 +106,6 @@ class SqliteStorage(
         self._db = SqliteDatabase(path, configure=register_functions)
         self._sql = SqliteExecutor(self._db, self._clock)
         self._decode = job_decoder(self._sql.codec)
-        self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None) -> SqliteStorage:
@@ -132,11 +121,7 @@ class SqliteStorage(
         self._db.open()
 
     async def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-            self._watcher = None
+        await self._stop_wakeups()
         await self._db.close()
 
     async def migrate(self) -> list[int]:
@@ -170,14 +155,11 @@ class SqliteStorage(
 
         return await self._db.read(read)
 
-    async def ping(self) -> None:
-        await self._db.read(lambda conn: conn.execute("SELECT 1").fetchone())
-
     async def listen(self) -> None:
         """Notice commits made by other processes sharing the file (there is no NOTIFY on
         SQLite): once a second, and only then wake every waiter to re-read."""
-        if self._watcher is None:
-            self._watcher = asyncio.create_task(
+        if self._wakeups is None:
+            self._wakeups = asyncio.create_task(
                 self._watch_foreign_commits(), name="jobgate-sqlite-watch"
             )
 
@@ -199,14 +181,18 @@ class SqliteStorage(
     # -- jobs: what differs from PostgreSQL --------------------------------------------
 
     async def _insert(
-        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
-    ) -> SubmitOutcome:
+        self,
+        job: NewJob,
+        idem: records.IdempotencyClaim | None,
+        queue: records.QueueLimit | None,
+        now: Now,
+    ) -> records.SubmitOutcome:
         """The replay check, the queue bound, the binding and the insert run as one operation of
         the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
         at = self._now(now)
         params = insert_params(job, at)
 
-        def insert(conn: sqlite3.Connection) -> SubmitOutcome:
+        def insert(conn: sqlite3.Connection) -> records.SubmitOutcome:
             key = {
                 "tenant_id": job.tenant_id,
                 "route": idem.route if idem else None,
@@ -219,7 +205,7 @@ class SqliteStorage(
                     if seen["body_hash"] != idem.body_hash:
                         raise errors.IdempotencyKeyReused()
                     row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
-                    return SubmitOutcome(self._decode.job(row), True, seen["status_code"])
+                    return records.SubmitOutcome(self._decode.job(row), True, seen["status_code"])
             if queue is not None:
                 _check_queue(conn, job.tenant_id, queue)
             if idem is not None:
@@ -234,13 +220,13 @@ class SqliteStorage(
                     },
                 )
             row = conn.execute(Q["job_insert"].sql, params).fetchone()
-            return SubmitOutcome(self._decode.job(row), False, 202)
+            return records.SubmitOutcome(self._decode.job(row), False, 202)
 
         return await self._db.write(insert)
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
-    async def _claim(self, claim: ClaimRequest) -> list[Job]:
+    async def _claim(self, claim: records.ClaimRequest) -> list[Job]:
         """Fair order is computed in Python (domain.fairness) inside the one writer's operation,
         so the caps read are the caps claimed under."""
         rules, limit = claim.rules, claim.limit
@@ -321,16 +307,16 @@ class SqliteStorage(
     def _finish(
         self,
         conn: sqlite3.Connection,
-        finishes: Sequence[Finish],
+        finishes: Sequence[records.Finish],
         at: float,
         *,
         expired_only: bool = False,
-    ) -> list[Finished | None]:
+    ) -> list[records.Finished | None]:
         """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
         appears more than once, in order, so each verdict meets the lease its predecessors
         left), then one ledger INSERT for its billed successes."""
         codec = self._sql.codec
-        results: list[Finished | None] = [None] * len(finishes)
+        results: list[records.Finished | None] = [None] * len(finishes)
         for batch in _rounds(finishes):
             rows = conn.execute(
                 Q["job_finish"].sql,
@@ -347,7 +333,7 @@ class SqliteStorage(
                 row = written.get(finish.lease.job_id)
                 if row is None:
                     continue  # fenced off: nothing was written for this job
-                done = Finished(row["id"], JobState(row["state"]), row["attempt"])
+                done = records.Finished(row["id"], JobState(row["state"]), row["attempt"])
                 results[i] = done
                 if done.state is JobState.SUCCEEDED and finish.usage:
                     billed.append(
@@ -365,12 +351,14 @@ class SqliteStorage(
                 conn.execute(Q["usage_record_many"].sql, {"entries": codec.json(billed), "now": at})
         return results
 
-    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
+    async def _finish_many(
+        self, finishes: Sequence[records.Finish], now: Now
+    ) -> list[records.Finished | None]:
         """Verdicts applied in rounds and billed in Python within one writer operation."""
         at = self._now(now)
         return await self._db.write(lambda conn: self._finish(conn, finishes, at))
 
-    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
+    async def _finish_read(self, finish: records.Finish, now: Now) -> Job | None:
         """The finish and the read run in one writer operation."""
         at = self._now(now)
 
@@ -403,15 +391,15 @@ class SqliteStorage(
         await self._db.write(record)
 
     async def _reap(
-        self, limit: int, retry_delay: RetryDelay, now: Now
-    ) -> tuple[list[Finished | None], list[Finish]]:
+        self, limit: int, retry_delay: records.RetryDelay, now: Now
+    ) -> tuple[list[records.Finished | None], list[records.Finish]]:
         """Expired leases are read and finished in one writer operation, at this host's clock."""
         moment = now or self._clock.now()
         at = self._now(moment)
 
-        verdicts: list[Finish] = []
+        verdicts: list[records.Finish] = []
 
-        def reap(conn: sqlite3.Connection) -> list[Finished | None]:
+        def reap(conn: sqlite3.Connection) -> list[records.Finished | None]:
             rows = conn.execute(Q["job_leases_expired"].sql, {"now": at, "limit": limit})
             verdicts[:] = [
                 shared.reap_verdict_or_poison(
@@ -431,7 +419,7 @@ def mapped_rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
+def _rounds(finishes: Sequence[records.Finish]) -> list[list[int]]:
     """Indices of `finishes` split so that no job appears twice in one round: round k holds
     each job's k-th verdict (the worker sends one per lease, so almost always one round)."""
     rounds: list[list[int]] = []
@@ -445,7 +433,7 @@ def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
     return rounds
 
 
-def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: QueueLimit) -> None:
+def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: records.QueueLimit) -> None:
     if limit.tenant_max is not None:
         row = conn.execute(Q["queued_count"].sql, {"tenant_id": tenant_id}).fetchone()
         if row["queued"] >= limit.tenant_max:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from jobgate.storage import rows, sql
-from jobgate.storage.webhook_records import (
+from jobgate.storage.records import (
     Delivery,
     DeliveryAttempt,
     DeliveryOutcome,
@@ -18,7 +18,7 @@ from jobgate.storage.webhook_records import (
     NewWebhookEndpoint,
     WebhookEndpoint,
 )
-from jobgate.storage.webhook_rows import WebhookRowDecoder
+from jobgate.storage.rows import WebhookRowDecoder
 
 if TYPE_CHECKING:
     from jobgate.storage.changes import ChangeHub
