@@ -25,7 +25,11 @@ class _NoSpan:
 @contextlib.contextmanager
 def span(name: str, **attributes: Any) -> Iterator[Any]:
     """A span named `name` with `jobgate.<key>` attributes (None values are left out)."""
-    if _trace is None:
+    if _trace is None or isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider):
+        # No tracer provider is set (by the host program or opentelemetry-instrument): the
+        # span would be a non-recording no-op, and entering one (a context attach and detach)
+        # costs more than a zero-latency job's own work in the worker. Asked per span, so a
+        # provider set later is used from then on.
         yield _NoSpan()
         return
     tracer = _trace.get_tracer("jobgate")

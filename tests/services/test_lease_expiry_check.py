@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from jobgate import errors
+from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.runtime import Runtime
 from jobgate.testing import Block, FakeClock, ScriptedProvider
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "long"}]}
@@ -47,7 +47,7 @@ async def test_a_fresh_renewal_makes_the_tick_check_one_comparison(
     owner = (await runtime.tenants.create("acme")).tenant
     worker = runtime.worker(concurrency=20)
     table = _CountingDict()
-    worker._inflight = table  # type: ignore[assignment]
+    worker._inflight = table
     blocks = [await _held(runtime, scripted, worker, owner.id) for _ in range(20)]
     clock.advance(15)
     assert await worker.heartbeat_once()

@@ -44,7 +44,9 @@ async def test_an_aborted_group_fails_every_caller_and_writes_nothing(tmp_path: 
         after = [insert(f"after{i}", 10) for i in range(ROWS_AFTER)]
         await asyncio.sleep(0.05)  # let every write reach the writer's queue
         release.set()
-        await holder
+        # The held operation's group takes in the writes that arrived while it ran (they
+        # join before its COMMIT), so the abort may fail it too: it wrote nothing either way.
+        await asyncio.gather(holder, return_exceptions=True)
         answers = await asyncio.gather(*before, full, *after, return_exceptions=True)
 
         stored = await db.read(lambda c: {row[0] for row in c.execute("SELECT name FROM t")})
@@ -82,5 +84,42 @@ async def test_an_operation_that_fails_alone_leaves_the_group_written(tmp_path: 
         assert isinstance(answers[1], errors.StorageError)
         stored = await db.read(lambda c: {row[0] for row in c.execute("SELECT name FROM t")})
         assert stored == {"a", "b"}
+    finally:
+        await db.close()
+
+
+async def test_a_write_sent_while_a_group_runs_joins_its_commit(tmp_path: Path) -> None:
+    """Group commit takes in late arrivals: a write queued while the group's operations run is
+    committed by that group's COMMIT (one fsync), and both callers are answered after it."""
+    db = SqliteDatabase(str(tmp_path / "late.db"))
+    db.open()
+    try:
+        await db.write(lambda c: c.execute("CREATE TABLE t (name TEXT PRIMARY KEY, txn INT)"))
+        running, go_on = threading.Event(), threading.Event()
+
+        def first(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t VALUES ('first', (SELECT count(*) FROM t))")
+            running.set()
+            go_on.wait(10)
+
+        def late(conn: sqlite3.Connection) -> bool:
+            """Whether `first` is still uncommitted: another connection cannot see it yet."""
+            conn.execute("INSERT INTO t VALUES ('late', 0)")
+            other = sqlite3.connect(tmp_path / "late.db")
+            try:
+                return bool(other.execute("SELECT count(*) FROM t").fetchone()[0] == 0)
+            finally:
+                other.close()
+
+        one = asyncio.create_task(db.write(first))
+        await asyncio.to_thread(running.wait, 10)
+        two = asyncio.create_task(db.write(late))
+        await asyncio.sleep(0.05)  # the late write is in the queue while `first` still runs
+        assert not one.done() and not two.done()
+        go_on.set()
+        assert await two is True
+        await one
+        names = await db.read(lambda c: {r[0] for r in c.execute("SELECT name FROM t")})
+        assert names == {"first", "late"}
     finally:
         await db.close()

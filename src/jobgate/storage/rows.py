@@ -53,6 +53,8 @@ EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 # The longest interval storage adds to a time (a start or execution timeout): ten years. The
 # SQL of both dialects repeats this number where it clamps.
 MAX_INTERVAL_S = 10 * 365 * 86400
+_LATEST_S = LATEST.timestamp()
+_EARLIEST_S = EARLIEST.timestamp()
 
 
 def clamp_time(value: datetime) -> datetime:
@@ -71,13 +73,11 @@ def unix_time(seconds: Any) -> datetime | None:
         value = float(seconds)
     except (TypeError, ValueError):
         return None
+    if _EARLIEST_S < value < _LATEST_S:  # the common case, first (NaN fails every comparison)
+        return datetime.fromtimestamp(value, UTC)
     if math.isnan(value):
         return None
-    if value >= LATEST.timestamp():
-        return LATEST
-    if value <= EARLIEST.timestamp():
-        return EARLIEST
-    return datetime.fromtimestamp(value, UTC)
+    return LATEST if value >= _LATEST_S else EARLIEST
 
 
 def tolerant_json(fast: JsonDecoder) -> JsonDecoder:
@@ -126,6 +126,8 @@ class _Reading:
             return None
         if moment is None:
             return None
+        if moment.tzinfo is not None and EARLIEST < moment < LATEST:
+            return moment  # already inside the bounds (what nearly every row holds)
         clamped = clamp_time(moment)
         if clamped in (LATEST, EARLIEST):
             self.damaged.append(column)

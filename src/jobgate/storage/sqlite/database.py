@@ -159,30 +159,42 @@ class SqliteDatabase:
             if first is _STOP:
                 break
             group = [first]
-            while len(group) < _MAX_GROUP:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stopping = True
-                    break
-                group.append(item)
-            self._run_group(conn, group)
+            stopping = self._take_waiting(group)
+            stopping = self._run_group(conn, group) or stopping
         conn.close()
 
-    def _run_group(self, conn: sqlite3.Connection, items: list[Any]) -> None:
-        group = []
-        for operation, future, loop, in_transaction in items:
-            if in_transaction:
-                group.append((operation, future, loop))
-                continue
+    def _take_waiting(self, items: list[Any], room: int = _MAX_GROUP) -> bool:
+        """Move the operations waiting in the queue into `items` until it holds `room`.
+        Answers whether the stop sentinel was met (what came before it is still taken)."""
+        while len(items) < room:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is _STOP:
+                return True
+            items.append(item)
+        return False
+
+    def _run_group(self, conn: sqlite3.Connection, items: list[Any]) -> bool:
+        """Run `items` in one transaction; operations that arrive while it runs join it before
+        its COMMIT (one fsync for them too: a claim sent while a finish batch executes shares
+        that batch's commit). Answers whether the stop sentinel was met among the late ones."""
+        outside = [item for item in items if not item[3]]
+        group = [item[:3] for item in items if item[3]]
+        stopping = False
+        if group:
+            stopping = self._run_transaction(conn, group, outside)
+        for operation, future, loop, _ in outside:
             try:  # outside any transaction: a pragma read
                 _deliver(loop, future, operation(conn), None)
             except sqlite3.Error as exc:
                 _deliver(loop, future, None, translate(exc))
-        if not group:
-            return
+        return stopping
+
+    def _run_transaction(
+        self, conn: sqlite3.Connection, group: list[Any], outside: list[Any]
+    ) -> bool:
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -191,29 +203,37 @@ class SqliteDatabase:
             failure.__cause__ = exc
             for _, future, loop in group:
                 _deliver(loop, future, None, failure)
-            return
+            return False
         aborted: errors.StorageError | None = None
-        for operation, _, _ in group:
-            try:
-                conn.execute("SAVEPOINT op")
-                value = operation(conn)
-                conn.execute("RELEASE op")
-                outcomes.append((value, None))
-            except BaseException as exc:  # the operation's own error, or a driver error
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK TO op")
+        stopping = False
+        while aborted is None and len(outcomes) < len(group):
+            for operation, _, _ in group[len(outcomes) :]:
+                try:
+                    conn.execute("SAVEPOINT op")
+                    value = operation(conn)
                     conn.execute("RELEASE op")
-                if isinstance(exc, sqlite3.Error):
-                    failure = translate(exc)
-                    failure.__cause__ = exc
-                    exc = failure
-                outcomes.append((None, exc))
-                if not conn.in_transaction:
-                    # SQLITE_FULL, IOERR, NOMEM…: SQLite rolled back the whole transaction,
-                    # every earlier operation of the group included. Running the rest would
-                    # commit each on its own (autocommit) while its caller is told it failed.
-                    aborted = _aborted(exc)
-                    break
+                    outcomes.append((value, None))
+                except BaseException as exc:  # the operation's own error, or a driver error
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK TO op")
+                        conn.execute("RELEASE op")
+                    if isinstance(exc, sqlite3.Error):
+                        failure = translate(exc)
+                        failure.__cause__ = exc
+                        exc = failure
+                    outcomes.append((None, exc))
+                    if not conn.in_transaction:
+                        # SQLITE_FULL, IOERR, NOMEM…: SQLite rolled back the whole transaction,
+                        # every earlier operation of the group included. Running the rest would
+                        # commit each on its own (autocommit) while its caller is told it
+                        # failed.
+                        aborted = _aborted(exc)
+                        break
+            if aborted is None and not stopping and len(group) + len(outside) < _MAX_GROUP:
+                late: list[Any] = []
+                stopping = self._take_waiting(late, _MAX_GROUP - len(group) - len(outside))
+                outside += [item for item in late if not item[3]]
+                group += [item[:3] for item in late if item[3]]
         if aborted is None:
             try:
                 conn.execute("COMMIT")
@@ -229,6 +249,7 @@ class SqliteDatabase:
             outcomes = [(None, error or aborted) for _, error in outcomes]
         for (_, future, loop), (value, error) in zip(group, outcomes, strict=True):
             _deliver(loop, future, value, error)
+        return stopping
 
     # -- reading ---------------------------------------------------------------------------
 
