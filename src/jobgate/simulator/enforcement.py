@@ -137,7 +137,7 @@ class Enforcer:
         return self._buckets(model, self._now())
 
     def _buckets(self, model: str, now: float) -> tuple[Bucket | None, Bucket | None]:
-        found = []
+        found: list[Bucket | None] = []
         for limit, table in ((self.limits.rpm, self._requests), (self.limits.tpm, self._tokens)):
             if limit <= 0:
                 found.append(None)
