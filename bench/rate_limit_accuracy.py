@@ -92,9 +92,7 @@ async def run(duration_s: float, rpm: int, tpm: int, window_s: float) -> None:
         await _submit(runtime, tenant_id, "m-tpm", int(tpm * duration_s / 60 / 600 * 1.5) + 20)
         await runtime.close()
         workers = [
-            procs.start_jobgate(
-                f"worker{i}", ["worker"], env=env, workdir=workdir, log_dir=workdir
-            )  # fmt: skip
+            procs.start_jobgate(f"worker{i}", ["worker"], env=env, workdir=workdir, log_dir=workdir)
             for i in range(2)
         ]
         began = time.monotonic()
