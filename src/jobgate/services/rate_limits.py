@@ -3,8 +3,8 @@ model needs, one request taken from its buckets before each (so a job that must 
 queued: no lease, no attempt spent), and the token estimate settled against the usage after
 the call. The buckets live in the database: every worker process draws on the same budget.
 
-Limits come from jobgate.toml (`rpm`, `tpm`, `model_limits`) and take effect when a process
-starts (jobgate reads its configuration once; restart the workers to change them).
+Limits come from jobgate.toml (`rpm`, `tpm`, `model_limits`) and reload with it
+(services.config_reload): the worker hands the new ones to `reconfigure`.
 """
 
 from __future__ import annotations
@@ -61,12 +61,17 @@ def limited_providers(configs: Mapping[str, ProviderConfig]) -> frozenset[str]:
 class RateLimiter:
     def __init__(self, *, storage: RateLimitStore, configs: Mapping[str, ProviderConfig]) -> None:
         self._storage = storage
-        self._targets = {name: targets_for(name, config) for name, config in configs.items()}
-        self._targets = {name: targets for name, targets in self._targets.items() if targets}
+        self._targets: dict[str, list[ClaimTarget]] = {}
+        self.reconfigure(configs)
         self._estimates: dict[str, tuple[tuple[Bucket, ...], int]] = {}  # by job id
         # Tokens reserved by `take` for the job it admits, per target: its last estimate.
         self._reserve: dict[ClaimTarget, int] = {}
         self.wait_s = 0.0  # the shortest wait seen by the last claim (0: none)
+
+    def reconfigure(self, configs: Mapping[str, ProviderConfig]) -> None:
+        """The limits of a (re)loaded configuration; estimates of calls in flight stay."""
+        targets = {name: targets_for(name, config) for name, config in configs.items()}
+        self._targets = {name: found for name, found in targets.items() if found}
 
     @property
     def limited(self) -> frozenset[str]:

@@ -13,13 +13,13 @@ import uvicorn
 
 from jobgate import errors, transports
 from jobgate.clock import Clock, SystemClock
-from jobgate.config import Settings
+from jobgate.config import Settings, config_file
 from jobgate.http import edge_limits
 from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import presence, rate_limits
+from jobgate.services import config_reload, presence, rate_limits
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
@@ -70,8 +70,11 @@ class Runtime:
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
         providers: ProviderRegistry | None = None,
+        reload: Callable[[], Settings] | None = None,
     ) -> None:
         self.settings = settings
+        # Reads the settings again when the configuration file changes (config_reload).
+        self._reload = reload
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds(self.clock)
         self.storage = storage or storage_for_url(
@@ -108,6 +111,15 @@ class Runtime:
     async def close(self) -> None:
         await self.providers.aclose()
         await self.storage.close()
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Apply a reloaded file's limits, caps and routes (services.config_reload); raises
+        errors.ConfigError, changing nothing, when they cannot apply."""
+        self.providers.reconfigure(settings)
+        self.limits.reconfigure(settings)
+        later = config_reload.needing_restart(self.settings, settings)
+        if later:
+            log.warning("changed settings that apply on a restart: %s", ", ".join(later))
 
     def app_context(self) -> AppContext:
         return AppContext(
@@ -194,7 +206,7 @@ class Runtime:
                     transport=transport,
                     settings=self.settings,
                     limits=self.limits,
-                    skip_providers=rate_limits.limited_providers(self.providers.configs()),
+                    skip_providers=lambda: rate_limits.limited_providers(self.providers.configs()),
                 )
                 tasks.append(asyncio.create_task(relay.run(), name="transport-relay"))
                 stoppers.append(relay.request_stop)
@@ -249,6 +261,12 @@ class Runtime:
                 server.should_exit = True
 
             stoppers.append(stop_server)
+        if self._reload is not None:
+            watcher = config_reload.ConfigWatcher(
+                path=config_file(), load=self._reload, apply=self.reconfigure
+            )
+            tasks.append(asyncio.create_task(watcher.run(), name="config-watcher"))
+            stoppers.append(watcher.request_stop)
         stopped = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
         crashed = [task for task in done if task is not stopped and task.exception() is not None]
