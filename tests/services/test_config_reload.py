@@ -64,7 +64,7 @@ def test_a_route_to_nothing_is_refused_and_nothing_changes(tmp_path: Path) -> No
     broken = BASE.replace('targets = ["up:m1"]', 'targets = ["missing:m1"]').replace(
         "rpm = 60", "rpm = 1"
     )
-    with pytest.raises(errors.ConfigError, match="routes.smart.targets"):
+    with pytest.raises(errors.ConfigError, match=r"routes\.smart\.targets"):
         registry.reconfigure(settings_of(broken, tmp_path))
     assert registry.config("up").rpm == 60 and registry.version == 0
 
