@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from jobgate.testing import audit
-from jobgate.testing.processes import ProcessHarness, wait_until
+from jobgate.testing.processes import FAST_ENV, ProcessHarness, wait_until
 from tests.e2e.conftest import TransportUnderTest
 from tests.e2e.support import (
     Api,
@@ -199,10 +199,14 @@ def test_duplicate_deliveries_run_each_job_once_postgres(
         assert _published(pg_dsn, ids) == len(ids)
 
 
+# As the workers declare their queues (an SQS queue created with other attributes is refused).
+LEASE_TTL_S = float(FAST_ENV["JOBGATE_LEASE_TTL_S"])
+
+
 def _publish_again(transport: TransportUnderTest, ids: Sequence[str], *, times: int) -> None:
     if transport.broker is None:
         return
-    client = transport.broker.transport("duplicator", claim_idle_s=60)
+    client = transport.broker.transport("duplicator", claim_idle_s=LEASE_TTL_S)
 
     async def publish() -> None:
         await client.open()
@@ -217,7 +221,7 @@ def _publish_again(transport: TransportUnderTest, ids: Sequence[str], *, times: 
 
 def _lag(transport: TransportUnderTest) -> int:
     assert transport.broker is not None
-    client = transport.broker.transport("observer", claim_idle_s=60)
+    client = transport.broker.transport("observer", claim_idle_s=LEASE_TTL_S)
 
     async def lag() -> int:
         await client.open()
