@@ -191,7 +191,6 @@ async def test_a_second_process_cannot_pass_a_tpm_between_a_take_and_its_charge(
     job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
     await first.started(target, [job])  # the reservation becomes the job's estimate
     bucket = Bucket("sim", PROVIDER_WIDE, tpm=600)
-    owed = (await storage.rate_limit_waits(buckets=[bucket], now=clock.now()))[
-        ("sim", PROVIDER_WIDE)
-    ]
-    assert owed == pytest.approx(rules.estimate_tokens(job.request) / 10, abs=0.5)
+    owed = (await storage.rate_limit_waits(buckets=[bucket]))[("sim", PROVIDER_WIDE)]
+    estimate = rules.estimate_tokens(job.request)
+    assert estimate / 10 - 2 <= owed <= estimate / 10 + 0.01  # the job's estimate, once
