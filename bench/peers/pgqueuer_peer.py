@@ -1,9 +1,10 @@
 """PgQueuer (https://github.com/janbjorge/pgqueuer) driven through its public API, installed
 with its default durability (every table LOGGED), over asyncpg as its own benchmark tool uses.
 
-`python -m bench.peers.pgqueuer_peer worker DSN BATCH_SIZE CONSUMERS` is one drain process:
-CONSUMERS queue managers (one connection each, as PgQueuer's tools/benchmark.py runs them) in
-drain mode, each dequeuing BATCH_SIZE jobs at a time.
+`python -m bench.peers.pgqueuer_peer worker DSN BATCH_SIZE CONSUMERS [LATENCY_S TASKS]` is one
+drain process: CONSUMERS queue managers (one connection each, as PgQueuer's tools/benchmark.py
+runs them) in drain mode, each dequeuing BATCH_SIZE jobs at a time; with LATENCY_S, each job
+sleeps that long (a provider call's wait) and each manager runs up to TASKS jobs at once.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ async def fill(dsn: str, jobs: int) -> None:
         await conn.close()
 
 
-async def _worker(dsn: str, batch_size: int, consumers: int) -> None:
+async def _worker(
+    dsn: str, batch_size: int, consumers: int, latency_s: float = 0.0, tasks: int | None = None
+) -> None:
     async def ready() -> tuple[gate.Drain, gate.Close | None]:
         queuers = []
         for _ in range(consumers):
@@ -57,7 +60,8 @@ async def _worker(dsn: str, batch_size: int, consumers: int) -> None:
 
             @pgq.entrypoint(ENTRYPOINT)
             async def noop(job: Job) -> None:
-                return None
+                if latency_s:
+                    await asyncio.sleep(latency_s)
 
             queuers.append(pgq)
 
@@ -68,6 +72,7 @@ async def _worker(dsn: str, batch_size: int, consumers: int) -> None:
                         batch_size=batch_size,
                         mode=QueueExecutionMode.drain,
                         dequeue_timeout=timedelta(seconds=1),
+                        max_concurrent_tasks=tasks,
                     )
                     for q in queuers
                 )
@@ -134,5 +139,8 @@ async def enqueue(
 
 if __name__ == "__main__":
     if sys.argv[1] != "worker":
-        raise SystemExit("usage: python -m bench.peers.pgqueuer_peer worker DSN BATCH CONSUMERS")
-    asyncio.run(_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+        raise SystemExit(
+            "usage: python -m bench.peers.pgqueuer_peer worker DSN BATCH CONSUMERS [LATENCY TASKS]"
+        )
+    extra = (float(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (0.0, None)
+    asyncio.run(_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *extra))

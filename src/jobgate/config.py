@@ -56,6 +56,10 @@ class ModelPrice(pydantic.BaseModel):
     cache_write_per_mtok: _Usd | None = None
 
 
+# What a changed jobgate.toml changes in running processes (services.config_reload).
+RELOADABLE_PROVIDER_FIELDS = ("rpm", "tpm", "model_limits", "concurrency")
+
+
 class ModelLimits(pydantic.BaseModel):
     """`[providers.NAME.model_limits."MODEL"]`: rate limits of one model, shared by every
     worker process (on top of the provider's own)."""
@@ -117,6 +121,13 @@ class ProviderConfig(pydantic.BaseModel):
     rpm: int = pydantic.Field(default=0, ge=0, le=10_000_000)
     tpm: int = pydantic.Field(default=0, ge=0, le=10_000_000_000)
     model_limits: dict[str, ModelLimits] = pydantic.Field(default_factory=dict)
+
+    def reloaded(self, wanted: ProviderConfig) -> ProviderConfig:
+        """This provider with the fields a reloaded file may change while it runs
+        (services.config_reload); the others wait for a restart."""
+        return self.model_copy(
+            update={field: getattr(wanted, field) for field in RELOADABLE_PROVIDER_FIELDS}
+        )
 
     @pydantic.model_validator(mode="after")
     def _check_responses_api(self) -> ProviderConfig:
@@ -320,6 +331,12 @@ def _env_value(field: str, raw: str) -> Any:
     return raw
 
 
+def config_file(env: Mapping[str, str] | None = None) -> Path:
+    """Where the configuration file is read from: $JOBGATE_CONFIG, else ./jobgate.toml."""
+    env = os.environ if env is None else env
+    return Path(env.get("JOBGATE_CONFIG") or "jobgate.toml")
+
+
 def load_settings(
     env: Mapping[str, str] | None = None,
     *,
@@ -328,7 +345,7 @@ def load_settings(
 ) -> Settings:
     """Read jobgate.toml (if present) and JOBGATE_* variables; `overrides` win over both."""
     env = os.environ if env is None else env
-    path = Path(config_path or env.get("JOBGATE_CONFIG") or "jobgate.toml")
+    path = Path(config_path) if config_path else config_file(env)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     if path.exists():

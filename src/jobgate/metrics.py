@@ -65,6 +65,11 @@ PROVIDER_CALL_SECONDS = Histogram(
 ATTEMPTS = Counter(
     "jobgate_attempts", "Attempts that ended, by provider and verdict", ["provider", "verdict"]
 )
+CONFIG_RELOADS = Counter(
+    "jobgate_config_reloads",
+    "Configuration file changes this process read: applied, or refused (the old one stays)",
+    ["result"],
+)
 PROVIDER_QUOTA_ERRORS = Counter(
     "jobgate_provider_quota_errors",
     "Provider answers saying the account is out of quota or over a spend limit (alert on any)",

@@ -3,7 +3,8 @@ process's log tail when a test fails), PostgreSQL databases and a private cluste
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+import dataclasses
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import pluggy
@@ -15,6 +16,7 @@ from jobgate.testing.processes import ProcessHarness
 from jobgate.testing.proxy import TcpProxy
 from jobgate.testing.receiver import WebhookReceiver
 from tests.e2e import support
+from tests.transports.brokers import Broker, open_broker
 
 pytestmark = pytest.mark.e2e
 
@@ -79,3 +81,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(240))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TransportUnderTest:
+    name: str  # database | redis | amqp | sqs
+    env: dict[str, str]  # what the jobgate processes need to use it
+    broker: Broker | None  # None for `database`
+
+
+@pytest.fixture(params=["database", "redis", "amqp", "sqs"])
+async def transport(request: pytest.FixtureRequest) -> AsyncIterator[TransportUnderTest]:
+    """The workers' JOBGATE_TRANSPORT (issue 18): a scenario that takes this fixture (or
+    `transport_env`) runs with the database claims and with each broker (a stream or queue of
+    its own)."""
+    if request.param == "database":
+        yield TransportUnderTest("database", {}, None)
+        return
+    broker = open_broker(request.param)
+    env = {
+        "JOBGATE_TRANSPORT": broker.url(),
+        "JOBGATE_TRANSPORT_SWEEP_AFTER_S": "3",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    yield TransportUnderTest(request.param, env, broker)
+    await broker.cleanup()
+
+
+@pytest.fixture
+def transport_env(transport: TransportUnderTest) -> dict[str, str]:
+    return transport.env

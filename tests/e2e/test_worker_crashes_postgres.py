@@ -1,17 +1,19 @@
 """Issue 2's real-process guarantees on PostgreSQL, with separate api, worker and reaper
 processes: a worker killed mid-call, a frozen worker resumed after its job was reclaimed,
-and a graceful SIGTERM that gives leases back at once."""
+a graceful SIGTERM that gives leases back at once, and (issue 18) duplicated deliveries; the
+scenarios that take `transport` run with every transport."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import asyncpg
 import pytest
 
 from jobgate.testing import audit
-from jobgate.testing.processes import ProcessHarness, wait_until
+from jobgate.testing.processes import FAST_ENV, ProcessHarness, wait_until
+from tests.e2e.conftest import TransportUnderTest
 from tests.e2e.support import (
     Api,
     assert_completed_once,
@@ -20,26 +22,8 @@ from tests.e2e.support import (
     wait_settled,
     wait_state,
 )
-from tests.transports.brokers import open_broker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-
-@pytest.fixture(params=["database", "redis", "amqp", "sqs"])
-async def transport_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
-    """The workers' JOBGATE_TRANSPORT (issue 18): each scenario below that takes this fixture
-    runs with the database claims and with each broker (a stream or queue of its own)."""
-    if request.param == "database":
-        yield {}
-        return
-    broker = open_broker(request.param)
-    yield {
-        "JOBGATE_TRANSPORT": broker.url(),
-        "JOBGATE_TRANSPORT_SWEEP_AFTER_S": "3",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
-    await broker.cleanup()
 
 
 def _stack(harness: ProcessHarness, dsn: str, **env: str) -> Api:
@@ -189,3 +173,61 @@ def test_graceful_sigterm_releases_leases_at_once_postgres(
     facts = wait_settled(pg_dsn, ids)
     assert_completed_once(facts)
     assert all(job.attempt == 1 and job.lost_count == 0 for job in facts.values())
+
+
+def test_duplicate_deliveries_run_each_job_once_postgres(
+    harness: ProcessHarness, pg_dsn: str, transport: TransportUnderTest
+) -> None:
+    """Every "job ready" message delivered three times (two copies published straight to the
+    broker before the workers start, then the relay's), and three more once the jobs have all
+    finished: each job is claimed once, runs once and ends once; the copies are acked and
+    dropped. With `database` there is no message to copy: the same load is the baseline."""
+    api = _stack(harness, pg_dsn, **transport.env)
+    ids = [api.submit(job_body(f"job {n}", latency_s=0.5)) for n in range(20)]
+    _publish_again(transport, ids, times=2)  # before any worker (and its relay) runs
+    harness.start("worker")
+    harness.start("worker")
+    facts = wait_settled(pg_dsn, ids)
+    assert_completed_once(facts)
+    assert all(job.claims == 1 and job.run_count == 1 for job in facts.values())
+    _publish_again(transport, ids, times=3)  # for jobs that have ended
+    if transport.broker is not None:
+        wait_until(lambda: _lag(transport) == 0, timeout_s=60, what="the copies to be dropped")
+    after = audit.job_facts(pg_dsn, ids)
+    assert after == facts  # nothing moved: no claim, event, ledger or outbox row more
+    if transport.broker is not None:
+        assert _published(pg_dsn, ids) == len(ids)
+
+
+# As the workers declare their queues (an SQS queue created with other attributes is refused).
+LEASE_TTL_S = float(FAST_ENV["JOBGATE_LEASE_TTL_S"])
+
+
+def _publish_again(transport: TransportUnderTest, ids: Sequence[str], *, times: int) -> None:
+    if transport.broker is None:
+        return
+    client = transport.broker.transport("duplicator", claim_idle_s=LEASE_TTL_S)
+
+    async def publish() -> None:
+        await client.open()
+        try:
+            for _ in range(times):
+                await client.publish(list(ids))
+        finally:
+            await client.close()
+
+    asyncio.run(publish())
+
+
+def _lag(transport: TransportUnderTest) -> int:
+    assert transport.broker is not None
+    client = transport.broker.transport("observer", claim_idle_s=LEASE_TTL_S)
+
+    async def lag() -> int:
+        await client.open()
+        try:
+            return await client.lag()
+        finally:
+            await client.close()
+
+    return asyncio.run(lag())

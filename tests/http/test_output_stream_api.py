@@ -68,8 +68,9 @@ class Gateway:
     async def submit(self, prompt: str, *, stream: bool = True, **extra: Any) -> str:
         body = {"model": "sim-echo", "messages": [{"role": "user", "content": prompt}]}
         payload = {"endpoint": "/v1/chat/completions", "body": body, "stream": stream, **extra}
-        if "sim" in extra:
-            body["sim"] = payload.pop("sim")
+        for member in ("sim", "max_tokens"):  # members of the provider's body
+            if member in extra:
+                body[member] = payload.pop(member)
         answer = await self.api.http.post("/v1/jobs", json=payload, headers=self.headers)
         assert answer.status_code == 202, answer.text
         return str(answer.json()["id"])
@@ -345,3 +346,26 @@ async def test_a_new_attempt_of_a_response_streams_as_a_new_item_with_the_sdk(ap
         ]
         assert events[-1].type == "response.completed"
         assert events[-1].response.output_text == "echo: x"
+
+
+async def test_a_running_stream_shows_its_tokens_so_far_as_progress(gateway: Gateway) -> None:
+    """Issue 19: `output_tokens` streamed so far (characters / 4) and `progress` as their
+    fraction of `max_tokens`, growing while the job runs; gone once it ended."""
+    prompt = "tokens arrive one chunk after another " * 4  # 152 characters, 40 tokens echoed
+    job_id = await gateway.submit(prompt, sim={"latency_s": 3.0, "chunks": 10}, max_tokens=80)
+    seen: list[tuple[int, float]] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        answer = await gateway.api.http.get(f"/v1/jobs/{job_id}", headers=gateway.headers)
+        job = answer.json()
+        if job["status"] == "succeeded":
+            break
+        if job["status"] == "running" and job.get("output_tokens"):
+            assert job["progress"] == pytest.approx(min(job["output_tokens"] / 80, 0.99))
+            seen.append((job["output_tokens"], job["progress"]))
+        await asyncio.sleep(0.2)
+    assert job["status"] == "succeeded"
+    assert "output_tokens" not in job and job["progress"] is None
+    assert len({tokens for tokens, _ in seen}) >= 3, seen  # it grew while the job ran
+    assert seen == sorted(seen)
+    assert 0 < seen[-1][1] < 0.99

@@ -19,9 +19,13 @@ async def test_state_shows_requests_creates_and_keys(simulator: Simulator) -> No
         state = (await client.get("/_simulator/state")).json()
     assert state["created"] == [answer.json()["id"]]
     assert state["requests"] == 1
-    assert state["request_log"] == [
-        {"method": "POST", "path": "/v1/chat/completions", "idempotency_key": "job_1"}
-    ]
+    [logged] = state["request_log"]
+    assert logged["at"] > 0
+    assert {k: v for k, v in logged.items() if k != "at"} == {
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "idempotency_key": "job_1",
+    }
     assert state["deliveries"] == [] and state["cancel_calls"] == []
 
 

@@ -173,3 +173,24 @@ async def test_a_queued_job_shows_it_is_rate_limited(
     view = await job_notes.annotate(ctx, queued, job_view(queued))  # type: ignore[arg-type]
     assert view["phase"] == "rate_limited" and "sim" in view["note"]
     assert running.id != queued.id
+
+
+async def test_a_second_process_cannot_pass_a_tpm_between_a_take_and_its_charge(
+    storage: Storage, second: Storage, clock: FakeClock
+) -> None:
+    """Found against the enforcing simulator: with a tpm only, process A's take admitted,
+    then process B's take admitted too before A charged its job's estimate, and the two calls
+    together went past the provider's limit. The take now reserves tokens atomically."""
+    configs = {"sim": ProviderConfig(kind="sim", model_prefixes=("sim-",), tpm=600)}
+    first = rate_limits.RateLimiter(storage=storage, configs=configs)
+    other = rate_limits.RateLimiter(storage=second, configs=configs)
+    (target,) = first.targets("sim")
+    assert await first.take(target)
+    assert not await other.take(target)  # A's call is reserved for: B waits
+    tenant = await make_tenant(storage)
+    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    await first.started(target, [job])  # the reservation becomes the job's estimate
+    bucket = Bucket("sim", PROVIDER_WIDE, tpm=600)
+    owed = (await storage.rate_limit_waits(buckets=[bucket]))[("sim", PROVIDER_WIDE)]
+    estimate = rules.estimate_tokens(job.request)
+    assert estimate / 10 - 2 <= owed <= estimate / 10 + 0.01  # the job's estimate, once

@@ -53,6 +53,18 @@ async def test_token_debt_holds_requests_back(storage: Storage, clock: FakeClock
     assert waits == {("sim", PROVIDER_WIDE): 4.0}
 
 
+async def test_a_take_reserves_tokens_in_the_same_transaction(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """With a tpm only, a take that charged nothing would admit every concurrent taker until
+    one of them spent its estimate: the reservation closes the bucket at once."""
+    tpm = Bucket("sim", PROVIDER_WIDE, tpm=600)  # 10 tokens a second
+    assert await storage.rate_limit_take(buckets=[tpm], reserve_tokens=50, now=clock.now()) == 0
+    assert await storage.rate_limit_take(buckets=[tpm], reserve_tokens=50, now=clock.now()) == 5.0
+    await storage.rate_limit_spend(spends=[(tpm, -30)], now=clock.now())  # the job's estimate
+    assert await storage.rate_limit_take(buckets=[tpm], now=clock.now()) == 2.0
+
+
 async def test_queued_jobs_behind_a_closed_bucket_are_counted(
     storage: Storage, clock: FakeClock
 ) -> None:

@@ -12,6 +12,7 @@ import click
 
 from jobgate import logs
 from jobgate.cli import server
+from jobgate.simulator.enforcement import Limits
 from jobgate.simulator.server import Simulator
 
 
@@ -71,6 +72,33 @@ async def _simulate(simulator: Simulator) -> None:
     help="Serve OpenAI's Responses API (off: Chat Completions only, like most "
     "OpenAI-compatible servers).",
 )
+@click.option(
+    "--rpm",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    envvar="JOBGATE_SIMULATOR_RPM",
+    help="Enforce requests a minute per model, with 429s and the providers' rate-limit "
+    "headers (0: no limit). Env: JOBGATE_SIMULATOR_RPM.",
+)
+@click.option(
+    "--tpm",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    envvar="JOBGATE_SIMULATOR_TPM",
+    help="Enforce tokens a minute per model (prompt characters / 4 + max_tokens on arrival, "
+    "settled to the usage reported). Env: JOBGATE_SIMULATOR_TPM.",
+)
+@click.option(
+    "--rate-window-s",
+    type=click.FloatRange(min=0.001),
+    default=60.0,
+    show_default=True,
+    envvar="JOBGATE_SIMULATOR_RATE_WINDOW_S",
+    help="A limit's burst: its bucket holds this many seconds of refill (60: a minute's "
+    "worth; 1: the limit enforced per second). Env: JOBGATE_SIMULATOR_RATE_WINDOW_S.",
+)
 def simulator(
     host: str,
     port: int,
@@ -80,6 +108,9 @@ def simulator(
     profile: str,
     idempotent: bool | None,
     responses_api: bool,
+    rpm: int,
+    tpm: int,
+    rate_window_s: float,
 ) -> None:
     """Run the provider simulator: OpenAI and Anthropic wire formats with injectable faults."""
     secret = os.environ.get(webhook_secret_env) or None
@@ -95,6 +126,7 @@ def simulator(
         idempotent=idempotent,
         responses_api=responses_api,
         profile=profile,
+        limits=Limits(rpm=rpm, tpm=tpm, window_s=rate_window_s),
     )
     asyncio.run(_simulate(instance))
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import socket
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import click
@@ -45,7 +46,9 @@ def _storage_label(settings: Settings) -> str:
     return "postgresql " + url.rsplit("@", 1)[-1]  # never print a password
 
 
-async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
+async def _run(
+    settings: Settings, roles: tuple[str, ...], reload: Callable[[], Settings] | None = None
+) -> None:
     # The banner comes first, before anything opening the storage logs: bind, say where, then
     # migrate and start.
     sock = _bind(settings.host, settings.port) if "api" in roles else None
@@ -60,7 +63,7 @@ async def _run(settings: Settings, roles: tuple[str, ...]) -> None:
             f"jobgate {jobgate.__version__} running {', '.join(roles)} ({_storage_label(settings)})"
         )
     sys.stdout.flush()
-    runtime = Runtime(settings)
+    runtime = Runtime(settings, reload=reload)
     try:
         await runtime.open(migrate=True)
         if sock is not None:
@@ -133,7 +136,7 @@ def run_server(main: Coroutine[Any, Any, T]) -> T:
 def _start(roles: tuple[str, ...], **overrides: object) -> None:
     settings = load(**overrides)
     configure_logs(settings)
-    run_server(_run(settings, roles))
+    run_server(_run(settings, roles, lambda: load(**overrides)))
 
 
 def _parse_roles(value: str | None) -> tuple[str, ...] | None:
@@ -163,7 +166,8 @@ def serve(host: str | None, port: int | None, database_url: str | None, roles: s
     settings = load(host=host, port=port, database_url=database_url)
     chosen = _parse_roles(roles) or settings.roles or available_roles()
     configure_logs(settings)
-    run_server(_run(settings, chosen))
+    reload = functools.partial(load, host=host, port=port, database_url=database_url)
+    run_server(_run(settings, chosen, reload))
 
 
 @click.command()

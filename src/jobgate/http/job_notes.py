@@ -1,6 +1,7 @@
 """Notes on a job that explain a wait: a background-mode job whose reconciler is not running
 says so, instead of looking `running` forever; a queued job held back by a shared rate limit
-shows `phase: "rate_limited"`."""
+shows `phase: "rate_limited"`; a running streaming job shows the output tokens streamed so far
+and, when its request capped its output, `progress` as their fraction of the cap."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from jobgate.domain.job import Job, Phase
 from jobgate.domain.states import JobState
 from jobgate.http.context import AppContext
-from jobgate.services import presence, rate_limits
+from jobgate.services import output_progress, presence, rate_limits
 
 
 async def annotate(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
@@ -18,6 +19,11 @@ async def annotate(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str,
     rate limit."""
     if job.state is JobState.QUEUED:
         return await _queued(ctx, job, view)
+    streamed = await output_progress.streamed_so_far(ctx.storage, job)
+    if streamed is not None:
+        view["output_tokens"] = streamed.output_tokens
+        if streamed.fraction is not None:
+            view["progress"] = streamed.fraction
     if job.state is not JobState.RUNNING or job.phase != Phase.AWAITING_PROVIDER:
         return view
     missing = await presence.reconciler_missing(ctx.storage, ctx.settings)

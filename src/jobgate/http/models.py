@@ -184,6 +184,12 @@ class JobOut(pydantic.BaseModel):
         description="GET of a queued job: 1 + the tenant's claimable jobs ahead of it in claim "
         "order (an estimate: fair share across tenants decides how fast the line moves)",
     )
+    output_tokens: int | None = pydantic.Field(
+        default=None,
+        description="GET of a running streaming job: output tokens streamed so far by its "
+        "current attempt (an estimate: characters / 4); `progress` is then their fraction of "
+        "the request's `max_tokens` (or `max_completion_tokens`, `max_output_tokens`), below 1",
+    )
     result: dict[str, Any] | None
     error: ErrorOut | None
     usage: dict[str, Any] | None

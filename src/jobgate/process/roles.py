@@ -20,8 +20,9 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from jobgate import errors, transports
+from jobgate.config import config_file
 from jobgate.process.api_server import ApiServer
-from jobgate.services import presence, rate_limits
+from jobgate.services import config_reload, presence, rate_limits
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.supervisor import Role, RoleSupervisor
 from jobgate.services.worker import default_worker_id
@@ -155,7 +156,7 @@ async def _open_transport(parts: Parts) -> None:
             transport=transport,
             settings=runtime.settings,
             limits=runtime.limits,
-            skip_providers=rate_limits.limited_providers(runtime.providers.configs()),
+            skip_providers=lambda: rate_limits.limited_providers(runtime.providers.configs()),
         )
 
 
@@ -185,6 +186,12 @@ async def run_roles(
             if role is not None:
                 running.append(role)
                 tasks.append(asyncio.create_task(role.run(), name=loop.name))
+    if runtime.reload is not None:  # limits, caps and routes follow the configuration file
+        watcher = config_reload.ConfigWatcher(
+            path=config_file(), load=runtime.reload, apply=runtime.reconfigure
+        )
+        running.append(watcher)
+        tasks.append(asyncio.create_task(watcher.run(), name="config-watcher"))
     stopped = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
     crashed = [task for task in done if task is not stopped and task.exception() is not None]

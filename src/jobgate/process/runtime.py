@@ -14,6 +14,7 @@ from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.process import roles as process_roles
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.services import config_reload
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
@@ -46,8 +47,11 @@ class Runtime:
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
         providers: ProviderRegistry | None = None,
+        reload: Callable[[], Settings] | None = None,
     ) -> None:
         self.settings = settings
+        # Reads the settings again when the configuration file changes (config_reload).
+        self.reload = reload
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds(self.clock)
         self.storage = storage or storage_for_url(
@@ -84,6 +88,15 @@ class Runtime:
     async def close(self) -> None:
         await self.providers.aclose()
         await self.storage.close()
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Apply a reloaded file's limits, caps and routes (services.config_reload); raises
+        errors.ConfigError, changing nothing, when they cannot apply."""
+        self.providers.reconfigure(settings)
+        self.limits.reconfigure(settings)
+        later = config_reload.needing_restart(self.settings, settings)
+        if later:
+            log.warning("changed settings that apply on a restart: %s", ", ".join(later))
 
     def app_context(self) -> AppContext:
         return AppContext(

@@ -179,6 +179,12 @@ class ProviderGates:
     def gate(self, provider: str) -> ProviderGate | None:
         return self._gates.get(provider)
 
+    def reconfigure(self, configs: Mapping[str, ProviderConfig]) -> None:
+        """New concurrency caps (a reloaded configuration); calls in flight keep running."""
+        for name, gate in self._gates.items():
+            if name in configs:
+                gate.cap = configs[name].concurrency
+
     def apply_shared(self, open_left_s: Mapping[str, float]) -> None:
         """The breakers open in the database (provider -> seconds left), for every gate."""
         for name, gate in self._gates.items():

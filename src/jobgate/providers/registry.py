@@ -28,6 +28,14 @@ FACTORIES: dict[str, ProviderFactory] = {
 }
 
 
+def _serves(config: ProviderConfig, model: str) -> bool:
+    if config.models:
+        return model in config.models
+    if config.kind == "sim" and config.model_prefixes:
+        return any(model.startswith(prefix) for prefix in config.model_prefixes)
+    return True
+
+
 class ProviderRegistry:
     def __init__(
         self,
@@ -46,6 +54,7 @@ class ProviderRegistry:
         self._fronts: dict[str, ResponsesFront] = {}  # /v1/responses jobs, per provider
         # Backpressure per provider, shared by the worker and the reconciler of this process.
         self.gates = ProviderGates(self._configs, clock=clock)
+        self.version = 0  # bumped by each reconfigure: readers of configs() rebuild from it
 
     @classmethod
     def from_settings(cls, settings: Settings, *, clock: Clock) -> ProviderRegistry:
@@ -73,6 +82,27 @@ class ProviderRegistry:
                         f"{name}:{model}: no configured provider {name!r} serves {model!r}",
                     )
         return registry
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Apply a reloaded file's rate limits, concurrency caps and routes to the running
+        providers (services.config_reload); raises errors.ConfigError, changing nothing,
+        when a route names a target no provider serves."""
+        wanted = settings.all_providers()
+        configs = {
+            name: config.reloaded(wanted[name]) if name in wanted else config
+            for name, config in self._configs.items()
+        }
+        for alias, route in settings.routes.items():
+            for name, model in route.pairs():
+                if name not in self._providers or not _serves(configs[name], model):
+                    raise errors.ConfigError(
+                        f"routes.{alias}.targets",
+                        f"{name}:{model}: no configured provider {name!r} serves {model!r}",
+                    )
+        self._configs = configs
+        self._routes = dict(settings.routes)
+        self.gates.reconfigure(configs)
+        self.version += 1
 
     def require_credentials(self) -> None:
         """Raise errors.ConfigError naming the first provider whose key variable is unset
@@ -165,12 +195,7 @@ class ProviderRegistry:
         """Whether provider `name` answers for `model`: its `models` list if it has one; a
         simulator (kind `sim`) with `model_prefixes` only those (the built-in `sim`: `sim-*`);
         any other provider every model."""
-        config = self._configs[name]
-        if config.models:
-            return model in config.models
-        if config.kind == "sim" and config.model_prefixes:
-            return any(model.startswith(prefix) for prefix in config.model_prefixes)
-        return True
+        return _serves(self._configs[name], model)
 
     def _not_found(self, model: str, *, provider: str | None = None) -> errors.InvalidRequest:
         where = f"provider {provider!r}" if provider else "no configured provider"

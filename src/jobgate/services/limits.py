@@ -82,6 +82,12 @@ class LimitsService:
         }
         self._limits_at = self._clock.monotonic()
 
+    def reconfigure(self, settings: Settings) -> None:
+        """Tenant limits and prices from a reloaded configuration, from the next claim on."""
+        self._settings = settings
+        self._prices = settings.prices()
+        self.invalidate()
+
     def invalidate(self) -> None:
         self._limits_at = self._queue_at = self._budget_at = -1e18
 

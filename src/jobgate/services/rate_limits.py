@@ -3,8 +3,8 @@ model needs, one request taken from its buckets before each (so a job that must 
 queued: no lease, no attempt spent), and the token estimate settled against the usage after
 the call. The buckets live in the database: every worker process draws on the same budget.
 
-Limits come from jobgate.toml (`rpm`, `tpm`, `model_limits`) and take effect when a process
-starts (jobgate reads its configuration once; restart the workers to change them).
+Limits come from jobgate.toml (`rpm`, `tpm`, `model_limits`) and reload with it
+(services.config_reload): the worker hands the new ones to `reconfigure`.
 """
 
 from __future__ import annotations
@@ -61,10 +61,17 @@ def limited_providers(configs: Mapping[str, ProviderConfig]) -> frozenset[str]:
 class RateLimiter:
     def __init__(self, *, storage: RateLimitStore, configs: Mapping[str, ProviderConfig]) -> None:
         self._storage = storage
-        self._targets = {name: targets_for(name, config) for name, config in configs.items()}
-        self._targets = {name: targets for name, targets in self._targets.items() if targets}
+        self._targets: dict[str, list[ClaimTarget]] = {}
+        self.reconfigure(configs)
         self._estimates: dict[str, tuple[tuple[Bucket, ...], int]] = {}  # by job id
+        # Tokens reserved by `take` for the job it admits, per target: its last estimate.
+        self._reserve: dict[ClaimTarget, int] = {}
         self.wait_s = 0.0  # the shortest wait seen by the last claim (0: none)
+
+    def reconfigure(self, configs: Mapping[str, ProviderConfig]) -> None:
+        """The limits of a (re)loaded configuration; estimates of calls in flight stay."""
+        targets = {name: targets_for(name, config) for name, config in configs.items()}
+        self._targets = {name: found for name, found in targets.items() if found}
 
     @property
     def limited(self) -> frozenset[str]:
@@ -76,8 +83,13 @@ class RateLimiter:
 
     async def take(self, target: ClaimTarget) -> bool:
         """Take one request from the target's buckets; False (and the wait noted) when one
-        of them does not admit it yet."""
-        wait_s = await self._storage.rate_limit_take(buckets=target.buckets)
+        of them does not admit it yet. A token bucket is charged a reservation in the same
+        transaction (the target's last estimate), settled to the claimed job's estimate by
+        `started`: without it, two processes could both be admitted between one's take and
+        its charge, and together exceed the tpm (an enforcing simulator answered 429)."""
+        wait_s = await self._storage.rate_limit_take(
+            buckets=target.buckets, reserve_tokens=self._reservation(target)
+        )
         if wait_s <= 0:
             return True
         model = target.models[0] if target.models else PROVIDER_WIDE
@@ -86,20 +98,36 @@ class RateLimiter:
         return False
 
     async def unused(self, target: ClaimTarget) -> None:
-        """Give back a request taken for a claim that found no job."""
+        """Give back a request taken for a claim that found no job (and its reservation)."""
         await self._storage.rate_limit_give_back(buckets=target.buckets)
+        reserved = self._reservation(target)
+        if reserved:
+            await self._storage.rate_limit_spend(
+                spends=[(b, -reserved) for b in target.buckets if b.tpm > 0]
+            )
 
     async def started(self, target: ClaimTarget, jobs: Sequence[Job]) -> None:
-        """Charge the claimed jobs' estimated tokens to the target's token buckets."""
+        """Charge the claimed jobs' estimated tokens to the target's token buckets, less what
+        `take` reserved."""
         metered = tuple(b for b in target.buckets if b.tpm > 0)
         if not metered:
             return
-        spends = []
+        reserved = self._reservation(target)
+        total = 0
         for job in jobs:
             estimate = rules.estimate_tokens(job.request)
             self._estimates[job.id] = (metered, estimate)
-            spends += [(bucket, estimate) for bucket in metered]
-        await self._storage.rate_limit_spend(spends=spends)
+            self._reserve[target] = estimate
+            total += estimate
+        if total != reserved:
+            await self._storage.rate_limit_spend(
+                spends=[(bucket, total - reserved) for bucket in metered]
+            )
+
+    def _reservation(self, target: ClaimTarget) -> int:
+        if not any(b.tpm > 0 for b in target.buckets):
+            return 0
+        return self._reserve.get(target, rules.DEFAULT_OUTPUT_TOKENS)
 
     def forget(self, job_id: str) -> None:
         """Drop a job's estimate (its call ended without usage to settle it by)."""

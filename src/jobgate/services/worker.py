@@ -195,6 +195,7 @@ class Worker:
         self._provider_names = provider_names
         self._limits = limits
         self._rate_limits = RateLimiter(storage=storage, configs=providers.configs())
+        self._config_version = providers.version  # a reloaded configuration bumps it
         self._breakers = BreakerSync(
             storage=storage, gates=providers.gates, clock=self._clock, owner=self.worker_id
         )
@@ -256,6 +257,9 @@ class Worker:
         # is full are left out of the claim (their jobs wait in the queue); in the common case
         # the plan is one claim exactly as before.
         gates = self._providers.gates
+        if self._config_version != self._providers.version:  # limits reloaded
+            self._config_version = self._providers.version
+            self._rate_limits.reconfigure(self._providers.configs())
         await self._breakers.sync()  # breakers other processes opened (cached up to 1 s)
         jobs: list[Job] = []
         limited = self._rate_limits.limited

@@ -28,6 +28,7 @@ from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.providers import signatures
 from jobgate.simulator import model, profiles, rate_limits, streams, wire
+from jobgate.simulator.enforcement import Charge, Enforcer, Limits, Refusal
 from jobgate.simulator.engine import (
     CancelRefused,
     Outgoing,
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 SIM_HEADER = "x-jobgate-sim"
 _RESPONSE = re.compile(r"^/v1/responses/([\w-]+)(/cancel)?$")
 _BATCH = re.compile(r"^/v1/messages/batches/([\w-]+)(/cancel|/results)?$")
+# The calls a rate-limited account meters (batches have limits of their own, not simulated).
+METERED = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages"})
 WEBHOOK_ATTEMPTS = 3
 CONTROL_PREFIX = "/_simulator/"
 
@@ -76,10 +79,16 @@ class Simulator:
         idempotent: bool | None = None,
         responses_api: bool = True,
         profile: str | SimProfile = profiles.REALISTIC,
+        limits: Limits | None = None,
     ) -> None:
         chosen = profiles.profile(profile) if isinstance(profile, str) else profile
         self.engine = engine or SimEngine(clock, idempotent=idempotent, profile=chosen)
         self.profile = self.engine.profile
+        # rpm/tpm per model, enforced with 429s as the providers do (None: unlimited).
+        self.enforcer = (
+            Enforcer(limits, self.engine.now) if limits is not None and limits.enforced else None
+        )
+        self._usage: dict[int, Any] = {}  # the usage each metered answer reports, by request
         # False: no /v1/responses routes (404), like most OpenAI-compatible servers.
         self.responses_api = responses_api
         self.api_key = api_key
@@ -149,11 +158,44 @@ class Simulator:
                 request, anthropic
             )
             if answer is None:
-                answer = await self._route(request, body if isinstance(body, dict) else {})
+                answer = await self._metered(request, body if isinstance(body, dict) else {})
         finally:
             self._inflight -= 1
             self._wake.set()
         return self._with_request_id(answer, anthropic)
+
+    async def _metered(self, request: Request, body: dict[str, Any]) -> Answer:
+        """Route the request; a metered call of a rate-limited account is first admitted by
+        its model's buckets (429 when over), then settled to its usage, and its answer
+        carries the account's rate-limit headers."""
+        if self.enforcer is None or request.method != "POST" or request.path not in METERED:
+            return await self._route(request, body)
+        anthropic = request.path == "/v1/messages"
+        model = str(body.get("model") or "")
+        charge = self.enforcer.admit(model, body)
+        if isinstance(charge, Refusal):
+            return self._refused(charge, model, anthropic)
+        try:
+            answer = await self._route(request, body)
+        finally:
+            self.enforcer.settle(charge, self._usage.pop(id(request), None))
+        return self._with_account_headers(answer, charge, anthropic)
+
+    def _refused(self, refusal: Refusal, model: str, anthropic: bool) -> Answer:
+        assert self.enforcer is not None
+        requests, tokens = self.enforcer.state(model)
+        headers = rate_limits.refusal_headers(
+            refusal, requests, tokens, anthropic, self.engine.now()
+        )
+        message = rate_limits.refusal_message(refusal, model, self.enforcer.limits, anthropic)
+        return _error(anthropic, "rate_limit", message, headers=headers)
+
+    def _with_account_headers(self, answer: Answer, charge: Charge, anthropic: bool) -> Answer:
+        if self.enforcer is None or not isinstance(answer, Reply | Stream):
+            return answer
+        requests, tokens = self.enforcer.state(charge.model)
+        headers = rate_limits.account_headers(requests, tokens, anthropic, self.engine.now())
+        return dataclasses.replace(answer, headers={**answer.headers, **headers})
 
     def _with_request_id(self, answer: Answer, anthropic: bool) -> Answer:
         """Every answer names its request, as the real APIs do (OpenAI `x-request-id`,
@@ -174,9 +216,12 @@ class Simulator:
             "requests": len(self.engine.requests),
             "request_log": [
                 {"method": r.method, "path": r.path,
-                 "idempotency_key": r.headers.get("idempotency-key")}
+                 "idempotency_key": r.headers.get("idempotency-key"), "at": r.at}
                 for r in self.engine.requests
             ],
+            "rate_limits": None if self.enforcer is None else {
+                "admitted": self.enforcer.admitted, "refused": self.enforcer.refused,
+            },
             "deliveries": [dataclasses.asdict(d) for d in self.deliveries],
         }  # fmt: skip
 
@@ -293,6 +338,7 @@ class Simulator:
         except errors.InvalidRequest as exc:
             return _error(False, "invalid_request", exc.message, param=exc.param)
         completion = model.chat_completion(body, created=int(self.engine.now()))
+        self._usage[id(request)] = completion["usage"]
         self.engine.created.append(completion["id"])
         self.engine.remember(key, 200, completion)
         if body.get("stream"):
@@ -325,11 +371,13 @@ class Simulator:
                 completed_at=self.engine.now() + plan.latency_s,
             )
             self.engine.remember(key, 200, final)
+            self._usage[id(request)] = final.get("usage")
             return streams.responses_stream(final, plan, drop=drop)
         else:
             await asyncio.sleep(plan.latency_s)
             answer = self.engine.response(response_id)
         assert answer is not None
+        self._usage[id(request)] = answer.get("usage")
         self.engine.remember(key, 200, answer)
         return Drop() if drop else Reply.json(200, answer)
 
@@ -358,6 +406,7 @@ class Simulator:
             message = orjson.loads(early.body)
         else:
             message = wire.anthropic_message(body)
+            self._usage[id(request)] = message["usage"]
             self.engine.created.append(message["id"])
             self.engine.remember(key, 200, message)
         if not body.get("stream"):

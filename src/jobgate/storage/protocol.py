@@ -564,10 +564,11 @@ class RateLimitStore(Protocol):
     budget."""
 
     async def rate_limit_take(
-        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+        self, *, buckets: Sequence[Bucket], reserve_tokens: int = 0, now: datetime | None = None
     ) -> float:
         """Admit one request under every bucket at once (creating missing rows): 0.0 when
-        admitted (each bucket's next start moved one spacing ahead), else the seconds to wait
+        admitted (each bucket's next start moved one spacing ahead, and `reserve_tokens` added
+        to each token bucket's debt in the same transaction), else the seconds to wait
         (nothing changed). Serialised per bucket across processes."""
         ...
 

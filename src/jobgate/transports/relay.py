@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from jobgate import metrics
@@ -39,12 +39,13 @@ class Relay:
         transport: Transport,
         settings: Settings,
         limits: LimitsService | None = None,
-        skip_providers: Iterable[str] = (),
+        skip_providers: Iterable[str] | Callable[[], Iterable[str]] = (),
     ) -> None:
         self._storage = storage
         # Rate-limited providers: never published (the workers claim them from the table,
-        # taking from their buckets first), so they hold no place in the window.
-        self._skip_providers = sorted(skip_providers)
+        # taking from their buckets first), so they hold no place in the window. A callable
+        # is asked at each batch: limits reload with the configuration.
+        self._skip_providers = skip_providers
         self._transport = transport
         self._settings = settings
         self._limits = limits  # the tenants' weights, for a fair window
@@ -64,7 +65,9 @@ class Relay:
             republish_after_s=self._settings.transport_sweep_after_s,
             window=self._settings.transport_window,
             policy=policy,
-            skip_providers=self._skip_providers,
+            skip_providers=sorted(
+                self._skip_providers() if callable(self._skip_providers) else self._skip_providers
+            ),
         )
         if not due:
             return 0

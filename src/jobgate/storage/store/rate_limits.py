@@ -63,13 +63,14 @@ class RateLimitQueries(SqlPart):
         return held_states(buckets, rows), float(rows[0]["now"])
 
     async def rate_limit_take(
-        self, *, buckets: Sequence[Bucket], now: datetime | None = None
+        self, *, buckets: Sequence[Bucket], reserve_tokens: int = 0, now: datetime | None = None
     ) -> float:
         def take(held: Held, at: float) -> tuple[list[BucketState] | None, float]:
             wait_s = rules.admit(held, at)
             if wait_s > 0:
                 return None, wait_s
-            return [rules.take(bucket, state, at) for bucket, state in held], 0.0
+            taken = [(bucket, rules.take(bucket, state, at)) for bucket, state in held]
+            return [rules.spend(b, s, reserve_tokens, at) for b, s in taken], 0.0
 
         if not buckets:
             return 0.0

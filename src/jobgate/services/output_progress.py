@@ -1,0 +1,37 @@
+"""Progress of a streaming job while it runs (issue 19): the output tokens streamed so far by
+its current attempt, read from its durable output log (so any API process can answer), and
+the fraction of the request's output cap they make (domain.progress.streamed)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jobgate.domain import progress
+from jobgate.domain.job import Job
+from jobgate.domain.states import JobState
+from jobgate.services.output_stream import wants_stream
+from jobgate.storage.protocol import OutputStreamStore
+
+PAGE = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Streamed:
+    output_tokens: int
+    fraction: float | None  # None: the request named no output cap
+
+
+async def streamed_so_far(storage: OutputStreamStore, job: Job) -> Streamed | None:
+    """The running streaming job's output so far; None for any other job."""
+    if job.state is not JobState.RUNNING or not wants_stream(job):
+        return None
+    chars, after = 0, 0
+    while True:
+        chunks = await storage.job_output_read(job_id=job.id, after_seq=after, limit=PAGE)
+        # Only the current attempt's output: a new attempt starts over (output.reset).
+        chars += sum(len(c.text) for c in chunks if c.generation == job.run_count)
+        if len(chunks) < PAGE:
+            break
+        after = chunks[-1].seq
+    tokens, fraction = progress.streamed(chars, progress.output_cap(job.request))
+    return Streamed(tokens, fraction)
