@@ -163,7 +163,7 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
                     await conn.execute("RESET enable_seqscan")
                 return " ".join(row[0] for row in rows)
 
-            return str(await storage._with_conn(run))  # type: ignore[attr-defined]
+            return str(await storage._sql.run(run))  # type: ignore[attr-defined]
 
         transitions = await explain_postgres("console_transitions", since, 10)
         by_provider = await explain_postgres("console_job_by_provider_job_id", "x", 10)

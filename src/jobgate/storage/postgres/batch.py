@@ -16,14 +16,20 @@ from jobgate.storage.records import QueueLimit
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
 
 
-def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
-    """A new job as job_insert_many's JSON array takes it (and job_insert_idempotent)."""
+def insert_params(job: NewJob, codec: Codec) -> dict[str, Any]:
+    """A new job as job_insert and job_insert_idempotent take it (the SQL computes its times)."""
     return {
         **new_job_fields(job, codec.json),
         "start_timeout_s": job.start_timeout_s,
-        "run_at": None if job.run_at is None else job.run_at.isoformat(),
+        "run_at": job.run_at,
         "delay_s": job.delay_s,
     }
+
+
+def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
+    """A new job as job_insert_many's JSON array takes it (a time as ISO text)."""
+    run_at = None if job.run_at is None else job.run_at.isoformat()
+    return {**insert_params(job, codec), "run_at": run_at}
 
 
 class PostgresBatch(BatchQueries):

@@ -11,7 +11,7 @@ from datetime import datetime
 import asyncpg
 
 from jobgate import errors
-from jobgate.storage.postgres.batch import insert_payload
+from jobgate.storage.postgres.batch import insert_params, insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
 from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
@@ -61,7 +61,7 @@ class PostgresBulkInsert(BulkInsertQueries):
         rows = await self._sql.fetch(
             conn,
             "job_insert_idempotent",
-            **insert_payload(job, self._sql.codec),
+            **insert_params(job, self._sql.codec),
             now=now,
             route=claim.route,
             key=claim.key,

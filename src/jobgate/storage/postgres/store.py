@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import asyncpg
 
@@ -29,14 +29,14 @@ from jobgate.domain.verdicts import (
 from jobgate.storage import migrations
 from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batch import PostgresBatch
+from jobgate.storage.postgres.batch import PostgresBatch, insert_params
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import PostgresLimits
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
-from jobgate.storage.postgres.transport import PostgresTransport
+from jobgate.storage.postgres.transport import PostgresTransport, claim_params
 from jobgate.storage.records import (
     ClaimRequest,
     Finished,
@@ -57,7 +57,6 @@ from jobgate.storage.store.streams import StreamQueries
 from jobgate.storage.store.webhooks import WebhookQueries
 from jobgate.wakeups import ChangeHub
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 CHANNEL = "jobgate"
@@ -125,23 +124,6 @@ class PostgresStorage(
         await self._stop_wakeups()
         await self._sql.close()
 
-    async def _with_conn(
-        self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False
-    ) -> T:
-        return await self._sql.run(work, transaction=transaction)
-
-    # The asyncpg-typed helpers this dialect's mixins call (until they move to storage/store).
-
-    async def _fetch(self, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
-        return cast(list[asyncpg.Record], await self._sql.read(query_name, **params))
-
-    async def _fetchrow(self, query_name: str, /, **params: Any) -> asyncpg.Record | None:
-        return cast(asyncpg.Record | None, await self._sql.read_one(query_name, **params))
-
-    @staticmethod
-    async def _run(conn: Conn, query_name: str, /, **params: Any) -> list[asyncpg.Record]:
-        return cast(list[asyncpg.Record], await PostgresExecutor.fetch(conn, query_name, **params))
-
     # -- lifecycle ---------------------------------------------------------------------
 
     async def migrate(self) -> list[int]:
@@ -164,7 +146,7 @@ class PostgresStorage(
                 applied.append(migration.version)
             return applied
 
-        return await self._with_conn(apply, transaction=True)
+        return await self._sql.run(apply, transaction=True)
 
     async def schema_version(self) -> int:
         """Read under the migrations lock, so a concurrent migrate is waited for."""
@@ -175,7 +157,7 @@ class PostgresStorage(
             versions = [row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)]
             return max(versions, default=0)
 
-        return await self._with_conn(read, transaction=True)
+        return await self._sql.run(read, transaction=True)
 
     async def database_now(self) -> datetime:
         row = await self._sql.read_one("database_now")
@@ -243,26 +225,7 @@ class PostgresStorage(
     ) -> SubmitOutcome:
         """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
         SQLite's one writer: a concurrent binding may expire in between, hence the retries."""
-        params: dict[str, Any] = {
-            "id": job.id,
-            "tenant_id": job.tenant_id,
-            "api": job.api,
-            "provider": job.provider,
-            "endpoint": job.endpoint,
-            "model": job.model,
-            "request": job.request,
-            "metadata": job.metadata,
-            "webhook": job.webhook,
-            "priority": job.priority,
-            "max_attempts": job.max_attempts,
-            "start_timeout_s": job.start_timeout_s,
-            "execution_timeout_s": job.execution_timeout_s,
-            "run_at": job.run_at,
-            "delay_s": job.delay_s,
-            "concurrency_key": job.concurrency_key,
-            "model_route": job.model_route,
-            "now": now,
-        }
+        params = {**insert_params(job, self._sql.codec), "now": now}
         if queue is not None and idem is not None:
             # Near a bound: a replay still answers (a repeat is never refused as full).
             replay = await self._replay(job.tenant_id, idem, now)
@@ -330,7 +293,7 @@ class PostgresStorage(
             await self._admit_locked(conn, queue_limit, {tenant_id: 1})
             return await conn.fetchrow(query.positional_sql, *query.args(params))
 
-        return await self._with_conn(admit_and_insert, transaction=True)
+        return await self._sql.run(admit_and_insert, transaction=True)
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
@@ -338,39 +301,14 @@ class PostgresStorage(
         """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
         transaction lock (SQLite's one writer computes them in Python)."""
         rules = claim.rules
-        query = Q["job_claim"]
-        args = query.args(
-            {
-                "worker_id": claim.worker_id,
-                "limit": claim.limit,
-                "lease_ttl_s": claim.lease_ttl_s,
-                "providers": claim.providers,
-                "models": claim.models,
-                "skip_models": claim.skip_models,
-                "now": claim.now,
-                "shares": [
-                    {
-                        "tenant_id": tenant_id,
-                        "max_running": share.max_running,
-                        "weight": share.weight,
-                        "max_running_per_key": share.max_running_per_key,
-                    }
-                    for tenant_id, share in rules.tenants.items()
-                ],
-                "default_weight": rules.default.weight,
-                "default_max_running": rules.default.max_running,
-                "default_max_running_per_key": rules.default.max_running_per_key,
-                "keys_capped": rules.keys_capped,
-                "blocked_tenants": sorted(rules.blocked_tenants),
-            }
-        )
+        params = claim_params(claim)
 
-        async def take(conn: Conn) -> list[asyncpg.Record]:
+        async def take(conn: Conn) -> list[Row]:
             if rules.capped:
-                await conn.execute(Q["job_claim_lock"].sql)
-            return list(await conn.fetch(query.positional_sql, *args))
+                await self._sql.fetch(conn, "job_claim_lock")
+            return await self._sql.fetch(conn, "job_claim", **params)
 
-        rows = await self._with_conn(take, transaction=rules.capped)
+        rows = await self._sql.run(take, transaction=rules.capped)
         by_id = {row["id"]: self._decode.job(row) for row in rows}
         return sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
 
@@ -402,7 +340,7 @@ class PostgresStorage(
             row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
             return None if row is None else self._decode.job(row)
 
-        return await self._with_conn(finish_read, transaction=True)
+        return await self._sql.run(finish_read, transaction=True)
 
     async def _reap(
         self, limit: int, retry_delay: RetryDelay, now: Now
@@ -431,4 +369,4 @@ class PostgresStorage(
             )
             return _in_order(verdicts, finished)
 
-        return await self._with_conn(reap, transaction=True), verdicts, poisonings
+        return await self._sql.run(reap, transaction=True), verdicts, poisonings

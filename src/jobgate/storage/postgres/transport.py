@@ -3,10 +3,38 @@ while a cap applies, so that its running counts include every earlier claim."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from jobgate.domain.job import Job
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
+from jobgate.storage.records import ClaimPolicy, ClaimRequest
 from jobgate.storage.store.transport import ClaimById, TransportQueries
+
+
+def claim_params(claim: ClaimRequest | ClaimById) -> dict[str, Any]:
+    """A claim's parameters as job_claim and job_claim_by_id take them: its fields, and its
+    rules flattened into the shares and defaults the SQL computes caps and fair shares from."""
+    rules: ClaimPolicy = claim.rules
+    shares = [
+        {
+            "tenant_id": tenant_id,
+            "max_running": share.max_running,
+            "weight": share.weight,
+            "max_running_per_key": share.max_running_per_key,
+        }
+        for tenant_id, share in rules.tenants.items()
+    ]
+    return {
+        **{field.name: getattr(claim, field.name) for field in dataclasses.fields(claim)},
+        "shares": shares,
+        "default_weight": rules.default.weight,
+        "default_max_running": rules.default.max_running,
+        "default_max_running_per_key": rules.default.max_running_per_key,
+        "keys_capped": rules.keys_capped,
+        "blocked_tenants": sorted(rules.blocked_tenants),
+    }
 
 
 class PostgresTransport(TransportQueries):
@@ -15,33 +43,11 @@ class PostgresTransport(TransportQueries):
     async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
         """Two statements while capped (the lock, then the claim), hence a dialect's own."""
         rules = claim.rules
-        shares = [
-            {
-                "tenant_id": tenant_id,
-                "max_running": share.max_running,
-                "weight": share.weight,
-                "max_running_per_key": share.max_running_per_key,
-            }
-            for tenant_id, share in rules.tenants.items()
-        ]
 
         async def run(conn: Conn) -> list[Row]:
             if rules.capped:
                 await self._sql.fetch(conn, "job_claim_lock")
-            return await self._sql.fetch(
-                conn,
-                "job_claim_by_id",
-                ids=claim.ids,
-                worker_id=claim.worker_id,
-                lease_ttl_s=claim.lease_ttl_s,
-                providers=claim.providers,
-                now=claim.now,
-                shares=shares,
-                default_max_running=rules.default.max_running,
-                default_max_running_per_key=rules.default.max_running_per_key,
-                keys_capped=rules.keys_capped,
-                blocked_tenants=sorted(rules.blocked_tenants),
-            )
+            return await self._sql.fetch(conn, "job_claim_by_id", **claim_params(claim))
 
         rows = await self._sql.run(run, transaction=rules.capped)
         return [self._decode.job(row) for row in rows]

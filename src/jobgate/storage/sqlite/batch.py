@@ -1,19 +1,30 @@
 """BatchStore on SQLite: a keyless bulk insert, so every insert of the batch in one write
 operation, one transaction and one fsync (the writer thread's group commit does the rest);
-and how a new job's row is written (`insert_params`)."""
+and how a new job's row and its Idempotency-Key are written, for a submit and a bulk insert."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from jobgate import errors
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
-from jobgate.storage.rows import MAX_INTERVAL_S
+from jobgate.storage import sql
+from jobgate.storage.records import (
+    BulkItem,
+    BulkResult,
+    IdempotencyClaim,
+    QueueLimit,
+    SubmitOutcome,
+)
+from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
+
+Q = sql.load("jobgate.storage.sqlite")
 
 
 def _json_in(value: Any) -> str | None:
@@ -32,6 +43,30 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
         if job.start_timeout_s is None
         else run_at + min(job.start_timeout_s, MAX_INTERVAL_S),
     }
+
+
+def insert_job(
+    conn: sqlite3.Connection, job: NewJob, at: float, decode: RowDecoder
+) -> SubmitOutcome:
+    row = conn.execute(Q["job_insert"].sql, insert_params(job, at)).fetchone()
+    return SubmitOutcome(decode.job(row), False, 202)
+
+
+def replay_or_bind(
+    conn: sqlite3.Connection, job: NewJob, claim: IdempotencyClaim, at: float, decode: RowDecoder
+) -> BulkResult | None:
+    """What an earlier submit with this key answered (its job replayed, or the refusal of a
+    key reused with another body); None once the key is bound to `job`, to be inserted next."""
+    key = {"tenant_id": job.tenant_id, "route": claim.route, "key": claim.key, "now": at}
+    seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
+    if seen is None:
+        binding = {"body_hash": claim.body_hash, "job_id": job.id, "status_code": claim.status_code}
+        conn.execute(Q["idempotency_bind"].sql, {**key, **binding, "expires_at": at + claim.ttl_s})
+        return None
+    if seen["body_hash"] != claim.body_hash:
+        return errors.IdempotencyKeyReused()
+    row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
+    return SubmitOutcome(decode.job(row), True, seen["status_code"])
 
 
 class SqliteBatch(BatchQueries):

@@ -10,8 +10,8 @@ from datetime import datetime
 
 from jobgate import errors
 from jobgate.storage import sql
-from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
-from jobgate.storage.sqlite.batch import insert_params
+from jobgate.storage.records import BulkItem, BulkResult, QueueLimit
+from jobgate.storage.sqlite.batch import insert_job, replay_or_bind
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
 
@@ -31,36 +31,12 @@ class SqliteBulkInsert(BulkInsertQueries):
             inserted = 0
             for item in items:
                 claim = item.idempotency
-                if claim is not None:
-                    key = {
-                        "tenant_id": item.job.tenant_id,
-                        "route": claim.route,
-                        "key": claim.key,
-                        "now": at,
-                    }
-                    seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
-                    if seen is not None:
-                        if seen["body_hash"] != claim.body_hash:
-                            results.append(errors.IdempotencyKeyReused())
-                            continue
-                        row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
-                        results.append(
-                            SubmitOutcome(self._decode.job(row), True, seen["status_code"])
-                        )
-                        continue
-                    conn.execute(
-                        Q["idempotency_bind"].sql,
-                        {
-                            **key,
-                            "body_hash": claim.body_hash,
-                            "job_id": item.job.id,
-                            "status_code": claim.status_code,
-                            "expires_at": at + claim.ttl_s,
-                        },
-                    )
-                params = insert_params(item.job, at)
-                row = conn.execute(Q["job_insert"].sql, params).fetchone()
-                results.append(SubmitOutcome(self._decode.job(row), False, 202))
+                if claim is not None and (
+                    earlier := replay_or_bind(conn, item.job, claim, at, self._decode)
+                ):
+                    results.append(earlier)
+                    continue
+                results.append(insert_job(conn, item.job, at, self._decode))
                 inserted += 1
             if queue_limit is not None and inserted:
                 # Counted after the inserts: raising rolls the whole call back.

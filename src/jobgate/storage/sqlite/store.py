@@ -28,9 +28,10 @@ from jobgate.domain.verdicts import (
 from jobgate.storage import migrations, records, shared, sql
 from jobgate.storage.base import Now, SqlStorageBase, finish_payload
 from jobgate.storage.rows import unix_time
-from jobgate.storage.sqlite.batch import SqliteBatch, insert_params
+from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
+from jobgate.storage.sqlite.claims import RunningSlots, lease, mapped_rows
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import SqliteExecutor
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -196,37 +197,16 @@ class SqliteStorage(
         """The replay check, the queue bound, the binding and the insert run as one operation of
         the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
         at = self._now(now)
-        params = insert_params(job, at)
 
         def insert(conn: sqlite3.Connection) -> records.SubmitOutcome:
-            key = {
-                "tenant_id": job.tenant_id,
-                "route": idem.route if idem else None,
-                "key": idem.key if idem else None,
-                "now": at,
-            }
-            if idem is not None:
-                seen = conn.execute(Q["idempotency_find"].sql, key).fetchone()
-                if seen is not None:
-                    if seen["body_hash"] != idem.body_hash:
-                        raise errors.IdempotencyKeyReused()
-                    row = conn.execute(Q["job_get"].sql, {"id": seen["job_id"]}).fetchone()
-                    return records.SubmitOutcome(self._decode.job(row), True, seen["status_code"])
-            if queue is not None:
+            earlier = None if idem is None else replay_or_bind(conn, job, idem, at, self._decode)
+            if isinstance(earlier, errors.IdempotencyKeyReused):
+                raise earlier
+            if earlier is not None:
+                return earlier
+            if queue is not None:  # after the binding: raising rolls it back
                 _check_queue(conn, job.tenant_id, queue)
-            if idem is not None:
-                conn.execute(
-                    Q["idempotency_bind"].sql,
-                    {
-                        **key,
-                        "body_hash": idem.body_hash,
-                        "job_id": job.id,
-                        "status_code": idem.status_code,
-                        "expires_at": at + idem.ttl_s,
-                    },
-                )
-            row = conn.execute(Q["job_insert"].sql, params).fetchone()
-            return records.SubmitOutcome(self._decode.job(row), False, 202)
+            return insert_job(conn, job, at, self._decode)
 
         return await self._db.write(insert)
 
@@ -245,11 +225,8 @@ class SqliteStorage(
         def take(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
-            running = dict(conn.execute(Q["job_claim_running"].sql).fetchall())
-            by_key: dict[tuple[str, str], int] = {}
-            if rules.keys_capped:
-                for row in conn.execute(Q["job_claim_running_keys"].sql).fetchall():
-                    by_key[(row["tenant_id"], row["concurrency_key"])] = row["running"]
+            slots = RunningSlots.read(conn, rules)
+            running, by_key = slots.tenants, slots.keys
             queues: list[TenantQueue] = []
             tenant = ""
             while True:
@@ -289,25 +266,10 @@ class SqliteStorage(
             chosen = fair_order(queues, limit)
             if not chosen:
                 return []
-            cursor = conn.execute(
-                Q["job_claim"].sql,
-                {
-                    "ids": json(chosen),
-                    "worker_id": claim.worker_id,
-                    "lease_ttl_s": claim.lease_ttl_s,
-                    "now": at,
-                },
+            return lease(
+                conn, chosen, worker_id=claim.worker_id, lease_ttl_s=claim.lease_ttl_s, now=at
             )
-            claimed = {row["id"]: row for row in mapped_rows(cursor)}
-            per_tenant: dict[str, int] = {}
-            for row in claimed.values():
-                per_tenant[row["tenant_id"]] = per_tenant.get(row["tenant_id"], 0) + 1
-            for tenant_id, count in per_tenant.items():
-                conn.execute(Q["tenant_stats_bump"].sql, {"tenant_id": tenant_id, "count": count})
-            return [claimed[job_id] for job_id in chosen if job_id in claimed]
 
-        # Decoded once committed, on the caller's side: the writer moves on to the next group
-        # meanwhile instead of building Jobs inside the transaction.
         return [self._decode.job(row) for row in await self._db.write(take)]
 
     def _finish(
@@ -417,13 +379,6 @@ class SqliteStorage(
             return self._finish(conn, verdicts, at, expired_only=True)
 
         return await self._db.write(reap), verdicts, poisonings
-
-
-def mapped_rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
-    """A cursor's rows as dicts. A job row is read by some 45 column names, and sqlite3.Row
-    finds each name by a linear, case-insensitive scan of its ~50 columns; a dict hashes."""
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:

@@ -4,6 +4,7 @@ writer makes the counts it reads exact), as job_claim applies them."""
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from jobgate.domain.job import Job
 from jobgate.storage import sql
@@ -22,7 +23,7 @@ class SqliteTransport(TransportQueries):
         at = self._sql.codec.now(claim.now)
         params = {"ids": json(claim.ids), "now": at, "providers": json(claim.providers)}
 
-        def run(conn: sqlite3.Connection) -> list[Job]:
+        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             slots = RunningSlots.read(conn, rules)
             chosen = []
             for row in conn.execute(Q["job_claim_by_id_candidates"].sql, params).fetchall():
@@ -39,7 +40,6 @@ class SqliteTransport(TransportQueries):
                 worker_id=claim.worker_id,
                 lease_ttl_s=claim.lease_ttl_s,
                 now=at,
-                decode=self._decode,
             )
 
-        return await self._db.write(run)
+        return [self._decode.job(row) for row in await self._db.write(run)]
