@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Collection
 from importlib import resources
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
@@ -28,3 +29,8 @@ def available(package: str) -> list[Migration]:
     if len(set(versions)) != len(versions):
         raise ValueError(f"{package}: two migrations share a version number")
     return found
+
+
+def pending(package: str, applied: Collection[int]) -> list[Migration]:
+    """The migrations of one dialect not applied yet, in version order."""
+    return [migration for migration in available(package) if migration.version not in applied]

@@ -8,11 +8,13 @@ lists and cancels still answer and the worker can fail that job alone (`poison_j
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.states import JobState
@@ -45,6 +47,7 @@ class RowLike(Protocol):
 
 TimeDecoder = Callable[[Any], datetime | None]
 JsonDecoder = Callable[[Any], Any]
+R = TypeVar("R")
 
 # What a stored time past what Python can hold reads as: far enough from datetime's own limits
 # (years 1 and 9999) that adding or subtracting a stored interval to it cannot overflow.
@@ -110,6 +113,18 @@ def _fit(value: Any) -> Any:
     return value
 
 
+def from_columns(record: Callable[..., R], row: RowLike, /, **decoded: Any) -> R:
+    """A `record` (a dataclass) whose fields are read from the row's columns of the same names,
+    as stored; `decoded` holds the fields that need converting (times, JSON, flags)."""
+    plain = {name: row[name] for name in _field_names(record) if name not in decoded}
+    return record(**plain, **decoded)
+
+
+@functools.cache
+def _field_names(record: Any) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(record))
+
+
 class _Reading:
     """One row being decoded: each column read through a guard that records the damage."""
 
@@ -157,6 +172,8 @@ class _Reading:
 
 
 class RowDecoder:
+    """Every record storage reads, decoded from a row by one dialect's time and JSON codec."""
+
     def __init__(self, *, time: TimeDecoder, json: JsonDecoder) -> None:
         self._time = time
         self._json = json
@@ -225,120 +242,61 @@ class RowDecoder:
             provider_request_id=row["provider_request_id"],
         )
 
+    def _times(
+        self, row: RowLike, *required: str, optional: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """The named time columns decoded: `required` ones raise ValueError when NULL."""
+        times = {name: self._required_time(row[name]) for name in required}
+        return times | {name: self._time(row[name]) for name in optional}
+
     def schedule(self, row: RowLike) -> Schedule:
-        return Schedule(
-            id=row["id"],
-            tenant_id=row["tenant_id"],
-            cron=row["cron"],
+        return from_columns(
+            Schedule,
+            row,
             template=self._json(row["template"]),
             paused=bool(row["paused"]),
-            next_run_at=self._required_time(row["next_run_at"]),
-            created_at=self._required_time(row["created_at"]),
+            **self._times(row, "next_run_at", "created_at"),
         )
 
     def event(self, row: RowLike) -> JobEvent:
-        return JobEvent(
-            job_id=row["job_id"],
-            seq=row["seq"],
+        return from_columns(
+            JobEvent,
+            row,
             from_state=JobState(row["from_state"]) if row["from_state"] else None,
             to_state=JobState(row["to_state"]),
-            actor=row["actor"],
-            reason=row["reason"],
             applied=bool(row["applied"]),
-            created_at=self._required_time(row["created_at"]),
+            **self._times(row, "created_at"),
         )
 
     def tenant(self, row: RowLike) -> Tenant:
-        return Tenant(
-            id=row["id"],
-            name=row["name"],
-            webhook_secret=row["webhook_secret"],
-            created_at=self._required_time(row["created_at"]),
-        )
+        return from_columns(Tenant, row, **self._times(row, "created_at"))
 
     def api_key(self, row: RowLike) -> ApiKey:
-        return ApiKey(
-            id=row["id"],
-            tenant_id=row["tenant_id"],
-            key_prefix=row["key_prefix"],
-            created_at=self._required_time(row["created_at"]),
-            revoked_at=self._time(row["revoked_at"]),
-        )
+        return from_columns(ApiKey, row, **self._times(row, "created_at", optional=("revoked_at",)))
 
     def usage(self, row: RowLike) -> UsageEntry:
-        return UsageEntry(
-            job_id=row["job_id"],
-            kind=row["kind"],
-            tenant_id=row["tenant_id"],
-            provider=row["provider"],
-            model=row["model"],
-            input_tokens=row["input_tokens"],
-            output_tokens=row["output_tokens"],
-            created_at=self._required_time(row["created_at"]),
-            cache_read_tokens=row["cache_read_tokens"],
-            cache_write_tokens=row["cache_write_tokens"],
-        )
+        return from_columns(UsageEntry, row, **self._times(row, "created_at"))
 
     def outbox(self, row: RowLike) -> OutboxEntry:
-        return OutboxEntry(
-            id=row["id"],
-            event_id=row["event_id"],
-            tenant_id=row["tenant_id"],
-            job_id=row["job_id"],
-            event_type=row["event_type"],
-            target=row["target"],
-            endpoint_id=row["endpoint_id"],
-            url=row["url"],
-            series=row["series"],
-            job_status=row["job_status"],
-            created_at=self._required_time(row["created_at"]),
-            state=row["state"],
-            attempts=row["attempts"],
-            next_attempt_at=self._required_time(row["next_attempt_at"]),
-            last_status_code=row["last_status_code"],
-            last_error=row["last_error"],
-            completed_at=self._time(row["completed_at"]),
-        )
+        times = self._times(row, "created_at", "next_attempt_at", optional=("completed_at",))
+        return from_columns(OutboxEntry, row, **times)
 
-
-def _finite_or_none(value: Any) -> float | None:
-    """A stored fraction, or None for a value that is no finite number (a hostile row)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-# -- webhooks ----------------------------------------------------------------------------
-class WebhookRowDecoder:
-    def __init__(self, *, time: TimeDecoder, json: JsonDecoder) -> None:
-        self._time = time
-        self._json = json
-        self._core = RowDecoder(time=time, json=json)
-
+    # -- webhooks ------------------------------------------------------------------------
     def endpoint(self, row: RowLike) -> WebhookEndpoint:
-        created_at = self._time(row["created_at"])
-        updated_at = self._time(row["updated_at"])
-        if created_at is None or updated_at is None:
-            raise ValueError("a required time column is NULL")
-        return WebhookEndpoint(
-            id=row["id"],
-            tenant_id=row["tenant_id"],
-            url=row["url"],
-            description=row["description"],
+        return from_columns(
+            WebhookEndpoint,
+            row,
             event_types=tuple(self._json(row["event_types"]) or ()),
             include_result=bool(row["include_result"]),
             disabled=bool(row["disabled"]),
-            disabled_reason=row["disabled_reason"],
-            secret=row["secret"],
-            previous_secret=row["previous_secret"],
-            previous_secret_expires_at=self._time(row["previous_secret_expires_at"]),
-            created_at=created_at,
-            updated_at=updated_at,
+            **self._times(
+                row, "created_at", "updated_at", optional=("previous_secret_expires_at",)
+            ),
         )
 
     def delivery(self, row: RowLike) -> Delivery:
         """A claimed outbox row joined with its endpoint (e_*) and tenant (tenant_secret)."""
-        entry = self._core.outbox(row)
+        entry = self.outbox(row)
         url: str | None
         secrets: tuple[str, ...]
         if entry.endpoint_id is None:  # the job's own URL, signed with the tenant's secret
@@ -361,91 +319,37 @@ class WebhookRowDecoder:
         )
 
     def attempt(self, row: RowLike) -> DeliveryAttempt:
-        created_at = self._time(row["created_at"])
-        if created_at is None:
-            raise ValueError("a required time column is NULL")
-        return DeliveryAttempt(
-            id=row["id"],
-            outbox_id=row["outbox_id"],
-            event_id=row["event_id"],
-            job_id=row["job_id"],
-            target=row["target"],
-            attempt=row["attempt"],
-            status_code=row["status_code"],
-            latency_ms=row["latency_ms"],
-            error=row["error"],
-            succeeded=bool(row["succeeded"]),
-            created_at=created_at,
-        )
+        succeeded = bool(row["succeeded"])
+        times = self._times(row, "created_at")
+        return from_columns(DeliveryAttempt, row, succeeded=succeeded, **times)
 
-
-# -- files and batches -------------------------------------------------------------------
-class BatchRows:
-    def __init__(self, *, time: TimeDecoder, json: JsonDecoder) -> None:
-        self.time = time
-        self.json = json
-
+    # -- files and batches ---------------------------------------------------------------
     def file(self, row: RowLike) -> FileRecord:
-        created = self.time(row["created_at"])
+        created = self._time(row["created_at"])
         assert created is not None
-        return FileRecord(
-            id=row["id"],
-            tenant_id=row["tenant_id"],
-            purpose=row["purpose"],
-            filename=row["filename"],
-            bytes=int(row["bytes"]),
-            lines=int(row["lines"]),
-            status=row["status"],
-            created_at=created,
-        )
+        sizes = {"bytes": int(row["bytes"]), "lines": int(row["lines"])}
+        return from_columns(FileRecord, row, created_at=created, **sizes)
 
     @staticmethod
     def chunk(row: RowLike) -> FileChunk:
-        return FileChunk(
-            seq=row["seq"],
-            first_line=row["first_line"],
-            line_count=row["line_count"],
-            data=bytes(row["data"]),
-        )
+        return from_columns(FileChunk, row, data=bytes(row["data"]))
 
     def batch(self, row: RowLike) -> BatchRecord:
-        times: dict[str, Any] = {name: self.time(row[name]) for name in BATCH_TIME_FIELDS}
-        return BatchRecord(
-            id=row["id"],
-            tenant_id=row["tenant_id"],
-            status=row["status"],
-            endpoint=row["endpoint"],
-            input_file_id=row["input_file_id"],
-            completion_window=row["completion_window"],
-            metadata=self.json(row["metadata"]),
-            priority=row["priority"],
-            total=row["total"],
-            expanded_chunks=row["expanded_chunks"],
-            final_status=row["final_status"],
-            completed_count=row["completed_count"],
-            failed_count=row["failed_count"],
-            output_file_id=row["output_file_id"],
-            error_file_id=row["error_file_id"],
-            errors=self.json(row["errors"]),
-            **times,
-        )
+        times: dict[str, Any] = {name: self._time(row[name]) for name in BATCH_TIME_FIELDS}
+        blobs = {name: self._json(row[name]) for name in ("metadata", "errors")}
+        return from_columns(BatchRecord, row, **blobs, **times)
 
     def item(self, row: RowLike) -> BatchItemResult:
-        return BatchItemResult(
-            line=row["line"],
-            custom_id=row["custom_id"],
-            job_id=row["job_id"],
-            item_error=self.json(row["item_error"]),
-            state=row["state"],
-            result=self.json(row["result"]),
-            error=self.json(row["error"]),
-        )
+        blobs = {name: self._json(row[name]) for name in ("item_error", "result", "error")}
+        return from_columns(BatchItemResult, row, **blobs)
 
     @staticmethod
     def counts(row: RowLike) -> BatchCounts:
-        return BatchCounts(
-            items=int(row["items"]),
-            completed=int(row["completed"]),
-            failed=int(row["failed"]),
-            live=int(row["live"]),
-        )
+        return BatchCounts(**{name: int(row[name]) for name in _field_names(BatchCounts)})
+
+
+def _finite_or_none(value: Any) -> float | None:
+    """A stored fraction, or None for a value that is no finite number (a hostile row)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None

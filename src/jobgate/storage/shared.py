@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ from jobgate.domain import costs
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import POISON_JOB, Finish, Poisoning
 from jobgate.storage.records import Finished, LimitOverrides, ReapResult
+from jobgate.storage.rows import from_columns
 
 
 def reap_result(
@@ -36,39 +38,17 @@ def reap_result(
 
 def overrides_params(overrides: LimitOverrides) -> dict[str, Any]:
     """LimitOverrides as query parameters (lists stay lists: each dialect encodes JSON)."""
-    return {
-        "max_running": overrides.max_running,
-        "max_queued": overrides.max_queued,
-        "weight": overrides.weight,
-        "allowed_models": None
-        if overrides.allowed_models is None
-        else list(overrides.allowed_models),
-        "allowed_providers": None
-        if overrides.allowed_providers is None
-        else list(overrides.allowed_providers),
-        "max_output_tokens": overrides.max_output_tokens,
-        "daily_token_budget": overrides.daily_token_budget,
-        "daily_cost_budget_usd": None
-        if overrides.daily_cost_budget_usd is None
-        else float(overrides.daily_cost_budget_usd),
-        "max_running_per_key": overrides.max_running_per_key,
-    }
+    params = dataclasses.asdict(overrides)
+    for name in ("allowed_models", "allowed_providers"):
+        params[name] = None if params[name] is None else list(params[name])
+    cost = overrides.daily_cost_budget_usd
+    return params | {"daily_cost_budget_usd": None if cost is None else float(cost)}
 
 
 def overrides_from_row(row: Any, decode_json: Any) -> LimitOverrides:
-    models = decode_json(row["allowed_models"])
-    providers = decode_json(row["allowed_providers"])
-    return LimitOverrides(
-        max_running=row["max_running"],
-        max_queued=row["max_queued"],
-        weight=row["weight"],
-        allowed_models=None if models is None else tuple(models),
-        allowed_providers=None if providers is None else tuple(providers),
-        max_output_tokens=row["max_output_tokens"],
-        daily_token_budget=row["daily_token_budget"],
-        daily_cost_budget_usd=row["daily_cost_budget_usd"],
-        max_running_per_key=row["max_running_per_key"],
-    )
+    lists = {name: decode_json(row[name]) for name in ("allowed_models", "allowed_providers")}
+    tuples = {name: None if value is None else tuple(value) for name, value in lists.items()}
+    return from_columns(LimitOverrides, row, **tuples)
 
 
 def usage_total_from_row(row: Any) -> costs.UsageTotal:

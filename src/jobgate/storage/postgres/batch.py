@@ -5,13 +5,14 @@ PostgreSQL's own; SQLite inserts row by row inside its single writer)."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage.executor import Codec, Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
+from jobgate.storage.postgres.limits import admit
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
 
@@ -35,12 +36,6 @@ def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
 class PostgresBatch(BatchQueries):
     _sql: PostgresExecutor
 
-    if TYPE_CHECKING:  # supplied by the host store (postgres.limits)
-
-        async def _admit_locked(
-            self, conn: Any, limit: QueueLimit, adding: Mapping[str, int]
-        ) -> None: ...
-
     async def _insert_many(
         self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[Job]:
@@ -48,7 +43,7 @@ class PostgresBatch(BatchQueries):
 
         async def insert(conn: Conn) -> list[Row]:
             if queue_limit is not None:
-                await self._admit_locked(conn, queue_limit, adding)
+                await admit(self._sql, conn, queue_limit, adding)
             payload = [insert_payload(j, self._sql.codec) for j in jobs]
             return await self._sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
 

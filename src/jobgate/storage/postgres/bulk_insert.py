@@ -5,6 +5,7 @@ own (SQLite runs the whole call inside one write operation of its single writer)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -13,7 +14,14 @@ import asyncpg
 from jobgate import errors
 from jobgate.storage.postgres.batch import insert_params, insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
+from jobgate.storage.postgres.limits import check_bounds, lock_bounds
+from jobgate.storage.records import (
+    BulkItem,
+    BulkResult,
+    IdempotencyClaim,
+    QueueLimit,
+    SubmitOutcome,
+)
 from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
 
 
@@ -25,7 +33,7 @@ class PostgresBulkInsert(BulkInsertQueries):
     ) -> list[BulkResult]:
         async def insert(conn: Conn) -> list[BulkResult]:
             if queue_limit is not None:  # the admission locks first, as a single submit takes them
-                await _lock_bounds(self, conn, queue_limit, {item.job.tenant_id for item in items})
+                await lock_bounds(self._sql, conn, queue_limit, {i.job.tenant_id for i in items})
             results: list[BulkResult | None] = [None] * len(items)
             keyless = [i for i, item in enumerate(items) if item.idempotency is None]
             if keyless:
@@ -43,8 +51,10 @@ class PostgresBulkInsert(BulkInsertQueries):
                 if item.idempotency is not None:
                     results[i] = await self._insert_keyed(conn, item, now)
             done = [r for r in results if r is not None]
-            if queue_limit is not None:
-                await _check_bounds(self, conn, queue_limit, done)
+            if queue_limit is not None:  # counted after the inserts: raising rolls all back
+                new = {job.tenant_id: 0 for job in new_jobs(done)}
+                if new:
+                    await check_bounds(self._sql, conn, queue_limit, new)
             return done
 
         try:
@@ -57,64 +67,28 @@ class PostgresBulkInsert(BulkInsertQueries):
     async def _insert_keyed(self, conn: Conn, item: BulkItem, now: datetime | None) -> BulkResult:
         claim = item.idempotency
         assert claim is not None
-        job = item.job
-        rows = await self._sql.fetch(
-            conn,
-            "job_insert_idempotent",
-            **insert_params(job, self._sql.codec),
-            now=now,
-            route=claim.route,
-            key=claim.key,
-            body_hash=claim.body_hash,
-            status_code=claim.status_code,
-            ttl_s=claim.ttl_s,
-        )
+        params = {**insert_params(item.job, self._sql.codec), **dataclasses.asdict(claim)}
+        rows = await self._sql.fetch(conn, "job_insert_idempotent", **params, now=now)
         if rows:
             return SubmitOutcome(self._decode.job(rows[0]), False, 202)
         # A live binding (made earlier, or by an earlier item of this call) answers.
-        seen = await self._sql.fetch(
-            conn,
-            "idempotency_find",
-            tenant_id=job.tenant_id,
-            route=claim.route,
-            key=claim.key,
-            now=now,
-        )
-        if not seen:  # the lock wait ended with the binding gone: not expected in one call
+        earlier = await self._replay(conn, item.job.tenant_id, claim, now)
+        if earlier is None:  # the lock wait ended with the binding gone: not expected in one call
             raise errors.IdempotencyInProgress()
+        return earlier
+
+    async def _replay(
+        self, conn: Conn, tenant_id: str, claim: IdempotencyClaim, now: datetime | None
+    ) -> BulkResult | None:
+        """What an earlier submit with this key answered (its job, or the refusal of a key
+        reused with another body); None when the key is not bound."""
+        key = {"tenant_id": tenant_id, "route": claim.route, "key": claim.key, "now": now}
+        seen = await self._sql.fetch(conn, "idempotency_find", **key)
+        if not seen:
+            return None
         if seen[0]["body_hash"] != claim.body_hash:
             return errors.IdempotencyKeyReused()
         existing = await self._sql.fetch(conn, "job_get", id=seen[0]["job_id"])
         if not existing:
             raise errors.StorageError(f"idempotency key bound to missing job {seen[0]['job_id']}")
         return SubmitOutcome(self._decode.job(existing[0]), True, seen[0]["status_code"])
-
-
-async def _lock_bounds(
-    store: PostgresBulkInsert, conn: Conn, limit: QueueLimit, tenant_ids: set[str]
-) -> None:
-    """The admission locks of limits.py's `_admit_locked`, in the same order (tenants sorted,
-    then the global one), held until commit: the count after the inserts is then exact."""
-    if limit.tenant_max is not None:
-        for tenant_id in sorted(tenant_ids):
-            await store._sql.fetch(conn, "queue_lock_tenant", tenant_id=tenant_id)
-    if limit.total_max is not None:
-        await store._sql.fetch(conn, "queue_lock_total")
-
-
-async def _check_bounds(
-    store: PostgresBulkInsert, conn: Conn, limit: QueueLimit, results: Sequence[BulkResult]
-) -> None:
-    """Counted after the inserts, under the admission locks: raising rolls everything back."""
-    new = new_jobs(results)
-    if not new:
-        return
-    if limit.tenant_max is not None:
-        for tenant_id in {job.tenant_id for job in new}:
-            (row,) = await store._sql.fetch(conn, "queued_count", tenant_id=tenant_id)
-            if row["queued"] > limit.tenant_max:
-                raise errors.QueueFull("max_queued", 0)
-    if limit.total_max is not None:
-        (row,) = await store._sql.fetch(conn, "queued_total")
-        if row["queued"] > limit.total_max:
-            raise errors.QueueFull("max_queued_total", 0)

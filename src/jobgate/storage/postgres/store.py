@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -33,7 +34,7 @@ from jobgate.storage.postgres.batch import PostgresBatch, insert_params
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
-from jobgate.storage.postgres.limits import PostgresLimits
+from jobgate.storage.postgres.limits import admit
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
 from jobgate.storage.postgres.transport import PostgresTransport, claim_params
@@ -48,6 +49,7 @@ from jobgate.storage.store.admin import AdminQueries
 from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.console import ConsoleQueries
 from jobgate.storage.store.jobs import JobQueries, job_decoder
+from jobgate.storage.store.limits import LimitQueries
 from jobgate.storage.store.retention import RetentionQueries
 from jobgate.storage.store.roles import RoleQueries
 from jobgate.storage.store.schedules import ScheduleQueries
@@ -78,7 +80,7 @@ class PostgresStorage(
     SessionQueries,
     RoleQueries,
     SignalQueries,
-    PostgresLimits,
+    LimitQueries,
     PostgresRateLimits,
     ScheduleQueries,
     WebhookQueries,
@@ -128,7 +130,6 @@ class PostgresStorage(
 
     async def migrate(self) -> list[int]:
         """Under an advisory lock, in one transaction: PostgreSQL runs DDL transactionally."""
-        pending = migrations.available("jobgate.storage.postgres")
 
         async def apply(conn: Conn) -> list[int]:
             # The lock first: two processes creating the table at once collide in pg_type.
@@ -136,9 +137,7 @@ class PostgresStorage(
             await conn.execute(Q["migrations_table"].sql)
             done = {row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)}
             applied = []
-            for migration in pending:
-                if migration.version in done:
-                    continue
+            for migration in migrations.pending("jobgate.storage.postgres", done):
                 await conn.execute(migration.sql)
                 await self._sql.fetch(
                     conn, "migration_record", version=migration.version, name=migration.name
@@ -228,20 +227,14 @@ class PostgresStorage(
         params = {**insert_params(job, self._sql.codec), "now": now}
         if queue is not None and idem is not None:
             # Near a bound: a replay still answers (a repeat is never refused as full).
-            replay = await self._replay(job.tenant_id, idem, now)
+            replay = await self._replayed(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
         if idem is None:
             row = await self._insert_row("job_insert", params, job.tenant_id, queue)
             assert row is not None
             return SubmitOutcome(self._decode.job(row), False, 202)
-        params.update(
-            route=idem.route,
-            key=idem.key,
-            body_hash=idem.body_hash,
-            status_code=idem.status_code,
-            ttl_s=idem.ttl_s,
-        )
+        params.update(dataclasses.asdict(idem))
         for _ in range(3):  # a binding may expire between our two statements: look again
             try:
                 row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
@@ -251,30 +244,19 @@ class PostgresStorage(
                 raise
             if row is not None:
                 return SubmitOutcome(self._decode.job(row), False, 202)
-            replay = await self._replay(job.tenant_id, idem, now)
+            replay = await self._replayed(job.tenant_id, idem, now)
             if replay is not None:
                 return replay
         raise errors.IdempotencyInProgress()
 
-    async def _replay(
-        self, tenant_id: str, idempotency: IdempotencyClaim, now: datetime | None
+    async def _replayed(
+        self, tenant_id: str, idempotency: IdempotencyClaim, now: Now
     ) -> SubmitOutcome | None:
         """The outcome of an earlier submit with this key, if it is still bound."""
-        seen = await self._sql.read_one(
-            "idempotency_find",
-            tenant_id=tenant_id,
-            route=idempotency.route,
-            key=idempotency.key,
-            now=now,
-        )
-        if seen is None:
-            return None
-        if seen["body_hash"] != idempotency.body_hash:
-            raise errors.IdempotencyKeyReused()
-        existing = await self.job_get(job_id=seen["job_id"])
-        if existing is None:
-            raise errors.StorageError(f"idempotency key bound to missing job {seen['job_id']}")
-        return SubmitOutcome(existing, True, seen["status_code"])
+        earlier = await self._sql.run(lambda conn: self._replay(conn, tenant_id, idempotency, now))
+        if isinstance(earlier, errors.IdempotencyKeyReused):
+            raise earlier
+        return earlier
 
     async def _insert_row(
         self,
@@ -284,13 +266,13 @@ class PostgresStorage(
         queue_limit: QueueLimit | None,
     ) -> Row | None:
         """One insert statement; with a queue limit, in a transaction that first takes the
-        admission locks and counts (see PostgresLimits._admit_locked)."""
+        admission locks and counts (postgres.limits.admit)."""
         if queue_limit is None:
             return await self._sql.write_one(query_name, **params)
         query = Q[query_name]
 
         async def admit_and_insert(conn: Conn) -> Row | None:
-            await self._admit_locked(conn, queue_limit, {tenant_id: 1})
+            await admit(self._sql, conn, queue_limit, {tenant_id: 1})
             return await conn.fetchrow(query.positional_sql, *query.args(params))
 
         return await self._sql.run(admit_and_insert, transaction=True)
@@ -315,26 +297,21 @@ class PostgresStorage(
     async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
         """One set-wise statement that also bills the successes (SQLite splits rounds and bills
         in Python)."""
-        rows = await self._sql.write(
-            "job_finish",
-            finishes=[finish_payload(f, self._sql.codec) for f in finishes],
-            now=now,
-            expired_only=False,
-        )
+        rows = await self._sql.write("job_finish", **self._finishing(finishes, now))
         return _in_order(finishes, rows)
+
+    def _finishing(
+        self, finishes: Sequence[Finish], now: Now, *, expired_only: bool = False
+    ) -> dict[str, Any]:
+        """job_finish's parameters."""
+        payload = [finish_payload(finish, self._sql.codec) for finish in finishes]
+        return {"finishes": payload, "now": now, "expired_only": expired_only}
 
     async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
         """The finish and the read share one transaction: its row lock holds the row as written."""
 
         async def finish_read(conn: Conn) -> Job | None:
-            rows = await self._sql.fetch(
-                conn,
-                "job_finish",
-                finishes=[finish_payload(finish, self._sql.codec)],
-                now=now,
-                expired_only=False,
-            )
-            if not rows:
+            if not await self._sql.fetch(conn, "job_finish", **self._finishing([finish], now)):
                 return None
             # Our update holds the row lock until commit: this is the row as written.
             row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
@@ -360,13 +337,7 @@ class PostgresStorage(
             poisonings[:] = [poisoning for _, poisoning in judged if poisoning is not None]
             if not verdicts:
                 return []
-            finished = await self._sql.fetch(
-                conn,
-                "job_finish",
-                finishes=[finish_payload(v, self._sql.codec) for v in verdicts],
-                now=now,
-                expired_only=True,
-            )
-            return _in_order(verdicts, finished)
+            finishing = self._finishing(verdicts, now, expired_only=True)
+            return _in_order(verdicts, await self._sql.fetch(conn, "job_finish", **finishing))
 
         return await self._sql.run(reap, transaction=True), verdicts, poisonings

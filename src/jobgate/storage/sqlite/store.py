@@ -118,10 +118,6 @@ class SqliteStorage(
     def from_url(cls, url: str, *, clock: Clock | None = None) -> SqliteStorage:
         return cls(path_from_url(url), clock=clock)
 
-    def _now(self, now: datetime | None) -> float:
-        """`now` as the SQL takes it (the codec's); the helper this dialect's mixins call."""
-        return float(self._sql.codec.now(now))
-
     # -- lifecycle ---------------------------------------------------------------------
 
     async def open(self) -> None:
@@ -133,16 +129,13 @@ class SqliteStorage(
 
     async def migrate(self) -> list[int]:
         """Statement by statement (a CREATE TRIGGER holds semicolons) on the writer thread."""
-        pending = migrations.available("jobgate.storage.sqlite")
-        now = self._now(None)
+        now = self._sql.codec.now(None)
 
         def apply(conn: sqlite3.Connection) -> list[int]:
             conn.execute(Q["migrations_table"].sql)
             done = {row[0] for row in conn.execute(Q["migrations_applied"].sql)}
             applied = []
-            for migration in pending:
-                if migration.version in done:
-                    continue
+            for migration in migrations.pending("jobgate.storage.sqlite", done):
                 for statement in _statements(migration.sql):
                     conn.execute(statement)
                 conn.execute(
@@ -196,7 +189,7 @@ class SqliteStorage(
     ) -> records.SubmitOutcome:
         """The replay check, the queue bound, the binding and the insert run as one operation of
         the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
-        at = self._now(now)
+        at = self._sql.codec.now(now)
 
         def insert(conn: sqlite3.Connection) -> records.SubmitOutcome:
             earlier = None if idem is None else replay_or_bind(conn, job, idem, at, self._decode)
@@ -216,7 +209,7 @@ class SqliteStorage(
         """Fair order is computed in Python (domain.fairness) inside the one writer's operation,
         so the caps read are the caps claimed under."""
         rules, limit = claim.rules, claim.limit
-        at = self._now(claim.now)
+        at = self._sql.codec.now(claim.now)
         json = self._sql.codec.json
         provider_filter = json(claim.providers)
         model_filter = json(claim.models)
@@ -323,12 +316,12 @@ class SqliteStorage(
         self, finishes: Sequence[Finish], now: Now
     ) -> list[records.Finished | None]:
         """Verdicts applied in rounds and billed in Python within one writer operation."""
-        at = self._now(now)
+        at = self._sql.codec.now(now)
         return await self._db.write(lambda conn: self._finish(conn, finishes, at))
 
     async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
         """The finish and the read run in one writer operation."""
-        at = self._now(now)
+        at = self._sql.codec.now(now)
 
         def finish_read(conn: sqlite3.Connection) -> Job | None:
             if self._finish(conn, [finish], at) == [None]:
@@ -363,7 +356,7 @@ class SqliteStorage(
     ) -> tuple[list[records.Finished | None], list[Finish], list[Poisoning]]:
         """Expired leases are read and finished in one writer operation, at this host's clock."""
         moment = now or self._clock.now()
-        at = self._now(moment)
+        at = self._sql.codec.now(moment)
 
         verdicts: list[Finish] = []
         poisonings: list[Poisoning] = []

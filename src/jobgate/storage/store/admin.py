@@ -11,7 +11,7 @@ from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import EndpointHealth, TenantOverview
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import RowDecoder, from_columns
 
 
 class AdminQueries(SqlPart):
@@ -50,13 +50,11 @@ class AdminQueries(SqlPart):
     async def admin_overview(self, *, now: datetime | None = None) -> list[TenantOverview]:
         codec = self._sql.codec
         return [
-            TenantOverview(
-                tenant_id=row["tenant_id"],
-                tenant_name=row["tenant_name"],
-                queued=int(row["queued"]),
-                running=int(row["running"]),
+            from_columns(
+                TenantOverview,
+                row,
                 oldest_due_at=codec.time_out(row["oldest_due_at"]),
-                dead_lettered=int(row["dead_lettered"]),
+                **{name: int(row[name]) for name in ("queued", "running", "dead_lettered")},
             )
             for row in await self._sql.read("admin_overview", now=codec.now(now))
         ]
@@ -85,17 +83,11 @@ class AdminQueries(SqlPart):
 
     async def admin_endpoint_health(self) -> list[EndpointHealth]:
         return [
-            EndpointHealth(
-                endpoint_id=row["endpoint_id"],
-                tenant_name=row["tenant_name"],
-                url=row["url"],
+            from_columns(
+                EndpointHealth,
+                row,
                 disabled=bool(row["disabled"]),
-                disabled_reason=row["disabled_reason"],
-                pending=int(row["pending"]),
-                succeeded=int(row["succeeded"]),
-                failed=int(row["failed"]),
-                last_status_code=row["last_status_code"],
-                last_error=row["last_error"],
+                **{name: int(row[name]) for name in ("pending", "succeeded", "failed")},
             )
             for row in await self._sql.read("admin_endpoint_health")
         ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -16,14 +15,11 @@ from jobgate.storage.records import (
     FileRecord,
     NewBatchItem,
 )
-from jobgate.storage.rows import BatchRows
+from jobgate.storage.rows import RowDecoder
 
 
 class BatchesQueries(SqlPart):
-    @functools.cached_property
-    def _batch_rows(self) -> BatchRows:
-        codec = self._sql.codec
-        return BatchRows(time=codec.time_out, json=codec.json_out)
+    _decode: RowDecoder  # the store's (store.jobs.job_decoder), built once by the store
 
     # -- files ----------------------------------------------------------------------------
 
@@ -58,11 +54,11 @@ class BatchesQueries(SqlPart):
     async def file_finish(self, *, file_id: str, bytes: int, lines: int) -> FileRecord:
         row = await self._sql.write_one("file_finish", id=file_id, bytes=bytes, lines=lines)
         assert row is not None, f"file_finish: no file {file_id}"
-        return self._batch_rows.file(row)
+        return self._decode.file(row)
 
     async def file_get(self, *, file_id: str, tenant_id: str | None = None) -> FileRecord | None:
         row = await self._sql.read_one("file_get", id=file_id, tenant_id=tenant_id)
-        return None if row is None else self._batch_rows.file(row)
+        return None if row is None else self._decode.file(row)
 
     async def file_list(
         self, *, tenant_id: str, purpose: str | None, after: str | None, limit: int
@@ -70,11 +66,11 @@ class BatchesQueries(SqlPart):
         rows = await self._sql.read(
             "file_list", tenant_id=tenant_id, purpose=purpose, after_id=after, limit=limit
         )
-        return [self._batch_rows.file(row) for row in rows]
+        return [self._decode.file(row) for row in rows]
 
     async def file_chunks(self, *, file_id: str, from_seq: int, limit: int) -> list[FileChunk]:
         rows = await self._sql.read("file_chunks", file_id=file_id, from_seq=from_seq, limit=limit)
-        return [BatchRows.chunk(row) for row in rows]
+        return [self._decode.chunk(row) for row in rows]
 
     async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
         return await self._sql.write_one("file_delete", id=file_id, tenant_id=tenant_id) is not None
@@ -88,17 +84,17 @@ class BatchesQueries(SqlPart):
         params = {**batch, "metadata": codec.json(batch.get("metadata")), "now": codec.now(now)}
         row = await self._sql.write_one("batch_create", **params)
         assert row is not None  # an INSERT ... RETURNING answers its row
-        return self._batch_rows.batch(row)
+        return self._decode.batch(row)
 
     async def batch_get(self, *, batch_id: str, tenant_id: str | None = None) -> BatchRecord | None:
         row = await self._sql.read_one("batch_get", id=batch_id, tenant_id=tenant_id)
-        return None if row is None else self._batch_rows.batch(row)
+        return None if row is None else self._decode.batch(row)
 
     async def batch_list(
         self, *, tenant_id: str, after: str | None, limit: int
     ) -> list[BatchRecord]:
         rows = await self._sql.read("batch_list", tenant_id=tenant_id, after_id=after, limit=limit)
-        return [self._batch_rows.batch(row) for row in rows]
+        return [self._decode.batch(row) for row in rows]
 
     async def batch_claim_live(
         self, *, limit: int, lease_s: float, now: datetime | None = None
@@ -106,7 +102,7 @@ class BatchesQueries(SqlPart):
         rows = await self._sql.write(
             "batch_claim_live", limit=limit, lease_s=lease_s, now=self._sql.codec.now(now)
         )
-        return sorted((self._batch_rows.batch(row) for row in rows), key=lambda b: b.created_at)
+        return sorted((self._decode.batch(row) for row in rows), key=lambda b: b.created_at)
 
     async def batch_update(
         self,
@@ -140,7 +136,7 @@ class BatchesQueries(SqlPart):
             release=codec.flag(release),
             now=codec.now(now),
         )
-        return None if row is None else self._batch_rows.batch(row)
+        return None if row is None else self._decode.batch(row)
 
     async def batch_items_put(self, *, batch_id: str, items: Sequence[NewBatchItem]) -> None:
         if not items:
@@ -156,7 +152,7 @@ class BatchesQueries(SqlPart):
     async def batch_counts(self, *, batch_id: str) -> BatchCounts:
         row = await self._sql.read_one("batch_counts", batch_id=batch_id)
         assert row is not None  # an aggregate answers one row
-        return BatchRows.counts(row)
+        return self._decode.counts(row)
 
     async def batch_items_page(
         self, *, batch_id: str, after_line: int, limit: int
@@ -164,7 +160,7 @@ class BatchesQueries(SqlPart):
         rows = await self._sql.read(
             "batch_items_page", batch_id=batch_id, after_line=after_line, limit=limit
         )
-        return [self._batch_rows.item(row) for row in rows]
+        return [self._decode.item(row) for row in rows]
 
     async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
         rows = await self._sql.read("batch_live_job_ids", batch_id=batch_id, limit=limit)

@@ -21,7 +21,7 @@ from jobgate.storage.rows import RowDecoder
 
 
 def job_decoder(codec: Codec) -> RowDecoder:
-    """The decoder of job, tenant, key, event, usage and outbox rows, for one store's codec."""
+    """The decoder of every row the store reads, for one store's codec."""
     return RowDecoder(time=codec.time_out, json=codec.json_out)
 
 

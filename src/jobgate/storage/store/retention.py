@@ -9,6 +9,9 @@ from typing import Any
 from jobgate.domain.retention import Horizon
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import RetentionBatch, UsageDay
+from jobgate.storage.rows import from_columns
+
+_USAGE_COUNTS = ("jobs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 class RetentionQueries(SqlPart):
@@ -28,26 +31,15 @@ class RetentionQueries(SqlPart):
         row = await self._sql.write_one("retention_delete", **params)
         if row is None:
             return RetentionBatch()
-        return RetentionBatch(
-            jobs=row["jobs"],
-            job_events=row["job_events"],
-            outbox=row["outbox"],
-            webhook_attempts=row["webhook_attempts"],
-            usage_ledger=row["usage_ledger"],
-        )
+        return from_columns(RetentionBatch, row)
 
     async def usage_daily(self, *, tenant_id: str | None = None) -> list[UsageDay]:
         return [
-            UsageDay(
-                tenant_id=row["tenant_id"],
+            from_columns(
+                UsageDay,
+                row,
                 day=dt.date.fromisoformat(str(row["day"])),  # a date, or ISO text (SQLite)
-                provider=row["provider"],
-                model=row["model"],
-                jobs=int(row["jobs"]),
-                input_tokens=int(row["input_tokens"]),
-                output_tokens=int(row["output_tokens"]),
-                cache_read_tokens=int(row["cache_read_tokens"]),
-                cache_write_tokens=int(row["cache_write_tokens"]),
+                **{name: int(row[name]) for name in _USAGE_COUNTS},
             )
             for row in await self._sql.read("usage_daily", tenant_id=tenant_id)
         ]

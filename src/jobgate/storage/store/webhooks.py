@@ -3,7 +3,6 @@ Claims are one statement on both (SKIP LOCKED on PostgreSQL; one writer on SQLit
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,14 +16,11 @@ from jobgate.storage.records import (
     NewWebhookEndpoint,
     WebhookEndpoint,
 )
-from jobgate.storage.rows import WebhookRowDecoder
+from jobgate.storage.rows import RowDecoder
 
 
 class WebhookQueries(SqlPart):
-    @functools.cached_property
-    def _webhook_rows(self) -> WebhookRowDecoder:
-        codec = self._sql.codec
-        return WebhookRowDecoder(time=codec.time_out, json=codec.json_out)
+    _decode: RowDecoder  # the store's (store.jobs.job_decoder), built once by the store
 
     async def webhook_endpoint_create(
         self, *, endpoint: NewWebhookEndpoint, now: datetime | None = None
@@ -43,7 +39,7 @@ class WebhookQueries(SqlPart):
             now=codec.now(now),
         )
         assert row is not None
-        return self._webhook_rows.endpoint(row)
+        return self._decode.endpoint(row)
 
     async def webhook_endpoint_get(
         self, *, endpoint_id: str, tenant_id: str | None = None
@@ -54,7 +50,7 @@ class WebhookQueries(SqlPart):
             row = await self._sql.read_one(
                 "webhook_endpoint_get_for_tenant", id=endpoint_id, tenant_id=tenant_id
             )
-        return None if row is None else self._webhook_rows.endpoint(row)
+        return None if row is None else self._decode.endpoint(row)
 
     async def webhook_endpoint_list(
         self, *, tenant_id: str, after: str | None = None, limit: int = 20
@@ -67,7 +63,7 @@ class WebhookQueries(SqlPart):
         rows = await self._sql.read(
             "webhook_endpoint_list", tenant_id=tenant_id, after_id=after, limit=limit
         )
-        return [self._webhook_rows.endpoint(row) for row in rows]
+        return [self._decode.endpoint(row) for row in rows]
 
     async def webhook_endpoint_update(
         self,
@@ -90,7 +86,7 @@ class WebhookQueries(SqlPart):
             disabled=codec.flag(changes.disabled),
             now=codec.now(now),
         )
-        return None if row is None else self._webhook_rows.endpoint(row)
+        return None if row is None else self._decode.endpoint(row)
 
     async def webhook_endpoint_delete(
         self, *, endpoint_id: str, tenant_id: str, now: datetime | None = None
@@ -121,7 +117,7 @@ class WebhookQueries(SqlPart):
             grace_s=float(grace_s),
             now=self._sql.codec.now(now),
         )
-        return None if row is None else self._webhook_rows.endpoint(row)
+        return None if row is None else self._decode.endpoint(row)
 
     async def delivery_claim_due(
         self,
@@ -139,7 +135,7 @@ class WebhookQueries(SqlPart):
             busy=codec.json(list(busy)),
             now=codec.now(now),
         )
-        claimed = [self._webhook_rows.delivery(row) for row in rows]
+        claimed = [self._decode.delivery(row) for row in rows]
         # RETURNING promises no order (SQLite): oldest event first, as a dispatcher expects.
         return sorted(claimed, key=lambda item: (item.entry.created_at, item.entry.id))
 
@@ -205,4 +201,4 @@ class WebhookQueries(SqlPart):
 
     async def delivery_attempts_for_job(self, *, job_id: str) -> list[DeliveryAttempt]:
         rows = await self._sql.read("delivery_attempts_for_job", job_id=job_id)
-        return [self._webhook_rows.attempt(row) for row in rows]
+        return [self._decode.attempt(row) for row in rows]
