@@ -61,10 +61,6 @@ class _Dialect(Protocol):
         ...
 
 
-def _listed(names: Sequence[str] | None) -> list[str] | None:
-    return None if names is None else list(names)
-
-
 def publish_finished(changes: ChangeHub, finished: Sequence[Finished | None]) -> None:
     """Wake this process's waiters after a commit (other processes hear NOTIFY, on
     PostgreSQL; on SQLite they poll)."""

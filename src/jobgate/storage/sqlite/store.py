@@ -248,8 +248,8 @@ class SqliteStorage(
                         "limit": min(free, limit),
                     },
                 ).fetchall()
-                if key_cap > 0:
-                    rows = _within_key_caps(rows, tenant, key_cap, by_key)
+                if key_cap > 0:  # best first, while the key has a slot left
+                    rows = [r for r in rows if slots.take(share, tenant, r["concurrency_key"])]
                 if rows:
                     candidates = tuple(
                         Candidate(r["id"], r["priority"], unix_time(r["run_at"]) or _EPOCH)
@@ -412,20 +412,3 @@ def _statements(script: str) -> list[str]:
     if tail and not all(line.strip().startswith("--") or not line.strip() for line in current):
         statements.append(tail)
     return statements
-
-
-def _within_key_caps(
-    rows: list[sqlite3.Row], tenant: str, key_cap: int, by_key: dict[tuple[str, str], int]
-) -> list[sqlite3.Row]:
-    """The candidates (best first) a claim may take without a concurrency key passing its
-    cap: a key's running jobs plus those taken before it in this list."""
-    taken: dict[str, int] = {}
-    kept = []
-    for row in rows:
-        key = row["concurrency_key"]
-        if key is not None:
-            if by_key.get((tenant, key), 0) + taken.get(key, 0) >= key_cap:
-                continue
-            taken[key] = taken.get(key, 0) + 1
-        kept.append(row)
-    return kept
