@@ -153,7 +153,8 @@ class ClaimPolicy:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClaimRequest:
-    """One job_claim call's arguments, as each dialect's claim transaction takes them."""
+    """One job_claim or job_claim_by_id call's arguments, as each dialect's claim transaction
+    takes them."""
 
     worker_id: str
     limit: int
@@ -161,8 +162,9 @@ class ClaimRequest:
     rules: ClaimPolicy
     now: datetime | None
     providers: list[str] | None
-    models: list[str] | None
-    skip_models: list[str] | None
+    models: list[str] | None = None
+    skip_models: list[str] | None = None
+    ids: list[str] | None = None  # a claim by id: only these (sorted, distinct)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -186,6 +186,35 @@ coalesce(s.max_running_per_key, :default_max_running_per_key::integer)
 (sc.per_key <= 0 OR sc.concurrency_key IS NULL
  OR coalesce(kb.running, 0) + sc.key_rank <= sc.per_key)
 
+-- fragment: claim_lease
+-- THE lease of every claim (job_claim, job_claim_by_id): the SET list of `UPDATE jobs AS j ...
+-- FROM clock` for the jobs claimed by :worker_id for :lease_ttl_s seconds.
+SET state = 'running',
+    attempt = j.attempt + 1,
+    run_count = j.run_count + 1,
+    lease_owner = :worker_id,
+    lease_token = md5(random()::text || clock_timestamp()::text || j.id),
+    lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
+    started_at = coalesce(j.started_at, clock.now),
+    -- Clamped to [0, ten years] (NaN: ten years; storage.rows.MAX_INTERVAL_S), so that a
+    -- row's timeout can never store a time past what any reader can hold.
+    deadline_at = coalesce(j.deadline_at,
+                           clock.now + make_interval(secs => CASE
+                               WHEN j.execution_timeout_s IS NOT NULL
+                               THEN least(greatest(j.execution_timeout_s, 0), 315360000)
+                           END)),
+    phase = 'awaiting_provider',
+    updated_at = clock.now,
+    event_seq = j.event_seq + 1,
+    transition_actor = :worker_id,
+    transition_reason = 'claimed'
+
+-- fragment: claim_counted
+-- Count each tenant's claims in the `claimed` CTE of a claim (the tenant's drain rate).
+INSERT INTO tenant_stats AS t (tenant_id, claimed_total)
+SELECT tenant_id, count(*) FROM claimed GROUP BY tenant_id
+ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded.claimed_total
+
 -- name: job_claim
 -- Lease the next jobs by weighted fair share across tenants (see jobgate.domain.fairness): a
 -- tenant's k-th candidate scores (running + k) / weight, lowest first; within a tenant by
@@ -271,34 +300,14 @@ WITH RECURSIVE clock AS (
     SELECT id FROM candidates ORDER BY share, priority, run_at, id LIMIT :limit
 ), claimed AS (
     UPDATE jobs AS j
-       SET state = 'running',
-           attempt = j.attempt + 1,
-           run_count = j.run_count + 1,
-           lease_owner = :worker_id,
-           lease_token = md5(random()::text || clock_timestamp()::text || j.id),
-           lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
-           started_at = coalesce(j.started_at, clock.now),
-           -- Clamped to [0, ten years] (NaN: ten years; storage.rows.MAX_INTERVAL_S), so that a
-           -- row's timeout can never store a time past what any reader can hold.
-           deadline_at = coalesce(j.deadline_at,
-                                  clock.now + make_interval(secs => CASE
-                                      WHEN j.execution_timeout_s IS NOT NULL
-                                      THEN least(greatest(j.execution_timeout_s, 0), 315360000)
-                                  END)),
-           phase = 'awaiting_provider',
-           updated_at = clock.now,
-           event_seq = j.event_seq + 1,
-           transition_actor = :worker_id,
-           transition_reason = 'claimed'
+       {{claim_lease}}
       FROM clock
      -- An array probe of the primary key: a join with `next` lets the planner, which cannot
      -- see how few rows `next` holds, hash-join against a sequential scan of every job.
      WHERE j.id = ANY (ARRAY(SELECT id FROM next))
     RETURNING j.*
 ), counted AS (
-    INSERT INTO tenant_stats AS t (tenant_id, claimed_total)
-    SELECT tenant_id, count(*) FROM claimed GROUP BY tenant_id
-    ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded.claimed_total
+    {{claim_counted}}
 )
 SELECT * FROM claimed
 
@@ -449,21 +458,30 @@ UPDATE jobs AS j
  WHERE j.id = due.id
 RETURNING j.id
 
+-- fragment: redrive_reset
+-- THE reset of every redrive (job_redrive, job_bulk_redrive), in `UPDATE jobs AS j ... FROM
+-- clock` setting the transition's reason: a new attempt series (and, if a provider job of it
+-- ended, a new provider generation), logged as the :actor's.
+state = 'queued',
+attempt = 0,
+lost_count = 0,
+series = j.series + 1,
+provider_generation = j.provider_generation
+                      + CASE WHEN j.provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
+dead_lettered = false,
+run_at = clock.now,
+completed_at = NULL,
+deadline_at = NULL,
+started_at = NULL,
+updated_at = clock.now,
+event_seq = j.event_seq + 1,
+transition_actor = :actor
+
 -- name: job_redrive
 -- An operator's redrive: a dead-lettered failed job starts a new attempt series (and, if a
 -- provider job of it ended, a new provider generation).
 UPDATE jobs AS j
-   SET state = 'queued',
-       attempt = 0,
-       lost_count = 0,
-       series = j.series + 1,
-       provider_generation = j.provider_generation
-                             + CASE WHEN j.provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
-       dead_lettered = false,
-       run_at = clock.now,
-       completed_at = NULL,
-       deadline_at = NULL,
-       started_at = NULL,
+   SET {{redrive_reset}},
        -- A new series starts clean: no old cancel request (it would cancel the job at its
        -- first heartbeat), and a start deadline as long as the submit's, from now.
        cancel_requested_at = NULL,
@@ -474,9 +492,6 @@ UPDATE jobs AS j
        expires_at = clock.now + make_interval(
            secs => coalesce(j.start_timeout_s,
                             extract(epoch FROM j.expires_at - j.created_at))::double precision),
-       updated_at = clock.now,
-       event_seq = j.event_seq + 1,
-       transition_actor = :actor,
        transition_reason = 'redrive'
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = :id AND j.tenant_id = :tenant_id AND j.state = 'failed' AND j.dead_lettered

@@ -64,20 +64,7 @@ RETURNING j.id, j.state
 -- name: job_bulk_redrive
 -- Redrive picked dead-lettered jobs as job_redrive does; a purged job is never redriven.
 UPDATE jobs AS j
-   SET state = 'queued',
-       attempt = 0,
-       lost_count = 0,
-       series = j.series + 1,
-       provider_generation = j.provider_generation
-                             + CASE WHEN j.provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
-       dead_lettered = false,
-       run_at = clock.now,
-       completed_at = NULL,
-       deadline_at = NULL,
-       started_at = NULL,
-       updated_at = clock.now,
-       event_seq = j.event_seq + 1,
-       transition_actor = :actor,
+   SET {{redrive_reset}},
        transition_reason = :reason
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))

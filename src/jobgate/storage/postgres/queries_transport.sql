@@ -57,32 +57,13 @@ WITH clock AS (
       LEFT JOIN busy AS b ON b.tenant_id = w.tenant_id
 ), claimed AS (
     UPDATE jobs AS j
-       SET state = 'running',
-           attempt = j.attempt + 1,
-           run_count = j.run_count + 1,
-           lease_owner = :worker_id,
-           lease_token = md5(random()::text || clock_timestamp()::text || j.id),
-           lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision),
-           started_at = coalesce(j.started_at, clock.now),
-           -- Clamped to [0, ten years] as in job_claim (storage.rows.MAX_INTERVAL_S).
-           deadline_at = coalesce(j.deadline_at,
-                                  clock.now + make_interval(secs => CASE
-                                      WHEN j.execution_timeout_s IS NOT NULL
-                                      THEN least(greatest(j.execution_timeout_s, 0), 315360000)
-                                  END)),
-           phase = 'awaiting_provider',
-           updated_at = clock.now,
-           event_seq = j.event_seq + 1,
-           transition_actor = :worker_id,
-           transition_reason = 'claimed'
+       {{claim_lease}}
       FROM clock
      WHERE j.id = ANY (ARRAY(SELECT id FROM ranked
                               WHERE max_running <= 0 OR would_run <= max_running))
     RETURNING j.*
 ), counted AS (
-    INSERT INTO tenant_stats AS t (tenant_id, claimed_total)
-    SELECT tenant_id, count(*) FROM claimed GROUP BY tenant_id
-    ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded.claimed_total
+    {{claim_counted}}
 )
 SELECT * FROM claimed
 

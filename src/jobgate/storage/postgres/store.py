@@ -28,7 +28,7 @@ from jobgate.domain.verdicts import (
     reap_verdict_or_poison,
 )
 from jobgate.storage import migrations
-from jobgate.storage.base import Now, SqlStorageBase, finish_payload
+from jobgate.storage.base import Now, finish_payload
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.batch import PostgresBatch, insert_params
 from jobgate.storage.postgres.bulk import PostgresBulk
@@ -45,19 +45,7 @@ from jobgate.storage.records import (
     QueueLimit,
     SubmitOutcome,
 )
-from jobgate.storage.store.admin import AdminQueries
-from jobgate.storage.store.batches import BatchesQueries
-from jobgate.storage.store.console import ConsoleQueries
-from jobgate.storage.store.jobs import JobQueries, job_decoder
-from jobgate.storage.store.limits import LimitQueries
-from jobgate.storage.store.retention import RetentionQueries
-from jobgate.storage.store.roles import RoleQueries
-from jobgate.storage.store.schedules import ScheduleQueries
-from jobgate.storage.store.sessions import SessionQueries
-from jobgate.storage.store.signals import SignalQueries
-from jobgate.storage.store.streams import StreamQueries
-from jobgate.storage.store.webhooks import WebhookQueries
-from jobgate.wakeups import ChangeHub
+from jobgate.storage.store.sql_store import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -75,24 +63,12 @@ def _in_order(finishes: Sequence[Finish], rows: Sequence[Row]) -> list[Finished 
 
 
 class PostgresStorage(
-    SqlStorageBase,
-    JobQueries,
-    SessionQueries,
-    RoleQueries,
-    SignalQueries,
-    LimitQueries,
+    SqlStore,
     PostgresRateLimits,
-    ScheduleQueries,
-    WebhookQueries,
-    AdminQueries,
     PostgresProviderStore,
     PostgresBatch,
     PostgresBulk,
-    RetentionQueries,
-    StreamQueries,
     PostgresBulkInsert,
-    BatchesQueries,
-    ConsoleQueries,
     PostgresTransport,
 ):
     dialect = "postgres"
@@ -107,14 +83,14 @@ class PostgresStorage(
         lock_timeout_ms: int = 5000,
     ) -> None:
         self.dsn = dsn
-        self.changes = ChangeHub()
-        self._sql = PostgresExecutor(
-            dsn,
-            pool_size=pool_size,
-            acquire_timeout_s=acquire_timeout_s,
-            lock_timeout_ms=lock_timeout_ms,
+        super().__init__(
+            PostgresExecutor(
+                dsn,
+                pool_size=pool_size,
+                acquire_timeout_s=acquire_timeout_s,
+                lock_timeout_ms=lock_timeout_ms,
+            )
         )
-        self._decode = job_decoder(self._sql.codec)
         self._listening = asyncio.Event()
 
     # -- plumbing ----------------------------------------------------------------------

@@ -9,14 +9,14 @@ from typing import Any
 from jobgate.domain.job import Job
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.records import ClaimPolicy, ClaimRequest
-from jobgate.storage.store.transport import ClaimById, TransportQueries
+from jobgate.storage.records import ClaimRequest
+from jobgate.storage.store.transport import TransportQueries
 
 
-def claim_params(claim: ClaimRequest | ClaimById) -> dict[str, Any]:
+def claim_params(claim: ClaimRequest) -> dict[str, Any]:
     """A claim's parameters as job_claim and job_claim_by_id take them: its fields, and its
     rules flattened into the shares and defaults the SQL computes caps and fair shares from."""
-    rules: ClaimPolicy = claim.rules
+    rules = claim.rules
     shares = [
         {
             "tenant_id": tenant_id,
@@ -40,7 +40,7 @@ def claim_params(claim: ClaimRequest | ClaimById) -> dict[str, Any]:
 class PostgresTransport(TransportQueries):
     _sql: PostgresExecutor
 
-    async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
+    async def _claim_by_id(self, claim: ClaimRequest) -> list[Job]:
         """Two statements while capped (the lock, then the claim), hence a dialect's own."""
         rules = claim.rules
 

@@ -309,21 +309,30 @@ UPDATE jobs
                LIMIT :limit)
 RETURNING id
 
+-- fragment: redrive_reset
+-- THE reset of every redrive (job_redrive, job_bulk_redrive), in `UPDATE jobs` setting the
+-- transition's reason: a new attempt series (and, if a provider job of it ended, a new provider
+-- generation), logged as the :actor's.
+state = 'queued',
+attempt = 0,
+lost_count = 0,
+series = series + 1,
+provider_generation = provider_generation
+                      + CASE WHEN provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
+dead_lettered = 0,
+run_at = :now,
+completed_at = NULL,
+deadline_at = NULL,
+started_at = NULL,
+updated_at = :now,
+event_seq = event_seq + 1,
+transition_actor = :actor
+
 -- name: job_redrive
 -- An operator's redrive: a dead-lettered failed job starts a new attempt series (and, if a
 -- provider job of it ended, a new provider generation).
 UPDATE jobs
-   SET state = 'queued',
-       attempt = 0,
-       lost_count = 0,
-       series = series + 1,
-       provider_generation = provider_generation
-                             + CASE WHEN provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
-       dead_lettered = 0,
-       run_at = :now,
-       completed_at = NULL,
-       deadline_at = NULL,
-       started_at = NULL,
+   SET {{redrive_reset}},
        -- A new series starts clean: no old cancel request (it would cancel the job at its
        -- first heartbeat), and a start deadline as long as the submit's, from now.
        cancel_requested_at = NULL,
@@ -331,9 +340,6 @@ UPDATE jobs
        cancel_sent_at = NULL,
        start_timeout_s = coalesce(start_timeout_s, expires_at - created_at),
        expires_at = :now + coalesce(start_timeout_s, expires_at - created_at),
-       updated_at = :now,
-       event_seq = event_seq + 1,
-       transition_actor = :actor,
        transition_reason = 'redrive'
  WHERE id = :id AND tenant_id = :tenant_id AND state = 'failed' AND dead_lettered = 1
    AND purged_at IS NULL  -- a purged job has no input left to send

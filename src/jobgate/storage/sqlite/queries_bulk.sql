@@ -63,20 +63,7 @@ RETURNING id, state
 -- name: job_bulk_redrive
 -- Redrive picked dead-lettered jobs as job_redrive does; a purged job is never redriven.
 UPDATE jobs
-   SET state = 'queued',
-       attempt = 0,
-       lost_count = 0,
-       series = series + 1,
-       provider_generation = provider_generation
-                             + CASE WHEN provider_job_id IS NOT NULL THEN 1 ELSE 0 END,
-       dead_lettered = 0,
-       run_at = :now,
-       completed_at = NULL,
-       deadline_at = NULL,
-       started_at = NULL,
-       updated_at = :now,
-       event_seq = event_seq + 1,
-       transition_actor = :actor,
+   SET {{redrive_reset}},
        transition_reason = :reason
  WHERE id IN (SELECT value FROM json_each(:ids))
    AND state = 'failed' AND dead_lettered = 1 AND purged_at IS NULL

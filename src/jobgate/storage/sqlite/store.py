@@ -26,7 +26,7 @@ from jobgate.domain.verdicts import (
     reap_verdict_or_poison,
 )
 from jobgate.storage import migrations, records, shared, sql
-from jobgate.storage.base import Now, SqlStorageBase, finish_payload
+from jobgate.storage.base import Now, finish_payload
 from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
 from jobgate.storage.sqlite.bulk import SqliteBulk
@@ -39,17 +39,7 @@ from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
-from jobgate.storage.store.admin import AdminQueries
-from jobgate.storage.store.batches import BatchesQueries
-from jobgate.storage.store.console import ConsoleQueries
-from jobgate.storage.store.jobs import JobQueries, job_decoder
-from jobgate.storage.store.limits import LimitQueries
-from jobgate.storage.store.roles import RoleQueries
-from jobgate.storage.store.schedules import ScheduleQueries
-from jobgate.storage.store.sessions import SessionQueries
-from jobgate.storage.store.signals import SignalQueries
-from jobgate.storage.store.streams import StreamQueries
-from jobgate.wakeups import ChangeHub
+from jobgate.storage.store.sql_store import SqlStore
 
 Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)
@@ -83,24 +73,14 @@ def path_from_url(url: str) -> str:
 
 
 class SqliteStorage(
-    SqlStorageBase,
-    JobQueries,
-    SessionQueries,
-    RoleQueries,
-    SignalQueries,
-    LimitQueries,
+    SqlStore,
     SqliteRateLimits,
-    ScheduleQueries,
     SqliteWebhookStore,
-    AdminQueries,
     SqliteProviderStore,
     SqliteBatch,
     SqliteBulk,
     SqliteRetention,
-    StreamQueries,
     SqliteBulkInsert,
-    BatchesQueries,
-    ConsoleQueries,
     SqliteTransport,
 ):
     dialect = "sqlite"
@@ -108,11 +88,9 @@ class SqliteStorage(
 
     def __init__(self, path: str, *, clock: Clock | None = None) -> None:
         self.path = path
-        self.changes = ChangeHub()
         self._clock = clock or SystemClock()
         self._db = SqliteDatabase(path, configure=register_functions)
-        self._sql = SqliteExecutor(self._db, self._clock)
-        self._decode = job_decoder(self._sql.codec)
+        super().__init__(SqliteExecutor(self._db, self._clock))
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None) -> SqliteStorage:

@@ -8,9 +8,10 @@ from typing import Any
 
 from jobgate.domain.job import Job
 from jobgate.storage import sql
+from jobgate.storage.records import ClaimRequest
 from jobgate.storage.sqlite.claims import RunningSlots, lease
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.store.transport import ClaimById, TransportQueries
+from jobgate.storage.store.transport import TransportQueries
 
 Q = sql.load("jobgate.storage.sqlite")
 
@@ -18,7 +19,7 @@ Q = sql.load("jobgate.storage.sqlite")
 class SqliteTransport(TransportQueries):
     _db: SqliteDatabase
 
-    async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
+    async def _claim_by_id(self, claim: ClaimRequest) -> list[Job]:
         json, rules = self._sql.codec.json, claim.rules
         at = self._sql.codec.now(claim.now)
         params = {"ids": json(claim.ids), "now": at, "providers": json(claim.providers)}

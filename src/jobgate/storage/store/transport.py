@@ -4,28 +4,15 @@ each dialect supplies `_claim_by_id`."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
 from jobgate.domain.job import Job
 from jobgate.storage.executor import SqlPart
-from jobgate.storage.records import ClaimedById, ClaimPolicy, Publication
+from jobgate.storage.records import ClaimedById, ClaimPolicy, ClaimRequest, Publication
 from jobgate.storage.rows import RowDecoder
 
 UNBOUNDED = 2**31 - 1
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ClaimById:
-    """A claim by id as a dialect runs it."""
-
-    worker_id: str
-    ids: list[str]  # sorted, distinct
-    lease_ttl_s: float
-    providers: list[str] | None
-    rules: ClaimPolicy
-    now: datetime | None
 
 
 class TransportQueries(SqlPart):
@@ -45,9 +32,10 @@ class TransportQueries(SqlPart):
         if not ids:
             return ClaimedById([], [])
         claimed = await self._claim_by_id(
-            ClaimById(
+            ClaimRequest(
                 worker_id=worker_id,
                 ids=ids,
+                limit=len(ids),
                 lease_ttl_s=lease_ttl_s,
                 providers=None if providers is None else list(providers),
                 rules=policy or ClaimPolicy(),
@@ -65,7 +53,7 @@ class TransportQueries(SqlPart):
             deferred = sorted(row["id"] for row in queued)
         return ClaimedById(claimed, deferred)
 
-    async def _claim_by_id(self, claim: ClaimById) -> list[Job]:
+    async def _claim_by_id(self, claim: ClaimRequest) -> list[Job]:
         """Lease those of `claim.ids` that are claimable now within the caps of its rules."""
         raise NotImplementedError
 

@@ -1,0 +1,55 @@
+"""The store written once: the lease holder's entry points (`base.SqlStorageBase`) and every
+family of this package. A dialect's store class inherits it after its own parts: a dialect's
+subclass of a family (say `SqliteWebhookStore(WebhookQueries)`) precedes that family in the
+method resolution order, so its overrides win."""
+
+from __future__ import annotations
+
+from jobgate.storage.base import SqlStorageBase
+from jobgate.storage.executor import Executor
+from jobgate.storage.store.admin import AdminQueries
+from jobgate.storage.store.batch import BatchQueries
+from jobgate.storage.store.batches import BatchesQueries
+from jobgate.storage.store.bulk import BulkQueries
+from jobgate.storage.store.bulk_insert import BulkInsertQueries
+from jobgate.storage.store.console import ConsoleQueries
+from jobgate.storage.store.jobs import JobQueries, job_decoder
+from jobgate.storage.store.limits import LimitQueries
+from jobgate.storage.store.providers import ProviderQueries
+from jobgate.storage.store.rate_limits import RateLimitQueries
+from jobgate.storage.store.retention import RetentionQueries
+from jobgate.storage.store.roles import RoleQueries
+from jobgate.storage.store.schedules import ScheduleQueries
+from jobgate.storage.store.sessions import SessionQueries
+from jobgate.storage.store.signals import SignalQueries
+from jobgate.storage.store.streams import StreamQueries
+from jobgate.storage.store.transport import TransportQueries
+from jobgate.storage.store.webhooks import WebhookQueries
+from jobgate.wakeups import ChangeHub
+
+
+class SqlStore(
+    SqlStorageBase,
+    JobQueries,
+    SessionQueries,
+    RoleQueries,
+    SignalQueries,
+    LimitQueries,
+    RateLimitQueries,
+    ScheduleQueries,
+    WebhookQueries,
+    AdminQueries,
+    ProviderQueries,
+    BatchQueries,
+    BulkQueries,
+    RetentionQueries,
+    StreamQueries,
+    BulkInsertQueries,
+    BatchesQueries,
+    ConsoleQueries,
+    TransportQueries,
+):
+    def __init__(self, sql: Executor) -> None:
+        self.changes = ChangeHub()
+        self._sql = sql
+        self._decode = job_decoder(sql.codec)
