@@ -174,19 +174,6 @@ class SqlStorageBase(SqlPart):
         publish_finished(self.changes, finished)
         return shared.reap_result(finished, verdicts, poisonings)
 
-    def _bulk_published(self, action: BulkAction, changed: Sequence[tuple[str, str]]) -> None:
-        """Wake this process's waiters after a committed bulk chunk of (job id, new state)."""
-        if not changed:
-            return
-        self.changes.jobs_changed(job_id for job_id, _ in changed)
-        if action is BulkAction.REDRIVE:
-            self.changes.work_available()
-            return
-        running = [job_id for job_id, state in changed if state == JobState.RUNNING]
-        if running:
-            self.changes.cancel_requested(running)
-        self.changes.outbox_available()
-
 
 def bulk_filter_params(
     where: JobFilter,

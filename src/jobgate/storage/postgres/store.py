@@ -37,7 +37,7 @@ from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import admit
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
-from jobgate.storage.postgres.transport import PostgresTransport, claim_params
+from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.records import (
     ClaimRequest,
     Finished,
@@ -54,6 +54,14 @@ CHANNEL = "jobgate"
 
 def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return lambda _conn: event.set()
+
+
+async def _applied_versions(conn: Conn) -> set[int]:
+    """The migrations applied, read under the migrations lock (taken first: two processes
+    creating the table at once collide in pg_type), held until the transaction ends."""
+    await conn.execute(Q["migrations_lock"].sql)
+    await conn.execute(Q["migrations_table"].sql)
+    return {row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)}
 
 
 def _in_order(finishes: Sequence[Finish], rows: Sequence[Row]) -> list[Finished | None]:
@@ -108,11 +116,8 @@ class PostgresStorage(
         """Under an advisory lock, in one transaction: PostgreSQL runs DDL transactionally."""
 
         async def apply(conn: Conn) -> list[int]:
-            # The lock first: two processes creating the table at once collide in pg_type.
-            await conn.execute(Q["migrations_lock"].sql)
-            await conn.execute(Q["migrations_table"].sql)
-            done = {row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)}
             applied = []
+            done = await _applied_versions(conn)
             for migration in migrations.pending("jobgate.storage.postgres", done):
                 await conn.execute(migration.sql)
                 await self._sql.fetch(
@@ -127,10 +132,7 @@ class PostgresStorage(
         """Read under the migrations lock, so a concurrent migrate is waited for."""
 
         async def read(conn: Conn) -> int:
-            await conn.execute(Q["migrations_lock"].sql)
-            await conn.execute(Q["migrations_table"].sql)
-            versions = [row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)]
-            return max(versions, default=0)
+            return max(await _applied_versions(conn), default=0)
 
         return await self._sql.run(read, transaction=True)
 
@@ -258,16 +260,7 @@ class PostgresStorage(
     async def _claim(self, claim: ClaimRequest) -> list[Job]:
         """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
         transaction lock (SQLite's one writer computes them in Python)."""
-        rules = claim.rules
-        params = claim_params(claim)
-
-        async def take(conn: Conn) -> list[Row]:
-            if rules.capped:
-                await self._sql.fetch(conn, "job_claim_lock")
-            return await self._sql.fetch(conn, "job_claim", **params)
-
-        rows = await self._sql.run(take, transaction=rules.capped)
-        by_id = {row["id"]: self._decode.job(row) for row in rows}
+        by_id = {job.id: job for job in await self._claimed("job_claim", claim)}
         return sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
 
     async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:

@@ -40,14 +40,17 @@ def claim_params(claim: ClaimRequest) -> dict[str, Any]:
 class PostgresTransport(TransportQueries):
     _sql: PostgresExecutor
 
-    async def _claim_by_id(self, claim: ClaimRequest) -> list[Job]:
-        """Two statements while capped (the lock, then the claim), hence a dialect's own."""
-        rules = claim.rules
+    async def _claimed(self, query: str, claim: ClaimRequest) -> list[Job]:
+        """One claim statement (job_claim, job_claim_by_id); while a cap applies, behind
+        job_claim_lock in the same transaction: two statements, hence the dialect's own."""
+        capped = claim.rules.capped
 
         async def run(conn: Conn) -> list[Row]:
-            if rules.capped:
+            if capped:
                 await self._sql.fetch(conn, "job_claim_lock")
-            return await self._sql.fetch(conn, "job_claim_by_id", **claim_params(claim))
+            return await self._sql.fetch(conn, query, **claim_params(claim))
 
-        rows = await self._sql.run(run, transaction=rules.capped)
-        return [self._decode.job(row) for row in rows]
+        return [self._decode.job(row) for row in await self._sql.run(run, transaction=capped)]
+
+    async def _claim_by_id(self, claim: ClaimRequest) -> list[Job]:
+        return await self._claimed("job_claim_by_id", claim)

@@ -9,11 +9,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from jobgate import errors
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage import sql
 from jobgate.storage.records import (
     BulkItem,
     BulkResult,
@@ -22,13 +19,8 @@ from jobgate.storage.records import (
     SubmitOutcome,
 )
 from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
+from jobgate.storage.sqlite.executor import Q, json_text
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
-
-Q = sql.load("jobgate.storage.sqlite")
-
-
-def _json_in(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
 
 
 def insert_params(job: NewJob, at: float) -> dict[str, Any]:
@@ -36,7 +28,7 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
     wanted = at + job.delay_s if job.run_at is None else job.run_at.timestamp()
     run_at = max(at, wanted)  # a time in the past means now
     return {
-        **new_job_fields(job, _json_in),
+        **new_job_fields(job, json_text),
         "now": at,
         "run_at": run_at,
         "expires_at": None

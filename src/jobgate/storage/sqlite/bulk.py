@@ -9,11 +9,9 @@ import sqlite3
 from typing import Any
 
 from jobgate.domain.bulk import BulkAction
-from jobgate.storage import sql
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import Q
 from jobgate.storage.store.bulk import BULK_UPDATE, BulkQueries, Changed
-
-Q = sql.load("jobgate.storage.sqlite")
 
 
 class SqliteBulk(BulkQueries):

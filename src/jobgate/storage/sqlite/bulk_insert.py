@@ -9,13 +9,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from jobgate import errors
-from jobgate.storage import sql
 from jobgate.storage.records import BulkItem, BulkResult, QueueLimit
 from jobgate.storage.sqlite.batch import insert_job, replay_or_bind
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import Q
 from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
-
-Q = sql.load("jobgate.storage.sqlite")
 
 
 class SqliteBulkInsert(BulkInsertQueries):

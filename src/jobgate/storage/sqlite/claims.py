@@ -11,12 +11,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
-from jobgate.storage import sql
 from jobgate.storage.records import ClaimPolicy, TenantShare
-
-Q = sql.load("jobgate.storage.sqlite")
+from jobgate.storage.sqlite.executor import Q, json_text
 
 
 @dataclasses.dataclass(slots=True)
@@ -55,7 +51,7 @@ def lease(
     """Lease the chosen jobs still queued, and count each tenant's claims (its drain rate). The
     rows come back in the order of `ids`, to be decoded by the caller once committed: the writer
     moves on to the next group meanwhile instead of building Jobs inside the transaction."""
-    params = {"ids": orjson.dumps(list(ids)).decode(), "worker_id": worker_id, "now": now}
+    params = {"ids": json_text(list(ids)), "worker_id": worker_id, "now": now}
     cursor = conn.execute(Q["job_claim"].sql, {**params, "lease_ttl_s": lease_ttl_s})
     claimed = {row["id"]: row for row in mapped_rows(cursor)}
     for tenant_id, count in collections.Counter(r["tenant_id"] for r in claimed.values()).items():

@@ -24,6 +24,11 @@ Q = sql.load("jobgate.storage.sqlite")
 _loads = tolerant_json(orjson.loads)
 
 
+def json_text(value: Any) -> str | None:
+    """A JSON parameter as SQLite stores it: text, or NULL."""
+    return None if value is None else orjson.dumps(value).decode()
+
+
 class SqliteCodec:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -36,7 +41,7 @@ class SqliteCodec:
         return None if value is None else value.timestamp()
 
     def json(self, value: Any) -> str | None:
-        return None if value is None else orjson.dumps(value).decode()
+        return json_text(value)
 
     def flag(self, value: bool | None) -> int | None:
         return None if value is None else int(value)

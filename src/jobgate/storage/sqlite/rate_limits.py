@@ -9,11 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from jobgate.domain.rate_limits import Bucket
-from jobgate.storage import sql
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import Q
 from jobgate.storage.store.rate_limits import Change, RateLimitQueries, held_states
-
-Q = sql.load("jobgate.storage.sqlite")
 
 
 class SqliteRateLimits(RateLimitQueries):

@@ -6,11 +6,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-import orjson
-
 from jobgate.storage.records import RetentionBatch
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.executor import Q
+from jobgate.storage.sqlite.executor import Q, json_text
 from jobgate.storage.store.retention import RetentionQueries
 
 
@@ -24,7 +22,7 @@ class SqliteRetention(RetentionQueries):
             ids = [row["id"] for row in conn.execute(Q["retention_pick"].sql, params)]
             if not ids:
                 return RetentionBatch()
-            batch = {"ids": orjson.dumps(ids).decode()}
+            batch = {"ids": json_text(ids)}
             conn.execute(Q["retention_rollup"].sql, batch)
 
             def rows(name: str) -> int:

@@ -25,7 +25,7 @@ from jobgate.domain.verdicts import (
     RetryDelay,
     reap_verdict_or_poison,
 )
-from jobgate.storage import migrations, records, shared, sql
+from jobgate.storage import migrations, records, shared
 from jobgate.storage.base import Now, finish_payload
 from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
@@ -33,7 +33,7 @@ from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.claims import RunningSlots, lease, mapped_rows
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.executor import SqliteExecutor
+from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
@@ -41,7 +41,6 @@ from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 from jobgate.storage.store.sql_store import SqlStore
 
-Q = sql.load("jobgate.storage.sqlite")
 _EPOCH = from_unix(0)
 FOREIGN_COMMIT_CHECK_S = 1.0
 
@@ -110,10 +109,8 @@ class SqliteStorage(
         now = self._sql.codec.now(None)
 
         def apply(conn: sqlite3.Connection) -> list[int]:
-            conn.execute(Q["migrations_table"].sql)
-            done = {row[0] for row in conn.execute(Q["migrations_applied"].sql)}
             applied = []
-            for migration in migrations.pending("jobgate.storage.sqlite", done):
+            for migration in migrations.pending("jobgate.storage.sqlite", _applied_versions(conn)):
                 for statement in _statements(migration.sql):
                     conn.execute(statement)
                 conn.execute(
@@ -126,12 +123,7 @@ class SqliteStorage(
         return await self._db.write(apply)
 
     async def schema_version(self) -> int:
-        def read(conn: sqlite3.Connection) -> int:
-            conn.execute(Q["migrations_table"].sql)
-            versions = [row[0] for row in conn.execute(Q["migrations_applied"].sql)]
-            return max(versions, default=0)
-
-        return await self._db.read(read)
+        return await self._db.read(lambda conn: max(_applied_versions(conn), default=0))
 
     async def listen(self) -> None:
         """Notice commits made by other processes sharing the file (there is no NOTIFY on
@@ -350,6 +342,11 @@ class SqliteStorage(
             return self._finish(conn, verdicts, at, expired_only=True)
 
         return await self._db.write(reap), verdicts, poisonings
+
+
+def _applied_versions(conn: sqlite3.Connection) -> set[int]:
+    conn.execute(Q["migrations_table"].sql)
+    return {row[0] for row in conn.execute(Q["migrations_applied"].sql)}
 
 
 def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:

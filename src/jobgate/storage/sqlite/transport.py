@@ -7,13 +7,11 @@ import sqlite3
 from typing import Any
 
 from jobgate.domain.job import Job
-from jobgate.storage import sql
 from jobgate.storage.records import ClaimRequest
 from jobgate.storage.sqlite.claims import RunningSlots, lease
 from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import Q
 from jobgate.storage.store.transport import TransportQueries
-
-Q = sql.load("jobgate.storage.sqlite")
 
 
 class SqliteTransport(TransportQueries):

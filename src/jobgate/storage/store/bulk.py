@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobgate.domain.bulk import BulkAction, JobFilter
+from jobgate.domain.states import JobState
 from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import BulkChunk
@@ -18,12 +19,6 @@ Changed = list[tuple[str, str]]
 
 
 class BulkQueries(SqlPart):
-    if TYPE_CHECKING:  # supplied by the host store (base.SqlStorageBase)
-
-        def _bulk_published(
-            self, action: BulkAction, changed: Sequence[tuple[str, str]]
-        ) -> None: ...
-
     def _job_filter(self, where: JobFilter, action: BulkAction) -> dict[str, Any]:
         """The `job_filter` fragment's parameters (and the action's `:action`)."""
         codec = self._sql.codec
@@ -58,6 +53,19 @@ class BulkQueries(SqlPart):
         """Pick the chunk (`job_bulk_pick` with `pick`) and apply `action` to its ids (the
         action's query with `change` and `ids`, a JSON array), in one transaction."""
         raise NotImplementedError
+
+    def _bulk_published(self, action: BulkAction, changed: Sequence[tuple[str, str]]) -> None:
+        """Wake this process's waiters after a committed bulk chunk of (job id, new state)."""
+        if not changed:
+            return
+        self.changes.jobs_changed(job_id for job_id, _ in changed)
+        if action is BulkAction.REDRIVE:
+            self.changes.work_available()
+            return
+        running = [job_id for job_id, state in changed if state == JobState.RUNNING]
+        if running:
+            self.changes.cancel_requested(running)
+        self.changes.outbox_available()
 
 
 BULK_UPDATE = {
