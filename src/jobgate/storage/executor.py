@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from jobgate.storage.rows import RowDecoder
 from jobgate.wakeups import ChangeHub
 
 
@@ -82,3 +83,4 @@ class SqlPart:
 
     _sql: Executor
     changes: ChangeHub  # this process's wake-up hub: publish after a committed write
+    _decode: RowDecoder  # every record's decoder for this codec (store.jobs.job_decoder)

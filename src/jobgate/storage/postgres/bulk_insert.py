@@ -5,8 +5,9 @@ own (SQLite runs the whole call inside one write operation of its single writer)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -23,6 +24,18 @@ from jobgate.storage.records import (
     SubmitOutcome,
 )
 from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
+
+
+@contextlib.contextmanager
+def key_in_use() -> Iterator[None]:
+    """An Idempotency-Key whose binding another transaction holds past lock_timeout is in use
+    (errors.IdempotencyInProgress), not the database unavailable."""
+    try:
+        yield
+    except errors.StorageUnavailable as exc:
+        if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
+            raise errors.IdempotencyInProgress() from exc
+        raise
 
 
 class PostgresBulkInsert(BulkInsertQueries):
@@ -57,12 +70,8 @@ class PostgresBulkInsert(BulkInsertQueries):
                     await check_bounds(self._sql, conn, queue_limit, new)
             return done
 
-        try:
+        with key_in_use():
             return await self._sql.run(insert, transaction=True)
-        except errors.StorageUnavailable as exc:
-            if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
-                raise errors.IdempotencyInProgress() from exc
-            raise
 
     async def _insert_keyed(self, conn: Conn, item: BulkItem, now: datetime | None) -> BulkResult:
         claim = item.idempotency

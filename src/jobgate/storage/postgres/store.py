@@ -32,7 +32,7 @@ from jobgate.storage.base import Now, finish_payload
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.batch import PostgresBatch, insert_params
 from jobgate.storage.postgres.bulk import PostgresBulk
-from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert
+from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert, key_in_use
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import admit
 from jobgate.storage.postgres.providers import PostgresProviderStore
@@ -214,12 +214,8 @@ class PostgresStorage(
             return SubmitOutcome(self._decode.job(row), False, 202)
         params.update(dataclasses.asdict(idem))
         for _ in range(3):  # a binding may expire between our two statements: look again
-            try:
+            with key_in_use():
                 row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
-            except errors.StorageUnavailable as exc:
-                if isinstance(exc.__cause__, asyncpg.exceptions.LockNotAvailableError):
-                    raise errors.IdempotencyInProgress() from exc
-                raise
             if row is not None:
                 return SubmitOutcome(self._decode.job(row), False, 202)
             replay = await self._replayed(job.tenant_id, idem, now)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobgate import errors
 from jobgate.domain.job import Job, NewJob
@@ -21,6 +21,7 @@ from jobgate.storage.records import (
 from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
 from jobgate.storage.sqlite.executor import Q, json_text
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
+from jobgate.storage.store.bulk_insert import BulkInsertQueries
 
 
 def insert_params(job: NewJob, at: float) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def replay_or_bind(
     return SubmitOutcome(decode.job(row), True, seen["status_code"])
 
 
-class SqliteBatch(BatchQueries):
+class SqliteBatch(BatchQueries, BulkInsertQueries):  # _insert_bulk: sqlite.bulk_insert's
     async def _insert_many(
         self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[Job]:
@@ -69,9 +70,3 @@ class SqliteBatch(BatchQueries):
         operation of the single writer (raising rolls all of it back)."""
         results = await self._insert_bulk([BulkItem(job) for job in jobs], queue_limit, now)
         return [result.job for result in results if isinstance(result, SubmitOutcome)]
-
-    if TYPE_CHECKING:  # supplied by the host store (sqlite.bulk_insert)
-
-        async def _insert_bulk(
-            self, items: Sequence[BulkItem], queue_limit: QueueLimit | None, now: datetime | None
-        ) -> list[BulkResult]: ...

@@ -11,12 +11,10 @@ from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import EndpointHealth, TenantOverview
-from jobgate.storage.rows import RowDecoder, from_columns
+from jobgate.storage.rows import from_columns
 
 
 class AdminQueries(SqlPart):
-    _decode: RowDecoder  # the host store's, built from its codec
-
     if TYPE_CHECKING:  # the host store's
 
         async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None: ...

@@ -11,7 +11,6 @@ from typing import Any
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import QueueLimit
-from jobgate.storage.rows import RowDecoder
 
 
 def new_job_fields(job: NewJob, json: Callable[[Any], Any]) -> dict[str, Any]:
@@ -36,8 +35,6 @@ def new_job_fields(job: NewJob, json: Callable[[Any], Any]) -> dict[str, Any]:
 
 
 class BatchQueries(SqlPart):
-    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
-
     async def job_insert_many(
         self,
         *,

@@ -15,12 +15,9 @@ from jobgate.storage.records import (
     FileRecord,
     NewBatchItem,
 )
-from jobgate.storage.rows import RowDecoder
 
 
 class BatchesQueries(SqlPart):
-    _decode: RowDecoder  # the store's (store.jobs.job_decoder), built once by the store
-
     # -- files ----------------------------------------------------------------------------
 
     async def file_create(

@@ -10,7 +10,6 @@ from datetime import datetime
 from jobgate.domain.job import Job
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
-from jobgate.storage.rows import RowDecoder
 
 
 def new_jobs(results: Sequence[BulkResult]) -> list[Job]:
@@ -19,8 +18,6 @@ def new_jobs(results: Sequence[BulkResult]) -> list[Job]:
 
 
 class BulkInsertQueries(SqlPart):
-    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
-
     async def job_insert_bulk(
         self,
         *,

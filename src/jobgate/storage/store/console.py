@@ -11,12 +11,9 @@ from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
 from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
-from jobgate.storage.rows import RowDecoder
 
 
 class ConsoleQueries(SqlPart):
-    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
-
     async def console_transitions(self, *, since: datetime, limit: int) -> list[Transition]:
         codec = self._sql.codec
         rows = await self._sql.read("console_transitions", since=codec.time(since), limit=limit)

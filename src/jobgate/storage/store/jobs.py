@@ -26,8 +26,6 @@ def job_decoder(codec: Codec) -> RowDecoder:
 
 
 class JobQueries(SqlPart):
-    _decode: RowDecoder  # job_decoder(self._sql.codec), built once by the store's __init__
-
     # -- tenants and keys --------------------------------------------------------------
 
     async def tenant_create(

@@ -17,12 +17,9 @@ from jobgate.storage.records import (
     ReconcileDeferral,
     Settlement,
 )
-from jobgate.storage.rows import RowDecoder
 
 
 class ProviderQueries(SqlPart):
-    _decode: RowDecoder  # the host store's, built from its codec
-
     def _background(self, row: Row, *, claimed: bool = False) -> BackgroundJob:
         time = self._sql.codec.time_out
         return BackgroundJob(

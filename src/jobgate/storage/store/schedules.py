@@ -6,12 +6,9 @@ from datetime import datetime
 
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import Schedule
-from jobgate.storage.rows import RowDecoder
 
 
 class ScheduleQueries(SqlPart):
-    _decode: RowDecoder  # the host store's, built from its codec
-
     async def schedule_insert(self, *, schedule: Schedule) -> Schedule:
         codec = self._sql.codec
         row = await self._sql.write_one(

@@ -10,14 +10,11 @@ from datetime import datetime
 from jobgate.domain.job import Job
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import ClaimedById, ClaimPolicy, ClaimRequest, Publication
-from jobgate.storage.rows import RowDecoder
 
 UNBOUNDED = 2**31 - 1
 
 
 class TransportQueries(SqlPart):
-    _decode: RowDecoder  # the job decoder (store.jobs.job_decoder), built once by the store
-
     async def job_claim_by_id(
         self,
         *,

@@ -16,12 +16,9 @@ from jobgate.storage.records import (
     NewWebhookEndpoint,
     WebhookEndpoint,
 )
-from jobgate.storage.rows import RowDecoder
 
 
 class WebhookQueries(SqlPart):
-    _decode: RowDecoder  # the store's (store.jobs.job_decoder), built once by the store
-
     async def webhook_endpoint_create(
         self, *, endpoint: NewWebhookEndpoint, now: datetime | None = None
     ) -> WebhookEndpoint:
