@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from jobgate import errors
@@ -59,6 +61,16 @@ async def test_a_bound_passed_stores_nothing(storage: Storage, clock: FakeClock)
         items=items, queue_limit=QueueLimit(tenant_max=4), now=clock.now()
     )
     assert all(isinstance(r, SubmitOutcome) and not r.replayed for r in results)
+
+
+async def test_a_keyed_item_keeps_its_run_at(storage: Storage, clock: FakeClock) -> None:
+    """A keyed item's times travel as job_insert's do (PostgreSQL once passed run_at as text)."""
+    tenant = await make_tenant(storage)
+    later = clock.now() + timedelta(hours=1)
+    items = [BulkItem(new_job(tenant, run_at=later), claim("t")), BulkItem(new_job(tenant))]
+    keyed, keyless = await storage.job_insert_bulk(items=items, now=clock.now())
+    assert isinstance(keyed, SubmitOutcome) and keyed.job.run_at == later
+    assert isinstance(keyless, SubmitOutcome) and keyless.job.run_at == clock.now()
 
 
 async def test_an_empty_call_stores_nothing(storage: Storage) -> None:
