@@ -41,6 +41,18 @@ def _offenders(paths: list[Path], forbidden: tuple[str, ...]) -> dict[str, list[
 @pytest.mark.parametrize(
     ("modules", "forbidden"),
     [
+        (
+            "domain",
+            (
+                "jobgate.storage",
+                "jobgate.services",
+                "jobgate.providers",
+                "jobgate.http",
+                "jobgate.process",
+                "jobgate.cli",
+                "jobgate.wakeups",
+            ),
+        ),
         ("services", ("uvicorn", "jobgate.http", "jobgate.process", "jobgate.cli")),
         ("storage", ("jobgate.services", "jobgate.http", "jobgate.process", "jobgate.cli")),
         ("wakeups.py", ("jobgate.storage", "jobgate.services", "jobgate.http", "jobgate.process")),
