@@ -5,7 +5,9 @@ and every rendered job, in every state, with optional fields empty or filled, va
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,10 +16,13 @@ import pytest
 
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
+from jobgate.http import job_notes
 from jobgate.http.models import JobOut
 from jobgate.http.views import job_view
 
-ADDED_BY_NOTES = {"queue_position"}  # http.job_notes adds it to a queued job on GET
+# http.job_notes adds these on GET /v1/jobs/{id}: a queued job's place in line, a streaming
+# job's tokens so far, and a note on what holds a job up (no reconciler, a rate limit).
+ADDED_BY_NOTES = {"queue_position", "output_tokens", "note"}
 
 
 class StrictJobOut(JobOut):
@@ -114,3 +119,38 @@ def test_every_rendered_job_validates_against_jobout(state: JobState, make: Any)
     checked = StrictJobOut.model_validate(view)
     # Nothing is coerced on the way: what JobOut reads back is what was rendered.
     assert checked.model_dump(exclude=ADDED_BY_NOTES) == view
+
+
+def _members_job_notes_sets() -> set[str]:
+    """Every `view["member"] = …` that http.job_notes writes."""
+    tree = ast.parse(inspect.getsource(job_notes))
+    return {
+        target.slice.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Subscript)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "view"
+        and isinstance(target.slice, ast.Constant)
+        and isinstance(target.slice.value, str)
+    }
+
+
+def test_what_job_notes_adds_is_declared_by_jobout() -> None:
+    added = _members_job_notes_sets()
+    assert added - set(JobOut.model_fields) == set(), "added on GET but not in /openapi.json"
+    assert ADDED_BY_NOTES <= added, "ADDED_BY_NOTES names a member job_notes no longer adds"
+
+
+@pytest.mark.parametrize("state", [JobState.QUEUED, JobState.RUNNING])
+def test_an_annotated_job_validates_against_jobout(state: JobState) -> None:
+    view = {
+        **job_view(full_job(state)),
+        "queue_position": 3,
+        "output_tokens": 120,
+        "phase": "rate_limited",
+        "note": "waiting for the shared rate limit of sim (~2 s)",
+    }
+    checked = StrictJobOut.model_validate(view)
+    assert checked.model_dump() == view

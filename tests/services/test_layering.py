@@ -41,6 +41,18 @@ def _offenders(paths: list[Path], forbidden: tuple[str, ...]) -> dict[str, list[
 @pytest.mark.parametrize(
     ("modules", "forbidden"),
     [
+        (
+            "domain",
+            (
+                "jobgate.storage",
+                "jobgate.services",
+                "jobgate.providers",
+                "jobgate.http",
+                "jobgate.process",
+                "jobgate.cli",
+                "jobgate.wakeups",
+            ),
+        ),
         ("services", ("uvicorn", "jobgate.http", "jobgate.process", "jobgate.cli")),
         ("storage", ("jobgate.services", "jobgate.http", "jobgate.process", "jobgate.cli")),
         ("wakeups.py", ("jobgate.storage", "jobgate.services", "jobgate.http", "jobgate.process")),
@@ -62,3 +74,20 @@ def test_only_the_cli_imports_the_composition_root() -> None:
         if path.relative_to(PACKAGE).parts[0] not in ("process", "cli")
     ]
     assert _offenders(outside, ("jobgate.process",)) == {}
+
+
+def _storage_uses(path: Path) -> list[int]:
+    """Lines where a module reaches for `.storage` (a store handed to it, or a call on one)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "storage"
+    )
+
+
+def test_the_dashboard_and_console_read_through_dashboard_views() -> None:
+    """The operator pages stay an HTTP edge: every read and action across tenants goes
+    through services/dashboard_views.py (`ctx.dashboard`), never to the store itself."""
+    pages = [PACKAGE / "http" / "dashboard.py", *sorted((PACKAGE / "http").glob("console_*.py"))]
+    uses = {str(path.relative_to(PACKAGE)): _storage_uses(path) for path in pages}
+    assert {name: lines for name, lines in uses.items() if lines} == {}

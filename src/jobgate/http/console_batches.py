@@ -11,7 +11,6 @@ from starlette.responses import HTMLResponse
 
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render
-from jobgate.services.batches import BatchService
 from jobgate.storage.records import BatchRecord
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -42,12 +41,11 @@ class BatchRow:
 
 
 async def _rows(ctx: AppContext) -> list[BatchRow]:
-    service = BatchService(storage=ctx.storage, settings=ctx.settings, ids=ctx.jobs.ids)
     found = await ctx.dashboard.batches(per_tenant=PER_TENANT)
     found.sort(key=lambda pair: (pair[0].created_at, pair[0].id), reverse=True)
     rows = []
     for batch, name in found[:SHOWN]:
-        counts = (await service.view(batch))["request_counts"]
+        counts = await ctx.dashboard.batch_request_counts(batch)
         rows.append(BatchRow(batch, name, counts["total"], counts["completed"], counts["failed"]))
     return rows
 

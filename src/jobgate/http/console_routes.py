@@ -27,7 +27,6 @@ from jobgate.http import console_views as views
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render, same_origin
 from jobgate.http.models import ObjectId
-from jobgate.services import bulk
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 PAGE = 50
@@ -259,10 +258,7 @@ async def bulk_confirm(request: Request, ctx: Ctx, who: Operator) -> HTMLRespons
     # The database's clock: on PostgreSQL it stamps created_at, whatever this host's says.
     counted_ms = int((await ctx.dashboard.database_now()).timestamp() * 1000)
     action, form, where = await _bulk_target(ctx, values, counted_ms)
-    caller = bulk.Caller(actor=f"operator:{who}", tenant_id=None)
-    matched = await bulk.BulkService(storage=ctx.storage).count(
-        caller=caller, action=action, where=where
-    )
+    matched = await ctx.dashboard.bulk_count(operator=who, action=action, where=where)
     return render(
         ctx,
         "bulk_confirm.html",
@@ -284,14 +280,7 @@ async def bulk_apply(request: Request, ctx: Ctx, who: Operator) -> HTMLResponse:
     after = values.get("after") or None
     if after is not None and len(after) > 255:
         raise errors.InvalidRequest("after is too long", param="after")
-    outcome = await bulk.BulkService(storage=ctx.storage).apply(
-        caller=bulk.Caller(actor=f"operator:{who}", tenant_id=None),
-        action=action,
-        where=where,
-        note="console",
-        after=after,
-        max_jobs=bulk.MAX_JOBS_PER_CALL,
-    )
+    outcome = await ctx.dashboard.bulk_apply(operator=who, action=action, where=where, after=after)
     return render(
         ctx,
         "bulk_done.html",

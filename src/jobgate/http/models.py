@@ -190,6 +190,12 @@ class JobOut(pydantic.BaseModel):
         "current attempt (an estimate: characters / 4); `progress` is then their fraction of "
         "the request's `max_tokens` (or `max_completion_tokens`, `max_output_tokens`), below 1",
     )
+    note: str | None = pydantic.Field(
+        default=None,
+        description="GET of a job: present when something outside the job holds it up, e.g. "
+        "a background-mode job with no reconciler running, or a queued job waiting for a "
+        "shared rate limit",
+    )
     result: dict[str, Any] | None
     error: ErrorOut | None
     usage: dict[str, Any] | None

@@ -189,13 +189,6 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     schemas["ProblemOut"] = PROBLEM_SCHEMA
-    job = schemas.get("JobOut")
-    if job is not None:
-        job.setdefault("properties", {})["note"] = {
-            "type": "string",
-            "description": "Present when something outside the job holds it up, e.g. a "
-            "background-mode job with no reconciler running",
-        }
     components["securitySchemes"] = {
         TENANT_SCHEME: {
             "type": "http",

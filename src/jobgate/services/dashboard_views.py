@@ -7,11 +7,12 @@ import dataclasses
 from datetime import datetime
 
 from jobgate import errors
-from jobgate.domain.bulk import JobFilter
+from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
-from jobgate.services import console_window
+from jobgate.services import bulk, console_window
+from jobgate.services.batches import BatchService
 from jobgate.services.jobs import JobService
 from jobgate.storage.protocol import ApiStorage
 from jobgate.storage.records import (
@@ -146,3 +147,35 @@ class DashboardViews:
             )
             found += [(batch, tenant.name) for batch in batches]
         return found
+
+    async def batch_request_counts(self, batch: BatchRecord) -> dict[str, int]:
+        """A batch's request counts as they stand (total, completed, failed)."""
+        service = BatchService(storage=self.storage, settings=self.jobs.settings, ids=self.jobs.ids)
+        counts: dict[str, int] = (await service.view(batch))["request_counts"]
+        return counts
+
+    # -- bulk actions across tenants ---------------------------------------------------------
+
+    async def bulk_count(self, *, operator: str, action: BulkAction, where: JobFilter) -> int:
+        """How many jobs of any tenant the action would change now (the confirmation)."""
+        return await bulk.BulkService(storage=self.storage).count(
+            caller=_operator(operator), action=action, where=where
+        )
+
+    async def bulk_apply(
+        self, *, operator: str, action: BulkAction, where: JobFilter, after: str | None
+    ) -> bulk.BulkOutcome:
+        """Apply the action to the jobs of any tenant, one call's worth after the cursor."""
+        return await bulk.BulkService(storage=self.storage).apply(
+            caller=_operator(operator),
+            action=action,
+            where=where,
+            note="console",
+            after=after,
+            max_jobs=bulk.MAX_JOBS_PER_CALL,
+        )
+
+
+def _operator(name: str) -> bulk.Caller:
+    """An operator acts on every tenant's jobs, logged as `operator:<name>`."""
+    return bulk.Caller(actor=f"operator:{name}", tenant_id=None)
