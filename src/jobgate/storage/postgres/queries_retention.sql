@@ -6,8 +6,7 @@
 -- reaper holds are skipped), their events, outbox rows, delivery attempts and usage rows,
 -- adding that usage to usage_daily in the same statement. Jobs with a pending delivery or
 -- usage billed since :usage_before stay.
--- TODO(streaming, migration 0010): delete the job's stream chunks here too, once that table
--- is on main (one more `DELETE ... USING picked` below, counted like the others).
+-- A job's output chunks go with it: migration 0010's trigger deletes them with the job row.
 WITH picked AS (
     SELECT j.id
       FROM jobs AS j

@@ -53,8 +53,7 @@ DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids))
 
 -- name: retention_delete_jobs
 -- The picked jobs themselves.
--- TODO(streaming, migration 0010): delete the job's stream chunks too, once that table is on
--- main (one more retention_delete_* block, counted like the others).
+-- A job's output chunks go with it: migration 0010's trigger deletes them with the job row.
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: usage_daily

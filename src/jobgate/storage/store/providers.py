@@ -1,4 +1,4 @@
-"""The provider store over either dialect (see storage.providers_protocol): background jobs,
+"""The provider store over either dialect (see storage.protocol.ProviderStore): background jobs,
 the reconciler's claims and settlements, and inbound provider events."""
 
 from __future__ import annotations
