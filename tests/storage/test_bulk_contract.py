@@ -108,6 +108,39 @@ async def test_cancel_by_filter_in_chunks(storage: Storage, clock: FakeClock) ->
     assert (await apply_all(storage, clock, BulkAction.CANCEL, where, limit=2)) == [[]]
 
 
+async def test_a_bulk_redrive_starts_clean_as_a_single_redrive_does(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """A redriven job must be able to start: a fresh start deadline (the submit's, from now; the
+    old one has long passed) and no old cancel request (it would cancel the new series)."""
+    acme = await make_tenant(storage, "acme")
+    job = await queued(storage, acme, clock, start_timeout_s=100)
+    claimed = await run(storage, clock, job)
+    await storage.job_cancel(job_id=job.id, tenant_id=acme.id, actor="client", now=clock.now())
+    await storage.job_finish(
+        finish=Finish(
+            lease=Lease(job.id, claimed.lease_token or ""),
+            state=FAILED,
+            reason="fatal",
+            error={"code": "server_error", "message": "no", "type": "provider_error"},
+            dead_lettered=True,
+        ),
+        now=clock.now(),
+    )
+    clock.advance(1000)  # long past the first start deadline
+    where = JobFilter(error_code="server_error")
+    assert await apply_all(storage, clock, BulkAction.REDRIVE, where, limit=10) == [[job.id]]
+    redriven = await storage.job_get(job_id=job.id)
+    assert redriven is not None and redriven.state is QUEUED
+    assert redriven.expires_at == clock.now() + timedelta(seconds=100)
+    assert (redriven.cancel_requested_at, redriven.cancel_outcome) == (None, None)
+    again = await run(storage, clock, job)
+    [beat] = await storage.job_heartbeat(
+        leases=[Lease(job.id, again.lease_token or "")], lease_ttl_s=60, now=clock.now()
+    )
+    assert not beat.cancel_requested  # the new series does not cancel itself
+
+
 async def test_redrive_by_error_code_refuses_purged_jobs(
     storage: Storage, clock: FakeClock
 ) -> None:

@@ -461,7 +461,9 @@ RETURNING j.id
 -- fragment: redrive_reset
 -- THE reset of every redrive (job_redrive, job_bulk_redrive), in `UPDATE jobs AS j ... FROM
 -- clock` setting the transition's reason: a new attempt series (and, if a provider job of it
--- ended, a new provider generation), logged as the :actor's.
+-- ended, a new provider generation), logged as the :actor's. A new series starts clean: no old
+-- cancel request (it would cancel the job at its first heartbeat), and a start deadline as long
+-- as the submit's, from now (the old one has passed: the job could never start).
 state = 'queued',
 attempt = 0,
 lost_count = 0,
@@ -475,23 +477,20 @@ deadline_at = NULL,
 started_at = NULL,
 updated_at = clock.now,
 event_seq = j.event_seq + 1,
-transition_actor = :actor
+transition_actor = :actor,
+cancel_requested_at = NULL,
+cancel_outcome = NULL,
+cancel_sent_at = NULL,
+start_timeout_s = coalesce(j.start_timeout_s, extract(epoch FROM j.expires_at - j.created_at)),
+expires_at = clock.now + make_interval(
+    secs => coalesce(j.start_timeout_s,
+                     extract(epoch FROM j.expires_at - j.created_at))::double precision)
 
 -- name: job_redrive
 -- An operator's redrive: a dead-lettered failed job starts a new attempt series (and, if a
 -- provider job of it ended, a new provider generation).
 UPDATE jobs AS j
    SET {{redrive_reset}},
-       -- A new series starts clean: no old cancel request (it would cancel the job at its
-       -- first heartbeat), and a start deadline as long as the submit's, from now.
-       cancel_requested_at = NULL,
-       cancel_outcome = NULL,
-       cancel_sent_at = NULL,
-       start_timeout_s = coalesce(j.start_timeout_s,
-                                  extract(epoch FROM j.expires_at - j.created_at)),
-       expires_at = clock.now + make_interval(
-           secs => coalesce(j.start_timeout_s,
-                            extract(epoch FROM j.expires_at - j.created_at))::double precision),
        transition_reason = 'redrive'
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = :id AND j.tenant_id = :tenant_id AND j.state = 'failed' AND j.dead_lettered

@@ -312,7 +312,9 @@ RETURNING id
 -- fragment: redrive_reset
 -- THE reset of every redrive (job_redrive, job_bulk_redrive), in `UPDATE jobs` setting the
 -- transition's reason: a new attempt series (and, if a provider job of it ended, a new provider
--- generation), logged as the :actor's.
+-- generation), logged as the :actor's. A new series starts clean: no old cancel request (it
+-- would cancel the job at its first heartbeat), and a start deadline as long as the submit's,
+-- from now (the old one has passed: the job could never start).
 state = 'queued',
 attempt = 0,
 lost_count = 0,
@@ -326,20 +328,18 @@ deadline_at = NULL,
 started_at = NULL,
 updated_at = :now,
 event_seq = event_seq + 1,
-transition_actor = :actor
+transition_actor = :actor,
+cancel_requested_at = NULL,
+cancel_outcome = NULL,
+cancel_sent_at = NULL,
+start_timeout_s = coalesce(start_timeout_s, expires_at - created_at),
+expires_at = :now + coalesce(start_timeout_s, expires_at - created_at)
 
 -- name: job_redrive
 -- An operator's redrive: a dead-lettered failed job starts a new attempt series (and, if a
 -- provider job of it ended, a new provider generation).
 UPDATE jobs
    SET {{redrive_reset}},
-       -- A new series starts clean: no old cancel request (it would cancel the job at its
-       -- first heartbeat), and a start deadline as long as the submit's, from now.
-       cancel_requested_at = NULL,
-       cancel_outcome = NULL,
-       cancel_sent_at = NULL,
-       start_timeout_s = coalesce(start_timeout_s, expires_at - created_at),
-       expires_at = :now + coalesce(start_timeout_s, expires_at - created_at),
        transition_reason = 'redrive'
  WHERE id = :id AND tenant_id = :tenant_id AND state = 'failed' AND dead_lettered = 1
    AND purged_at IS NULL  -- a purged job has no input left to send
