@@ -325,10 +325,8 @@ class RowDecoder:
 
     # -- files and batches ---------------------------------------------------------------
     def file(self, row: RowLike) -> FileRecord:
-        created = self._time(row["created_at"])
-        assert created is not None
         sizes = {"bytes": int(row["bytes"]), "lines": int(row["lines"])}
-        return from_columns(FileRecord, row, created_at=created, **sizes)
+        return from_columns(FileRecord, row, **sizes, **self._times(row, "created_at"))
 
     @staticmethod
     def chunk(row: RowLike) -> FileChunk:
