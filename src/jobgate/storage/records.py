@@ -540,9 +540,3 @@ class BatchCounts:
     completed: int
     failed: int  # failed jobs and lines refused at expansion
     live: int  # jobs queued or running
-
-
-BATCH_TIME_FIELDS = (
-    "created_at", "expires_at", "in_progress_at", "finalizing_at", "completed_at", "failed_at",
-    "expired_at", "cancelling_at", "cancelled_at",
-)  # fmt: skip

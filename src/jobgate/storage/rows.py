@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.states import JobState
 from jobgate.storage.records import (
-    BATCH_TIME_FIELDS,
     ENDPOINT_ACTIVE,
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
@@ -333,7 +332,8 @@ class RowDecoder:
         return from_columns(FileChunk, row, data=bytes(row["data"]))
 
     def batch(self, row: RowLike) -> BatchRecord:
-        times: dict[str, Any] = {name: self._time(row[name]) for name in BATCH_TIME_FIELDS}
+        stamps = [name for name in _field_names(BatchRecord) if name.endswith("_at")]
+        times = {name: self._time(row[name]) for name in stamps}
         blobs = {name: self._json(row[name]) for name in ("metadata", "errors")}
         return from_columns(BatchRecord, row, **blobs, **times)
 
