@@ -177,12 +177,6 @@ class RowDecoder:
         self._time = time
         self._json = json
 
-    def _required_time(self, value: Any) -> datetime:
-        moment = self._time(value)
-        if moment is None:
-            raise ValueError("a required time column is NULL")
-        return moment
-
     def job(self, row: RowLike) -> Job:
         r = _Reading(row, self)
         t = r.time
@@ -245,8 +239,10 @@ class RowDecoder:
         self, row: RowLike, *required: str, optional: tuple[str, ...] = ()
     ) -> dict[str, Any]:
         """The named time columns decoded: `required` ones raise ValueError when NULL."""
-        times = {name: self._required_time(row[name]) for name in required}
-        return times | {name: self._time(row[name]) for name in optional}
+        times = {name: self._time(row[name]) for name in (*required, *optional)}
+        if any(times[name] is None for name in required):
+            raise ValueError("a required time column is NULL")
+        return times
 
     def schedule(self, row: RowLike) -> Schedule:
         return from_columns(
