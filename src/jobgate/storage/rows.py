@@ -43,6 +43,8 @@ class RowLike(Protocol):
 
     def __getitem__(self, key: str, /) -> Any: ...
 
+    def keys(self) -> Any: ...
+
 
 TimeDecoder = Callable[[Any], datetime | None]
 JsonDecoder = Callable[[Any], Any]
