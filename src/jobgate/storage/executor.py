@@ -11,16 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from jobgate.storage.rows import RowDecoder
+from jobgate.storage.rows import RowDecoder, RowLike
 from jobgate.wakeups import ChangeHub
 
-
-class Row(Protocol):
-    """One result row: asyncpg.Record and sqlite3.Row both fit."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
-
-    def keys(self) -> Any: ...
+Row = RowLike  # one result row, as the decoders read it
 
 
 class Codec(Protocol):
@@ -31,9 +25,7 @@ class Codec(Protocol):
         database's clock; SQLite: Unix seconds from the store's clock)."""
         ...
 
-    def time(self, value: datetime | None) -> Any:
-        """A time parameter."""
-        ...
+    def time(self, value: datetime | None) -> Any: ...
 
     def json(self, value: Any) -> Any:
         """A JSON parameter (PostgreSQL: the object, the jsonb codec encodes it; SQLite:

@@ -140,9 +140,7 @@ class ScheduleStore(Protocol):
     deduplicated by its Idempotency-Key, and advancing a slot is a compare-and-set, so two
     schedulers (or a restart) never double or skip a run."""
 
-    async def schedule_insert(self, *, schedule: Schedule) -> Schedule:
-        """Store a new schedule."""
-        ...
+    async def schedule_insert(self, *, schedule: Schedule) -> Schedule: ...
 
     async def schedule_list(self, *, tenant_id: str, limit: int = 100) -> list[Schedule]:
         """A tenant's schedules, oldest first."""

@@ -70,9 +70,7 @@ from jobgate.wakeups import ChangeHub
 class DatabaseClock(Protocol):
     """The database's clock, the authority for leases and schedules."""
 
-    async def database_now(self) -> datetime:
-        """The database's clock."""
-        ...
+    async def database_now(self) -> datetime: ...
 
 
 class ChangeFeed(Protocol):
@@ -529,9 +527,7 @@ class ProviderEventStore(Protocol):
 
     async def job_by_provider_job(
         self, *, provider: str, provider_job_id: str
-    ) -> BackgroundJob | None:
-        """The job a provider's id belongs to."""
-        ...
+    ) -> BackgroundJob | None: ...
 
     async def provider_event_record(
         self,

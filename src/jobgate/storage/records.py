@@ -138,17 +138,15 @@ class ClaimPolicy:
     @property
     def capped(self) -> bool:
         """Whether any cap applies (then claims must be serialised to enforce it exactly)."""
-        return any(
-            share.max_running > 0 or share.max_running_per_key > 0
-            for share in (self.default, *self.tenants.values())
-        )
+        return self.keys_capped or any(s.max_running > 0 for s in self._shares())
 
     @property
     def keys_capped(self) -> bool:
         """Whether any tenant caps its jobs per concurrency key."""
-        return any(
-            share.max_running_per_key > 0 for share in (self.default, *self.tenants.values())
-        )
+        return any(share.max_running_per_key > 0 for share in self._shares())
+
+    def _shares(self) -> tuple[TenantShare, ...]:
+        return (self.default, *self.tenants.values())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -198,9 +196,6 @@ class QueueCounts:
     @property
     def queued_total(self) -> int:
         return sum(self.queued_by_tenant.values())
-
-
-Row = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -545,9 +540,3 @@ class BatchCounts:
     completed: int
     failed: int  # failed jobs and lines refused at expansion
     live: int  # jobs queued or running
-
-
-BATCH_TIME_FIELDS = (
-    "created_at", "expires_at", "in_progress_at", "finalizing_at", "completed_at", "failed_at",
-    "expired_at", "cancelling_at", "cancelled_at",
-)  # fmt: skip

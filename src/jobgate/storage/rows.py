@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.states import JobState
 from jobgate.storage.records import (
-    BATCH_TIME_FIELDS,
     ENDPOINT_ACTIVE,
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
@@ -43,6 +42,8 @@ class RowLike(Protocol):
     """A sqlite3.Row, an asyncpg.Record or a dict: anything indexable by column name."""
 
     def __getitem__(self, key: str, /) -> Any: ...
+
+    def keys(self) -> Any: ...
 
 
 TimeDecoder = Callable[[Any], datetime | None]
@@ -178,12 +179,6 @@ class RowDecoder:
         self._time = time
         self._json = json
 
-    def _required_time(self, value: Any) -> datetime:
-        moment = self._time(value)
-        if moment is None:
-            raise ValueError("a required time column is NULL")
-        return moment
-
     def job(self, row: RowLike) -> Job:
         r = _Reading(row, self)
         t = r.time
@@ -246,8 +241,10 @@ class RowDecoder:
         self, row: RowLike, *required: str, optional: tuple[str, ...] = ()
     ) -> dict[str, Any]:
         """The named time columns decoded: `required` ones raise ValueError when NULL."""
-        times = {name: self._required_time(row[name]) for name in required}
-        return times | {name: self._time(row[name]) for name in optional}
+        times = {name: self._time(row[name]) for name in (*required, *optional)}
+        if any(times[name] is None for name in required):
+            raise ValueError("a required time column is NULL")
+        return times
 
     def schedule(self, row: RowLike) -> Schedule:
         return from_columns(
@@ -325,17 +322,16 @@ class RowDecoder:
 
     # -- files and batches ---------------------------------------------------------------
     def file(self, row: RowLike) -> FileRecord:
-        created = self._time(row["created_at"])
-        assert created is not None
         sizes = {"bytes": int(row["bytes"]), "lines": int(row["lines"])}
-        return from_columns(FileRecord, row, created_at=created, **sizes)
+        return from_columns(FileRecord, row, **sizes, **self._times(row, "created_at"))
 
     @staticmethod
     def chunk(row: RowLike) -> FileChunk:
         return from_columns(FileChunk, row, data=bytes(row["data"]))
 
     def batch(self, row: RowLike) -> BatchRecord:
-        times: dict[str, Any] = {name: self._time(row[name]) for name in BATCH_TIME_FIELDS}
+        stamps = [name for name in _field_names(BatchRecord) if name.endswith("_at")]
+        times = {name: self._time(row[name]) for name in stamps}
         blobs = {name: self._json(row[name]) for name in ("metadata", "errors")}
         return from_columns(BatchRecord, row, **blobs, **times)
 

@@ -52,15 +52,8 @@ def overrides_from_row(row: Any, decode_json: Any) -> LimitOverrides:
 
 
 def usage_total_from_row(row: Any) -> costs.UsageTotal:
-    return costs.UsageTotal(
-        tenant_id=row["tenant_id"],
-        provider=row["provider"],
-        model=row["model"],
-        input_tokens=int(row["input_tokens"] or 0),
-        output_tokens=int(row["output_tokens"] or 0),
-        cache_read_tokens=int(row["cache_read_tokens"] or 0),
-        cache_write_tokens=int(row["cache_write_tokens"] or 0),
-    )
+    tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    return from_columns(costs.UsageTotal, row, **{name: int(row[name] or 0) for name in tokens})
 
 
 def cache_tokens(usage: dict[str, Any]) -> dict[str, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
@@ -71,40 +71,29 @@ def _include(sql: str, fragments: Mapping[str, str], source: str) -> str:
     return _INCLUDE.sub(fragment, sql)
 
 
-def parse(
-    text: str, *, source: str = "<sql>", fragments: Mapping[str, str] | None = None
-) -> dict[str, Query]:
-    blocks = _blocks(text, source)
-    shared = dict(fragments or {})
-    shared.update((name, sql) for kind, name, _, sql in blocks if kind == "fragment")
+def parse(text: str, *, source: str = "<sql>") -> dict[str, Query]:
+    return _parse_files([(source, text)])
+
+
+def _parse_files(files: Iterable[tuple[str, str]]) -> dict[str, Query]:
+    """Every statement of the (source, text) `files`; a fragment defined in any of them may be
+    included by a statement of any other."""
+    blocks = [(source, *block) for source, text in files for block in _blocks(text, source)]
+    fragments = {name: sql for _, kind, name, _, sql in blocks if kind == "fragment"}
     queries: dict[str, Query] = {}
-    for kind, name, description, sql in blocks:
+    for source, kind, name, description, sql in blocks:
         if kind == "fragment":
             continue
         if name in queries:
             raise ValueError(f"{source}: query {name} is defined twice")
-        queries[name] = _compile(name, description, _include(sql, shared, source))
+        queries[name] = _compile(name, description, _include(sql, fragments, source))
     return queries
 
 
 def load(package: str) -> dict[str, Query]:
-    """Every block of every `queries*.sql` file in `package` (e.g. jobgate.storage.sqlite);
-    a fragment defined in any of the files may be included by a statement of any other."""
-    files = [
+    """Every block of every `queries*.sql` file in `package` (e.g. jobgate.storage.sqlite)."""
+    return _parse_files(
         (entry.name, entry.read_text())
         for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name)
         if entry.name.startswith("queries") and entry.name.endswith(".sql")
-    ]
-    fragments = {
-        name: sql
-        for source, text in files
-        for kind, name, _, sql in _blocks(text, source)
-        if kind == "fragment"
-    }
-    queries: dict[str, Query] = {}
-    for source, text in files:
-        for name, query in parse(text, source=source, fragments=fragments).items():
-            if name in queries:
-                raise ValueError(f"{source}: query {name} is defined twice")
-            queries[name] = query
-    return queries
+    )
