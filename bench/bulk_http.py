@@ -1,0 +1,85 @@
+"""Batched enqueue through HTTP: `POST /v1/jobs/bulk` (`enqueue_batch` jobs per call) against
+one `jobgate api` process on PostgreSQL, no worker (the jobs stay queued, as in the in-process
+batched enqueue and PgQueuer's). Each caller sends its next call when the previous one is
+answered; a call counts only if every one of its items was stored."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+
+from bench import procs
+from bench.context import RunContext
+from bench.jobgate_setup import NOOP_SUBMIT, new_tenant, open_runtime
+from bench.loadgen import Target
+from bench.results import Case
+
+CALLERS = (1, 4)  # one caller: the server's Python and PostgreSQL take turns; four overlap them
+
+
+async def measure(ctx: RunContext, dsn: str) -> list[Case]:
+    sizes = ctx.sizes
+    runtime = await open_runtime(dsn)
+    try:
+        _, api_key = await new_tenant(runtime, "bench-bulk-http")
+    finally:
+        await runtime.close()
+    directory = ctx.scratch("enqueue-bulk-http")
+    api = procs.start_jobgate(
+        "enqueue-bulk-http-api",
+        ["api", "--port", "0"],
+        env=procs.jobgate_env(dsn, directory),
+        workdir=directory,
+        log_dir=ctx.log_dir,
+    )
+    try:
+        target = Target(await asyncio.to_thread(procs.wait_listening, api), api_key)
+        batch = sizes.enqueue_batch
+        request = target.post("/v1/jobs/bulk", {"jobs": [NOOP_SUBMIT] * batch})
+        await _send(target, request, calls=2, callers=1, batch=batch)  # warm caches and pool
+        cases = []
+        for callers in CALLERS:
+            calls = max(callers, sizes.enqueue_jobs // batch)
+            cpu_before = procs.cpu_seconds(api.pid)
+            seconds = await _send(target, request, calls=calls, callers=callers, batch=batch)
+            cpu = procs.cpu_seconds(api.pid) - cpu_before
+            jobs = calls * batch
+            metrics = {
+                "jobs": jobs,
+                "seconds": round(seconds, 3),
+                "jobs_per_s": round(jobs / seconds, 1),
+            }
+            config = {"batch": batch, "callers": callers}
+            note = f"API process CPU {cpu * 1e3 / jobs:.3f} ms/job"
+            cases.append(
+                Case("enqueue", "jobgate", "postgres", "bulk http", config, metrics, note=note)
+            )
+        return cases
+    finally:
+        await asyncio.to_thread(api.stop)
+
+
+async def _send(target: Target, request: bytes, *, calls: int, callers: int, batch: int) -> float:
+    """Send `calls` bulk calls from `callers` keep-alive connections; the seconds it took.
+    Raises if any call or item was refused (a benchmark of failures measures nothing)."""
+    connections = [await target.connect() for _ in range(callers)]
+    cursor = iter(range(calls))
+
+    async def caller(index: int) -> None:
+        for _ in cursor:
+            status, body = await connections[index].request(request)
+            answer: dict[str, Any] = orjson.loads(body)
+            stored = sum(1 for item in answer.get("data", ()) if item.get("object") == "job")
+            if status != 200 or stored != batch:
+                raise RuntimeError(f"bulk call answered {status}: {body[:200]!r}")
+
+    try:
+        started = time.perf_counter()
+        await asyncio.gather(*(caller(i) for i in range(callers)))
+        return time.perf_counter() - started
+    finally:
+        for connection in connections:
+            connection.close()
