@@ -22,6 +22,7 @@ from jobgate.storage.postgres.limits import check_bounds, lock_bounds
 from jobgate.storage.records import (
     BulkItem,
     BulkResult,
+    IdempotencyClaim,
     QueueLimit,
     SubmitOutcome,
 )
@@ -153,3 +154,20 @@ class PostgresBulkInsert(BulkInsertQueries):
                     f"idempotency key bound to missing job {binding['job_id']}"
                 )
             results[i] = SubmitOutcome(self._decode.job(row), True, binding["status_code"])
+
+    async def _replay(
+        self, conn: Conn, tenant_id: str, claim: IdempotencyClaim, now: datetime | None
+    ) -> BulkResult | None:
+        """What an earlier submit with this key answered (its job, or the refusal of a key
+        reused with another body); None when the key is not bound. The single submit's replay
+        (storage.postgres.store)."""
+        key = {"tenant_id": tenant_id, "route": claim.route, "key": claim.key, "now": now}
+        seen = await self._sql.fetch(conn, "idempotency_find", **key)
+        if not seen:
+            return None
+        if seen[0]["body_hash"] != claim.body_hash:
+            return errors.IdempotencyKeyReused()
+        existing = await self._sql.fetch(conn, "job_get", id=seen[0]["job_id"])
+        if not existing:
+            raise errors.StorageError(f"idempotency key bound to missing job {seen[0]['job_id']}")
+        return SubmitOutcome(self._decode.job(existing[0]), True, seen[0]["status_code"])
