@@ -47,7 +47,7 @@ async def measure(ctx: RunContext, dsn: str) -> list[Case]:
             seconds = await _send(target, request, calls=calls, callers=callers, batch=batch)
             cpu = procs.cpu_seconds(api.pid) - cpu_before
             jobs = calls * batch
-            metrics = {
+            metrics: dict[str, float | None] = {
                 "jobs": jobs,
                 "seconds": round(seconds, 3),
                 "jobs_per_s": round(jobs / seconds, 1),
