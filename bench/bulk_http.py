@@ -1,7 +1,9 @@
 """Batched enqueue through HTTP: `POST /v1/jobs/bulk` (`enqueue_batch` jobs per call) against
 one `jobgate api` process on PostgreSQL, no worker (the jobs stay queued, as in the in-process
 batched enqueue and PgQueuer's). Each caller sends its next call when the previous one is
-answered; a call counts only if every one of its items was stored."""
+answered; a call counts only if every one of its items was stored. Row "bulk http
+keyed": one caller, an `idempotency_key` on every item (new keys each call), so that each item
+binds its key with its job."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from bench.loadgen import Target
 from bench.results import Case
 
 CALLERS = (1, 4)  # one caller: the server's Python and PostgreSQL take turns; four overlap them
+KEYED_CALLERS = 1
 
 
 async def measure(ctx: RunContext, dsn: str) -> list[Case]:
@@ -38,38 +41,43 @@ async def measure(ctx: RunContext, dsn: str) -> list[Case]:
     try:
         target = Target(await asyncio.to_thread(procs.wait_listening, api), api_key)
         batch = sizes.enqueue_batch
-        request = target.post("/v1/jobs/bulk", {"jobs": [NOOP_SUBMIT] * batch})
-        await _send(target, request, calls=2, callers=1, batch=batch)  # warm caches and pool
+        plain = target.post("/v1/jobs/bulk", {"jobs": [NOOP_SUBMIT] * batch})
+        await _send(target, [plain] * 2, callers=1, batch=batch)  # warm caches and pool
+        calls = max(1, sizes.enqueue_jobs // batch)
+        keyed = [target.post("/v1/jobs/bulk", _keyed(call, batch)) for call in range(calls)]
+        runs = [(callers, [plain] * max(callers, calls), False) for callers in CALLERS]
         cases = []
-        for callers in CALLERS:
-            calls = max(callers, sizes.enqueue_jobs // batch)
+        for callers, requests, keys in [*runs, (KEYED_CALLERS, keyed, True)]:
             cpu_before = procs.cpu_seconds(api.pid)
-            seconds = await _send(target, request, calls=calls, callers=callers, batch=batch)
+            seconds = await _send(target, requests, callers=callers, batch=batch)
             cpu = procs.cpu_seconds(api.pid) - cpu_before
-            jobs = calls * batch
+            jobs = len(requests) * batch
             metrics: dict[str, float | None] = {
                 "jobs": jobs,
                 "seconds": round(seconds, 3),
                 "jobs_per_s": round(jobs / seconds, 1),
             }
             config = {"batch": batch, "callers": callers}
+            name = "bulk http keyed" if keys else "bulk http"
             note = f"API process CPU {cpu * 1e3 / jobs:.3f} ms/job"
-            cases.append(
-                Case("enqueue", "jobgate", "postgres", "bulk http", config, metrics, note=note)
-            )
+            cases.append(Case("enqueue", "jobgate", "postgres", name, config, metrics, note=note))
         return cases
     finally:
         await asyncio.to_thread(api.stop)
 
 
-async def _send(target: Target, request: bytes, *, calls: int, callers: int, batch: int) -> float:
-    """Send `calls` bulk calls from `callers` keep-alive connections; the seconds it took.
+def _keyed(call: int, batch: int) -> dict[str, Any]:
+    return {"jobs": [{**NOOP_SUBMIT, "idempotency_key": f"c{call}-{i}"} for i in range(batch)]}
+
+
+async def _send(target: Target, requests: list[bytes], *, callers: int, batch: int) -> float:
+    """Send the bulk calls from `callers` keep-alive connections; the seconds it took.
     Raises if any call or item was refused (a benchmark of failures measures nothing)."""
     connections = [await target.connect() for _ in range(callers)]
-    cursor = iter(range(calls))
+    cursor = iter(requests)
 
     async def caller(index: int) -> None:
-        for _ in cursor:
+        for request in cursor:
             status, body = await connections[index].request(request)
             answer: dict[str, Any] = orjson.loads(body)
             stored = sum(1 for item in answer.get("data", ()) if item.get("object") == "job")
