@@ -11,9 +11,10 @@ import asyncio
 import time
 from typing import Any
 
+import asyncpg
 import orjson
 
-from bench import procs
+from bench import pg, procs
 from bench.context import RunContext
 from bench.jobgate_setup import NOOP_SUBMIT, new_tenant, open_runtime
 from bench.loadgen import Target
@@ -48,9 +49,10 @@ async def measure(ctx: RunContext, dsn: str) -> list[Case]:
         runs = [(callers, [plain] * max(callers, calls), False) for callers in CALLERS]
         cases = []
         for callers, requests, keys in [*runs, (KEYED_CALLERS, keyed, True)]:
-            cpu_before = procs.cpu_seconds(api.pid)
+            cpu_before, database_before = procs.cpu_seconds(api.pid), await database_cpu(dsn)
             seconds = await _send(target, requests, callers=callers, batch=batch)
             cpu = procs.cpu_seconds(api.pid) - cpu_before
+            database = procs.cpu_delta(database_before, await database_cpu(dsn))
             jobs = len(requests) * batch
             metrics: dict[str, float | None] = {
                 "jobs": jobs,
@@ -59,11 +61,23 @@ async def measure(ctx: RunContext, dsn: str) -> list[Case]:
             }
             config = {"batch": batch, "callers": callers}
             name = "bulk http keyed" if keys else "bulk http"
-            note = f"API process CPU {cpu * 1e3 / jobs:.3f} ms/job"
+            note = (
+                f"CPU ms/job: API process {cpu * 1e3 / jobs:.3f}, "
+                f"PostgreSQL {database * 1e3 / jobs:.3f}"
+            )
             cases.append(Case("enqueue", "jobgate", "postgres", name, config, metrics, note=note))
         return cases
     finally:
         await asyncio.to_thread(api.stop)
+
+
+async def database_cpu(dsn: str) -> dict[int, float]:
+    """CPU used so far by the PostgreSQL backends serving `dsn`."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        return procs.cpu_of(await pg.backend_pids(conn, pg.database_of(dsn)))
+    finally:
+        await conn.close()
 
 
 def _keyed(call: int, batch: int) -> dict[str, Any]:
