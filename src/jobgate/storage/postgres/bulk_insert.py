@@ -7,7 +7,6 @@ its single writer)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -101,8 +100,16 @@ class PostgresBulkInsert(BulkInsertQueries):
         for i in keyed:
             claim = items[i].idempotency
             assert claim is not None
-            params.append({**insert_params(items[i].job, codec), **dataclasses.asdict(claim)})
-        rows = await fetch_each(conn, "job_insert_idempotent", [{**p, "now": now} for p in params])
+            # The claim's fields by name: dataclasses.asdict deep-copies, a tenth of this path.
+            binding = {
+                "route": claim.route,
+                "key": claim.key,
+                "body_hash": claim.body_hash,
+                "status_code": claim.status_code,
+                "ttl_s": claim.ttl_s,
+            }
+            params.append({**insert_params(items[i].job, codec), **binding, "now": now})
+        rows = await fetch_each(conn, "job_insert_idempotent", params)
         inserted = {row["id"]: row for row in rows}
         bound = []
         for i in keyed:
