@@ -38,7 +38,12 @@ async def _measure(ctx: RunContext, backend: str, database_url: str) -> list[Cas
 async def enqueue_postgres(ctx: RunContext) -> list[Case]:
     async with pg.fresh("enqueue") as dsn:
         cases = await _measure(ctx, "postgres", dsn)
-        return cases + await bulk_http.measure(ctx, dsn)
+        try:
+            return cases + await bulk_http.measure(ctx, dsn)
+        except Exception as exc:  # the in-process figures stand; the failure is a case
+            failed = Case("enqueue", "jobgate", "postgres", "bulk http", {}, {})
+            failed.error = f"{type(exc).__name__}: {exc}"
+            return [*cases, failed]
 
 
 async def enqueue_sqlite(ctx: RunContext) -> list[Case]:
