@@ -1,11 +1,11 @@
 """jobgate's enqueue: JobService.submit (validation, routing, admission and one durable insert
 with its event; what POST /v1/jobs does minus HTTP), one job per call, from 1 and from many
 concurrent callers; and JobService.submit_many (the batched enqueue: one transaction per
-batch), on PostgreSQL and SQLite."""
+batch), on PostgreSQL and SQLite; on PostgreSQL also `POST /v1/jobs/bulk` (bench.bulk_http)."""
 
 from __future__ import annotations
 
-from bench import pg
+from bench import bulk_http, pg
 from bench.context import RunContext
 from bench.enqueue_timing import time_enqueues
 from bench.jobgate_setup import ENDPOINT, NOOP_BODY, new_tenant, open_runtime, submit_each
@@ -37,7 +37,13 @@ async def _measure(ctx: RunContext, backend: str, database_url: str) -> list[Cas
 
 async def enqueue_postgres(ctx: RunContext) -> list[Case]:
     async with pg.fresh("enqueue") as dsn:
-        return await _measure(ctx, "postgres", dsn)
+        cases = await _measure(ctx, "postgres", dsn)
+        try:
+            return cases + await bulk_http.measure(ctx, dsn)
+        except Exception as exc:  # the in-process figures stand; the failure is a case
+            failed = Case("enqueue", "jobgate", "postgres", "bulk http", {}, {})
+            failed.error = f"{type(exc).__name__}: {exc}"
+            return [*cases, failed]
 
 
 async def enqueue_sqlite(ctx: RunContext) -> list[Case]:

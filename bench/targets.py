@@ -65,6 +65,15 @@ def ratios(cases: Sequence[Case]) -> list[Ratio]:
             if mine is None and any(c.error for c in gap):
                 ratio.detail = "n/a: jobgate has no batched path"
             rows.append(ratio)
+    # The batched enqueue through POST /v1/jobs/bulk (issue 15 item 6), beside the peer's.
+    bulk = enqueue_best(cases, "jobgate", "bulk http")
+    rows.append(
+        _ratio(
+            "bulk HTTP enqueue vs pgqueuer batched",
+            bulk,
+            enqueue_best(cases, "pgqueuer", "batched"),
+        )
+    )
     for op in ("submit", "status"):
         mine = http_best(cases, "jobgate", op)
         theirs = http_best(cases, "fastapi-asyncpg", op)

@@ -9,14 +9,17 @@ from typing import Protocol
 from jobgate.clock import Clock
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+# Every pair of digits, so that a body is 13 lookups rather than 26 divisions (ids are minted
+# per job, thousands per bulk call).
+_PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
+_SHIFTS = tuple(range(120, -1, -10))
 
 
-def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        value, digit = divmod(value, 32)
-        chars.append(_ALPHABET[digit])
-    return "".join(reversed(chars))
+def _body(millis: int, random80: int) -> str:
+    """26 Crockford digits, most significant first: 10 of the milliseconds (their low 50
+    bits), then 16 of the random bits."""
+    value = (millis & (2**50 - 1)) << 80 | random80
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 class IdGenerator(Protocol):
@@ -31,7 +34,7 @@ class RandomIds:
 
     def new(self, prefix: str) -> str:
         millis = int(self._clock.now().timestamp() * 1000)
-        return f"{prefix}_{_encode(millis, 10)}{_encode(secrets.randbits(80), 16)}"
+        return f"{prefix}_{_body(millis, secrets.randbits(80))}"
 
 
 def event_id(job_id: str, event_type: str, series: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,67 @@ async def test_a_keyed_item_keeps_its_run_at(storage: Storage, clock: FakeClock)
 
 async def test_an_empty_call_stores_nothing(storage: Storage) -> None:
     assert await storage.job_insert_bulk(items=[]) == []
+
+
+async def test_many_keyed_items_each_answer_their_own_binding(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """Replays are resolved for the whole call at once: each item still gets its own key's
+    job, or the refusal of its own key, whatever mix of new, replayed and reused keys."""
+    tenant = await make_tenant(storage)
+    first = await storage.job_insert_bulk(
+        items=[BulkItem(new_job(tenant), claim(f"k{i}", f"h{i}")) for i in range(0, 40, 2)],
+        now=clock.now(),
+    )
+    bound = {f"k{2 * n}": r.job.id for n, r in enumerate(first) if isinstance(r, SubmitOutcome)}
+    items = []
+    for i in range(40):
+        body_hash = f"h{i}" if i % 4 != 2 else "another"  # every other bound key: reused
+        items.append(BulkItem(new_job(tenant, metadata={"n": i}), claim(f"k{i}", body_hash)))
+    items.append(BulkItem(new_job(tenant), claim("k1", "h1")))  # repeats item 1 of this call
+    results = await storage.job_insert_bulk(items=items, now=clock.now())
+    for i, result in enumerate(results[:40]):
+        if i % 2 == 1:  # a new key: a new job
+            assert isinstance(result, SubmitOutcome) and not result.replayed
+            assert result.job.metadata == {"n": i}
+        elif i % 4 == 0:  # bound earlier with the same body: that job
+            assert isinstance(result, SubmitOutcome) and result.replayed
+            assert result.job.id == bound[f"k{i}"]
+        else:
+            assert isinstance(result, errors.IdempotencyKeyReused)
+    repeat = results[40]
+    assert isinstance(repeat, SubmitOutcome) and repeat.replayed
+    assert isinstance(results[1], SubmitOutcome) and repeat.job.id == results[1].job.id
+    assert await storage.queued_count(tenant_id=tenant.id) == 20 + 20
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_keyed_items_cost_the_same_round_trips_at_any_count(
+    storage: Storage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: the keyed items of a call are pipelined (binding and insert, then the
+    replays' bindings, then their jobs), not one round trip per item."""
+    import asyncpg
+
+    tenant = await make_tenant(storage)
+    calls: list[str] = []
+    for name in ("fetch", "fetchmany", "fetchrow", "fetchval", "execute", "executemany"):
+        method = getattr(asyncpg.connection.Connection, name)
+
+        def counted(*args: Any, _method: Any = method, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _method(*args, **kwargs)
+
+        monkeypatch.setattr(asyncpg.connection.Connection, name, counted)
+
+    async def round_trips(count: int, prefix: str) -> int:
+        items = [BulkItem(new_job(tenant), claim(f"{prefix}{i}")) for i in range(count)]
+        await storage.job_insert_bulk(items=items, now=clock.now())
+        calls.clear()
+        # Again, with one more new key: every other item replays.
+        items.append(BulkItem(new_job(tenant), claim(f"{prefix}-new")))
+        results = await storage.job_insert_bulk(items=items, now=clock.now())
+        assert sum(isinstance(r, SubmitOutcome) and r.replayed for r in results) == count
+        return len(calls)
+
+    assert await round_trips(3, "a") == await round_trips(60, "b")

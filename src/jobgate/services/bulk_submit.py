@@ -55,6 +55,8 @@ async def submit_bulk(
     results: list[ItemResult | None] = [None] * len(items)
     stored: list[tuple[int, BulkItem]] = []
     ttl_s = key_ttl_s or jobs.settings.idempotency_ttl_s
+    # Once for the call: the breakers any worker opened, before the items' routes pick.
+    await jobs.fresh_breakers([item.spec for item in items if item.spec is not None])
     for index, item in enumerate(items):
         try:
             if item.refused is not None:
@@ -106,7 +108,6 @@ async def _prepare(
             status_code=202,
             ttl_s=ttl_s,
         )
-    await jobs.fresh_breakers([item.spec])
     new_job, _ = await jobs.limits.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec))
     if new_job.webhook is not None:
         await jobs.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
