@@ -296,7 +296,17 @@ class Worker:
         """Claim a batch and run every claimed job to its written verdict (for tests and
         tools). The answer holds each job as read back once its verdict is written, or None
         where the lease was lost and the result dropped."""
-        jobs = await self.claim(limit)
+        written = await self.run_claimed(await self.claim(limit))
+        return list(
+            await asyncio.gather(
+                *(self._read_back(done) for done in written),
+            )
+        )
+
+    async def run_claimed(self, jobs: list[Job]) -> list[Finished | None]:
+        """Run claimed jobs to their written verdicts, as the loop does: those a provider
+        answers at once together, the others each in `execute`. The answer holds, in order,
+        what was written for each job (None: the lease was lost)."""
         ready, each = self._split(jobs)
         answered, later = self._answer(ready)
         each += later
@@ -308,12 +318,7 @@ class Worker:
             raise
         ids = [entry.job.id for entry, _ in answered] + [job.id for job in each]
         by_id = dict(zip(ids, [*together, *await one_by_one], strict=True))
-        written = [by_id[job.id] for job in jobs]
-        return list(
-            await asyncio.gather(
-                *(self._read_back(done) for done in written),
-            )
-        )
+        return [by_id[job.id] for job in jobs]
 
     async def _read_back(self, done: Finished | None) -> Job | None:
         return None if done is None else await self._storage.job_get(job_id=done.job_id)
