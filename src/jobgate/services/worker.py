@@ -259,11 +259,14 @@ class Worker:
             assert job.lease_token is not None
             self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
             gates.started(job.provider, job.id)
+        waits: dict[str, Any] = {}  # tenant id: its histogram (one label lookup per tenant)
         for job in jobs:  # once they are held: a label lookup must not lose a lease
+            wait = waits.get(job.tenant_id)
+            if wait is None:
+                label = await self._tenant_labels.label(job.tenant_id)
+                wait = waits[job.tenant_id] = metrics.QUEUE_WAIT_SECONDS.labels(label)
             # Both times are the database's: when the job became claimable, and the claim.
-            metrics.QUEUE_WAIT_SECONDS.labels(
-                await self._tenant_labels.label(job.tenant_id)
-            ).observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
+            wait.observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
         return jobs
 
     async def _claim_limited(
@@ -404,6 +407,7 @@ class Worker:
         answer at once after all are returned to run in their own task."""
         answered: list[tuple[_InFlight, Finish]] = []
         later: list[Job] = []
+        timings: dict[tuple[str, str], Any] = {}  # (provider, outcome): its histogram
         for entry, call_now in ready:
             job = entry.job
             if entry.abort_reason is not None:  # stopped since the claim: the task path says how
@@ -423,12 +427,16 @@ class Worker:
                 failpoints.hit("before_provider_call", job.model)
                 failpoints.hit("after_provider_response")
                 finish = self._verdict(job, outcome)
-                metrics.PROVIDER_CALL_SECONDS.labels(
+                key = (
                     job.provider,
                     "succeeded"
                     if finish.state is JobState.SUCCEEDED
                     else (finish.error or {}).get("type", "error"),
-                ).observe(self._clock.monotonic() - started)
+                )
+                timing = timings.get(key)
+                if timing is None:
+                    timing = timings[key] = metrics.PROVIDER_CALL_SECONDS.labels(*key)
+                timing.observe(self._clock.monotonic() - started)
             except Exception as exc:
                 detail = verdicts.poison_detail(job, exc)
                 log_poison("worker", Poisoning(job.id, detail, exc))
@@ -437,23 +445,22 @@ class Worker:
             answered.append((entry, finish))
         return answered, later
 
-    async def _run_now(self, ready: list[tuple[_InFlight, _CallNow]]) -> None:
-        """The loop's side of `_answer`: the verdicts written together, the jobs left over
-        each in its own task."""
-        answered, later = self._answer(ready)
-        for job in later:
-            self._spawn(job)
-        await self._write_now(answered)
+    def _hand_over(self, answered: list[tuple[_InFlight, Finish]]) -> None:
+        """The verdicts are the finish batcher's: their slots are free for the next claim
+        (the entries keep their leases, and heartbeats, until the write lands)."""
+        for entry, _ in answered:
+            if not entry.writing:
+                entry.writing = True
+                self._writing += 1
+        self._wake.set()
 
     async def _write_now(self, answered: list[tuple[_InFlight, Finish]]) -> list[Finished | None]:
         """`_write` for verdicts computed together: queued with the finish batcher at once,
         retried together while the database is unavailable, each accounted as `_write` does;
         then each job is let go as `execute` does."""
         results: list[Finished | None] = [None] * len(answered)
-        for entry, _ in answered:  # the slots are free for the next claim
-            entry.writing = True
-        self._writing += len(answered)
-        self._wake.set()
+        self._hand_over(answered)
+        counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         try:
             todo = list(range(len(answered)))
             unknown: set[int] = set()  # an earlier attempt may have committed
@@ -481,12 +488,13 @@ class Worker:
                         outcome = await readback.verdict_written(
                             self._storage, entry.job, actor=self.worker_id
                         )
-                    results[i] = await self._written(entry, finish, outcome)
+                    results[i] = await self._written(entry, finish, outcome, counts)
                 todo = again
                 if todo:
                     await self._clock.sleep(delay_s)
                     delay_s = min(delay_s * 2, 2.0)
         finally:
+            self._count(counts)
             for entry, _ in answered:
                 self._release(entry)
         return results
@@ -727,16 +735,23 @@ class Worker:
         )
 
     async def _written(
-        self, entry: _InFlight, finish: Finish, written: Finished | None
+        self,
+        entry: _InFlight,
+        finish: Finish,
+        written: Finished | None,
+        counts: collections.Counter[tuple[str, str, str]] | None = None,
     ) -> Finished | None:
-        """Account for a verdict's write: metrics and the summary, or the drop when the fence
-        refused it."""
+        """Account for a verdict's write: metrics and the summary (added to `counts` when
+        given, for `_count` to report once for many), or the drop when the fence refused it."""
         if written is None:
             await self._record_dropped(entry, "lease_lost", to_state=finish)
             return None
         job = entry.job
-        metrics.ATTEMPTS.labels(job.provider, finish.reason).inc()
-        metrics.TRANSITIONS.labels(str(written.state)).inc()
+        key = (job.provider, finish.reason, str(written.state))
+        if counts is None:
+            self._count(collections.Counter((key,)))
+        else:
+            counts[key] += 1
         # One line per transition at debug level; at info, a summary at most every
         # SUMMARY_INTERVAL_S (a line per job costs more than the job on a fast drain).
         if log.isEnabledFor(logging.DEBUG):  # the line's fields are not built for nothing
@@ -757,11 +772,17 @@ class Worker:
                     else None,
                 },
             )
-        self._count_finished(str(written.state))
         return written
 
-    def _count_finished(self, state: str) -> None:
-        self._finished_since_log[state] += 1
+    def _count(self, counts: collections.Counter[tuple[str, str, str]]) -> None:
+        """Attempts and transitions by (provider, reason, state), into the metrics and the
+        summary line."""
+        for (provider, reason, state), n in counts.items():
+            metrics.ATTEMPTS.labels(provider, reason).inc(n)
+            metrics.TRANSITIONS.labels(state).inc(n)
+            self._finished_since_log[state] += n
+        if not counts:
+            return
         now = self._clock.monotonic()
         if now - self._last_summary_at >= SUMMARY_INTERVAL_S:
             log.info(
@@ -892,11 +913,16 @@ class Worker:
         task.add_done_callback(self._tasks.discard)
 
     def _start(self, jobs: list[Job]) -> None:
+        """Run claimed jobs: the calls a provider answers at once here and now, their verdicts
+        handed over together (their slots free before the next claim, which then shares the
+        write's transaction), the others each in its own task."""
         ready, each = self._split(jobs)
-        for job in each:
+        answered, later = self._answer(ready)
+        for job in [*each, *later]:
             self._spawn(job)
-        if ready:
-            task = asyncio.create_task(self._run_now(ready), name="jobs answered at once")
+        if answered:
+            self._hand_over(answered)
+            task = asyncio.create_task(self._write_now(answered), name="verdicts answered at once")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
