@@ -378,26 +378,34 @@ class Worker:
         limited = self._rate_limits.limited
         for job in jobs:
             entry = self._inflight[job.id]
-            try:
-                provider = self._providers.get(job.provider, api=job.api)
-            except errors.UnknownProvider:
-                each.append(job)
-                continue
-            call_now: _CallNow | None = getattr(provider, "call_now", None)
+            call_now = None
             if (
-                call_now is not None
-                and job.deadline_at is None
+                job.deadline_at is None
                 and job.model_route is None
                 and not job.damaged
                 and entry.abort_reason is None
                 and job.provider not in limited
                 and not output_stream.wants_stream(job)
-                and provider_background.background_for(provider, job.endpoint) is None
             ):
-                ready.append((entry, call_now))
-            else:
+                call_now = self._call_now(job)
+            if call_now is None:
                 each.append(job)
+            else:
+                ready.append((entry, call_now))
         return ready, each
+
+    def _call_now(self, job: Job) -> _CallNow | None:
+        """The job's provider's `call_now`, when it has one and runs the job in the
+        foreground. Whatever goes wrong in finding it is the task path's to judge (it fails the
+        job alone as `poison_job` when its handling raises)."""
+        try:
+            provider = self._providers.get(job.provider, api=job.api)
+            if provider_background.background_for(provider, job.endpoint) is not None:
+                return None
+            call_now: _CallNow | None = getattr(provider, "call_now", None)
+        except Exception:
+            return None
+        return call_now
 
     def _answer(
         self, ready: list[tuple[_InFlight, _CallNow]]
