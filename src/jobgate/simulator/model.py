@@ -71,11 +71,14 @@ class Directives:
         return self.fail_times is None or call_number <= self.fail_times
 
 
+_PLAIN = Directives()  # a body without `sim` (frozen: one shared instance serves them all)
+
+
 def directives(body: JSONObject) -> Directives:
     """Read and check the `sim` object; raises errors.InvalidRequest naming the bad field."""
     raw = body.get("sim")
     if raw is None:
-        return Directives()
+        return _PLAIN
     if not isinstance(raw, dict):
         raise errors.InvalidRequest("body.sim must be an object", param="body.sim")
     unknown = set(raw) - _FIELDS
