@@ -4,6 +4,7 @@ written together, in the next one."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Protocol
 
 from jobgate import errors, failpoints, metrics
 from jobgate.domain import verdicts
@@ -15,13 +16,63 @@ from jobgate.storage.records import Finished
 MAX_BATCH = 500  # verdicts written by one statement (the worker's claim batch, too)
 
 
+class _Waiter(Protocol):
+    """Who waits for one verdict's write: a future, or one member of a group."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Finished | None, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+class _Group:
+    """The outcomes of verdicts queued together, answered at once when the last is known
+    (one wake-up for the batch, not a future and a callback per verdict)."""
+
+    __slots__ = ("future", "left", "outcomes")
+
+    def __init__(self, future: asyncio.Future[list[Any]], size: int) -> None:
+        self.future = future
+        self.left = size
+        self.outcomes: list[Any] = [None] * size
+
+
+class _Member:
+    """One verdict of a group, settled as a future would be."""
+
+    __slots__ = ("_done", "group", "index")
+
+    def __init__(self, group: _Group, index: int) -> None:
+        self.group = group
+        self.index = index
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result: Finished | None, /) -> None:
+        self._settle(result)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self._settle(exception)
+
+    def _settle(self, outcome: Finished | BaseException | None) -> None:
+        self._done = True
+        group = self.group
+        group.outcomes[self.index] = outcome
+        group.left -= 1
+        if group.left == 0 and not group.future.done():
+            group.future.set_result(group.outcomes)
+
+
 class FinishBatcher:
     """Write the verdicts that arrive while a write is in flight together, in the next one."""
 
     def __init__(self, storage: protocol.JobLeaseStore, *, max_batch: int = MAX_BATCH) -> None:
         self._storage = storage
         self._max_batch = max_batch
-        self._pending: list[tuple[Finish, asyncio.Future[Finished | None]]] = []
+        self._pending: list[tuple[Finish, _Waiter]] = []
         self._flusher: asyncio.Task[None] | None = None
 
     async def finish(self, finish: Finish) -> Finished | None:
@@ -34,12 +85,14 @@ class FinishBatcher:
     async def finish_many(self, finishes: list[Finish]) -> list[Finished | BaseException | None]:
         """`finish` for each verdict, queued together: each one's outcome, in order (what
         `finish` would return, or the exception it would raise)."""
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[Finished | None]] = [loop.create_future() for _ in finishes]
-        self._pending.extend(zip(finishes, futures, strict=True))
+        if not finishes:
+            return []
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        group = _Group(future, len(finishes))
+        self._pending.extend((finish, _Member(group, i)) for i, finish in enumerate(finishes))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
-        return await asyncio.shield(asyncio.gather(*futures, return_exceptions=True))
+        return await asyncio.shield(future)
 
     async def _flush(self) -> None:
         while self._pending:
@@ -69,7 +122,7 @@ class FinishBatcher:
                 if not future.done():
                     future.set_result(result)
 
-    async def _finish_alone(self, finish: Finish, future: asyncio.Future[Finished | None]) -> None:
+    async def _finish_alone(self, finish: Finish, future: _Waiter) -> None:
         """One verdict on its own; one the database refuses is replaced by `poison_job`."""
         try:
             try:
