@@ -22,14 +22,21 @@ class _NoSpan:
         return None
 
 
+def recording() -> bool:
+    """Whether spans are recorded: a tracer provider is set (by the host program or
+    opentelemetry-instrument). Asked per use, so a provider set later is used from then on."""
+    return _trace is not None and not isinstance(
+        _trace.get_tracer_provider(), _trace.ProxyTracerProvider
+    )
+
+
 @contextlib.contextmanager
 def span(name: str, **attributes: Any) -> Iterator[Any]:
     """A span named `name` with `jobgate.<key>` attributes (None values are left out)."""
-    if _trace is None or isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider):
+    if not recording():
         # No tracer provider is set (by the host program or opentelemetry-instrument): the
         # span would be a non-recording no-op, and entering one (a context attach and detach)
-        # costs more than a zero-latency job's own work in the worker. Asked per span, so a
-        # provider set later is used from then on.
+        # costs more than a zero-latency job's own work in the worker.
         yield _NoSpan()
         return
     tracer = _trace.get_tracer("jobgate")

@@ -61,16 +61,41 @@ class SimProvider:
         return self._background and endpoint == RESPONSES
 
     async def _faults(self, plan: model.Directives, call: ProviderCall) -> None:
+        if plan.fails_on(call.run_count) and plan.fail_with == "hang":
+            await asyncio.Event().wait()  # until cancelled or timed out
+        self._raise_fault(plan, call)
+
+    def _raise_fault(self, plan: model.Directives, call: ProviderCall) -> None:
+        """Raise the fault `plan` sets for this call, if any (not `hang`: that one waits)."""
         if plan.fails_on(call.run_count):
             assert plan.fail_with is not None
-            if plan.fail_with == "hang":
-                await asyncio.Event().wait()  # until cancelled or timed out
             if plan.fail_with == "drop":
                 raise errors.ProviderOutcomeUnknown(
                     "simulated connection dropped after the request",
                     safe_to_retry=self.idempotent_creates,
                 )
             raise model.fault(plan.fail_with, plan.retry_after_s)
+
+    def call_now(self, call: ProviderCall) -> ProviderResult | None:
+        """`call`'s answer for a Chat Completions call with no latency that does not hang:
+        the same body, usage or fault, with nothing awaited (providers.base.AnswersAtOnce).
+        Responses calls go through the engine and are left to `call`."""
+        if call.endpoint != CHAT_COMPLETIONS:
+            return None
+        plan = model.directives(call.body)
+        if plan.latency_s or (plan.fail_with == "hang" and plan.fails_on(call.run_count)):
+            return None
+        self._raise_fault(plan, call)
+        return self._chat_result(call)
+
+    def _chat_result(self, call: ProviderCall) -> ProviderResult:
+        body = model.chat_completion(call.body, created=int(self._clock.now().timestamp()))
+        usage = body["usage"]
+        return ProviderResult(
+            body=body,
+            usage=Usage(usage["prompt_tokens"], usage["completion_tokens"]),
+            provider_request_id=body["id"],
+        )
 
     async def call(self, call: ProviderCall) -> ProviderResult:
         plan = model.directives(call.body)
@@ -89,13 +114,7 @@ class SimProvider:
         if plan.latency_s:
             await self._clock.sleep(plan.latency_s)
         await self._faults(plan, call)
-        body = model.chat_completion(call.body, created=int(self._clock.now().timestamp()))
-        usage = body["usage"]
-        return ProviderResult(
-            body=body,
-            usage=Usage(usage["prompt_tokens"], usage["completion_tokens"]),
-            provider_request_id=body["id"],
-        )
+        return self._chat_result(call)
 
     def streams(self, endpoint: str) -> bool:
         return endpoint in self.endpoints

@@ -32,7 +32,7 @@ from jobgate.domain.verdicts import Finish, Poisoning
 from jobgate.providers import background as provider_background
 from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import background, output_stream, readback, tenant_labels
+from jobgate.services import background, finish_batcher, output_stream, readback, tenant_labels
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.poison_log import log_poison
@@ -48,11 +48,15 @@ ABORT_CANCEL = "cancel"  # the client asked: stop the call, confirm `cancelled`
 ABORT_LEASE_LOST = "lease_lost"  # someone else owns the job now: stop, write nothing
 ABORT_LEASE_EXPIRING = "lease_expiring"  # cannot renew in time: stop, write nothing
 ABORT_SHUTDOWN = "shutdown"  # graceful stop: give the job back at once
-CLAIM_BATCH_MAX = 500  # jobs leased by one claim statement (the finish batch's size too)
+CLAIM_BATCH_MAX = finish_batcher.MAX_BATCH  # jobs leased by one claim statement
 # When work trickles in (each wake-up finds a job or two), wait this long after a wake-up so
 # the next claim leases what arrived meanwhile in one statement, not one statement per job.
 CLAIM_DEBOUNCE_S = 0.002
 SUMMARY_INTERVAL_S = 10.0  # at most one "jobs finished" info line per interval
+
+
+# A provider's `call_now` (providers.base.AnswersAtOnce).
+_CallNow = Callable[[ProviderCall], ProviderResult | None]
 
 
 @dataclasses.dataclass(slots=True)
@@ -87,73 +91,6 @@ def default_worker_id() -> str:
     return f"worker:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-class _FinishBatcher:
-    """Write the verdicts that arrive while a write is in flight together, in the next one."""
-
-    def __init__(
-        self, storage: protocol.JobLeaseStore, *, max_batch: int = CLAIM_BATCH_MAX
-    ) -> None:
-        self._storage = storage
-        self._max_batch = max_batch
-        self._pending: list[tuple[Finish, asyncio.Future[Finished | None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-
-    async def finish(self, finish: Finish) -> Finished | None:
-        future: asyncio.Future[Finished | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((finish, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
-        return await asyncio.shield(future)
-
-    async def _flush(self) -> None:
-        while self._pending:
-            batch = self._pending[: self._max_batch]
-            del self._pending[: self._max_batch]
-            try:
-                failpoints.hit("before_finish_commit")
-                results = await self._storage.job_finish_many(finishes=[f for f, _ in batch])
-                failpoints.hit("after_finish_commit")
-            except errors.StorageError as exc:
-                if isinstance(exc, errors.StorageUnavailable):
-                    for _, future in batch:  # each caller decides whether to retry
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                # The database refused the batch: write each verdict alone, so that one it
-                # cannot store (a NUL in a result, on PostgreSQL) fails alone.
-                for finish, future in batch:
-                    await self._finish_alone(finish, future)
-                continue
-            except Exception as exc:  # each caller decides whether to retry
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for (_, future), result in zip(batch, results, strict=True):
-                if not future.done():
-                    future.set_result(result)
-
-    async def _finish_alone(self, finish: Finish, future: asyncio.Future[Finished | None]) -> None:
-        """One verdict on its own; one the database refuses is replaced by `poison_job`."""
-        try:
-            try:
-                [result] = await self._storage.job_finish_many(finishes=[finish])
-            except errors.StorageUnavailable:
-                raise
-            except errors.StorageError as exc:
-                detail = f"its verdict could not be stored ({type(exc).__name__})"
-                log_poison("worker", Poisoning(finish.lease.job_id, detail, exc))
-                metrics.POISON_JOBS.labels("worker").inc()
-                poison = verdicts.poison_finish(finish, detail)
-                [result] = await self._storage.job_finish_many(finishes=[poison])
-        except Exception as exc:
-            if not future.done():
-                future.set_exception(exc)
-            return
-        if not future.done():
-            future.set_result(result)
-
-
 class Worker:
     def __init__(
         self,
@@ -169,8 +106,12 @@ class Worker:
         limits: LimitsService | None = None,
         transport: Transport | None = None,
         on_claimed: Callable[[], None] | None = None,
+        answer_now: bool = True,
     ) -> None:
         self.worker_id = worker_id or default_worker_id()
+        # Run the calls a provider answers at once (providers.base.AnswersAtOnce) batch-wise;
+        # False runs every job in its own task (the tests compare both paths).
+        self._answer_now = answer_now
         # A broker transport (JOBGATE_TRANSPORT): jobs come from its messages, claimed by id.
         self._intake = (
             None
@@ -207,8 +148,8 @@ class Worker:
         self._writing = 0  # entries whose verdict is with the finish batcher (slot freed)
         self._finished_since_log: collections.Counter[str] = collections.Counter()
         self._last_summary_at = self._clock.monotonic()
-        self._tasks: set[asyncio.Task[Finished | None]] = set()
-        self._batcher = _FinishBatcher(storage)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._batcher = finish_batcher.FinishBatcher(storage)
         # Background mode (providers that run the job on their side): create, record, let go.
         self._background = background.BackgroundStarter(
             storage=storage,
@@ -318,11 +259,14 @@ class Worker:
             assert job.lease_token is not None
             self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
             gates.started(job.provider, job.id)
+        waits: dict[str, Any] = {}  # tenant id: its histogram (one label lookup per tenant)
         for job in jobs:  # once they are held: a label lookup must not lose a lease
+            wait = waits.get(job.tenant_id)
+            if wait is None:
+                label = await self._tenant_labels.label(job.tenant_id)
+                wait = waits[job.tenant_id] = metrics.QUEUE_WAIT_SECONDS.labels(label)
             # Both times are the database's: when the job became claimable, and the claim.
-            metrics.QUEUE_WAIT_SECONDS.labels(
-                await self._tenant_labels.label(job.tenant_id)
-            ).observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
+            wait.observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
         return jobs
 
     async def _claim_limited(
@@ -355,13 +299,29 @@ class Worker:
         """Claim a batch and run every claimed job to its written verdict (for tests and
         tools). The answer holds each job as read back once its verdict is written, or None
         where the lease was lost and the result dropped."""
-        jobs = await self.claim(limit)
-        written = await asyncio.gather(*(self.execute(job) for job in jobs))
+        written = await self.run_claimed(await self.claim(limit))
         return list(
             await asyncio.gather(
                 *(self._read_back(done) for done in written),
             )
         )
+
+    async def run_claimed(self, jobs: list[Job]) -> list[Finished | None]:
+        """Run claimed jobs to their written verdicts, as the loop does: those a provider
+        answers at once together, the others each in `execute`. The answer holds, in order,
+        what was written for each job (None: the lease was lost)."""
+        ready, each = self._split(jobs)
+        answered, later = self._answer(ready)
+        each += later
+        one_by_one = asyncio.gather(*(self.execute(job) for job in each))
+        try:
+            together = await self._write_now(answered)  # while the others run
+        except BaseException:
+            one_by_one.cancel()  # cancelled: so are the others, as one gather of all would be
+            raise
+        ids = [entry.job.id for entry, _ in answered] + [job.id for job in each]
+        by_id = dict(zip(ids, [*together, *await one_by_one], strict=True))
+        return [by_id[job.id] for job in jobs]
 
     async def _read_back(self, done: Finished | None) -> Job | None:
         return None if done is None else await self._storage.job_get(job_id=done.job_id)
@@ -387,17 +347,165 @@ class Worker:
                 return Finished(accepted.id, accepted.state, accepted.attempt)
             return await self._write(entry, finish)
         finally:
-            # Only our own entry: once our verdict requeued the job, this worker may have
-            # claimed it again already, and that new lease must keep its heartbeat.
-            self._rate_limits.forget(job.id)  # an estimate not settled stands as charged
-            if entry.writing:
-                self._writing -= 1
-            if self._inflight.get(job.id) is entry:
-                del self._inflight[job.id]
-                self._providers.gates.finished(job.provider, job.id)
-            self._wake.set()
-            if self._intake is not None:  # after the verdict committed (or the lease is gone)
-                self._intake.finished(entry.lease)
+            self._release(entry)
+
+    def _release(self, entry: _InFlight) -> None:
+        """Let go of a job whose verdict is written (or whose lease is gone)."""
+        job = entry.job
+        # Only our own entry: once our verdict requeued the job, this worker may have claimed
+        # it again already, and that new lease must keep its heartbeat.
+        self._rate_limits.forget(job.id)  # an estimate not settled stands as charged
+        if entry.writing:
+            self._writing -= 1
+        if self._inflight.get(job.id) is entry:
+            del self._inflight[job.id]
+            self._providers.gates.finished(job.provider, job.id)
+        self._wake.set()
+        if self._intake is not None:  # after the verdict committed (or the lease is gone)
+            self._intake.finished(entry.lease)
+
+    # -- calls answered at once, batch-wise --------------------------------------------------
+
+    def _split(self, jobs: list[Job]) -> tuple[list[tuple[_InFlight, _CallNow]], list[Job]]:
+        """Claimed jobs whose provider may answer at once, and the jobs to run each in its own
+        task: every job that needs more than a call and its verdict (a deadline, live output,
+        a model route, a rate limit, a stop requested, a damaged row, background mode, spans
+        being recorded) takes the task path, where those features live."""
+        if not self._answer_now or tracing.recording():
+            return [], list(jobs)
+        ready: list[tuple[_InFlight, _CallNow]] = []
+        each: list[Job] = []
+        limited = self._rate_limits.limited
+        for job in jobs:
+            entry = self._inflight[job.id]
+            call_now = None
+            if (
+                job.deadline_at is None
+                and job.model_route is None
+                and not job.damaged
+                and entry.abort_reason is None
+                and job.provider not in limited
+                and not output_stream.wants_stream(job)
+            ):
+                call_now = self._call_now(job)
+            if call_now is None:
+                each.append(job)
+            else:
+                ready.append((entry, call_now))
+        return ready, each
+
+    def _call_now(self, job: Job) -> _CallNow | None:
+        """The job's provider's `call_now`, when it has one and runs the job in the
+        foreground. Whatever goes wrong in finding it is the task path's to judge (it fails the
+        job alone as `poison_job` when its handling raises)."""
+        try:
+            provider = self._providers.get(job.provider, api=job.api)
+            if provider_background.background_for(provider, job.endpoint) is not None:
+                return None
+            call_now: _CallNow | None = getattr(provider, "call_now", None)
+        except Exception:
+            return None
+        return call_now
+
+    def _answer(
+        self, ready: list[tuple[_InFlight, _CallNow]]
+    ) -> tuple[list[tuple[_InFlight, Finish]], list[Job]]:
+        """Each ready job's verdict from its provider's immediate answer, in one loop (what
+        `_attempt_or_poison` decides for it, without a task); the jobs whose provider cannot
+        answer at once after all are returned to run in their own task."""
+        answered: list[tuple[_InFlight, Finish]] = []
+        later: list[Job] = []
+        timings: dict[tuple[str, str], Any] = {}  # (provider, outcome): its histogram
+        for entry, call_now in ready:
+            job = entry.job
+            if entry.abort_reason is not None:  # stopped since the claim: the task path says how
+                later.append(job)
+                continue
+            try:
+                started = self._clock.monotonic()
+                try:
+                    outcome: ProviderResult | BaseException | None = call_now(self._call_of(job))
+                except Exception as exc:  # judged like the awaited call's errors
+                    outcome = exc
+                if outcome is None:
+                    later.append(job)
+                    continue
+                # The task path's failpoints, hit once the answer is known: answering at once
+                # has no effect outside this process, so a crash here is one before the call.
+                failpoints.hit("before_provider_call", job.model)
+                failpoints.hit("after_provider_response")
+                finish = self._verdict(job, outcome)
+                key = (
+                    job.provider,
+                    "succeeded"
+                    if finish.state is JobState.SUCCEEDED
+                    else (finish.error or {}).get("type", "error"),
+                )
+                timing = timings.get(key)
+                if timing is None:
+                    timing = timings[key] = metrics.PROVIDER_CALL_SECONDS.labels(*key)
+                timing.observe(self._clock.monotonic() - started)
+            except Exception as exc:
+                detail = verdicts.poison_detail(job, exc)
+                log_poison("worker", Poisoning(job.id, detail, exc))
+                metrics.POISON_JOBS.labels("worker").inc()
+                finish = verdicts.poison_verdict(job, detail, actor=self.worker_id)
+            answered.append((entry, finish))
+        return answered, later
+
+    def _hand_over(self, answered: list[tuple[_InFlight, Finish]]) -> None:
+        """The verdicts are the finish batcher's: their slots are free for the next claim
+        (the entries keep their leases, and heartbeats, until the write lands)."""
+        for entry, _ in answered:
+            if not entry.writing:
+                entry.writing = True
+                self._writing += 1
+        self._wake.set()
+
+    async def _write_now(self, answered: list[tuple[_InFlight, Finish]]) -> list[Finished | None]:
+        """`_write` for verdicts computed together: queued with the finish batcher at once,
+        retried together while the database is unavailable, each accounted as `_write` does;
+        then each job is let go as `execute` does."""
+        results: list[Finished | None] = [None] * len(answered)
+        self._hand_over(answered)
+        counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        try:
+            todo = list(range(len(answered)))
+            unknown: set[int] = set()  # an earlier attempt may have committed
+            delay_s = 0.05
+            while todo:
+                outcomes = await self._batcher.finish_many([answered[i][1] for i in todo])
+                again: list[int] = []
+                for i, outcome in zip(todo, outcomes, strict=True):
+                    entry, finish = answered[i]
+                    if isinstance(outcome, errors.StorageUnavailable):
+                        unknown.add(i)
+                        if self._clock.monotonic() - entry.renewed_at >= self._settings.lease_ttl_s:
+                            self._gave_up(entry, finish)
+                        else:
+                            again.append(i)
+                        continue
+                    if isinstance(outcome, BaseException):
+                        log.error(
+                            "could not record a verdict",
+                            exc_info=outcome,
+                            extra={"job_id": entry.job.id, "worker_id": self.worker_id},
+                        )
+                        continue
+                    if outcome is None and i in unknown:
+                        outcome = await readback.verdict_written(
+                            self._storage, entry.job, actor=self.worker_id
+                        )
+                    results[i] = await self._written(entry, finish, outcome, counts)
+                todo = again
+                if todo:
+                    await self._clock.sleep(delay_s)
+                    delay_s = min(delay_s * 2, 2.0)
+        finally:
+            self._count(counts)
+            for entry, _ in answered:
+                self._release(entry)
+        return results
 
     async def _attempt_or_poison(self, entry: _InFlight) -> Finish | background.Accepted | None:
         """The attempt, except that a job this worker cannot handle (its row damaged, or
@@ -434,16 +542,7 @@ class Worker:
             timeout_s = (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
             if timeout_s <= 0:
                 return verdicts.deadline_exceeded(job, actor=actor)
-        call = ProviderCall(
-            job_id=job.id,
-            tenant_id=job.tenant_id,
-            endpoint=job.endpoint,
-            body=output_stream.provider_body(job),
-            model=job.model,
-            attempt=job.attempt,
-            run_count=job.run_count,
-            idempotency_key=job.provider_idempotency_key,
-        )
+        call = self._call_of(job)
         failpoints.hit("before_provider_call", job.model)
         in_background = provider_background.background_for(provider, job.endpoint)
         if in_background is not None:
@@ -495,6 +594,19 @@ class Worker:
             else (verdict.error or {}).get("type", "error"),
         ).observe(self._clock.monotonic() - started)
         return verdict
+
+    @staticmethod
+    def _call_of(job: Job) -> ProviderCall:
+        return ProviderCall(
+            job_id=job.id,
+            tenant_id=job.tenant_id,
+            endpoint=job.endpoint,
+            body=output_stream.provider_body(job),
+            model=job.model,
+            attempt=job.attempt,
+            run_count=job.run_count,
+            idempotency_key=job.provider_idempotency_key,
+        )
 
     def _aborted(self, job: Job, entry: _InFlight) -> Finish | None:
         """The verdict of a call stopped for `entry.abort_reason` (None: write nothing)."""
@@ -618,43 +730,67 @@ class Worker:
                 # Keep trying while our lease may still hold; after that the job is the
                 # reaper's, and writing would be wrong anyway (the fence would refuse it).
                 if self._clock.monotonic() - entry.renewed_at >= self._settings.lease_ttl_s:
-                    log.warning(
-                        "could not record a verdict before the lease ran out",
-                        extra={"job_id": entry.job.id, "to_state": str(finish.state)},
-                    )
+                    self._gave_up(entry, finish)
                     return None
                 await self._clock.sleep(delay_s)
                 delay_s = min(delay_s * 2, 2.0)
+        return await self._written(entry, finish, written)
+
+    def _gave_up(self, entry: _InFlight, finish: Finish) -> None:
+        log.warning(
+            "could not record a verdict before the lease ran out",
+            extra={"job_id": entry.job.id, "to_state": str(finish.state)},
+        )
+
+    async def _written(
+        self,
+        entry: _InFlight,
+        finish: Finish,
+        written: Finished | None,
+        counts: collections.Counter[tuple[str, str, str]] | None = None,
+    ) -> Finished | None:
+        """Account for a verdict's write: metrics and the summary (added to `counts` when
+        given, for `_count` to report once for many), or the drop when the fence refused it."""
         if written is None:
             await self._record_dropped(entry, "lease_lost", to_state=finish)
             return None
         job = entry.job
-        metrics.ATTEMPTS.labels(job.provider, finish.reason).inc()
-        metrics.TRANSITIONS.labels(str(written.state)).inc()
+        key = (job.provider, finish.reason, str(written.state))
+        if counts is None:
+            self._count(collections.Counter((key,)))
+        else:
+            counts[key] += 1
         # One line per transition at debug level; at info, a summary at most every
         # SUMMARY_INTERVAL_S (a line per job costs more than the job on a fast drain).
-        log.debug(
-            "job transition",
-            extra={
-                "job_id": written.job_id,
-                "tenant_id": job.tenant_id,
-                "from_state": "running",
-                "to_state": str(written.state),
-                "reason": finish.reason,
-                "attempt": written.attempt,
-                "worker_id": self.worker_id,
-                "provider": job.provider,
-                # The error written is the verdict's own (a finish stores `finish.error`).
-                "error_code": (finish.error or {}).get("code")
-                if written.state is not JobState.SUCCEEDED
-                else None,
-            },
-        )
-        self._count_finished(str(written.state))
+        if log.isEnabledFor(logging.DEBUG):  # the line's fields are not built for nothing
+            log.debug(
+                "job transition",
+                extra={
+                    "job_id": written.job_id,
+                    "tenant_id": job.tenant_id,
+                    "from_state": "running",
+                    "to_state": str(written.state),
+                    "reason": finish.reason,
+                    "attempt": written.attempt,
+                    "worker_id": self.worker_id,
+                    "provider": job.provider,
+                    # The error written is the verdict's own (a finish stores `finish.error`).
+                    "error_code": (finish.error or {}).get("code")
+                    if written.state is not JobState.SUCCEEDED
+                    else None,
+                },
+            )
         return written
 
-    def _count_finished(self, state: str) -> None:
-        self._finished_since_log[state] += 1
+    def _count(self, counts: collections.Counter[tuple[str, str, str]]) -> None:
+        """Attempts and transitions by (provider, reason, state), into the metrics and the
+        summary line."""
+        for (provider, reason, state), n in counts.items():
+            metrics.ATTEMPTS.labels(provider, reason).inc(n)
+            metrics.TRANSITIONS.labels(state).inc(n)
+            self._finished_since_log[state] += n
+        if not counts:
+            return
         now = self._clock.monotonic()
         if now - self._last_summary_at >= SUMMARY_INTERVAL_S:
             log.info(
@@ -784,6 +920,20 @@ class Worker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _start(self, jobs: list[Job]) -> None:
+        """Run claimed jobs: the calls a provider answers at once here and now, their verdicts
+        handed over together (their slots free before the next claim, which then shares the
+        write's transaction), the others each in its own task."""
+        ready, each = self._split(jobs)
+        answered, later = self._answer(ready)
+        for job in [*each, *later]:
+            self._spawn(job)
+        if answered:
+            self._hand_over(answered)
+            task = asyncio.create_task(self._write_now(answered), name="verdicts answered at once")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     def request_stop(self) -> None:
         """Stop claiming; `run` then drains in-flight work and returns."""
         self._stopping = True
@@ -820,8 +970,7 @@ class Worker:
                 await self._wake.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
-            for job in jobs:
-                self._spawn(job)
+            self._start(jobs)
             if (jobs or self._receive_waited) and self.busy < self.concurrency:
                 continue  # the queue may hold more (or the broker's receive was the wait)
             poll_s = self._settings.worker_poll_interval_s

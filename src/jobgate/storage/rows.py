@@ -135,8 +135,11 @@ class _Reading:
         self.damaged: list[str] = []
 
     def time(self, column: str) -> datetime | None:
+        raw = self.row[column]
+        if raw is None:  # most optional times of a job (no decoder call for them)
+            return None
         try:
-            moment = self.decoder._time(self.row[column])
+            moment = self.decoder._time(raw)
         except (ValueError, OverflowError, OSError, TypeError):
             self.damaged.append(column)
             return None
