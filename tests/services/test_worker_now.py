@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobgate import tracing
 from jobgate.config import ProviderConfig
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
@@ -97,6 +98,13 @@ async def _trace(runtime: Runtime, job_id: str) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(autouse=True)
+def spans_not_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An earlier test may have set a global tracer provider (OpenTelemetry's is process-wide):
+    these tests choose whether spans are recorded."""
+    monkeypatch.setattr(tracing, "recording", lambda: False)
+
+
 async def test_answered_at_once_leaves_what_the_task_path_leaves(runtime: Runtime) -> None:
     traces: dict[bool, list[dict[str, Any]]] = {}
     for answer_now in (False, True):
@@ -154,3 +162,15 @@ async def test_a_cancel_requested_before_the_call_is_honoured(
     assert job is not None and job.state is JobState.CANCELLED
     assert not await runtime.storage.usage_for_job(job_id=job_id)
     assert worker.inflight == 0
+
+
+async def test_recorded_spans_keep_every_job_on_the_task_path(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = (await runtime.tenants.create("acme")).tenant
+    ids = [await _submit(runtime, owner, _body()) for _ in range(3)]
+    monkeypatch.setattr(tracing, "recording", lambda: True)  # each call gets its span
+    worker, one_by_one = _worker(runtime, answer_now=True)
+    done = await worker.run_once()
+    assert [job.state if job else None for job in done] == [JobState.SUCCEEDED] * 3
+    assert sorted(one_by_one) == sorted(ids)
