@@ -15,6 +15,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult
+from jobgate.services import finish_summary
 from jobgate.services import worker as worker_module
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import Finished
@@ -159,7 +160,7 @@ async def test_transitions_are_debug_lines_and_an_info_summary(
         await worker.run_once()
         assert not [r for r in caplog.records if r.getMessage() == "job transition"]
         assert not [r for r in caplog.records if r.getMessage() == "jobs finished"]
-        clock.advance(worker_module.SUMMARY_INTERVAL_S + 1)
+        clock.advance(finish_summary.SUMMARY_INTERVAL_S + 1)
         await _submit(runtime, owner.id)
         await worker.run_once()
     [summary] = [r for r in caplog.records if r.getMessage() == "jobs finished"]

@@ -13,7 +13,6 @@ import collections
 import contextlib
 import dataclasses
 import logging
-import math
 import os
 import random
 import secrets
@@ -25,7 +24,6 @@ from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.domain import verdicts
-from jobgate.domain.backoff import full_jitter_s
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish, Poisoning
@@ -34,6 +32,15 @@ from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import background, finish_batcher, output_stream, readback, tenant_labels
 from jobgate.services.breaker_sync import BreakerSync
+from jobgate.services.call_verdicts import CallVerdicts, call_of
+from jobgate.services.finish_summary import FinishSummary
+from jobgate.services.lease_keeper import (
+    ABORT_LEASE_EXPIRING,
+    ABORT_LEASE_LOST,
+    ABORT_SHUTDOWN,
+    InFlight,
+    LeaseKeeper,
+)
 from jobgate.services.limits import LimitsService
 from jobgate.services.poison_log import log_poison
 from jobgate.services.rate_limits import ClaimTarget, RateLimiter
@@ -44,47 +51,14 @@ from jobgate.transports.intake import Intake
 
 log = logging.getLogger(__name__)
 
-ABORT_CANCEL = "cancel"  # the client asked: stop the call, confirm `cancelled`
-ABORT_LEASE_LOST = "lease_lost"  # someone else owns the job now: stop, write nothing
-ABORT_LEASE_EXPIRING = "lease_expiring"  # cannot renew in time: stop, write nothing
-ABORT_SHUTDOWN = "shutdown"  # graceful stop: give the job back at once
 CLAIM_BATCH_MAX = finish_batcher.MAX_BATCH  # jobs leased by one claim statement
 # When work trickles in (each wake-up finds a job or two), wait this long after a wake-up so
 # the next claim leases what arrived meanwhile in one statement, not one statement per job.
 CLAIM_DEBOUNCE_S = 0.002
-SUMMARY_INTERVAL_S = 10.0  # at most one "jobs finished" info line per interval
 
 
 # A provider's `call_now` (providers.base.AnswersAtOnce).
 _CallNow = Callable[[ProviderCall], ProviderResult | None]
-
-
-@dataclasses.dataclass(slots=True)
-class _InFlight:
-    job: Job
-    lease: Lease
-    renewed_at: float  # monotonic time at which the last successful renewal was sent
-    abort_reason: str | None = None
-    # The job's own task while it awaits the provider (one task per job: the call runs in it,
-    # so stopping the call cancels that task inside the call, and only there).
-    calling: asyncio.Task[Any] | None = None
-    writing: bool = False  # the verdict is with the finish batcher: the slot is free again
-
-    def stop(self, reason: str) -> None:
-        """Abort the job's provider call (now, or as soon as it starts) for `reason`."""
-        if self.abort_reason is None:
-            self.abort_reason = reason
-            if self.calling is not None:
-                self.calling.cancel()
-
-
-def _renewed(beat: asyncio.Task[bool]) -> bool:
-    if beat.cancelled():
-        return False
-    if beat.exception() is not None:
-        log.error("heartbeat raised", exc_info=beat.exception())
-        return False
-    return beat.result()
 
 
 def default_worker_id() -> str:
@@ -131,7 +105,6 @@ class Worker:
         self._providers = providers
         self._settings = settings
         self._clock = clock or SystemClock()
-        self._rng = rng
         self.concurrency = concurrency or settings.worker_concurrency
         self._provider_names = provider_names
         self._limits = limits
@@ -140,16 +113,14 @@ class Worker:
         self._breakers = BreakerSync(
             storage=storage, gates=providers.gates, clock=self._clock, owner=self.worker_id
         )
-        self._inflight: dict[str, _InFlight] = {}
-        # No running entry's lease was renewed (or claimed) before this monotonic time: a lower
-        # bound, lowered by claims and raised by check_lease_expiry's full passes, so that the
-        # check made every tick is one comparison while thousands of long calls wait.
-        self._renewed_floor = math.inf
+        self._inflight: dict[str, InFlight] = {}
         self._writing = 0  # entries whose verdict is with the finish batcher (slot freed)
-        self._finished_since_log: collections.Counter[str] = collections.Counter()
-        self._last_summary_at = self._clock.monotonic()
+        self._summary = FinishSummary(clock=self._clock, worker_id=self.worker_id)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._batcher = finish_batcher.FinishBatcher(storage)
+        self._verdicts = CallVerdicts(
+            providers=providers, settings=settings, actor=self.worker_id, rng=rng
+        )
         # Background mode (providers that run the job on their side): create, record, let go.
         self._background = background.BackgroundStarter(
             storage=storage,
@@ -161,12 +132,14 @@ class Worker:
         )
         self._wake = wakeups.Wakeup()
         self._stopping = False
-        lease_ttl_s = settings.lease_ttl_s
-        # Stop work this long before the lease would run out without a renewal.
-        self._safety_margin_s = min(settings.heartbeat_interval_s, lease_ttl_s / 4)
-        # How long a renewal's answer can still save a lease: beyond this from its sending,
-        # check_lease_expiry has stopped the calls it would have renewed.
-        self._renewal_window_s = lease_ttl_s - self._safety_margin_s
+        self._leases = LeaseKeeper(
+            storage=storage,
+            settings=settings,
+            clock=self._clock,
+            worker_id=self.worker_id,
+            inflight=self._inflight,
+            intake=self._intake,
+        )
 
     @property
     def inflight(self) -> int:
@@ -254,10 +227,10 @@ class Worker:
                     )
             claim_span.set_attribute("jobgate.claimed", len(jobs))
         if jobs:
-            self._renewed_floor = min(self._renewed_floor, sent_at)
+            self._leases.claimed(sent_at)
         for job in jobs:
             assert job.lease_token is not None
-            self._inflight[job.id] = _InFlight(job, Lease(job.id, job.lease_token), sent_at)
+            self._inflight[job.id] = InFlight(job, Lease(job.id, job.lease_token), sent_at)
             gates.started(job.provider, job.id)
         waits: dict[str, Any] = {}  # tenant id: its histogram (one label lookup per tenant)
         for job in jobs:  # once they are held: a label lookup must not lose a lease
@@ -349,7 +322,7 @@ class Worker:
         finally:
             self._release(entry)
 
-    def _release(self, entry: _InFlight) -> None:
+    def _release(self, entry: InFlight) -> None:
         """Let go of a job whose verdict is written (or whose lease is gone)."""
         job = entry.job
         # Only our own entry: once our verdict requeued the job, this worker may have claimed
@@ -366,14 +339,14 @@ class Worker:
 
     # -- calls answered at once, batch-wise --------------------------------------------------
 
-    def _split(self, jobs: list[Job]) -> tuple[list[tuple[_InFlight, _CallNow]], list[Job]]:
+    def _split(self, jobs: list[Job]) -> tuple[list[tuple[InFlight, _CallNow]], list[Job]]:
         """Claimed jobs whose provider may answer at once, and the jobs to run each in its own
         task: every job that needs more than a call and its verdict (a deadline, live output,
         a model route, a rate limit, a stop requested, a damaged row, background mode, spans
         being recorded) takes the task path, where those features live."""
         if not self._answer_now or tracing.recording():
             return [], list(jobs)
-        ready: list[tuple[_InFlight, _CallNow]] = []
+        ready: list[tuple[InFlight, _CallNow]] = []
         each: list[Job] = []
         limited = self._rate_limits.limited
         for job in jobs:
@@ -408,12 +381,12 @@ class Worker:
         return call_now
 
     def _answer(
-        self, ready: list[tuple[_InFlight, _CallNow]]
-    ) -> tuple[list[tuple[_InFlight, Finish]], list[Job]]:
+        self, ready: list[tuple[InFlight, _CallNow]]
+    ) -> tuple[list[tuple[InFlight, Finish]], list[Job]]:
         """Each ready job's verdict from its provider's immediate answer, in one loop (what
         `_attempt_or_poison` decides for it, without a task); the jobs whose provider cannot
         answer at once after all are returned to run in their own task."""
-        answered: list[tuple[_InFlight, Finish]] = []
+        answered: list[tuple[InFlight, Finish]] = []
         later: list[Job] = []
         timings: dict[tuple[str, str], Any] = {}  # (provider, outcome): its histogram
         for entry, call_now in ready:
@@ -424,7 +397,7 @@ class Worker:
             try:
                 started = self._clock.monotonic()
                 try:
-                    outcome: ProviderResult | BaseException | None = call_now(self._call_of(job))
+                    outcome: ProviderResult | BaseException | None = call_now(call_of(job))
                 except Exception as exc:  # judged like the awaited call's errors
                     outcome = exc
                 if outcome is None:
@@ -434,7 +407,7 @@ class Worker:
                 # has no effect outside this process, so a crash here is one before the call.
                 failpoints.hit("before_provider_call", job.model)
                 failpoints.hit("after_provider_response")
-                finish = self._verdict(job, outcome)
+                finish = self._verdicts.of_outcome(job, outcome)
                 key = (
                     job.provider,
                     "succeeded"
@@ -453,7 +426,7 @@ class Worker:
             answered.append((entry, finish))
         return answered, later
 
-    def _hand_over(self, answered: list[tuple[_InFlight, Finish]]) -> None:
+    def _hand_over(self, answered: list[tuple[InFlight, Finish]]) -> None:
         """The verdicts are the finish batcher's: their slots are free for the next claim
         (the entries keep their leases, and heartbeats, until the write lands)."""
         for entry, _ in answered:
@@ -462,7 +435,7 @@ class Worker:
                 self._writing += 1
         self._wake.set()
 
-    async def _write_now(self, answered: list[tuple[_InFlight, Finish]]) -> list[Finished | None]:
+    async def _write_now(self, answered: list[tuple[InFlight, Finish]]) -> list[Finished | None]:
         """`_write` for verdicts computed together: queued with the finish batcher at once,
         retried together while the database is unavailable, each accounted as `_write` does;
         then each job is let go as `execute` does."""
@@ -502,12 +475,12 @@ class Worker:
                     await self._clock.sleep(delay_s)
                     delay_s = min(delay_s * 2, 2.0)
         finally:
-            self._count(counts)
+            self._summary.count(counts)
             for entry, _ in answered:
                 self._release(entry)
         return results
 
-    async def _attempt_or_poison(self, entry: _InFlight) -> Finish | background.Accepted | None:
+    async def _attempt_or_poison(self, entry: InFlight) -> Finish | background.Accepted | None:
         """The attempt, except that a job this worker cannot handle (its row damaged, or
         handling it raises) fails alone as `poison_job` instead of taking the worker down."""
         job = entry.job
@@ -526,14 +499,14 @@ class Worker:
             metrics.POISON_JOBS.labels("worker").inc()
             return verdicts.poison_verdict(job, detail, actor=self.worker_id)
 
-    async def _attempt(self, entry: _InFlight) -> Finish | background.Accepted | None:
+    async def _attempt(self, entry: InFlight) -> Finish | background.Accepted | None:
         job = entry.job
         actor = self.worker_id
         try:
             provider = self._providers.get(job.provider, api=job.api)
         except errors.UnknownProvider as exc:
             fatal = errors.ProviderFatal(exc.message, code="unknown_provider")
-            return self._failed(job, fatal)
+            return self._verdicts.failed(job, fatal)
         timeout_s = None
         if job.deadline_at is not None:
             # Measured on the database's clock (the claim stamped updated_at), then on this
@@ -542,13 +515,13 @@ class Worker:
             timeout_s = (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
             if timeout_s <= 0:
                 return verdicts.deadline_exceeded(job, actor=actor)
-        call = self._call_of(job)
+        call = call_of(job)
         failpoints.hit("before_provider_call", job.model)
         in_background = provider_background.background_for(provider, job.endpoint)
         if in_background is not None:
             return await self._background.start(job, entry.lease, call, in_background)
         if entry.abort_reason is not None:  # stopped before the call began
-            return self._aborted(job, entry)
+            return self._verdicts.aborted(job, entry.abort_reason)
         started = self._clock.monotonic()
         task = asyncio.current_task()
         assert task is not None
@@ -574,7 +547,7 @@ class Worker:
                 elif entry.abort_reason is None or task.uncancel() > 0:
                     raise  # not (only) ours: the worker itself is being cancelled
                 else:
-                    return self._aborted(job, entry)
+                    return self._verdicts.aborted(job, entry.abort_reason)
             except TimeoutError as exc:
                 if deadline.expired():
                     return verdicts.deadline_exceeded(job, actor=actor)
@@ -586,7 +559,7 @@ class Worker:
         failpoints.hit("after_provider_response")
         if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
             return None
-        verdict = self._verdict(job, outcome)
+        verdict = self._verdicts.of_outcome(job, outcome)
         metrics.PROVIDER_CALL_SECONDS.labels(
             job.provider,
             "succeeded"
@@ -595,29 +568,8 @@ class Worker:
         ).observe(self._clock.monotonic() - started)
         return verdict
 
-    @staticmethod
-    def _call_of(job: Job) -> ProviderCall:
-        return ProviderCall(
-            job_id=job.id,
-            tenant_id=job.tenant_id,
-            endpoint=job.endpoint,
-            body=output_stream.provider_body(job),
-            model=job.model,
-            attempt=job.attempt,
-            run_count=job.run_count,
-            idempotency_key=job.provider_idempotency_key,
-        )
-
-    def _aborted(self, job: Job, entry: _InFlight) -> Finish | None:
-        """The verdict of a call stopped for `entry.abort_reason` (None: write nothing)."""
-        if entry.abort_reason == ABORT_CANCEL:
-            return verdicts.cancelled(job, actor=self.worker_id)
-        if entry.abort_reason == ABORT_SHUTDOWN:
-            return verdicts.released(job, actor=self.worker_id)
-        return None  # the lease is lost or about to be: whoever holds it owns the job
-
     def _provider_call(
-        self, provider: Provider, call: ProviderCall, entry: _InFlight
+        self, provider: Provider, call: ProviderCall, entry: InFlight
     ) -> Coroutine[Any, Any, ProviderResult]:
         """The call; for a job that asked for live output, streamed into its output log."""
         if not output_stream.wants_stream(entry.job):
@@ -631,52 +583,7 @@ class Worker:
         )
         return output_stream.call_streaming(provider, call, batcher)
 
-    def _verdict(self, job: Job, outcome: ProviderResult | BaseException) -> Finish:
-        actor = self.worker_id
-        if isinstance(outcome, errors.ProviderError):
-            self._providers.gates.record(job.provider, job.id, outcome)  # feeds the breaker
-            return self._failed(job, outcome)
-        if isinstance(outcome, BaseException):  # a bug in an adapter
-            log.error(
-                "provider call raised unexpectedly",
-                exc_info=outcome,
-                extra={"job_id": job.id, "provider": job.provider},
-            )
-            return verdicts.internal_error(
-                job,
-                outcome,
-                actor=actor,
-                retry_delay=self._retry_delay,
-                unknown_outcome=self._settings.unknown_outcome,
-            )
-        result = outcome
-        self._providers.gates.record(job.provider, job.id, None)
-        return verdicts.succeeded(
-            job,
-            actor=actor,
-            result=result.body,
-            usage=result.usage.as_dict(),
-            request_id=result.request_id,
-        )
-
-    def _failed(self, job: Job, exc: errors.ProviderError) -> Finish:
-        return verdicts.failed(
-            job,
-            exc,
-            actor=self.worker_id,
-            retry_delay=self._retry_delay,
-            unknown_outcome=self._settings.unknown_outcome,
-        )
-
-    def _retry_delay(self, attempt: int) -> float:
-        return full_jitter_s(
-            attempt,
-            base_s=self._settings.retry_base_s,
-            cap_s=self._settings.retry_max_s,
-            rng=self._rng,
-        )
-
-    async def _reroute(self, entry: _InFlight, finish: Finish) -> Finish:
+    async def _reroute(self, entry: InFlight, finish: Finish) -> Finish:
         """A job for a model route whose attempt is to be retried moves to the route's next
         target first (fenced on its lease, logged as an event), when the attempt failed in a
         retryable way or was told to wait longer than the route allows. An unknown creation
@@ -708,7 +615,7 @@ class Worker:
             return dataclasses.replace(finish, retry_in_s=0.0)  # the next target is not limited
         return finish
 
-    async def _write(self, entry: _InFlight, finish: Finish) -> Finished | None:
+    async def _write(self, entry: InFlight, finish: Finish) -> Finished | None:
         if not entry.writing:  # the slot is free for the next claim while the batch commits
             entry.writing = True
             self._writing += 1
@@ -736,7 +643,7 @@ class Worker:
                 delay_s = min(delay_s * 2, 2.0)
         return await self._written(entry, finish, written)
 
-    def _gave_up(self, entry: _InFlight, finish: Finish) -> None:
+    def _gave_up(self, entry: InFlight, finish: Finish) -> None:
         log.warning(
             "could not record a verdict before the lease ran out",
             extra={"job_id": entry.job.id, "to_state": str(finish.state)},
@@ -744,7 +651,7 @@ class Worker:
 
     async def _written(
         self,
-        entry: _InFlight,
+        entry: InFlight,
         finish: Finish,
         written: Finished | None,
         counts: collections.Counter[tuple[str, str, str]] | None = None,
@@ -757,11 +664,11 @@ class Worker:
         job = entry.job
         key = (job.provider, finish.reason, str(written.state))
         if counts is None:
-            self._count(collections.Counter((key,)))
+            self._summary.count(collections.Counter((key,)))
         else:
             counts[key] += 1
         # One line per transition at debug level; at info, a summary at most every
-        # SUMMARY_INTERVAL_S (a line per job costs more than the job on a fast drain).
+        # finish_summary.SUMMARY_INTERVAL_S (a line per job costs more than the job).
         if log.isEnabledFor(logging.DEBUG):  # the line's fields are not built for nothing
             log.debug(
                 "job transition",
@@ -782,30 +689,8 @@ class Worker:
             )
         return written
 
-    def _count(self, counts: collections.Counter[tuple[str, str, str]]) -> None:
-        """Attempts and transitions by (provider, reason, state), into the metrics and the
-        summary line."""
-        for (provider, reason, state), n in counts.items():
-            metrics.ATTEMPTS.labels(provider, reason).inc(n)
-            metrics.TRANSITIONS.labels(state).inc(n)
-            self._finished_since_log[state] += n
-        if not counts:
-            return
-        now = self._clock.monotonic()
-        if now - self._last_summary_at >= SUMMARY_INTERVAL_S:
-            log.info(
-                "jobs finished",
-                extra={
-                    "worker_id": self.worker_id,
-                    "interval_s": round(now - self._last_summary_at, 3),
-                    "by_state": dict(self._finished_since_log),
-                },
-            )
-            self._finished_since_log.clear()
-            self._last_summary_at = now
-
     async def _record_dropped(
-        self, entry: _InFlight, reason: str, *, to_state: Finish | None = None
+        self, entry: InFlight, reason: str, *, to_state: Finish | None = None
     ) -> None:
         log.warning(
             "lease lost; result dropped",
@@ -821,97 +706,15 @@ class Worker:
     # -- heartbeats ------------------------------------------------------------------------
 
     async def heartbeat_once(self) -> bool:
-        """Renew every held lease in one statement, however many there are; stop the calls
-        whose lease is gone or whose cancel was requested. Answers whether the renewal landed;
-        a failed one only matters once a lease is about to run out."""
-        entries = list(self._inflight.values())
-        if not entries:
-            return True
-        sent_at = self._clock.monotonic()
-        try:
-            # Waited for as long as its answer can still save a lease, not one interval: a
-            # renewal that lands late still extends every lease (counted from `sent_at`), and
-            # cancelling it would make each beat on a slow database fail alike until calls
-            # that are still running lose their leases.
-            async with asyncio.timeout(self._renewal_window_s):
-                held = await self._storage.job_heartbeat(
-                    leases=[entry.lease for entry in entries],
-                    lease_ttl_s=self._settings.lease_ttl_s,
-                )
-        except (errors.StorageError, TimeoutError):
-            log.warning(
-                "heartbeat failed", extra={"worker_id": self.worker_id, "count": len(entries)}
-            )
-            self.check_lease_expiry()
-            return False
-        answers = {result.job_id: result for result in held}
-        for entry in entries:
-            answer = answers.get(entry.job.id)
-            if answer is None:
-                if entry.job.id in self._inflight:
-                    entry.stop(ABORT_LEASE_LOST)
-                continue
-            entry.renewed_at = max(entry.renewed_at, sent_at)
-            if answer.cancel_requested:
-                entry.stop(ABORT_CANCEL)
-        if self._intake is not None:  # the messages' visibility follows the leases
-            await self._intake.extend([entry.lease for entry in entries])
-        return True
+        """Renew every held lease now (lease_keeper.LeaseKeeper.heartbeat_once)."""
+        return await self._leases.heartbeat_once()
 
     def check_lease_expiry(self) -> None:
-        """Stop calls whose lease will run out before another renewal could land.
-
-        Called every tick: while the oldest renewal is recent enough (the usual case, however
-        many calls are held) it compares one number; otherwise it walks every entry, stops
-        the expiring ones and raises the floor to the oldest renewal among the others."""
-        now = self._clock.monotonic()
-        limit_s = self._settings.lease_ttl_s - self._safety_margin_s
-        if now - self._renewed_floor < limit_s:
-            return
-        floor = math.inf
-        for entry in list(self._inflight.values()):
-            if entry.abort_reason is not None:
-                continue  # stopped already: nothing left to check
-            if now - entry.renewed_at >= limit_s:
-                log.warning(
-                    "lease about to expire without renewal; stopping the call",
-                    extra={"job_id": entry.job.id, "worker_id": self.worker_id},
-                )
-                entry.stop(ABORT_LEASE_EXPIRING)
-            else:
-                floor = min(floor, entry.renewed_at)
-        self._renewed_floor = floor
+        """Stop the calls whose lease would run out before a renewal could land."""
+        self._leases.check_lease_expiry()
 
     def on_cancel_requested(self, job_ids: list[str]) -> None:
-        for job_id in job_ids:
-            entry = self._inflight.get(job_id)
-            if entry is not None:
-                entry.stop(ABORT_CANCEL)
-
-    async def _heartbeat_loop(self) -> None:
-        """One renewal in flight at a time, one per interval: a slow database gets no pile of
-        overlapping statements, and the next beat starts as soon as a late one answers."""
-        interval_s = self._settings.heartbeat_interval_s
-        tick_s = min(1.0, interval_s / 4)
-        next_beat = self._clock.monotonic() + interval_s
-        beat: asyncio.Task[bool] | None = None
-        try:
-            while True:
-                await asyncio.sleep(tick_s)
-                self.check_lease_expiry()
-                now = self._clock.monotonic()
-                if beat is not None and beat.done():
-                    if not _renewed(beat):
-                        # Leases keep running out meanwhile: try again soon, not a whole
-                        # interval later.
-                        next_beat = min(next_beat, now + interval_s / 4)
-                    beat = None
-                if beat is None and now >= next_beat:
-                    beat = asyncio.create_task(self.heartbeat_once(), name="heartbeat")
-                    next_beat = now + interval_s
-        finally:
-            if beat is not None:
-                beat.cancel()
+        self._leases.on_cancel_requested(job_ids)
 
     # -- the long-running loop ---------------------------------------------------------------
 
@@ -944,7 +747,7 @@ class Worker:
         shutdown grace period and give the rest back to the queue at once."""
         changes = self._storage.changes
         with changes.watch_work() as work, changes.on_cancel(self.on_cancel_requested):
-            heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
+            heartbeats = asyncio.create_task(self._leases.run(), name="heartbeats")
             try:
                 async with self._wake.relaying(work):
                     await self._claim_loop()
