@@ -26,6 +26,7 @@ from jobgate.providers.simulated import SimProvider
 from jobgate.storage.protocol import Storage
 from jobgate.testing import ScriptedProvider, SequentialIds
 from tests.api_server import Api
+from tests.storage.helpers import release
 
 pytestmark = pytest.mark.asyncio
 SLOW = {"latency_s": 1.5, "chunks": 10}
@@ -185,7 +186,7 @@ async def test_a_new_attempt_is_announced_by_a_reset(api: Api) -> None:
     (first,) = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60)
     lease = Lease(job_id, first.lease_token or "")
     await storage.job_output_append(lease=lease, text="first attempt's ")
-    await storage.job_release(leases=[lease], reason="test")  # as a reclaim would
+    await release(storage, leases=[lease], reason="test")  # as a reclaim would
     (second,) = await storage.job_claim(worker_id="w2", limit=1, lease_ttl_s=60)
     lease = Lease(job_id, second.lease_token or "")
     await storage.job_output_append(lease=lease, text="second ")
@@ -321,7 +322,7 @@ async def test_a_new_attempt_of_a_response_streams_as_a_new_item_with_the_sdk(ap
         (first,) = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60)
         lease = Lease(created.id, first.lease_token or "")
         await storage.job_output_append(lease=lease, text="abandoned ")
-        await storage.job_release(leases=[lease], reason="test")
+        await release(storage, leases=[lease], reason="test")
         (second,) = await storage.job_claim(worker_id="w2", limit=1, lease_ttl_s=60)
         lease = Lease(created.id, second.lease_token or "")
         await storage.job_output_append(lease=lease, text="echo: x")

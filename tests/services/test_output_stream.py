@@ -25,6 +25,7 @@ from jobgate.services.output_stream import OutputBatcher
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import OutputChunk
 from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, Succeed
+from tests.storage.helpers import release
 
 CHAT = "/v1/chat/completions"
 ANSWER = {"choices": [{"message": {"role": "assistant", "content": "whole answer"}}]}
@@ -148,7 +149,7 @@ async def test_a_lost_lease_stops_the_stream_and_writes_nothing_more(
     running = asyncio.create_task(worker.run_once())
     await asyncio.wait_for(streamer.paused.wait(), 5)
     lease = worker.held_leases()[0]
-    await stream_runtime.storage.job_release(leases=[lease], reason="test")  # taken away
+    await release(stream_runtime.storage, leases=[lease], reason="test")  # taken away
     streamer.resume.set()
     assert await asyncio.wait_for(running, 5) == [None]
     job = await stream_runtime.storage.job_get(job_id=job_id)
@@ -170,7 +171,7 @@ async def test_a_retried_attempt_streams_under_a_new_generation(
             break
         await asyncio.sleep(0.02)
     # The job is taken from the stale worker (as the reaper would) and runs again.
-    await stream_runtime.storage.job_release(leases=stale.held_leases(), reason="test")
+    await release(stream_runtime.storage, leases=stale.held_leases(), reason="test")
     streamer.resume.set()
     assert await asyncio.wait_for(running, 5) == [None]
     streamer.pause_at = None
@@ -214,9 +215,6 @@ class FakeLog:
         self, *, job_id: str, after_seq: int = 0, limit: int = 1000
     ) -> list[OutputChunk]:
         return [c for c in self.chunks if c.seq > after_seq][:limit]
-
-    async def job_output_delete(self, *, job_id: str) -> int:
-        return 0
 
 
 def _batcher(log: FakeLog, **options: float) -> OutputBatcher:

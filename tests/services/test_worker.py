@@ -15,6 +15,7 @@ from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import Tenant
 from jobgate.testing import Block, Fail, FakeClock, ScriptedProvider, Succeed
+from tests.storage.helpers import release
 
 CHAT = "/v1/chat/completions"
 
@@ -232,7 +233,7 @@ async def test_heartbeat_loss_stops_the_call(
     await asyncio.wait_for(block.started.wait(), 5)
     lease = worker.held_leases()[0]
     # Someone else took the job (its lease token changed): the heartbeat finds it gone.
-    await runtime.storage.job_release(leases=[lease], reason="test")
+    await release(runtime.storage, leases=[lease], reason="test")
     await worker.heartbeat_once()
     assert await asyncio.wait_for(running, 5) == [None]
     assert block.cancelled

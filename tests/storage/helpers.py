@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from jobgate.domain.job import NewJob
+from jobgate.domain.job import Lease, NewJob
+from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 
@@ -30,3 +34,16 @@ async def make_tenant(storage: Storage, name: str = "acme") -> Tenant:
     return await storage.tenant_create(
         tenant_id=f"ten_{name}", name=name, webhook_secret=f"whsec_{name}"
     )
+
+
+async def release(
+    storage: Storage, leases: Sequence[Lease], reason: str, now: datetime | None = None
+) -> list[str]:
+    """Give held jobs back as a worker's shutdown does (verdicts.released): queued again with
+    the attempt refunded, or cancelled if a cancel was requested. The ids given back."""
+    finishes = [
+        Finish(lease=held, state=JobState.QUEUED, reason=reason, count_attempt=False)
+        for held in leases
+    ]
+    done = await storage.job_finish_many(finishes=finishes, now=now)
+    return [d.job_id for d in done if d is not None]

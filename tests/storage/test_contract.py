@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finished, IdempotencyClaim
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, release
 
 pytestmark = pytest.mark.asyncio
 
@@ -446,8 +446,8 @@ async def test_release_gives_jobs_back(storage: Storage, clock: FakeClock) -> No
     tenant = await make_tenant(storage)
     await storage.job_insert(job=new_job(tenant), now=clock.now())
     job = await claim_one(storage, clock)
-    assert await storage.job_release(
-        leases=[lease(job), Lease("job_x", "y")], reason="worker_shutdown", now=clock.now()
+    assert await release(
+        storage, leases=[lease(job), Lease("job_x", "y")], reason="worker_shutdown", now=clock.now()
     ) == [job.id]
     again = await storage.job_get(job_id=job.id)
     assert again is not None and again.state is JobState.QUEUED and again.attempt == 0

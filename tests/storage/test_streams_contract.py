@@ -97,15 +97,6 @@ async def test_a_reclaimed_attempt_writes_a_new_generation(
     ]
 
 
-async def test_delete_drops_the_log(storage: Storage, clock: FakeClock) -> None:
-    job = await _running(storage, clock)
-    for text in ("a", "b"):
-        await storage.job_output_append(lease=_lease(job), text=text, now=clock.now())
-    assert await storage.job_output_delete(job_id=job.id) == 2
-    assert await storage.job_output_delete(job_id=job.id) == 0
-    assert await storage.job_output_read(job_id=job.id) == []
-
-
 async def test_an_append_wakes_the_stream_readers(storage: Storage, clock: FakeClock) -> None:
     job = await _running(storage, clock)
     with storage.changes.watch_stream(job.id) as watch:

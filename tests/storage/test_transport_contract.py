@@ -14,7 +14,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, release
 
 pytestmark = pytest.mark.asyncio
 
@@ -180,8 +180,8 @@ async def test_each_ready_transition_is_published_once(storage: Storage, clock: 
     # Claimed and sent back (a retry, a reclaim): a new transition, published again.
     (job,) = (await _claim(storage, clock, [ids[0]])).claimed
     assert job.lease_token is not None
-    await storage.job_release(
-        leases=[Lease(job.id, job.lease_token)], reason="shutdown", now=clock.now()
+    await release(
+        storage, leases=[Lease(job.id, job.lease_token)], reason="shutdown", now=clock.now()
     )
     moved = await storage.transport_publish_due(limit=10, republish_after_s=30, now=clock.now())
     assert [(p.job_id, p.published_count) for p in moved] == [(ids[0], 1)]

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
-from jobgate.domain.job import Job, Lease, NewJob
+from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish, Poisoning, RetryDelay
 from jobgate.storage import shared
@@ -155,17 +155,6 @@ class SqlStorageBase(SqlPart):
             raise errors.LeaseLost(finish.lease.job_id)
         publish_finished(self.changes, [Finished(job.id, job.state, job.attempt)])
         return job
-
-    async def job_release(
-        self: _Dialect, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
-    ) -> list[str]:
-        finishes = [
-            Finish(lease=lease, state=JobState.QUEUED, reason=reason, count_attempt=False)
-            for lease in leases
-        ]
-        results = await self._finish_many(finishes, now) if finishes else []
-        publish_finished(self.changes, results)
-        return [done.job_id for done in results if done is not None]
 
     async def job_reap_expired(
         self: _Dialect, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None

@@ -220,13 +220,6 @@ class JobLeaseStore(Protocol):
         errors.LeaseLost when the lease is gone."""
         ...
 
-    async def job_release(
-        self, *, leases: Sequence[Lease], reason: str, now: datetime | None = None
-    ) -> list[str]:
-        """Give held jobs back at once (graceful shutdown): queued again with the attempt
-        refunded, or cancelled if a cancel was requested. Returns the released ids."""
-        ...
-
 
 class JobLogStore(Protocol):
     """Logging what was not applied, by whoever received it (worker, reconciler, provider
@@ -430,10 +423,6 @@ class OutputStreamStore(Protocol):
     ) -> list[OutputChunk]:
         """The job's chunks with seq > after_seq, in order, at most `limit`. No tenant check:
         the caller has read the job first."""
-        ...
-
-    async def job_output_delete(self, *, job_id: str) -> int:
-        """Drop the job's output log (a purge); the number of chunks dropped. Idempotent."""
         ...
 
 

@@ -17,7 +17,3 @@ SELECT job_id, seq, generation, text, created_at
  WHERE job_id = :job_id AND seq > :after_seq
  ORDER BY seq
  LIMIT :limit
-
--- name: job_output_delete
--- Drop a job's output log (purge).
-DELETE FROM job_output_chunks WHERE job_id = :job_id

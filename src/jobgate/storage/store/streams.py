@@ -42,6 +42,3 @@ class StreamQueries(SqlPart):
             "job_output_read", job_id=job_id, after_seq=after_seq, limit=limit
         )
         return [self._chunk(row) for row in rows]
-
-    async def job_output_delete(self, *, job_id: str) -> int:
-        return await self._sql.write_count("job_output_delete", job_id=job_id)
