@@ -30,7 +30,7 @@ from jobgate.storage.factory import storage_for_url
 from jobgate.storage.records import NewWebhookEndpoint
 from jobgate.testing.receiver import Received, Reply, WebhookReceiver
 from tests.conftest import run_sync
-from tests.storage.helpers import new_job
+from tests.storage.helpers import finish_one, new_job
 
 pytestmark = pytest.mark.e2e
 
@@ -249,13 +249,14 @@ async def _prepare_one_delivery(database_url: str, url: str) -> tuple[str, str]:
         )
         job = (await storage.job_insert(job=new_job(tenant))).job
         [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60)
-        await storage.job_finish(
+        await finish_one(
+            storage,
             finish=Finish(
                 lease=Lease(job.id, claimed.lease_token or ""),
                 state=JobState.SUCCEEDED,
                 reason="completed",
                 result={"ok": True},
-            )
+            ),
         )
         [row] = await storage.outbox_for_job(job_id=job.id)
         return job.id, row.id

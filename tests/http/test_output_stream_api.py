@@ -26,7 +26,7 @@ from jobgate.providers.simulated import SimProvider
 from jobgate.storage.protocol import Storage
 from jobgate.testing import ScriptedProvider, SequentialIds
 from tests.api_server import Api
-from tests.storage.helpers import release
+from tests.storage.helpers import finish_one, release
 
 pytestmark = pytest.mark.asyncio
 SLOW = {"latency_s": 1.5, "chunks": 10}
@@ -193,7 +193,7 @@ async def test_a_new_attempt_is_announced_by_a_reset(api: Api) -> None:
     await storage.job_output_append(lease=lease, text="attempt")
     finish = Finish(lease=lease, state=JobState.SUCCEEDED, reason="provider_succeeded",
                     result={"choices": []})  # fmt: skip
-    await storage.job_finish(finish=finish)
+    await finish_one(storage, finish=finish)
     gateway = Gateway(api, key)
     events = await gateway.events(job_id)
     assert [(kind, data.get("seq"), event_id) for _, kind, data, event_id in events] == [
@@ -334,10 +334,11 @@ async def test_a_new_attempt_of_a_response_streams_as_a_new_item_with_the_sdk(ap
                                      "annotations": []}]}],
             "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
         }  # fmt: skip
-        await storage.job_finish(
+        await finish_one(
+            storage,
             finish=Finish(
                 lease=lease, state=JobState.SUCCEEDED, reason="provider_succeeded", result=result
-            )
+            ),
         )
         events = [e async for e in await client.responses.retrieve(created.id, stream=True)]
         items = [e for e in events if e.type == "response.output_item.done"]

@@ -20,6 +20,7 @@ from jobgate.services.dispatcher import Dispatcher
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import Reply, WebhookReceiver
+from tests.storage.helpers import finish_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -262,7 +263,8 @@ async def test_deliveries_list_every_attempt_and_recover(
     from jobgate.domain.states import JobState
     from jobgate.domain.verdicts import Finish
 
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job_id, claimed[0].lease_token or ""),
             state=JobState.CANCELLED,

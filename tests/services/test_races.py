@@ -32,7 +32,7 @@ from jobgate.testing.clocked import ClockedStorage
 from jobgate.testing.faults import FaultyStorage
 from jobgate.testing.proxy import TcpProxy
 from tests.services.test_background_mode import DUE_S, Rig, make_rig
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 
 HOST_AHEAD = timedelta(minutes=70)
 # The end of a reply to asyncpg's fetchrow: PortalSuspended (one row read), then ReadyForQuery,
@@ -264,7 +264,8 @@ async def test_the_budget_day_is_the_databases(
         worker_id="w", limit=1, lease_ttl_s=60, now=database_now - timedelta(minutes=31)
     )
     assert claimed.lease_token is not None
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(claimed.id, claimed.lease_token),
             state=JobState.SUCCEEDED,

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from jobgate.domain.job import Lease, NewJob
+from jobgate import errors
+from jobgate.domain.job import Job, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
@@ -47,3 +48,14 @@ async def release(
     ]
     done = await storage.job_finish_many(finishes=finishes, now=now)
     return [d.job_id for d in done if d is not None]
+
+
+async def finish_one(storage: Storage, *, finish: Finish, now: datetime | None = None) -> Job:
+    """One fenced verdict, and the job read back once it is written; raises errors.LeaseLost
+    when the lease is gone (nothing written then)."""
+    (done,) = await storage.job_finish_many(finishes=[finish], now=now)
+    if done is None:
+        raise errors.LeaseLost(finish.lease.job_id)
+    job = await storage.job_get(job_id=finish.lease.job_id)
+    assert job is not None
+    return job

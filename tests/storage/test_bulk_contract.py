@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 
 pytestmark = pytest.mark.asyncio
 
@@ -38,7 +38,8 @@ async def fail(
     storage: Storage, clock: FakeClock, job: Job, *, code: str, dead: bool = True
 ) -> Job:
     claimed = await run(storage, clock, job)
-    return await storage.job_finish(
+    return await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job.id, claimed.lease_token or ""),
             state=FAILED,
@@ -117,7 +118,8 @@ async def test_a_bulk_redrive_starts_clean_as_a_single_redrive_does(
     job = await queued(storage, acme, clock, start_timeout_s=100)
     claimed = await run(storage, clock, job)
     await storage.job_cancel(job_id=job.id, tenant_id=acme.id, actor="client", now=clock.now())
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job.id, claimed.lease_token or ""),
             state=FAILED,

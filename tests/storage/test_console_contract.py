@@ -15,7 +15,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,7 +34,8 @@ async def test_transitions_since_carry_the_wait_and_the_cap_keeps_the_newest(
     clock.advance(5)
     [second] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     clock.advance(2)
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job.id, second.lease_token or ""),
             state=JobState.SUCCEEDED,

@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finished, IdempotencyClaim
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job, release
+from tests.storage.helpers import finish_one, make_tenant, new_job, release
 
 pytestmark = pytest.mark.asyncio
 
@@ -182,7 +182,8 @@ async def test_events_after_and_limit(storage: Storage, clock: FakeClock) -> Non
     tenant = await make_tenant(storage)
     job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
     running = await claim_one(storage, clock)
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(lease=lease(running), state=JobState.SUCCEEDED, reason="completed"),
         now=clock.now(),
     )
@@ -230,7 +231,7 @@ async def test_claim_respects_run_at_and_providers(storage: Storage, clock: Fake
     retry = Finish(
         lease=lease(claimed[0]), state=JobState.QUEUED, reason="retryable_error", retry_in_s=10
     )
-    await storage.job_finish(finish=retry, now=clock.now())
+    await finish_one(storage, finish=retry, now=clock.now())
     assert (
         await storage.job_claim(worker_id="w", limit=5, lease_ttl_s=30, now=clock.advance(9)) == []
     )
@@ -281,12 +282,12 @@ async def test_finish_success_is_fenced_and_billed_once(storage: Storage, clock:
         result={"answer": 42},
         usage={"input_tokens": 7, "output_tokens": 3},
     )
-    done = await storage.job_finish(finish=finish, now=clock.advance(2))
+    done = await finish_one(storage, finish=finish, now=clock.advance(2))
     assert done.state is JobState.SUCCEEDED and done.result == {"answer": 42}
     assert done.completed_at == clock.now() and done.lease_token is None
     assert done.usage == {"input_tokens": 7, "output_tokens": 3}
     with pytest.raises(errors.LeaseLost):
-        await storage.job_finish(finish=finish, now=clock.now())
+        await finish_one(storage, finish=finish, now=clock.now())
     ledger = await storage.usage_for_job(job_id=job.id)
     assert [(u.kind, u.input_tokens, u.output_tokens) for u in ledger] == [("completion", 7, 3)]
     events = await storage.job_events(job_id=job.id)
@@ -396,7 +397,8 @@ async def test_retry_refund_and_dead_letter(storage: Storage, clock: FakeClock) 
     tenant = await make_tenant(storage)
     await storage.job_insert(job=new_job(tenant, max_attempts=2), now=clock.now())
     job = await claim_one(storage, clock)
-    retried = await storage.job_finish(
+    retried = await finish_one(
+        storage,
         finish=Finish(
             lease=lease(job),
             state=JobState.QUEUED,
@@ -413,7 +415,8 @@ async def test_retry_refund_and_dead_letter(storage: Storage, clock: FakeClock) 
     clock.advance(5)
     job = await claim_one(storage, clock)
     assert job.attempt == 1 and job.run_count == 2
-    failed = await storage.job_finish(
+    failed = await finish_one(
+        storage,
         finish=Finish(
             lease=lease(job),
             state=JobState.FAILED,
@@ -434,7 +437,8 @@ async def test_retry_of_cancel_requested_job_cancels(storage: Storage, clock: Fa
     await storage.job_insert(job=new_job(tenant), now=clock.now())
     job = await claim_one(storage, clock)
     await storage.job_cancel(job_id=job.id, tenant_id=tenant.id, actor="api", now=clock.now())
-    done = await storage.job_finish(
+    done = await finish_one(
+        storage,
         finish=Finish(lease=lease(job), state=JobState.QUEUED, reason="retryable_error"),
         now=clock.now(),
     )
@@ -460,7 +464,8 @@ async def test_finish_after_purge_keeps_no_result(storage: Storage, clock: FakeC
     job = await claim_one(storage, clock)
     purged = await storage.job_purge(job_id=job.id, tenant_id=tenant.id, now=clock.now())
     assert purged is not None and purged.request is None and purged.purged_at == clock.now()
-    done = await storage.job_finish(
+    done = await finish_one(
+        storage,
         finish=Finish(
             lease=lease(job), state=JobState.SUCCEEDED, reason="completed", result={"x": 1}
         ),
@@ -550,7 +555,8 @@ async def test_reaper_verdicts(storage: Storage, clock: FakeClock) -> None:
     }
     assert not overdue.dead_lettered
     with pytest.raises(errors.LeaseLost):  # the vanished worker comes back: fenced off
-        await storage.job_finish(
+        await finish_one(
+            storage,
             finish=Finish(lease=lease(requeue), state=JobState.SUCCEEDED, reason="completed"),
             now=clock.now(),
         )
@@ -616,7 +622,7 @@ async def test_redrive(storage: Storage, clock: FakeClock) -> None:
     failure = Finish(
         lease=lease(job), state=JobState.FAILED, reason="attempts_exhausted", dead_lettered=True
     )
-    await storage.job_finish(finish=failure, now=clock.now())
+    await finish_one(storage, finish=failure, now=clock.now())
     assert await storage.job_redrive(job_id=job.id, tenant_id="ten_other", actor="op") is None
     redriven = await storage.job_redrive(
         job_id=job.id, tenant_id=tenant.id, actor="op", now=clock.advance(1)
@@ -624,7 +630,8 @@ async def test_redrive(storage: Storage, clock: FakeClock) -> None:
     assert redriven is not None and redriven.state is JobState.QUEUED
     assert redriven.attempt == 0 and not redriven.dead_lettered and redriven.completed_at is None
     job = await claim_one(storage, clock)
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=lease(job), state=JobState.FAILED, reason="attempts_exhausted", dead_lettered=True
         ),
@@ -645,7 +652,8 @@ async def test_outbox_follows_the_job_webhook_filter(storage: Storage, clock: Fa
     a = (await storage.job_insert(job=new_job(tenant, webhook=every), now=clock.now())).job
     b = (await storage.job_insert(job=new_job(tenant, webhook=running_only), now=clock.now())).job
     for job in await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=30, now=clock.now()):
-        await storage.job_finish(
+        await finish_one(
+            storage,
             finish=Finish(lease=lease(job), state=JobState.SUCCEEDED, reason="completed"),
             now=clock.now(),
         )

@@ -16,7 +16,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, LimitOverrides, QueueLimit, Settlement, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 
 pytestmark = pytest.mark.asyncio
 
@@ -86,7 +86,8 @@ async def test_usage_tokens_since(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     await storage.job_insert(job=new_job(tenant), now=clock.now())
     [job] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job.id, job.lease_token or ""),
             state=JobState.SUCCEEDED,
@@ -106,7 +107,8 @@ async def billed(
     """A job of `tenant` that succeeds with (input, output) tokens of usage."""
     await storage.job_insert(job=new_job(tenant, **job), now=clock.now())
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(claimed.id, claimed.lease_token or ""),
             state=JobState.SUCCEEDED,
@@ -255,7 +257,8 @@ async def test_cache_tokens_are_billed_at_the_cache_prices(
     since = clock.now()
     await storage.job_insert(job=new_job(tenant, provider="claude", model="c"), now=clock.now())
     [leased] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(leased.id, leased.lease_token or ""),
             state=JobState.SUCCEEDED,
@@ -311,7 +314,8 @@ async def test_the_request_id_of_the_successful_attempt_is_kept(
     await storage.job_insert(job=new_job(tenant), now=clock.now())
     [job] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     assert job.provider_request_id is None
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job.id, job.lease_token or ""),
             state=JobState.SUCCEEDED,

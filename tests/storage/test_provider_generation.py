@@ -12,7 +12,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant
+from tests.storage.helpers import finish_one, make_tenant
 from tests.storage.test_providers_contract import at_provider, running, settlement
 
 pytestmark = pytest.mark.asyncio
@@ -55,7 +55,8 @@ async def test_a_verdict_or_a_worker_retry_keeps_the_generation(
     # A worker's retry (a failed or unknown create, a lost lease): the provider job, if any,
     # may exist; re-sending under the same key is what lets the provider deduplicate it.
     sync = await running(storage, clock, tenant)
-    requeued = await storage.job_finish(
+    requeued = await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(sync.id, sync.lease_token or ""),
             state=JobState.QUEUED,
@@ -92,7 +93,8 @@ async def test_a_redrive_of_a_job_no_provider_accepted_keeps_the_generation(
     # E.g. its create's outcome was unknown: the provider may hold it, under the same key.
     tenant = await make_tenant(storage)
     sync = await running(storage, clock, tenant)
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(sync.id, sync.lease_token or ""),
             state=JobState.FAILED,

@@ -20,7 +20,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Settlement, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 
 PG = sql.load("jobgate.storage.postgres")
 
@@ -54,7 +54,8 @@ async def _at_provider(storage: Storage, clock: FakeClock, tenant: Tenant, **fie
 
 
 async def _dead_letter(storage: Storage, clock: FakeClock, job: Job) -> Job:
-    return await storage.job_finish(
+    return await finish_one(
+        storage,
         finish=Finish(
             lease=await _lease(job),
             state=JobState.FAILED,

@@ -22,7 +22,7 @@ from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import DeliveryOutcome, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 from tests.storage.webhook_helpers import make_endpoint
 
 pytestmark = pytest.mark.asyncio
@@ -51,7 +51,8 @@ async def finished(
     job = (await storage.job_insert(job=new_job(tenant, **fields), now=at)).job
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=at)
     assert claimed.id == job.id
-    return await storage.job_finish(
+    return await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job.id, claimed.lease_token or ""),
             state=state,

@@ -43,7 +43,7 @@ from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from jobgate.testing.databases import PostgresTemplate
 from tests.conftest import run_sync
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 
 T = TypeVar("T")
 LEASE_TTL_S = 60.0
@@ -201,7 +201,7 @@ def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) 
             if not valid:
                 before = self.run(self.storage.job_get(job_id=job_id))
                 with pytest.raises(errors.LeaseLost):
-                    self.run(self.storage.job_finish(finish=finish, now=self.now()))
+                    self.run(finish_one(self.storage, finish=finish, now=self.now()))
                 after = self.run(self.storage.job_get(job_id=job_id))
                 assert before is not None and after is not None
                 assert (after.state, after.event_seq, after.result) == (
@@ -210,7 +210,7 @@ def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) 
                     before.result,
                 )  # fenced: nothing changed
                 return
-            job = self.run(self.storage.job_finish(finish=finish, now=self.now()))
+            job = self.run(finish_one(self.storage, finish=finish, now=self.now()))
             if verdict is JobState.QUEUED and entry.cancel_requested:
                 verdict = JobState.CANCELLED  # a retry of a cancelled job is the cancellation
             assert job.state is verdict

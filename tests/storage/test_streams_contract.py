@@ -17,7 +17,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from jobgate.wakeups import wait_for
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job
 
 pytestmark = pytest.mark.asyncio
 
@@ -71,7 +71,7 @@ async def test_no_append_after_the_job_finished(storage: Storage, clock: FakeClo
         reason="provider_succeeded",
         result={"ok": True},
     )
-    await storage.job_finish(finish=finish, now=clock.now())
+    await finish_one(storage, finish=finish, now=clock.now())
     with pytest.raises(errors.LeaseLost):
         await storage.job_output_append(lease=_lease(job), text="late", now=clock.now())
     assert [c.text for c in await storage.job_output_read(job_id=job.id)] == ["all"]
@@ -154,7 +154,7 @@ async def test_purging_a_job_drops_its_output(storage: Storage, clock: FakeClock
     finish = Finish(
         lease=_lease(job), state=JobState.SUCCEEDED, reason="provider_succeeded", result={}
     )
-    await storage.job_finish(finish=finish, now=clock.now())
+    await finish_one(storage, finish=finish, now=clock.now())
     await storage.job_purge(job_id=job.id, tenant_id=job.tenant_id, now=clock.now())
     assert await storage.job_output_read(job_id=job.id) == []
 
@@ -167,7 +167,7 @@ async def test_retention_drops_the_output_with_the_result(
     finish = Finish(
         lease=_lease(job), state=JobState.SUCCEEDED, reason="provider_succeeded", result={}
     )
-    await storage.job_finish(finish=finish, now=clock.now())
+    await finish_one(storage, finish=finish, now=clock.now())
     later = clock.advance(3600)
     purged = await storage.job_purge_expired(completed_before=later, limit=10, now=later)
     assert purged == 1

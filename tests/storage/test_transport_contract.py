@@ -14,7 +14,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job, release
+from tests.storage.helpers import finish_one, make_tenant, new_job, release
 
 pytestmark = pytest.mark.asyncio
 
@@ -75,7 +75,8 @@ async def test_cancelled_expired_missing_and_finished_are_gone(
     await storage.job_cancel(job_id=cancelled, tenant_id=tenant.id, actor="t", now=clock.now())
     (finished,) = (await _claim(storage, clock, [done])).claimed
     assert finished.lease_token is not None
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(done, finished.lease_token),
             state=JobState.SUCCEEDED,
@@ -146,7 +147,8 @@ async def _retry_later(storage: Storage, clock: FakeClock, job_id: str) -> None:
     """Claim the job and send it back for a retry in 100 s (queued, not yet due)."""
     (job,) = (await _claim(storage, clock, [job_id])).claimed
     assert job.lease_token is not None
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job_id, job.lease_token),
             state=JobState.QUEUED,
@@ -234,7 +236,8 @@ async def test_a_redrive_is_published_again(storage: Storage, clock: FakeClock) 
     await storage.transport_publish_due(limit=10, republish_after_s=300, now=clock.now())
     (job,) = (await _claim(storage, clock, [job_id])).claimed
     assert job.lease_token is not None
-    await storage.job_finish(
+    await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job_id, job.lease_token),
             state=JobState.FAILED,

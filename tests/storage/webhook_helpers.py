@@ -13,7 +13,7 @@ from jobgate.services.tenants import new_webhook_secret
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import NewWebhookEndpoint, Tenant, WebhookEndpoint
 from jobgate.testing import FakeClock
-from tests.storage.helpers import new_job
+from tests.storage.helpers import finish_one, new_job
 
 _ids = itertools.count(1)
 
@@ -46,7 +46,8 @@ async def finish_job(
     job = (await storage.job_insert(job=new_job(tenant, **job_fields), now=clock.now())).job
     claimed = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     assert [c.id for c in claimed] == [job.id]
-    return await storage.job_finish(
+    return await finish_one(
+        storage,
         finish=Finish(
             lease=Lease(job.id, claimed[0].lease_token or ""),
             state=state,

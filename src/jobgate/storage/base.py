@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
@@ -46,11 +45,6 @@ class _Dialect(Protocol):
 
     async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
         """Apply fenced verdicts; None where the lease was lost (nothing written for it)."""
-        ...
-
-    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
-        """Apply one fenced verdict and read the job back in the same transaction (None, and
-        nothing written, when the lease is lost)."""
         ...
 
     async def _reap(
@@ -148,13 +142,6 @@ class SqlStorageBase(SqlPart):
         results = await self._finish_many(finishes, now)
         publish_finished(self.changes, results)
         return results
-
-    async def job_finish(self: _Dialect, *, finish: Finish, now: datetime | None = None) -> Job:
-        job = await self._finish_read(finish, now)
-        if job is None:
-            raise errors.LeaseLost(finish.lease.job_id)
-        publish_finished(self.changes, [Finished(job.id, job.state, job.attempt)])
-        return job
 
     async def job_reap_expired(
         self: _Dialect, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None

@@ -215,11 +215,6 @@ class JobLeaseStore(Protocol):
         job is no longer running), in which case nothing was written for that job."""
         ...
 
-    async def job_finish(self, *, finish: Finish, now: datetime | None = None) -> Job:
-        """One fenced verdict, answered with the whole job as written; raises
-        errors.LeaseLost when the lease is gone."""
-        ...
-
 
 class JobLogStore(Protocol):
     """Logging what was not applied, by whoever received it (worker, reconciler, provider

@@ -272,18 +272,6 @@ class PostgresStorage(
         payload = [finish_payload(finish, self._sql.codec) for finish in finishes]
         return {"finishes": payload, "now": now, "expired_only": expired_only}
 
-    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
-        """The finish and the read share one transaction: its row lock holds the row as written."""
-
-        async def finish_read(conn: Conn) -> Job | None:
-            if not await self._sql.fetch(conn, "job_finish", **self._finishing([finish], now)):
-                return None
-            # Our update holds the row lock until commit: this is the row as written.
-            row = await conn.fetchrow(Q["job_get"].positional_sql, finish.lease.job_id)
-            return None if row is None else self._decode.job(row)
-
-        return await self._sql.run(finish_read, transaction=True)
-
     async def _reap(
         self, limit: int, retry_delay: RetryDelay, now: Now
     ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:

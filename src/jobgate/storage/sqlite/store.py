@@ -289,18 +289,6 @@ class SqliteStorage(
         at = self._sql.codec.now(now)
         return await self._db.write(lambda conn: self._finish(conn, finishes, at))
 
-    async def _finish_read(self, finish: Finish, now: Now) -> Job | None:
-        """The finish and the read run in one writer operation."""
-        at = self._sql.codec.now(now)
-
-        def finish_read(conn: sqlite3.Connection) -> Job | None:
-            if self._finish(conn, [finish], at) == [None]:
-                return None
-            row = conn.execute(Q["job_get"].sql, {"id": finish.lease.job_id}).fetchone()
-            return None if row is None else self._decode.job(row)
-
-        return await self._db.write(finish_read)
-
     async def _record_ignored(self, event: dict[str, Any]) -> None:
         """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
         inside an INSERT as PostgreSQL's one statement does."""
