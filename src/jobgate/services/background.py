@@ -19,19 +19,18 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import random
 
 from jobgate import errors, failpoints
 from jobgate.clock import Clock
 from jobgate.config import Settings
 from jobgate.domain import verdicts
-from jobgate.domain.backoff import full_jitter_s
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.verdicts import Finish
 from jobgate.providers.background import BackgroundProvider, ProviderJobRef, Snapshot
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import readback
+from jobgate.services.call_verdicts import CallVerdicts
 from jobgate.storage import protocol
 
 log = logging.getLogger(__name__)
@@ -60,14 +59,14 @@ class BackgroundStarter:
         settings: Settings,
         clock: Clock,
         actor: str,
-        rng: random.Random | None = None,
+        verdicts: CallVerdicts,
     ) -> None:
         self._storage = storage
         self._providers = providers
         self._settings = settings
         self._clock = clock
         self._actor = actor
-        self._rng = rng
+        self._verdicts = verdicts  # the worker's: the same retry backoff for a failed create
 
     async def start(
         self, job: Job, lease: Lease, call: ProviderCall, provider: BackgroundProvider
@@ -89,7 +88,7 @@ class BackgroundStarter:
             snapshot = await provider.create(call)
         except errors.ProviderError as exc:
             self._providers.gates.record(job.provider, job.id, exc)
-            finish = self._failed(job, exc)
+            finish = self._verdicts.failed(job, exc)
             return dataclasses.replace(finish, creation_outcome=_outcome_of(exc))
         except Exception as exc:  # a bug, possibly after the provider accepted: unknown
             log.exception("background create raised unexpectedly", extra={"job_id": job.id})
@@ -97,7 +96,7 @@ class BackgroundStarter:
                 f"internal error while creating the job ({type(exc).__name__})",
                 safe_to_retry=provider.idempotent_creates,
             )
-            finish = self._failed(job, unknown)
+            finish = self._verdicts.failed(job, unknown)
             return dataclasses.replace(finish, creation_outcome=UNKNOWN)
         failpoints.hit("after_provider_create")
         self._providers.gates.record(job.provider, job.id, None)
@@ -142,25 +141,8 @@ class BackgroundStarter:
                 f"the provider answered the create with status {snapshot.status}",
                 code=f"response_{snapshot.status}",
             )
-            finish = self._failed(job, error)
+            finish = self._verdicts.failed(job, error)
         return dataclasses.replace(finish, creation_outcome=ACCEPTED)
-
-    def _failed(self, job: Job, exc: errors.ProviderError) -> Finish:
-        return verdicts.failed(
-            job,
-            exc,
-            actor=self._actor,
-            retry_delay=self._retry_delay,
-            unknown_outcome=self._settings.unknown_outcome,
-        )
-
-    def _retry_delay(self, attempt: int) -> float:
-        return full_jitter_s(
-            attempt,
-            base_s=self._settings.retry_base_s,
-            cap_s=self._settings.retry_max_s,
-            rng=self._rng,
-        )
 
     async def accept(self, job: Job, lease: Lease, accepted: Accepted) -> Job | None:
         """Record the provider's id under the lease and release it; keep trying through a

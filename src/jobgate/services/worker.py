@@ -128,7 +128,7 @@ class Worker:
             settings=settings,
             clock=self._clock,
             actor=self.worker_id,
-            rng=rng,
+            verdicts=self._verdicts,
         )
         self._wake = wakeups.Wakeup()
         self._stopping = False
