@@ -280,6 +280,15 @@ def start_stack(
     )
     for process in started.values():
         process.wait_ready()
+    if "reconciler" in started:
+        # Its start-up refresh makes every running background job due at once; a job submitted
+        # before it ran would be checked at once instead of in an hour (reconcile_after_s).
+        reconciler = started["reconciler"]
+        wait_until(
+            lambda: bool(reconciler.log_lines_matching('"reconciler refresh"')),
+            timeout_s=60,
+            what="the reconciler's start-up refresh",
+        )
     api = Api(api_process.url, create_tenant(dsn, "acme"))
     tenant_secret = api.client.get("/v1/webhook_secret").json()["secret"]
     return Stack(

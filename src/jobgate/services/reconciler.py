@@ -102,10 +102,10 @@ class Reconciler:
     # -- passes ------------------------------------------------------------------------------
 
     async def refresh(self, *, now: datetime | None = None) -> int:
-        """Make every running job with a provider id due now (after a restart)."""
+        """Make every running job with a provider id due now (after a restart). Logged every
+        time, even when none was due: the line says this reconciler is past its start-up."""
         count = await self._storage.job_reconcile_refresh(now=now)
-        if count:
-            log.info("reconciler refresh", extra={"count": count})
+        log.info("reconciler refresh", extra={"count": count})
         return count
 
     async def sweep_once(self, *, now: datetime | None = None) -> SweepResult:
