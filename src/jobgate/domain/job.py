@@ -120,6 +120,61 @@ class NewJob:
     concurrency_key: str | None = None  # capped by the tenant's max_running_per_key
     model_route: str | None = None  # the `[routes."ALIAS"]` submitted for, if any
 
+    def queued(
+        self,
+        *,
+        created_at: datetime,
+        run_at: datetime,
+        expires_at: datetime | None,
+        damaged: tuple[str, ...] = (),
+    ) -> Job:
+        """This job as its insert at `created_at` stored it (queued, its first event written,
+        never run), given the times the database computed: what `job_get` then reads, built
+        without reading the row back. The JSON values are this job's own objects."""
+        return Job(
+            id=self.id,
+            tenant_id=self.tenant_id,
+            state=JobState.QUEUED,
+            api=self.api,
+            provider=self.provider,
+            endpoint=self.endpoint,
+            model=self.model,
+            request=self.request,
+            metadata=self.metadata,
+            webhook=self.webhook,
+            result=None,
+            error=None,
+            usage=None,
+            priority=self.priority,
+            attempt=0,
+            max_attempts=self.max_attempts,
+            run_count=0,
+            lost_count=0,
+            run_at=run_at,
+            created_at=created_at,
+            updated_at=created_at,
+            started_at=None,
+            completed_at=None,
+            cancel_requested_at=None,
+            expires_at=expires_at,
+            execution_timeout_s=self.execution_timeout_s,
+            deadline_at=None,
+            lease_owner=None,
+            lease_token=None,
+            lease_expires_at=None,
+            phase=None,
+            provider_job_id=None,
+            creation_outcome=None,
+            cancel_outcome=None,
+            reconcile_at=None,
+            dead_lettered=False,
+            purged_at=None,
+            event_seq=1,
+            damaged=damaged,
+            concurrency_key=self.concurrency_key,
+            model_route=self.model_route,
+        )
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobEvent:

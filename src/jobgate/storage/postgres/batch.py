@@ -15,6 +15,7 @@ from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.postgres.limits import admit
 from jobgate.storage.records import QueueLimit
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
+from jobgate.storage.store.bulk_insert import stored_job
 
 
 def insert_params(job: NewJob, codec: Codec) -> dict[str, Any]:
@@ -48,5 +49,5 @@ class PostgresBatch(BatchQueries):
             return await self._sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
 
         rows = await self._sql.run(insert, transaction=queue_limit is not None)
-        by_id = {row["id"]: self._decode.job(row) for row in rows}
-        return [by_id[job.id] for job in jobs]
+        by_id = {row["id"]: row for row in rows}
+        return [stored_job(job, by_id[job.id]) for job in jobs]

@@ -25,7 +25,7 @@ from jobgate.storage.records import (
     QueueLimit,
     SubmitOutcome,
 )
-from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs
+from jobgate.storage.store.bulk_insert import BulkInsertQueries, new_jobs, stored_job
 
 
 @contextlib.contextmanager
@@ -67,7 +67,7 @@ class PostgresBulkInsert(BulkInsertQueries):
                 )
                 by_id = {row["id"]: row for row in rows}
                 for i in keyless:
-                    job = self._decode.job(by_id[items[i].job.id])
+                    job = stored_job(items[i].job, by_id[items[i].job.id])
                     results[i] = SubmitOutcome(job, False, 202)
             keyed = [i for i, item in enumerate(items) if item.idempotency is not None]
             if keyed:
@@ -117,7 +117,7 @@ class PostgresBulkInsert(BulkInsertQueries):
             if row is None:
                 bound.append(i)
             else:
-                results[i] = SubmitOutcome(self._decode.job(row), False, 202)
+                results[i] = SubmitOutcome(stored_job(items[i].job, row), False, 202)
         if bound:
             await self._replay_many(conn, items, bound, results, now)
 

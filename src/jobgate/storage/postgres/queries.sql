@@ -70,7 +70,8 @@ UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock.now)
 RETURNING id
 
 -- name: job_insert
--- Insert a queued job (its first event is written by the jobs_after_insert trigger).
+-- Insert a queued job (its first event is written by the jobs_after_insert trigger); answers
+-- only what the database decided (NewJob.queued builds the job).
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
                   execution_timeout_s, event_seq, transition_actor, transition_reason,
@@ -87,7 +88,7 @@ SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, 
                                            now + make_interval(secs => :delay_s::double precision)))
                     AS run_at
           FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t) AS clock
-RETURNING *
+RETURNING id, created_at, run_at, expires_at
 
 -- name: job_insert_idempotent
 -- Bind an Idempotency-Key (or replace an expired binding) and insert the job, in one statement;
@@ -123,7 +124,7 @@ SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, 
                                             END),
        :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route
   FROM clock, bound
-RETURNING *
+RETURNING id, created_at, run_at, expires_at
 
 -- name: idempotency_find
 -- The live binding of an Idempotency-Key.

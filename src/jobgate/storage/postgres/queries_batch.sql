@@ -2,7 +2,7 @@
 
 -- name: job_insert_many
 -- Insert many queued jobs in one statement; the jobs_after_insert trigger writes their first
--- events and sends one wake-up for the whole batch.
+-- events and sends one wake-up for the whole batch. Answers only what the database decided.
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
                   execution_timeout_s, event_seq, transition_actor, transition_reason,
@@ -24,4 +24,4 @@ SELECT v.id, v.tenant_id, 'queued', v.api, v.provider, v.endpoint, v.model, v.re
        LATERAL (SELECT greatest(clock.now, coalesce(
                     v.run_at, clock.now + make_interval(secs => coalesce(v.delay_s, 0))))
                 AS run_at) AS s
-RETURNING *
+RETURNING id, created_at, run_at, expires_at

@@ -45,6 +45,7 @@ from jobgate.storage.records import (
     QueueLimit,
     SubmitOutcome,
 )
+from jobgate.storage.store.bulk_insert import stored_job
 from jobgate.storage.store.sql_store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -211,13 +212,13 @@ class PostgresStorage(
         if idem is None:
             row = await self._insert_row("job_insert", params, job.tenant_id, queue)
             assert row is not None
-            return SubmitOutcome(self._decode.job(row), False, 202)
+            return SubmitOutcome(stored_job(job, row), False, 202)
         params.update(dataclasses.asdict(idem))
         for _ in range(3):  # a binding may expire between our two statements: look again
             with key_in_use():
                 row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
             if row is not None:
-                return SubmitOutcome(self._decode.job(row), False, 202)
+                return SubmitOutcome(stored_job(job, row), False, 202)
             replay = await self._replayed(job.tenant_id, idem, now)
             if replay is not None:
                 return replay

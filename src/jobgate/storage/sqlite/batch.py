@@ -18,10 +18,10 @@ from jobgate.storage.records import (
     QueueLimit,
     SubmitOutcome,
 )
-from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder
+from jobgate.storage.rows import MAX_INTERVAL_S, RowDecoder, unix_time
 from jobgate.storage.sqlite.executor import Q, json_text
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
-from jobgate.storage.store.bulk_insert import BulkInsertQueries
+from jobgate.storage.store.bulk_insert import BulkInsertQueries, stored_job
 
 
 def insert_params(job: NewJob, at: float) -> dict[str, Any]:
@@ -38,11 +38,12 @@ def insert_params(job: NewJob, at: float) -> dict[str, Any]:
     }
 
 
-def insert_job(
-    conn: sqlite3.Connection, job: NewJob, at: float, decode: RowDecoder
-) -> SubmitOutcome:
-    row = conn.execute(Q["job_insert"].sql, insert_params(job, at)).fetchone()
-    return SubmitOutcome(decode.job(row), False, 202)
+def insert_job(conn: sqlite3.Connection, job: NewJob, at: float) -> SubmitOutcome:
+    """Insert `job` at `at`; the row is not read back, its times being computed here."""
+    params = insert_params(job, at)
+    conn.execute(Q["job_insert"].sql, params)
+    times = {"created_at": at, "run_at": params["run_at"], "expires_at": params["expires_at"]}
+    return SubmitOutcome(stored_job(job, {k: unix_time(t) for k, t in times.items()}), False, 202)
 
 
 def replay_or_bind(

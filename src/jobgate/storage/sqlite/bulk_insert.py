@@ -34,7 +34,7 @@ class SqliteBulkInsert(BulkInsertQueries):
                 ):
                     results.append(earlier)
                     continue
-                results.append(insert_job(conn, item.job, at, self._decode))
+                results.append(insert_job(conn, item.job, at))
                 inserted += 1
             if queue_limit is not None and inserted:
                 # Counted after the inserts: raising rolls the whole call back.

@@ -73,7 +73,8 @@ ON CONFLICT (tenant_id, route, key) DO UPDATE
  WHERE idempotency_keys.expires_at <= :now
 
 -- name: job_insert
--- Insert a queued job (its first event is written by the jobs_log_insert trigger).
+-- Insert a queued job (its first event is written by the jobs_log_insert trigger); its times
+-- come computed (sqlite.batch.insert_params), so nothing is read back (NewJob.queued).
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
                   execution_timeout_s, event_seq, transition_actor, transition_reason,
@@ -81,7 +82,6 @@ INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request,
 VALUES (:id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
         :webhook, :priority, :max_attempts, :run_at, :now, :now, :expires_at,
         :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route)
-RETURNING *
 
 -- name: job_get
 -- One job by id.

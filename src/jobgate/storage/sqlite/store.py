@@ -169,7 +169,7 @@ class SqliteStorage(
                 return earlier
             if queue is not None:  # after the binding: raising rolls it back
                 _check_queue(conn, job.tenant_id, queue)
-            return insert_job(conn, job, at, self._decode)
+            return insert_job(conn, job, at)
 
         return await self._db.write(insert)
 

@@ -7,9 +7,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobgate.domain.job import Job
+from jobgate.domain.job import Job, NewJob
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
+from jobgate.storage.rows import EARLIEST, LATEST, RowLike
+
+
+def stored_job(job: NewJob, times: RowLike) -> Job:
+    """The job an insert stored, from the times it computed (`created_at`, `run_at` and
+    `expires_at`, as the dialect's codec reads them): what job_get reads back, a time clamped
+    to what Python holds named damaged as the row decoder names it."""
+    created_at, run_at, expires_at = times["created_at"], times["run_at"], times["expires_at"]
+    read = {"run_at": run_at, "created_at": created_at, "updated_at": created_at}
+    damaged = [name for name, moment in read.items() if moment in (LATEST, EARLIEST)]
+    if expires_at in (LATEST, EARLIEST):
+        damaged.append("expires_at")
+    return job.queued(
+        created_at=created_at, run_at=run_at, expires_at=expires_at, damaged=tuple(damaged)
+    )
 
 
 def new_jobs(results: Sequence[BulkResult]) -> list[Job]:
