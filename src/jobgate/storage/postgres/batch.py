@@ -1,21 +1,18 @@
-"""BatchStore on PostgreSQL: one INSERT ... SELECT from a JSON array for the whole batch,
-behind the admission locks when a queue limit applies (two statements in one transaction, so
-PostgreSQL's own; SQLite inserts row by row inside its single writer)."""
+"""BatchStore on PostgreSQL: a batch is a bulk insert without keys (postgres.bulk_insert: one
+INSERT ... SELECT from a JSON array, behind the admission locks when a queue limit applies);
+and how a new job travels to the insert statements."""
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage.executor import Codec, Row
-from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.postgres.limits import admit
-from jobgate.storage.records import QueueLimit
+from jobgate.storage.executor import Codec
+from jobgate.storage.records import BulkItem, QueueLimit, SubmitOutcome
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
-from jobgate.storage.store.bulk_insert import stored_job
+from jobgate.storage.store.bulk_insert import BulkInsertQueries
 
 
 def insert_params(job: NewJob, codec: Codec) -> dict[str, Any]:
@@ -34,20 +31,10 @@ def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
     return {**insert_params(job, codec), "run_at": run_at}
 
 
-class PostgresBatch(BatchQueries):
-    _sql: PostgresExecutor
-
+class PostgresBatch(BatchQueries, BulkInsertQueries):  # _insert_bulk: postgres.bulk_insert's
     async def _insert_many(
         self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[Job]:
-        adding = collections.Counter(job.tenant_id for job in jobs)
-
-        async def insert(conn: Conn) -> list[Row]:
-            if queue_limit is not None:
-                await admit(self._sql, conn, queue_limit, adding)
-            payload = [insert_payload(j, self._sql.codec) for j in jobs]
-            return await self._sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
-
-        rows = await self._sql.run(insert, transaction=queue_limit is not None)
-        by_id = {row["id"]: row for row in rows}
-        return [stored_job(job, by_id[job.id]) for job in jobs]
+        """A bulk insert without keys: one job_insert_many, behind the admission locks."""
+        results = await self._insert_bulk([BulkItem(job) for job in jobs], queue_limit, now)
+        return [result.job for result in results if isinstance(result, SubmitOutcome)]

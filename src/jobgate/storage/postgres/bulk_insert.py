@@ -101,13 +101,7 @@ class PostgresBulkInsert(BulkInsertQueries):
             claim = items[i].idempotency
             assert claim is not None
             # The claim's fields by name: dataclasses.asdict deep-copies, a tenth of this path.
-            binding = {
-                "route": claim.route,
-                "key": claim.key,
-                "body_hash": claim.body_hash,
-                "status_code": claim.status_code,
-                "ttl_s": claim.ttl_s,
-            }
+            binding = {name: getattr(claim, name) for name in IdempotencyClaim.__slots__}
             params.append({**insert_params(items[i].job, codec), **binding, "now": now})
         rows = await fetch_each(conn, "job_insert_idempotent", params)
         inserted = {row["id"]: row for row in rows}

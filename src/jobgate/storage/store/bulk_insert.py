@@ -12,19 +12,17 @@ from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutcome
 from jobgate.storage.rows import EARLIEST, LATEST, RowLike
 
+_READ_ORDER = ("run_at", "created_at", "updated_at", "expires_at")  # as RowDecoder.job reads them
+
 
 def stored_job(job: NewJob, times: RowLike) -> Job:
     """The job an insert stored, from the times it computed (`created_at`, `run_at` and
     `expires_at`, as the dialect's codec reads them): what job_get reads back, a time clamped
     to what Python holds named damaged as the row decoder names it."""
-    created_at, run_at, expires_at = times["created_at"], times["run_at"], times["expires_at"]
-    read = {"run_at": run_at, "created_at": created_at, "updated_at": created_at}
-    damaged = [name for name, moment in read.items() if moment in (LATEST, EARLIEST)]
-    if expires_at in (LATEST, EARLIEST):
-        damaged.append("expires_at")
-    return job.queued(
-        created_at=created_at, run_at=run_at, expires_at=expires_at, damaged=tuple(damaged)
-    )
+    run_at, created_at, expires_at = times["run_at"], times["created_at"], times["expires_at"]
+    read = zip(_READ_ORDER, (run_at, created_at, created_at, expires_at), strict=True)
+    damaged = tuple(name for name, moment in read if moment in (LATEST, EARLIEST))
+    return job.queued(created_at=created_at, run_at=run_at, expires_at=expires_at, damaged=damaged)
 
 
 def new_jobs(results: Sequence[BulkResult]) -> list[Job]:
