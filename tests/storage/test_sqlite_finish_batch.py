@@ -4,11 +4,17 @@ twice in one batch still meets its verdicts one after the other, as if written s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from jobgate import errors
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
+from jobgate.storage.base import finish_payload
 from jobgate.storage.records import Finished
+from jobgate.storage.sqlite import store
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
@@ -64,5 +70,51 @@ async def test_a_job_twice_in_one_batch_meets_its_verdicts_in_order(
                 JobState.RUNNING,
                 JobState.SUCCEEDED,
             ]
+    finally:
+        await storage.close()
+
+
+async def test_a_failed_finish_leaves_no_verdict_for_the_next_one(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdicts are bound into a temp table of the writer's connection: a finish that
+    fails takes its verdicts with it, so the next finish of the same lease applies its own,
+    once (were the first one's left behind, the join would meet two verdicts for the job)."""
+    storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    await storage.open()
+    await storage.migrate()
+    try:
+        tenant = await make_tenant(storage)
+        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        (job,) = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=30, now=clock.now())
+        assert job.lease_token is not None
+        done = Finish(
+            lease=Lease(job.id, job.lease_token),
+            state=JobState.SUCCEEDED,
+            reason="completed",
+            usage={"input_tokens": 3, "output_tokens": 1},
+        )
+
+        def broken(finish: Finish, codec: Any) -> dict[str, Any]:
+            return {**finish_payload(finish, codec), "state": "no such state"}
+
+        monkeypatch.setattr(store, "finish_payload", broken)
+        with pytest.raises(errors.StorageError, match="CHECK constraint"):
+            await storage.job_finish_many(finishes=[done], now=clock.now())
+        monkeypatch.undo()
+        held = await storage.job_get(job_id=job.id)
+        assert held is not None and held.state is JobState.RUNNING
+        assert held.lease_token == job.lease_token
+
+        assert await storage.job_finish_many(finishes=[done], now=clock.now()) == [
+            Finished(job.id, JobState.SUCCEEDED, 1)
+        ]
+        assert len(await storage.usage_for_job(job_id=job.id)) == 1
+        events = await storage.job_events(job_id=job.id)
+        assert [e.to_state for e in events] == [
+            JobState.QUEUED,
+            JobState.RUNNING,
+            JobState.SUCCEEDED,
+        ]
     finally:
         await storage.close()

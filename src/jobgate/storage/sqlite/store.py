@@ -245,19 +245,17 @@ class SqliteStorage(
     ) -> list[records.Finished | None]:
         """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
         appears more than once, in order, so each verdict meets the lease its predecessors
-        left), then one ledger INSERT for its billed successes."""
+        left), from a temp table the verdicts are bound into, then the ledger rows of its
+        billed successes."""
         codec = self._sql.codec
         results: list[records.Finished | None] = [None] * len(finishes)
+        conn.execute(Q["finish_verdicts_table"].sql)
         for batch in _rounds(finishes):
-            rows = conn.execute(
-                Q["job_finish"].sql,
-                {
-                    "verdicts": codec.json([finish_payload(finishes[i], codec) for i in batch]),
-                    "expired_only": int(expired_only),
-                    "now": at,
-                },
-            ).fetchall()
-            written = {row["id"]: row for row in rows}
+            verdicts = [finish_payload(finishes[i], codec) for i in batch]
+            conn.executemany(Q["finish_verdicts_add"].sql, verdicts)
+            params = {"expired_only": int(expired_only), "now": at}
+            written = {row["id"]: row for row in conn.execute(Q["job_finish"].sql, params)}
+            conn.execute(Q["finish_verdicts_clear"].sql)
             billed = []
             for i in batch:
                 finish = finishes[i]
@@ -270,16 +268,17 @@ class SqliteStorage(
                     billed.append(
                         {
                             "job_id": done.job_id,
+                            "kind": "completion",
                             "tenant_id": row["tenant_id"],
                             "provider": row["provider"],
                             "model": row["model"],
                             "input_tokens": int(finish.usage.get("input_tokens") or 0),
                             "output_tokens": int(finish.usage.get("output_tokens") or 0),
                             **shared.cache_tokens(finish.usage),
+                            "now": at,
                         }
                     )
-            if billed:
-                conn.execute(Q["usage_record_many"].sql, {"entries": codec.json(billed), "now": at})
+            conn.executemany(Q["usage_record"].sql, billed)
         return results
 
     async def _finish_many(
