@@ -1,5 +1,5 @@
-"""What both SQL backends share: a reap pass's result and the limits and usage row converters
-(the verdicts themselves are `domain.verdicts`)."""
+"""What both SQL backends share: a reap pass's result, tenant limits as query parameters and the
+ledger's cache-token columns (the verdicts themselves are `domain.verdicts`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from jobgate.domain import costs
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import POISON_JOB, Finish, Poisoning
 from jobgate.storage.records import Finished, LimitOverrides, ReapResult
-from jobgate.storage.rows import from_columns
 
 
 def reap_result(
@@ -43,17 +41,6 @@ def overrides_params(overrides: LimitOverrides) -> dict[str, Any]:
         params[name] = None if params[name] is None else list(params[name])
     cost = overrides.daily_cost_budget_usd
     return params | {"daily_cost_budget_usd": None if cost is None else float(cost)}
-
-
-def overrides_from_row(row: Any, decode_json: Any) -> LimitOverrides:
-    lists = {name: decode_json(row[name]) for name in ("allowed_models", "allowed_providers")}
-    tuples = {name: None if value is None else tuple(value) for name, value in lists.items()}
-    return from_columns(LimitOverrides, row, **tuples)
-
-
-def usage_total_from_row(row: Any) -> costs.UsageTotal:
-    tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-    return from_columns(costs.UsageTotal, row, **{name: int(row[name] or 0) for name in tokens})
 
 
 def cache_tokens(usage: dict[str, Any]) -> dict[str, int]:

@@ -11,7 +11,6 @@ from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import EndpointHealth, TenantOverview
-from jobgate.storage.rows import from_columns
 
 
 class AdminQueries(SqlPart):
@@ -46,16 +45,8 @@ class AdminQueries(SqlPart):
         return 0 if row is None else int(row["keys"])
 
     async def admin_overview(self, *, now: datetime | None = None) -> list[TenantOverview]:
-        codec = self._sql.codec
-        return [
-            from_columns(
-                TenantOverview,
-                row,
-                oldest_due_at=codec.time_out(row["oldest_due_at"]),
-                **{name: int(row[name]) for name in ("queued", "running", "dead_lettered")},
-            )
-            for row in await self._sql.read("admin_overview", now=codec.now(now))
-        ]
+        rows = await self._sql.read("admin_overview", now=self._sql.codec.now(now))
+        return [self._decode.record(TenantOverview, row) for row in rows]
 
     async def admin_job_list(
         self,
@@ -80,12 +71,5 @@ class AdminQueries(SqlPart):
         return [self._decode.job(row) for row in rows]
 
     async def admin_endpoint_health(self) -> list[EndpointHealth]:
-        return [
-            from_columns(
-                EndpointHealth,
-                row,
-                disabled=bool(row["disabled"]),
-                **{name: int(row[name]) for name in ("pending", "succeeded", "failed")},
-            )
-            for row in await self._sql.read("admin_endpoint_health")
-        ]
+        rows = await self._sql.read("admin_endpoint_health")
+        return [self._decode.record(EndpointHealth, row) for row in rows]

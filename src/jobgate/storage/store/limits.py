@@ -23,14 +23,11 @@ class LimitQueries(SqlPart):
             "tenant_limits_upsert", tenant_id=tenant_id, now=codec.now(now), **params
         )
         assert row is not None
-        return shared.overrides_from_row(row, codec.json_out)
+        return self._decode.record(LimitOverrides, row)
 
     async def tenant_limits_all(self) -> dict[str, LimitOverrides]:
-        json_out = self._sql.codec.json_out
-        return {
-            row["tenant_id"]: shared.overrides_from_row(row, json_out)
-            for row in await self._sql.read("tenant_limits_all")
-        }
+        rows = await self._sql.read("tenant_limits_all")
+        return {row["tenant_id"]: self._decode.record(LimitOverrides, row) for row in rows}
 
     async def queue_counts(self) -> QueueCounts:
         queued = {r["tenant_id"]: r["queued"] for r in await self._sql.read("queued_by_tenant")}
@@ -49,7 +46,7 @@ class LimitQueries(SqlPart):
 
     async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
         rows = await self._sql.read("usage_by_model_since", since=self._sql.codec.time(since))
-        return [shared.usage_total_from_row(row) for row in rows]
+        return [self._decode.record(costs.UsageTotal, row) for row in rows]
 
     async def job_purge_expired(
         self, *, completed_before: datetime, limit: int, now: datetime | None = None
