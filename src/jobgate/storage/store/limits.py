@@ -36,10 +36,6 @@ class LimitQueries(SqlPart):
         }
         return QueueCounts(queued, claimed)
 
-    async def queued_count(self, *, tenant_id: str) -> int:
-        row = await self._sql.read_one("queued_count", tenant_id=tenant_id)
-        return 0 if row is None else int(row["queued"])
-
     async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
         rows = await self._sql.read("usage_tokens_since", since=self._sql.codec.time(since))
         return {row["tenant_id"]: int(row["tokens"] or 0) for row in rows}
