@@ -15,14 +15,8 @@ from jobgate import errors
 from jobgate.domain import verdicts
 from jobgate.domain.job import Job, JobEvent, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.executor import Codec, SqlPart
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import ApiKey, HeartbeatResult, OutboxEntry, Tenant, UsageEntry
-from jobgate.storage.rows import RowDecoder
-
-
-def job_decoder(codec: Codec) -> RowDecoder:
-    """The decoder of every row the store reads, for one store's codec."""
-    return RowDecoder(time=codec.time_out, json=codec.json_out)
 
 
 class JobQueries(SqlPart):

@@ -1,5 +1,6 @@
-"""The webhook store over either dialect: endpoints and the outbox as a leased delivery queue.
-Claims are one statement on both (SKIP LOCKED on PostgreSQL; one writer on SQLite)."""
+"""The webhook store over either dialect: endpoints, the outbox as a leased delivery queue, and
+the failing endpoints the alert gauges count (SignalStore). Claims are one statement on both
+(SKIP LOCKED on PostgreSQL; one writer on SQLite)."""
 
 from __future__ import annotations
 
@@ -199,3 +200,7 @@ class WebhookQueries(SqlPart):
     async def delivery_attempts_for_job(self, *, job_id: str) -> list[DeliveryAttempt]:
         rows = await self._sql.read("delivery_attempts_for_job", job_id=job_id)
         return [self._decode.record(DeliveryAttempt, row) for row in rows]
+
+    async def webhook_endpoints_failing(self, *, min_attempts: int) -> dict[str, int]:
+        rows = await self._sql.read("webhook_endpoints_failing", min_attempts=min_attempts)
+        return {row["tenant_id"]: int(row["failing"]) for row in rows}
