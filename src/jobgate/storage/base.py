@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, NewJob
@@ -29,30 +29,6 @@ from jobgate.storage.records import (
 from jobgate.wakeups import ChangeHub
 
 Now = datetime | None
-
-
-class _Dialect(Protocol):
-    """The transactions each dialect runs its own way (its store's docstrings say why), under
-    the entry points of SqlStorageBase, which publish what they committed."""
-
-    changes: ChangeHub
-
-    async def _insert(
-        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
-    ) -> SubmitOutcome: ...
-
-    async def _claim(self, claim: ClaimRequest) -> list[Job]: ...
-
-    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
-        """Apply fenced verdicts; None where the lease was lost (nothing written for it)."""
-        ...
-
-    async def _reap(
-        self, limit: int, retry_delay: RetryDelay, now: Now
-    ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:
-        """Finish the expired leases; what was finished, the verdicts tried, and the jobs
-        judged poison (for the reaper's log)."""
-        ...
 
 
 def publish_finished(changes: ChangeHub, finished: Sequence[Finished | None]) -> None:
@@ -100,8 +76,31 @@ class SqlStorageBase(SqlPart):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    # -- the transactions each dialect runs its own way (its store's docstrings say why) ---
+
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
+    ) -> SubmitOutcome:
+        raise NotImplementedError
+
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
+        raise NotImplementedError
+
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
+        """Apply fenced verdicts; None where the lease was lost (nothing written for it)."""
+        raise NotImplementedError
+
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:
+        """Finish the expired leases; what was finished, the verdicts tried, and the jobs
+        judged poison (for the reaper's log)."""
+        raise NotImplementedError
+
+    # -- the entry points, which publish what they committed -------------------------------
+
     async def job_insert(
-        self: _Dialect,
+        self,
         *,
         job: NewJob,
         idempotency: IdempotencyClaim | None = None,
@@ -114,7 +113,7 @@ class SqlStorageBase(SqlPart):
         return outcome
 
     async def job_claim(
-        self: _Dialect,
+        self,
         *,
         worker_id: str,
         limit: int,
@@ -135,7 +134,7 @@ class SqlStorageBase(SqlPart):
         return claimed
 
     async def job_finish_many(
-        self: _Dialect, *, finishes: Sequence[Finish], now: datetime | None = None
+        self, *, finishes: Sequence[Finish], now: datetime | None = None
     ) -> list[Finished | None]:
         if not finishes:
             return []
@@ -144,7 +143,7 @@ class SqlStorageBase(SqlPart):
         return results
 
     async def job_reap_expired(
-        self: _Dialect, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
+        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
         finished, verdicts, poisonings = await self._reap(limit, retry_delay, now)
         publish_finished(self.changes, finished)
