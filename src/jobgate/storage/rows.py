@@ -170,21 +170,17 @@ class RowDecoder:
         """A job, each damaged column clamped or emptied and named in `damaged` (never raises
         for a stored value)."""
         r = _Reading(row, self)
-        plain, read = _job_plan()
-        fields = {name: row[name] for name in plain}
-        for name, reader in read:
-            fields[name] = reader(r, name)
-        return Job(**fields, damaged=tuple(r.damaged))
+        values = [row[name] if read is None else read(r, name) for name, read in _job_plan()]
+        values[_DAMAGED] = tuple(r.damaged)  # last: every column has been read
+        return Job(*values)
 
     def record(self, record: type[R], row: RowLike, /) -> R:
         """A `record` (a dataclass) whose fields are read from the row's columns of the same
         names, each converted as its annotation says (`_CONVERT`); a value that is no such
         thing raises (ValueError, TypeError)."""
+        plan = _plan(cast(type, record))
         return record(
-            **{
-                name: row[name] if convert is None else convert(self, row[name])
-                for name, convert in _plan(cast(type, record))
-            }
+            *[row[name] if conv is None else conv(self, row[name]) for name, conv in plan]
         )
 
     def delivery(self, row: RowLike) -> Delivery:
@@ -257,16 +253,18 @@ _JOB_READ: dict[str, Read] = {
     "bool": lambda r, column: bool(r.row[column]),
     "execution_timeout_s": _Reading.finite,
     "progress": lambda r, column: _finite_or_none(r.row[column]),
+    "damaged": lambda r, column: (),  # a placeholder: set once every column has been read
 }
 
 
+_DAMAGED = [f.name for f in dataclasses.fields(Job)].index("damaged")
+
+
 @functools.cache
-def _job_plan() -> tuple[tuple[str, ...], tuple[tuple[str, Read], ...]]:
-    """(the columns taken as stored, the columns read through the guard, in field order)."""
-    columns = [f for f in dataclasses.fields(Job) if f.name != "damaged"]
-    read = [(f.name, _JOB_READ.get(f.name) or _JOB_READ.get(str(f.type))) for f in columns]
-    plain = tuple(name for name, reader in read if reader is None)
-    return plain, tuple((name, reader) for name, reader in read if reader is not None)
+def _job_plan() -> tuple[tuple[str, Read | None], ...]:
+    """Each field of a job in order, with how its column is read (None: as stored)."""
+    fields = dataclasses.fields(Job)
+    return tuple((f.name, _JOB_READ.get(f.name) or _JOB_READ.get(str(f.type))) for f in fields)
 
 
 def _finite_or_none(value: Any) -> float | None:
