@@ -14,8 +14,7 @@ from typing import Any
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import Finish, Poisoning, RetryDelay
-from jobgate.storage import shared
+from jobgate.domain.verdicts import POISON_JOB, Finish, Poisoning, RetryDelay
 from jobgate.storage.executor import Codec, SqlPart
 from jobgate.storage.records import (
     ClaimPolicy,
@@ -40,6 +39,28 @@ def publish_finished(changes: ChangeHub, finished: Sequence[Finished | None]) ->
         if any(done.state is JobState.QUEUED for done in changed):
             changes.work_available()
         changes.outbox_available()
+
+
+def reap_result(
+    finished: Sequence[Finished | None],
+    verdicts: Sequence[Finish] = (),
+    poisonings: Sequence[Poisoning] = (),
+) -> ReapResult:
+    """What a reap pass did; `poisonings` are the jobs it judged poison, for the reaper's log."""
+    result = ReapResult(poisonings=list(poisonings))
+    poisoned = {v.lease.job_id for v in verdicts if v.reason == POISON_JOB}
+    for done in finished:
+        if done is None:
+            continue
+        if done.job_id in poisoned:
+            result.poisoned.append(done.job_id)
+        if done.state is JobState.QUEUED:
+            result.requeued.append(done.job_id)
+        elif done.state is JobState.CANCELLED:
+            result.cancelled.append(done.job_id)
+        else:
+            result.failed.append(done.job_id)
+    return result
 
 
 def finish_payload(finish: Finish, codec: Codec) -> dict[str, Any]:
@@ -147,7 +168,7 @@ class SqlStorageBase(SqlPart):
     ) -> ReapResult:
         finished, verdicts, poisonings = await self._reap(limit, retry_delay, now)
         publish_finished(self.changes, finished)
-        return shared.reap_result(finished, verdicts, poisonings)
+        return reap_result(finished, verdicts, poisonings)
 
 
 def bulk_filter_params(

@@ -3,10 +3,10 @@ for budgets, and purging what has expired."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from jobgate.domain import costs
-from jobgate.storage import shared
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import LimitOverrides, QueueCounts
 
@@ -16,9 +16,11 @@ class LimitQueries(SqlPart):
         self, *, tenant_id: str, overrides: LimitOverrides, now: datetime | None = None
     ) -> LimitOverrides:
         codec = self._sql.codec
-        params = shared.overrides_params(overrides)
-        for field in ("allowed_models", "allowed_providers"):
-            params[field] = codec.json(params[field])
+        params = dataclasses.asdict(overrides)
+        for name in ("allowed_models", "allowed_providers"):  # JSON arrays
+            params[name] = codec.json(None if params[name] is None else list(params[name]))
+        cost = overrides.daily_cost_budget_usd
+        params["daily_cost_budget_usd"] = None if cost is None else float(cost)
         row = await self._sql.write_one(
             "tenant_limits_upsert", tenant_id=tenant_id, now=codec.now(now), **params
         )
