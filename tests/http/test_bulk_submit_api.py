@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from jobgate.process.runtime import Runtime
 from tests.api_server import Api
+from tests.storage.helpers import queued
 
 CHAT = "/v1/chat/completions"
 
@@ -19,10 +19,6 @@ def item(text: str = "hello", **extra: Any) -> dict[str, Any]:
 
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
-
-
-async def queued_count(runtime: Runtime, tenant_id: str) -> int:
-    return await runtime.storage.queued_count(tenant_id=tenant_id)
 
 
 async def test_bulk_stores_every_item_and_answers_in_order(api: Api) -> None:
@@ -75,7 +71,7 @@ async def test_bulk_keys_replay_per_item_and_share_the_single_submit_binding(api
     assert replay[0]["id"] == data[1]["id"] and replay[0]["idempotent_replayed"] is True
     assert replay[1]["id"] != data[2]["id"]  # a keyless item is a new job every time
     tenant = (await api.runtime.tenants.authenticate(key)).id
-    assert await queued_count(api.runtime, tenant) == 4  # a, b, c, and the second c
+    assert await queued(api.runtime.storage, tenant) == 4  # a, b, c, and the second c
 
 
 async def test_a_key_repeated_in_one_call_binds_to_the_first_item(api: Api) -> None:
@@ -114,7 +110,7 @@ async def test_a_bad_item_is_refused_alone(api: Api) -> None:
     assert data[4]["error"]["param"] == "priority"
     assert data[5]["code"] == "invalid_idempotency_key"
     tenant = (await api.runtime.tenants.authenticate(key)).id
-    assert await queued_count(api.runtime, tenant) == 2
+    assert await queued(api.runtime.storage, tenant) == 2
 
 
 @pytest.mark.parametrize(
@@ -135,7 +131,7 @@ async def test_malformed_calls_are_refused_whole(
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["code"] == code
     tenant = (await api.runtime.tenants.authenticate(key)).id
-    assert await queued_count(api.runtime, tenant) == 0
+    assert await queued(api.runtime.storage, tenant) == 0
 
 
 async def test_invalid_json_is_a_problem(api: Api) -> None:

@@ -21,6 +21,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.records import QueueCounts
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing.databases import PostgresTemplate
+from tests.storage.helpers import queued
 
 BURST = 200
 SPEC = SubmitSpec(
@@ -72,7 +73,7 @@ async def test_a_burst_against_max_queued_5_admits_exactly_5(two_processes: list
     assert len(accepted) == 5, [type(a).__name__ for a in answers if isinstance(a, Exception)]
     assert len(refused) == BURST - 5
     assert all(r.limit == "max_queued" and 1 <= r.retry_after_s <= 120 for r in refused)
-    assert await two_processes[1].storage.queued_count(tenant_id=tenant.id) == 5
+    assert await queued(two_processes[1].storage, tenant.id) == 5
     # One tenant's full queue is its own: another still gets its five.
     theirs = await burst(two_processes, other.id, 20)
     assert sum(not isinstance(a, BaseException) for a in theirs) == 5
@@ -110,7 +111,7 @@ async def test_a_batch_counts_under_the_same_lock(two_processes: list[Runtime]) 
     answers = [*batched, *singles]
     stored = sum(len(a) if isinstance(a, list) else 0 for a in batched)
     stored += sum(not isinstance(a, BaseException) for a in singles)
-    assert stored == await two_processes[0].storage.queued_count(tenant_id=tenant.id)
+    assert stored == await queued(two_processes[0].storage, tenant.id)
     assert 4 <= stored <= 5  # two-job batches may leave the fifth place free
     assert all(isinstance(a, errors.QueueFull) for a in answers if isinstance(a, BaseException))
 

@@ -16,6 +16,7 @@ from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.services.files import FileService
 from jobgate.services.jobs import SubmitSpec
+from tests.storage.helpers import queued
 
 CHAT = "/v1/chat/completions"
 
@@ -158,7 +159,7 @@ async def test_a_chunk_of_more_lines_than_one_bulk_call_expands_whole(runtime: R
     )
     assert chunks[0].line_count > 1000
     await expand_all(BatchRunner(jobs=runtime.jobs), runtime.storage, batch_id)
-    assert await runtime.storage.queued_count(tenant_id=tenant.tenant.id) == 1500
+    assert await queued(runtime.storage, tenant.tenant.id) == 1500
 
 
 async def test_a_batch_that_cannot_be_handled_fails_alone(

@@ -15,6 +15,7 @@ from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import LimitOverrides
 from jobgate.testing import FakeClock
+from tests.storage.helpers import queued
 
 CHAT = "/v1/chat/completions"
 # USD per million tokens of the simulator's sim-echo; its other models have no price.
@@ -84,7 +85,7 @@ async def test_full_queue_is_429_with_retry_after_and_stores_nothing(
     with pytest.raises(errors.QueueFull) as caught:
         await runtime.jobs.submit(tenant_id=owner.id, spec=chat("one too many"))
     assert caught.value.limit == "max_queued" and 1 <= caught.value.retry_after_s <= 120
-    assert await runtime.storage.queued_count(tenant_id=owner.id) == 3
+    assert await queued(runtime.storage, owner.id) == 3
     replay = await runtime.jobs.submit(tenant_id=owner.id, spec=chat("0"), idempotency_key="k0")
     assert replay.replayed
     # Workers drain 2 jobs over 10 s: the next refusal says how long one slot takes.
@@ -127,7 +128,7 @@ async def test_budget_exhaustion_stops_claims_for_that_tenant_only(runtime: Runt
     runtime.limits.invalidate()
     claimed = await worker.run_once()
     assert [j.tenant_id for j in claimed if j is not None] == [saver.id]
-    assert await runtime.storage.queued_count(tenant_id=spender.id) == 1
+    assert await queued(runtime.storage, spender.id) == 1
 
 
 async def test_cost_budget_exhaustion_stops_claims_for_that_tenant_only(
@@ -160,7 +161,7 @@ async def test_cost_budget_exhaustion_stops_claims_for_that_tenant_only(
     runtime.limits.invalidate()
     claimed = await worker.run_once()
     assert [j.tenant_id for j in claimed if j is not None] == [saver.id]
-    assert await runtime.storage.queued_count(tenant_id=spender.id) == 1
+    assert await queued(runtime.storage, spender.id) == 1
     clock.advance(60)  # a later refresh, the same day: still paused
     assert await worker.run_once() == []
     # A new UTC day, a new budget.
@@ -229,9 +230,9 @@ async def test_a_batched_submit_is_all_or_nothing_against_the_queue_bound(
     assert [job.state for job in stored] == [JobState.QUEUED, JobState.QUEUED]
     with pytest.raises(errors.QueueFull):  # 2 queued + 2 > max_queued 3: none stored
         await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat("c"), chat("d")])
-    assert await runtime.storage.queued_count(tenant_id=owner.id) == 2
+    assert await queued(runtime.storage, owner.id) == 2
     with pytest.raises(errors.InvalidRequest):  # a bad job refuses the batch before storing
         await runtime.jobs.submit_many(
             tenant_id=owner.id, specs=[chat("e"), SubmitSpec(endpoint=CHAT, body={})]
         )
-    assert await runtime.storage.queued_count(tenant_id=owner.id) == 2
+    assert await queued(runtime.storage, owner.id) == 2

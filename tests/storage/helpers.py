@@ -11,7 +11,7 @@ from jobgate import errors
 from jobgate.domain.job import Job, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
-from jobgate.storage.protocol import Storage
+from jobgate.storage.protocol import LimitsStore, Storage
 from jobgate.storage.records import Tenant
 
 _ids = itertools.count(1)
@@ -35,6 +35,11 @@ async def make_tenant(storage: Storage, name: str = "acme") -> Tenant:
     return await storage.tenant_create(
         tenant_id=f"ten_{name}", name=name, webhook_secret=f"whsec_{name}"
     )
+
+
+async def queued(storage: LimitsStore, tenant_id: str) -> int:
+    """A tenant's queued jobs, counted exactly (queue_counts answers every tenant's)."""
+    return (await storage.queue_counts()).queued_by_tenant.get(tenant_id, 0)
 
 
 async def release(

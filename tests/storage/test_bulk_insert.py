@@ -12,7 +12,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BulkItem, IdempotencyClaim, QueueLimit, SubmitOutcome
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, queued
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,11 +39,11 @@ async def test_keyed_and_keyless_items_in_order_with_replays(
     assert results[2].job.id == results[0].job.id
     assert isinstance(results[3], errors.IdempotencyKeyReused)
     assert isinstance(results[4], SubmitOutcome) and results[4].job.metadata == {"n": 4}
-    assert await storage.queued_count(tenant_id=tenant.id) == 3
+    assert await queued(storage, tenant.id) == 3
     # The whole call again: every keyed item replays, nothing is doubled.
     again = await storage.job_insert_bulk(items=[items[0], items[4]], now=clock.now())
     assert all(isinstance(r, SubmitOutcome) and r.replayed for r in again)
-    assert await storage.queued_count(tenant_id=tenant.id) == 3
+    assert await queued(storage, tenant.id) == 3
     (event,) = await storage.job_events(job_id=results[4].job.id)
     assert event.to_state is JobState.QUEUED
 
@@ -56,7 +56,7 @@ async def test_a_bound_passed_stores_nothing(storage: Storage, clock: FakeClock)
         await storage.job_insert_bulk(
             items=items, queue_limit=QueueLimit(tenant_max=3), now=clock.now()
         )
-    assert await storage.queued_count(tenant_id=tenant.id) == 1
+    assert await queued(storage, tenant.id) == 1
     # The keys were not bound either: the same call under a looser bound stores all three.
     results = await storage.job_insert_bulk(
         items=items, queue_limit=QueueLimit(tenant_max=4), now=clock.now()
@@ -107,7 +107,7 @@ async def test_many_keyed_items_each_answer_their_own_binding(
     repeat = results[40]
     assert isinstance(repeat, SubmitOutcome) and repeat.replayed
     assert isinstance(results[1], SubmitOutcome) and repeat.job.id == results[1].job.id
-    assert await storage.queued_count(tenant_id=tenant.id) == 20 + 20
+    assert await queued(storage, tenant.id) == 20 + 20
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)

@@ -16,7 +16,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, LimitOverrides, QueueLimit, Settlement, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, queued
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,9 +47,7 @@ async def test_queue_counts_and_claims(storage: Storage, clock: FakeClock) -> No
     counts = await storage.queue_counts()
     assert counts.queued_total == 3
     assert sum(counts.claimed_by_tenant.values()) == 2
-    assert (
-        await storage.queued_count(tenant_id=a.id) + await storage.queued_count(tenant_id=b.id) == 3
-    )
+    assert await queued(storage, a.id) + await queued(storage, b.id) == 3
 
 
 async def test_queue_limit_refuses_at_the_bound_but_answers_replays(
@@ -75,7 +73,7 @@ async def test_queue_limit_refuses_at_the_bound_but_answers_replays(
             job=new_job(tenant), queue_limit=QueueLimit(total_max=2), now=clock.now()
         )
     assert caught.value.limit == "max_queued_total"
-    assert await storage.queued_count(tenant_id=tenant.id) == 2
+    assert await queued(storage, tenant.id) == 2
     ok = await storage.job_insert(
         job=new_job(tenant), queue_limit=QueueLimit(tenant_max=3), now=clock.now()
     )

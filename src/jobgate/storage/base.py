@@ -9,13 +9,12 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import Finish, Poisoning, RetryDelay
-from jobgate.storage import shared
+from jobgate.domain.verdicts import POISON_JOB, Finish, Poisoning, RetryDelay
 from jobgate.storage.executor import Codec, SqlPart
 from jobgate.storage.records import (
     ClaimPolicy,
@@ -31,30 +30,6 @@ from jobgate.wakeups import ChangeHub
 Now = datetime | None
 
 
-class _Dialect(Protocol):
-    """The transactions each dialect runs its own way (its store's docstrings say why), under
-    the entry points of SqlStorageBase, which publish what they committed."""
-
-    changes: ChangeHub
-
-    async def _insert(
-        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
-    ) -> SubmitOutcome: ...
-
-    async def _claim(self, claim: ClaimRequest) -> list[Job]: ...
-
-    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
-        """Apply fenced verdicts; None where the lease was lost (nothing written for it)."""
-        ...
-
-    async def _reap(
-        self, limit: int, retry_delay: RetryDelay, now: Now
-    ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:
-        """Finish the expired leases; what was finished, the verdicts tried, and the jobs
-        judged poison (for the reaper's log)."""
-        ...
-
-
 def publish_finished(changes: ChangeHub, finished: Sequence[Finished | None]) -> None:
     """Wake this process's waiters after a commit (other processes hear NOTIFY, on
     PostgreSQL; on SQLite they poll)."""
@@ -64,6 +39,28 @@ def publish_finished(changes: ChangeHub, finished: Sequence[Finished | None]) ->
         if any(done.state is JobState.QUEUED for done in changed):
             changes.work_available()
         changes.outbox_available()
+
+
+def reap_result(
+    finished: Sequence[Finished | None],
+    verdicts: Sequence[Finish] = (),
+    poisonings: Sequence[Poisoning] = (),
+) -> ReapResult:
+    """What a reap pass did; `poisonings` are the jobs it judged poison, for the reaper's log."""
+    result = ReapResult(poisonings=list(poisonings))
+    poisoned = {v.lease.job_id for v in verdicts if v.reason == POISON_JOB}
+    for done in finished:
+        if done is None:
+            continue
+        if done.job_id in poisoned:
+            result.poisoned.append(done.job_id)
+        if done.state is JobState.QUEUED:
+            result.requeued.append(done.job_id)
+        elif done.state is JobState.CANCELLED:
+            result.cancelled.append(done.job_id)
+        else:
+            result.failed.append(done.job_id)
+    return result
 
 
 def finish_payload(finish: Finish, codec: Codec) -> dict[str, Any]:
@@ -100,8 +97,31 @@ class SqlStorageBase(SqlPart):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    # -- the transactions each dialect runs its own way (its store's docstrings say why) ---
+
+    async def _insert(
+        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
+    ) -> SubmitOutcome:
+        raise NotImplementedError
+
+    async def _claim(self, claim: ClaimRequest) -> list[Job]:
+        raise NotImplementedError
+
+    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
+        """Apply fenced verdicts; None where the lease was lost (nothing written for it)."""
+        raise NotImplementedError
+
+    async def _reap(
+        self, limit: int, retry_delay: RetryDelay, now: Now
+    ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:
+        """Finish the expired leases; what was finished, the verdicts tried, and the jobs
+        judged poison (for the reaper's log)."""
+        raise NotImplementedError
+
+    # -- the entry points, which publish what they committed -------------------------------
+
     async def job_insert(
-        self: _Dialect,
+        self,
         *,
         job: NewJob,
         idempotency: IdempotencyClaim | None = None,
@@ -114,7 +134,7 @@ class SqlStorageBase(SqlPart):
         return outcome
 
     async def job_claim(
-        self: _Dialect,
+        self,
         *,
         worker_id: str,
         limit: int,
@@ -135,7 +155,7 @@ class SqlStorageBase(SqlPart):
         return claimed
 
     async def job_finish_many(
-        self: _Dialect, *, finishes: Sequence[Finish], now: datetime | None = None
+        self, *, finishes: Sequence[Finish], now: datetime | None = None
     ) -> list[Finished | None]:
         if not finishes:
             return []
@@ -144,11 +164,11 @@ class SqlStorageBase(SqlPart):
         return results
 
     async def job_reap_expired(
-        self: _Dialect, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
+        self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
         finished, verdicts, poisonings = await self._reap(limit, retry_delay, now)
         publish_finished(self.changes, finished)
-        return shared.reap_result(finished, verdicts, poisonings)
+        return reap_result(finished, verdicts, poisonings)
 
 
 def bulk_filter_params(

@@ -75,4 +75,4 @@ class SqlPart:
 
     _sql: Executor
     changes: ChangeHub  # this process's wake-up hub: publish after a committed write
-    _decode: RowDecoder  # every record's decoder for this codec (store.jobs.job_decoder)
+    _decode: RowDecoder  # every record's decoder, over this codec's time_out and json_out

@@ -644,10 +644,6 @@ class LimitsStore(Protocol):
         """Queued jobs per tenant and claims per tenant so far (cheap enough to poll)."""
         ...
 
-    async def queued_count(self, *, tenant_id: str) -> int:
-        """The exact number of a tenant's queued jobs."""
-        ...
-
     async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
         """Tokens billed per tenant since `since` (completions minus refunds)."""
         ...

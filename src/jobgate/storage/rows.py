@@ -13,28 +13,17 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from datetime import UTC, date, datetime
+from typing import Any, Protocol, TypeVar, cast
 
-from jobgate.domain.job import Job, JobEvent
+from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage.records import (
     ENDPOINT_ACTIVE,
     ENDPOINT_DISABLED,
     ENDPOINT_MISSING,
-    ApiKey,
-    BatchCounts,
-    BatchItemResult,
-    BatchRecord,
     Delivery,
-    DeliveryAttempt,
-    FileChunk,
-    FileRecord,
     OutboxEntry,
-    Schedule,
-    Tenant,
-    UsageEntry,
-    WebhookEndpoint,
 )
 
 
@@ -114,18 +103,6 @@ def _fit(value: Any) -> Any:
     return value
 
 
-def from_columns(record: Callable[..., R], row: RowLike, /, **decoded: Any) -> R:
-    """A `record` (a dataclass) whose fields are read from the row's columns of the same names,
-    as stored; `decoded` holds the fields that need converting (times, JSON, flags)."""
-    plain = {name: row[name] for name in _field_names(record) if name not in decoded}
-    return record(**plain, **decoded)
-
-
-@functools.cache
-def _field_names(record: Any) -> tuple[str, ...]:
-    return tuple(field.name for field in dataclasses.fields(record))
-
-
 class _Reading:
     """One row being decoded: each column read through a guard that records the damage."""
 
@@ -160,6 +137,13 @@ class _Reading:
             return EARLIEST
         return moment
 
+    def finite(self, column: str) -> float | None:
+        value = self.row[column]
+        if value is None or (isinstance(value, int | float) and math.isfinite(value)):
+            return value
+        self.damaged.append(column)
+        return None
+
     def json(self, column: str, *, kind: type = dict) -> Any:
         raw = self.row[column]
         if raw is None:
@@ -183,120 +167,25 @@ class RowDecoder:
         self._json = json
 
     def job(self, row: RowLike) -> Job:
+        """A job, each damaged column clamped or emptied and named in `damaged` (never raises
+        for a stored value)."""
         r = _Reading(row, self)
-        t = r.time
-        j = r.json
-        execution_timeout_s = row["execution_timeout_s"]
-        if execution_timeout_s is not None and not (
-            isinstance(execution_timeout_s, int | float) and math.isfinite(execution_timeout_s)
-        ):
-            r.damaged.append("execution_timeout_s")
-            execution_timeout_s = None
-        return Job(
-            id=row["id"],
-            tenant_id=row["tenant_id"],
-            state=JobState(row["state"]),
-            api=row["api"],
-            provider=row["provider"],
-            endpoint=row["endpoint"],
-            model=row["model"],
-            request=j("request"),
-            metadata=j("metadata") or {},
-            webhook=j("webhook"),
-            result=j("result"),
-            error=j("error"),
-            usage=j("usage"),
-            priority=row["priority"],
-            attempt=row["attempt"],
-            max_attempts=row["max_attempts"],
-            run_count=row["run_count"],
-            lost_count=row["lost_count"],
-            run_at=r.required_time("run_at"),
-            created_at=r.required_time("created_at"),
-            updated_at=r.required_time("updated_at"),
-            started_at=t("started_at"),
-            completed_at=t("completed_at"),
-            cancel_requested_at=t("cancel_requested_at"),
-            expires_at=t("expires_at"),
-            execution_timeout_s=execution_timeout_s,
-            deadline_at=t("deadline_at"),
-            lease_owner=row["lease_owner"],
-            lease_token=row["lease_token"],
-            lease_expires_at=t("lease_expires_at"),
-            phase=row["phase"],
-            provider_job_id=row["provider_job_id"],
-            creation_outcome=row["creation_outcome"],
-            cancel_outcome=row["cancel_outcome"],
-            reconcile_at=t("reconcile_at"),
-            dead_lettered=bool(row["dead_lettered"]),
-            purged_at=t("purged_at"),
-            event_seq=row["event_seq"],
-            provider_generation=row["provider_generation"],
-            damaged=tuple(r.damaged),
-            concurrency_key=row["concurrency_key"],
-            model_route=row["model_route"],
-            reconciled_at=t("reconciled_at"),
-            progress=_finite_or_none(row["progress"]),
-            provider_request_id=row["provider_request_id"],
-        )
+        values = [row[name] if read is None else read(r, name) for name, read in _job_plan()]
+        values[_DAMAGED] = tuple(r.damaged)  # last: every column has been read
+        return Job(*values)
 
-    def _times(
-        self, row: RowLike, *required: str, optional: tuple[str, ...] = ()
-    ) -> dict[str, Any]:
-        """The named time columns decoded: `required` ones raise ValueError when NULL."""
-        times = {name: self._time(row[name]) for name in (*required, *optional)}
-        if any(times[name] is None for name in required):
-            raise ValueError("a required time column is NULL")
-        return times
-
-    def schedule(self, row: RowLike) -> Schedule:
-        return from_columns(
-            Schedule,
-            row,
-            template=self._json(row["template"]),
-            paused=bool(row["paused"]),
-            **self._times(row, "next_run_at", "created_at"),
-        )
-
-    def event(self, row: RowLike) -> JobEvent:
-        return from_columns(
-            JobEvent,
-            row,
-            from_state=JobState(row["from_state"]) if row["from_state"] else None,
-            to_state=JobState(row["to_state"]),
-            applied=bool(row["applied"]),
-            **self._times(row, "created_at"),
-        )
-
-    def tenant(self, row: RowLike) -> Tenant:
-        return from_columns(Tenant, row, **self._times(row, "created_at"))
-
-    def api_key(self, row: RowLike) -> ApiKey:
-        return from_columns(ApiKey, row, **self._times(row, "created_at", optional=("revoked_at",)))
-
-    def usage(self, row: RowLike) -> UsageEntry:
-        return from_columns(UsageEntry, row, **self._times(row, "created_at"))
-
-    def outbox(self, row: RowLike) -> OutboxEntry:
-        times = self._times(row, "created_at", "next_attempt_at", optional=("completed_at",))
-        return from_columns(OutboxEntry, row, **times)
-
-    # -- webhooks ------------------------------------------------------------------------
-    def endpoint(self, row: RowLike) -> WebhookEndpoint:
-        return from_columns(
-            WebhookEndpoint,
-            row,
-            event_types=tuple(self._json(row["event_types"]) or ()),
-            include_result=bool(row["include_result"]),
-            disabled=bool(row["disabled"]),
-            **self._times(
-                row, "created_at", "updated_at", optional=("previous_secret_expires_at",)
-            ),
+    def record(self, record: type[R], row: RowLike, /) -> R:
+        """A `record` (a dataclass) whose fields are read from the row's columns of the same
+        names, each converted as its annotation says (`_CONVERT`); a value that is no such
+        thing raises (ValueError, TypeError)."""
+        plan = _plan(cast(type, record))
+        return record(
+            *[row[name] if conv is None else conv(self, row[name]) for name, conv in plan]
         )
 
     def delivery(self, row: RowLike) -> Delivery:
         """A claimed outbox row joined with its endpoint (e_*) and tenant (tenant_secret)."""
-        entry = self.outbox(row)
+        entry = self.record(OutboxEntry, row)
         url: str | None
         secrets: tuple[str, ...]
         if entry.endpoint_id is None:  # the job's own URL, signed with the tenant's secret
@@ -318,33 +207,64 @@ class RowDecoder:
             endpoint_state=state,
         )
 
-    def attempt(self, row: RowLike) -> DeliveryAttempt:
-        succeeded = bool(row["succeeded"])
-        times = self._times(row, "created_at")
-        return from_columns(DeliveryAttempt, row, succeeded=succeeded, **times)
 
-    # -- files and batches ---------------------------------------------------------------
-    def file(self, row: RowLike) -> FileRecord:
-        sizes = {"bytes": int(row["bytes"]), "lines": int(row["lines"])}
-        return from_columns(FileRecord, row, **sizes, **self._times(row, "created_at"))
+def _required(moment: datetime | None) -> datetime:
+    if moment is None:
+        raise ValueError("a required time column is NULL")
+    return moment
 
-    @staticmethod
-    def chunk(row: RowLike) -> FileChunk:
-        return from_columns(FileChunk, row, data=bytes(row["data"]))
 
-    def batch(self, row: RowLike) -> BatchRecord:
-        stamps = [name for name in _field_names(BatchRecord) if name.endswith("_at")]
-        times = {name: self._time(row[name]) for name in stamps}
-        blobs = {name: self._json(row[name]) for name in ("metadata", "errors")}
-        return from_columns(BatchRecord, row, **blobs, **times)
+def _tuple(items: Any) -> tuple[Any, ...] | None:
+    return None if items is None else tuple(items)
 
-    def item(self, row: RowLike) -> BatchItemResult:
-        blobs = {name: self._json(row[name]) for name in ("item_error", "result", "error")}
-        return from_columns(BatchItemResult, row, **blobs)
 
-    @staticmethod
-    def counts(row: RowLike) -> BatchCounts:
-        return BatchCounts(**{name: int(row[name]) for name in _field_names(BatchCounts)})
+Convert = Callable[[RowDecoder, Any], Any]
+# How a record's field is read from its column, by the field's annotation (as written in the
+# record's module); a field whose annotation is not here is taken as stored.
+_CONVERT: dict[str, Convert] = {
+    "datetime": lambda d, value: _required(d._time(value)),
+    "datetime | None": lambda d, value: d._time(value),
+    "date": lambda d, value: date.fromisoformat(str(value)),  # a date, or ISO text (SQLite)
+    "bool": lambda d, value: bool(value),
+    "int": lambda d, value: int(value or 0),  # a SUM over no rows is NULL
+    "bytes": lambda d, value: bytes(value),
+    "JobState": lambda d, value: JobState(value),
+    "JobState | None": lambda d, value: JobState(value) if value else None,
+    "dict[str, Any]": lambda d, value: d._json(value),
+    "dict[str, Any] | None": lambda d, value: d._json(value),
+    "tuple[str, ...]": lambda d, value: tuple(d._json(value) or ()),
+    "tuple[str, ...] | None": lambda d, value: _tuple(d._json(value)),
+}
+
+
+@functools.cache
+def _plan(record: type) -> tuple[tuple[str, Convert | None], ...]:
+    return tuple((f.name, _CONVERT.get(str(f.type))) for f in dataclasses.fields(record))
+
+
+Read = Callable[[_Reading, str], Any]
+# A job's columns that need reading through the damage guard, by annotation or by name.
+_JOB_READ: dict[str, Read] = {
+    "datetime": _Reading.required_time,
+    "datetime | None": _Reading.time,
+    "JSONObject | None": _Reading.json,
+    "JSONObject": lambda r, column: r.json(column) or {},
+    "JobState": lambda r, column: JobState(r.row[column]),
+    "bool": lambda r, column: bool(r.row[column]),
+    "execution_timeout_s": _Reading.finite,
+    "progress": lambda r, column: _finite_or_none(r.row[column]),
+    "damaged": lambda r, column: (),  # a placeholder: set once every column has been read
+}
+
+
+_DAMAGED = [f.name for f in dataclasses.fields(Job)].index("damaged")
+
+
+@functools.cache
+def _job_plan() -> tuple[tuple[str, Read | None], ...]:
+    """Each field of a job in order, with how its column is read (None: as stored)."""
+    fields = dataclasses.fields(Job)
+    return tuple((f.name, _JOB_READ.get(f.name) or _JOB_READ.get(str(f.type))) for f in fields)
 
 
 def _finite_or_none(value: Any) -> float | None:

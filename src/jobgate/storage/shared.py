@@ -1,59 +1,9 @@
-"""What both SQL backends share: a reap pass's result and the limits and usage row converters
-(the verdicts themselves are `domain.verdicts`)."""
+"""The ledger's cache-token columns of a usage object, for SQLite's finish, which bills in
+Python (PostgreSQL's job_finish and both dialects' settle read the same fields in SQL)."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from typing import Any
-
-from jobgate.domain import costs
-from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import POISON_JOB, Finish, Poisoning
-from jobgate.storage.records import Finished, LimitOverrides, ReapResult
-from jobgate.storage.rows import from_columns
-
-
-def reap_result(
-    finished: Sequence[Finished | None],
-    verdicts: Sequence[Finish] = (),
-    poisonings: Sequence[Poisoning] = (),
-) -> ReapResult:
-    """What a reap pass did; `poisonings` are the jobs it judged poison, for the reaper's log."""
-    result = ReapResult(poisonings=list(poisonings))
-    poisoned = {v.lease.job_id for v in verdicts if v.reason == POISON_JOB}
-    for done in finished:
-        if done is None:
-            continue
-        if done.job_id in poisoned:
-            result.poisoned.append(done.job_id)
-        if done.state is JobState.QUEUED:
-            result.requeued.append(done.job_id)
-        elif done.state is JobState.CANCELLED:
-            result.cancelled.append(done.job_id)
-        else:
-            result.failed.append(done.job_id)
-    return result
-
-
-def overrides_params(overrides: LimitOverrides) -> dict[str, Any]:
-    """LimitOverrides as query parameters (lists stay lists: each dialect encodes JSON)."""
-    params = dataclasses.asdict(overrides)
-    for name in ("allowed_models", "allowed_providers"):
-        params[name] = None if params[name] is None else list(params[name])
-    cost = overrides.daily_cost_budget_usd
-    return params | {"daily_cost_budget_usd": None if cost is None else float(cost)}
-
-
-def overrides_from_row(row: Any, decode_json: Any) -> LimitOverrides:
-    lists = {name: decode_json(row[name]) for name in ("allowed_models", "allowed_providers")}
-    tuples = {name: None if value is None else tuple(value) for name, value in lists.items()}
-    return from_columns(LimitOverrides, row, **tuples)
-
-
-def usage_total_from_row(row: Any) -> costs.UsageTotal:
-    tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-    return from_columns(costs.UsageTotal, row, **{name: int(row[name] or 0) for name in tokens})
 
 
 def cache_tokens(usage: dict[str, Any]) -> dict[str, int]:

@@ -1,24 +1,19 @@
-"""The admin store over either dialect: operator keys and what operators see across tenants."""
+"""The admin store over either dialect: operator keys, their dashboard sessions, and what
+operators see across tenants."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import EndpointHealth, TenantOverview
-from jobgate.storage.rows import from_columns
 
 
 class AdminQueries(SqlPart):
-    if TYPE_CHECKING:  # the host store's
-
-        async def job_get(self, *, job_id: str, tenant_id: str | None = None) -> Job | None: ...
-
     async def operator_key_create(
         self,
         *,
@@ -45,17 +40,32 @@ class AdminQueries(SqlPart):
         row = await self._sql.read_one("operator_key_count")
         return 0 if row is None else int(row["keys"])
 
+    # -- dashboard sessions (SessionStore) ------------------------------------------------
+
+    async def dashboard_session_create(
+        self, *, id_hash: str, key_hash: str, ttl_s: float, now: datetime | None = None
+    ) -> str | None:
+        at = self._sql.codec.now(now)
+        await self._sql.write_count("dashboard_session_sweep", now=at)
+        row = await self._sql.write_one(
+            "dashboard_session_insert", id_hash=id_hash, key_hash=key_hash, ttl_s=ttl_s, now=at
+        )
+        return None if row is None else str(row["name"])
+
+    async def dashboard_session_operator(
+        self, *, id_hash: str, now: datetime | None = None
+    ) -> str | None:
+        row = await self._sql.read_one(
+            "dashboard_session_operator", id_hash=id_hash, now=self._sql.codec.now(now)
+        )
+        return None if row is None else str(row["name"])
+
+    async def dashboard_session_delete(self, *, id_hash: str) -> None:
+        await self._sql.write_count("dashboard_session_delete", id_hash=id_hash)
+
     async def admin_overview(self, *, now: datetime | None = None) -> list[TenantOverview]:
-        codec = self._sql.codec
-        return [
-            from_columns(
-                TenantOverview,
-                row,
-                oldest_due_at=codec.time_out(row["oldest_due_at"]),
-                **{name: int(row[name]) for name in ("queued", "running", "dead_lettered")},
-            )
-            for row in await self._sql.read("admin_overview", now=codec.now(now))
-        ]
+        rows = await self._sql.read("admin_overview", now=self._sql.codec.now(now))
+        return [self._decode.record(TenantOverview, row) for row in rows]
 
     async def admin_job_list(
         self,
@@ -66,7 +76,7 @@ class AdminQueries(SqlPart):
         after: str | None = None,
         limit: int = 50,
     ) -> list[Job]:
-        if after is not None and await self.job_get(job_id=after) is None:
+        if after is not None and await self._sql.read_one("job_get", id=after) is None:
             raise errors.InvalidRequest(f"no job with id {after!r}", param="after")
         codec = self._sql.codec
         rows = await self._sql.read(
@@ -80,12 +90,5 @@ class AdminQueries(SqlPart):
         return [self._decode.job(row) for row in rows]
 
     async def admin_endpoint_health(self) -> list[EndpointHealth]:
-        return [
-            from_columns(
-                EndpointHealth,
-                row,
-                disabled=bool(row["disabled"]),
-                **{name: int(row[name]) for name in ("pending", "succeeded", "failed")},
-            )
-            for row in await self._sql.read("admin_endpoint_health")
-        ]
+        rows = await self._sql.read("admin_endpoint_health")
+        return [self._decode.record(EndpointHealth, row) for row in rows]

@@ -51,11 +51,11 @@ class BatchesQueries(SqlPart):
     async def file_finish(self, *, file_id: str, bytes: int, lines: int) -> FileRecord:
         row = await self._sql.write_one("file_finish", id=file_id, bytes=bytes, lines=lines)
         assert row is not None, f"file_finish: no file {file_id}"
-        return self._decode.file(row)
+        return self._decode.record(FileRecord, row)
 
     async def file_get(self, *, file_id: str, tenant_id: str | None = None) -> FileRecord | None:
         row = await self._sql.read_one("file_get", id=file_id, tenant_id=tenant_id)
-        return None if row is None else self._decode.file(row)
+        return None if row is None else self._decode.record(FileRecord, row)
 
     async def file_list(
         self, *, tenant_id: str, purpose: str | None, after: str | None, limit: int
@@ -63,11 +63,11 @@ class BatchesQueries(SqlPart):
         rows = await self._sql.read(
             "file_list", tenant_id=tenant_id, purpose=purpose, after_id=after, limit=limit
         )
-        return [self._decode.file(row) for row in rows]
+        return [self._decode.record(FileRecord, row) for row in rows]
 
     async def file_chunks(self, *, file_id: str, from_seq: int, limit: int) -> list[FileChunk]:
         rows = await self._sql.read("file_chunks", file_id=file_id, from_seq=from_seq, limit=limit)
-        return [self._decode.chunk(row) for row in rows]
+        return [self._decode.record(FileChunk, row) for row in rows]
 
     async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
         return await self._sql.write_one("file_delete", id=file_id, tenant_id=tenant_id) is not None
@@ -81,17 +81,17 @@ class BatchesQueries(SqlPart):
         params = {**batch, "metadata": codec.json(batch.get("metadata")), "now": codec.now(now)}
         row = await self._sql.write_one("batch_create", **params)
         assert row is not None  # an INSERT ... RETURNING answers its row
-        return self._decode.batch(row)
+        return self._decode.record(BatchRecord, row)
 
     async def batch_get(self, *, batch_id: str, tenant_id: str | None = None) -> BatchRecord | None:
         row = await self._sql.read_one("batch_get", id=batch_id, tenant_id=tenant_id)
-        return None if row is None else self._decode.batch(row)
+        return None if row is None else self._decode.record(BatchRecord, row)
 
     async def batch_list(
         self, *, tenant_id: str, after: str | None, limit: int
     ) -> list[BatchRecord]:
         rows = await self._sql.read("batch_list", tenant_id=tenant_id, after_id=after, limit=limit)
-        return [self._decode.batch(row) for row in rows]
+        return [self._decode.record(BatchRecord, row) for row in rows]
 
     async def batch_claim_live(
         self, *, limit: int, lease_s: float, now: datetime | None = None
@@ -99,7 +99,9 @@ class BatchesQueries(SqlPart):
         rows = await self._sql.write(
             "batch_claim_live", limit=limit, lease_s=lease_s, now=self._sql.codec.now(now)
         )
-        return sorted((self._decode.batch(row) for row in rows), key=lambda b: b.created_at)
+        return sorted(
+            (self._decode.record(BatchRecord, row) for row in rows), key=lambda b: b.created_at
+        )
 
     async def batch_update(
         self,
@@ -133,7 +135,7 @@ class BatchesQueries(SqlPart):
             release=codec.flag(release),
             now=codec.now(now),
         )
-        return None if row is None else self._decode.batch(row)
+        return None if row is None else self._decode.record(BatchRecord, row)
 
     async def batch_items_put(self, *, batch_id: str, items: Sequence[NewBatchItem]) -> None:
         if not items:
@@ -149,7 +151,7 @@ class BatchesQueries(SqlPart):
     async def batch_counts(self, *, batch_id: str) -> BatchCounts:
         row = await self._sql.read_one("batch_counts", batch_id=batch_id)
         assert row is not None  # an aggregate answers one row
-        return self._decode.counts(row)
+        return self._decode.record(BatchCounts, row)
 
     async def batch_items_page(
         self, *, batch_id: str, after_line: int, limit: int
@@ -157,7 +159,7 @@ class BatchesQueries(SqlPart):
         rows = await self._sql.read(
             "batch_items_page", batch_id=batch_id, after_line=after_line, limit=limit
         )
-        return [self._decode.item(row) for row in rows]
+        return [self._decode.record(BatchItemResult, row) for row in rows]
 
     async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
         rows = await self._sql.read("batch_live_job_ids", batch_id=batch_id, limit=limit)

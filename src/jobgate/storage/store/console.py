@@ -8,37 +8,19 @@ from jobgate import errors
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job
 from jobgate.domain.rollups import QueueDepth, Transition
-from jobgate.domain.states import JobState
 from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
 
 
 class ConsoleQueries(SqlPart):
     async def console_transitions(self, *, since: datetime, limit: int) -> list[Transition]:
-        codec = self._sql.codec
-        rows = await self._sql.read("console_transitions", since=codec.time(since), limit=limit)
-        transitions = []
-        for row in rows:
-            at, run_at = codec.time_out(row["at"]), codec.time_out(row["run_at"])
-            assert at is not None and run_at is not None  # NOT NULL columns
-            transitions.append(
-                Transition(
-                    job_id=row["job_id"],
-                    tenant_id=row["tenant_id"],
-                    provider=row["provider"],
-                    from_state=None if row["from_state"] is None else JobState(row["from_state"]),
-                    to_state=JobState(row["to_state"]),
-                    reason=row["reason"],
-                    at=at,
-                    queued_at=codec.time_out(row["queued_at"]),
-                    run_at=run_at,
-                )
-            )
-        return transitions
+        since_at = self._sql.codec.time(since)
+        rows = await self._sql.read("console_transitions", since=since_at, limit=limit)
+        return [self._decode.record(Transition, row) for row in rows]
 
     async def console_queue_depth(self) -> list[QueueDepth]:
         rows = await self._sql.read("console_queue_depth")
-        return [QueueDepth(row["tenant_id"], row["provider"], int(row["queued"])) for row in rows]
+        return [self._decode.record(QueueDepth, row) for row in rows]
 
     async def console_job_search(
         self,

@@ -15,14 +15,8 @@ from jobgate import errors
 from jobgate.domain import verdicts
 from jobgate.domain.job import Job, JobEvent, Lease
 from jobgate.domain.states import JobState
-from jobgate.storage.executor import Codec, SqlPart
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import ApiKey, HeartbeatResult, OutboxEntry, Tenant, UsageEntry
-from jobgate.storage.rows import RowDecoder
-
-
-def job_decoder(codec: Codec) -> RowDecoder:
-    """The decoder of every row the store reads, for one store's codec."""
-    return RowDecoder(time=codec.time_out, json=codec.json_out)
 
 
 class JobQueries(SqlPart):
@@ -40,7 +34,7 @@ class JobQueries(SqlPart):
         )
         if row is None:
             raise errors.Conflict(f"tenant {name!r} already exists", code="tenant_exists")
-        return self._decode.tenant(row)
+        return self._decode.record(Tenant, row)
 
     async def tenant_get(
         self, *, tenant_id: str | None = None, name: str | None = None
@@ -49,10 +43,10 @@ class JobQueries(SqlPart):
             row = await self._sql.read_one("tenant_by_id", id=tenant_id)
         else:
             row = await self._sql.read_one("tenant_by_name", name=name)
-        return None if row is None else self._decode.tenant(row)
+        return None if row is None else self._decode.record(Tenant, row)
 
     async def tenant_list(self) -> list[Tenant]:
-        return [self._decode.tenant(row) for row in await self._sql.read("tenant_list")]
+        return [self._decode.record(Tenant, row) for row in await self._sql.read("tenant_list")]
 
     async def api_key_create(
         self,
@@ -72,15 +66,15 @@ class JobQueries(SqlPart):
             now=self._sql.codec.now(now),
         )
         assert row is not None
-        return self._decode.api_key(row)
+        return self._decode.record(ApiKey, row)
 
     async def api_key_tenant(self, *, key_hash: str) -> Tenant | None:
         row = await self._sql.read_one("api_key_tenant", key_hash=key_hash)
-        return None if row is None else self._decode.tenant(row)
+        return None if row is None else self._decode.record(Tenant, row)
 
     async def api_key_list(self, *, tenant_id: str) -> list[ApiKey]:
         rows = await self._sql.read("api_key_list", tenant_id=tenant_id)
-        return [self._decode.api_key(row) for row in rows]
+        return [self._decode.record(ApiKey, row) for row in rows]
 
     async def api_key_revoke(self, *, key_id: str, now: datetime | None = None) -> bool:
         revoked = await self._sql.write_count(
@@ -122,15 +116,15 @@ class JobQueries(SqlPart):
         self, *, job_id: str, after_seq: int = 0, limit: int = 1000
     ) -> list[JobEvent]:
         rows = await self._sql.read("job_events", job_id=job_id, after_seq=after_seq, limit=limit)
-        return [self._decode.event(row) for row in rows]
+        return [self._decode.record(JobEvent, row) for row in rows]
 
     async def usage_for_job(self, *, job_id: str) -> list[UsageEntry]:
         rows = await self._sql.read("usage_for_job", job_id=job_id)
-        return [self._decode.usage(row) for row in rows]
+        return [self._decode.record(UsageEntry, row) for row in rows]
 
     async def outbox_for_job(self, *, job_id: str) -> list[OutboxEntry]:
         rows = await self._sql.read("outbox_for_job", job_id=job_id)
-        return [self._decode.outbox(row) for row in rows]
+        return [self._decode.record(OutboxEntry, row) for row in rows]
 
     # -- jobs: the lease holder's side -------------------------------------------------
 

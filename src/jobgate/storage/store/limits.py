@@ -3,10 +3,10 @@ for budgets, and purging what has expired."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from jobgate.domain import costs
-from jobgate.storage import shared
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import LimitOverrides, QueueCounts
 
@@ -16,21 +16,20 @@ class LimitQueries(SqlPart):
         self, *, tenant_id: str, overrides: LimitOverrides, now: datetime | None = None
     ) -> LimitOverrides:
         codec = self._sql.codec
-        params = shared.overrides_params(overrides)
-        for field in ("allowed_models", "allowed_providers"):
-            params[field] = codec.json(params[field])
+        params = dataclasses.asdict(overrides)
+        for name in ("allowed_models", "allowed_providers"):  # JSON arrays
+            params[name] = codec.json(None if params[name] is None else list(params[name]))
+        cost = overrides.daily_cost_budget_usd
+        params["daily_cost_budget_usd"] = None if cost is None else float(cost)
         row = await self._sql.write_one(
             "tenant_limits_upsert", tenant_id=tenant_id, now=codec.now(now), **params
         )
         assert row is not None
-        return shared.overrides_from_row(row, codec.json_out)
+        return self._decode.record(LimitOverrides, row)
 
     async def tenant_limits_all(self) -> dict[str, LimitOverrides]:
-        json_out = self._sql.codec.json_out
-        return {
-            row["tenant_id"]: shared.overrides_from_row(row, json_out)
-            for row in await self._sql.read("tenant_limits_all")
-        }
+        rows = await self._sql.read("tenant_limits_all")
+        return {row["tenant_id"]: self._decode.record(LimitOverrides, row) for row in rows}
 
     async def queue_counts(self) -> QueueCounts:
         queued = {r["tenant_id"]: r["queued"] for r in await self._sql.read("queued_by_tenant")}
@@ -39,17 +38,13 @@ class LimitQueries(SqlPart):
         }
         return QueueCounts(queued, claimed)
 
-    async def queued_count(self, *, tenant_id: str) -> int:
-        row = await self._sql.read_one("queued_count", tenant_id=tenant_id)
-        return 0 if row is None else int(row["queued"])
-
     async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
         rows = await self._sql.read("usage_tokens_since", since=self._sql.codec.time(since))
         return {row["tenant_id"]: int(row["tokens"] or 0) for row in rows}
 
     async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
         rows = await self._sql.read("usage_by_model_since", since=self._sql.codec.time(since))
-        return [shared.usage_total_from_row(row) for row in rows]
+        return [self._decode.record(costs.UsageTotal, row) for row in rows]
 
     async def job_purge_expired(
         self, *, completed_before: datetime, limit: int, now: datetime | None = None

@@ -3,15 +3,11 @@ row that hangs off them, after summing their usage into usage_daily; read that r
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from jobgate.domain.retention import Horizon
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import RetentionBatch, UsageDay
-from jobgate.storage.rows import from_columns
-
-_USAGE_COUNTS = ("jobs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 class RetentionQueries(SqlPart):
@@ -29,17 +25,8 @@ class RetentionQueries(SqlPart):
     async def _retention_write(self, params: dict[str, Any]) -> RetentionBatch:
         """Pick the batch, roll its usage up and delete it, in one transaction."""
         row = await self._sql.write_one("retention_delete", **params)
-        if row is None:
-            return RetentionBatch()
-        return from_columns(RetentionBatch, row)
+        return RetentionBatch() if row is None else self._decode.record(RetentionBatch, row)
 
     async def usage_daily(self, *, tenant_id: str | None = None) -> list[UsageDay]:
-        return [
-            from_columns(
-                UsageDay,
-                row,
-                day=dt.date.fromisoformat(str(row["day"])),  # a date, or ISO text (SQLite)
-                **{name: int(row[name]) for name in _USAGE_COUNTS},
-            )
-            for row in await self._sql.read("usage_daily", tenant_id=tenant_id)
-        ]
+        rows = await self._sql.read("usage_daily", tenant_id=tenant_id)
+        return [self._decode.record(UsageDay, row) for row in rows]

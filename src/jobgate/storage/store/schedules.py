@@ -22,15 +22,15 @@ class ScheduleQueries(SqlPart):
             created_at=codec.time(schedule.created_at),
         )
         assert row is not None
-        return self._decode.schedule(row)
+        return self._decode.record(Schedule, row)
 
     async def schedule_list(self, *, tenant_id: str, limit: int = 100) -> list[Schedule]:
         rows = await self._sql.read("schedule_list", tenant_id=tenant_id, limit=limit)
-        return [self._decode.schedule(row) for row in rows]
+        return [self._decode.record(Schedule, row) for row in rows]
 
     async def schedule_get(self, *, schedule_id: str, tenant_id: str) -> Schedule | None:
         row = await self._sql.read_one("schedule_get", id=schedule_id, tenant_id=tenant_id)
-        return None if row is None else self._decode.schedule(row)
+        return None if row is None else self._decode.record(Schedule, row)
 
     async def schedule_set_paused(
         self,
@@ -48,7 +48,7 @@ class ScheduleQueries(SqlPart):
             paused=codec.flag(paused),
             next_run_at=codec.time(next_run_at),
         )
-        return None if row is None else self._decode.schedule(row)
+        return None if row is None else self._decode.record(Schedule, row)
 
     async def schedule_delete(self, *, schedule_id: str, tenant_id: str) -> bool:
         deleted = await self._sql.write_count(
@@ -58,7 +58,7 @@ class ScheduleQueries(SqlPart):
 
     async def schedule_due(self, *, limit: int, now: datetime | None = None) -> list[Schedule]:
         rows = await self._sql.read("schedule_due", limit=limit, now=self._sql.codec.now(now))
-        return [self._decode.schedule(row) for row in rows]
+        return [self._decode.record(Schedule, row) for row in rows]
 
     async def schedule_advance(
         self, *, schedule_id: str, slot: datetime, next_run_at: datetime

@@ -7,21 +7,20 @@ from __future__ import annotations
 
 from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.executor import Executor
+from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.admin import AdminQueries
 from jobgate.storage.store.batch import BatchQueries
 from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.bulk import BulkQueries
 from jobgate.storage.store.bulk_insert import BulkInsertQueries
 from jobgate.storage.store.console import ConsoleQueries
-from jobgate.storage.store.jobs import JobQueries, job_decoder
+from jobgate.storage.store.jobs import JobQueries
 from jobgate.storage.store.limits import LimitQueries
 from jobgate.storage.store.providers import ProviderQueries
 from jobgate.storage.store.rate_limits import RateLimitQueries
 from jobgate.storage.store.retention import RetentionQueries
 from jobgate.storage.store.roles import RoleQueries
 from jobgate.storage.store.schedules import ScheduleQueries
-from jobgate.storage.store.sessions import SessionQueries
-from jobgate.storage.store.signals import SignalQueries
 from jobgate.storage.store.streams import StreamQueries
 from jobgate.storage.store.transport import TransportQueries
 from jobgate.storage.store.webhooks import WebhookQueries
@@ -31,9 +30,7 @@ from jobgate.wakeups import ChangeHub
 class SqlStore(
     SqlStorageBase,
     JobQueries,
-    SessionQueries,
     RoleQueries,
-    SignalQueries,
     LimitQueries,
     RateLimitQueries,
     ScheduleQueries,
@@ -52,4 +49,4 @@ class SqlStore(
     def __init__(self, sql: Executor) -> None:
         self.changes = ChangeHub()
         self._sql = sql
-        self._decode = job_decoder(sql.codec)
+        self._decode = RowDecoder(time=sql.codec.time_out, json=sql.codec.json_out)

@@ -8,17 +8,11 @@ from datetime import datetime
 
 from jobgate import errors
 from jobgate.domain.job import Lease
-from jobgate.storage.executor import Row, SqlPart
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import OutputChunk
 
 
 class StreamQueries(SqlPart):
-    def _chunk(self, row: Row) -> OutputChunk:
-        created_at = self._sql.codec.time_out(row["created_at"])
-        if created_at is None:
-            raise ValueError("a required time column is NULL")
-        return OutputChunk(row["job_id"], row["seq"], row["generation"], row["text"], created_at)
-
     async def job_output_append(
         self, *, lease: Lease, text: str, now: datetime | None = None
     ) -> OutputChunk:
@@ -33,7 +27,7 @@ class StreamQueries(SqlPart):
             raise errors.LeaseLost(lease.job_id)
         # This process's readers hear it at once; others through NOTIFY or polling.
         self.changes.streams_changed([lease.job_id])
-        return self._chunk(row)
+        return self._decode.record(OutputChunk, row)
 
     async def job_output_read(
         self, *, job_id: str, after_seq: int = 0, limit: int = 1000
@@ -41,4 +35,4 @@ class StreamQueries(SqlPart):
         rows = await self._sql.read(
             "job_output_read", job_id=job_id, after_seq=after_seq, limit=limit
         )
-        return [self._chunk(row) for row in rows]
+        return [self._decode.record(OutputChunk, row) for row in rows]

@@ -1,5 +1,6 @@
-"""The webhook store over either dialect: endpoints and the outbox as a leased delivery queue.
-Claims are one statement on both (SKIP LOCKED on PostgreSQL; one writer on SQLite)."""
+"""The webhook store over either dialect: endpoints, the outbox as a leased delivery queue, and
+the failing endpoints the alert gauges count (SignalStore). Claims are one statement on both
+(SKIP LOCKED on PostgreSQL; one writer on SQLite)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class WebhookQueries(SqlPart):
             now=codec.now(now),
         )
         assert row is not None
-        return self._decode.endpoint(row)
+        return self._decode.record(WebhookEndpoint, row)
 
     async def webhook_endpoint_get(
         self, *, endpoint_id: str, tenant_id: str | None = None
@@ -47,7 +48,7 @@ class WebhookQueries(SqlPart):
             row = await self._sql.read_one(
                 "webhook_endpoint_get_for_tenant", id=endpoint_id, tenant_id=tenant_id
             )
-        return None if row is None else self._decode.endpoint(row)
+        return None if row is None else self._decode.record(WebhookEndpoint, row)
 
     async def webhook_endpoint_list(
         self, *, tenant_id: str, after: str | None = None, limit: int = 20
@@ -60,7 +61,7 @@ class WebhookQueries(SqlPart):
         rows = await self._sql.read(
             "webhook_endpoint_list", tenant_id=tenant_id, after_id=after, limit=limit
         )
-        return [self._decode.endpoint(row) for row in rows]
+        return [self._decode.record(WebhookEndpoint, row) for row in rows]
 
     async def webhook_endpoint_update(
         self,
@@ -83,7 +84,7 @@ class WebhookQueries(SqlPart):
             disabled=codec.flag(changes.disabled),
             now=codec.now(now),
         )
-        return None if row is None else self._decode.endpoint(row)
+        return None if row is None else self._decode.record(WebhookEndpoint, row)
 
     async def webhook_endpoint_delete(
         self, *, endpoint_id: str, tenant_id: str, now: datetime | None = None
@@ -114,7 +115,7 @@ class WebhookQueries(SqlPart):
             grace_s=float(grace_s),
             now=self._sql.codec.now(now),
         )
-        return None if row is None else self._decode.endpoint(row)
+        return None if row is None else self._decode.record(WebhookEndpoint, row)
 
     async def delivery_claim_due(
         self,
@@ -198,4 +199,8 @@ class WebhookQueries(SqlPart):
 
     async def delivery_attempts_for_job(self, *, job_id: str) -> list[DeliveryAttempt]:
         rows = await self._sql.read("delivery_attempts_for_job", job_id=job_id)
-        return [self._decode.attempt(row) for row in rows]
+        return [self._decode.record(DeliveryAttempt, row) for row in rows]
+
+    async def webhook_endpoints_failing(self, *, min_attempts: int) -> dict[str, int]:
+        rows = await self._sql.read("webhook_endpoints_failing", min_attempts=min_attempts)
+        return {row["tenant_id"]: int(row["failing"]) for row in rows}
