@@ -46,7 +46,7 @@ def pg_template() -> Iterator[PostgresTemplate]:
         if REQUIRE_POSTGRES:
             pytest.fail(message + " and JOBGATE_TEST_REQUIRE_POSTGRES=1")
         pytest.skip(message)
-    template = PostgresTemplate()
+    template = PostgresTemplate(ahead=2)
     run_sync(template.create())
     yield template
     run_sync(template.drop())

@@ -3,8 +3,11 @@ template (CREATE DATABASE ... TEMPLATE is much faster than migrating every time)
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
 import secrets
+import threading
 import urllib.parse
 
 import asyncpg
@@ -33,11 +36,23 @@ async def postgres_available() -> bool:
 
 
 class PostgresTemplate:
-    """A migrated template database and fresh clones of it."""
+    """A migrated template database and fresh clones of it.
 
-    def __init__(self) -> None:
+    With `ahead` > 0 a thread keeps that many clones made in advance and drops the returned ones
+    in the background, so that a test waits for neither (a clone costs 0.3-0.6 s here, a drop
+    up to 0.2 s: most of a PostgreSQL test's set-up). Each test still gets a database of its own.
+    """
+
+    def __init__(self, *, ahead: int = 0) -> None:
         self.name = f"jobgate_tmpl_{os.getpid()}_{secrets.token_hex(3)}"
         self._clones: list[str] = []
+        self._ahead = ahead
+        self._ready: queue.Queue[str] = queue.Queue()
+        self._dropping: queue.Queue[str] = queue.Queue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
 
     async def create(self) -> None:
         await self._admin(f'CREATE DATABASE "{self.name}"')
@@ -47,25 +62,74 @@ class PostgresTemplate:
             await storage.migrate()
         finally:
             await storage.close()
+        if self._ahead > 0:
+            self._thread = threading.Thread(
+                target=lambda: asyncio.run(self._keep_ahead()), name="pg-clones", daemon=True
+            )
+            self._thread.start()
 
     async def clone(self) -> str:
         """A new migrated database; returns its DSN."""
-        name = f"jobgate_t_{secrets.token_hex(6)}"
-        await self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.name}"')
-        self._clones.append(name)
+        if self._thread is None:
+            name = await self._new_clone()
+        else:
+            self._wake.set()
+            name = await asyncio.to_thread(self._next_ready)
         return dsn_for(name)
 
     async def drop_clone(self, dsn: str) -> None:
         name = urllib.parse.urlsplit(dsn).path.lstrip("/")
+        if self._thread is not None and name in self._clones:
+            self._dropping.put(name)
+            self._wake.set()
+            return
+        await self._drop_now(name)
+
+    async def drop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._wake.set()
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+        for name in list(self._clones):
+            await self._drop_now(name)
+        await self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    async def _new_clone(self) -> str:
+        name = f"jobgate_t_{secrets.token_hex(6)}"
+        await self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.name}"')
+        self._clones.append(name)
+        return name
+
+    async def _drop_now(self, name: str) -> None:
         await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if name in self._clones:
             self._clones.remove(name)
 
-    async def drop(self) -> None:
-        for name in list(self._clones):
-            await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        self._clones.clear()
-        await self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+    def _next_ready(self) -> str:
+        while True:
+            try:
+                return self._ready.get(timeout=0.5)
+            except queue.Empty:
+                if self._failure is not None:
+                    raise RuntimeError("making a PostgreSQL clone failed") from self._failure
+                if self._thread is None or not self._thread.is_alive():
+                    raise RuntimeError("the PostgreSQL clone thread has stopped") from None
+
+    async def _keep_ahead(self) -> None:
+        """The thread's loop: clones first (a test may be waiting), drops when none is due."""
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()  # before looking: a wake-up after this is not lost
+                if self._ready.qsize() < self._ahead:
+                    self._ready.put(await self._new_clone())
+                elif not self._dropping.empty():
+                    await self._drop_now(self._dropping.get())
+                else:
+                    await asyncio.to_thread(self._wake.wait, 1.0)
+        except BaseException as exc:
+            self._failure = exc
+            raise
 
     @staticmethod
     async def _admin(statement: str) -> None:
