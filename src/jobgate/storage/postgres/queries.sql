@@ -146,7 +146,7 @@ SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
 SELECT *
   FROM jobs
  WHERE tenant_id = :tenant_id
-   AND (:states::jsonb IS NULL OR state IN (SELECT jsonb_array_elements_text(:states::jsonb)))
+   AND (:states::jsonb IS NULL OR state = ANY(ARRAY(SELECT jsonb_array_elements_text(:states::jsonb))))
    AND (:dead_lettered::boolean IS NULL OR dead_lettered = :dead_lettered::boolean)
    AND (:after_id::text IS NULL
         OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a

@@ -33,7 +33,7 @@ SELECT t.id AS tenant_id, t.name AS tenant_name,
 SELECT *
   FROM jobs
  WHERE (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
-   AND (:states::jsonb IS NULL OR state IN (SELECT jsonb_array_elements_text(:states::jsonb)))
+   AND (:states::jsonb IS NULL OR state = ANY(ARRAY(SELECT jsonb_array_elements_text(:states::jsonb))))
    AND (:dead_lettered::boolean IS NULL OR dead_lettered = :dead_lettered::boolean)
    AND (:after_id::text IS NULL
         OR (created_at, id) < (SELECT a.created_at, a.id FROM jobs AS a

@@ -120,7 +120,7 @@ UPDATE batches AS b
                            THEN coalesce(b.cancelled_at, clock.now) ELSE b.cancelled_at END
   FROM clock
  WHERE b.id = :id
-   AND b.status IN (SELECT jsonb_array_elements_text(:from_statuses::jsonb))
+   AND b.status = ANY(ARRAY(SELECT jsonb_array_elements_text(:from_statuses::jsonb)))
 RETURNING b.*
 
 -- name: batch_items_put

@@ -60,7 +60,7 @@ UPDATE jobs AS j
  WHERE j.state = 'running' AND j.provider_job_id IS NOT NULL AND j.lease_token IS NULL
    AND (j.reconcile_at IS NULL OR j.reconcile_at > clock.now)
    AND (:providers::jsonb IS NULL
-        OR j.provider IN (SELECT jsonb_array_elements_text(:providers::jsonb)))
+        OR j.provider = ANY(ARRAY(SELECT jsonb_array_elements_text(:providers::jsonb))))
 
 -- name: job_reconcile_claim
 -- Take the background jobs due for a check, pushing their reconcile_at ahead as a lease.
@@ -77,7 +77,7 @@ WITH clock AS (
             OR (j.state = 'running' AND j.cancel_requested_at IS NOT NULL
                 AND (j.reconciled_at IS NULL OR j.reconciled_at < j.cancel_requested_at)))
        AND (:providers::jsonb IS NULL
-            OR j.provider IN (SELECT jsonb_array_elements_text(:providers::jsonb)))
+            OR j.provider = ANY(ARRAY(SELECT jsonb_array_elements_text(:providers::jsonb))))
      ORDER BY j.reconcile_at
      LIMIT :limit
        FOR UPDATE OF j SKIP LOCKED

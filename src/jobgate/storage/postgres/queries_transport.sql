@@ -109,7 +109,7 @@ WITH clock AS (
        AND (j.expires_at IS NULL OR j.expires_at > clock.now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= clock.now)
        -- Rate-limited providers are claimed from the table, their buckets taken first.
-       AND NOT j.provider IN (SELECT jsonb_array_elements_text(:skip_providers::jsonb))
+       AND j.provider <> ALL(ARRAY(SELECT jsonb_array_elements_text(:skip_providers::jsonb)))
 ), picked AS (
     SELECT id, event_seq FROM due
      ORDER BY share, priority, run_at, id

@@ -84,7 +84,7 @@ WITH clock AS (
      WHERE o.state = 'pending'
        AND o.next_attempt_at <= clock.now
        AND coalesce(o.endpoint_id, 'url:' || coalesce(o.url, ''))
-           NOT IN (SELECT jsonb_array_elements_text(:busy::jsonb))
+           <> ALL(ARRAY(SELECT jsonb_array_elements_text(:busy::jsonb)))
      ORDER BY o.next_attempt_at, o.id
      LIMIT :limit
        FOR UPDATE OF o SKIP LOCKED
