@@ -113,9 +113,9 @@ class JobService:
             )
         await self.fresh_breakers([spec])
         with tracing.span("jobgate.submit", tenant_id=tenant_id, api=spec.api) as submit_span:
-            admission = await self.limits.admission(tenant_id, may_replay=claim is not None)
-            new_job = admission.admit(self.prepare(tenant_id=tenant_id, spec=spec))
-            queue_limit = admission.bounds
+            new_job, queue_limit = await self.limits.admit(
+                self.prepare(tenant_id=tenant_id, spec=spec), may_replay=claim is not None
+            )
             if new_job.webhook is not None:  # resolve and vet the host (delivery does again)
                 await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
             try:  # committed with the submits that arrive with it (services.submit_batcher)
