@@ -48,3 +48,25 @@ def test_timeouts_outside_the_range_are_refused(value: float) -> None:
 def test_timeouts_inside_the_range_pass() -> None:
     for value in (None, ranges.MIN_TIMEOUT_S, 600, ranges.MAX_TIMEOUT_S):
         ranges.check_timeout(value, "start_timeout_s")
+
+
+class _Text(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "param"),
+    [({"a": _Text("x\x00")}, "body.a"), ({"a": [_Number(2**64)]}, "body.a.0"),
+     ({"a": {"b": math.nan}}, "body.a.b"), ({"a": {5: 1}}, None)],
+)  # fmt: skip
+def test_the_fast_walk_leaves_unusual_values_to_the_full_one(value: object, param: str) -> None:
+    """check_json walks without paths first; a subclass, a NaN or a non-string member name
+    falls through to the walk that names the member, never past it."""
+    with pytest.raises((errors.InvalidRequest, TypeError)) as caught:
+        ranges.check_json(value, path="body")
+    if param is not None:
+        assert isinstance(caught.value, errors.InvalidRequest) and caught.value.param == param

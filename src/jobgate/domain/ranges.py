@@ -50,8 +50,40 @@ def check_json(value: Any, *, path: str = "") -> None:
     """Raise errors.InvalidRequest naming the first member (dotted path) of a parsed JSON value
     that cannot be stored or compared: nested deeper than MAX_JSON_DEPTH, a number outside the
     signed 64-bit range, a NUL character (PostgreSQL's jsonb refuses it) or an over-long member
-    name. Lone surrogates, NaN and Infinity never get this far: the parser refuses them."""
-    _check(value, path, 0)
+    name. Lone surrogates, NaN and Infinity never get this far: the parser refuses them.
+    A walk without paths (`_fits`) accepts almost every value; only a value it does not accept
+    is walked again by `_check`, which names the member."""
+    if not _fits(value, 0):
+        _check(value, path, 0)
+
+
+def _fits(value: Any, depth: int) -> bool:
+    """Whether `_check` accepts `value` for certain (the same rules, no paths built); False
+    for anything unusual (a subclass, another type), which `_check` then decides."""
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value
+    if kind is dict:
+        if depth >= MAX_JSON_DEPTH:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or "\x00" in key or len(key) > MAX_KEY_CHARS:
+                return False
+            if not _fits(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if depth >= MAX_JSON_DEPTH:
+            return False
+        for item in value:
+            if not _fits(item, depth + 1):
+                return False
+        return True
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(INT_MIN <= value <= INT_MAX)
+    return kind is float and bool(-_FLOAT_LIMIT < value < _FLOAT_LIMIT)
 
 
 def _check(value: Any, path: str, depth: int) -> None:

@@ -99,7 +99,8 @@ def _parse_item(index: int, item: Any) -> bulk_submit.BulkSubmit:
         param = ".".join(str(part) for part in first.get("loc", ())) or None
         message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
         return bulk_submit.BulkSubmit(None, refused=errors.InvalidRequest(message, param=param))
-    spec = jobs_routes.submit_spec(payload, fields["body"])
+    # parse_items' strict parse checked the JSON limits of the whole body, this item's too.
+    spec = jobs_routes.submit_spec(payload, fields["body"], json_checked=True)
     return bulk_submit.BulkSubmit(spec, raw_body=fields, idempotency_key=key)
 
 

@@ -85,6 +85,7 @@ class HotRoutesMiddleware:
                 raw,
                 _text(headers.get(b"idempotency-key")),
                 _text(headers.get(b"prefer")),
+                json_checked=True,  # strict_json.parse above checked the JSON limits
             )
         except errors.JobgateError as exc:
             response = problems.answer(exc)

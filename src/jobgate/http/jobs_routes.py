@@ -47,9 +47,13 @@ def _job_headers(ctx: AppContext, job: Any) -> dict[str, str]:
     return {"Retry-After": str(ctx.jobs.retry_after_s(job))}
 
 
-def submit_spec(payload: SubmitJobRequest, body: dict[str, Any]) -> SubmitSpec:
+def submit_spec(
+    payload: SubmitJobRequest, body: dict[str, Any], *, json_checked: bool = False
+) -> SubmitSpec:
     """What to submit, from a checked submit body; `body` is the provider body as the client
-    sent it (the model only checked it). Shared by POST /v1/jobs and each item of a bulk."""
+    sent it (the model only checked it). Shared by POST /v1/jobs and each item of a bulk.
+    `json_checked`: the whole request passed `strict_json.parse`, whose JSON limits the
+    service then does not check a second time."""
     return SubmitSpec(
         endpoint=payload.endpoint,
         body=body,
@@ -64,6 +68,7 @@ def submit_spec(payload: SubmitJobRequest, body: dict[str, Any]) -> SubmitSpec:
         run_at=payload.run_at,
         delay_s=payload.delay_s,
         concurrency_key=payload.concurrency_key,
+        json_checked=json_checked,
     )
 
 
@@ -96,10 +101,13 @@ async def submit(
     raw: dict[str, Any],
     idempotency_key: str | None,
     prefer: str | None,
+    *,
+    json_checked: bool = False,
 ) -> Response:
     """POST /v1/jobs once the body is parsed and checked and the caller known: shared by the
-    FastAPI route and the hot path (http.hot_routes), so both answer alike."""
-    spec = submit_spec(payload, raw["body"])
+    FastAPI route and the hot path (http.hot_routes), so both answer alike. `json_checked`:
+    `raw` came from `strict_json.parse` (the hot path)."""
+    spec = submit_spec(payload, raw["body"], json_checked=json_checked)
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key
     )

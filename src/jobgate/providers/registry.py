@@ -28,6 +28,9 @@ FACTORIES: dict[str, ProviderFactory] = {
 }
 
 
+_ROUTES_KEPT = 4096  # route() answers cached at most
+
+
 def _serves(config: ProviderConfig, model: str) -> bool:
     if config.models:
         return model in config.models
@@ -55,6 +58,9 @@ class ProviderRegistry:
         # Backpressure per provider, shared by the worker and the reconciler of this process.
         self.gates = ProviderGates(self._configs, clock=clock)
         self.version = 0  # bumped by each reconfigure: readers of configs() rebuild from it
+        # route()'s answers by (provider, model, api): they depend on the configuration only
+        # (a model route's breaker-dependent pick is made before), so reconfigure clears them.
+        self._routed: dict[tuple[str | None, str | None, str], tuple[Provider, str | None]] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, *, clock: Clock) -> ProviderRegistry:
@@ -102,6 +108,7 @@ class ProviderRegistry:
         self._configs = configs
         self._routes = dict(settings.routes)
         self.gates.reconfigure(configs)
+        self._routed = {}
         self.version += 1
 
     def require_credentials(self) -> None:
@@ -148,6 +155,18 @@ class ProviderRegistry:
         serves the model at all (DESIGN §9: a simulator never answers for a real model)."""
         if provider is None and model in self._routes:
             provider, model = self.first_target(model)
+        key = (provider, model, api)
+        routed = self._routed.get(key)
+        if routed is None:
+            routed = self._route(provider, model, api)
+            if len(self._routed) >= _ROUTES_KEPT:  # clients choose the models: stay bounded
+                self._routed.clear()
+            self._routed[key] = routed
+        return routed
+
+    def _route(
+        self, provider: str | None, model: str | None, api: str
+    ) -> tuple[Provider, str | None]:
         if provider is None and model and "/" in model:
             head, _, rest = model.partition("/")
             if head in self._providers:

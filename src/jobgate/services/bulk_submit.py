@@ -10,6 +10,7 @@ from typing import Any
 from jobgate import errors
 from jobgate.domain import idempotency
 from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec
+from jobgate.services.limits import Admission
 from jobgate.storage.records import BulkItem, IdempotencyClaim, QueueLimit, SubmitOutcome
 
 log = logging.getLogger(__name__)
@@ -56,21 +57,26 @@ async def submit_bulk(
     stored: list[tuple[int, BulkItem]] = []
     ttl_s = key_ttl_s or jobs.settings.idempotency_ttl_s
     # Once for the call: the breakers any worker opened, before the items' routes pick.
-    await jobs.fresh_breakers([item.spec for item in items if item.spec is not None])
+    specs = [item.spec for item in items if item.spec is not None]
+    await jobs.fresh_breakers(specs)
+    # Once for the call: the tenant's limits and the queue counts apply alike to every item.
+    admission = await jobs.limits.admission(tenant_id) if specs else None
     for index, item in enumerate(items):
         try:
             if item.refused is not None:
                 raise item.refused
-            assert item.spec is not None
-            stored.append((index, await _prepare(jobs, tenant_id, item, route, ttl_s)))
+            assert item.spec is not None and admission is not None
+            prepared = await _prepare(jobs, tenant_id, item, route, ttl_s, admission)
+            stored.append((index, prepared))
         except errors.StorageError:
             raise
         except errors.JobgateError as exc:
             results[index] = exc
     if stored:
-        limits = await jobs.limits.for_tenant(tenant_id)
+        assert admission is not None
         bounds = QueueLimit(
-            tenant_max=limits.max_queued or None, total_max=jobs.settings.max_queued_total
+            tenant_max=admission.limits.max_queued or None,
+            total_max=jobs.settings.max_queued_total,
         )
         try:
             outcomes = await jobs.storage.job_insert_bulk(
@@ -89,7 +95,12 @@ async def submit_bulk(
 
 
 async def _prepare(
-    jobs: JobService, tenant_id: str, item: BulkSubmit, route: str, ttl_s: float
+    jobs: JobService,
+    tenant_id: str,
+    item: BulkSubmit,
+    route: str,
+    ttl_s: float,
+    admission: Admission,
 ) -> BulkItem:
     assert item.spec is not None
     claim = None
@@ -108,7 +119,7 @@ async def _prepare(
             status_code=202,
             ttl_s=ttl_s,
         )
-    new_job, _ = await jobs.limits.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec))
+    new_job = admission.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec))
     if new_job.webhook is not None:
         await jobs.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
     return BulkItem(job=new_job, idempotency=claim)

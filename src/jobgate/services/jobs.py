@@ -51,6 +51,9 @@ class SubmitSpec:
     api: str = "jobs"
     id_prefix: str = "job"
     stream: bool = False  # live output: the worker streams the call into the output log
+    # body and metadata already passed ranges.check_json (the HTTP layer's strict parse of
+    # the whole request): prepare does not walk them again.
+    json_checked: bool = False
 
 
 class JobService:
@@ -147,14 +150,12 @@ class JobService:
         if not specs:
             return []
         await self.fresh_breakers(specs)
-        jobs = [
-            (await self.limits.admit(self.prepare(tenant_id=tenant_id, spec=spec)))[0]
-            for spec in specs
-        ]
+        admission = await self.limits.admission(tenant_id)  # once: the same for every item
+        jobs = [admission.admit(self.prepare(tenant_id=tenant_id, spec=spec)) for spec in specs]
         # A batch may cross a bound by many jobs at once: always count exactly.
-        limits = await self.limits.for_tenant(tenant_id)
         bounds = QueueLimit(
-            tenant_max=limits.max_queued or None, total_max=self.settings.max_queued_total
+            tenant_max=admission.limits.max_queued or None,
+            total_max=self.settings.max_queued_total,
         )
         try:
             stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=bounds)
@@ -358,5 +359,6 @@ def _check_ranges(spec: SubmitSpec) -> None:
             param="max_attempts",
             code="number_out_of_range",
         )
-    ranges.check_json(spec.body, path="body")
-    ranges.check_json(spec.metadata, path="metadata")
+    if not spec.json_checked:
+        ranges.check_json(spec.body, path="body")
+        ranges.check_json(spec.metadata, path="metadata")

@@ -50,6 +50,36 @@ def _share(limits: TenantLimits) -> TenantShare:
     return TenantShare(limits.max_running, limits.weight, limits.max_running_per_key)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Admission:
+    """LimitsService.admit for one tenant at one moment: `admit` checks each job against it
+    in the same order (allowed providers and models, the output-token cap, a full queue)."""
+
+    limits: TenantLimits
+    output_tokens_mode: str
+    full: errors.QueueFull | None  # the refusal every job gets (the last count found it full)
+    bounds: QueueLimit | None  # what the insert must count exactly (None: far from full)
+
+    def admit(self, job: NewJob) -> NewJob:
+        """The job as it may be stored (output tokens capped); raises errors.LimitExceeded
+        naming the limit, or errors.QueueFull."""
+        limits = self.limits
+        rules.check_allowed(
+            model=job.model,
+            provider=job.provider,
+            allowed_models=limits.allowed_models,
+            allowed_providers=limits.allowed_providers,
+        )
+        body = rules.cap_output_tokens(
+            job.endpoint, job.request, cap=limits.max_output_tokens, mode=self.output_tokens_mode
+        )
+        if body is not job.request:
+            job = dataclasses.replace(job, request=body)
+        if self.full is not None:  # a new exception each time: one item's traceback each
+            raise errors.QueueFull(self.full.limit, self.full.retry_after_s)
+        return job
+
+
 class LimitsService:
     def __init__(
         self, *, storage: Storage, settings: Settings, clock: Clock, refresh_s: float = 2.0
@@ -107,42 +137,35 @@ class LimitsService:
         insert must check exactly (None while the queues are far from full). Raises
         errors.LimitExceeded naming the limit. `may_replay`: the submit carries an
         Idempotency-Key, so a full queue must still let the storage answer a replay."""
-        limits = await self.for_tenant(job.tenant_id)
-        rules.check_allowed(
-            model=job.model,
-            provider=job.provider,
-            allowed_models=limits.allowed_models,
-            allowed_providers=limits.allowed_providers,
-        )
-        body = rules.cap_output_tokens(
-            job.endpoint,
-            job.request,
-            cap=limits.max_output_tokens,
-            mode=self._settings.max_output_tokens_mode,
-        )
-        if body is not job.request:
-            job = dataclasses.replace(job, request=body)
+        admission = await self.admission(job.tenant_id, may_replay=may_replay)
+        return admission.admit(job), admission.bounds
+
+    async def admission(self, tenant_id: str, *, may_replay: bool = False) -> Admission:
+        """What admit decides for any job of `tenant_id` now, read once for a call that
+        submits many (its limits, and the queue counts of at most a second ago)."""
+        limits = await self.for_tenant(tenant_id)
         await self._refresh_queue()
-        tenant_id = job.tenant_id
         tenant_max = limits.max_queued or None
         total_max = self._settings.max_queued_total
         # A bound the last count (at most a second old) found full refuses at once: a tenant
         # hammering a full queue costs no count. Otherwise, near a bound, the insert counts.
+        full = None
         if not may_replay:
             if tenant_max is not None and self._queued.get(tenant_id, 0) >= tenant_max:
-                raise self.queue_full(errors.QueueFull("max_queued", 0), tenant_id)
-            if sum(self._queued.values()) >= total_max:
-                raise self.queue_full(errors.QueueFull("max_queued_total", 0), tenant_id)
+                full = self.queue_full(errors.QueueFull("max_queued", 0), tenant_id)
+            elif sum(self._queued.values()) >= total_max:
+                full = self.queue_full(errors.QueueFull("max_queued_total", 0), tenant_id)
         queued = self._queued.get(tenant_id, 0) + self._admitted.get(tenant_id, 0)
         total = sum(self._queued.values()) + sum(self._admitted.values())
         near_tenant = tenant_max is not None and _near(queued, tenant_max)
         near_total = _near(total, total_max)
-        if not (near_tenant or near_total):
-            return job, None
-        return job, QueueLimit(
-            tenant_max=tenant_max if near_tenant else None,
-            total_max=total_max if near_total else None,
-        )
+        bounds = None
+        if near_tenant or near_total:
+            bounds = QueueLimit(
+                tenant_max=tenant_max if near_tenant else None,
+                total_max=total_max if near_total else None,
+            )
+        return Admission(limits, self._settings.max_output_tokens_mode, full, bounds)
 
     def admitted(self, tenant_id: str, count: int = 1) -> None:
         """Jobs this process just stored: counted until the next count includes them."""
