@@ -13,6 +13,7 @@ from jobgate.services import bulk_submit
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import SubmitOutcome
 from jobgate.testing import FakeClock
+from tests.storage.helpers import queued
 
 CHAT = "/v1/chat/completions"
 
@@ -95,4 +96,4 @@ async def test_a_full_queue_refuses_each_item_alone_after_its_own_limits(
     assert caught.value.limit == "allowed_models"
     with pytest.raises(errors.QueueFull):
         await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat("h")])
-    assert await runtime.storage.queued_count(tenant_id=owner.id) == 2
+    assert await queued(runtime.storage, owner.id) == 2
