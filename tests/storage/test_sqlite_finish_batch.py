@@ -61,15 +61,7 @@ async def test_a_job_twice_in_one_batch_meets_its_verdicts_in_order(
             None,
         ]
         for job in (a, b):
-            stored = await storage.job_get(job_id=job.id)
-            assert stored is not None and stored.state is JobState.SUCCEEDED
-            assert len(await storage.usage_for_job(job_id=job.id)) == 1
-            events = await storage.job_events(job_id=job.id)
-            assert [e.to_state for e in events] == [
-                JobState.QUEUED,
-                JobState.RUNNING,
-                JobState.SUCCEEDED,
-            ]
+            await _succeeded_once(storage, job.id)
     finally:
         await storage.close()
 
@@ -109,12 +101,15 @@ async def test_a_failed_finish_leaves_no_verdict_for_the_next_one(
         assert await storage.job_finish_many(finishes=[done], now=clock.now()) == [
             Finished(job.id, JobState.SUCCEEDED, 1)
         ]
-        assert len(await storage.usage_for_job(job_id=job.id)) == 1
-        events = await storage.job_events(job_id=job.id)
-        assert [e.to_state for e in events] == [
-            JobState.QUEUED,
-            JobState.RUNNING,
-            JobState.SUCCEEDED,
-        ]
+        await _succeeded_once(storage, job.id)
     finally:
         await storage.close()
+
+
+async def _succeeded_once(storage: SqliteStorage, job_id: str) -> None:
+    """Succeeded, billed once, and its log queued -> running -> succeeded."""
+    stored = await storage.job_get(job_id=job_id)
+    assert stored is not None and stored.state is JobState.SUCCEEDED
+    assert len(await storage.usage_for_job(job_id=job_id)) == 1
+    events = await storage.job_events(job_id=job_id)
+    assert [e.to_state for e in events] == [JobState.QUEUED, JobState.RUNNING, JobState.SUCCEEDED]
