@@ -441,6 +441,9 @@ async def test_a_streamed_create_is_cancelled_when_the_client_leaves(
         async for line in stream.aiter_lines():
             if "response.in_progress" in line:
                 break
+        # in_progress is sent at the claim; leave only once the provider call is under way, so
+        # the cancel has a call to interrupt (leaving earlier cancels before the call starts).
+        await asyncio.wait_for(block.started.wait(), timeout=10)
     cancelled = await gateway.until(response_id, "cancelled")
     assert cancelled.status == "cancelled"
     assert block.cancelled
