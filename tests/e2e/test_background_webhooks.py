@@ -66,18 +66,25 @@ async def test_duplicate_webhook_is_acknowledged_not_reprocessed(tmp_path: Path)
 
 async def test_out_of_order_webhook_never_moves_the_job(tmp_path: Path) -> None:
     async with gateway(tmp_path) as gw:
-        # The real `response.completed`, then a stale contradicting `response.failed`.
+        # The real `response.completed`, then a stale contradicting `response.failed` 50 ms later.
         job = await gw.submit(sim={"latency_s": 0.2, "webhooks": "out_of_order"})
         done = await gw.terminal(job["id"])
         assert done["status"] == "succeeded"
-        async with asyncio.timeout(10):
-            while True:
-                events = await gw.events(job["id"])
-                if any(e["reason"] == "late_provider_event" for e in events):
-                    break
-                await asyncio.sleep(0.05)
+        await eventually(lambda: len(gw.simulator.deliveries) >= 2)
+        assert [(d.event_type, d.status_code) for d in gw.simulator.deliveries] == [
+            ("response.completed", 200),
+            ("response.failed", 200),
+        ]
+        # The stale event lands after the end (logged, not applied) or, on a slow machine, before
+        # the reconciler settled the job (then it only triggers a status check, which the
+        # provider answers "completed"): either way the job never moves to failed. The late
+        # path alone is pinned by tests/e2e/test_provider_scenarios.py, which holds the webhook
+        # until the job has ended.
+        events = await gw.events(job["id"])
+        applied = [e["to"] for e in events if e["applied"]]
+        assert applied == ["queued", "running", "succeeded"]
         late = [e for e in events if e["reason"] == "late_provider_event"]
-        assert late[0]["to"] == "failed" and late[0]["applied"] is False
+        assert all(e["to"] == "failed" and e["applied"] is False for e in late)
         assert (await gw.job(job["id"]))["status"] == "succeeded"
 
 
