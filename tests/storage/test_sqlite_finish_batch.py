@@ -1,5 +1,6 @@
-"""SQLite applies a batch of verdicts set-wise (one UPDATE from a JSON array); a job named
-twice in one batch still meets its verdicts one after the other, as if written singly."""
+"""SQLite applies a batch of verdicts set-wise (one UPDATE from a temp table, and one INSERT
+for the ledger rows under the same fence); a job named twice in one batch still meets its
+verdicts one after the other, as if written singly."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from jobgate import errors
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
-from jobgate.storage.base import finish_payload
 from jobgate.storage.records import Finished
 from jobgate.storage.sqlite import store
 from jobgate.storage.sqlite.store import SqliteStorage
@@ -87,10 +87,13 @@ async def test_a_failed_finish_leaves_no_verdict_for_the_next_one(
             usage={"input_tokens": 3, "output_tokens": 1},
         )
 
-        def broken(finish: Finish, codec: Any) -> dict[str, Any]:
-            return {**finish_payload(finish, codec), "state": "no such state"}
+        verdict_row = store.verdict_row
 
-        monkeypatch.setattr(store, "finish_payload", broken)
+        def broken(finish: Finish, json: Any) -> tuple[Any, ...]:
+            row = verdict_row(finish, json)
+            return (*row[:2], "no such state", *row[3:])  # after the ledger row was billed
+
+        monkeypatch.setattr(store, "verdict_row", broken)
         with pytest.raises(errors.StorageError, match="CHECK constraint"):
             await storage.job_finish_many(finishes=[done], now=clock.now())
         monkeypatch.undo()
@@ -102,6 +105,57 @@ async def test_a_failed_finish_leaves_no_verdict_for_the_next_one(
             Finished(job.id, JobState.SUCCEEDED, 1)
         ]
         await _succeeded_once(storage, job.id)
+    finally:
+        await storage.close()
+
+
+async def test_only_the_verdicts_the_fence_lets_through_are_billed(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The ledger rows are written by one INSERT before the UPDATE: it bills a success with
+    usage only where the UPDATE then applies it (the lease token, a running job), with the
+    verdict's tokens, cache tokens included, and nothing for a failure with usage."""
+    storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    await storage.open()
+    await storage.migrate()
+    try:
+        tenant = await make_tenant(storage)
+        for _ in range(3):
+            await storage.job_insert(job=new_job(tenant), now=clock.now())
+        a, b, c = await storage.job_claim(worker_id="w", limit=3, lease_ttl_s=30, now=clock.now())
+        assert a.lease_token and b.lease_token and c.lease_token
+        usage = {
+            "input_tokens": 7,
+            "output_tokens": 2,
+            "cache_read_input_tokens": 5,
+            "cache_creation_input_tokens": 3,
+        }
+        results = await storage.job_finish_many(
+            finishes=[
+                Finish(Lease(a.id, "stale"), JobState.SUCCEEDED, "completed", usage=usage),
+                Finish(Lease(b.id, b.lease_token), JobState.SUCCEEDED, "completed", usage=usage),
+                Finish(Lease(c.id, c.lease_token), JobState.FAILED, "fatal", usage=usage),
+            ],
+            now=clock.now(),
+        )
+        assert results == [
+            None,
+            Finished(b.id, JobState.SUCCEEDED, 1),
+            Finished(c.id, JobState.FAILED, 1),
+        ]
+        assert await storage.usage_for_job(job_id=a.id) == []
+        assert await storage.usage_for_job(job_id=c.id) == []
+        (row,) = await storage.usage_for_job(job_id=b.id)
+        assert (row.kind, row.tenant_id, row.provider, row.model) == (
+            "completion",
+            b.tenant_id,
+            b.provider,
+            b.model,
+        )
+        tokens = (row.input_tokens, row.output_tokens, row.cache_read_tokens)
+        assert (*tokens, row.cache_write_tokens) == (7, 2, 5, 3)
+        held = await storage.job_get(job_id=a.id)
+        assert held is not None and held.state is JobState.RUNNING
     finally:
         await storage.close()
 

@@ -87,9 +87,37 @@ async def test_migrated_trigger_calls_no_python_event_type(tmp_path: Path) -> No
     await storage.close()
     conn = sqlite3.connect(str(tmp_path / "jobgate.db"))
     try:
-        [(body,)] = conn.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'jobs_log_update'"
+        bodies = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'jobs'"
         ).fetchall()
     finally:
         conn.close()
-    assert "jobgate_event_type" not in body
+    assert bodies and not any("jobgate_event_type" in body for (body,) in bodies)
+
+
+async def test_the_outbox_branch_runs_only_where_a_webhook_can_be_sent(tmp_path: Path) -> None:
+    """Migration 0024: the outbox rows are written by a trigger whose WHEN asks for a webhook on
+    the job or an enabled endpoint of its tenant, so a transition with neither (most of a
+    drain) runs the event insert alone. What the outbox receives is unchanged
+    (test_trigger_event_type_agrees_with_the_domain above, tests/storage/
+    test_outbox_fanout.py)."""
+    storage = SqliteStorage(str(tmp_path / "jobgate.db"))
+    await storage.open()
+    await storage.migrate()
+    await storage.close()
+    conn = sqlite3.connect(str(tmp_path / "jobgate.db"))
+    try:
+        triggers = dict(
+            conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'jobs'"
+            ).fetchall()
+        )
+    finally:
+        conn.close()
+    writing = {name: sql for name, sql in triggers.items() if "INSERT INTO outbox" in sql}
+    assert list(writing) == ["jobs_outbox_update"]
+    when = " ".join(writing["jobs_outbox_update"].split("BEGIN")[0].split())
+    assert "new.state IS NOT old.state" in when
+    assert "new.webhook IS NOT NULL" in when
+    assert "e.tenant_id = new.tenant_id AND e.disabled = 0" in when
+    assert "INSERT INTO job_events" in triggers["jobs_log_update"]

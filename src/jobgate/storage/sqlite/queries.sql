@@ -197,16 +197,34 @@ transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NO
 
 -- name: finish_verdicts_table
 -- The writer connection's scratch table of verdicts for job_finish: bound row by row from
--- Python (executemany), they cost no JSON encoding and no JSON path per field and row.
+-- Python (executemany), they cost no JSON encoding and no JSON path per field and row. The
+-- last five columns are the ledger row a success with usage bills (finish_verdicts_bill).
 CREATE TEMP TABLE IF NOT EXISTS finish_verdicts (
     id, token, state, result, error, usage, refund_attempt, lost, dead_lettered, retry_in_s,
-    cancel_outcome, creation_outcome, provider_request_id, actor, reason)
+    cancel_outcome, creation_outcome, provider_request_id, actor, reason,
+    billed, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
 
 -- name: finish_verdicts_add
--- One verdict (storage.base.finish_payload) for the next job_finish.
+-- One verdict (sqlite.store.verdict_row) for the next job_finish. Positional: binding 20
+-- values by name costs more than the insert itself (the name of each is looked up per row).
 INSERT INTO temp.finish_verdicts VALUES (
-    :id, :token, :state, :result, :error, :usage, :refund_attempt, :lost, :dead_lettered,
-    :retry_in_s, :cancel_outcome, :creation_outcome, :provider_request_id, :actor, :reason)
+    ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: finish_verdicts_bill
+-- Bill, once, the successes with usage among the verdicts job_finish is about to apply: run
+-- just before it in the same operation of the one writer, this fence is the one job_finish
+-- applies (nothing can move a row in between), and a success stays a success there (only a
+-- retry turns into a cancellation). One statement for the batch instead of a row each.
+INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
+SELECT j.id, 'completion', j.tenant_id, j.provider, j.model, v.input_tokens,
+       v.output_tokens, v.cache_read_tokens, v.cache_write_tokens, :now
+  FROM temp.finish_verdicts AS v
+  JOIN jobs AS j ON j.id = v.id
+ WHERE v.billed = 1
+   AND j.lease_token = v.token AND j.state = 'running'
+   AND (:expired_only = 0 OR j.lease_expires_at < :now)
+ON CONFLICT (job_id, kind) DO NOTHING
 
 -- name: finish_verdicts_clear
 -- Empty the verdicts once applied.
@@ -216,7 +234,8 @@ DELETE FROM temp.finish_verdicts
 -- Apply lease holders' verdicts (temp.finish_verdicts, at most one per job), fenced on each
 -- lease token.
 -- A retry of a job whose cancel was requested becomes the cancellation instead. `result`,
--- `error` and `usage` arrive as JSON text. Answers what the caller needs to bill and report.
+-- `error` and `usage` arrive as JSON text. Answers what the caller reports (the ledger rows
+-- were written by finish_verdicts_bill).
 UPDATE jobs AS j
    SET {{retry_unless_cancelled}},
        result = CASE WHEN j.purged_at IS NULL THEN v.result END,
@@ -238,15 +257,7 @@ UPDATE jobs AS j
   FROM temp.finish_verdicts AS v
  WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
    AND (:expired_only = 0 OR j.lease_expires_at < :now)
-RETURNING id, state, attempt, tenant_id, provider, model
-
--- name: usage_record
--- Bill a completion once: the ledger is unique on (job_id, kind).
-INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
-                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
-VALUES (:job_id, :kind, :tenant_id, :provider, :model, :input_tokens, :output_tokens,
-        :cache_read_tokens, :cache_write_tokens, :now)
-ON CONFLICT (job_id, kind) DO NOTHING
+RETURNING id, state, attempt
 
 -- name: usage_for_job
 -- A job's ledger entries.

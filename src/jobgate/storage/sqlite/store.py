@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ from jobgate.domain.verdicts import (
     reap_verdict_or_poison,
 )
 from jobgate.storage import migrations, records, shared
-from jobgate.storage.base import Now, finish_payload
+from jobgate.storage.base import Now
 from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
 from jobgate.storage.sqlite.bulk import SqliteBulk
@@ -243,42 +243,29 @@ class SqliteStorage(
         *,
         expired_only: bool = False,
     ) -> list[records.Finished | None]:
-        """Apply fenced verdicts set-wise: one UPDATE for the batch (one per round when a job
-        appears more than once, in order, so each verdict meets the lease its predecessors
-        left), from a temp table the verdicts are bound into, then the ledger rows of its
-        billed successes."""
-        codec = self._sql.codec
+        """Apply fenced verdicts set-wise: the verdicts are bound into a temp table, then one
+        INSERT bills the successes with usage and one UPDATE applies them all, under the same
+        fence (one round of the two per repeat when a job appears more than once, in order,
+        so each verdict meets the lease its predecessors left)."""
+        json = self._sql.codec.json
         results: list[records.Finished | None] = [None] * len(finishes)
+        params = {"expired_only": int(expired_only), "now": at}
         conn.execute(Q["finish_verdicts_table"].sql)
         for batch in _rounds(finishes):
-            verdicts = [finish_payload(finishes[i], codec) for i in batch]
-            conn.executemany(Q["finish_verdicts_add"].sql, verdicts)
-            params = {"expired_only": int(expired_only), "now": at}
-            written = {row["id"]: row for row in conn.execute(Q["job_finish"].sql, params)}
+            conn.executemany(
+                Q["finish_verdicts_add"].sql, [verdict_row(finishes[i], json) for i in batch]
+            )
+            conn.execute(Q["finish_verdicts_bill"].sql, params)
+            written = {
+                job_id: (state, attempt)
+                for job_id, state, attempt in conn.execute(Q["job_finish"].sql, params)
+            }
             conn.execute(Q["finish_verdicts_clear"].sql)
-            billed = []
             for i in batch:
-                finish = finishes[i]
-                row = written.get(finish.lease.job_id)
-                if row is None:
-                    continue  # fenced off: nothing was written for this job
-                done = records.Finished(row["id"], JobState(row["state"]), row["attempt"])
-                results[i] = done
-                if done.state is JobState.SUCCEEDED and finish.usage:
-                    billed.append(
-                        {
-                            "job_id": done.job_id,
-                            "kind": "completion",
-                            "tenant_id": row["tenant_id"],
-                            "provider": row["provider"],
-                            "model": row["model"],
-                            "input_tokens": int(finish.usage.get("input_tokens") or 0),
-                            "output_tokens": int(finish.usage.get("output_tokens") or 0),
-                            **shared.cache_tokens(finish.usage),
-                            "now": at,
-                        }
-                    )
-            conn.executemany(Q["usage_record"].sql, billed)
+                job_id = finishes[i].lease.job_id
+                row = written.get(job_id)
+                if row is not None:  # else fenced off: nothing was written for this job
+                    results[i] = records.Finished(job_id, JobState(row[0]), row[1])
         return results
 
     async def _finish_many(
@@ -348,6 +335,44 @@ def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
             rounds.append([])
         rounds[k].append(index)
     return rounds
+
+
+def verdict_row(finish: Finish, json: Callable[[Any], str | None]) -> tuple[Any, ...]:
+    """One verdict as a row of temp.finish_verdicts, in its column order (finish_verdicts_add
+    binds by position): storage.base.finish_payload's fields, then the ledger row it bills."""
+    usage = finish.usage
+    billed = finish.state is JobState.SUCCEEDED and bool(usage)
+    return (
+        finish.lease.job_id,
+        finish.lease.token,
+        str(finish.state),
+        json(finish.result),
+        json(finish.error),
+        json(usage),
+        0 if finish.count_attempt else 1,
+        int(finish.lost),
+        int(finish.dead_lettered),
+        finish.retry_in_s,
+        finish.cancel_outcome,
+        finish.creation_outcome,
+        finish.provider_request_id,
+        finish.actor,
+        finish.reason,
+        int(billed),
+        *(_ledger_tokens(usage) if billed and usage is not None else (0, 0, 0, 0)),
+    )
+
+
+def _ledger_tokens(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+    """The usage ledger's token columns, as storage.shared.cache_tokens and the PostgreSQL
+    finish read them."""
+    cache = shared.cache_tokens(usage)
+    return (
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        cache["cache_read_tokens"],
+        cache["cache_write_tokens"],
+    )
 
 
 def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: records.QueueLimit) -> None:
