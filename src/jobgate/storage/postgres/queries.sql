@@ -228,11 +228,16 @@ ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded
 WITH RECURSIVE clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), waiting AS (
-    (SELECT j.tenant_id FROM jobs AS j WHERE j.state = 'queued' ORDER BY j.tenant_id LIMIT 1)
+    -- Ordered as jobs_claimable is (partial: queued jobs only), so that the scan reads that
+    -- index. Ordered by tenant alone, the planner may pick jobs_by_tenant (every job, oldest
+    -- first) and walk past each tenant's finished jobs to reach a queued one: a drain's claims
+    -- then cost more the more it has finished (quadratic over the drain).
+    (SELECT j.tenant_id FROM jobs AS j
+      WHERE j.state = 'queued' ORDER BY j.tenant_id, j.priority LIMIT 1)
     UNION ALL
     SELECT (SELECT j.tenant_id FROM jobs AS j
              WHERE j.state = 'queued' AND j.tenant_id > w.tenant_id
-             ORDER BY j.tenant_id LIMIT 1)
+             ORDER BY j.tenant_id, j.priority LIMIT 1)
       FROM waiting AS w
      WHERE w.tenant_id IS NOT NULL
 ), shares AS (
