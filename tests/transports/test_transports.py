@@ -109,12 +109,19 @@ async def test_a_lost_message_is_found_by_the_sweep(cluster: Cluster) -> None:
 
 @broker_side_only
 async def test_the_broker_flushed_and_connections_cut_mid_run(cluster: Cluster) -> None:
-    ids = await cluster.submit("acme", 40, latency_s=0.1)
+    ids = await cluster.submit("acme", 40, latency_s=0.2)  # 8 slots: a run of 1 s or more
     await cluster.start_relay()
     await cluster.start_reaper()
     await cluster.start_worker("w1", concurrency=4)
     await cluster.start_worker("w2", concurrency=4)
-    await asyncio.sleep(0.5)
+
+    async def finished() -> int:
+        jobs = [await cluster.storage.job_get(job_id=job_id) for job_id in ids]
+        return sum(1 for job in jobs if job is not None and job.state.terminal)
+
+    async with asyncio.timeout(30):  # mid-run: once the first jobs ended (not after a guess)
+        while await finished() < 8:  # noqa: ASYNC110 (the workers run on their own tasks)
+            await asyncio.sleep(0.02)
     await cluster.broker.lose_everything()
     await cluster.broker.cut_connections()
     await cluster.wait_terminal(ids, timeout_s=45)
