@@ -10,7 +10,7 @@ import pytest
 
 from jobgate.domain.states import JobState
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.testing import Block, ScriptedProvider
+from jobgate.testing import Block, ScriptedProvider, eventually
 from tests.api_server import Api
 
 CHAT = "/v1/chat/completions"
@@ -508,17 +508,11 @@ async def test_a_long_poll_whose_client_leaves_stops_waiting(api: Api) -> None:
         f"Authorization: Bearer {key}\r\n\r\n".encode()
     )
     await writer.drain()
-    for _ in range(100):
-        if changes.job_watch_count:
-            break
-        await asyncio.sleep(0.02)
+    await eventually(lambda: changes.job_watch_count > 0, what="the poll parked")
     assert changes.job_watch_count == 1  # parked
     writer.close()  # the client goes away
-    for _ in range(100):
-        if not changes.job_watch_count:
-            break
-        await asyncio.sleep(0.02)
-    assert changes.job_watch_count == 0  # the wait ended with the connection, not at 30 s
+    # The wait ends with the connection, not at 30 s (the deadline is shorter than that).
+    await eventually(lambda: changes.job_watch_count == 0, timeout_s=25, what="the wait ended")
     del reader
 
 

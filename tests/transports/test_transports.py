@@ -10,6 +10,7 @@ import pytest
 
 from jobgate import metrics
 from jobgate.domain.states import JobState
+from jobgate.testing import eventually
 from jobgate.transports.base import Delivery
 from tests.transports.conftest import LEASE_TTL_S, Cluster
 
@@ -35,11 +36,8 @@ async def test_jobs_end_exactly_once_with_two_workers(cluster: Cluster) -> None:
     for job_id in ids:
         job = await cluster.storage.job_get(job_id=job_id)
         assert job is not None and job.run_count == 1  # never started twice
-    for _ in range(100):  # the relay reads the broker's lag on its next pass: all acked
-        if _count(metrics.TRANSPORT_LAG, cluster.broker.name) == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert _count(metrics.TRANSPORT_LAG, cluster.broker.name) == 0
+    # The relay reads the broker's lag on its next pass: all acked.
+    await eventually(lambda: _count(metrics.TRANSPORT_LAG, cluster.broker.name) == 0)
 
 
 async def test_a_consumer_that_dies_with_unacked_messages(cluster: Cluster) -> None:
@@ -142,11 +140,10 @@ async def test_a_cancelled_jobs_message_is_dropped(cluster: Cluster) -> None:
     job = await cluster.storage.job_get(job_id=ids[0])
     assert job is not None and job.state is JobState.CANCELLED and job.run_count == 0
     await cluster.assert_each_succeeded_once(ids[1:])
-    for _ in range(100):  # the drop is counted just after the other jobs' claims
-        if _count(metrics.TRANSPORT_RECEIVED, cluster.broker.name, "dropped") > before:
-            break
-        await asyncio.sleep(0.05)
-    assert _count(metrics.TRANSPORT_RECEIVED, cluster.broker.name, "dropped") > before
+    # The drop is counted just after the other jobs' claims.
+    await eventually(
+        lambda: _count(metrics.TRANSPORT_RECEIVED, cluster.broker.name, "dropped") > before
+    )
 
 
 async def test_a_tenants_cap_holds(cluster: Cluster) -> None:
