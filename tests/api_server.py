@@ -33,11 +33,15 @@ async def api(runtime: Runtime) -> AsyncIterator[Api]:
     stop = asyncio.Event()
     serving = asyncio.create_task(runtime.run_roles(("api",), stop, sock=sock))
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        for _ in range(200):
-            try:
-                if (await http.get("/healthz")).status_code == 200:
-                    break
-            except httpx.TransportError:
+        # Up when it answers: a deadline for a loaded machine (200 tries of 20 ms gave up
+        # after ~4 s and let the test run against a server still starting).
+        async with asyncio.timeout(60):
+            while True:
+                try:
+                    if (await http.get("/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
                 await asyncio.sleep(0.02)
         yield Api(url, runtime, http)
     stop.set()

@@ -31,6 +31,7 @@ from tests.api_server import api  # noqa: F401  (the `api` fixture, for every fo
 T = TypeVar("T")
 REQUIRE_POSTGRES = os.environ.get("JOBGATE_TEST_REQUIRE_POSTGRES") == "1"
 _postgres_tests_run = 0
+_templates: list[PostgresTemplate] = []  # dropped at the session's end
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -47,9 +48,12 @@ def pg_template() -> Iterator[PostgresTemplate]:
             pytest.fail(message + " and JOBGATE_TEST_REQUIRE_POSTGRES=1")
         pytest.skip(message)
     template = PostgresTemplate(ahead=2)
+    _templates.append(template)
     run_sync(template.create())
     yield template
-    run_sync(template.drop())
+    # Dropped in pytest_sessionfinish, not here: a session fixture's teardown runs inside the
+    # last test's teardown, under its 60 s timeout, and dropping the clones still queued
+    # (each DROP DATABASE checkpoints) outlasted it on a loaded machine.
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -135,6 +139,8 @@ def runtime(
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    while _templates:
+        run_sync(_templates.pop().drop())
     if REQUIRE_POSTGRES and _postgres_tests_run == 0 and session.testscollected:
         print("\nJOBGATE_TEST_REQUIRE_POSTGRES=1 but no PostgreSQL test ran", flush=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

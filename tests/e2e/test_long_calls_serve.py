@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
 JOBS = 100
 LATENCY_S = 30
@@ -76,14 +76,14 @@ def test_default_serve_runs_100_thirty_second_calls_at_once(tmp_path: Path) -> N
         submitted_s = time.monotonic() - started
         headers = {"Authorization": f"Bearer {key}"}
         with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
-            while _count(http, "running") < JOBS:
-                assert time.monotonic() - started < submitted_s + 5, (
-                    f"{_count(http, 'running')} of {JOBS} running 5 s after the submits"
-                )
+            # All at once: every call running before the first one ends (30 s after it
+            # began), however long a loaded machine takes to submit and claim them.
+            while (running := _count(http, "running")) < JOBS:
+                assert _count(http, "succeeded") == 0, f"one ended with {running} running"
                 time.sleep(0.2)
             all_running_s = time.monotonic() - started
             while _count(http, "succeeded") < JOBS:
-                assert time.monotonic() - started < LATENCY_S + 15, (
+                assert time.monotonic() - started < all_running_s + LATENCY_S + 60, (
                     f"{_count(http, 'succeeded')} of {JOBS} succeeded after "
                     f"{time.monotonic() - started:.0f} s"
                 )
@@ -102,6 +102,7 @@ def test_default_serve_runs_100_thirty_second_calls_at_once(tmp_path: Path) -> N
           f"all succeeded at {finished_s:.1f} s")  # fmt: skip
     for job in jobs:
         assert job["status"] == "succeeded" and job["attempt"] == 1, job
-        # Each waited on its provider the whole 30 s, and none waited for a slot first.
+        # Each waited on its provider the whole 30 s, and none waited for a slot first (a
+        # slot frees only when a call ends: a job that waited for one started 30 s late).
         assert job["completed_at"] - job["started_at"] >= LATENCY_S - 1
-        assert job["started_at"] - job["created_at"] < 5
+        assert job["started_at"] - job["created_at"] < LATENCY_S / 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -23,13 +23,15 @@ from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
+from jobgate.providers.streaming import split_evenly
 from jobgate.storage.protocol import Storage
-from jobgate.testing import ScriptedProvider, SequentialIds
+from jobgate.testing import PacedClock, ScriptedProvider, SequentialIds
 from tests.api_server import Api
 from tests.storage.helpers import finish_one, release
 
 pytestmark = pytest.mark.asyncio
-SLOW = {"latency_s": 1.5, "chunks": 10}
+SLOW_CHUNKS = 10
+SLOW = {"latency_s": 1.5, "chunks": SLOW_CHUNKS}
 
 
 @pytest.fixture
@@ -46,11 +48,20 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def runtime(storage: Storage, settings: Settings, scripted: ScriptedProvider) -> Runtime:
+def pace() -> PacedClock:
+    """The simulator's clock: real sleeps (one before each delta it streams), all of them
+    unless a test holds the simulator with `allow(n)` (n deltas, then it waits)."""
+    return PacedClock()
+
+
+@pytest.fixture
+def runtime(
+    storage: Storage, settings: Settings, scripted: ScriptedProvider, pace: PacedClock
+) -> Runtime:
     """The simulator on the real clock: its deltas are spread over real seconds."""
     clock = SystemClock()
     registry = ProviderRegistry(
-        {"sim": SimProvider("sim", clock=clock), "scripted": scripted},
+        {"sim": SimProvider("sim", clock=pace), "scripted": scripted},
         configs={
             "sim": ProviderConfig(kind="sim", model_prefixes=("sim-",)),
             "scripted": ProviderConfig(kind="sim"),
@@ -111,29 +122,53 @@ async def _sse(answer: httpx.Response) -> AsyncIterator[tuple[str, Any, str | No
 
 
 @pytest.fixture
-async def gateway(api: Api) -> AsyncIterator[Gateway]:
+async def gateway(api: Api, pace: PacedClock) -> AsyncIterator[Gateway]:
     worker = api.runtime.worker()
     running = asyncio.create_task(worker.run())
     try:
         yield Gateway(api, await api.key("acme"))
     finally:
+        pace.run_free()  # a test that failed while holding the simulator
         worker.request_stop()
         await asyncio.wait_for(running, 30)
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    """Wait for `condition`; the deadline is for a loaded machine (a pass does not pay it)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 (the server runs on its own tasks)
+            await asyncio.sleep(0.01)
 
 
 def _text(events: list[tuple[float, str, Any, str | None]]) -> str:
     return "".join(data["text"] for _, kind, data, _ in events if kind == "output.delta")
 
 
-async def test_deltas_arrive_before_the_job_completes(gateway: Gateway) -> None:
+def _first_pieces(text: str, held_after: int) -> str:
+    """What the simulator streamed of `text` (in SLOW's chunks) before it was held."""
+    return "".join(split_evenly(text, SLOW_CHUNKS)[:held_after])
+
+
+async def test_deltas_arrive_before_the_job_completes(gateway: Gateway, pace: PacedClock) -> None:
+    pace.allow(2)  # two deltas, then the simulator waits until the stream showed them
     job_id = await gateway.submit("a slow and steady answer", sim=SLOW)
-    events = await gateway.events(job_id)
+    events: list[tuple[float, str, Any, str | None]] = []
+    live = 0  # deltas seen while the job was running, the simulator held
+    async with gateway.api.http.stream(
+        "GET", f"/v1/jobs/{job_id}/stream", headers=gateway.headers
+    ) as answer:
+        assert answer.status_code == 200
+        async for event, data, event_id in _sse(answer):
+            events.append((0.0, event, data, event_id))
+            if _text(events) == _first_pieces("echo: a slow and steady answer", 2):
+                job = await gateway.api.http.get(f"/v1/jobs/{job_id}", headers=gateway.headers)
+                assert job.json()["status"] == "running"  # the deltas came before the end
+                live = sum(1 for e in events if e[1] == "output.delta")
+                pace.run_free()
     deltas = [e for e in events if e[1] == "output.delta"]
+    assert 0 < live < len(deltas)  # and the rest came on the same stream, afterwards
     terminal = events[-1]
     assert terminal[1] == "job.succeeded" and terminal[2]["status"] == "succeeded"
-    assert len(deltas) >= 5  # batched at ~50 ms: each 150 ms delta is its own chunk
-    assert deltas[0][0] < deltas[-1][0] - 0.8  # the first well before the last
-    assert deltas[0][0] < 0.8
     result = terminal[2]["result"]["choices"][0]["message"]["content"]
     assert _text(events) == result == "echo: a slow and steady answer"
     assert [int(e[3] or 0) for e in deltas] == [d[2]["seq"] for d in deltas]
@@ -220,16 +255,9 @@ async def test_a_client_that_leaves_frees_its_place(gateway: Gateway) -> None:
             "GET", f"/v1/jobs/{job_id}/stream", headers=gateway.headers
         ) as answer:
             assert answer.status_code == 200
-            for _ in range(200):
-                if changes.stream_watch_count > before:
-                    break
-                await asyncio.sleep(0.01)
+            await _until(lambda: changes.stream_watch_count > before)
             assert changes.stream_watch_count == before + 1
-    for _ in range(300):
-        if changes.stream_watch_count == before:
-            break
-        await asyncio.sleep(0.01)
-    assert changes.stream_watch_count == before
+    await _until(lambda: changes.stream_watch_count == before)
 
 
 async def test_errors_before_the_stream_starts(gateway: Gateway) -> None:
@@ -270,9 +298,11 @@ def _sdk(gateway: Gateway) -> openai.AsyncOpenAI:
     )
 
 
-async def test_responses_stream_live_and_resume_with_the_sdk(gateway: Gateway) -> None:
+async def test_responses_stream_live_and_resume_with_the_sdk(
+    gateway: Gateway, pace: PacedClock
+) -> None:
+    pace.allow(2)  # two deltas, then the simulator waits until the client has dropped
     async with _sdk(gateway) as client:
-        started = time.monotonic()
         stream = await client.responses.create(
             model="sim-echo",
             input="stream this live",
@@ -281,16 +311,18 @@ async def test_responses_stream_live_and_resume_with_the_sdk(gateway: Gateway) -
             extra_body={"sim": SLOW},
         )
         seen: list[Any] = []
-        arrivals: list[float] = []
+        text = ""
         async for event in stream:
             seen.append(event)
             if event.type == "response.output_text.delta":
-                arrivals.append(time.monotonic() - started)
-                if len(arrivals) == 2:
+                text += event.delta
+                if text == _first_pieces("echo: stream this live", 2):
                     break  # the client drops; the job keeps running
         await stream.close()
         response_id = seen[0].response.id
-        assert arrivals[0] < 0.8  # live: long before the 1.5 s answer is complete
+        # live: what the client read came while the answer was still being written
+        assert (await client.responses.retrieve(response_id)).status == "in_progress"
+        pace.run_free()
         last = seen[-1].sequence_number
         rest = [
             e
@@ -350,24 +382,36 @@ async def test_a_new_attempt_of_a_response_streams_as_a_new_item_with_the_sdk(ap
         assert events[-1].response.output_text == "echo: x"
 
 
-async def test_a_running_stream_shows_its_tokens_so_far_as_progress(gateway: Gateway) -> None:
+async def test_a_running_stream_shows_its_tokens_so_far_as_progress(
+    gateway: Gateway, pace: PacedClock
+) -> None:
     """Issue 19: `output_tokens` streamed so far (characters / 4) and `progress` as their
-    fraction of `max_tokens`, growing while the job runs; gone once it ended."""
+    fraction of `max_tokens`, growing while the job runs; gone once it ended. The simulator
+    is let go one delta at a time, so every step is seen while the job runs."""
     prompt = "tokens arrive one chunk after another " * 4  # 152 characters, 40 tokens echoed
-    job_id = await gateway.submit(prompt, sim={"latency_s": 3.0, "chunks": 10}, max_tokens=80)
+    pace.allow(1)
+    job_id = await gateway.submit(prompt, sim={"latency_s": 1.0, "chunks": 10}, max_tokens=80)
+
+    async def job_once(ready: Callable[[Any], bool]) -> Any:
+        """The job's view, polled until `ready` says so (a generous deadline)."""
+        async with asyncio.timeout(30):
+            while True:
+                answer = await gateway.api.http.get(f"/v1/jobs/{job_id}", headers=gateway.headers)
+                if ready(job := answer.json()):
+                    return job
+                await asyncio.sleep(0.02)
+
     seen: list[tuple[int, float]] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        answer = await gateway.api.http.get(f"/v1/jobs/{job_id}", headers=gateway.headers)
-        job = answer.json()
-        if job["status"] == "succeeded":
-            break
-        if job["status"] == "running" and job.get("output_tokens"):
-            assert job["progress"] == pytest.approx(min(job["output_tokens"] / 80, 0.99))
-            seen.append((job["output_tokens"], job["progress"]))
-        await asyncio.sleep(0.2)
-    assert job["status"] == "succeeded"
+    for _ in range(3):
+        so_far = seen[-1][0] if seen else 0
+        job = await job_once(lambda job: job.get("output_tokens", 0) > so_far)  # noqa: B023
+        assert job["status"] == "running"
+        assert job["progress"] == pytest.approx(min(job["output_tokens"] / 80, 0.99))
+        seen.append((job["output_tokens"], job["progress"]))
+        pace.allow(1)  # the next delta
+    pace.run_free()
+    job = await job_once(lambda job: job["status"] == "succeeded")
     assert "output_tokens" not in job and job["progress"] is None
-    assert len({tokens for tokens, _ in seen}) >= 3, seen  # it grew while the job ran
+    assert len({tokens for tokens, _ in seen}) == 3, seen  # it grew while the job ran
     assert seen == sorted(seen)
     assert 0 < seen[-1][1] < 0.99

@@ -24,7 +24,7 @@ from jobgate.services.jobs import SubmitSpec
 from jobgate.services.output_stream import OutputBatcher
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import OutputChunk
-from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, Succeed
+from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, Succeed, eventually
 from tests.storage.helpers import release
 
 CHAT = "/v1/chat/completions"
@@ -166,10 +166,11 @@ async def test_a_retried_attempt_streams_under_a_new_generation(
     stale = stream_runtime.worker(worker_id="stale")
     running = asyncio.create_task(stale.run_once())
     await asyncio.wait_for(streamer.paused.wait(), 5)
-    for _ in range(100):  # the batcher writes "ab" within its delay
-        if await stream_runtime.storage.job_output_read(job_id=job_id):
-            break
-        await asyncio.sleep(0.02)
+
+    async def written() -> bool:  # the batcher writes "ab" within its delay
+        return bool(await stream_runtime.storage.job_output_read(job_id=job_id))
+
+    await eventually(written, what="the first chunk written")
     # The job is taken from the stale worker (as the reaper would) and runs again.
     await release(stream_runtime.storage, leases=stale.held_leases(), reason="test")
     streamer.resume.set()

@@ -15,7 +15,7 @@ from jobgate.domain.job import Lease
 from jobgate.process.runtime import Runtime
 from jobgate.services import presence
 from jobgate.storage.protocol import Storage
-from jobgate.testing import FakeClock
+from jobgate.testing import FakeClock, eventually
 from tests.api_server import Api
 from tests.storage.helpers import make_tenant, new_job
 
@@ -61,10 +61,11 @@ async def test_the_heartbeat_loop_beats_until_stopped(
 ) -> None:
     beat = presence.Heartbeat(storage, settings)
     running = asyncio.create_task(beat.run())
-    for _ in range(200):
-        if await storage.role_heartbeat_age_s(role="reconciler") is not None:
-            break
-        await asyncio.sleep(0.01)
+
+    async def beating() -> bool:
+        return await storage.role_heartbeat_age_s(role="reconciler") is not None
+
+    await eventually(beating, what="the first heartbeat")
     beat.request_stop()
     await asyncio.wait_for(running, 5)
     assert await presence.reconciler_missing(storage, settings) is None

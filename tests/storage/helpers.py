@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from datetime import datetime
@@ -64,3 +65,19 @@ async def finish_one(storage: Storage, *, finish: Finish, now: datetime | None =
     job = await storage.job_get(job_id=finish.lease.job_id)
     assert job is not None
     return job
+
+
+async def wait_until_blocked_by(holder: Any, task: asyncio.Task[Any]) -> None:
+    """Return once some backend waits for a lock that `holder` (an asyncpg connection) holds:
+    PostgreSQL's word that `task`'s statement has begun and waits, where a fixed sleep only
+    hopes so (and on a loaded machine it had not always begun)."""
+    holder_pid = holder.get_server_pid()
+    async with asyncio.timeout(60):
+        while not await holder.fetchval(
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+            holder_pid,
+        ):
+            if task.done():  # it finished or failed without ever waiting: show why
+                await task
+                raise AssertionError("the statement ended without waiting for the held row")
+            await asyncio.sleep(0.01)

@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, wait_until_blocked_by
 
 pytestmark = pytest.mark.asyncio
 
@@ -338,6 +338,10 @@ async def test_a_chunk_that_loses_a_deadlock_runs_again(
     )
     other = await asyncpg.connect(storage.dsn)  # type: ignore[attr-defined]
     try:
+        # Only the chunk's backend may run the deadlock check, so that PostgreSQL aborts the
+        # chunk and not this transaction (the check runs in whichever waiter's deadlock_timeout
+        # fires first; on a loaded machine that need not be the one that began waiting first).
+        await other.execute("SET deadlock_timeout = '5min'")
         holding = other.transaction()
         await holding.start()
         await other.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", second.id)
@@ -347,10 +351,13 @@ async def test_a_chunk_that_loses_a_deadlock_runs_again(
                 reason="bulk_cancel", after_id=None, limit=10, now=clock.now(),
             )
         )  # fmt: skip
-        await asyncio.sleep(0.3)  # the chunk holds `first` and waits for `second`
+        # The chunk holds `first` (it locks in id order) once it waits for `second`, held here:
+        # wait for that wait, not for a fixed time (a fixed sleep let this transaction ask for
+        # `first` before the chunk had it, and then this one lost the deadlock).
+        await wait_until_blocked_by(other, chunk)
         await other.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", first.id)
         await holding.commit()  # after PostgreSQL aborted the chunk, the first time
-        done = await asyncio.wait_for(chunk, 10)
+        done = await asyncio.wait_for(chunk, 60)
     finally:
         await other.close()
     assert done.job_ids == [first.id, second.id]

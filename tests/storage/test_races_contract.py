@@ -20,7 +20,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Settlement, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, wait_until_blocked_by
 
 PG = sql.load("jobgate.storage.postgres")
 
@@ -252,7 +252,7 @@ async def test_a_provider_event_that_overlaps_the_accept_makes_the_job_due(
                 reconcile_in_s=3600,
             )
         )
-        await asyncio.sleep(0.2)  # the accept has taken its snapshot and waits for the row
+        await wait_until_blocked_by(blocker, accept)  # the accept took its snapshot, waits
         outcome = await storage.provider_event_record(
             provider=claimed.provider,
             event_id="evt_1",

@@ -10,6 +10,7 @@ import pytest
 
 from jobgate import metrics
 from jobgate.domain.states import JobState
+from jobgate.testing import eventually
 from jobgate.transports.base import Delivery
 from tests.transports.conftest import LEASE_TTL_S, Cluster
 
@@ -35,11 +36,8 @@ async def test_jobs_end_exactly_once_with_two_workers(cluster: Cluster) -> None:
     for job_id in ids:
         job = await cluster.storage.job_get(job_id=job_id)
         assert job is not None and job.run_count == 1  # never started twice
-    for _ in range(100):  # the relay reads the broker's lag on its next pass: all acked
-        if _count(metrics.TRANSPORT_LAG, cluster.broker.name) == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert _count(metrics.TRANSPORT_LAG, cluster.broker.name) == 0
+    # The relay reads the broker's lag on its next pass: all acked.
+    await eventually(lambda: _count(metrics.TRANSPORT_LAG, cluster.broker.name) == 0)
 
 
 async def test_a_consumer_that_dies_with_unacked_messages(cluster: Cluster) -> None:
@@ -109,12 +107,19 @@ async def test_a_lost_message_is_found_by_the_sweep(cluster: Cluster) -> None:
 
 @broker_side_only
 async def test_the_broker_flushed_and_connections_cut_mid_run(cluster: Cluster) -> None:
-    ids = await cluster.submit("acme", 40, latency_s=0.1)
+    ids = await cluster.submit("acme", 40, latency_s=0.2)  # 8 slots: a run of 1 s or more
     await cluster.start_relay()
     await cluster.start_reaper()
     await cluster.start_worker("w1", concurrency=4)
     await cluster.start_worker("w2", concurrency=4)
-    await asyncio.sleep(0.5)
+
+    async def finished() -> int:
+        jobs = [await cluster.storage.job_get(job_id=job_id) for job_id in ids]
+        return sum(1 for job in jobs if job is not None and job.state.terminal)
+
+    async with asyncio.timeout(30):  # mid-run: once the first jobs ended (not after a guess)
+        while await finished() < 8:  # noqa: ASYNC110 (the workers run on their own tasks)
+            await asyncio.sleep(0.02)
     await cluster.broker.lose_everything()
     await cluster.broker.cut_connections()
     await cluster.wait_terminal(ids, timeout_s=45)
@@ -135,11 +140,10 @@ async def test_a_cancelled_jobs_message_is_dropped(cluster: Cluster) -> None:
     job = await cluster.storage.job_get(job_id=ids[0])
     assert job is not None and job.state is JobState.CANCELLED and job.run_count == 0
     await cluster.assert_each_succeeded_once(ids[1:])
-    for _ in range(100):  # the drop is counted just after the other jobs' claims
-        if _count(metrics.TRANSPORT_RECEIVED, cluster.broker.name, "dropped") > before:
-            break
-        await asyncio.sleep(0.05)
-    assert _count(metrics.TRANSPORT_RECEIVED, cluster.broker.name, "dropped") > before
+    # The drop is counted just after the other jobs' claims.
+    await eventually(
+        lambda: _count(metrics.TRANSPORT_RECEIVED, cluster.broker.name, "dropped") > before
+    )
 
 
 async def test_a_tenants_cap_holds(cluster: Cluster) -> None:
