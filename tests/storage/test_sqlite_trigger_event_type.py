@@ -96,7 +96,7 @@ async def test_migrated_trigger_calls_no_python_event_type(tmp_path: Path) -> No
 
 
 async def test_the_outbox_branch_runs_only_where_a_webhook_can_be_sent(tmp_path: Path) -> None:
-    """Migration 0024: the outbox rows are written by a trigger whose WHEN asks for a webhook on
+    """Migration 0023: the outbox rows are written by a trigger whose WHEN asks for a webhook on
     the job or an enabled endpoint of its tenant, so a transition with neither (most of a
     drain) runs the event insert alone. What the outbox receives is unchanged
     (test_trigger_event_type_agrees_with_the_domain above, tests/storage/

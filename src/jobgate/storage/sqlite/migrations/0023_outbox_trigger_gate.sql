@@ -5,7 +5,7 @@
 -- as before, and the outbox rows, restated unchanged from 0008, in a trigger whose WHEN is the
 -- union of the two branches' target conditions (the endpoint join and `new.webhook IS NOT
 -- NULL`); the state-change condition the branches held moves into that WHEN too.
--- PostgreSQL's 0024 is a no-op: its statement trigger already skips the outbox fan-out when no
+-- PostgreSQL's 0023 is a no-op: its statement trigger already skips the outbox fan-out when no
 -- moved job has a webhook and none of their tenants an enabled endpoint (its 0008).
 
 DROP TRIGGER jobs_log_update;
