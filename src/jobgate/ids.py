@@ -50,14 +50,18 @@ class RandomIds:
         """`count` ids minted at one moment (a batch of jobs is created at once): the clock
         read and the random bytes drawn once for all, the 10 digits of the milliseconds made
         once. Each id is laid out as `new`'s (`_body` of the same milliseconds and 80 random
-        bits), so they sort with every other id by time."""
+        bits), so they sort with every other id by time; and they come in ascending order, so
+        a batch's rows reach the primary key's index in order (random order within one
+        millisecond split its pages mid-page: ~10 us/job more PostgreSQL CPU, measured)."""
         millis = int(self._clock.now().timestamp() * 1000)
         head = f"{prefix}_{_body(millis, 0)[:10]}"
         draw = secrets.token_bytes(10 * count)  # one read of the OS's randomness, not `count`
-        return [
-            head + _random_digits(int.from_bytes(draw[at : at + 10], "big"))
-            for at in range(0, 10 * count, 10)
-        ]
+        return sorted(
+            [
+                head + _random_digits(int.from_bytes(draw[at : at + 10], "big"))
+                for at in range(0, 10 * count, 10)
+            ]
+        )
 
 
 def event_id(job_id: str, event_type: str, series: int) -> str:
