@@ -61,12 +61,15 @@ async def submit_bulk(
     await jobs.fresh_breakers(specs)
     # Once for the call: the tenant's limits and the queue counts apply alike to every item.
     admission = await jobs.limits.admission(tenant_id) if specs else None
+    minted = iter(jobs.new_ids(specs))  # together: one per item with a spec, in order
+    job_ids = [None if item.spec is None else next(minted) for item in items]
     for index, item in enumerate(items):
         try:
             if item.refused is not None:
                 raise item.refused
-            assert item.spec is not None and admission is not None
-            prepared = await _prepare(jobs, tenant_id, item, route, ttl_s, admission)
+            job_id = job_ids[index]
+            assert item.spec is not None and admission is not None and job_id is not None
+            prepared = await _prepare(jobs, tenant_id, item, route, ttl_s, admission, job_id)
             stored.append((index, prepared))
         except errors.StorageError:
             raise
@@ -101,6 +104,7 @@ async def _prepare(
     route: str,
     ttl_s: float,
     admission: Admission,
+    job_id: str,
 ) -> BulkItem:
     assert item.spec is not None
     claim = None
@@ -119,7 +123,7 @@ async def _prepare(
             status_code=202,
             ttl_s=ttl_s,
         )
-    new_job = admission.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec))
+    new_job = admission.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec, job_id=job_id))
     if new_job.webhook is not None:
         await jobs.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
     return BulkItem(job=new_job, idempotency=claim)

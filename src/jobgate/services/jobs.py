@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -151,7 +152,10 @@ class JobService:
             return []
         await self.fresh_breakers(specs)
         admission = await self.limits.admission(tenant_id)  # once: the same for every item
-        jobs = [admission.admit(self.prepare(tenant_id=tenant_id, spec=spec)) for spec in specs]
+        jobs = [
+            admission.admit(self.prepare(tenant_id=tenant_id, spec=spec, job_id=job_id))
+            for spec, job_id in zip(specs, self.new_ids(specs), strict=True)
+        ]
         # A batch may cross a bound by many jobs at once: always count exactly.
         bounds = QueueLimit(
             tenant_max=admission.limits.max_queued or None,
@@ -175,8 +179,16 @@ class JobService:
         if any(isinstance(m, str) and self.providers.route_of(m) for m in models):
             await self.breakers.sync()
 
-    def prepare(self, *, tenant_id: str, spec: SubmitSpec) -> NewJob:
-        """Route and validate a submit; raise errors.InvalidRequest for anything unrunnable."""
+    def new_ids(self, specs: Sequence[SubmitSpec]) -> builtins.list[str]:
+        """One job id per spec, in order, minted together per id prefix (a call's jobs are
+        created at one moment: one clock read and one draw of randomness, not one per job)."""
+        prefixes = Counter(spec.id_prefix for spec in specs)
+        minted = {prefix: iter(self.ids.new_many(prefix, n)) for prefix, n in prefixes.items()}
+        return [next(minted[spec.id_prefix]) for spec in specs]
+
+    def prepare(self, *, tenant_id: str, spec: SubmitSpec, job_id: str | None = None) -> NewJob:
+        """Route and validate a submit; raise errors.InvalidRequest for anything unrunnable.
+        The job takes `job_id` if given (new_ids), else an id of its own."""
         _check_ranges(spec)
         model = spec.body.get("model")
         if model is not None and not isinstance(model, str):
@@ -190,7 +202,7 @@ class JobService:
             body = {**body, "stream": True}  # kept with the job: the worker reads it there
         config = self.providers.config(provider.name)
         return NewJob(
-            id=self.ids.new(spec.id_prefix),
+            id=self.ids.new(spec.id_prefix) if job_id is None else job_id,
             tenant_id=tenant_id,
             provider=provider.name,
             endpoint=spec.endpoint,

@@ -11,3 +11,6 @@ class SequentialIds:
 
     def new(self, prefix: str) -> str:
         return f"{prefix}_{next(self._counter):06d}"
+
+    def new_many(self, prefix: str, count: int) -> list[str]:
+        return [self.new(prefix) for _ in range(count)]

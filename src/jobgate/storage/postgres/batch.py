@@ -26,7 +26,8 @@ def insert_params(job: NewJob, codec: Codec) -> dict[str, Any]:
 
 
 def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
-    """A new job as job_insert_many's JSON array takes it (a time as ISO text)."""
+    """A new job as the JSON arrays of job_insert_many and job_insert_idempotent_many take it
+    (a time as ISO text)."""
     run_at = None if job.run_at is None else job.run_at.isoformat()
     return {**insert_params(job, codec), "run_at": run_at}
 

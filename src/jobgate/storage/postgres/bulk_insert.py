@@ -1,8 +1,8 @@
 """BulkInsertStore on PostgreSQL: one transaction; keyless items in one INSERT ... SELECT, keyed
-items one statement each (the key's binding and the job in one statement, as for a submit)
-pipelined in one round trip, counted under the admission locks. Several statements in one
-transaction, hence PostgreSQL's own (SQLite runs the whole call inside one write operation of
-its single writer)."""
+items in another that binds their keys and inserts the jobs of the keys it bound (one statement
+for the whole call, as job_insert_idempotent is for one submit), counted under the admission
+locks. Several statements in one transaction, hence PostgreSQL's own (SQLite runs the whole call
+inside one write operation of its single writer)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import asyncpg
 
 from jobgate import errors
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batch import insert_params, insert_payload
+from jobgate.storage.postgres.batch import insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import check_bounds, lock_bounds
 from jobgate.storage.records import (
@@ -90,20 +90,25 @@ class PostgresBulkInsert(BulkInsertQueries):
         results: list[BulkResult | None],
         now: datetime | None,
     ) -> None:
-        """The keyed items (their indexes in `items`, in order) into `results`: each binds its
-        key and inserts its job in one statement (as a single submit does), all of them
-        pipelined in one round trip and run in order, so that a key repeated in the call binds
-        to its first item. An item whose key was already bound answers what the binding holds
-        (_replay_many)."""
+        """The keyed items (their indexes in `items`, in order) into `results`: one statement
+        binds the keys in the items' order and inserts the jobs of the keys it bound. A key
+        repeated in the call binds to its first item only (ON CONFLICT touches a row once per
+        statement): its later items, and every item whose key was already bound, answer what
+        the binding holds (_replay_many), as if each item had run alone in order."""
         codec = self._sql.codec
-        params = []
+        first: dict[tuple[str, str, str], dict[str, Any]] = {}
         for i in keyed:
-            claim = items[i].idempotency
+            job, claim = items[i].job, items[i].idempotency
             assert claim is not None
-            # The claim's fields by name: dataclasses.asdict deep-copies, a tenth of this path.
-            binding = {name: getattr(claim, name) for name in IdempotencyClaim.__slots__}
-            params.append({**insert_params(items[i].job, codec), **binding, "now": now})
-        rows = await fetch_each(conn, "job_insert_idempotent", params)
+            if (job.tenant_id, claim.route, claim.key) not in first:
+                # The claim's fields by name: dataclasses.asdict deep-copies (a tenth of the
+                # keyed path once).
+                binding = {name: getattr(claim, name) for name in IdempotencyClaim.__slots__}
+                payload = {**insert_payload(job, codec), **binding}
+                first[(job.tenant_id, claim.route, claim.key)] = payload
+        rows = await self._sql.fetch(
+            conn, "job_insert_idempotent_many", jobs=list(first.values()), now=now
+        )
         inserted = {row["id"]: row for row in rows}
         bound = []
         for i in keyed:
