@@ -51,9 +51,12 @@ def test_two_worker_processes_share_one_rpm(
     api_process = harness.start("api")
     assert api_process.url is not None
     api = Api(api_process.url, create_tenant(pg_dsn, "acme"))
+    # Both workers ready before the first job: the second process's start-up (seconds on a
+    # loaded machine) must not leave the first alone with the whole queue.
+    workers = [harness.start("worker", ready=False) for _ in range(2)]
+    for worker in workers:
+        worker.wait_ready()
     ids = [api.submit(job_body(f"job {n}")) for n in range(30)]
-    harness.start("worker")
-    harness.start("worker")
     wait_settled(pg_dsn, ids, timeout_s=60)
     starts = _starts(pg_dsn, ids)
     times = [t for t, _ in starts]
