@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +16,11 @@ import httpx
 from jobgate.config import ProviderConfig, Settings
 from jobgate.process.runtime import Runtime
 from jobgate.simulator.server import Simulator
+from jobgate.testing.waiting import eventually as eventually  # the e2e tests' import
 
 WEBHOOK_SECRET = "whsec_" + "ZTJlLXdlYmhvb2stc2VjcmV0LWZvci10ZXN0cw=="
 SECRET_ENV = "JOBGATE_TEST_PROVIDER_WEBHOOK_SECRET"
 TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
-
-
-async def eventually(check: Callable[[], Any], *, timeout_s: float = 30) -> None:
-    """Wait until `check()` (sync or async) is true, polling; a generous deadline."""
-    async with asyncio.timeout(timeout_s):
-        while True:
-            answer = check()
-            if inspect.isawaitable(answer):
-                answer = await answer
-            if answer:
-                return
-            await asyncio.sleep(0.05)
 
 
 @dataclasses.dataclass
