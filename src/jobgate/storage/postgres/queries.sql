@@ -90,6 +90,15 @@ SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, 
           FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS t) AS clock
 RETURNING id, created_at, run_at, expires_at
 
+-- fragment: idempotency_rebind_expired
+-- A key already bound (k) is taken over only once its binding expired; a live binding is left
+-- as it is, and the statement inserts nothing for it.
+ON CONFLICT (tenant_id, route, key) DO UPDATE
+   SET body_hash = excluded.body_hash, job_id = excluded.job_id,
+       status_code = excluded.status_code, created_at = excluded.created_at,
+       expires_at = excluded.expires_at
+ WHERE k.expires_at <= excluded.created_at
+
 -- name: job_insert_idempotent
 -- Bind an Idempotency-Key (or replace an expired binding) and insert the job, in one statement;
 -- nothing is inserted when a live binding exists. Waits while another transaction holds the key.
@@ -104,11 +113,7 @@ WITH clock AS (
     SELECT :tenant_id, :route, :key, :body_hash, :id, :status_code, clock.now,
            clock.now + make_interval(secs => :ttl_s::double precision)
       FROM clock
-    ON CONFLICT (tenant_id, route, key) DO UPDATE
-       SET body_hash = excluded.body_hash, job_id = excluded.job_id,
-           status_code = excluded.status_code, created_at = excluded.created_at,
-           expires_at = excluded.expires_at
-     WHERE k.expires_at <= excluded.created_at
+    {{idempotency_rebind_expired}}
     RETURNING k.job_id
 )
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,

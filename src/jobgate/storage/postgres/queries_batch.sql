@@ -59,11 +59,7 @@ WITH clock AS (
            clock.now + make_interval(secs => v.ttl_s)
       FROM v, clock
      ORDER BY v.ordinality
-    ON CONFLICT (tenant_id, route, key) DO UPDATE
-       SET body_hash = excluded.body_hash, job_id = excluded.job_id,
-           status_code = excluded.status_code, created_at = excluded.created_at,
-           expires_at = excluded.expires_at
-     WHERE k.expires_at <= excluded.created_at
+    {{idempotency_rebind_expired}}
     RETURNING k.job_id
 )
 {{new_job_insert}}
