@@ -53,10 +53,11 @@ def run_on_pty(
     served: JobgateServer,
     *args: str,
     interrupt_when: Callable[[str], bool] | None = None,
-    timeout_s: float = 90.0,
+    timeout_s: float = 40.0,
 ) -> tuple[int, str]:
     """Run `jobgate ARGS` with a terminal as its stdin, stdout and stderr; send it SIGINT
-    (Ctrl-C) once its screen satisfies `interrupt_when`."""
+    (Ctrl-C) once its screen satisfies `interrupt_when`. A screen that never gets there fails
+    the test with what it showed, within pytest's own timeout (60 s)."""
     env = served.env(JOBGATE_URL=served.url, TERM="xterm")
     env.pop("NO_COLOR", None)
     master, slave = pty.openpty()
@@ -92,11 +93,17 @@ def run_on_pty(
             ):
                 process.send_signal(signal.SIGINT)
                 interrupted = True
-        return process.wait(timeout=30), output.decode()
+        else:
+            raise AssertionError(
+                f"`jobgate {' '.join(args)}` still running after {timeout_s:g} s; its screen:\n"
+                + output.decode(errors="replace")
+            )
+        return process.wait(timeout=15), output.decode()
     finally:
         os.close(master)
         if process.poll() is None:
             process.kill()
+            process.wait()  # reaped here, not reported as a leak in a later test
 
 
 def submit_id(served: JobgateServer, body: dict[str, Any], *extra: str) -> str:
