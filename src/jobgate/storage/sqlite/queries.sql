@@ -164,7 +164,19 @@ UPDATE jobs
        transition_actor = :worker_id,
        transition_reason = 'claimed'
  WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
-RETURNING *
+RETURNING {{job_columns}}
+
+-- fragment: job_columns
+-- The columns a Job is decoded from (domain.job.Job's fields but `damaged`), for the
+-- statements a worker runs per job: `*` also fetches the nine columns no Job holds
+-- (transition_*, reconcile_*, series, ...), a tenth of a claim's row-fetching cost.
+id, tenant_id, state, api, provider, endpoint, model, request, metadata, webhook, result,
+error, usage, priority, attempt, max_attempts, run_count, lost_count, run_at, created_at,
+updated_at, started_at, completed_at, cancel_requested_at, expires_at, execution_timeout_s,
+deadline_at, lease_owner, lease_token, lease_expires_at, phase, provider_job_id,
+creation_outcome, cancel_outcome, reconcile_at, dead_lettered, purged_at, event_seq,
+provider_generation, concurrency_key, model_route, reconciled_at, progress,
+provider_request_id
 
 -- name: tenant_stats_bump
 -- Count a tenant's claims (for its drain rate).
