@@ -17,7 +17,7 @@ from jobgate import errors
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.batch import insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
-from jobgate.storage.postgres.limits import check_bounds, lock_bounds
+from jobgate.storage.postgres.limits import check_bounds, judge_tenant, judge_total, lock_bounds
 from jobgate.storage.records import (
     BulkItem,
     BulkResult,
@@ -58,22 +58,39 @@ class PostgresBulkInsert(BulkInsertQueries):
                 await lock_bounds(self._sql, conn, queue_limit, {i.job.tenant_id for i in items})
             results: list[BulkResult | None] = [None] * len(items)
             keyless = [i for i, item in enumerate(items) if item.idempotency is None]
+            keyed = [i for i, item in enumerate(items) if item.idempotency is not None]
+            tenants = {items[i].job.tenant_id for i in keyless}
+            # The usual batch (one tenant, no keys) counts its bounds in its insert statement.
+            counted = (
+                queue_limit is not None
+                and (queue_limit.tenant_max, queue_limit.total_max) != (None, None)
+                and not keyed
+                and len(tenants) == 1
+            )
             if keyless:
-                rows = await self._sql.fetch(
-                    conn,
-                    "job_insert_many",
-                    jobs=[insert_payload(items[i].job, self._sql.codec) for i in keyless],
-                    now=now,
-                )
+                payload = [insert_payload(items[i].job, self._sql.codec) for i in keyless]
+                if counted:
+                    rows = await self._sql.fetch(
+                        conn,
+                        "job_insert_many_counted",
+                        jobs=payload,
+                        tenant_id=next(iter(tenants)),
+                        now=now,
+                    )
+                else:
+                    rows = await self._sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
                 by_id = {row["id"]: row for row in rows}
                 for i in keyless:
                     job = stored_job(items[i].job, by_id[items[i].job.id])
                     results[i] = SubmitOutcome(job, False, 202)
-            keyed = [i for i, item in enumerate(items) if item.idempotency is not None]
+                if counted:  # the counts are from before the insert: add what it inserted
+                    assert queue_limit is not None
+                    judge_tenant(queue_limit, rows[0]["queued_tenant"] + len(rows))
+                    judge_total(queue_limit, rows[0]["queued_total"] + len(rows))
             if keyed:
                 await self._insert_keyed(conn, items, keyed, results, now)
             done = [r for r in results if r is not None]
-            if queue_limit is not None:  # counted after the inserts: raising rolls all back
+            if queue_limit is not None and not counted:  # after the inserts: raising rolls back
                 new = {job.tenant_id: 0 for job in new_jobs(done)}
                 if new:
                     await check_bounds(self._sql, conn, queue_limit, new)
