@@ -15,9 +15,9 @@ import asyncpg
 
 from jobgate import errors
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batch import insert_payload
+from jobgate.storage.postgres.batch import insert_keyless, insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
-from jobgate.storage.postgres.limits import check_bounds, judge_tenant, judge_total, lock_bounds
+from jobgate.storage.postgres.limits import check_bounds, lock_bounds
 from jobgate.storage.records import (
     BulkItem,
     BulkResult,
@@ -59,34 +59,18 @@ class PostgresBulkInsert(BulkInsertQueries):
             results: list[BulkResult | None] = [None] * len(items)
             keyless = [i for i, item in enumerate(items) if item.idempotency is None]
             keyed = [i for i, item in enumerate(items) if item.idempotency is not None]
-            tenants = {items[i].job.tenant_id for i in keyless}
-            # The usual batch (one tenant, no keys) counts its bounds in its insert statement.
-            counted = (
-                queue_limit is not None
-                and (queue_limit.tenant_max, queue_limit.total_max) != (None, None)
-                and not keyed
-                and len(tenants) == 1
-            )
+            counted = False
             if keyless:
-                payload = [insert_payload(items[i].job, self._sql.codec) for i in keyless]
-                if counted:
-                    rows = await self._sql.fetch(
-                        conn,
-                        "job_insert_many_counted",
-                        jobs=payload,
-                        tenant_id=next(iter(tenants)),
-                        now=now,
-                    )
-                else:
-                    rows = await self._sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
-                by_id = {row["id"]: row for row in rows}
-                for i in keyless:
-                    job = stored_job(items[i].job, by_id[items[i].job.id])
+                # Without keyed items to follow, the keyless insert is the last: it counts.
+                jobs, counted = await insert_keyless(
+                    self._sql,
+                    conn,
+                    [items[i].job for i in keyless],
+                    None if keyed else queue_limit,
+                    now,
+                )
+                for i, job in zip(keyless, jobs, strict=True):
                     results[i] = SubmitOutcome(job, False, 202)
-                if counted:  # the counts are from before the insert: add what it inserted
-                    assert queue_limit is not None
-                    judge_tenant(queue_limit, rows[0]["queued_tenant"] + len(rows))
-                    judge_total(queue_limit, rows[0]["queued_total"] + len(rows))
             if keyed:
                 await self._insert_keyed(conn, items, keyed, results, now)
             done = [r for r in results if r is not None]
