@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -96,6 +97,26 @@ class Job:
         return f"{self.id}:{self.provider_generation}"
 
 
+def _positional_builder() -> Callable[..., Job]:
+    """A function taking every field of Job by position, in order, and answering the Job that
+    Job(...) would: each slot set once through its descriptor, without the frozen dataclass's
+    __init__ (object.__setattr__ looked up per field): ~3 us instead of ~9 per job, thousands
+    per bulk insert (2026-12-02). Generated as dataclasses generates __init__; Job has no
+    __post_init__ to skip."""
+    names = [field.name for field in dataclasses.fields(Job)]
+    lines = [f"def build({', '.join(names)}):", "    job = new(Job)"]
+    lines += [f"    set_{name}(job, {name})" for name in names]
+    lines.append("    return job")
+    namespace: dict[str, Any] = {"new": object.__new__, "Job": Job}
+    namespace.update({f"set_{name}": getattr(Job, name).__set__ for name in names})
+    exec("\n".join(lines), namespace)
+    build: Callable[..., Job] = namespace["build"]
+    return build
+
+
+_new_job = _positional_builder()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class NewJob:
     """What a submit stores; the storage adds state, times and counters."""
@@ -131,48 +152,52 @@ class NewJob:
         """This job as its insert at `created_at` stored it (queued, its first event written,
         never run), given the times the database computed: what `job_get` then reads, built
         without reading the row back. The JSON values are this job's own objects."""
-        return Job(
-            id=self.id,
-            tenant_id=self.tenant_id,
-            state=JobState.QUEUED,
-            api=self.api,
-            provider=self.provider,
-            endpoint=self.endpoint,
-            model=self.model,
-            request=self.request,
-            metadata=self.metadata,
-            webhook=self.webhook,
-            result=None,
-            error=None,
-            usage=None,
-            priority=self.priority,
-            attempt=0,
-            max_attempts=self.max_attempts,
-            run_count=0,
-            lost_count=0,
-            run_at=run_at,
-            created_at=created_at,
-            updated_at=created_at,
-            started_at=None,
-            completed_at=None,
-            cancel_requested_at=None,
-            expires_at=expires_at,
-            execution_timeout_s=self.execution_timeout_s,
-            deadline_at=None,
-            lease_owner=None,
-            lease_token=None,
-            lease_expires_at=None,
-            phase=None,
-            provider_job_id=None,
-            creation_outcome=None,
-            cancel_outcome=None,
-            reconcile_at=None,
-            dead_lettered=False,
-            purged_at=None,
-            event_seq=1,
-            damaged=damaged,
-            concurrency_key=self.concurrency_key,
-            model_route=self.model_route,
+        return _new_job(  # every field of Job, in its order (tests/domain/test_job_build.py)
+            self.id,
+            self.tenant_id,
+            JobState.QUEUED,
+            self.api,
+            self.provider,
+            self.endpoint,
+            self.model,
+            self.request,
+            self.metadata,
+            self.webhook,
+            None,  # result
+            None,  # error
+            None,  # usage
+            self.priority,
+            0,  # attempt
+            self.max_attempts,
+            0,  # run_count
+            0,  # lost_count
+            run_at,
+            created_at,
+            created_at,  # updated_at
+            None,  # started_at
+            None,  # completed_at
+            None,  # cancel_requested_at
+            expires_at,
+            self.execution_timeout_s,
+            None,  # deadline_at
+            None,  # lease_owner
+            None,  # lease_token
+            None,  # lease_expires_at
+            None,  # phase
+            None,  # provider_job_id
+            None,  # creation_outcome
+            None,  # cancel_outcome
+            None,  # reconcile_at
+            False,  # dead_lettered
+            None,  # purged_at
+            1,  # event_seq
+            0,  # provider_generation
+            damaged,
+            self.concurrency_key,
+            self.model_route,
+            None,  # reconciled_at
+            None,  # progress
+            None,  # provider_request_id
         )
 
 

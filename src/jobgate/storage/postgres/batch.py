@@ -1,6 +1,6 @@
-"""BatchStore on PostgreSQL: a batch is a bulk insert without keys (postgres.bulk_insert: one
-INSERT ... SELECT from a JSON array, behind the admission locks when a queue limit applies);
-and how a new job travels to the insert statements."""
+"""BatchStore on PostgreSQL: a batch is a bulk insert without keys (one INSERT ... SELECT from a
+JSON array, behind the admission locks when a queue limit applies, insert_keyless: shared with
+postgres.bulk_insert); and how a new job travels to the insert statements."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from typing import Any
 
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage.executor import Codec
-from jobgate.storage.records import BulkItem, QueueLimit, SubmitOutcome
+from jobgate.storage.postgres.executor import Conn, PostgresExecutor
+from jobgate.storage.postgres.limits import check_bounds, judge_tenant, judge_total, lock_bounds
+from jobgate.storage.records import QueueLimit
 from jobgate.storage.store.batch import BatchQueries, new_job_fields
-from jobgate.storage.store.bulk_insert import BulkInsertQueries
+from jobgate.storage.store.bulk_insert import stored_job
 
 
 def insert_params(job: NewJob, codec: Codec) -> dict[str, Any]:
@@ -32,10 +34,56 @@ def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
     return {**insert_params(job, codec), "run_at": run_at}
 
 
-class PostgresBatch(BatchQueries, BulkInsertQueries):  # _insert_bulk: postgres.bulk_insert's
+async def insert_keyless(
+    sql: PostgresExecutor,
+    conn: Conn,
+    jobs: Sequence[NewJob],
+    queue_limit: QueueLimit | None,
+    now: datetime | None,
+) -> tuple[list[Job], bool]:
+    """Insert `jobs` (not empty) in one statement, the admission locks held; answers them in
+    order, and whether it also judged `queue_limit`: it does for one tenant's jobs, counting
+    its queued jobs and everyone's in the same statement (job_insert_many_counted), so that the
+    usual batch makes no statement of its own for its bounds (raises errors.QueueFull). Else
+    the caller counts after its inserts."""
+    payload = [insert_payload(job, sql.codec) for job in jobs]
+    tenant_id = jobs[0].tenant_id
+    counted = (
+        queue_limit is not None
+        and (queue_limit.tenant_max, queue_limit.total_max) != (None, None)
+        and all(job.tenant_id == tenant_id for job in jobs)
+    )
+    if counted:
+        rows = await sql.fetch(
+            conn, "job_insert_many_counted", jobs=payload, tenant_id=tenant_id, now=now
+        )
+    else:
+        rows = await sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
+    by_id = {row["id"]: row for row in rows}
+    stored = [stored_job(job, by_id[job.id]) for job in jobs]
+    if counted:  # the counts are from before the insert: add what it inserted
+        assert queue_limit is not None
+        judge_tenant(queue_limit, rows[0]["queued_tenant"] + len(rows))
+        judge_total(queue_limit, rows[0]["queued_total"] + len(rows))
+    return stored, counted
+
+
+class PostgresBatch(BatchQueries):
+    _sql: PostgresExecutor
+
     async def _insert_many(
         self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[Job]:
-        """A bulk insert without keys: one job_insert_many, behind the admission locks."""
-        results = await self._insert_bulk([BulkItem(job) for job in jobs], queue_limit, now)
-        return [result.job for result in results if isinstance(result, SubmitOutcome)]
+        """A bulk insert without keys (the Jobs themselves in and out, no BulkItem or
+        SubmitOutcome per job: a few us per job): the admission locks, then insert_keyless."""
+
+        async def insert(conn: Conn) -> list[Job]:
+            if queue_limit is not None:  # the admission locks first, as a single submit takes them
+                await lock_bounds(sql, conn, queue_limit, {job.tenant_id for job in jobs})
+            stored, counted = await insert_keyless(sql, conn, jobs, queue_limit, now)
+            if queue_limit is not None and not counted:  # after the insert: raising rolls back
+                await check_bounds(sql, conn, queue_limit, {job.tenant_id: 0 for job in jobs})
+            return stored
+
+        sql = self._sql
+        return await sql.run(insert, transaction=True)

@@ -15,7 +15,7 @@ import asyncpg
 
 from jobgate import errors
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batch import insert_payload
+from jobgate.storage.postgres.batch import insert_keyless, insert_payload
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import check_bounds, lock_bounds
 from jobgate.storage.records import (
@@ -58,22 +58,23 @@ class PostgresBulkInsert(BulkInsertQueries):
                 await lock_bounds(self._sql, conn, queue_limit, {i.job.tenant_id for i in items})
             results: list[BulkResult | None] = [None] * len(items)
             keyless = [i for i, item in enumerate(items) if item.idempotency is None]
-            if keyless:
-                rows = await self._sql.fetch(
-                    conn,
-                    "job_insert_many",
-                    jobs=[insert_payload(items[i].job, self._sql.codec) for i in keyless],
-                    now=now,
-                )
-                by_id = {row["id"]: row for row in rows}
-                for i in keyless:
-                    job = stored_job(items[i].job, by_id[items[i].job.id])
-                    results[i] = SubmitOutcome(job, False, 202)
             keyed = [i for i, item in enumerate(items) if item.idempotency is not None]
+            counted = False
+            if keyless:
+                # Without keyed items to follow, the keyless insert is the last: it counts.
+                jobs, counted = await insert_keyless(
+                    self._sql,
+                    conn,
+                    [items[i].job for i in keyless],
+                    None if keyed else queue_limit,
+                    now,
+                )
+                for i, job in zip(keyless, jobs, strict=True):
+                    results[i] = SubmitOutcome(job, False, 202)
             if keyed:
                 await self._insert_keyed(conn, items, keyed, results, now)
             done = [r for r in results if r is not None]
-            if queue_limit is not None:  # counted after the inserts: raising rolls all back
+            if queue_limit is not None and not counted:  # after the inserts: raising rolls back
                 new = {job.tenant_id: 0 for job in new_jobs(done)}
                 if new:
                     await check_bounds(self._sql, conn, queue_limit, new)

@@ -30,12 +30,23 @@ async def check_bounds(
     if limit.tenant_max is not None:
         for tenant_id, count in adding.items():
             (row,) = await sql.fetch(conn, "queued_count", tenant_id=tenant_id)
-            if row["queued"] + count > limit.tenant_max:
-                raise errors.QueueFull("max_queued", 0)
+            judge_tenant(limit, row["queued"] + count)
     if limit.total_max is not None:
         (row,) = await sql.fetch(conn, "queued_total")
-        if row["queued"] + sum(adding.values()) > limit.total_max:
-            raise errors.QueueFull("max_queued_total", 0)
+        judge_total(limit, row["queued"] + sum(adding.values()))
+
+
+def judge_tenant(limit: QueueLimit, queued: int) -> None:
+    """errors.QueueFull if a tenant's `queued` jobs (counted under the locks, with what the
+    transaction adds) pass its bound."""
+    if limit.tenant_max is not None and queued > limit.tenant_max:
+        raise errors.QueueFull("max_queued", 0)
+
+
+def judge_total(limit: QueueLimit, queued: int) -> None:
+    """errors.QueueFull if everyone's `queued` jobs (as judge_tenant) pass the global bound."""
+    if limit.total_max is not None and queued > limit.total_max:
+        raise errors.QueueFull("max_queued_total", 0)
 
 
 async def admit(

@@ -39,6 +39,25 @@ LATERAL (SELECT greatest(clock.now, coalesce(
        {{new_job_run_at}}
 RETURNING id, created_at, run_at, expires_at
 
+-- name: job_insert_many_counted
+-- job_insert_many for one tenant's jobs under the admission locks (taken by an earlier
+-- statement, so this statement's snapshot holds every admission before it), answering with
+-- each row the queued jobs of :tenant_id and of everyone before the insert: one scan of the
+-- queued rows and no round trip of its own (the counts see the snapshot, not the new rows).
+WITH counted AS (
+    SELECT count(*) FILTER (WHERE tenant_id = :tenant_id)::integer AS queued_tenant,
+           count(*)::integer AS queued_total
+      FROM jobs
+     WHERE state = 'queued'
+), inserted AS (
+    {{new_job_insert}}
+      FROM jsonb_to_recordset(:jobs::jsonb) AS v({{new_job_fields}}),
+           (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock,
+           {{new_job_run_at}}
+    RETURNING id, created_at, run_at, expires_at
+)
+SELECT inserted.*, counted.queued_tenant, counted.queued_total FROM inserted, counted
+
 -- name: job_insert_idempotent_many
 -- Bind many Idempotency-Keys (or replace expired bindings) and insert the jobs of the keys
 -- bound, in one statement: job_insert_idempotent for a whole call. The keys must be distinct

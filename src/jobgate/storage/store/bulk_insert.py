@@ -13,6 +13,7 @@ from jobgate.storage.records import BulkItem, BulkResult, QueueLimit, SubmitOutc
 from jobgate.storage.rows import EARLIEST, LATEST, RowLike
 
 _READ_ORDER = ("run_at", "created_at", "updated_at", "expires_at")  # as RowDecoder.job reads them
+_CLAMPED = frozenset((LATEST, EARLIEST))
 
 
 def stored_job(job: NewJob, times: RowLike) -> Job:
@@ -20,8 +21,10 @@ def stored_job(job: NewJob, times: RowLike) -> Job:
     `expires_at`, as the dialect's codec reads them): what job_get reads back, a time clamped
     to what Python holds named damaged as the row decoder names it."""
     run_at, created_at, expires_at = times["run_at"], times["created_at"], times["expires_at"]
+    if _CLAMPED.isdisjoint((run_at, created_at, expires_at)):  # the usual job: no walk
+        return job.queued(created_at=created_at, run_at=run_at, expires_at=expires_at)
     read = zip(_READ_ORDER, (run_at, created_at, created_at, expires_at), strict=True)
-    damaged = tuple(name for name, moment in read if moment in (LATEST, EARLIEST))
+    damaged = tuple(name for name, moment in read if moment in _CLAMPED)
     return job.queued(created_at=created_at, run_at=run_at, expires_at=expires_at, damaged=damaged)
 
 
