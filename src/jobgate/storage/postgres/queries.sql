@@ -221,6 +221,17 @@ INSERT INTO tenant_stats AS t (tenant_id, claimed_total)
 SELECT tenant_id, count(*) FROM claimed GROUP BY tenant_id
 ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded.claimed_total
 
+-- fragment: log_moved
+-- THE event rows of a statement that logs its own transitions (job_claim, job_finish): one per
+-- row of its `moved` CTE (a job it moved, with `from_state`), and the setting that tells the job
+-- trigger (migration 0024) to skip its own for this statement. Every row the statement updates
+-- must be in `moved`, and none may change cancel_requested_at.
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+SELECT m.id, m.event_seq, m.from_state, m.state, m.transition_actor, m.transition_reason, true,
+       m.updated_at
+  FROM moved AS m,
+       (SELECT set_config('jobgate.transitions_logged', 'moved', true) AS setting) AS logging
+
 -- name: job_claim
 -- Lease the next jobs by weighted fair share across tenants (see jobgate.domain.fairness): a
 -- tenant's k-th candidate scores (running + k) / weight, lowest first; within a tenant by
@@ -317,6 +328,12 @@ WITH RECURSIVE clock AS (
      -- see how few rows `next` holds, hash-join against a sequential scan of every job.
      WHERE j.id = ANY (ARRAY(SELECT id FROM next))
     RETURNING j.*
+), moved AS (
+    SELECT c.id, c.event_seq, 'queued' AS from_state, c.state, c.transition_actor,
+           c.transition_reason, c.updated_at
+      FROM claimed AS c
+), logged AS (
+    {{log_moved}}
 ), counted AS (
     {{claim_counted}}
 )
@@ -324,11 +341,12 @@ SELECT * FROM claimed
 
 -- name: job_heartbeat
 -- Extend the leases still held (a JSON array of {id, token}); answers whether a cancel was
--- requested.
+-- requested. It moves no job: the setting spares the job trigger its joins (migration 0024).
 UPDATE jobs AS j
    SET lease_expires_at = clock.now + make_interval(secs => :lease_ttl_s::double precision)
   FROM jsonb_to_recordset(:leases::jsonb) AS held(id text, token text),
-       (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+       (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock,
+       (SELECT set_config('jobgate.transitions_logged', 'unmoved', true) AS setting) AS logging
  WHERE j.id = held.id AND j.lease_token = held.token AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at
 
@@ -384,7 +402,16 @@ WITH clock AS (
       FROM verdict AS v, clock
      WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
        AND (NOT :expired_only::boolean OR j.lease_expires_at < clock.now)
-    RETURNING j.id, j.state, j.attempt, j.tenant_id, j.provider, j.model, j.updated_at
+    RETURNING j.id, j.state, j.attempt, j.tenant_id, j.provider, j.model, j.updated_at,
+              j.event_seq, j.transition_actor, j.transition_reason
+), moved AS (
+    -- A verdict moves its job out of running (to a final state, or back to the queue).
+    SELECT f.id, f.event_seq, 'running' AS from_state, f.state, f.transition_actor,
+           f.transition_reason, f.updated_at
+      FROM finished AS f
+     WHERE f.state <> 'running'
+), logged AS (
+    {{log_moved}}
 ), billed AS (
     INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
                               output_tokens, cache_read_tokens, cache_write_tokens, created_at)
