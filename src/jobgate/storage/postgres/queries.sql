@@ -225,7 +225,8 @@ ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded
 -- THE event rows of a statement that logs its own transitions (job_claim, job_finish): one per
 -- row of its `moved` CTE (a job it moved, with `from_state`), and the setting that tells the job
 -- trigger (migration 0024) to skip its own for this statement. Every row the statement updates
--- must be in `moved`, and none may change cancel_requested_at.
+-- must have moved (the trigger's wake-ups then name them all) and none may change
+-- cancel_requested_at.
 INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
 SELECT m.id, m.event_seq, m.from_state, m.state, m.transition_actor, m.transition_reason, true,
        m.updated_at
