@@ -11,6 +11,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +50,18 @@ def run(
     )
 
 
+# `jobgate` as an interactive shell starts it: Ctrl-C (SIGINT) at its default. A test run
+# started in the background (`pytest &`, nohup, some CI runners) ignores SIGINT, every child
+# inherits that, and a Python started with SIGINT ignored never turns it into
+# KeyboardInterrupt: the Ctrl-C below would then be lost.
+AS_FROM_A_SHELL = [
+    sys.executable,
+    "-c",
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from jobgate.cli import main; main()",
+]
+
+
 def run_on_pty(
     served: JobgateServer,
     *args: str,
@@ -62,7 +75,7 @@ def run_on_pty(
     env.pop("NO_COLOR", None)
     master, slave = pty.openpty()
     process = subprocess.Popen(
-        [*JOBGATE, *args],
+        [*AS_FROM_A_SHELL, *args],
         env=env,
         cwd=served.workdir,
         stdin=slave,
