@@ -214,7 +214,7 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
         "compare. Durability stays on everywhere: PostgreSQL `fsync` and `synchronous_commit`, "
         "SQLite `synchronous=FULL`, PgQueuer's default `durable` tables.",
         "",
-        "## Targets (issue #8)",
+        "## Targets (issues #8 and #15)",
         "",
         *summary_lines(cases),
         "",

@@ -58,5 +58,5 @@ def test_smoke_run_measures_every_jobgate_section(tmp_path: Path) -> None:
     assert any(c["section"] == "webhooks" for c in cases)
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     report = (run_dir / "benchmarks.md").read_text()
-    assert "## Targets (issue #8)" in report and "SQLite drain" in report
+    assert "## Targets (issues #8 and #15)" in report and "SQLite drain" in report
     assert "| target | goal | measured |" in done.stdout

@@ -1,0 +1,43 @@
+"""bench.targets judges jobgate's own HTTP runs: the FastAPI + asyncpg anchor measured in the
+same section is a peer for the ratios, not a run of jobgate's."""
+
+from __future__ import annotations
+
+from bench.results import Case
+from bench.targets import verdicts
+
+
+def http(system: str, op: str, offered: float, answered: float, p99_ms: float) -> Case:
+    metrics: dict[str, float | None] = {
+        "offered_per_s": offered,
+        "achieved_per_s": answered,
+        "p99_ms": p99_ms,
+        "errors": 0,
+    }
+    return Case("http", system, "postgres", op, {"rate": offered}, metrics)
+
+
+def verdict(cases: list[Case], name: str) -> tuple[str, bool | None]:
+    (found,) = [v for v in verdicts(cases) if v.target == name]
+    return found.measured, found.met
+
+
+def test_status_is_judged_on_jobgates_runs_only() -> None:
+    cases = [
+        http("jobgate", "status", 2000, 2000, 3.0),
+        http("jobgate", "status", 3000, 3000, 4.0),
+        http("fastapi-asyncpg", "status", 3000, 3000, 31.3),
+    ]
+    measured, met = verdict(cases, "HTTP status p99 (postgres)")
+    assert met is True, measured
+    assert measured.startswith("p99 4.0 ms at 3,000/s")
+
+
+def test_submit_is_judged_on_jobgates_runs_only() -> None:
+    cases = [
+        http("fastapi-asyncpg", "submit", 3000, 2473, 3567.2),
+        http("jobgate", "submit", 3000, 3000, 40.0),
+    ]
+    measured, met = verdict(cases, "HTTP submit (postgres)")
+    assert met is True, measured
+    assert "p99 40.0 ms" in measured
