@@ -117,7 +117,7 @@ def test_resume_on_another_api_process_gives_exactly_the_rest_postgres(
         everything = seen + rest
         assert [e.sequence_number for e in everything] == list(range(len(everything)))
         text = "".join(e.delta for e in everything if e.type == "response.output_text.delta")
-        assert everything[-1].type == "response.completed"
+        assert everything[-1].type == "response.completed", everything[-1].response.error
         assert text == everything[-1].response.output_text == "echo: sdk across processes"
 
 

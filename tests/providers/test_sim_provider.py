@@ -43,6 +43,39 @@ async def test_answers_chat_and_responses() -> None:
         sim.validate(RESPONSES, {"model": "sim-echo"})
 
 
+class SteppedBackOnce(FakeClock):
+    """A wall clock stepped back 5 ms during the first sleep: the sleeps add up to a
+    response's latency, the engine's wall clock to 5 ms less."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stepped = False
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(seconds)
+        if not self.stepped:
+            self.stepped = True
+            self.advance(-0.005)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+async def test_a_foreground_response_is_answered_once_the_engine_holds_it_done(
+    streamed: bool,
+) -> None:
+    sim = SimProvider(clock=SteppedBackOnce())
+    body = {"model": "sim-echo", "input": "on time", "sim": {"latency_s": 2, "chunks": 4}}
+    deltas: list[str] = []
+
+    async def on_delta(piece: str) -> None:
+        deltas.append(piece)
+
+    the_call = call(RESPONSES, body)
+    answered = await (sim.stream(the_call, on_delta) if streamed else sim.call(the_call))
+    response = openai_strict(Response, answered.body)
+    assert response.status == "completed" and response.output_text == "echo: on time"
+    assert "".join(deltas) == (response.output_text if streamed else "")
+
+
 async def test_faults_follow_the_run_count() -> None:
     sim = SimProvider(clock=FakeClock())
     body = {

@@ -226,6 +226,14 @@ class SimEngine:
                 answer["progress"] = round(fraction, 4)
         return answer
 
+    def seconds_until_done(self, response_id: str) -> float:
+        """How long, by this engine's clock, until the response is terminal: 0 when it is (or
+        is unknown, or never ends: nothing to wait for)."""
+        run = self._responses.get(response_id)
+        if run is None or run.done_at is None:
+            return 0.0
+        return max(0.0, run.done_at - self.now())
+
     def response_plan(self, response_id: str) -> Directives | None:
         run = self._responses.get(response_id)
         return None if run is None else run.plan
