@@ -177,6 +177,41 @@ async def test_postgres_reaper_and_running_counts_read_jobs_running(pg_dsn: str)
 
 
 @pytest.mark.asyncio
+@pytest.mark.postgres
+async def test_postgres_reaper_locks_the_oldest_expired_leases_past_held_ones(pg_dsn: str) -> None:
+    storage = PostgresStorage(pg_dsn, pool_size=2)
+    await storage.open()
+    try:
+        tenant = await make_tenant(storage, "reaped")
+        await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(6)])
+        # The k-th job claimed gets the k-th longest lease: expiry order is not claim order.
+        held = [
+            (await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60.0 - 10 * k))[0].id
+            for k in range(6)
+        ]
+    finally:
+        await storage.close()
+    oldest_first = held[::-1]
+    holder = await asyncpg.connect(pg_dsn)
+    reaper = await asyncpg.connect(pg_dsn)
+    try:
+        async with holder.transaction():  # another reaper holds the oldest
+            await holder.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", oldest_first[0])
+            query = PG["job_leases_expired"]
+            later = await reaper.fetchval("SELECT now() + interval '1 hour'")
+            async with reaper.transaction():
+                rows = await reaper.fetch(
+                    query.positional_sql, *query.args({"limit": 3, "now": later})
+                )
+        # Skipped, not waited for, and the limit counts only the rows this reaper locked.
+        assert [row["id"] for row in rows] == oldest_first[1:4]
+        assert rows[0]["tenant_id"] == tenant.id and rows[0]["state"] == "running"
+    finally:
+        await holder.close()
+        await reaper.close()
+
+
+@pytest.mark.asyncio
 async def test_sqlite_heartbeat_writes_no_index_and_readers_use_jobs_running(
     tmp_path: Path, clock: FakeClock
 ) -> None:
