@@ -120,9 +120,9 @@ async def _updates(conn: asyncpg.Connection) -> tuple[int, int]:
 @pytest.mark.postgres
 async def test_postgres_heartbeats_are_hot_updates(pg_dsn: str) -> None:
     # Each held job has room beside it for its renewals (the fillfactor's reserve on a page
-    # written by inserts alone), whether or not PostgreSQL may prune old rows meanwhile: it may
-    # not while any snapshot older than them is open, e.g. a CREATE DATABASE's elsewhere on
-    # the server.
+    # written by inserts alone), whether or not PostgreSQL may prune old rows meanwhile: with
+    # finished jobs among them, renewals on the shared test server were HOT or not depending
+    # on what else the server was running.
     leases = await _filled_postgres(pg_dsn, finished=0)
     conn = await asyncpg.connect(pg_dsn)
     try:
