@@ -401,13 +401,24 @@ WITH clock AS (
 SELECT id, state, attempt FROM finished
 
 -- name: job_leases_expired
--- Lock running jobs whose lease ran out (skipping those another reaper holds).
+-- Lock running jobs whose lease ran out, oldest expiry first (skipping those another reaper
+-- holds). No index holds lease_expires_at, so that a heartbeat is a HOT update: the running
+-- jobs are read through jobs_running, only the expired ones' (id, lease_expires_at) sorted
+-- (whole rows, sorted under the lock, spilled to disk at 50,000 expired), and each row is
+-- then locked in that order, rechecked on its newest version, until :limit are held.
 SELECT j.*
-  FROM jobs AS j
- WHERE j.state = 'running' AND j.lease_expires_at < coalesce(:now::timestamptz, now())
- ORDER BY j.lease_expires_at
+  FROM (SELECT e.id, e.lease_expires_at
+          FROM jobs AS e
+         WHERE e.state = 'running' AND e.lease_expires_at < coalesce(:now::timestamptz, now())
+         ORDER BY e.lease_expires_at) AS expired
+ CROSS JOIN LATERAL (
+       SELECT *
+         FROM jobs AS j
+        WHERE j.id = expired.id
+          AND j.state = 'running' AND j.lease_expires_at < coalesce(:now::timestamptz, now())
+          FOR UPDATE SKIP LOCKED) AS j
+ ORDER BY expired.lease_expires_at
  LIMIT :limit
-   FOR UPDATE SKIP LOCKED
 
 -- name: usage_for_job
 -- A job's ledger entries.

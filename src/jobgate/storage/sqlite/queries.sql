@@ -112,7 +112,7 @@ SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY se
 -- Worker slots held per tenant (background jobs at a provider hold none). INDEXED BY: left
 -- alone, the planner walks jobs_by_tenant for the GROUP BY order, i.e. every job ever kept.
 SELECT tenant_id, count(*) AS running
-  FROM jobs INDEXED BY jobs_lease_expiry
+  FROM jobs INDEXED BY jobs_running
  WHERE state = 'running' AND lease_token IS NOT NULL
  GROUP BY tenant_id
 
