@@ -6,6 +6,7 @@ or USD priced from the usage ledger) pause a tenant's claims until the next UTC 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections import deque
@@ -98,19 +99,28 @@ class LimitsService:
         self._blocked: frozenset[str] = frozenset()
         self._prices = settings.prices()
         self._unpriced_logged: set[tuple[str, str | None]] = set()
+        # One refresh of each cache at a time: the submits that find it stale while a refresh
+        # runs wait for that one instead of each sending its own (at 3,000 submits/s a second's
+        # expiry sent one count of the whole queue per concurrent request).
+        self._limits_lock = asyncio.Lock()
+        self._queue_lock = asyncio.Lock()
+        self._budget_lock = asyncio.Lock()
 
     # -- effective limits ------------------------------------------------------------------
 
     async def _refresh_limits(self) -> None:
         if self._clock.monotonic() - self._limits_at < self._refresh_s:
             return
-        overrides = await self._storage.tenant_limits_all()
-        tenants = await self._storage.tenant_list()
-        self._by_tenant = {
-            t.id: apply_overrides(self._settings.limits_for(t.name), overrides.get(t.id))
-            for t in tenants
-        }
-        self._limits_at = self._clock.monotonic()
+        async with self._limits_lock:
+            if self._clock.monotonic() - self._limits_at < self._refresh_s:
+                return  # refreshed while this caller waited
+            overrides = await self._storage.tenant_limits_all()
+            tenants = await self._storage.tenant_list()
+            self._by_tenant = {
+                t.id: apply_overrides(self._settings.limits_for(t.name), overrides.get(t.id))
+                for t in tenants
+            }
+            self._limits_at = self._clock.monotonic()
 
     def reconfigure(self, settings: Settings) -> None:
         """Tenant limits and prices from a reloaded configuration, from the next claim on."""
@@ -183,9 +193,15 @@ class LimitsService:
         return errors.QueueFull(exc.limit, rules.retry_after_s(excess=excess, drain_per_s=rate))
 
     async def _refresh_queue(self) -> None:
-        now = self._clock.monotonic()
-        if now - self._queue_at < 1.0:
+        if self._clock.monotonic() - self._queue_at < 1.0:
             return
+        async with self._queue_lock:
+            if self._clock.monotonic() - self._queue_at < 1.0:
+                return  # counted while this caller waited
+            await self._count_queue()
+
+    async def _count_queue(self) -> None:
+        now = self._clock.monotonic()
         counts = await self._storage.queue_counts()
         self._queued = dict(counts.queued_by_tenant)
         self._admitted = {}
@@ -240,23 +256,29 @@ class LimitsService:
         }
         if not tokens and not usd:
             return frozenset()
-        if self._clock.monotonic() - self._budget_at >= self._refresh_s:
-            midnight = await self._midnight()
-            blocked: set[str] = set()
-            if tokens:
-                used = await self._storage.usage_tokens_since(since=midnight)
-                blocked.update(t for t, budget in tokens.items() if used.get(t, 0) >= budget)
-            if usd:
-                spent = await self._spend_since(midnight)
-                blocked.update(t for t, budget in usd.items() if spent.get(t, 0) >= budget)
-            if blocked != self._blocked and blocked:
-                log.warning(
-                    "tenants over their daily budget: claims paused",
-                    extra={"count": len(blocked)},
-                )
-            self._blocked = frozenset(blocked)
-            self._budget_at = self._clock.monotonic()
+        if self._clock.monotonic() - self._budget_at < self._refresh_s:
+            return self._blocked
+        async with self._budget_lock:
+            if self._clock.monotonic() - self._budget_at >= self._refresh_s:
+                await self._sum_budgets(tokens, usd)
         return self._blocked
+
+    async def _sum_budgets(self, tokens: dict[str, int], usd: dict[str, Decimal]) -> None:
+        midnight = await self._midnight()
+        blocked: set[str] = set()
+        if tokens:
+            used = await self._storage.usage_tokens_since(since=midnight)
+            blocked.update(t for t, budget in tokens.items() if used.get(t, 0) >= budget)
+        if usd:
+            spent = await self._spend_since(midnight)
+            blocked.update(t for t, budget in usd.items() if spent.get(t, 0) >= budget)
+        if blocked != self._blocked and blocked:
+            log.warning(
+                "tenants over their daily budget: claims paused",
+                extra={"count": len(blocked)},
+            )
+        self._blocked = frozenset(blocked)
+        self._budget_at = self._clock.monotonic()
 
     # -- spend -----------------------------------------------------------------------------
 
