@@ -606,8 +606,9 @@ class RateLimitStore(Protocol):
 
     async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
         """1 + the claimable queued jobs of the job's tenant ahead of it in claim order
-        (priority, run_at, id). An estimate: other tenants' fair shares, caps and limits
-        decide how fast that line moves."""
+        (priority, run_at, id), counting at most ranges.QUEUE_POSITION_COUNTED of them. An
+        estimate: other tenants' fair shares, caps and limits decide how fast that line
+        moves."""
         ...
 
 
