@@ -420,6 +420,11 @@ class OutputStreamStore(Protocol):
         the caller has read the job first."""
         ...
 
+    async def job_output_chars(self, *, job_id: str, generation: int) -> int:
+        """The characters streamed by the job's attempt `generation` (its run_count), summed
+        by the database. No tenant check: the caller has read the job first."""
+        ...
+
 
 class BackgroundStartStore(Protocol):
     """Handing a job to a provider that runs it on its side (background mode, in the worker)."""
