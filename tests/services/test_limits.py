@@ -16,6 +16,7 @@ from jobgate import errors
 from jobgate.config import ModelPrice, ProviderConfig, Settings, TenantLimits
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
+from jobgate.services import limits as limits_module
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import LimitOverrides
 from jobgate.testing import FakeClock
@@ -298,3 +299,19 @@ async def test_a_failed_refresh_is_retried_by_the_next_caller(
     with pytest.raises(errors.StorageError):
         await runtime.limits.admission(owner.id)
     assert (await runtime.limits.admission(owner.id)).full is None
+
+
+async def test_every_tenants_admissions_bring_the_total_bound_near(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Far from a bound a submit skips the exact count; what this process admitted since the
+    last count, for any tenant, counts towards everyone's bound (max_queued_total 50 here)."""
+    monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
+    first = (await runtime.tenants.create("a")).tenant
+    second = (await runtime.tenants.create("b")).tenant
+    assert (await runtime.limits.admission(second.id)).bounds is None
+    runtime.limits.admitted(first.id, 39)
+    assert (await runtime.limits.admission(second.id)).bounds is None  # 11 left: far
+    runtime.limits.admitted(first.id, 1)
+    near = (await runtime.limits.admission(second.id)).bounds
+    assert near is not None and (near.total_max, near.tenant_max) == (50, None)

@@ -94,6 +94,9 @@ class LimitsService:
         self._queue_at = -1e18
         self._queued: dict[str, int] = {}  # at the last count
         self._admitted: dict[str, int] = {}  # by this process since the last count
+        # Their sums, kept: a submit reads them (summing a dict per submit is O(tenants)).
+        self._queued_total = 0
+        self._admitted_total = 0
         self._claims: deque[tuple[float, dict[str, int]]] = deque()
         self._budget_at = -1e18
         self._blocked: frozenset[str] = frozenset()
@@ -163,10 +166,10 @@ class LimitsService:
         if not may_replay:
             if tenant_max is not None and self._queued.get(tenant_id, 0) >= tenant_max:
                 full = self.queue_full(errors.QueueFull("max_queued", 0), tenant_id)
-            elif sum(self._queued.values()) >= total_max:
+            elif self._queued_total >= total_max:
                 full = self.queue_full(errors.QueueFull("max_queued_total", 0), tenant_id)
         queued = self._queued.get(tenant_id, 0) + self._admitted.get(tenant_id, 0)
-        total = sum(self._queued.values()) + sum(self._admitted.values())
+        total = self._queued_total + self._admitted_total
         near_tenant = tenant_max is not None and _near(queued, tenant_max)
         near_total = _near(total, total_max)
         bounds = None
@@ -180,12 +183,13 @@ class LimitsService:
     def admitted(self, tenant_id: str, count: int = 1) -> None:
         """Jobs this process just stored: counted until the next count includes them."""
         self._admitted[tenant_id] = self._admitted.get(tenant_id, 0) + count
+        self._admitted_total += count
 
     def queue_full(self, exc: errors.QueueFull, tenant_id: str) -> errors.QueueFull:
         """The refusal with a Retry-After from the tenant's (or everyone's) drain rate."""
         if exc.limit == "max_queued_total":
             rate = self._drain_rate(None)
-            excess = max(1, sum(self._queued.values()) - self._settings.max_queued_total + 1)
+            excess = max(1, self._queued_total - self._settings.max_queued_total + 1)
         else:
             rate = self._drain_rate(tenant_id)
             limit = self._by_tenant.get(tenant_id, self._settings.tenant_defaults).max_queued
@@ -204,7 +208,8 @@ class LimitsService:
         now = self._clock.monotonic()
         counts = await self._storage.queue_counts()
         self._queued = dict(counts.queued_by_tenant)
-        self._admitted = {}
+        self._queued_total = sum(self._queued.values())
+        self._admitted, self._admitted_total = {}, 0
         self._claims.append((now, dict(counts.claimed_by_tenant)))
         while len(self._claims) > 2 and now - self._claims[1][0] >= 30:
             self._claims.popleft()
