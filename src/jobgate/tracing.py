@@ -8,6 +8,7 @@ usual way (opentelemetry-instrument, or an SDK TracerProvider set up by the host
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,12 +23,25 @@ class _NoSpan:
         return None
 
 
+# Whether "no provider is set" can be read from the API's global (a dictionary lookup)
+# rather than from `get_tracer_provider()`, which looks for OTEL_PYTHON_TRACER_PROVIDER in
+# os.environ on every call while none is set (~1.7 us, 1.3 % of the API's CPU on submits).
+# A provider named by that variable is loaded by the first public call, so then it is used.
+_READS_GLOBAL = (
+    _trace is not None
+    and "_TRACER_PROVIDER" in vars(_trace)
+    and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+)
+
+
 def recording() -> bool:
     """Whether spans are recorded: a tracer provider is set (by the host program or
     opentelemetry-instrument). Asked per use, so a provider set later is used from then on."""
-    return _trace is not None and not isinstance(
-        _trace.get_tracer_provider(), _trace.ProxyTracerProvider
-    )
+    if _trace is None:
+        return False
+    if _READS_GLOBAL and vars(_trace)["_TRACER_PROVIDER"] is None:
+        return False  # none set: the proxy provider's spans would not record
+    return not isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
 
 
 @contextlib.contextmanager

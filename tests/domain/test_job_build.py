@@ -86,6 +86,6 @@ def test_queued_is_the_job_init_would_make() -> None:
 
 def test_the_builder_sets_every_field_in_order() -> None:
     names = [field.name for field in dataclasses.fields(Job)]
-    built = job_module._new_job(*names)  # each field holds its own name
+    built = job_module.job_of_fields(*names)  # each field holds its own name
     assert [getattr(built, name) for name in names] == names
     assert built == Job(**{name: name for name in names})  # type: ignore[arg-type]

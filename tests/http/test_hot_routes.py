@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from jobgate.http.app import create_app
+from jobgate.http.front import HotFront
 from jobgate.process.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
 
@@ -165,26 +166,55 @@ async def script(runtime: Runtime, http: httpx.AsyncClient, side: str) -> list[d
     return answers
 
 
+class OuterLayersSpy:
+    """FastAPI's built middleware stack (server errors, telemetry, its body limit, then
+    jobgate's), recording the requests that entered it from the top."""
+
+    def __init__(self, stack: Any) -> None:
+        self.app = stack  # the name each layer gives the next (HotFront walks them)
+        self.paths: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.paths.append(f"{scope['method']} {scope['path']}")
+        await self.app(scope, receive, send)
+
+
 @pytest.mark.asyncio
 async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None:
+    """Three sides: FastAPI's routes, the hot path inside FastAPI's stack, and the hot path
+    behind http.front.HotFront (what the server runs), which skips FastAPI's outer layers."""
     answers: dict[str, list[dict[str, Any]]] = {}
     reached: dict[str, list[str]] = {}
-    for side, hot in (("plain", False), ("hot", True)):
+    entered: dict[str, list[str]] = {}
+    for side, hot in (("plain", False), ("hot", True), ("front", True)):
         app = create_app(runtime.app_context(), hot_routes=hot)
         spy = RouterSpy(app.router)
         app.router = spy  # type: ignore[assignment]
-        transport = httpx.ASGITransport(app=app)
+        outer = OuterLayersSpy(app.build_middleware_stack())
+        app.middleware_stack = outer  # type: ignore[assignment]
+        served: Any = HotFront(app) if side == "front" else app
+        transport = httpx.ASGITransport(app=served)
         async with httpx.AsyncClient(transport=transport, base_url="http://jobgate.test") as http:
             answers[side] = await script(runtime, http, side)
         reached[side] = spy.paths
-    pairs = zip(answers["plain"], answers["hot"], strict=True)
-    for index, (plain_answer, hot_answer) in enumerate(pairs):
-        assert hot_answer == plain_answer, f"request #{index} differs"
-    # The ordinary requests never reached FastAPI on the hot side; the unusual ones did.
-    hot_reached = reached["hot"]
-    assert len(hot_reached) < len(reached["plain"]) // 2, hot_reached
-    assert "GET /v1/jobs/bad!id" in hot_reached
-    assert hot_reached.count("POST /v1/jobs") == 11, hot_reached
+        entered[side] = outer.paths
+    for side in ("hot", "front"):
+        pairs = zip(answers["plain"], answers[side], strict=True)
+        for index, (plain_answer, hot_answer) in enumerate(pairs):
+            assert hot_answer == plain_answer, f"{side}: request #{index} differs"
+    # The ordinary requests never reached FastAPI on the hot sides; the unusual ones did.
+    for side in ("hot", "front"):
+        hot_reached = reached[side]
+        assert len(hot_reached) < len(reached["plain"]) // 2, hot_reached
+        assert "GET /v1/jobs/bad!id" in hot_reached
+        assert hot_reached.count("POST /v1/jobs") == 11, hot_reached
+    # Behind the front, the two routes' requests never entered FastAPI's outer layers (the
+    # others, e.g. a cancel, did); without it every request did.
+    assert len(entered["hot"]) > len(answers["hot"]) // 2 > len(entered["front"])
+    hot_shaped = re.compile(r"POST /v1/jobs|GET /v1/jobs/[^/]+")
+    assert not [path for path in entered["front"] if hot_shaped.fullmatch(path)]
+    assert any(path.endswith("/cancel") for path in entered["front"])
 
 
 @pytest.mark.asyncio

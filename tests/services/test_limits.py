@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -12,6 +16,7 @@ from jobgate import errors
 from jobgate.config import ModelPrice, ProviderConfig, Settings, TenantLimits
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
+from jobgate.services import limits as limits_module
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import LimitOverrides
 from jobgate.testing import FakeClock
@@ -236,3 +241,77 @@ async def test_a_batched_submit_is_all_or_nothing_against_the_queue_bound(
             tenant_id=owner.id, specs=[chat("e"), SubmitSpec(endpoint=CHAT, body={})]
         )
     assert await queued(runtime.storage, owner.id) == 2
+
+
+async def _until_stuck(tasks: list[asyncio.Task[Any]]) -> None:
+    """Let every task run as far as it can (no timing: a bounded number of loop turns)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not any(task.done() for task in tasks)
+
+
+async def test_concurrent_submits_share_one_refresh_of_each_cache(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At thousands of submits a second, every request in flight when a cache expires found
+    it stale: each sent its own count of the whole queue (and read every tenant's limits).
+    Now the first refreshes and the others wait for it."""
+    owner = (await runtime.tenants.create("toml")).tenant
+    storage = runtime.storage
+    calls: collections.Counter[str] = collections.Counter()
+    release = asyncio.Event()
+
+    def gated(name: str) -> Callable[[], Awaitable[Any]]:
+        real = getattr(storage, name)
+
+        async def call() -> Any:
+            calls[name] += 1
+            await release.wait()
+            return await real()
+
+        return call
+
+    for name in ("queue_counts", "tenant_list"):
+        monkeypatch.setattr(storage, name, gated(name))
+    runtime.limits.invalidate()
+    admissions = [asyncio.create_task(runtime.limits.admission(owner.id)) for _ in range(20)]
+    await _until_stuck(admissions)
+    release.set()
+    decided = await asyncio.gather(*admissions)
+    assert calls == {"tenant_list": 1, "queue_counts": 1}
+    assert {admission.limits.max_queued for admission in decided} == {3}
+
+
+async def test_a_failed_refresh_is_retried_by_the_next_caller(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = (await runtime.tenants.create("toml")).tenant
+    real = runtime.storage.queue_counts
+    failures = [errors.StorageError("down")]
+
+    async def flaky() -> Any:
+        if failures:
+            raise failures.pop()
+        return await real()
+
+    monkeypatch.setattr(runtime.storage, "queue_counts", flaky)
+    runtime.limits.invalidate()
+    with pytest.raises(errors.StorageError):
+        await runtime.limits.admission(owner.id)
+    assert (await runtime.limits.admission(owner.id)).full is None
+
+
+async def test_every_tenants_admissions_bring_the_total_bound_near(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Far from a bound a submit skips the exact count; what this process admitted since the
+    last count, for any tenant, counts towards everyone's bound (max_queued_total 50 here)."""
+    monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
+    first = (await runtime.tenants.create("a")).tenant
+    second = (await runtime.tenants.create("b")).tenant
+    assert (await runtime.limits.admission(second.id)).bounds is None
+    runtime.limits.admitted(first.id, 39)
+    assert (await runtime.limits.admission(second.id)).bounds is None  # 11 left: far
+    runtime.limits.admitted(first.id, 1)
+    near = (await runtime.limits.admission(second.id)).bounds
+    assert near is not None and (near.total_max, near.tenant_max) == (50, None)

@@ -5,7 +5,9 @@ succeeds closes it for all."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -140,3 +142,30 @@ async def test_a_failed_write_is_kept_for_the_next_claim(
     up = breaker_sync.BreakerSync(storage=storage, gates=gates, clock=clock, owner="w")
     await up.sync()
     assert gates.breaker_changes == [] and set(await storage.breaker_states()) == {"sim"}
+
+
+async def test_callers_finding_the_breakers_stale_together_share_one_read(
+    storage: Storage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API reads the shared breakers for every submit to a model route once they are a
+    second old: the submits in flight at that moment wait for one read, not one each."""
+    sync = breaker_sync.BreakerSync(
+        storage=storage, gates=registry(clock).gates, clock=clock, owner="api", writes=False
+    )
+    real, release, reads = storage.breaker_states, asyncio.Event(), []
+
+    async def gated() -> Any:
+        reads.append(1)
+        await release.wait()
+        return await real()
+
+    monkeypatch.setattr(storage, "breaker_states", gated)
+    syncs = [asyncio.create_task(sync.sync()) for _ in range(20)]
+    for _ in range(50):  # every task as far as it can go (loop turns, not time)
+        await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(*syncs)
+    assert len(reads) == 1
+    clock.advance(breaker_sync.READ_EVERY_S)
+    await sync.sync()
+    assert len(reads) == 2

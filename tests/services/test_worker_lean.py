@@ -15,7 +15,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult
-from jobgate.services import finish_summary
+from jobgate.services import finish_summary, submit_summary
 from jobgate.services import worker as worker_module
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import Finished
@@ -167,3 +167,27 @@ async def test_transitions_are_debug_lines_and_an_info_summary(
     assert summary.levelno == logging.INFO
     assert summary.__dict__["by_state"] == {"succeeded": 2}
     assert not [r for r in caplog.records if r.getMessage() == "job transition"]
+
+
+async def test_single_submits_are_debug_lines_and_an_info_summary(
+    runtime: Runtime, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    owner = (await runtime.tenants.create("acme")).tenant
+    with caplog.at_level(logging.INFO, logger=submit_summary.log.name):
+        await _submit(runtime, owner.id)
+        await _submit(runtime, owner.id)
+        assert not [r for r in caplog.records if r.name == submit_summary.log.name]
+        clock.advance(submit_summary.SUMMARY_INTERVAL_S + 1)
+        await _submit(runtime, owner.id)
+    lines = [r for r in caplog.records if r.name == submit_summary.log.name]
+    assert [(r.getMessage(), r.levelno, r.__dict__["count"]) for r in lines] == [
+        ("jobs submitted", logging.INFO, 3)
+    ]
+    with caplog.at_level(logging.DEBUG, logger=submit_summary.log.name):
+        job_id = await _submit(runtime, owner.id)
+    [line] = [r for r in caplog.records if r.getMessage() == "job transition"]
+    assert (line.levelno, line.__dict__["job_id"], line.__dict__["to_state"]) == (
+        logging.DEBUG,
+        job_id,
+        "queued",
+    )

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from jobgate.domain import costs
-from jobgate.domain.job import JobEvent
+from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
 from jobgate.storage import records, rows
@@ -94,3 +94,46 @@ def test_states_dates_and_empty_sums() -> None:
         "cache_write_tokens": 0,
     }
     assert DECODER.record(records.UsageDay, {**day, **counts}).day == date(2026, 1, 2)
+
+
+def test_a_decoded_job_is_the_job_init_would_make() -> None:
+    """RowDecoder.job builds its Job with domain.job.job_of_fields, not Job's __init__: the
+    answer must equal, and refuse assignment as, the Job that Job(...) would make."""
+    stored = {field.name: None for field in dataclasses.fields(Job)}
+    stored.update(
+        id="job_1",
+        tenant_id="ten_1",
+        state="running",
+        api="jobs",
+        provider="sim",
+        endpoint="/v1/chat/completions",
+        model="sim-echo",
+        request='{"model": "sim-echo"}',
+        metadata='{"n": 1}',
+        priority=5,
+        attempt=1,
+        max_attempts=3,
+        run_count=1,
+        lost_count=0,
+        run_at=1.0,
+        created_at=1.0,
+        updated_at=2.5,
+        started_at=2.5,
+        lease_owner="w",
+        lease_token="t",
+        lease_expires_at=62.5,
+        dead_lettered=0,
+        event_seq=2,
+        provider_generation=0,
+        execution_timeout_s=1e400,
+        progress=0.5,
+    )
+    decoded = DECODER.job(stored)
+    expected = Job(
+        **{field.name: getattr(decoded, field.name) for field in dataclasses.fields(Job)}
+    )
+    assert decoded == expected
+    assert decoded.state is JobState.RUNNING and decoded.damaged == ("execution_timeout_s",)
+    assert decoded.request == {"model": "sim-echo"} and decoded.progress == 0.5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decoded.state = JobState.QUEUED  # type: ignore[misc]

@@ -95,6 +95,13 @@ async def test_a_reclaimed_attempt_writes_a_new_generation(
         (1, first.run_count, "first try"),
         (2, second.run_count, "again"),
     ]
+    await storage.job_output_append(lease=_lease(second), text=", wörld ✓", now=clock.now())
+    # What a status read shows as progress: the current attempt's characters, summed by SQL.
+    chars = storage.job_output_chars
+    assert await chars(job_id=first.id, generation=first.run_count) == len("first try")
+    assert await chars(job_id=first.id, generation=second.run_count) == len("again, wörld ✓")
+    assert await chars(job_id=first.id, generation=second.run_count + 1) == 0
+    assert await chars(job_id="job_missing", generation=1) == 0
 
 
 async def test_an_append_wakes_the_stream_readers(storage: Storage, clock: FakeClock) -> None:

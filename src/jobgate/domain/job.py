@@ -114,7 +114,9 @@ def _positional_builder() -> Callable[..., Job]:
     return build
 
 
-_new_job = _positional_builder()
+# Job(*values), one value per field in order, built without Job's __init__ (see above): how
+# the hot paths build jobs (NewJob.queued, storage.rows.RowDecoder.job).
+job_of_fields = _positional_builder()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -152,7 +154,7 @@ class NewJob:
         """This job as its insert at `created_at` stored it (queued, its first event written,
         never run), given the times the database computed: what `job_get` then reads, built
         without reading the row back. The JSON values are this job's own objects."""
-        return _new_job(  # every field of Job, in its order (tests/domain/test_job_build.py)
+        return job_of_fields(  # every field of Job, in its order (tests/domain/test_job_build.py)
             self.id,
             self.tenant_id,
             JobState.QUEUED,

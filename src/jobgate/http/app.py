@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp
 
 import jobgate
 from jobgate import errors
@@ -30,6 +31,7 @@ from jobgate.http import (
 from jobgate.http.access_log import AccessLogMiddleware
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
+from jobgate.http.front import HotFront
 from jobgate.http.hot_routes import HotRoutesMiddleware
 from jobgate.http.request_id import RequestIdMiddleware
 
@@ -82,3 +84,9 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
     )  # outermost of ours: every answer carries the id
     openapi_doc.install(app)
     return app
+
+
+def serve_app(ctx: AppContext) -> ASGIApp:
+    """What the server runs: the API behind http.front (the hot routes past FastAPI's outer
+    layers)."""
+    return HotFront(create_app(ctx))

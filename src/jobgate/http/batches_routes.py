@@ -33,7 +33,9 @@ class CreateBatchRequest(pydantic.BaseModel):
 
 
 def batches(ctx: AppContext) -> BatchService:
-    return BatchService(storage=ctx.storage, settings=ctx.settings, ids=ctx.jobs.ids)
+    return BatchService(
+        storage=ctx.storage, settings=ctx.settings, ids=ctx.jobs.ids, counts=ctx.batch_counts
+    )
 
 
 def _json(body: Any) -> Response:

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from jobgate import errors
 from jobgate.config import Settings
+from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.dashboard_views import DashboardViews
 from jobgate.services.jobs import JobService
 from jobgate.services.operators import OperatorService
@@ -26,6 +27,7 @@ class AppContext:
     tenants: TenantService
     webhooks: WebhookService
     operators: OperatorService
+    batch_counts: RecentBatchCounts  # live batches' request counts, shared by the reads
 
     @property
     def dashboard(self) -> DashboardViews:

@@ -182,7 +182,8 @@ class JobOut(pydantic.BaseModel):
     queue_position: int | None = pydantic.Field(
         default=None,
         description="GET of a queued job: 1 + the tenant's claimable jobs ahead of it in claim "
-        "order (an estimate: fair share across tenants decides how fast the line moves)",
+        "order, counted up to 1,000 (a job farther back reads 1001; an estimate: fair share "
+        "across tenants decides how fast the line moves)",
     )
     output_tokens: int | None = pydantic.Field(
         default=None,

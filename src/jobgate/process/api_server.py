@@ -9,7 +9,7 @@ import uvicorn
 
 from jobgate.config import Settings
 from jobgate.http import edge_limits
-from jobgate.http.app import create_app
+from jobgate.http.app import serve_app
 from jobgate.http.context import AppContext
 
 
@@ -29,7 +29,7 @@ class ApiServer:
         self, context: AppContext, settings: Settings, *, sock: socket.socket | None = None
     ) -> None:
         config = uvicorn.Config(
-            create_app(context),
+            serve_app(context),
             host=settings.host,
             port=settings.port,
             log_config=None,

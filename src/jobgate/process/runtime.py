@@ -15,6 +15,7 @@ from jobgate.ids import IdGenerator, RandomIds
 from jobgate.process import roles as process_roles
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import config_reload
+from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
@@ -106,6 +107,7 @@ class Runtime:
             tenants=self.tenants,
             webhooks=self.webhooks,
             operators=self.operators,
+            batch_counts=RecentBatchCounts(storage=self.storage),
         )
 
     def worker(

@@ -12,6 +12,7 @@ from jobgate.config import Settings
 from jobgate.domain import batches
 from jobgate.domain.batches import BatchStatus
 from jobgate.ids import IdGenerator
+from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.storage import protocol
 from jobgate.storage.records import BatchRecord
 
@@ -24,11 +25,17 @@ MAX_METADATA_VALUE = 512
 
 class BatchService:
     def __init__(
-        self, *, storage: protocol.BatchFilesStorage, settings: Settings, ids: IdGenerator
+        self,
+        *,
+        storage: protocol.BatchFilesStorage,
+        settings: Settings,
+        ids: IdGenerator,
+        counts: RecentBatchCounts | None = None,
     ) -> None:
         self.storage = storage
         self.settings = settings
         self.ids = ids
+        self.counts = counts  # shared by the API's reads (None: count on every view)
 
     async def create(
         self,
@@ -113,7 +120,10 @@ class BatchService:
         if batch.completed_count is not None and batch.failed_count is not None:
             completed, failed = batch.completed_count, batch.failed_count
         else:
-            counts = await self.storage.batch_counts(batch_id=batch.id)
+            if self.counts is None:
+                counts = await self.storage.batch_counts(batch_id=batch.id)
+            else:
+                counts = await self.counts.of(batch.id)
             completed, failed = counts.completed, counts.failed
         return {
             "id": batch.id,

@@ -5,6 +5,7 @@ alone by every process within about a second (providers.gates has the breaker it
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from jobgate.clock import Clock
@@ -35,6 +36,10 @@ class BreakerSync:
         self._owner = owner
         self._writes = writes
         self._read_at: float | None = None
+        self._reading = asyncio.Lock()
+
+    def _stale(self) -> bool:
+        return self._read_at is None or self._clock.monotonic() - self._read_at >= READ_EVERY_S
 
     async def sync(self) -> None:
         """Write this process's breaker changes, then read everyone's (cached). A database
@@ -42,10 +47,12 @@ class BreakerSync:
         try:
             if self._writes:
                 await self._write()
-            now = self._clock.monotonic()
-            if self._read_at is None or now - self._read_at >= READ_EVERY_S:
-                self._gates.apply_shared(await self._storage.breaker_states())
-                self._read_at = now
+            if self._stale():
+                async with self._reading:  # callers finding it stale together share one read
+                    if self._stale():
+                        now = self._clock.monotonic()
+                        self._gates.apply_shared(await self._storage.breaker_states())
+                        self._read_at = now
         except Exception:  # the claim goes on without the shared state
             log.warning("shared breaker state not synced", exc_info=True)
 

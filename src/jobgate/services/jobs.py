@@ -22,6 +22,7 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.submit_batcher import SubmitBatcher
+from jobgate.services.submit_summary import SubmitSummary
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BulkItem, IdempotencyClaim, QueueLimit, SubmitOutcome
@@ -75,6 +76,7 @@ class JobService:
         self.clock = clock
         self.ids = ids
         self.batcher = SubmitBatcher(storage=storage, clock=clock)  # group commit of submits
+        self.submits = SubmitSummary(clock=clock)  # the log of single submits
         self.webhook_guard = UrlGuard.from_settings(settings)  # the SSRF guard for webhook.url
         # A model route's first target skips providers whose breaker any worker opened.
         self.breakers = BreakerSync(
@@ -129,16 +131,11 @@ class JobService:
             submit_span.set_attribute("jobgate.replayed", outcome.replayed)
         if not outcome.replayed:
             self.limits.admitted(tenant_id)
-            log.info(
-                "job transition",
-                extra={
-                    "job_id": new_job.id,
-                    "tenant_id": tenant_id,
-                    "to_state": "queued",
-                    "provider": new_job.provider,
-                    "endpoint": new_job.endpoint,
-                    "actor": "api",
-                },
+            self.submits.submitted(
+                job_id=new_job.id,
+                tenant_id=tenant_id,
+                provider=new_job.provider,
+                endpoint=new_job.endpoint,
             )
         return outcome
 

@@ -6,6 +6,7 @@ or USD priced from the usage ledger) pause a tenant's claims until the next UTC 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections import deque
@@ -93,24 +94,36 @@ class LimitsService:
         self._queue_at = -1e18
         self._queued: dict[str, int] = {}  # at the last count
         self._admitted: dict[str, int] = {}  # by this process since the last count
+        # Their sums, kept: a submit reads them (summing a dict per submit is O(tenants)).
+        self._queued_total = 0
+        self._admitted_total = 0
         self._claims: deque[tuple[float, dict[str, int]]] = deque()
         self._budget_at = -1e18
         self._blocked: frozenset[str] = frozenset()
         self._prices = settings.prices()
         self._unpriced_logged: set[tuple[str, str | None]] = set()
+        # One refresh of each cache at a time: the submits that find it stale while a refresh
+        # runs wait for that one instead of each sending its own (at 3,000 submits/s a second's
+        # expiry sent one count of the whole queue per concurrent request).
+        self._limits_lock = asyncio.Lock()
+        self._queue_lock = asyncio.Lock()
+        self._budget_lock = asyncio.Lock()
 
     # -- effective limits ------------------------------------------------------------------
 
     async def _refresh_limits(self) -> None:
         if self._clock.monotonic() - self._limits_at < self._refresh_s:
             return
-        overrides = await self._storage.tenant_limits_all()
-        tenants = await self._storage.tenant_list()
-        self._by_tenant = {
-            t.id: apply_overrides(self._settings.limits_for(t.name), overrides.get(t.id))
-            for t in tenants
-        }
-        self._limits_at = self._clock.monotonic()
+        async with self._limits_lock:
+            if self._clock.monotonic() - self._limits_at < self._refresh_s:
+                return  # refreshed while this caller waited
+            overrides = await self._storage.tenant_limits_all()
+            tenants = await self._storage.tenant_list()
+            self._by_tenant = {
+                t.id: apply_overrides(self._settings.limits_for(t.name), overrides.get(t.id))
+                for t in tenants
+            }
+            self._limits_at = self._clock.monotonic()
 
     def reconfigure(self, settings: Settings) -> None:
         """Tenant limits and prices from a reloaded configuration, from the next claim on."""
@@ -153,10 +166,10 @@ class LimitsService:
         if not may_replay:
             if tenant_max is not None and self._queued.get(tenant_id, 0) >= tenant_max:
                 full = self.queue_full(errors.QueueFull("max_queued", 0), tenant_id)
-            elif sum(self._queued.values()) >= total_max:
+            elif self._queued_total >= total_max:
                 full = self.queue_full(errors.QueueFull("max_queued_total", 0), tenant_id)
         queued = self._queued.get(tenant_id, 0) + self._admitted.get(tenant_id, 0)
-        total = sum(self._queued.values()) + sum(self._admitted.values())
+        total = self._queued_total + self._admitted_total
         near_tenant = tenant_max is not None and _near(queued, tenant_max)
         near_total = _near(total, total_max)
         bounds = None
@@ -170,12 +183,13 @@ class LimitsService:
     def admitted(self, tenant_id: str, count: int = 1) -> None:
         """Jobs this process just stored: counted until the next count includes them."""
         self._admitted[tenant_id] = self._admitted.get(tenant_id, 0) + count
+        self._admitted_total += count
 
     def queue_full(self, exc: errors.QueueFull, tenant_id: str) -> errors.QueueFull:
         """The refusal with a Retry-After from the tenant's (or everyone's) drain rate."""
         if exc.limit == "max_queued_total":
             rate = self._drain_rate(None)
-            excess = max(1, sum(self._queued.values()) - self._settings.max_queued_total + 1)
+            excess = max(1, self._queued_total - self._settings.max_queued_total + 1)
         else:
             rate = self._drain_rate(tenant_id)
             limit = self._by_tenant.get(tenant_id, self._settings.tenant_defaults).max_queued
@@ -183,12 +197,19 @@ class LimitsService:
         return errors.QueueFull(exc.limit, rules.retry_after_s(excess=excess, drain_per_s=rate))
 
     async def _refresh_queue(self) -> None:
-        now = self._clock.monotonic()
-        if now - self._queue_at < 1.0:
+        if self._clock.monotonic() - self._queue_at < 1.0:
             return
+        async with self._queue_lock:
+            if self._clock.monotonic() - self._queue_at < 1.0:
+                return  # counted while this caller waited
+            await self._count_queue()
+
+    async def _count_queue(self) -> None:
+        now = self._clock.monotonic()
         counts = await self._storage.queue_counts()
         self._queued = dict(counts.queued_by_tenant)
-        self._admitted = {}
+        self._queued_total = sum(self._queued.values())
+        self._admitted, self._admitted_total = {}, 0
         self._claims.append((now, dict(counts.claimed_by_tenant)))
         while len(self._claims) > 2 and now - self._claims[1][0] >= 30:
             self._claims.popleft()
@@ -240,23 +261,29 @@ class LimitsService:
         }
         if not tokens and not usd:
             return frozenset()
-        if self._clock.monotonic() - self._budget_at >= self._refresh_s:
-            midnight = await self._midnight()
-            blocked: set[str] = set()
-            if tokens:
-                used = await self._storage.usage_tokens_since(since=midnight)
-                blocked.update(t for t, budget in tokens.items() if used.get(t, 0) >= budget)
-            if usd:
-                spent = await self._spend_since(midnight)
-                blocked.update(t for t, budget in usd.items() if spent.get(t, 0) >= budget)
-            if blocked != self._blocked and blocked:
-                log.warning(
-                    "tenants over their daily budget: claims paused",
-                    extra={"count": len(blocked)},
-                )
-            self._blocked = frozenset(blocked)
-            self._budget_at = self._clock.monotonic()
+        if self._clock.monotonic() - self._budget_at < self._refresh_s:
+            return self._blocked
+        async with self._budget_lock:
+            if self._clock.monotonic() - self._budget_at >= self._refresh_s:
+                await self._sum_budgets(tokens, usd)
         return self._blocked
+
+    async def _sum_budgets(self, tokens: dict[str, int], usd: dict[str, Decimal]) -> None:
+        midnight = await self._midnight()
+        blocked: set[str] = set()
+        if tokens:
+            used = await self._storage.usage_tokens_since(since=midnight)
+            blocked.update(t for t, budget in tokens.items() if used.get(t, 0) >= budget)
+        if usd:
+            spent = await self._spend_since(midnight)
+            blocked.update(t for t, budget in usd.items() if spent.get(t, 0) >= budget)
+        if blocked != self._blocked and blocked:
+            log.warning(
+                "tenants over their daily budget: claims paused",
+                extra={"count": len(blocked)},
+            )
+        self._blocked = frozenset(blocked)
+        self._budget_at = self._clock.monotonic()
 
     # -- spend -----------------------------------------------------------------------------
 

@@ -12,8 +12,6 @@ from jobgate.domain.states import JobState
 from jobgate.services.output_stream import wants_stream
 from jobgate.storage.protocol import OutputStreamStore
 
-PAGE = 1000
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Streamed:
@@ -25,13 +23,7 @@ async def streamed_so_far(storage: OutputStreamStore, job: Job) -> Streamed | No
     """The running streaming job's output so far; None for any other job."""
     if job.state is not JobState.RUNNING or not wants_stream(job):
         return None
-    chars, after = 0, 0
-    while True:
-        chunks = await storage.job_output_read(job_id=job.id, after_seq=after, limit=PAGE)
-        # Only the current attempt's output: a new attempt starts over (output.reset).
-        chars += sum(len(c.text) for c in chunks if c.generation == job.run_count)
-        if len(chunks) < PAGE:
-            break
-        after = chunks[-1].seq
+    # Only the current attempt's output: a new attempt starts over (output.reset).
+    chars = await storage.job_output_chars(job_id=job.id, generation=job.run_count)
     tokens, fraction = progress.streamed(chars, progress.output_cap(job.request))
     return Streamed(tokens, fraction)

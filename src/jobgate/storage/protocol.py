@@ -420,6 +420,11 @@ class OutputStreamStore(Protocol):
         the caller has read the job first."""
         ...
 
+    async def job_output_chars(self, *, job_id: str, generation: int) -> int:
+        """The characters streamed by the job's attempt `generation` (its run_count), summed
+        by the database. No tenant check: the caller has read the job first."""
+        ...
+
 
 class BackgroundStartStore(Protocol):
     """Handing a job to a provider that runs it on its side (background mode, in the worker)."""
@@ -606,8 +611,9 @@ class RateLimitStore(Protocol):
 
     async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
         """1 + the claimable queued jobs of the job's tenant ahead of it in claim order
-        (priority, run_at, id). An estimate: other tenants' fair shares, caps and limits
-        decide how fast that line moves."""
+        (priority, run_at, id), counting at most ranges.QUEUE_POSITION_COUNTED of them. An
+        estimate: other tenants' fair shares, caps and limits decide how fast that line
+        moves."""
         ...
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from jobgate.domain.job import Job
+from jobgate.domain.job import Job, job_of_fields
 from jobgate.domain.states import JobState
 from jobgate.storage.records import (
     ENDPOINT_ACTIVE,
@@ -172,7 +172,7 @@ class RowDecoder:
         r = _Reading(row, self)
         values = [row[name] if read is None else read(r, name) for name, read in _job_plan()]
         values[_DAMAGED] = tuple(r.damaged)  # last: every column has been read
-        return Job(*values)
+        return job_of_fields(*values)
 
     def record(self, record: type[R], row: RowLike, /) -> R:
         """A `record` (a dataclass) whose fields are read from the row's columns of the same

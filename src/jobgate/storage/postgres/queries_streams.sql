@@ -23,3 +23,10 @@ SELECT job_id, seq, generation, text, created_at
  WHERE job_id = :job_id AND seq > :after_seq
  ORDER BY seq
  LIMIT :limit
+
+-- name: job_output_chars
+-- How many characters one attempt (generation) of a job has streamed: summed here, not read
+-- out chunk by chunk (every status read of a running streaming job asks).
+SELECT coalesce(sum(length(text)), 0)::bigint AS chars
+  FROM job_output_chunks
+ WHERE job_id = :job_id AND generation = :generation

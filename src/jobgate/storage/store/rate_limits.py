@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from jobgate.domain import ranges
 from jobgate.domain import rate_limits as rules
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket, BucketState
@@ -146,6 +147,7 @@ class RateLimitQueries(SqlPart):
             run_at=codec.time(job.run_at),
             id=job.id,
             now=codec.now(now),
+            counted=ranges.QUEUE_POSITION_COUNTED,
         )
         assert row is not None  # a count answers one row
         return int(row["position"])

@@ -36,3 +36,8 @@ class StreamQueries(SqlPart):
             "job_output_read", job_id=job_id, after_seq=after_seq, limit=limit
         )
         return [self._decode.record(OutputChunk, row) for row in rows]
+
+    async def job_output_chars(self, *, job_id: str, generation: int) -> int:
+        row = await self._sql.read_one("job_output_chars", job_id=job_id, generation=generation)
+        assert row is not None  # a sum answers one row
+        return int(row["chars"])
