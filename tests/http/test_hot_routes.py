@@ -192,7 +192,7 @@ async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None
         spy = RouterSpy(app.router)
         app.router = spy  # type: ignore[assignment]
         outer = OuterLayersSpy(app.build_middleware_stack())
-        app.middleware_stack = outer  # type: ignore[assignment]
+        app.middleware_stack = outer
         served: Any = HotFront(app) if side == "front" else app
         transport = httpx.ASGITransport(app=served)
         async with httpx.AsyncClient(transport=transport, base_url="http://jobgate.test") as http:

@@ -217,6 +217,9 @@ class FakeLog:
     ) -> list[OutputChunk]:
         return [c for c in self.chunks if c.seq > after_seq][:limit]
 
+    async def job_output_chars(self, *, job_id: str, generation: int) -> int:
+        return sum(len(c.text) for c in self.chunks if c.generation == generation)
+
 
 def _batcher(log: FakeLog, **options: float) -> OutputBatcher:
     return OutputBatcher(

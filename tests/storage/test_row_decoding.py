@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, date, datetime
+from typing import Any
 
 import orjson
 import pytest
@@ -99,7 +100,7 @@ def test_states_dates_and_empty_sums() -> None:
 def test_a_decoded_job_is_the_job_init_would_make() -> None:
     """RowDecoder.job builds its Job with domain.job.job_of_fields, not Job's __init__: the
     answer must equal, and refuse assignment as, the Job that Job(...) would make."""
-    stored = {field.name: None for field in dataclasses.fields(Job)}
+    stored: dict[str, Any] = {field.name: None for field in dataclasses.fields(Job)}
     stored.update(
         id="job_1",
         tenant_id="ten_1",
