@@ -316,11 +316,24 @@ WITH RECURSIVE clock AS (
      -- An array probe of the primary key: a join with `next` lets the planner, which cannot
      -- see how few rows `next` holds, hash-join against a sequential scan of every job.
      WHERE j.id = ANY (ARRAY(SELECT id FROM next))
-    RETURNING j.*
+    RETURNING {{job_columns}}
 ), counted AS (
     {{claim_counted}}
 )
 SELECT * FROM claimed
+
+-- fragment: job_columns
+-- The columns a Job is decoded from (domain.job.Job's fields but `damaged`), for the
+-- statements a worker runs per job: `j.*` also sends the nine columns no Job holds
+-- (transition_*, reconcile_*, series, ...), each encoded here and decoded by the worker.
+j.id, j.tenant_id, j.state, j.api, j.provider, j.endpoint, j.model, j.request, j.metadata,
+j.webhook, j.result, j.error, j.usage, j.priority, j.attempt, j.max_attempts, j.run_count,
+j.lost_count, j.run_at, j.created_at, j.updated_at, j.started_at, j.completed_at,
+j.cancel_requested_at, j.expires_at, j.execution_timeout_s, j.deadline_at, j.lease_owner,
+j.lease_token, j.lease_expires_at, j.phase, j.provider_job_id, j.creation_outcome,
+j.cancel_outcome, j.reconcile_at, j.dead_lettered, j.purged_at, j.event_seq,
+j.provider_generation, j.concurrency_key, j.model_route, j.reconciled_at, j.progress,
+j.provider_request_id
 
 -- name: job_heartbeat
 -- Extend the leases still held (a JSON array of {id, token}); answers whether a cancel was
