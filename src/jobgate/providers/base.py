@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
+from jobgate.domain import job
+
 JSONObject = dict[str, Any]
 
 
+@job.fast_init  # built once per call by the worker
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProviderCall:
     """One attempt at one job, as the worker hands it to an adapter."""
@@ -24,6 +27,7 @@ class ProviderCall:
     idempotency_key: str
 
 
+@job.fast_init  # built once per call by the worker
 @dataclasses.dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int = 0  # every input token, prompt-cache reads and writes included
@@ -86,6 +90,7 @@ def openai_usage(raw: object) -> Usage:
     )
 
 
+@job.fast_init  # built once per call by the worker
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProviderResult:
     body: JSONObject  # the provider's response body, stored as the job's result
