@@ -349,6 +349,8 @@ class Worker:
         ready: list[tuple[InFlight, _CallNow]] = []
         each: list[Job] = []
         limited = self._rate_limits.limited
+        # A batch's jobs mostly share one provider and endpoint: look their call_now up once.
+        found: dict[tuple[str, str, str], _CallNow | None] = {}
         for job in jobs:
             entry = self._inflight[job.id]
             call_now = None
@@ -360,7 +362,11 @@ class Worker:
                 and job.provider not in limited
                 and not output_stream.wants_stream(job)
             ):
-                call_now = self._call_now(job)
+                key = (job.provider, job.api, job.endpoint)
+                if key in found:
+                    call_now = found[key]
+                else:
+                    call_now = found[key] = self._call_now(job)
             if call_now is None:
                 each.append(job)
             else:

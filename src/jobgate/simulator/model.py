@@ -199,15 +199,15 @@ def echo_reply(prompt: str) -> str:
 def chat_completion(body: JSONObject, *, created: int) -> JSONObject:
     """A `chat.completion` object answering the last user message (OpenAI's published shape)."""
     messages = body.get("messages") or []
-    prompt = ""
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            prompt = message_text(message.get("content"))
-            break
-    prompt_tokens = sum(
-        count_tokens(message_text(m.get("content"))) for m in messages if isinstance(m, dict)
-    )
-    reply = echo_reply(prompt)
+    prompt: str | None = None  # the last user message's text
+    prompt_tokens = 0
+    for message in reversed(messages):  # one pass (a zero-latency job's answer is hot)
+        if isinstance(message, dict):
+            text = message_text(message.get("content"))
+            prompt_tokens += count_tokens(text)
+            if prompt is None and message.get("role") == "user":
+                prompt = text
+    reply = echo_reply(prompt or "")
     completion_tokens = count_tokens(reply)
     return {
         # Unique, not secret: a PRNG's bits (a system call per answer costs more than the
