@@ -8,6 +8,10 @@ the tenant's name (bounded by the number of tenants) and are computed from the d
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram
 
 WEBHOOK_ATTEMPTS = Counter(
@@ -211,3 +215,21 @@ TRANSPORT_UP = Gauge(
     "1 while this process reaches its broker, 0 during an outage",
     ["transport"],
 )
+
+
+def observe_all(histogram: Any, amounts: Sequence[float]) -> None:
+    """`histogram.observe(amount)` for each amount (not NaN) of one labelled histogram, taking
+    one lock per bucket reached and one for the sum instead of two per amount: the worker
+    observes two histograms per job (~1.6 us each, 2026-12-02). Reads prometheus_client's
+    histogram internals (`_upper_bounds`, `_buckets`, `_sum`, as `Histogram.observe` does);
+    tests/services/test_worker_metrics_batch.py holds it to `observe`."""
+    if not amounts:
+        return
+    bounds = histogram._upper_bounds
+    counts = [0] * len(bounds)
+    for amount in amounts:  # the first bound at or above it, as observe's `amount <= bound`
+        counts[bisect.bisect_left(bounds, amount)] += 1
+    histogram._sum.inc(sum(amounts))
+    for index, count in enumerate(counts):
+        if count:
+            histogram._buckets[index].inc(count)

@@ -232,14 +232,14 @@ class Worker:
             assert job.lease_token is not None
             self._inflight[job.id] = InFlight(job, Lease(job.id, job.lease_token), sent_at)
             gates.started(job.provider, job.id)
-        waits: dict[str, Any] = {}  # tenant id: its histogram (one label lookup per tenant)
-        for job in jobs:  # once they are held: a label lookup must not lose a lease
-            wait = waits.get(job.tenant_id)
-            if wait is None:
-                label = await self._tenant_labels.label(job.tenant_id)
-                wait = waits[job.tenant_id] = metrics.QUEUE_WAIT_SECONDS.labels(label)
+        waits: dict[str, list[float]] = {}  # tenant id: its jobs' waits
+        for job in jobs:
             # Both times are the database's: when the job became claimable, and the claim.
-            wait.observe(max(0.0, (job.updated_at - job.run_at).total_seconds()))
+            wait_s = max(0.0, (job.updated_at - job.run_at).total_seconds())
+            waits.setdefault(job.tenant_id, []).append(wait_s)
+        for tenant_id, waited in waits.items():  # once they are held: a label lookup must not
+            label = await self._tenant_labels.label(tenant_id)  # lose a lease
+            metrics.observe_all(metrics.QUEUE_WAIT_SECONDS.labels(label), waited)
         return jobs
 
     async def _claim_limited(
@@ -394,7 +394,7 @@ class Worker:
         answer at once after all are returned to run in their own task."""
         answered: list[tuple[InFlight, Finish]] = []
         later: list[Job] = []
-        timings: dict[tuple[str, str], Any] = {}  # (provider, outcome): its histogram
+        timings: dict[tuple[str, str], list[float]] = {}  # (provider, outcome): call times
         for entry, call_now in ready:
             job = entry.job
             if entry.abort_reason is not None:  # stopped since the claim: the task path says how
@@ -420,16 +420,15 @@ class Worker:
                     if finish.state is JobState.SUCCEEDED
                     else (finish.error or {}).get("type", "error"),
                 )
-                timing = timings.get(key)
-                if timing is None:
-                    timing = timings[key] = metrics.PROVIDER_CALL_SECONDS.labels(*key)
-                timing.observe(self._clock.monotonic() - started)
+                timings.setdefault(key, []).append(self._clock.monotonic() - started)
             except Exception as exc:
                 detail = verdicts.poison_detail(job, exc)
                 log_poison("worker", Poisoning(job.id, detail, exc))
                 metrics.POISON_JOBS.labels("worker").inc()
                 finish = verdicts.poison_verdict(job, detail, actor=self.worker_id)
             answered.append((entry, finish))
+        for key, times in timings.items():
+            metrics.observe_all(metrics.PROVIDER_CALL_SECONDS.labels(*key), times)
         return answered, later
 
     def _hand_over(self, answered: list[tuple[InFlight, Finish]]) -> None:
