@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -16,8 +16,10 @@ import pytest
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage import rows
+from jobgate.storage.postgres import executor
 
 T0 = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+_US = timedelta(microseconds=1)
 
 
 def _clean() -> dict[str, Any]:
@@ -170,3 +172,14 @@ def test_empty_metadata_and_missing_optionals_read_as_the_guard_reads_them() -> 
     job = POSTGRES.job(row)
     assert job == POSTGRES._job_guarded(row)
     assert job.metadata == {} and job.progress is None and job.damaged == ()
+
+
+def test_postgres_times_decode_the_same_from_the_recent_times_memo() -> None:
+    epoch = datetime(2000, 1, 1, tzinfo=UTC)
+    stamps = [(T0 - epoch) // _US + i for i in range(3 * executor._RECENT_TIMES_MAX)]
+    for _ in range(2):  # first built, then (for the latest) looked up
+        for us in stamps:
+            assert executor._time_decode((us,)) == epoch + (T0 - epoch) + (us - stamps[0]) * _US
+            assert len(executor._RECENT_TIMES) <= executor._RECENT_TIMES_MAX
+    assert executor._time_decode((2**62,)) == rows.LATEST
+    assert executor._time_decode((-(2**62),)) == rows.EARLIEST

@@ -75,15 +75,30 @@ _LATEST_US = (LATEST - _PG_EPOCH) // _MICROSECOND
 _EARLIEST_US = (EARLIEST - _PG_EPOCH) // _MICROSECOND
 
 
+# The times decoded last, by their stored microseconds: the rows of one claim share their
+# claim's times (updated_at, started_at, lease_expires_at) and often their submit batch's
+# (created_at, run_at), so most of a claimed job's times are a lookup, not a datetime built
+# (~5 % of the worker's CPU in the drain, 2026-12-02). Datetimes are immutable: shared freely.
+_RECENT_TIMES: dict[int, datetime] = {}
+_RECENT_TIMES_MAX = 256
+
+
 def _time_decode(value: tuple[int]) -> datetime:
     """A stored time, clamped (PostgreSQL holds years to 294276 and infinity; Python stops at
     9999): a row's time never makes a read raise."""
     (us,) = value
+    moment = _RECENT_TIMES.get(us)
+    if moment is not None:
+        return moment
     if us >= _LATEST_US:
         return LATEST
     if us <= _EARLIEST_US:
         return EARLIEST
-    return _PG_EPOCH + timedelta(microseconds=us)
+    moment = _PG_EPOCH + timedelta(microseconds=us)
+    if len(_RECENT_TIMES) >= _RECENT_TIMES_MAX:
+        _RECENT_TIMES.clear()
+    _RECENT_TIMES[us] = moment
+    return moment
 
 
 def _time_encode(value: datetime) -> tuple[int]:
