@@ -232,13 +232,13 @@ class Worker:
             assert job.lease_token is not None
             self._inflight[job.id] = InFlight(job, Lease(job.id, job.lease_token), sent_at)
             gates.started(job.provider, job.id)
-        waits: dict[str, list[float]] = {}  # tenant id: its jobs' waits
-        for job in jobs:
-            # Both times are the database's: when the job became claimable, and the claim.
-            wait_s = max(0.0, (job.updated_at - job.run_at).total_seconds())
-            waits.setdefault(job.tenant_id, []).append(wait_s)
-        for tenant_id, waited in waits.items():  # once they are held: a label lookup must not
-            label = await self._tenant_labels.label(tenant_id)  # lose a lease
+        waits: dict[str, list[float]] = {}  # tenant id: its jobs' waits, both times the
+        for job in jobs:  # database's (when the job became claimable, and the claim)
+            waits.setdefault(job.tenant_id, []).append(
+                max(0.0, (job.updated_at - job.run_at).total_seconds())
+            )
+        for tenant_id, waited in waits.items():  # once held: a label lookup must not lose a lease
+            label = await self._tenant_labels.label(tenant_id)
             metrics.observe_all(metrics.QUEUE_WAIT_SECONDS.labels(label), waited)
         return jobs
 
@@ -349,8 +349,7 @@ class Worker:
         ready: list[tuple[InFlight, _CallNow]] = []
         each: list[Job] = []
         limited = self._rate_limits.limited
-        # A batch's jobs mostly share one provider and endpoint: look their call_now up once.
-        found: dict[tuple[str, str, str], _CallNow | None] = {}
+        found: dict[tuple[str, str, str], _CallNow | None] = {}  # looked up once per batch
         for job in jobs:
             entry = self._inflight[job.id]
             call_now = None
@@ -363,10 +362,9 @@ class Worker:
                 and not output_stream.wants_stream(job)
             ):
                 key = (job.provider, job.api, job.endpoint)
-                if key in found:
-                    call_now = found[key]
-                else:
-                    call_now = found[key] = self._call_now(job)
+                if key not in found:
+                    found[key] = self._call_now(job)
+                call_now = found[key]
             if call_now is None:
                 each.append(job)
             else:
