@@ -17,8 +17,8 @@ import pytest
 from jobgate import errors
 from jobgate.domain.job import NewJob
 from jobgate.storage.postgres.batch import insert_payload
-from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.postgres.executor import PostgresCodec
+from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing.databases import PostgresTemplate
