@@ -1,8 +1,8 @@
-"""A job's tenant exists. On PostgreSQL that is checked once per statement (migration 0025: the
-insert trigger holds the statement's tenants FOR KEY SHARE), not by a foreign key's query per
-row; the rule itself is unchanged on both stores: a job naming an unknown tenant is refused
-with nothing stored, and a tenant that still has jobs cannot be deleted or renamed, also while
-an insert of its jobs is in flight."""
+"""A job's tenant exists. On PostgreSQL that is checked in one statement (migration 0025: the
+insert trigger holds each job's tenant FOR KEY SHARE as it writes the first events), not by a
+foreign key's query per row; the rule itself is unchanged on both stores: a job naming an
+unknown tenant is refused with nothing stored, and a tenant that still has jobs cannot be
+deleted or renamed, also while an insert of its jobs is in flight."""
 
 from __future__ import annotations
 
