@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from jobgate.config import Settings
+from jobgate.process.roles import freeze_start_up_heap
 from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
 
@@ -19,8 +20,12 @@ NOOP_SUBMIT: dict[str, Any] = {"endpoint": ENDPOINT, "body": NOOP_BODY}
 
 
 async def open_runtime(database_url: str, **settings: Any) -> Runtime:
+    """An open runtime in this process, its start-up heap frozen as every `jobgate` process
+    freezes its own (process.roles): the in-process figures are then an API process's, not
+    those of a process whose full garbage collections walk every imported module."""
     runtime = Runtime(Settings(database_url=database_url, **settings))
     await runtime.open(migrate=True)
+    freeze_start_up_heap()
     return runtime
 
 

@@ -16,6 +16,7 @@ from jobgate import errors
 from jobgate.config import ModelPrice, ProviderConfig, Settings, TenantLimits
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
+from jobgate.services import bulk_submit
 from jobgate.services import limits as limits_module
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import LimitOverrides
@@ -315,3 +316,51 @@ async def test_every_tenants_admissions_bring_the_total_bound_near(
     runtime.limits.admitted(first.id, 1)
     near = (await runtime.limits.admission(second.id)).bounds
     assert near is not None and (near.total_max, near.tenant_max) == (50, None)
+
+
+async def test_a_batch_far_from_the_bounds_skips_the_exact_count_and_near_one_counts(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is judged as a single submit is, counting all of its jobs: far from every
+    bound (the counts plus what this process admitted, plus the batch) its insert skips the
+    exact count; a batch that could reach a bound is counted exactly and refused whole when
+    it would cross it (max_queued_total 50 here, the exact room 10)."""
+    monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
+    owner = (await runtime.tenants.create("a")).tenant
+    real = runtime.storage.job_insert_many
+    bounds: list[Any] = []
+
+    async def spy(**kwargs: Any) -> Any:
+        bounds.append(kwargs.get("queue_limit"))
+        return await real(**kwargs)
+
+    monkeypatch.setattr(runtime.storage, "job_insert_many", spy)
+    await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()] * 5)
+    await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()] * 35)  # 40 at most: far
+    assert bounds == [None, None]
+    await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()])  # 41: within the room
+    assert bounds[-1] is not None and bounds[-1].total_max == 50
+    with pytest.raises(errors.QueueFull):
+        await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()] * 10)  # 51
+    assert await queued(runtime.storage, owner.id) == 41
+
+
+async def test_a_bulk_call_far_from_the_bounds_skips_the_exact_count_and_is_tallied(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
+    owner = (await runtime.tenants.create("a")).tenant
+    real = runtime.storage.job_insert_bulk
+    bounds: list[Any] = []
+
+    async def spy(**kwargs: Any) -> Any:
+        bounds.append(kwargs.get("queue_limit"))
+        return await real(**kwargs)
+
+    monkeypatch.setattr(runtime.storage, "job_insert_bulk", spy)
+    items = [bulk_submit.BulkSubmit(chat(str(n))) for n in range(40)]
+    await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
+    assert bounds == [None]
+    # The 40 stored count towards the bounds before the next count: the next call is near.
+    await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items[:1])
+    assert bounds[-1] is not None and bounds[-1].total_max == 50

@@ -161,7 +161,7 @@ async def _open_transport(parts: Parts) -> None:
         )
 
 
-def _freeze_start_up_heap() -> None:
+def freeze_start_up_heap() -> None:
     """Keep what start-up built (modules, settings, the roles' objects) out of the cyclic
     garbage collector's full collections, once per process: otherwise each of them walks that
     whole heap, a fifth of a SQLite worker's CPU while it drains (bench/notes.md). Garbage
@@ -203,7 +203,7 @@ async def run_roles(
         )
         running.append(watcher)
         tasks.append(asyncio.create_task(watcher.run(), name="config-watcher"))
-    _freeze_start_up_heap()
+    freeze_start_up_heap()
     stopped = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
     crashed = [task for task in done if task is not stopped and task.exception() is not None]

@@ -153,9 +153,13 @@ class LimitsService:
         admission = await self.admission(job.tenant_id, may_replay=may_replay)
         return admission.admit(job), admission.bounds
 
-    async def admission(self, tenant_id: str, *, may_replay: bool = False) -> Admission:
+    async def admission(
+        self, tenant_id: str, *, may_replay: bool = False, adding: int = 0
+    ) -> Admission:
         """What admit decides for any job of `tenant_id` now, read once for a call that
-        submits many (its limits, and the queue counts of at most a second ago)."""
+        submits many (its limits, and the queue counts of at most a second ago). `adding`:
+        how many jobs the call may store at once beyond the first, so that a batch that could
+        reach a bound is counted exactly by its insert."""
         limits = await self.for_tenant(tenant_id)
         await self._refresh_queue()
         tenant_max = limits.max_queued or None
@@ -170,8 +174,8 @@ class LimitsService:
                 full = self.queue_full(errors.QueueFull("max_queued_total", 0), tenant_id)
         queued = self._queued.get(tenant_id, 0) + self._admitted.get(tenant_id, 0)
         total = self._queued_total + self._admitted_total
-        near_tenant = tenant_max is not None and _near(queued, tenant_max)
-        near_total = _near(total, total_max)
+        near_tenant = tenant_max is not None and _near(queued + adding, tenant_max)
+        near_total = _near(total + adding, total_max)
         bounds = None
         if near_tenant or near_total:
             bounds = QueueLimit(
