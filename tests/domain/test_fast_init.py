@@ -1,6 +1,6 @@
-"""job.fast_init: the records the worker builds per job get an __init__ that sets each slot
-through its descriptor; it must take the same arguments and build the same record as the
-frozen dataclass's own __init__."""
+"""job.fast_init: the records built once or more per job (by the worker; NewJob by every
+submit) get an __init__ that sets each slot through its descriptor; it must take the same
+arguments and build the same record as the frozen dataclass's own __init__."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from jobgate.domain.job import Lease, fast_init
+from jobgate.domain.job import Lease, NewJob, fast_init
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.providers.base import ProviderCall, ProviderResult, Usage
 
-FAST = [Lease, Finish, ProviderCall, ProviderResult, Usage]
+FAST = [Lease, Finish, ProviderCall, ProviderResult, Usage, NewJob]
 
 
 def _sample(field: dataclasses.Field[Any], index: int) -> Any:

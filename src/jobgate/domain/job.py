@@ -151,6 +151,7 @@ def _positional_builder() -> Callable[..., Job]:
 job_of_fields = _positional_builder()
 
 
+@fast_init  # built once per submitted job
 @dataclasses.dataclass(frozen=True, slots=True)
 class NewJob:
     """What a submit stores; the storage adds state, times and counters."""
