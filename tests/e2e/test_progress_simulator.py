@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.gateway import SECRET_ENV, WEBHOOK_SECRET, gateway
+from tests.e2e.gateway import SECRET_ENV, TERMINAL, WEBHOOK_SECRET, gateway
 
 pytestmark = pytest.mark.e2e
 
@@ -23,8 +23,9 @@ async def test_progress_grows_while_the_provider_runs_then_the_job_succeeds(
 ) -> None:
     async with gateway(tmp_path, reconcile_after_s=0.2, reconcile_max_interval_s=0.3) as gw:
         job = await gw.submit(sim={"latency_s": 4, "progress": True})
+        # Until progress shows or the job ends (not merely "not running": it may still be queued).
         running = await gw.until(
-            job["id"], lambda j: j["progress"] is not None or j["status"] != "running"
+            job["id"], lambda j: j["progress"] is not None or j["status"] in TERMINAL
         )
         assert running["status"] == "running"
         assert 0 < running["progress"] < 1

@@ -180,7 +180,21 @@ class OuterLayersSpy:
         await self.app(scope, receive, send)
 
 
+@pytest.fixture
+def no_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HotFront steps aside while spans are recorded; a process has one global tracer provider
+    and tests/services/test_observability.py installs one for the rest of the process. Unset it
+    for this test, so that the outcome does not depend on which tests ran before in the same
+    pytest-xdist worker."""
+    try:
+        from opentelemetry import trace
+    except ImportError:  # no OpenTelemetry: nothing is ever recorded
+        return
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+
+
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("no_tracer_provider")
 async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None:
     """Three sides: FastAPI's routes, the hot path inside FastAPI's stack, and the hot path
     behind http.front.HotFront (what the server runs), which skips FastAPI's outer layers."""

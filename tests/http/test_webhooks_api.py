@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 
 from jobgate.client.webhooks import verify_webhook
+from jobgate.clock import SystemClock
 from jobgate.config import Settings
 from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
@@ -255,8 +257,10 @@ async def test_deliveries_list_every_attempt_and_recover(
     submitted = await api.call("POST", "/v1/jobs", json={**CHAT, "webhook": {"url": receiver.url}})
     assert submitted.status_code == 202, submitted.text
     job_id = submitted.json()["id"]
-    # The submit used the database's clock; step the fake one past it.
-    claimed = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=30, now=clock.advance(2))
+    # The submit used the database's clock, which kept moving while the test set up (seconds on
+    # a loaded machine); step the fake one past it.
+    clock.set(max(clock.now(), SystemClock().now()) + timedelta(seconds=2))
+    claimed = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=30, now=clock.now())
     assert [j.id for j in claimed] == [job_id]
     await storage.job_cancel(job_id=job_id, tenant_id=claimed[0].tenant_id, actor="api")
     from jobgate.domain.job import Lease
