@@ -318,6 +318,21 @@ async def test_every_tenants_admissions_bring_the_total_bound_near(
     assert near is not None and (near.total_max, near.tenant_max) == (50, None)
 
 
+def _queue_limits_passed(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, insert: str
+) -> list[Any]:
+    """The `queue_limit` of each call of the storage's `insert` method from now on."""
+    real = getattr(runtime.storage, insert)
+    passed: list[Any] = []
+
+    async def spy(**kwargs: Any) -> Any:
+        passed.append(kwargs.get("queue_limit"))
+        return await real(**kwargs)
+
+    monkeypatch.setattr(runtime.storage, insert, spy)
+    return passed
+
+
 async def test_a_batch_far_from_the_bounds_skips_the_exact_count_and_near_one_counts(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -327,14 +342,7 @@ async def test_a_batch_far_from_the_bounds_skips_the_exact_count_and_near_one_co
     it would cross it (max_queued_total 50 here, the exact room 10)."""
     monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
     owner = (await runtime.tenants.create("a")).tenant
-    real = runtime.storage.job_insert_many
-    bounds: list[Any] = []
-
-    async def spy(**kwargs: Any) -> Any:
-        bounds.append(kwargs.get("queue_limit"))
-        return await real(**kwargs)
-
-    monkeypatch.setattr(runtime.storage, "job_insert_many", spy)
+    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert_many")
     await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()] * 5)
     await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()] * 35)  # 40 at most: far
     assert bounds == [None, None]
@@ -350,14 +358,7 @@ async def test_a_bulk_call_far_from_the_bounds_skips_the_exact_count_and_is_tall
 ) -> None:
     monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
     owner = (await runtime.tenants.create("a")).tenant
-    real = runtime.storage.job_insert_bulk
-    bounds: list[Any] = []
-
-    async def spy(**kwargs: Any) -> Any:
-        bounds.append(kwargs.get("queue_limit"))
-        return await real(**kwargs)
-
-    monkeypatch.setattr(runtime.storage, "job_insert_bulk", spy)
+    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert_bulk")
     items = [bulk_submit.BulkSubmit(chat(str(n))) for n in range(40)]
     await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
     assert bounds == [None]
