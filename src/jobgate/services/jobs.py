@@ -175,9 +175,7 @@ class JobService:
                 )
             else:
                 jobs = first + [job for span in spans[1:] for job in prepared(*span)]
-                stored = await self.storage.job_insert_many(
-                    jobs=jobs, queue_limit=admission.bounds
-                )
+                stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=admission.bounds)
         except errors.QueueFull as exc:
             raise self.limits.queue_full(exc, tenant_id) from None
         self.limits.admitted(tenant_id, len(stored))
