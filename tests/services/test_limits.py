@@ -360,7 +360,7 @@ async def test_a_bulk_call_far_from_the_bounds_skips_the_exact_count_and_is_tall
 ) -> None:
     monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
     owner = (await runtime.tenants.create("a")).tenant
-    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert_bulk")
+    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert_bulk", "job_insert_streamed")
     items = [bulk_submit.BulkSubmit(chat(str(n))) for n in range(40)]
     await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
     assert bounds == [None]

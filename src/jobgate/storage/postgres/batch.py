@@ -102,6 +102,8 @@ class PostgresBatch(BatchQueries):
             sent: Sequence[NewJob] = ()
             try:
                 for jobs in chunks:  # making a chunk: while the previous one is inserted
+                    if not jobs:
+                        continue
                     payload = [insert_payload(job, sql.codec) for job in jobs]
                     rows = None if in_flight is None else await in_flight
                     in_flight = asyncio.ensure_future(
