@@ -44,7 +44,7 @@ async def measure(ctx: RunContext, dsn: str) -> list[Case]:
         batch = sizes.enqueue_batch
         plain = target.post("/v1/jobs/bulk", {"jobs": [NOOP_SUBMIT] * batch})
         await _send(target, [plain] * 2, callers=1, batch=batch)  # warm caches and pool
-        calls = max(1, sizes.enqueue_jobs // batch)
+        calls = max(1, sizes.enqueue_batched_jobs // batch)
         keyed = [target.post("/v1/jobs/bulk", _keyed(call, batch)) for call in range(calls)]
         runs = [(callers, [plain] * max(callers, calls), False) for callers in CALLERS]
         cases = []

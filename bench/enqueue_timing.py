@@ -24,10 +24,12 @@ async def time_enqueues(
     jobs: int,
     concurrencies: tuple[int, ...],
     batch: int,
+    batched_jobs: int | None = None,
     enqueue_one: Callable[[], Awaitable[object]],
     enqueue_many: Callable[[int], Awaitable[object]],
 ) -> list[Case]:
-    """`jobs` single enqueues at each concurrency, then `jobs` more in batches of `batch`."""
+    """`jobs` single enqueues at each concurrency, then `batched_jobs` (default `jobs`) more
+    in batches of `batch`."""
     cases = []
     for concurrency in concurrencies:
         cursor = iter(range(jobs))
@@ -40,9 +42,10 @@ async def time_enqueues(
         await asyncio.gather(*(caller() for _ in range(max(1, min(concurrency, jobs)))))
         seconds = time.monotonic() - started
         cases.append(_case(system, backend, "single", {"concurrency": concurrency}, jobs, seconds))
+    batched = jobs if batched_jobs is None else batched_jobs
     started = time.monotonic()
-    for start in range(0, jobs, batch):
-        await enqueue_many(min(batch, jobs - start))
+    for start in range(0, batched, batch):
+        await enqueue_many(min(batch, batched - start))
     seconds = time.monotonic() - started
-    cases.append(_case(system, backend, "batched", {"batch": batch}, jobs, seconds))
+    cases.append(_case(system, backend, "batched", {"batch": batch}, batched, seconds))
     return cases

@@ -26,6 +26,7 @@ async def _measure(ctx: RunContext, backend: str, database_url: str) -> list[Cas
             jobs=sizes.enqueue_jobs,
             concurrencies=sizes.enqueue_concurrency,
             batch=sizes.enqueue_batch,
+            batched_jobs=sizes.enqueue_batched_jobs,
             enqueue_one=lambda: runtime.jobs.submit(tenant_id=tenant_id, spec=spec),
             enqueue_many=lambda size: runtime.jobs.submit_many(
                 tenant_id=tenant_id, specs=[spec] * size

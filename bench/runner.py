@@ -161,6 +161,7 @@ async def _enqueue(ctx: RunContext, options: Options, cases: list[Case]) -> None
                     jobs=sizes.enqueue_jobs,
                     concurrencies=sizes.enqueue_concurrency,
                     batch=sizes.enqueue_batch,
+                    batched_jobs=sizes.enqueue_batched_jobs,
                 )
                 await _guard(
                     ctx,

@@ -110,7 +110,12 @@ async def drain(ctx: RunContext, *, processes: int, batch_size: int, jobs: int) 
 
 
 async def enqueue(
-    ctx: RunContext, *, jobs: int, concurrencies: tuple[int, ...], batch: int
+    ctx: RunContext,
+    *,
+    jobs: int,
+    concurrencies: tuple[int, ...],
+    batch: int,
+    batched_jobs: int | None = None,
 ) -> list[Case]:
     """Single enqueues (one job per call, from each number of concurrent callers) and
     batched ones (`batch` jobs per call)."""
@@ -130,6 +135,7 @@ async def enqueue(
                 jobs=jobs,
                 concurrencies=concurrencies,
                 batch=batch,
+                batched_jobs=batched_jobs,
                 enqueue_one=lambda: queries.enqueue(ENTRYPOINT, None),
                 enqueue_many=enqueue_many,
             )

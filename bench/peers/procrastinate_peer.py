@@ -92,7 +92,12 @@ async def drain(ctx: RunContext, *, processes: int, concurrency: int, jobs: int)
 
 
 async def enqueue(
-    ctx: RunContext, *, jobs: int, concurrencies: tuple[int, ...], batch: int
+    ctx: RunContext,
+    *,
+    jobs: int,
+    concurrencies: tuple[int, ...],
+    batch: int,
+    batched_jobs: int | None = None,
 ) -> list[Case]:
     """Single defers (one job per call, from each number of concurrent callers) and batched
     ones (`batch` jobs per call)."""
@@ -107,6 +112,7 @@ async def enqueue(
                 jobs=jobs,
                 concurrencies=concurrencies,
                 batch=batch,
+                batched_jobs=batched_jobs,
                 enqueue_one=task.defer_async,
                 enqueue_many=lambda size: task.batch_defer_async(*({} for _ in range(size))),
             )

@@ -7,12 +7,11 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
-from jobgate.http.context import AppContext
 from jobgate.ids import IdGenerator, RandomIds
-from jobgate.process import roles as process_roles
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import config_reload
 from jobgate.services.batch_counts import RecentBatchCounts
@@ -31,6 +30,10 @@ from jobgate.services.worker import Worker
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
 from jobgate.transports.base import Transport
+
+if TYPE_CHECKING:  # imported where used: the CLI's admin commands need neither the web app
+    # (FastAPI, its routes) nor the roles, ~0.7 s of imports per command
+    from jobgate.http.context import AppContext
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,8 @@ class Runtime:
             log.warning("changed settings that apply on a restart: %s", ", ".join(later))
 
     def app_context(self) -> AppContext:
+        from jobgate.http.context import AppContext
+
         return AppContext(
             settings=self.settings,
             storage=self.storage,
@@ -156,4 +161,6 @@ class Runtime:
     ) -> None:
         """Run `roles` (names from `process.roles.ROLES`) until `stop` is set, then shut each
         down gracefully."""
+        from jobgate.process import roles as process_roles
+
         await process_roles.run_roles(self, roles, stop, sock=sock)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobgate import errors
 from jobgate.domain import idempotency
-from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec
+from jobgate.domain.job import NewJob
+from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec, chunk_spans
 from jobgate.services.limits import Admission
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
 
@@ -54,7 +55,6 @@ async def submit_bulk(
             code="too_many_items",
         )
     results: list[ItemResult | None] = [None] * len(items)
-    stored: list[tuple[int, BulkItem]] = []
     ttl_s = key_ttl_s or jobs.settings.idempotency_ttl_s
     # Once for the call: the breakers any worker opened, before the items' routes pick.
     specs = [item.spec for item in items if item.spec is not None]
@@ -65,6 +65,80 @@ async def submit_bulk(
     admission = await jobs.limits.admission(tenant_id, adding=len(specs) - 1) if specs else None
     minted = iter(jobs.new_ids(specs))  # together: one per item with a spec, in order
     job_ids = [None if item.spec is None else next(minted) for item in items]
+    if admission is not None and _streamable(items, admission):
+        await _submit_streamed(jobs, tenant_id, items, job_ids, admission, results)
+    else:
+        await _submit_together(jobs, tenant_id, items, job_ids, route, ttl_s, admission, results)
+    created = sum(1 for r in results if isinstance(r, SubmitOutcome) and not r.replayed)
+    if created:  # counted towards the bounds until the next count includes them
+        jobs.limits.admitted(tenant_id, created)
+    log.info(
+        "jobs submitted",
+        extra={"tenant_id": tenant_id, "count": created, "to_state": "queued", "actor": "api"},
+    )
+    return [r for r in results if r is not None]
+
+
+def _streamable(items: Sequence[BulkSubmit], admission: Admission) -> bool:
+    """Whether the call can be stored chunk by chunk while its next items are prepared
+    (job_insert_streamed): no queue bound within reach, nothing refused by a full queue, no
+    keys to bind (their replays are read per call) and no webhook URL to resolve (a lookup
+    that must not run inside the transaction)."""
+    return (
+        admission.bounds is None
+        and admission.full is None
+        and all(
+            item.idempotency_key is None and (item.spec is None or item.spec.webhook is None)
+            for item in items
+        )
+    )
+
+
+async def _submit_streamed(
+    jobs: JobService,
+    tenant_id: str,
+    items: Sequence[BulkSubmit],
+    job_ids: Sequence[str | None],
+    admission: Admission,
+    results: list[ItemResult | None],
+) -> None:
+    placed: list[int] = []  # the index of each job inserted, in order
+
+    def chunks() -> Iterator[list[NewJob]]:
+        for start, stop in chunk_spans(len(items)):
+            chunk = []
+            for index in range(start, stop):
+                item, job_id = items[index], job_ids[index]
+                try:
+                    if item.refused is not None:
+                        raise item.refused
+                    assert item.spec is not None and job_id is not None
+                    new_job = jobs.prepare(tenant_id=tenant_id, spec=item.spec, job_id=job_id)
+                    chunk.append(admission.admit(new_job))
+                    placed.append(index)
+                except errors.StorageError:
+                    raise
+                except errors.JobgateError as exc:
+                    results[index] = exc
+            yield chunk
+
+    stored = await jobs.storage.job_insert_streamed(chunks=chunks())
+    for index, job in zip(placed, stored, strict=True):
+        results[index] = SubmitOutcome(job, False, 202)
+
+
+async def _submit_together(
+    jobs: JobService,
+    tenant_id: str,
+    items: Sequence[BulkSubmit],
+    job_ids: Sequence[str | None],
+    route: str,
+    ttl_s: float,
+    admission: Admission | None,
+    results: list[ItemResult | None],
+) -> None:
+    """Every item prepared first, then one job_insert_bulk (keys bound, bounds counted)."""
+    stored: list[tuple[int, BulkItem]] = []
     for index, item in enumerate(items):
         try:
             if item.refused is not None:
@@ -87,14 +161,6 @@ async def submit_bulk(
             raise jobs.limits.queue_full(exc, tenant_id) from None
         for (index, _), outcome in zip(stored, outcomes, strict=True):
             results[index] = outcome
-    created = sum(1 for r in results if isinstance(r, SubmitOutcome) and not r.replayed)
-    if created:  # counted towards the bounds until the next count includes them
-        jobs.limits.admitted(tenant_id, created)
-    log.info(
-        "jobs submitted",
-        extra={"tenant_id": tenant_id, "count": created, "to_state": "queued", "actor": "api"},
-    )
-    return [r for r in results if r is not None]
 
 
 async def _prepare(

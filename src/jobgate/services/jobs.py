@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -152,12 +153,29 @@ class JobService:
         # (the counts of at most a second ago plus what this process admitted since), the
         # insert skips the exact count as a single submit does; near one it counts exactly.
         admission = await self.limits.admission(tenant_id, adding=len(specs) - 1)
-        jobs = [
-            admission.admit(self.prepare(tenant_id=tenant_id, spec=spec, job_id=job_id))
-            for spec, job_id in zip(specs, self.new_ids(specs), strict=True)
-        ]
+        ids = self.new_ids(specs)
+
+        def prepared(start: int, stop: int) -> builtins.list[NewJob]:
+            return [
+                admission.admit(self.prepare(tenant_id=tenant_id, spec=spec, job_id=job_id))
+                for spec, job_id in zip(specs[start:stop], ids[start:stop], strict=True)
+            ]
+
+        # The first chunk is made before the storage call, so that a refusal every item gets
+        # (a full queue, a model not allowed) is raised as it always was, with nothing sent.
+        spans = chunk_spans(len(specs))
+        first = prepared(*spans[0])
         try:
-            stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=admission.bounds)
+            if admission.bounds is None:
+                # Far from every bound: the storage inserts each chunk while the next one is
+                # prepared here (one transaction: all of them or none).
+                rest = (prepared(start, stop) for start, stop in spans[1:])
+                stored = await self.storage.job_insert_streamed(
+                    chunks=itertools.chain([first], rest)
+                )
+            else:
+                jobs = first + [job for span in spans[1:] for job in prepared(*span)]
+                stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=admission.bounds)
         except errors.QueueFull as exc:
             raise self.limits.queue_full(exc, tenant_id) from None
         self.limits.admitted(tenant_id, len(stored))
@@ -341,6 +359,20 @@ class JobService:
         """How long a poller should wait before asking again: longer as the job ages."""
         age_s = (self.clock.now() - job.created_at).total_seconds()
         return int(min(30, max(1, age_s / 10)))
+
+
+# A batched enqueue is stored in chunks: a small first one, so that the database starts early,
+# then larger ones, each prepared while the database inserts the one before.
+FIRST_CHUNK = 50
+CHUNK = 150
+
+
+def chunk_spans(count: int) -> builtins.list[tuple[int, int]]:
+    """The [start, stop) spans of a batch of `count` (> 0) items, in order."""
+    spans = [(0, min(FIRST_CHUNK, count))]
+    for start in range(spans[0][1], count, CHUNK):
+        spans.append((start, min(start + CHUNK, count)))
+    return spans
 
 
 def _check_ranges(spec: SubmitSpec) -> None:

@@ -17,7 +17,7 @@ Rules every method keeps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -316,6 +316,15 @@ class BatchStore(Protocol):
         decided together with the insert, like job_insert's.
         Takes no idempotency keys: a batch whose outcome is unknown is retried whole, and a
         duplicate id is refused (errors.StorageError) with nothing stored."""
+        ...
+
+    async def job_insert_streamed(
+        self, *, chunks: Iterable[Sequence[NewJob]], now: datetime | None = None
+    ) -> list[Job]:
+        """job_insert_many of every job of `chunks` (no queue bounds to count), in one
+        transaction: all of them or none, answered in order. `chunks` is read lazily: a
+        dialect may insert one chunk while the next is made (PostgreSQL does). An exception
+        raised while making a chunk rolls back what was inserted and propagates as is."""
         ...
 
 

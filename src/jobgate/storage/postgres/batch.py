@@ -4,12 +4,13 @@ postgres.bulk_insert); and how a new job travels to the insert statements."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage.executor import Codec
+from jobgate.storage.executor import Codec, Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.postgres.limits import check_bounds, judge_tenant, judge_total, lock_bounds
 from jobgate.storage.records import QueueLimit
@@ -59,8 +60,7 @@ async def insert_keyless(
         )
     else:
         rows = await sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
-    by_id = {row["id"]: row for row in rows}
-    stored = [stored_job(job, by_id[job.id]) for job in jobs]
+    stored = _answers(jobs, rows)
     if counted:  # the counts are from before the insert: add what it inserted
         assert queue_limit is not None
         judge_tenant(queue_limit, rows[0]["queued_tenant"] + len(rows))
@@ -87,3 +87,49 @@ class PostgresBatch(BatchQueries):
 
         sql = self._sql
         return await sql.run(insert, transaction=True)
+
+    async def _insert_streamed(
+        self, chunks: Iterable[Sequence[NewJob]], now: datetime | None
+    ) -> list[Job]:
+        """One job_insert_many per chunk in one transaction, pipelined: each statement is
+        sent, then the rows of the one before are answered and the next chunk is made while
+        PostgreSQL inserts (the process and the database work side by side, where one batch
+        statement made them take turns)."""
+
+        async def insert(conn: Conn) -> list[Job]:
+            stored: list[Job] = []
+            in_flight: asyncio.Task[list[Row]] | None = None
+            sent: Sequence[NewJob] = ()
+            try:
+                for jobs in chunks:  # making a chunk: while the previous one is inserted
+                    if not jobs:
+                        continue
+                    payload = [insert_payload(job, sql.codec) for job in jobs]
+                    rows = None if in_flight is None else await in_flight
+                    in_flight = asyncio.ensure_future(
+                        sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
+                    )
+                    await asyncio.sleep(0)  # the statement goes out before the work below
+                    if rows is not None:
+                        stored.extend(_answers(sent, rows))
+                    sent = jobs
+                if in_flight is not None:
+                    stored.extend(_answers(sent, await in_flight))
+                    in_flight = None
+            finally:
+                if in_flight is not None and not in_flight.done():
+                    # Making a chunk raised (or this call was cancelled): the statement
+                    # on the wire ends before the transaction rolls back on this connection.
+                    await asyncio.wait([in_flight])
+                if in_flight is not None and not in_flight.cancelled():
+                    in_flight.exception()  # retrieved: the rollback is what counts
+            return stored
+
+        sql = self._sql
+        return await sql.run(insert, transaction=True)
+
+
+def _answers(jobs: Sequence[NewJob], rows: Sequence[Row]) -> list[Job]:
+    """The stored jobs of one insert, in the order of `jobs`."""
+    by_id = {row["id"]: row for row in rows}
+    return [stored_job(job, by_id[job.id]) for job in jobs]
