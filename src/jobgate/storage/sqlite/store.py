@@ -31,7 +31,7 @@ from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
-from jobgate.storage.sqlite.claims import RunningSlots, lease, mapped_rows
+from jobgate.storage.sqlite.claims import NOTHING_LEASED, Leased, RunningSlots, lease, mapped_rows
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -185,7 +185,7 @@ class SqliteStorage(
         model_filter = json(claim.models)
         model_skips = json(claim.skip_models)
 
-        def take(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        def take(conn: sqlite3.Connection) -> Leased:
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             slots = RunningSlots.read(conn, rules)
@@ -228,12 +228,14 @@ class SqliteStorage(
                     queues.append(TenantQueue(tenant, held, share.weight, free, candidates))
             chosen = fair_order(queues, limit)
             if not chosen:
-                return []
+                return NOTHING_LEASED
             return lease(
                 conn, chosen, worker_id=claim.worker_id, lease_ttl_s=claim.lease_ttl_s, now=at
             )
 
-        return [self._decode.job(row) for row in await self._db.write(take)]
+        leased = await self._db.write(take)
+        decode, columns = self._decode.job_at, leased.columns
+        return [decode(row, columns) for row in leased.rows]
 
     def _finish(
         self,
