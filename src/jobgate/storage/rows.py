@@ -174,14 +174,20 @@ class RowDecoder:
         except Exception:  # a column to clamp or empty, or a value the guard must judge
             return self._job_guarded(row)
 
-    def job_at(self, row: Sequence[Any], columns: tuple[str, ...]) -> Job:
-        """`job` for a row fetched as a plain tuple whose column names are `columns` (SQLite's
-        claim: the writer thread then builds no dict of ~45 entries per claimed job). The same
-        answer as `job` on the row as a mapping, damaged rows included."""
-        try:
-            return _job_fast_at(columns)(row, self._time, self._json)
-        except Exception:
-            return self._job_guarded(dict(zip(columns, row, strict=True)))
+    def jobs_at(self, rows: Sequence[Sequence[Any]], columns: tuple[str, ...]) -> list[Job]:
+        """`job` for each row fetched as a plain tuple whose column names are `columns`
+        (SQLite's claim: the writer thread then builds no dict of ~45 entries per claimed
+        job). The same answers as `job` on the rows as mappings, damaged rows included."""
+        if not rows:
+            return []
+        fast, time_, json_ = _job_fast_at(columns), self._time, self._json
+        jobs: list[Job] = []
+        for row in rows:
+            try:
+                jobs.append(fast(row, time_, json_))
+            except Exception:  # as in `job`: the guard judges the row
+                jobs.append(self._job_guarded(dict(zip(columns, row, strict=True))))
+        return jobs
 
     def _job_guarded(self, row: RowLike) -> Job:
         """`job`, each column read through the damage guard (`_Reading`)."""
@@ -321,7 +327,7 @@ def _job_decoder(column: Callable[[str], str]) -> Callable[[Any, TimeDecoder, Js
             lines += [
                 f"    {name} = {get}",
                 f"    if {name} is not None and not (",
-                f"        isinstance({name}, int | float) and isfinite({name})",
+                f"        isinstance({name}, NUMBER) and isfinite({name})",
                 "    ):",
                 "        raise Damaged",
             ]
@@ -358,6 +364,7 @@ def _job_decoder(column: Callable[[str], str]) -> Callable[[Any, TimeDecoder, Js
         "Damaged": _Damaged,
         "isfinite": math.isfinite,
         "finite_or_none": _finite_or_none,
+        "NUMBER": _NUMBER,
         "EARLIEST": EARLIEST,
         "LATEST": LATEST,
         "JobState": JobState,
@@ -368,8 +375,14 @@ def _job_decoder(column: Callable[[str], str]) -> Callable[[Any, TimeDecoder, Js
     return decode
 
 
+# `int | float` in an isinstance builds a union object per call; a tuple is built once.
+_NUMBER = (int, float)
+
+
 def _finite_or_none(value: Any) -> float | None:
     """A stored fraction, or None for a value that is no finite number (a hostile row)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+    if value is None:  # nearly every row: no union type built, no isinstance asked
+        return None
+    if isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None

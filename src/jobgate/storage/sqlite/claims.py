@@ -48,7 +48,7 @@ class RunningSlots:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Leased:
     """Rows the claim leased, as plain tuples (`columns` names their values), decoded by the
-    caller once committed (RowDecoder.job_at): the writer thread, whose time caps the drain,
+    caller once committed (RowDecoder.jobs_at): the writer thread, whose time caps the drain,
     builds no ~45-entry dict per claimed job, and moves on to the next group meanwhile."""
 
     columns: tuple[str, ...]

@@ -234,8 +234,7 @@ class SqliteStorage(
             )
 
         leased = await self._db.write(take)
-        decode, columns = self._decode.job_at, leased.columns
-        return [decode(row, columns) for row in leased.rows]
+        return self._decode.jobs_at(leased.rows, leased.columns)
 
     def _finish(
         self,
@@ -267,7 +266,7 @@ class SqliteStorage(
                 job_id = finishes[i].lease.job_id
                 row = written.get(job_id)
                 if row is not None:  # else fenced off: nothing was written for this job
-                    results[i] = records.Finished(job_id, JobState(row[0]), row[1])
+                    results[i] = records.Finished(job_id, _STATES[row[0]], row[1])
         return results
 
     async def _finish_many(
@@ -325,9 +324,15 @@ def _applied_versions(conn: sqlite3.Connection) -> set[int]:
     return {row[0] for row in conn.execute(Q["migrations_applied"].sql)}
 
 
+# A state as stored -> the JobState (an enum call per finished job costs more than a lookup).
+_STATES = {state.value: state for state in JobState}
+
+
 def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
     """Indices of `finishes` split so that no job appears twice in one round: round k holds
     each job's k-th verdict (the worker sends one per lease, so almost always one round)."""
+    if len({finish.lease.job_id for finish in finishes}) == len(finishes):
+        return [list(range(len(finishes)))]  # the common case: one round, no counting
     rounds: list[list[int]] = []
     seen: dict[str, int] = {}
     for index, finish in enumerate(finishes):
@@ -347,7 +352,7 @@ def verdict_row(finish: Finish, json: Callable[[Any], str | None]) -> tuple[Any,
     return (
         finish.lease.job_id,
         finish.lease.token,
-        str(finish.state),
+        finish.state.value,
         json(finish.result),
         json(finish.error),
         json(usage),

@@ -41,5 +41,4 @@ class SqliteTransport(TransportQueries):
             )
 
         leased = await self._db.write(run)
-        decode, columns = self._decode.job_at, leased.columns
-        return [decode(row, columns) for row in leased.rows]
+        return self._decode.jobs_at(leased.rows, leased.columns)
