@@ -52,10 +52,10 @@ class Leased:
     builds no ~45-entry dict per claimed job, and moves on to the next group meanwhile."""
 
     columns: tuple[str, ...]
-    rows: list[tuple[Any, ...]]
+    rows: Sequence[tuple[Any, ...]]
 
 
-NOTHING_LEASED = Leased((), [])
+NOTHING_LEASED = Leased((), ())
 
 
 def lease(
