@@ -12,13 +12,12 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import gc
 import logging
 import os
 import random
 import secrets
 import socket
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from jobgate import errors, failpoints, metrics, tracing, wakeups
@@ -60,25 +59,6 @@ CLAIM_DEBOUNCE_S = 0.002
 
 # A provider's `call_now` (providers.base.AnswersAtOnce).
 _CallNow = Callable[[ProviderCall], ProviderResult | None]
-
-
-@contextlib.contextmanager
-def _collections_deferred() -> Iterator[None]:
-    """Hold the cyclic garbage collector's automatic collections back while a claimed batch
-    is answered at once (a loop with no await: nothing else of this thread runs meanwhile).
-    The batch allocates some 20 tracked containers per job, so at the default threshold a
-    256-job batch was interrupted by ~7 young collections, each walking the batch's live
-    objects and promoting them, which the older collections then walk again; deferred, the
-    next allocation after the batch collects once. Nothing is left uncollected, and the
-    collector is left as it was found (disabled stays disabled)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def default_worker_id() -> str:
@@ -751,8 +731,7 @@ class Worker:
         handed over together (their slots free before the next claim, which then shares the
         write's transaction), the others each in its own task."""
         ready, each = self._split(jobs)
-        with _collections_deferred():
-            answered, later = self._answer(ready)
+        answered, later = self._answer(ready)
         for job in [*each, *later]:
             self._spawn(job)
         if answered:
