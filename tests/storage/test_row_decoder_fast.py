@@ -17,6 +17,8 @@ from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage import rows
 from jobgate.storage.postgres import executor
+from jobgate.storage.sqlite import executor as sqlite_executor
+from jobgate.testing import FakeClock
 
 T0 = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -183,3 +185,52 @@ def test_postgres_times_decode_the_same_from_the_recent_times_memo() -> None:
             assert len(executor._RECENT_TIMES) <= executor._RECENT_TIMES_MAX
     assert executor._time_decode((2**62,)) == rows.LATEST
     assert executor._time_decode((-(2**62),)) == rows.EARLIEST
+
+
+def _positional(row: dict[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """The row as SQLite's claim hands it over: its values in a tuple, its names apart (in an
+    order of their own, not Job's)."""
+    columns = tuple(reversed(list(row)))
+    return columns, tuple(row[name] for name in columns)
+
+
+def test_a_positional_row_reads_as_the_same_row_by_name() -> None:
+    columns, values = _positional(_as_sqlite(_clean()))
+    (job,) = SQLITE.jobs_at([values], columns)
+    assert job == SQLITE.job(dict(zip(columns, values, strict=True)))
+    for field in dataclasses.fields(Job):
+        assert type(getattr(job, field.name)) is type(
+            getattr(SQLITE._job_guarded(dict(zip(columns, values, strict=True))), field.name)
+        ), field.name
+    assert SQLITE.jobs_at([], ()) == []
+
+
+@pytest.mark.parametrize(
+    ("what", "poke_postgres", "poke_sqlite"), DAMAGES, ids=[d[0] for d in DAMAGES]
+)
+def test_a_damaged_positional_row_is_left_to_the_guard(
+    what: str, poke_postgres: Poke, poke_sqlite: Poke
+) -> None:
+    row = _as_sqlite(_clean())
+    poke_sqlite(row)
+    columns, values = _positional(row)
+    _, clean_values = _positional(_as_sqlite(_clean()))
+    damaged, clean = SQLITE.jobs_at([values, clean_values], columns)
+    assert damaged == SQLITE._job_guarded(row) and damaged.damaged != ()
+    assert clean == SQLITE.job(_as_sqlite(_clean())) and clean.damaged == ()
+
+
+def test_sqlite_times_decode_the_same_from_the_recent_times_memo() -> None:
+    codec = sqlite_executor.SqliteCodec(FakeClock())
+    stamps = [T0.timestamp() + i / 7 for i in range(3 * sqlite_executor._RECENT_TIMES_MAX)]
+    for _ in range(2):  # first decoded, then (for the latest) looked up
+        for stamp in stamps:
+            assert codec.time_out(stamp) == rows.unix_time(stamp)
+            assert len(codec._recent_times) <= sqlite_executor._RECENT_TIMES_MAX
+    assert codec.time_out(None) is None
+    for _ in range(2):  # a value that is no time raises every time, memo or not
+        with pytest.raises(ValueError):
+            codec.time_out(float("nan"))
+        with pytest.raises(ValueError):
+            codec.time_out("not a time")
+    assert codec.time_out(3e11) == rows.LATEST  # clamped as before

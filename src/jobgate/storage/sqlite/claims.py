@@ -45,18 +45,35 @@ class RunningSlots:
         return True
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Leased:
+    """Rows the claim leased, as plain tuples (`columns` names their values), decoded by the
+    caller once committed (RowDecoder.jobs_at): the writer thread, whose time caps the drain,
+    builds no ~45-entry dict per claimed job, and moves on to the next group meanwhile."""
+
+    columns: tuple[str, ...]
+    rows: Sequence[tuple[Any, ...]]
+
+
+NOTHING_LEASED = Leased((), ())
+
+
 def lease(
     conn: sqlite3.Connection, ids: Sequence[str], *, worker_id: str, lease_ttl_s: float, now: float
-) -> list[dict[str, Any]]:
+) -> Leased:
     """Lease the chosen jobs still queued, and count each tenant's claims (its drain rate). The
-    rows come back in the order of `ids`, to be decoded by the caller once committed: the writer
-    moves on to the next group meanwhile instead of building Jobs inside the transaction."""
+    rows come back in the order of `ids`."""
     params = {"ids": json_text(list(ids)), "worker_id": worker_id, "now": now}
-    cursor = conn.execute(Q["job_claim"].sql, {**params, "lease_ttl_s": lease_ttl_s})
-    claimed = {row["id"]: row for row in mapped_rows(cursor)}
-    for tenant_id, count in collections.Counter(r["tenant_id"] for r in claimed.values()).items():
+    cursor = conn.cursor()
+    cursor.row_factory = None  # tuples: no sqlite3.Row, no dict
+    cursor.execute(Q["job_claim"].sql, {**params, "lease_ttl_s": lease_ttl_s})
+    columns = tuple(column[0] for column in cursor.description)
+    rows: list[tuple[Any, ...]] = cursor.fetchall()
+    at_id, at_tenant = columns.index("id"), columns.index("tenant_id")
+    claimed = {row[at_id]: row for row in rows}
+    for tenant_id, count in collections.Counter(row[at_tenant] for row in rows).items():
         conn.execute(Q["tenant_stats_bump"].sql, {"tenant_id": tenant_id, "count": count})
-    return [claimed[job_id] for job_id in ids if job_id in claimed]
+    return Leased(columns, [claimed[job_id] for job_id in ids if job_id in claimed])
 
 
 def mapped_rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:

@@ -29,9 +29,17 @@ def json_text(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
 
 
+# How many decoded times SqliteCodec keeps: the jobs of one claim share their claim's times
+# (updated_at, started_at, lease_expires_at, often deadline_at) and those of their submit batch.
+_RECENT_TIMES_MAX = 1024
+
+
 class SqliteCodec:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
+        # REAL seconds -> the datetime decoded from them (a cache; reader threads share it,
+        # and each dict operation is atomic, so at worst a time is decoded twice).
+        self._recent_times: dict[Any, datetime] = {}
 
     def now(self, now: datetime | None) -> float:
         # On SQLite the database's clock is this host's clock.
@@ -51,9 +59,15 @@ class SqliteCodec:
         (the row decoder then names the column damaged)."""
         if value is None:
             return None
-        moment = unix_time(value)
+        recent = self._recent_times
+        moment = recent.get(value)
         if moment is None:
-            raise ValueError("not a time")
+            moment = unix_time(value)
+            if moment is None:
+                raise ValueError("not a time")
+            if len(recent) >= _RECENT_TIMES_MAX:
+                recent.clear()
+            recent[value] = moment
         return moment
 
     def json_out(self, value: Any) -> Any:

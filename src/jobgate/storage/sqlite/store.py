@@ -31,7 +31,7 @@ from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
-from jobgate.storage.sqlite.claims import RunningSlots, lease, mapped_rows
+from jobgate.storage.sqlite.claims import NOTHING_LEASED, Leased, RunningSlots, lease, mapped_rows
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -185,7 +185,7 @@ class SqliteStorage(
         model_filter = json(claim.models)
         model_skips = json(claim.skip_models)
 
-        def take(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        def take(conn: sqlite3.Connection) -> Leased:
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             slots = RunningSlots.read(conn, rules)
@@ -228,12 +228,13 @@ class SqliteStorage(
                     queues.append(TenantQueue(tenant, held, share.weight, free, candidates))
             chosen = fair_order(queues, limit)
             if not chosen:
-                return []
+                return NOTHING_LEASED
             return lease(
                 conn, chosen, worker_id=claim.worker_id, lease_ttl_s=claim.lease_ttl_s, now=at
             )
 
-        return [self._decode.job(row) for row in await self._db.write(take)]
+        leased = await self._db.write(take)
+        return self._decode.jobs_at(leased.rows, leased.columns)
 
     def _finish(
         self,
@@ -265,7 +266,7 @@ class SqliteStorage(
                 job_id = finishes[i].lease.job_id
                 row = written.get(job_id)
                 if row is not None:  # else fenced off: nothing was written for this job
-                    results[i] = records.Finished(job_id, JobState(row[0]), row[1])
+                    results[i] = records.Finished(job_id, _STATES[row[0]], row[1])
         return results
 
     async def _finish_many(
@@ -323,9 +324,15 @@ def _applied_versions(conn: sqlite3.Connection) -> set[int]:
     return {row[0] for row in conn.execute(Q["migrations_applied"].sql)}
 
 
+# A state as stored -> the JobState (an enum call per finished job costs more than a lookup).
+_STATES = {state.value: state for state in JobState}
+
+
 def _rounds(finishes: Sequence[Finish]) -> list[list[int]]:
     """Indices of `finishes` split so that no job appears twice in one round: round k holds
     each job's k-th verdict (the worker sends one per lease, so almost always one round)."""
+    if len({finish.lease.job_id for finish in finishes}) == len(finishes):
+        return [list(range(len(finishes)))]  # the common case: one round, no counting
     rounds: list[list[int]] = []
     seen: dict[str, int] = {}
     for index, finish in enumerate(finishes):
@@ -345,7 +352,7 @@ def verdict_row(finish: Finish, json: Callable[[Any], str | None]) -> tuple[Any,
     return (
         finish.lease.job_id,
         finish.lease.token,
-        str(finish.state),
+        finish.state.value,
         json(finish.result),
         json(finish.error),
         json(usage),

@@ -4,11 +4,10 @@ writer makes the counts it reads exact), as job_claim applies them."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from jobgate.domain.job import Job
 from jobgate.storage.records import ClaimRequest
-from jobgate.storage.sqlite.claims import RunningSlots, lease
+from jobgate.storage.sqlite.claims import NOTHING_LEASED, Leased, RunningSlots, lease
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q
 from jobgate.storage.store.transport import TransportQueries
@@ -22,7 +21,7 @@ class SqliteTransport(TransportQueries):
         at = self._sql.codec.now(claim.now)
         params = {"ids": json(claim.ids), "now": at, "providers": json(claim.providers)}
 
-        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        def run(conn: sqlite3.Connection) -> Leased:
             slots = RunningSlots.read(conn, rules)
             chosen = []
             for row in conn.execute(Q["job_claim_by_id_candidates"].sql, params).fetchall():
@@ -32,7 +31,7 @@ class SqliteTransport(TransportQueries):
                 if slots.take(rules.share(tenant), tenant, row["concurrency_key"]):
                     chosen.append(row["id"])
             if not chosen:
-                return []
+                return NOTHING_LEASED
             return lease(
                 conn,
                 chosen,
@@ -41,4 +40,5 @@ class SqliteTransport(TransportQueries):
                 now=at,
             )
 
-        return [self._decode.job(row) for row in await self._db.write(run)]
+        leased = await self._db.write(run)
+        return self._decode.jobs_at(leased.rows, leased.columns)
