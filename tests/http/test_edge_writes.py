@@ -68,7 +68,7 @@ async def connection() -> tuple[Any, RecordingTransport]:
         http=edge_limits.protocol_class(Settings(database_url="sqlite:///unused.db")),
     )
     config.load()
-    protocol = config.http_protocol_class(  # type: ignore[call-arg]
+    protocol: Any = config.http_protocol_class(  # type: ignore[call-arg]
         config=config, server_state=ServerState(), app_state={}, _loop=asyncio.get_running_loop()
     )
     transport = RecordingTransport()
