@@ -8,6 +8,7 @@ fall-through, answered the ordinary requests."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from jobgate.http.app import create_app
+from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.front import HotFront
 from jobgate.process.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
@@ -237,3 +239,62 @@ async def test_openapi_still_declares_the_hot_routes(runtime: Runtime) -> None:
     plain = create_app(runtime.app_context(), hot_routes=False).openapi()
     assert hot == plain
     assert {"post", "get"} <= set(hot["paths"]["/v1/jobs"]) | set(hot["paths"]["/v1/jobs/{job_id}"])
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("no_tracer_provider")
+async def test_the_front_answers_plain_status_reads_past_jobgates_layers(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bodiless status read behind the front is answered without jobgate's middleware
+    layers (http.front's direct path), with its request id and, for an unexpected error, the
+    same 500 problem; a read with body framing, and every read while the access log is on,
+    still takes the layers."""
+    entered: list[str] = []
+    layer_call = BodyLimitMiddleware.__call__
+
+    async def spy(self: BodyLimitMiddleware, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            entered.append(f"{scope['method']} {scope['path']}")
+        await layer_call(self, scope, receive, send)
+
+    monkeypatch.setattr(BodyLimitMiddleware, "__call__", spy)
+    key = (await runtime.tenants.create("acme-direct")).api_key
+    auth = {"Authorization": f"Bearer {key}"}
+    ctx = runtime.app_context()
+    logged = dataclasses.replace(ctx, settings=ctx.settings.model_copy(update={"access_log": True}))
+    for side, context in (("direct", ctx), ("logged", logged)):
+        transport = httpx.ASGITransport(app=HotFront(create_app(context)))
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobgate.test") as http:
+            submitted = await http.post("/v1/jobs", json=job_body(), headers=auth)
+            assert submitted.status_code == 202, submitted.text
+            path = f"/v1/jobs/{submitted.json()['id']}"
+            entered.clear()
+            read = await http.get(path, headers=auth)
+            assert read.status_code == 200
+            assert re.fullmatch(r"req_[0-9a-f]{24}", read.headers["x-request-id"])
+            assert entered == ([] if side == "direct" else [f"GET {path}"])
+            framed = await http.get(path, headers={**auth, "Content-Length": "0"})
+            assert framed.status_code == 200 and "x-request-id" in framed.headers
+            assert entered[-1:] == [f"GET {path}"]
+
+    async def broken(**_: Any) -> Any:
+        raise RuntimeError("the store broke")
+
+    answers = []
+    for context in (ctx, logged):
+        monkeypatch.setattr(context.jobs, "get", broken)
+        transport = httpx.ASGITransport(
+            app=HotFront(create_app(context)), raise_app_exceptions=False
+        )
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobgate.test") as http:
+            failed = await http.get("/v1/jobs/job_doesnotmatter", headers=auth)
+        assert failed.status_code == 500
+        assert failed.json()["request_id"] == failed.headers["x-request-id"]
+        answers.append(answer(failed))
+    direct, layered = answers
+    assert masked_request_ids(direct) == masked_request_ids(layered)
+
+
+def masked_request_ids(value: Any) -> Any:
+    return re.sub(r"req_[0-9a-f]{24}", "req_<id>", repr(value))

@@ -8,6 +8,12 @@ a 64 MB header would be buffered whole before any answer).
 - the head must arrive within `request_head_timeout_s` of its first byte (or of the connection
   opening): a slow-loris client is closed then, while a slow body has the whole
   `request_receipt_timeout_s` (http.receipt_timeout).
+
+Two costs per request are saved on the way (bench/notes.md, branch http-status): a request
+that arrives whole in one read never arms the head and receipt timers (they are armed after
+the read, only for a request still incomplete then), and a response with a Content-Length
+leaves in one write, its head held until its body's first bytes (uvicorn writes them apart:
+two sends and two TCP segments on every answer).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import logging
 from typing import Any
 
 import httptools
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from jobgate.config import Settings
 from jobgate.http.receipt_timeout import ReceiptTimeoutProtocol
@@ -24,6 +31,52 @@ from jobgate.http.receipt_timeout import ReceiptTimeoutProtocol
 log = logging.getLogger(__name__)
 LINGER_S = 1.0  # after a refusal: how long the connection drains before it closes
 _REASONS = {414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+
+
+class _HeldHead:
+    """A request cycle's transport that holds the response head until the body's first write,
+    when the response declares a Content-Length (so its body follows at once: Starlette's
+    `Response` sends both back to back); both then leave in one write. Chunked, HEAD and
+    empty answers are written as uvicorn writes them. Closing writes a held head first."""
+
+    __slots__ = ("_cycle", "_first", "_head", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, cycle: RequestResponseCycle) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._head: bytes | None = None
+        self._first = True  # no write yet: the first one of a started response is its head
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head + data)
+            return
+        if self._first:
+            self._first = False
+            cycle = self._cycle
+            if (
+                cycle.response_started
+                and cycle.chunked_encoding is False
+                and cycle.expected_content_length > 0
+                and cycle.scope["method"] != "HEAD"
+            ):
+                self._head = data
+                return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        head, self._head = self._head, None
+        if head is not None and not self._transport.is_closing():
+            self._transport.write(head)
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _Refused(Exception):
@@ -44,6 +97,7 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
         self._refusal: tuple[int, str] | None = None
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._receiving = False  # a request begun and not yet whole
 
     # -- the head's clock ------------------------------------------------------------------
 
@@ -83,7 +137,9 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
             self._head_bytes += len(data)
         try:
             self.parser.feed_data(data)
+            self._arm_for_the_rest()
         except httptools.HttpParserUpgrade:
+            self._arm_for_the_rest()
             if self._should_upgrade():
                 self.handle_websocket_upgrade()
             else:
@@ -100,9 +156,20 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
         if self._in_head and self._head_bytes > self.max_request_head_bytes:
             self._refuse(431, "request head too large")
 
+    def _arm_for_the_rest(self) -> None:
+        """After a read: the clocks of a request that did not arrive whole in it (most arrive
+        in one read, and would arm and cancel two timers for nothing)."""
+        if self._receiving:
+            self._arm_receipt_timer()
+            if self._in_head:
+                self._arm_head_timer()
+
     def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._arm_head_timer()
+        # Not super(): ReceiptTimeoutProtocol's would arm the receipt timer now; it is armed
+        # after the read instead (_arm_for_the_rest), the head's clock likewise. The delay is
+        # the rest of this read's parsing, microseconds.
+        HttpToolsProtocol.on_message_begin(self)
+        self._receiving = True
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
@@ -121,8 +188,12 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
         self._in_head = False
         self._disarm_head_timer()
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # a cycle made just now
+            cycle.transport = _HeldHead(self.transport, cycle)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
+        self._receiving = False
         super().on_message_complete()
         # What arrives next on this connection is the next request's head.
         self._in_head = True

@@ -1,4 +1,4 @@
-"""What uvicorn serves: the FastAPI app, with the hot routes' requests sent past its outermost
+"""What uvicorn serves: the FastAPI app, with the hot routes' requests sent past its outer
 layers.
 
 http.hot_routes answers `POST /v1/jobs` and `GET /v1/jobs/{id}` inside jobgate's own middleware
@@ -12,7 +12,14 @@ still hands anything unusual to FastAPI's router, and an unexpected error is ans
 request-id layer with the same problem as the server-error layer's handler
 (problems.unexpected). While a tracer provider is set every request takes the full stack, so
 FastAPI's HTTP spans are kept (its OpenTelemetry metrics and logs without a tracer provider
-do not see these two routes)."""
+do not see these two routes).
+
+A status read without a body (no Content-Length, no Transfer-Encoding: what every client
+sends) is answered here in one step when jobgate's layers are the request id, the security
+headers and the body limit only (no access log): those would do nothing to it but add the
+request id, so the answer gets its id here, without four coroutine layers and three send
+wrappers on every read (bench/notes.md, branch http-status). The security headers are for
+/dashboard paths only and a body limit has nothing to count."""
 
 from __future__ import annotations
 
@@ -20,16 +27,23 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobgate import tracing
-from jobgate.http.hot_routes import JOBS_PATH
+from jobgate.http import hot_routes, problems, request_id
+from jobgate.http.body_limit import BodyLimitMiddleware
+from jobgate.http.dashboard import SecurityHeadersMiddleware
+from jobgate.http.hot_routes import JOBS_PATH, HotRoutesMiddleware
 from jobgate.http.request_id import RequestIdMiddleware
 
 _JOB_PREFIX = JOBS_PATH + "/"
+_REQUEST_ID = request_id.HEADER.lower().encode("latin-1")
+# Layers between the request id and the hot routes that leave a bodiless status read alone.
+_INERT_FOR_READS = (SecurityHeadersMiddleware, BodyLimitMiddleware)
 
 
 class HotFront:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self._ours: ASGIApp | None = None  # jobgate's outermost middleware, once found
+        self._direct_reads = False  # status reads answered here (see the module's doc)
         self._searched = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -37,21 +51,51 @@ class HotFront:
             ours = self._ours if self._searched else self._find_ours()
             if ours is not None:
                 scope["app"] = self.app
+                if self._direct_reads and scope["method"] == "GET" and _bodiless(scope):
+                    target = hot_routes.read_target(scope)
+                    if target is not None:
+                        await _read(scope, receive, send, *target)
+                        return
                 await ours(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
     def _find_ours(self) -> ASGIApp | None:
         """The request-id middleware in the app's built stack (None: not there, so every
-        request keeps the full stack)."""
+        request keeps the full stack), and whether the layers under it leave status reads
+        alone."""
         app = self.app
         if app.middleware_stack is None:  # built on the first request, as Starlette does
             app.middleware_stack = app.build_middleware_stack()
         layer: object = app.middleware_stack
         while layer is not None and not isinstance(layer, RequestIdMiddleware):
             layer = getattr(layer, "app", None)
+        below = getattr(layer, "app", None)
+        while isinstance(below, _INERT_FOR_READS):
+            below = below.app
+        self._direct_reads = isinstance(below, HotRoutesMiddleware)
         self._ours, self._searched = layer, True
         return layer
+
+
+async def _read(
+    scope: Scope, receive: Receive, send: Send, job_id: str, wait: float | None
+) -> None:
+    """A status read as RequestIdMiddleware -> HotRoutesMiddleware would answer it: an error
+    before the answer starts is answered with problems.unexpected, one after it is logged
+    (a Starlette response's first step is its start)."""
+    rid = request_id.new_id()
+    scope.setdefault("state", {})["request_id"] = rid
+    try:
+        response = await hot_routes.read_answer(scope, receive, job_id, wait)
+    except Exception as exc:
+        await problems.unexpected(scope, exc)(scope, receive, send)
+        return
+    response.raw_headers.append((_REQUEST_ID, rid.encode("latin-1")))
+    try:
+        await response(scope, receive, send)
+    except Exception as exc:  # never re-raised: the server would log the raw message again
+        request_id.log_unhandled(scope, exc)
 
 
 def _hot_shaped(scope: Scope) -> bool:
@@ -63,3 +107,12 @@ def _hot_shaped(scope: Scope) -> bool:
         and path.startswith(_JOB_PREFIX)
         and "/" not in path[len(_JOB_PREFIX) :]
     )
+
+
+def _bodiless(scope: Scope) -> bool:
+    """No body framing in the head (a GET's usual form); a `Content-Length: 0` counts as
+    framing, so such a request takes the layers and is answered by them."""
+    for name, _ in scope["headers"]:
+        if name == b"content-length" or name == b"transfer-encoding":
+            return False
+    return True

@@ -19,6 +19,7 @@ import re
 
 import pydantic
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobgate import errors
@@ -49,12 +50,11 @@ class HotRoutesMiddleware:
             if method == "POST" and path == JOBS_PATH:
                 await self._submit(scope, receive, send)
                 return
-            if method == "GET" and path.startswith(_JOB_PREFIX):
-                job_id = path[len(_JOB_PREFIX) :]
-                wait = _wait_of(scope.get("query_string", b""))
-                if wait is not _ELSEWHERE and _JOB_ID.fullmatch(job_id):
-                    assert wait is None or isinstance(wait, float)
-                    await self._read(scope, receive, send, job_id, wait)
+            if method == "GET":
+                target = read_target(scope)
+                if target is not None:
+                    response = await read_answer(scope, receive, *target)
+                    await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
 
@@ -91,17 +91,31 @@ class HotRoutesMiddleware:
             response = problems.answer(exc)
         await response(scope, receive, send)
 
-    async def _read(
-        self, scope: Scope, receive: Receive, send: Send, job_id: str, wait: float | None
-    ) -> None:
-        headers = _headers(scope)
-        ctx = _context(scope)
-        try:
-            tenant = await tenant_of(ctx, _text(headers.get(b"authorization")) or "")
-            response = await jobs_routes.read(Request(scope, receive), ctx, tenant, job_id, wait)
-        except errors.JobgateError as exc:
-            response = problems.answer(exc)
-        await response(scope, receive, send)
+
+def read_target(scope: Scope) -> tuple[str, float | None] | None:
+    """The job id and `wait` of a `GET /v1/jobs/{id}` in the ordinary form the hot path
+    answers; None for anything FastAPI must see (checked after the method)."""
+    path: str = scope["path"]
+    if scope.get("root_path") or not path.startswith(_JOB_PREFIX):
+        return None
+    job_id = path[len(_JOB_PREFIX) :]
+    wait = _wait_of(scope.get("query_string", b""))
+    if wait is _ELSEWHERE or not _JOB_ID.fullmatch(job_id):
+        return None
+    assert wait is None or isinstance(wait, float)
+    return job_id, wait
+
+
+async def read_answer(scope: Scope, receive: Receive, job_id: str, wait: float | None) -> Response:
+    """The answer to a status read `read_target` accepted (a problem for a JobgateError);
+    shared with http.front's direct path."""
+    headers = _headers(scope)
+    ctx = _context(scope)
+    try:
+        tenant = await tenant_of(ctx, _text(headers.get(b"authorization")) or "")
+        return await jobs_routes.read(Request(scope, receive), ctx, tenant, job_id, wait)
+    except errors.JobgateError as exc:
+        return problems.answer(exc)
 
 
 def _context(scope: Scope) -> AppContext:

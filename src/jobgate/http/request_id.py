@@ -26,6 +26,10 @@ log = logging.getLogger("jobgate.http.problems")
 _SECRET = re.compile(r"(?:jgo?_|sk-|whsec_|Bearer\s+)[A-Za-z0-9_\-+/=.]+", re.IGNORECASE)
 
 
+def new_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
 def request_id(scope: Scope) -> str:
     """This request's id (set by RequestIdMiddleware; `-` outside it)."""
     return str(scope.get("state", {}).get("request_id", "-"))
@@ -40,7 +44,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = "req_" + secrets.token_hex(12)
+        rid = new_id()
         scope.setdefault("state", {})["request_id"] = rid
         started = False
 
