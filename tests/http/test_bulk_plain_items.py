@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pydantic
 import pytest
 
 from jobgate import errors
@@ -118,3 +119,25 @@ def test_the_whole_body_parses_alike() -> None:
     assert [(g.spec, _refusal(g.refused)) for g in got] == [
         (w.spec, _refusal(w.refused)) for w in want
     ]
+
+
+def test_the_models_still_check_only_what_the_plain_path_checks() -> None:
+    """_plain_spec restates what SubmitJobRequest and ProviderBody check of endpoint, body and
+    metadata. A validator, a setting or a field added to either changes that: this fails,
+    and _plain_spec must learn it (or leave such items to the model)."""
+    from jobgate.http.models import ProviderBody, SubmitJobRequest
+
+    def checks(model: type[pydantic.BaseModel]) -> dict[str, list[str]]:
+        kinds = ("validators", "field_validators", "root_validators", "model_validators")
+        return {k: sorted(getattr(model.__pydantic_decorators__, k)) for k in kinds}
+
+    assert checks(SubmitJobRequest)["model_validators"] == ["_one_schedule"]  # run_at, delay_s
+    assert checks(SubmitJobRequest)["field_validators"] == []
+    assert all(not names for names in checks(ProviderBody).values())
+    assert dict(SubmitJobRequest.model_config) == {"extra": "forbid"}
+    assert dict(ProviderBody.model_config) == {"extra": "allow"}
+    assert set(ProviderBody.model_fields) == {"model", "sim"}
+    required = {name for name, f in SubmitJobRequest.model_fields.items() if f.is_required()}
+    assert required == {"endpoint", "body"}
+    metadata = SubmitJobRequest.model_fields["metadata"]
+    assert metadata.annotation == dict[str, Any] and metadata.default_factory is dict
