@@ -13,7 +13,6 @@ _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 # per job, thousands per bulk call).
 _PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
 _SHIFTS = tuple(range(120, -1, -10))
-_RANDOM_SHIFTS = _SHIFTS[5:]  # the last 8 pairs: the 80 random bits alone
 
 
 def _body(millis: int, random80: int) -> str:
@@ -24,8 +23,14 @@ def _body(millis: int, random80: int) -> str:
 
 
 def _random_digits(random80: int) -> str:
-    """The last 16 digits of a body (_body's), which only the random bits make."""
-    return "".join([_PAIRS[(random80 >> shift) & 1023] for shift in _RANDOM_SHIFTS])
+    """The last 16 digits of a body (_body's), which only the random bits make: one f-string
+    of the 8 pairs, half the cost of a join over shifts (it runs once per job of a batch)."""
+    pairs, v = _PAIRS, random80
+    return (
+        f"{pairs[v >> 70 & 1023]}{pairs[v >> 60 & 1023]}{pairs[v >> 50 & 1023]}"
+        f"{pairs[v >> 40 & 1023]}{pairs[v >> 30 & 1023]}{pairs[v >> 20 & 1023]}"
+        f"{pairs[v >> 10 & 1023]}{pairs[v & 1023]}"
+    )
 
 
 class IdGenerator(Protocol):
@@ -56,9 +61,10 @@ class RandomIds:
         millis = int(self._clock.now().timestamp() * 1000)
         head = f"{prefix}_{_body(millis, 0)[:10]}"
         draw = secrets.token_bytes(10 * count)  # one read of the OS's randomness, not `count`
+        from_bytes = int.from_bytes
         return sorted(
             [
-                head + _random_digits(int.from_bytes(draw[at : at + 10], "big"))
+                f"{head}{_random_digits(from_bytes(draw[at : at + 10]))}"
                 for at in range(0, 10 * count, 10)
             ]
         )

@@ -53,3 +53,16 @@ def test_sequential_ids_mint_many_in_sequence() -> None:
     assert generator.new("job") == "job_000001"
     assert generator.new_many("job", 2) == ["job_000002", "job_000003"]
     assert generator.new("job") == "job_000004"
+
+
+def test_random_digits_match_the_body_layout_at_every_bit() -> None:
+    """_random_digits (new_many's) makes the last 16 digits _body makes of the same bits:
+    the extremes, each single bit, and random draws."""
+    draws = [
+        0,
+        2**80 - 1,
+        *(1 << bit for bit in range(80)),
+        *(secrets.randbits(80) for _ in range(200)),
+    ]
+    for random80 in draws:
+        assert ids._random_digits(random80) == ids._body(0, random80)[10:]

@@ -9,7 +9,7 @@ from typing import Any
 
 from jobgate import errors
 from jobgate.domain import idempotency
-from jobgate.domain.job import NewJob
+from jobgate.domain.job import NewJob, fast_init
 from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec, chunk_spans
 from jobgate.services.limits import Admission
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 MAX_BULK_ITEMS = 1000
 
 
+@fast_init  # one per item of a bulk call
 @dataclasses.dataclass(frozen=True, slots=True)
 class BulkSubmit:
     """One item of a bulk call: a validated submit, or the refusal its validation raised."""
