@@ -145,3 +145,32 @@ def test_a_slot_builder_refuses_what_it_cannot_build() -> None:
     for record in (NoSlots, PostInit, Private):
         with pytest.raises(TypeError):
             job_module.slot_builder(record)
+
+
+def test_a_slot_builder_of_some_fields_gives_the_others_their_defaults() -> None:
+    plain = job_module.slot_builder(SubmitSpec, "endpoint", "body", "metadata", json_checked=True)
+    body, metadata = {"model": "m"}, {"k": "v"}
+    built = plain("/v1/chat/completions", body, metadata)
+    expected = SubmitSpec("/v1/chat/completions", body, metadata=metadata, json_checked=True)
+    assert type(built) is SubmitSpec and built == expected
+    assert built.body is body and built.metadata is metadata
+    bare = job_module.slot_builder(SubmitSpec, "endpoint", "body")
+    first, second = bare("e", {}), bare("e", {})
+    assert first == SubmitSpec("e", {}) and first.metadata is not second.metadata  # a factory
+    for given in [("endpoint",), ("endpoint", "body", "nope")]:
+        with pytest.raises(TypeError):  # `body` has no default; `nope` is no field
+            job_module.slot_builder(SubmitSpec, *given)
+    with pytest.raises(TypeError):
+        job_module.slot_builder(SubmitSpec, "endpoint", "body", nope=1)
+
+
+def test_a_record_builder_needs_a_value_for_every_field() -> None:
+    values = {field.name: "None" for field in dataclasses.fields(SubmitOutcome)}
+    assert job_module.record_builder(SubmitOutcome, (), values)() == SubmitOutcome(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+    )
+    del values["replayed"]
+    with pytest.raises(TypeError):
+        job_module.record_builder(SubmitOutcome, (), values)
