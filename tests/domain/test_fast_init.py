@@ -14,8 +14,9 @@ from jobgate.domain.job import Lease, NewJob, fast_init
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.providers.base import ProviderCall, ProviderResult, Usage
+from jobgate.services.jobs import SubmitSpec
 
-FAST = [Lease, Finish, ProviderCall, ProviderResult, Usage, NewJob]
+FAST = [Lease, Finish, ProviderCall, ProviderResult, Usage, NewJob, SubmitSpec]
 
 
 def _sample(field: dataclasses.Field[Any], index: int) -> Any:
@@ -28,6 +29,9 @@ def test_the_signature_is_the_fields_with_their_defaults(record: type) -> None:
     fields = dataclasses.fields(record)
     assert [p.name for p in params] == [f.name for f in fields]
     for param, field in zip(params, fields, strict=True):
+        if field.default_factory is not dataclasses.MISSING:  # a sentinel, shown as dataclasses'
+            assert repr(param.default) == "<factory>", field.name
+            continue
         missing = field.default is dataclasses.MISSING
         expected = inspect.Parameter.empty if missing else field.default
         assert param.default is expected or param.default == expected, field.name
@@ -66,8 +70,8 @@ def test_records_it_cannot_build_are_refused() -> None:
         a: int
 
     @dataclasses.dataclass(frozen=True, slots=True)
-    class Factory:
-        a: list[int] = dataclasses.field(default_factory=list)
+    class NotInit:
+        a: int = dataclasses.field(default=0, init=False)
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class PostInit:
@@ -76,6 +80,36 @@ def test_records_it_cannot_build_are_refused() -> None:
         def __post_init__(self) -> None:
             pass
 
-    for record in (NoSlots, Factory, PostInit):
+    for record in (NoSlots, NotInit, PostInit):
         with pytest.raises(TypeError):
             fast_init(record)
+
+
+def test_a_default_factory_makes_a_new_value_per_record_as_dataclasses_does() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Plain:
+        a: int
+        b: dict[str, int] = dataclasses.field(default_factory=dict)
+        c: int = 3
+
+    @fast_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Fast:
+        a: int
+        b: dict[str, int] = dataclasses.field(default_factory=dict)
+        c: int = 3
+
+    first, second = Fast(1), Fast(2)
+    assert first.b == {} and second.b == {} and first.b is not second.b
+    given = {"x": 1}
+    assert Fast(1, given).b is given
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((1,), {}),
+        ((1, given, 4), {}),
+        ((), {"a": 1, "c": 5}),
+    ]
+    for args, kwargs in calls:
+        fast, plain = Fast(*args, **kwargs), Plain(*args, **kwargs)
+        assert [fast.a, fast.b, fast.c] == [plain.a, plain.b, plain.c]
+    spec = SubmitSpec(endpoint="/v1/chat/completions", body={})
+    assert spec.metadata == {} and spec.metadata is not SubmitSpec("e", {}).metadata

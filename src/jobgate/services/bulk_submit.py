@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from jobgate import errors
 from jobgate.domain import idempotency
-from jobgate.domain.job import NewJob, fast_init
+from jobgate.domain.job import NewJob, fast_init, slot_builder
 from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec, chunk_spans
 from jobgate.services.limits import Admission
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
@@ -32,6 +32,9 @@ class BulkSubmit:
 
 # One item's answer: its job (new or replayed) or why it was refused.
 ItemResult = SubmitOutcome | errors.JobgateError
+
+# SubmitOutcome(job, replayed, status_code) without the frozen __init__: one per stored item.
+_created = slot_builder(SubmitOutcome)
 
 
 async def submit_bulk(
@@ -104,18 +107,18 @@ async def _submit_streamed(
     results: list[ItemResult | None],
 ) -> None:
     placed: list[int] = []  # the index of each job inserted, in order
+    prepare, admit = jobs.preparer(tenant_id), admission.admit
 
     def chunks() -> Iterator[list[NewJob]]:
         for start, stop in chunk_spans(len(items)):
             chunk = []
             for index in range(start, stop):
-                item, job_id = items[index], job_ids[index]
+                item = items[index]
                 try:
                     if item.refused is not None:
                         raise item.refused
-                    assert item.spec is not None and job_id is not None
-                    new_job = jobs.prepare(tenant_id=tenant_id, spec=item.spec, job_id=job_id)
-                    chunk.append(admission.admit(new_job))
+                    assert item.spec is not None
+                    chunk.append(admit(prepare(item.spec, job_ids[index])))
                     placed.append(index)
                 except errors.StorageError:
                     raise
@@ -125,7 +128,7 @@ async def _submit_streamed(
 
     stored = await jobs.storage.job_insert_streamed(chunks=chunks())
     for index, job in zip(placed, stored, strict=True):
-        results[index] = SubmitOutcome(job, False, 202)
+        results[index] = _created(job, False, 202)
 
 
 async def _submit_together(
@@ -140,13 +143,14 @@ async def _submit_together(
 ) -> None:
     """Every item prepared first, then one job_insert_bulk (keys bound, bounds counted)."""
     stored: list[tuple[int, BulkItem]] = []
+    prepare = jobs.preparer(tenant_id)
     for index, item in enumerate(items):
         try:
             if item.refused is not None:
                 raise item.refused
             job_id = job_ids[index]
             assert item.spec is not None and admission is not None and job_id is not None
-            prepared = await _prepare(jobs, tenant_id, item, route, ttl_s, admission, job_id)
+            prepared = await _prepare(jobs, prepare, item, route, ttl_s, admission, job_id)
             stored.append((index, prepared))
         except errors.StorageError:
             raise
@@ -166,7 +170,7 @@ async def _submit_together(
 
 async def _prepare(
     jobs: JobService,
-    tenant_id: str,
+    prepare: Callable[[SubmitSpec, str | None], NewJob],
     item: BulkSubmit,
     route: str,
     ttl_s: float,
@@ -190,7 +194,7 @@ async def _prepare(
             status_code=202,
             ttl_s=ttl_s,
         )
-    new_job = admission.admit(jobs.prepare(tenant_id=tenant_id, spec=item.spec, job_id=job_id))
+    new_job = admission.admit(prepare(item.spec, job_id))
     if new_job.webhook is not None:
         await jobs.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
     return BulkItem(job=new_job, idempotency=claim)
