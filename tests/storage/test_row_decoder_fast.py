@@ -133,7 +133,7 @@ DAMAGES: list[tuple[str, Poke, Poke]] = [
 def test_a_clean_row_takes_the_fast_path_and_reads_as_the_guard_reads_it(dialect: str) -> None:
     decoder = POSTGRES if dialect == "postgres" else SQLITE
     row = _clean() if dialect == "postgres" else _as_sqlite(_clean())
-    fast = rows._job_fast()(row, decoder._time, decoder._json)  # raises if not taken
+    fast = rows._job_fast()(row, decoder._time, decoder._json, {})  # raises if not taken
     guarded = decoder._job_guarded(row)
     assert fast == guarded == decoder.job(row)
     assert fast.damaged == ()
@@ -157,7 +157,7 @@ def test_a_damaged_row_is_left_to_the_guard(
         row = _as_sqlite(_clean())
         poke_sqlite(row)
     with pytest.raises(Exception):  # noqa: B017 (any refusal sends it to the guard)
-        rows._job_fast()(row, decoder._time, decoder._json)
+        rows._job_fast()(row, decoder._time, decoder._json, {})
     assert decoder.job(row) == decoder._job_guarded(row)
 
 
@@ -234,3 +234,44 @@ def test_sqlite_times_decode_the_same_from_the_recent_times_memo() -> None:
         with pytest.raises(ValueError):
             codec.time_out("not a time")
     assert codec.time_out(3e11) == rows.LATEST  # clamped as before
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
+def test_times_found_clean_are_remembered_and_answer_as_a_fresh_decode(dialect: str) -> None:
+    """A RowDecoder remembers the stored times its fast decoder found clean: a row read
+    through that memo reads as a decoder without one reads it, a damaged time is never
+    remembered (its row still goes to the guard, however many clean rows came before), and
+    the memo stays bounded."""
+    time_ = (lambda value: value) if dialect == "postgres" else rows.unix_time
+    json_ = (lambda value: value) if dialect == "postgres" else rows.tolerant_json(orjson.loads)
+    decoder = rows.RowDecoder(time=time_, json=json_)
+    count = 3 * rows._CLEAN_TIMES_MAX // 2
+
+    def row_at(i: int) -> dict[str, Any]:
+        row = _clean()
+        row.update(run_at=T0 + i * _US, updated_at=T0 + (i // 100) * _US)
+        return row if dialect == "postgres" else _as_sqlite(row)
+
+    for _ in range(2):  # first decoded and remembered, then (partly) looked up
+        for i in range(count):
+            row = row_at(i)
+            fresh = rows.RowDecoder(time=time_, json=json_)
+            assert decoder.job(row) == fresh.job(row) == fresh._job_guarded(row)
+            assert len(decoder._clean_times) <= rows._CLEAN_TIMES_MAX
+    damaged = row_at(0)
+    damaged["deadline_at"] = datetime(9999, 1, 1, tzinfo=UTC) if dialect == "postgres" else 3e11
+    with pytest.raises(Exception):  # noqa: B017 (any refusal sends it to the guard)
+        rows._job_fast()(damaged, time_, json_, decoder._clean_times)
+    assert damaged["deadline_at"] not in decoder._clean_times
+    job = decoder.job(damaged)
+    assert job == decoder._job_guarded(damaged) and job.damaged == ("deadline_at",)
+
+
+def test_a_positional_row_with_other_columns_reads_as_by_name_and_a_missing_one_refuses() -> None:
+    row = {"series": 7, **_as_sqlite(_clean()), "transition_actor": "w"}  # no Job holds these
+    columns, values = _positional(row)
+    (job,) = SQLITE.jobs_at([values], columns)
+    assert job == SQLITE.job(row) and job.damaged == ()
+    without = tuple(name for name in columns if name != "lease_token")
+    with pytest.raises(ValueError, match="lease_token"):
+        SQLITE.jobs_at([tuple(row[name] for name in without)], without)

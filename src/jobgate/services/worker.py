@@ -322,8 +322,9 @@ class Worker:
         finally:
             self._release(entry)
 
-    def _release(self, entry: InFlight) -> None:
-        """Let go of a job whose verdict is written (or whose lease is gone)."""
+    def _release(self, entry: InFlight, *, wake: bool = True) -> None:
+        """Let go of a job whose verdict is written (or whose lease is gone), and wake the
+        claim loop (unless `wake` is False: the caller wakes it once for many)."""
         job = entry.job
         # Only our own entry: once our verdict requeued the job, this worker may have claimed
         # it again already, and that new lease must keep its heartbeat.
@@ -333,7 +334,8 @@ class Worker:
         if self._inflight.get(job.id) is entry:
             del self._inflight[job.id]
             self._providers.gates.finished(job.provider, job.id)
-        self._wake.set()
+        if wake:
+            self._wake.set()
         if self._intake is not None:  # after the verdict committed (or the lease is gone)
             self._intake.finished(entry.lease)
 
@@ -472,7 +474,10 @@ class Worker:
                         outcome = await readback.verdict_written(
                             self._storage, entry.job, actor=self.worker_id
                         )
-                    results[i] = await self._written(entry, finish, outcome, counts)
+                    if outcome is None:
+                        results[i] = await self._written(entry, finish, outcome, counts)
+                    else:  # nearly every verdict: accounted without a coroutine per job
+                        results[i] = self._counted(entry, finish, outcome, counts)
                 todo = again
                 if todo:
                     await self._clock.sleep(delay_s)
@@ -480,7 +485,8 @@ class Worker:
         finally:
             self._summary.count(counts)
             for entry, _ in answered:
-                self._release(entry)
+                self._release(entry, wake=False)
+            self._wake.set()  # once for the batch
         return results
 
     async def _attempt_or_poison(self, entry: InFlight) -> Finish | background.Accepted | None:
@@ -664,6 +670,16 @@ class Worker:
         if written is None:
             await self._record_dropped(entry, "lease_lost", to_state=finish)
             return None
+        return self._counted(entry, finish, written, counts)
+
+    def _counted(
+        self,
+        entry: InFlight,
+        finish: Finish,
+        written: Finished,
+        counts: collections.Counter[tuple[str, str, str]] | None,
+    ) -> Finished:
+        """`_written` for a verdict that was written: counted (and logged at debug level)."""
         job = entry.job
         key = (job.provider, finish.reason, str(written.state))
         if counts is None:

@@ -8,11 +8,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
+from jobgate.clock import from_unix
+from jobgate.domain.fairness import Candidate
 from jobgate.storage.records import ClaimPolicy, TenantShare
+from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.executor import Q, json_text
+
+_EPOCH = from_unix(0)  # a candidate's run_at that is no time at all sorts first
 
 
 @dataclasses.dataclass(slots=True)
@@ -43,6 +49,30 @@ class RunningSlots:
         if slot is not None:
             self.keys[slot] = self.keys.get(slot, 0) + 1
         return True
+
+
+def candidates(
+    conn: sqlite3.Connection,
+    params: dict[str, Any],
+    *,
+    keep: Callable[[str | None], bool] | None,
+    times: dict[Any, datetime],
+) -> tuple[Candidate, ...]:
+    """A tenant's claimable jobs (job_claim_candidates), best first, without those `keep`
+    refuses given their concurrency key (asked in that order). Rows come as tuples, and each
+    stored run_at is decoded once per claim (`times`; a submit batch's jobs share theirs)."""
+    cursor = conn.cursor()
+    cursor.row_factory = None  # tuples: no sqlite3.Row and its lookups by name
+    cursor.execute(Q["job_claim_candidates"].sql, params)
+    found: list[Candidate] = []
+    for job_id, priority, run_at, key in cursor.fetchall():  # the SELECT's column order
+        if keep is not None and not keep(key):
+            continue
+        moment = times.get(run_at)
+        if moment is None:
+            moment = times[run_at] = unix_time(run_at) or _EPOCH
+        found.append(Candidate(job_id, priority, moment))
+    return tuple(found)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,15 +8,16 @@ but wake-ups then cross processes only by polling: scale out on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from jobgate import errors, ids
-from jobgate.clock import Clock, SystemClock, from_unix
+from jobgate.clock import Clock, SystemClock
 from jobgate.domain import events as domain_events
-from jobgate.domain.fairness import Candidate, TenantQueue, fair_order
+from jobgate.domain.fairness import TenantQueue, fair_order
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import (
@@ -27,11 +28,17 @@ from jobgate.domain.verdicts import (
 )
 from jobgate.storage import migrations, records, shared
 from jobgate.storage.base import Now
-from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
-from jobgate.storage.sqlite.claims import NOTHING_LEASED, Leased, RunningSlots, lease, mapped_rows
+from jobgate.storage.sqlite.claims import (
+    NOTHING_LEASED,
+    Leased,
+    RunningSlots,
+    candidates,
+    lease,
+    mapped_rows,
+)
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.providers import SqliteProviderStore
@@ -41,7 +48,6 @@ from jobgate.storage.sqlite.transport import SqliteTransport
 from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 from jobgate.storage.store.sql_store import SqlStore
 
-_EPOCH = from_unix(0)
 FOREIGN_COMMIT_CHECK_S = 1.0
 
 
@@ -190,6 +196,7 @@ class SqliteStorage(
             # caps hold exactly.
             slots = RunningSlots.read(conn, rules)
             running, by_key = slots.tenants, slots.keys
+            times: dict[Any, datetime] = {}  # stored run_at -> its time, for this claim
             queues: list[TenantQueue] = []
             tenant = ""
             while True:
@@ -206,8 +213,8 @@ class SqliteStorage(
                     continue
                 key_cap = share.max_running_per_key
                 full = [k for (t, k), n in by_key.items() if t == tenant and n >= key_cap]
-                rows = conn.execute(
-                    Q["job_claim_candidates"].sql,
+                found = candidates(
+                    conn,
                     {
                         "tenant_id": tenant,
                         "now": at,
@@ -217,15 +224,12 @@ class SqliteStorage(
                         "full_keys": json(full) if key_cap > 0 else None,
                         "limit": min(free, limit),
                     },
-                ).fetchall()
-                if key_cap > 0:  # best first, while the key has a slot left
-                    rows = [r for r in rows if slots.take(share, tenant, r["concurrency_key"])]
-                if rows:
-                    candidates = tuple(
-                        Candidate(r["id"], r["priority"], unix_time(r["run_at"]) or _EPOCH)
-                        for r in rows
-                    )
-                    queues.append(TenantQueue(tenant, held, share.weight, free, candidates))
+                    # best first, while the key has a slot left
+                    keep=functools.partial(slots.take, share, tenant) if key_cap > 0 else None,
+                    times=times,
+                )
+                if found:
+                    queues.append(TenantQueue(tenant, held, share.weight, free, found))
             chosen = fair_order(queues, limit)
             if not chosen:
                 return NOTHING_LEASED
