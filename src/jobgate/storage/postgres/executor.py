@@ -265,6 +265,9 @@ class PostgresExecutor:
                 conn.terminate()
                 raise
             finally:
+                # Kept only after `work` returned: after an error or a cancellation the pool's
+                # release rolls back and waits for a cancelled query. (So a work function must
+                # not swallow a query's timeout or cancellation and return: none does.)
                 if (
                     clean
                     and not self._waiting
