@@ -13,7 +13,10 @@ Two costs per request are saved on the way (bench/notes.md, branch http-status):
 that arrives whole in one read never arms the head and receipt timers (they are armed after
 the read, only for a request still incomplete then), and a response with a Content-Length
 leaves in one write, its head held until its body's first bytes (uvicorn writes them apart:
-two sends and two TCP segments on every answer).
+two sends and two TCP segments on every answer). The keep-alive clock is lazy: uvicorn arms a
+timer after every answer and cancels it at the next request; here one timer per connection
+runs, and when it fires while the connection has been busy since, it is re-armed for the rest
+(the same deadline: `timeout_keep_alive` after the last answer, with no byte since).
 """
 
 from __future__ import annotations
@@ -98,6 +101,10 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
         self._receiving = False  # a request begun and not yet whole
+        # When this connection, idle since its last answer, is closed; None while a request is
+        # under way (any byte received). The timer, uvicorn's `timeout_keep_alive_task`, may
+        # be due earlier: it then re-arms for this.
+        self._idle_until: float | None = None
 
     # -- the head's clock ------------------------------------------------------------------
 
@@ -118,6 +125,33 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
             log.debug("closing a connection whose request head did not arrive in time")
             self.transport.close()
 
+    # -- the keep-alive clock -----------------------------------------------------------------
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, with the keep-alive timer armed only when none is (see the module's doc).
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            self._idle_until = None
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        self._idle_until = until = self.loop.time() + self.timeout_keep_alive
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_at(until, self._keep_alive_due)
+
+    def _keep_alive_due(self) -> None:
+        self.timeout_keep_alive_task = None
+        until = self._idle_until
+        if until is None:
+            return  # a request is under way: its answer arms the clock again
+        if self.loop.time() < until:  # answers since the timer was armed: the rest of the wait
+            self.timeout_keep_alive_task = self.loop.call_at(until, self._keep_alive_due)
+            return
+        self.timeout_keep_alive_handler()
+
     # -- protocol ----------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -126,13 +160,15 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
+        self._unset_keepalive_if_required()  # uvicorn's cancels it only on a clean close
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # lingering after a refusal: read and drop, so the client sees the answer
-        # uvicorn's own data_received, with the head counted and refusals answered.
-        self._unset_keepalive_if_required()
+        # uvicorn's own data_received, with the head counted and refusals answered, and the
+        # keep-alive clock stopped lazily (_keep_alive_due).
+        self._idle_until = None
         if self._in_head:
             self._head_bytes += len(data)
         try:
@@ -182,7 +218,13 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
         if self._header_count > self.max_request_headers:
             self._refusal = (431, "too many header fields")
             raise _Refused
-        super().on_header(name, value)
+        # uvicorn's on_header, inlined (called per header field of every request).
+        name = name.lower()
+        # llhttp keeps trailing OWS, which RFC 9110 section 5.5 excludes from the value.
+        value = value.rstrip(b" \t")
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._in_head = False

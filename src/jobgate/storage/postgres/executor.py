@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -140,8 +141,39 @@ def _affected(status: str) -> int:
     return int(count) if count.isdigit() else 0
 
 
+# A connection `run` keeps after its call, for the next one (see PostgresExecutor), goes back to
+# the pool once unused this long (the pool closes it after its own idle time, as before; looked
+# for every KEEP_IDLE_S) or used this many times (so asyncpg's query cap still recycles it).
+KEEP_IDLE_S = 30.0
+KEEP_USES = 1000
+_now = time.monotonic  # the kept connections' clock (tests move it)
+
+
+async def _release_all(
+    pool: asyncpg.Pool, conns: list[PoolConnectionProxy], timeout_s: float | None = None
+) -> None:
+    for conn in conns:
+        with contextlib.suppress(Exception):  # a failed release terminates the connection
+            await pool.release(conn, timeout=timeout_s)
+
+
+async def _release_all_and_close(
+    pool: asyncpg.Pool, kept: list[tuple[PoolConnectionProxy, float, int]]
+) -> None:
+    await _release_all(pool, [conn for conn, _, _ in kept])
+    await pool.close()
+
+
 class PostgresExecutor:
-    """The pool, and every statement's way to a connection (`run`)."""
+    """The pool, and every statement's way to a connection (`run`).
+
+    A connection given back by a call that ended cleanly (no error, no transaction left open)
+    is kept here for the next call rather than released to asyncpg's pool, unless a caller is
+    waiting in the pool: asyncpg's acquire and release cost more CPU than a short statement's
+    round trip takes in the process (a task and a shield per release, a timer disarmed at each
+    acquire and armed at each release, a timeout per acquire: 25-30 us per call, bench/notes.md,
+    branch api-read). The pool still opens, caps and closes the connections, and every wait
+    for one keeps its bound (`acquire_timeout_s`)."""
 
     def __init__(
         self, dsn: str, *, pool_size: int, acquire_timeout_s: float, lock_timeout_ms: int
@@ -152,6 +184,12 @@ class PostgresExecutor:
         self._acquire_timeout_s = acquire_timeout_s
         self._lock_timeout_ms = lock_timeout_ms
         self._pool: asyncpg.Pool | None = None
+        # Connections taken from the pool and idle, the last kept on top: (connection, kept
+        # since (_now), calls run on it since it left the pool).
+        self._kept: list[tuple[PoolConnectionProxy, float, int]] = []
+        self._waiting = 0  # callers waiting in the pool's acquire
+        self._trimming: asyncio.TimerHandle | None = None  # the next look for stale ones
+        self._releases: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
         if self._pool is not None:
@@ -173,33 +211,101 @@ class PostgresExecutor:
             raise translate(exc) from exc
 
     async def close(self) -> None:
+        if self._trimming is not None:
+            self._trimming.cancel()
+            self._trimming = None
         if self._pool is not None:
             pool, self._pool = self._pool, None
+            kept, self._kept = self._kept, []
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(pool.close(), timeout=5)
+                await asyncio.wait_for(_release_all_and_close(pool, kept), timeout=5)
 
     async def run(self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False) -> T:
         """`work` on a pooled connection (in a transaction if asked), driver errors translated."""
-        if self._pool is None:
+        pool = self._pool
+        if pool is None:
             raise errors.StorageUnavailable("postgres storage is not open")
+        bound = self._acquire_timeout_s
         try:
-            async with self._pool.acquire(timeout=self._acquire_timeout_s) as conn:
+            conn: PoolConnectionProxy | None = None
+            uses = 0
+            kept = self._kept
+            while kept:  # the connection kept last, if it is still open
+                candidate, _, uses = kept.pop()
                 try:
-                    if not transaction:
-                        return await work(conn)
+                    if not candidate.is_closed():
+                        conn = candidate
+                        break
+                except asyncpg.InterfaceError:
+                    continue  # lost while kept: asyncpg took its holder back (to reconnect)
+                await pool.release(candidate, timeout=bound)  # closed: the pool finishes it
+            if conn is None:
+                uses = 0
+                self._waiting += 1
+                try:
+                    # An idle connection in the pool is handed out without suspending (its
+                    # queue prefers connected holders), so no timeout could fire and none is
+                    # set (asyncpg's wait_for: a Timeout armed and cancelled); a wait for a
+                    # busy pool or for a connection still to open keeps its bound.
+                    conn = await pool.acquire(timeout=None if pool.get_idle_size() else bound)
+                finally:
+                    self._waiting -= 1
+            clean = False
+            try:
+                if not transaction:
+                    result = await work(conn)
+                else:
                     async with conn.transaction():
-                        return await work(conn)
-                except asyncpg.exceptions.InternalClientError:
-                    # asyncpg's protocol state is broken (seen when the server terminates a
-                    # backend mid-statement): never hand this connection out again.
-                    conn.terminate()
-                    raise
+                        result = await work(conn)
+                clean = True
+                return result
+            except asyncpg.exceptions.InternalClientError:
+                # asyncpg's protocol state is broken (seen when the server terminates a
+                # backend mid-statement): never hand this connection out again.
+                conn.terminate()
+                raise
+            finally:
+                # Kept only after `work` returned: after an error or a cancellation the pool's
+                # release rolls back and waits for a cancelled query. (So a work function must
+                # not swallow a query's timeout or cancellation and return: none does.)
+                if (
+                    clean
+                    and not self._waiting
+                    and self._pool is pool
+                    and uses < KEEP_USES
+                    and not conn.is_in_transaction()
+                ):
+                    self._kept.append((conn, _now(), uses + 1))
+                    if self._trimming is None:
+                        self._trimming = asyncio.get_running_loop().call_later(
+                            KEEP_IDLE_S, self._trim, pool
+                        )
+                else:
+                    await pool.release(conn, timeout=bound)
         except errors.JobgateError:
             raise
         except asyncpg.exceptions.InternalClientError as exc:
             raise errors.StorageUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
             raise translate(exc) from exc
+
+    def _trim(self, pool: asyncpg.Pool) -> None:
+        """Kept connections unused for KEEP_IDLE_S go back to the pool (a timer, armed while
+        any is kept)."""
+        self._trimming = None
+        if self._pool is not pool:
+            return
+        since = _now() - KEEP_IDLE_S
+        stale = [conn for conn, kept_at, _ in self._kept if kept_at <= since]
+        if stale:
+            self._kept = [entry for entry in self._kept if entry[1] > since]
+            task = asyncio.get_running_loop().create_task(
+                _release_all(pool, stale, self._acquire_timeout_s)
+            )
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+        if self._kept:
+            self._trimming = asyncio.get_running_loop().call_later(KEEP_IDLE_S, self._trim, pool)
 
     @staticmethod
     async def fetch(conn: Conn, query: str, /, **params: Any) -> list[Row]:
