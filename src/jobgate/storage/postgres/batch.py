@@ -82,6 +82,7 @@ SHARED = (
     "execution_timeout_s",
 )
 _shared_of = attrgetter(*SHARED)
+_member_of = {name: attrgetter(name) for name in SHARED}
 
 
 def insert_payloads(
@@ -96,23 +97,28 @@ def insert_payloads(
     batch of 500 -15 to -28 % (2026-12-03). Members alike are equal values (NewJob's fields
     are typed: str, int, float or None), sent as the first job has them."""
     if len(set(map(_shared_of, jobs))) == 1:  # the usual batch: one tenant, one endpoint
-        own: tuple[str, ...] = ()
-        alike: Sequence[str] = SHARED
-    else:
-        own = tuple(name for name in SHARED if len({getattr(job, name) for job in jobs}) > 1)
-        alike = [name for name in SHARED if name not in own]
+        first = jobs[0]
+        shared = {name: value for name in SHARED if (value := getattr(first, name)) is not None}
+        return [_row(job, codec) for job in jobs], shared
+    own = [name for name in SHARED if len(set(map(_member_of[name], jobs))) > 1]
     first = jobs[0]
-    shared = {name: value for name in alike if (value := getattr(first, name)) is not None}
-    return [_row(job, codec, own) for job in jobs], shared
+    shared = {
+        name: value
+        for name in SHARED
+        if name not in own and (value := getattr(first, name)) is not None
+    }
+    rows = [_row(job, codec) for job in jobs]
+    for name in own:
+        for row, value in zip(rows, map(_member_of[name], jobs), strict=True):
+            if value is not None:
+                row[name] = value
+    return rows, shared
 
 
-def _row(job: NewJob, codec: Codec, own: tuple[str, ...]) -> dict[str, Any]:
-    """insert_payload of `job` without the SHARED members that are not in `own`."""
+def _row(job: NewJob, codec: Codec) -> dict[str, Any]:
+    """insert_payload of `job` without its SHARED members."""
     json = codec.json
     payload: dict[str, Any] = {"id": job.id, "request": json(job.request)}
-    for name in own:
-        if (value := getattr(job, name)) is not None:
-            payload[name] = value
     if job.metadata:  # coalesce(v.metadata, '{}')
         payload["metadata"] = json(job.metadata)
     if job.webhook is not None:
