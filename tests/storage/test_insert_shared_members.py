@@ -112,7 +112,20 @@ async def test_the_rows_hold_each_jobs_own_values(storage: Storage, how: str) ->
         new_job(other, priority=1, api="responses", execution_timeout_s=2.0),
         new_job(tenant, priority=8, max_attempts=1, model="sim-fast"),
     ]
-    for jobs in (alike, mixed):
+    unlike = [
+        new_job(tenant, execution_timeout_s=3.0),
+        new_job(
+            other,
+            api="responses",
+            provider="other",
+            endpoint="/v1/responses",
+            model=None,
+            priority=0,
+            max_attempts=1,
+        ),
+    ]
+    assert insert_payloads(unlike, PostgresCodec())[1] == {}  # (the statement's :shared)
+    for jobs in (alike, mixed, unlike):
         if how == "many":
             answered = await storage.job_insert_many(jobs=jobs)
         else:
