@@ -259,3 +259,23 @@ async def http_anchor(ctx: RunContext) -> list[Case]:
             )
         finally:
             await asyncio.to_thread(server.stop)
+
+
+FLOOR = "null-server"
+
+
+async def http_floor(ctx: RunContext) -> list[Case]:
+    """The load generator against a server that answers at once (bench.peers.null_http),
+    at the same rates and settings: the latency the generator and the machine add on their
+    own, under every other row of the section."""
+    directory = ctx.scratch("http-floor")
+    server = procs.start_python(
+        "http-floor", "bench.peers.null_http", [], workdir=directory, log_dir=ctx.log_dir
+    )
+    try:
+        base_url = await asyncio.to_thread(procs.wait_listening, server)
+        return await _load(
+            ctx, "none", base_url, "unused", ["0"], [server], {"server": "null"}, system=FLOOR
+        )
+    finally:
+        await asyncio.to_thread(server.stop)

@@ -16,10 +16,12 @@ A minimal HTTP/1.1 keep-alive client (httptools parses the responses) on uvloop,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -140,6 +142,166 @@ class Pool:
 
 # -- open loop ---------------------------------------------------------------------------------
 
+# The sender wakes at most once per tick and sends every request due by then. uvloop's timers
+# count whole milliseconds and round a shorter delay down to zero, so a sender sleeping until
+# the next request's due time (a third of a millisecond apart at 3,000/s) spun its event loop
+# and burned a whole core of this 2-core machine, beside the server it measures. A request
+# sent up to a tick late is still timed from when it was due.
+SENDER_TICK_S = 0.001
+
+
+class TimedConnection(asyncio.Protocol):
+    """One keep-alive connection of the open loop, one request at a time, answered through
+    callbacks (no task, future or queue per request: the generator's own CPU per request is
+    what the server under test loses on a shared machine)."""
+
+    def __init__(self, run: OpenRun) -> None:
+        self.run = run
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.due = 0.0
+        self.busy = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.run.failed(self, f"bad response: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.transport = None
+            self.run.failed(self, f"connection lost: {exc}")
+
+    def on_message_complete(self) -> None:
+        if self.busy:
+            self.busy = False
+            self.run.answered(self, self.parser.get_status_code())
+
+    def send(self, raw: bytes, due: float) -> None:
+        assert self.transport is not None
+        self.due = due
+        self.busy = True
+        self.transport.write(raw)
+
+
+class OpenRun:
+    """The open loop's bookkeeping: idle connections, requests due while none was idle (sent
+    in order as connections free up), and what the answers measured."""
+
+    def __init__(self, target: Target, requests: list[bytes], measured_from: float) -> None:
+        self.target = target
+        self.requests = requests
+        self.measured_from = measured_from
+        self.start = 0.0
+        self.idle: list[TimedConnection] = []
+        self.backlog: deque[tuple[int, float]] = deque()
+        self.connections: set[TimedConnection] = set()
+        self.closing = False
+        self.scheduled_all = False
+        self.all_answered = asyncio.Event()
+        self.in_flight = 0
+        self.latencies: list[float] = []
+        self.completions: list[float] = []
+        self.statuses: dict[int, int] = {}
+        self.failures: list[str] = []
+        self.reconnects: set[asyncio.Task[None]] = set()
+
+    async def fill(self, count: int) -> None:
+        loop = asyncio.get_running_loop()
+        made = await asyncio.gather(
+            *(
+                loop.create_connection(
+                    lambda: TimedConnection(self), self.target.host, self.target.port
+                )
+                for _ in range(count)
+            )
+        )
+        for _, connection in made:
+            self.connections.add(connection)
+            self.idle.append(connection)
+
+    def dispatch(self, index: int, due: float) -> None:
+        self.in_flight += 1
+        if self.idle:
+            self._send(self.idle.pop(), index, due)
+        else:
+            self.backlog.append((index, due))
+
+    def _send(self, connection: TimedConnection, index: int, due: float) -> None:
+        connection.send(self.requests[index % len(self.requests)], due)
+
+    def _next(self, connection: TimedConnection) -> None:
+        if self.backlog:
+            self._send(connection, *self.backlog.popleft())
+        else:
+            self.idle.append(connection)
+
+    def _settled(self) -> None:
+        self.in_flight -= 1
+        if self.scheduled_all and not self.in_flight:
+            self.all_answered.set()
+
+    def done_sending(self) -> None:
+        self.scheduled_all = True
+        if not self.in_flight:
+            self.all_answered.set()
+
+    def answered(self, connection: TimedConnection, status: int) -> None:
+        done = time.perf_counter()
+        self._settled()
+        due = connection.due
+        if 200 <= status < 300:
+            self.completions.append(done - self.start)
+        if due - self.start >= self.measured_from:
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if 200 <= status < 300:
+                self.latencies.append(done - due)
+        self._next(connection)
+
+    def failed(self, connection: TimedConnection, message: str) -> None:
+        """Counted, never fatal: the request in flight (if any) is a failure and the
+        connection is replaced."""
+        if connection.busy:
+            connection.busy = False
+            self._settled()
+            if len(self.failures) < 20:
+                self.failures.append(message)
+            self.statuses[-1] = self.statuses.get(-1, 0) + 1
+        if connection.transport is not None:
+            connection.transport.close()
+            connection.transport = None
+        if connection in self.idle:
+            self.idle.remove(connection)
+        self.connections.discard(connection)
+        if self.closing:
+            return
+        task = asyncio.get_running_loop().create_task(self._reconnect())
+        self.reconnects.add(task)
+        task.add_done_callback(self.reconnects.discard)
+
+    async def _reconnect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await loop.create_connection(
+                lambda: TimedConnection(self), self.target.host, self.target.port
+            )
+        except OSError as exc:
+            if len(self.failures) < 20:
+                self.failures.append(f"reconnect: {exc!r}")
+            return
+        self.connections.add(connection)
+        self._next(connection)
+
+    def close(self) -> None:
+        self.closing = True
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+
 
 async def open_loop(spec: dict[str, Any]) -> dict[str, Any]:
     target = Target(spec["url"], spec["api_key"])
@@ -150,57 +312,33 @@ async def open_loop(spec: dict[str, Any]) -> dict[str, Any]:
         requests = [target.post("/v1/jobs", spec["body"])]
     else:
         requests = [target.get(f"/v1/jobs/{job_id}") for job_id in spec["job_ids"]]
-    pool = Pool(target)
-    await pool.fill(int(spec["connections"]))
+    run = OpenRun(target, requests, measured_from=warmup_s)
+    await run.fill(int(spec["connections"]))
     total = int(rate * (warmup_s + seconds))
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    failures: list[str] = []
-    measured_from = warmup_s
-    tasks: set[asyncio.Task[None]] = set()
     max_lag = 0.0
-    completions: list[float] = []
-
-    async def fire(index: int, due: float) -> None:
-        try:
-            status, _ = await pool.request(requests[index % len(requests)])
-        except Exception as exc:  # counted, never fatal: the summary says how many
-            if len(failures) < 20:
-                failures.append(repr(exc))
-            statuses[-1] = statuses.get(-1, 0) + 1
-            return
-        done = time.perf_counter()
-        if 200 <= status < 300:
-            completions.append(done - start)
-        if due - start >= measured_from:
-            statuses[status] = statuses.get(status, 0) + 1
-            if 200 <= status < 300:
-                latencies.append(done - due)
-
-    start = time.perf_counter()
+    run.start = start = time.perf_counter()
     sent = 0
+    wakeups = 0
     while sent < total:
+        wakeups += 1
         now = time.perf_counter()
         due_count = min(total, int((now - start) * rate) + 1)
+        if sent < due_count:  # the first of them is the latest
+            max_lag = max(max_lag, now - (start + sent / rate))
         while sent < due_count:
-            due = start + sent / rate
-            max_lag = max(max_lag, now - due)
-            task = asyncio.create_task(fire(sent, due))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            run.dispatch(sent, start + sent / rate)
             sent += 1
-        next_due = start + sent / rate
-        await asyncio.sleep(max(0.0, next_due - time.perf_counter()))
+        await asyncio.sleep(max(SENDER_TICK_S, start + sent / rate - time.perf_counter()))
     schedule_end = time.perf_counter()
-    if tasks:
-        await asyncio.wait(set(tasks), timeout=float(spec.get("drain_timeout_s", 30)))
-    unanswered = len(tasks)
-    for task in list(tasks):
-        task.cancel()
-    pool.close()
-    ok = len(latencies)
+    run.done_sending()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(run.all_answered.wait(), float(spec.get("drain_timeout_s", 30)))
+    unanswered = run.in_flight
+    run.close()
+    await asyncio.sleep(0)
+    ok = len(run.latencies)
     window_end = warmup_s + seconds
-    in_window = sum(1 for t in completions if warmup_s <= t < window_end)
+    in_window = sum(1 for t in run.completions if warmup_s <= t < window_end)
     return {
         "op": spec["op"],
         "offered_per_s": rate,
@@ -208,12 +346,13 @@ async def open_loop(spec: dict[str, Any]) -> dict[str, Any]:
         "achieved_per_s": round(in_window / seconds, 1),
         "measured_s": seconds,
         "ok": ok,
-        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "statuses": {str(k): v for k, v in sorted(run.statuses.items())},
         "unanswered": unanswered,
-        "failures": failures,
+        "failures": run.failures,
         "sender_max_lag_ms": round(max_lag * 1000, 3),
+        "sender_wakeups": wakeups,
         "schedule_overrun_ms": round((schedule_end - start - warmup_s - seconds) * 1000, 1),
-        **latency_summary(latencies),
+        **latency_summary(run.latencies),
     }
 
 

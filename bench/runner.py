@@ -200,6 +200,13 @@ async def _http(ctx: RunContext, options: Options, cases: list[Case]) -> None:
             partial(http_bench.http_anchor, ctx),
             Case("http", http_bench.ANCHOR, "postgres", "submit", {}, {}),
         )
+    await _guard(
+        ctx,
+        cases,
+        "http floor",
+        partial(http_bench.http_floor, ctx),
+        Case("http", http_bench.FLOOR, "none", "submit", {}, {}),
+    )
 
 
 async def _longpoll(ctx: RunContext, options: Options, cases: list[Case]) -> None:

@@ -190,6 +190,15 @@ def _http(cases: Sequence[Case], backend: str, op: str) -> list[Case]:
     return [c for c in chosen if c.error is None]
 
 
+def _floor(cases: Sequence[Case], op: str, rate: float | None) -> str:
+    """The load generator's own p99 against the null server at `rate` (bench.http_bench.
+    http_floor), as a note to a verdict measured at that rate: what no server can beat."""
+    for case in select(cases, section="http", system="null-server", name=op):
+        if case.error is None and case.metrics.get("offered_per_s") == rate:
+            return f"the load generator's floor there: p99 {_fmt(case.metrics['p99_ms'], ' ms')}"
+    return ""
+
+
 def sustained(case: Case) -> bool:
     """Whether the server answered (nearly) everything offered, without errors."""
     offered = case.metrics.get("offered_per_s") or 0
@@ -215,6 +224,8 @@ def _submit_verdict(cases: Sequence[Case], backend: str) -> Verdict:
         f"at {top.metrics['offered_per_s']:,.0f}/s offered: {top.metrics['achieved_per_s']:,.0f}/s "
         f"answered, p99 {_fmt(top.metrics['p99_ms'], ' ms')}"
     )
+    if floor := _floor(cases, "submit", top.metrics["offered_per_s"]):
+        measured += f" ({floor})"
     if best_good is not None and best_good is not top:
         measured += (
             f"; meets p99 < {SUBMIT_P99_MS:g} ms up to {best_good.metrics['offered_per_s']:,.0f}/s"
@@ -242,9 +253,10 @@ def _status_verdict(cases: Sequence[Case], backend: str) -> Verdict:
         )  # fmt: skip
     top = kept[-1]
     p99 = top.metrics.get("p99_ms")
-    measured = (
-        f"p99 {_fmt(p99, ' ms')} at {top.metrics['offered_per_s']:,.0f}/s (highest sustained)"
-    )
+    measured = f"p99 {_fmt(p99, ' ms')} at {top.metrics['offered_per_s']:,.0f}/s (highest sustained"
+    if floor := _floor(cases, "status", top.metrics["offered_per_s"]):
+        measured += f"; {floor}"
+    measured += ")"
     if kept[0] is not top:
         low = kept[0].metrics
         measured += f"; {_fmt(low['p99_ms'], ' ms')} at {low['offered_per_s']:,.0f}/s"

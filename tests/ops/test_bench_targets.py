@@ -41,3 +41,21 @@ def test_submit_is_judged_on_jobgates_runs_only() -> None:
     measured, met = verdict(cases, "HTTP submit (postgres)")
     assert met is True, measured
     assert "p99 40.0 ms" in measured
+
+
+def test_the_load_generators_floor_is_quoted_beside_the_verdict_never_judged() -> None:
+    cases = [
+        http("jobgate", "status", 3000, 3000, 12.0),
+        http("jobgate", "submit", 3000, 3000, 80.0),
+        http("null-server", "status", 3000, 3000, 2.5),
+        http("null-server", "status", 2000, 2000, 1.5),
+        http("null-server", "submit", 3000, 3000, 3.5),
+    ]
+    measured, met = verdict(cases, "HTTP status p99 (postgres)")
+    assert met is False
+    assert measured == (
+        "p99 12.0 ms at 3,000/s (highest sustained; the load generator's floor there: p99 2.5 ms)"
+    )
+    measured, met = verdict(cases, "HTTP submit (postgres)")
+    assert met is False
+    assert "p99 80.0 ms (the load generator's floor there: p99 3.5 ms)" in measured
