@@ -8,8 +8,10 @@
 -- for its row) refuses the insert with foreign_key_violation (SQLSTATE 23503) as before, and
 -- the same pass says whether a job is queued. The events are written from the new rows with
 -- no join, in the same statement. Same guarantees: one event per job, the tenant held until
--- commit, one `q:` wake-up per statement that queued a job. EXPLAIN (ANALYZE), 500 rows,
--- medians of 40: trigger 3.9 -> 3.0 ms (2026-12-03, branch enqueue-trigger).
+-- commit, one `q:` wake-up per statement that queued a job. EXPLAIN (ANALYZE) of a 500-row
+-- insert, medians of 60: trigger 4.0 -> 3.0 ms; a one-row insert unchanged within noise
+-- (backend CPU 248 vs 250 us); PostgreSQL CPU per job of submit_many(500) -5 to -8 % (median
+-- of alternated pairs; 2026-12-03, branch enqueue-trigger, bench/notes.md).
 CREATE OR REPLACE FUNCTION jobgate_jobs_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     wanted integer;
