@@ -79,29 +79,7 @@ def parse_items(raw: bytes) -> list[bulk_submit.BulkSubmit]:
             param="jobs",
             code="too_many_items",
         )
-    # The usual item (only plain members, no key) is read here, inline: what _parse_item then
-    # _plain_spec would do with it, without their calls; any other item goes through them.
-    parsed = []
-    for index, item in enumerate(jobs):
-        if type(item) is dict and item.keys() <= _PLAIN_MEMBERS:
-            endpoint = item.get("endpoint")
-            body = item.get("body")
-            metadata = item.get("metadata", _NO_METADATA)
-            if (
-                type(endpoint) is str
-                and _MIN_ENDPOINT <= len(endpoint) <= _MAX_ENDPOINT
-                and type(body) is dict
-                and type(metadata) is dict
-                and len(metadata) <= _MAX_METADATA
-                and "sim" not in body
-            ):
-                model = body.get("model")
-                if model is None or (type(model) is str and _MIN_MODEL <= len(model) <= _MAX_MODEL):
-                    spec = _plain_spec_of(endpoint, body, dict(metadata))
-                    parsed.append(_plain_item_of(spec, item, None))
-                    continue
-        parsed.append(_parse_item(index, item))
-    return parsed
+    return [_parse_item(index, item) for index, item in enumerate(jobs)]
 
 
 def _parse_item(index: int, item: Any) -> bulk_submit.BulkSubmit:
