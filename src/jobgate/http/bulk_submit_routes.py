@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import orjson
@@ -11,6 +12,7 @@ from starlette.responses import Response
 
 from jobgate import errors
 from jobgate.domain import job
+from jobgate.domain.job import Job
 from jobgate.http import jobs_routes, problems, strict_json
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.models import ProblemOut, ProviderBody, SubmitJobRequest
@@ -59,8 +61,7 @@ _BODY_SCHEMA = {
 async def submit_bulk(request: Request, ctx: Ctx, tenant: CurrentTenant) -> Response:
     items = parse_items(await request.body())
     results = await bulk_submit.submit_bulk(ctx.jobs, tenant_id=tenant.id, items=items)
-    data = [_item_view(result) for result in results]
-    return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
+    return Response(answer_body(results), media_type="application/json")
 
 
 def parse_items(raw: bytes) -> list[bulk_submit.BulkSubmit]:
@@ -166,6 +167,57 @@ def _plain_spec(fields: dict[str, Any]) -> SubmitSpec | None:
 _plain_spec_of = job.slot_builder(SubmitSpec, "endpoint", "body", "metadata", json_checked=True)
 # BulkSubmit(spec, raw_body, idempotency_key) of an item the plain path read.
 _plain_item_of = job.slot_builder(bulk_submit.BulkSubmit, "spec", "raw_body", "idempotency_key")
+
+
+def answer_body(results: list[bulk_submit.ItemResult]) -> bytes:
+    """`orjson.dumps({"object": "list", "data": [_item_view(r) for r in results]})`, byte for
+    byte, with a new job's view encoded once per shape: the jobs of one call mostly differ only
+    in their ids, and job_view + its encoding were ~5 us of a bulk item. A job whose view is
+    the same but for its id (same values of the same types, see _shape) answers the first
+    such job's encoding with its own id spliced in; any other item is viewed as before."""
+    parts = []
+    tails: dict[bytes, bytes] = {}
+    for result in results:
+        shape = None
+        if isinstance(result, SubmitOutcome) and not result.replayed:
+            shape = _shape(result.job)
+        if shape is None:
+            parts.append(orjson.dumps(_item_view(result)))
+            continue
+        assert isinstance(result, SubmitOutcome)
+        job_id = orjson.dumps(result.job.id)
+        tail = tails.get(shape)
+        if tail is None:
+            encoded = orjson.dumps(_item_view(result))
+            head = b'{"id":' + job_id
+            if not encoded.startswith(head):  # never: job_view's first member is the id
+                parts.append(encoded)
+                continue
+            tail = tails[shape] = encoded[len(head) :]
+        parts.append(b'{"id":' + job_id + tail)
+    return b'{"object":"list","data":[' + b",".join(parts) + b"]}"
+
+
+# What job_view reads of a job but its id.
+_VIEWED = operator.attrgetter(
+    "state", "provider", "endpoint", "model", "created_at", "started_at", "completed_at",
+    "cancel_requested_at", "expires_at", "attempt", "max_attempts", "priority", "phase",
+    "provider_job_id", "provider_request_id", "creation_outcome", "cancel_outcome", "progress",
+    "run_at", "concurrency_key", "reconciled_at", "result", "error", "usage", "metadata",
+    "dead_lettered", "purged_at",
+)  # fmt: skip
+
+
+def _shape(job: Job) -> bytes | None:
+    """What job_view reads of a job but its id, encoded: equal for two jobs exactly when
+    their views are equal but for the id. orjson tells apart what equality would not (1, 1.0
+    and true; 0.0 and -0.0; the order of a dict's members) and writes a time with its offset
+    (a Job's times are aware: the instant, hence to_unix, is the same for the same text). None
+    for what orjson cannot encode: such a job is viewed on its own (and refused as before)."""
+    try:
+        return orjson.dumps(_VIEWED(job))
+    except orjson.JSONEncodeError:
+        return None
 
 
 def _item_view(result: bulk_submit.ItemResult) -> dict[str, Any]:
