@@ -197,6 +197,27 @@ SECTIONS: dict[str, tuple[str, Sequence[str], Sequence[str]]] = {
 }
 
 
+def _probe_lines(start: dict[str, Any] | None, end: dict[str, Any] | None) -> list[str]:
+    """How fast the host was (bench.machine.probes), at the start and the end of the run: to
+    compare this run's absolute figures with another's, compare these first."""
+    if not start:
+        return []
+
+    def probe(facts: dict[str, Any]) -> str:
+        fsync = facts["fsync"]
+        return (
+            f"a fixed Python loop {facts['python_loop_s']} s, fsync of 4 KiB p50 "
+            f"{fsync['p50_ms']} ms / p90 {fsync['p90_ms']} ms"
+        )
+
+    at_end = f"; at the end: {probe(end)}" if end else ""
+    return [
+        "",
+        f"Host speed at the start: {probe(start)}{at_end} (bench/machine.py: compare these "
+        "and the CPU model under Machine before comparing two runs' absolute figures).",
+    ]
+
+
 def markdown(results: dict[str, Any], chart_name: str | None) -> str:
     cases = [Case(**c) for c in results["cases"]]
     run, machine, postgres = results["run"], results["machine"], results.get("postgres") or {}
@@ -213,6 +234,7 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
         "procrastinate, measured in the same run on the same PostgreSQL, are the figures to "
         "compare. Durability stays on everywhere: PostgreSQL `fsync` and `synchronous_commit`, "
         "SQLite `synchronous=FULL`, PgQueuer's default `durable` tables.",
+        *_probe_lines(machine.get("probes_at_start"), run.get("probes_at_end")),
         "",
         "## Targets (issues #8 and #15)",
         "",

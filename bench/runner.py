@@ -284,7 +284,7 @@ async def _run(options: Options, run_dir: Path) -> dict[str, Any]:
             "backends": list(options.backends),
             "peers": options.peers,
         },
-        "machine": machine.describe(),
+        "machine": {**machine.describe(), "probes_at_start": machine.probes(run_dir)},
         "cases": [],
     }
     if ctx.postgres:
@@ -304,6 +304,7 @@ async def _run(options: Options, run_dir: Path) -> dict[str, Any]:
     results["cases"] = [dataclasses.asdict(c) for c in cases]
     results["run"]["seconds"] = round(time.monotonic() - started, 1)
     results["run"]["load_average_at_end"] = machine.load_average()
+    results["run"]["probes_at_end"] = machine.probes(run_dir)
     return results
 
 

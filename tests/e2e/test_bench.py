@@ -59,4 +59,11 @@ def test_smoke_run_measures_every_jobgate_section(tmp_path: Path) -> None:
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     report = (run_dir / "benchmarks.md").read_text()
     assert "## Targets (issues #8 and #15)" in report and "SQLite drain" in report
+    # The load generator's floor is measured beside the servers, and the host's speed recorded.
+    floor = [c for c in cases if c["system"] == "null-server" and c["error"] is None]
+    assert {c["name"] for c in floor} == {"submit", "status"}
+    assert all(c["metrics"]["errors"] == 0 for c in floor)
+    for probes in (results["machine"]["probes_at_start"], results["run"]["probes_at_end"]):
+        assert probes["python_loop_s"] > 0 and probes["fsync"]["p90_ms"] >= 0
+    assert "Host speed at the start: a fixed Python loop" in report
     assert "| target | goal | measured |" in done.stdout
