@@ -1,4 +1,5 @@
-"""`python -m bench.profile drain|drain-sqlite|submit|status [--jobs N] [--rate R]`: one jobgate
+"""`python -m bench.profile SCENARIO [--jobs N] [--rate R]` (drain, drain-sqlite, submit, status,
+submit-sqlite, status-sqlite): one jobgate
 scenario of the benchmark with py-spy sampling the jobgate processes under load, then the
 functions that use the most CPU (inclusive and own time). The raw stacks are kept (collapsed
 format, for flame graph tools) under bench/results/profile-*/.
@@ -117,16 +118,22 @@ async def scenario(name: str, ctx: RunContext, jobs: int, rate: int, concurrency
         return str(case.metrics)
     ctx.sizes = dataclasses.replace(
         ctx.sizes,
-        http_submit_rates=(rate,) if name == "submit" else (),
-        http_status_rates=(rate,) if name == "status" else (),
+        http_submit_rates=(rate,) if name.startswith("submit") else (),
+        http_status_rates=(rate,) if name.startswith("status") else (),
     )
-    cases = await http_bench.http_postgres(ctx)
+    if name.endswith("-sqlite"):
+        cases = await http_bench.http_sqlite(ctx)
+    else:
+        cases = await http_bench.http_postgres(ctx)
     return "\n".join(str(c.metrics) for c in cases)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
-    parser.add_argument("scenario", choices=("drain", "drain-sqlite", "submit", "status"))
+    parser.add_argument(
+        "scenario",
+        choices=("drain", "drain-sqlite", "submit", "status", "submit-sqlite", "status-sqlite"),
+    )
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rate", type=int, default=1000, help="HTTP requests per second")

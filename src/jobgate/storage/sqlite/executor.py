@@ -1,4 +1,5 @@
-"""SQLite's executor and codec: reads on a reader thread, writes through the writer thread.
+"""SQLite's executor and codec: reads on a reader thread (point reads inline), writes through
+the writer thread.
 
 A write joins the writer's group commit (`SqliteDatabase.write`) and returns once committed.
 SQLite stores times as REAL Unix seconds and JSON as text; its clock is this host's (the
@@ -74,6 +75,11 @@ class SqliteCodec:
         return None if value is None else _loads(value)
 
 
+# Reads of one row by its primary or a unique key, run inline (SqliteDatabase.read_point): the
+# status read, a long poll's re-read and an API key's tenant.
+_POINT_READS = frozenset({"job_get", "job_get_for_tenant", "api_key_tenant"})
+
+
 def _all(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[Row]:
     return list(conn.execute(Q[query].sql, params).fetchall())
 
@@ -98,6 +104,8 @@ class SqliteExecutor:
         return await self._db.read(lambda conn: _all(conn, query, params))
 
     async def read_one(self, query: str, /, **params: Any) -> Row | None:
+        if query in _POINT_READS:
+            return await self._db.read_point(lambda conn: _one(conn, query, params))
         return await self._db.read(lambda conn: _one(conn, query, params))
 
     async def write(self, query: str, /, **params: Any) -> list[Row]:
