@@ -191,3 +191,68 @@ async def test_single_submits_are_debug_lines_and_an_info_summary(
         job_id,
         "queued",
     )
+
+
+async def test_a_claim_answered_short_waits_for_a_wake_up_before_claiming_again(
+    runtime: Runtime, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim that leased fewer jobs than it asked for took all there was: the next one waits
+    for the next submit's wake-up (it used to run at once and find nothing, every other claim
+    when jobs trickle in)."""
+    blocks = [Block(), Block(), Block()]
+    scripted.script.extend(blocks)
+    owner = (await runtime.tenants.create("acme")).tenant
+    for _ in range(2):
+        await _submit(runtime, owner.id)
+    asked: list[int] = []
+    claim = runtime.storage.job_claim
+
+    async def counted(**params: Any) -> Any:
+        asked.append(params["limit"])  # counted when called: before it answers
+        return await claim(**params)
+
+    monkeypatch.setattr(runtime.storage, "job_claim", counted)
+    worker = runtime.worker(concurrency=8)
+    loop_task = asyncio.create_task(worker.run())
+    try:
+        for block in blocks[:2]:
+            await asyncio.wait_for(block.started.wait(), 10)
+        assert asked == [8]  # two of eight: not claimed again at once
+        await _submit(runtime, owner.id)  # the wake-up
+        await asyncio.wait_for(blocks[2].started.wait(), 10)
+        assert asked == [8, 6]
+        for block in blocks:
+            block.release.set()
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(loop_task, 10)
+
+
+async def test_a_claim_answered_in_full_claims_again_at_once(
+    runtime: Runtime, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocks = [Block(), Block(), Block()]
+    scripted.script.extend(blocks)
+    owner = (await runtime.tenants.create("acme")).tenant
+    for _ in blocks:
+        await _submit(runtime, owner.id)
+    monkeypatch.setattr(worker_module, "CLAIM_BATCH_MAX", 2)
+    asked: list[int] = []
+    claim = runtime.storage.job_claim
+
+    async def counted(**params: Any) -> Any:
+        asked.append(params["limit"])
+        return await claim(**params)
+
+    monkeypatch.setattr(runtime.storage, "job_claim", counted)
+    worker = runtime.worker(concurrency=8)
+    loop_task = asyncio.create_task(worker.run())
+    try:
+        for block in blocks:  # the third without a wake-up: the full claim's follow-up took it
+            await asyncio.wait_for(block.started.wait(), 10)
+        assert asked == [2, 2]  # the second, answered short, waits
+        for block in blocks:
+            block.release.set()
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(loop_task, 10)

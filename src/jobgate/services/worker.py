@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 CLAIM_BATCH_MAX = finish_batcher.MAX_BATCH  # jobs leased by one claim statement
 # When work trickles in (each wake-up finds a job or two), wait this long after a wake-up so
 # the next claim leases what arrived meanwhile in one statement, not one statement per job.
-CLAIM_DEBOUNCE_S = 0.002
+CLAIM_DEBOUNCE_S = 0.005
 
 
 # A provider's `call_now` (providers.base.AnswersAtOnce).
@@ -782,6 +782,7 @@ class Worker:
         backoff_s = 0.1
         while not self._stopping:
             self._wake.clear()
+            asked = min(self.concurrency - self.busy, CLAIM_BATCH_MAX)  # as claim() asks
             try:
                 jobs = await self.claim()
                 backoff_s = 0.1
@@ -793,7 +794,13 @@ class Worker:
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
             self._start(jobs)
-            if (jobs or self._receive_waited) and self.busy < self.concurrency:
+            # A claim answered in full may have left more queued: claim again at once. One
+            # answered short found all there was to take then (a job committed since has sent
+            # a wake-up, which `clear` above did not miss), so the next claim waits for the
+            # wake-up instead of running to find nothing: at 1,000 submits/s that was every
+            # other claim (bench/notes.md, 2026-12-03 12:50).
+            full = bool(jobs) and len(jobs) >= asked
+            if (full or self._receive_waited) and self.busy < self.concurrency:
                 continue  # the queue may hold more (or the broker's receive was the wait)
             poll_s = self._settings.worker_poll_interval_s
             if self._rate_limits.wait_s > 0:  # a rate limit admits again sooner than the poll

@@ -247,11 +247,10 @@ WITH RECURSIVE clock AS (
      WHERE w.tenant_id IS NOT NULL
 ), shares AS (
     {{claim_shares}}
-), busy AS (
-    SELECT j.tenant_id, count(*)::integer AS running
-      FROM jobs AS j
-     WHERE j.state = 'running' AND j.lease_token IS NOT NULL
-     GROUP BY j.tenant_id
+), contenders AS (
+    SELECT count(*) AS tenants
+      FROM waiting AS w
+     WHERE w.tenant_id IS NOT NULL AND NOT w.tenant_id = ANY(:blocked_tenants::text[])
 ), key_busy AS (
     SELECT j.tenant_id, j.concurrency_key, count(*)::integer AS running
       FROM jobs AS j
@@ -268,7 +267,20 @@ WITH RECURSIVE clock AS (
                 ELSE :limit::integer END AS free
       FROM waiting AS w
       LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id
-      LEFT JOIN busy AS b ON b.tenant_id = w.tenant_id
+      -- The worker slots the tenant holds (background jobs at a provider hold none), counted
+      -- only where they decide something: under a cap, or in the share order of two or more
+      -- tenants. A lone uncapped tenant's order is its own (priority, run_at, id) whatever it
+      -- holds, so its count is skipped (a gate evaluated before the scan). Counted per tenant
+      -- through jobs_running: a plain index scan marks the entries of jobs that have left
+      -- 'running' dead as it passes them, where one bitmap scan of every running job revisited
+      -- each such heap page on every claim until a vacuum (bench/notes.md, 2026-12-03 12:40).
+      LEFT JOIN LATERAL (
+           SELECT count(*)::integer AS running
+             FROM jobs AS j
+            WHERE j.tenant_id = w.tenant_id AND j.state = 'running'
+              AND j.lease_token IS NOT NULL
+              AND ({{claim_max_running}} > 0 OR (SELECT tenants FROM contenders) > 1)
+           ) AS b ON true
      WHERE w.tenant_id IS NOT NULL
        AND NOT w.tenant_id = ANY(:blocked_tenants::text[])
 ), scanned AS (
@@ -400,7 +412,13 @@ WITH clock AS (
            event_seq = j.event_seq + 1,
            transition_actor = v.actor
       FROM verdict AS v, clock
-     WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
+     -- Found by primary key: with `state = 'running'` as written elsewhere, the planner
+     -- (estimating few running jobs) read every running job through jobs_running instead, a
+     -- bitmap scan that revisits the heap page of each entry left by a job since finished until
+     -- a vacuum: ~3,000 pages per small finish at 3,000 submits/s (bench/notes.md, 2026-12-03
+     -- 12:40). `state || ''` is the same test in a form no partial index's predicate matches.
+     WHERE j.id = ANY (ARRAY(SELECT id FROM verdict))
+       AND j.id = v.id AND j.lease_token = v.token AND j.state || '' = 'running'
        AND (NOT :expired_only::boolean OR j.lease_expires_at < clock.now)
     RETURNING j.id, j.state, j.attempt, j.tenant_id, j.provider, j.model, j.updated_at
 ), billed AS (
