@@ -93,8 +93,8 @@ async def _explained(
         await transaction.rollback()
 
 
-def _claim(limit: int, policy: ClaimPolicy) -> dict[str, Any]:
-    params = claim_params(ClaimRequest("w2", limit, 60.0, policy, None, None))
+def _claim(limit: int, policy: ClaimPolicy, ids: list[str] | None = None) -> dict[str, Any]:
+    params = claim_params(ClaimRequest("w2", limit, 60.0, policy, None, None, ids=ids))
     params["shares"] = json.dumps(params["shares"])  # jsonb: the pool's codec is not here
     return params
 
@@ -112,7 +112,6 @@ async def test_a_finish_finds_its_jobs_by_primary_key(pg_dsn: str) -> None:
             plan = await _explained(conn, "job_finish", params, mode)
             assert plan["Actual Rows"] == 5, mode
             assert _reads_of(plan, "jobs_running") == 0, mode
-            assert _reads_of(plan, "jobs_lease_expiry") == 0, mode
             assert _reads_of(plan, "jobs_pkey") >= 1, mode
     finally:
         await conn.close()
@@ -160,6 +159,24 @@ async def test_two_waiting_tenants_share_by_their_running_jobs(pg_dsn: str) -> N
             }  # rolled back
         claim = await _claimed(pg_dsn, QUEUED)
         assert claim == {"ten_other0": QUEUED}
+    finally:
+        await conn.close()
+
+
+async def test_a_claim_by_id_counts_running_jobs_only_under_a_cap(pg_dsn: str) -> None:
+    await _churned(pg_dsn)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        ids = [r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE state = 'queued'")]
+        capped = ClaimPolicy(default=TenantShare(max_running=LEFT_RUNNING + 3))
+        for mode in MODES:
+            plan = await _explained(
+                conn, "job_claim_by_id", _claim(QUEUED, ClaimPolicy(), ids), mode
+            )
+            assert plan["Actual Rows"] == QUEUED, mode
+            assert _reads_of(plan, "jobs_running") == 0, mode
+            plan = await _explained(conn, "job_claim_by_id", _claim(QUEUED, capped, ids), mode)
+            assert plan["Actual Rows"] == 3, mode
     finally:
         await conn.close()
 

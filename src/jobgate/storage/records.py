@@ -138,7 +138,12 @@ class ClaimPolicy:
     @property
     def capped(self) -> bool:
         """Whether any cap applies (then claims must be serialised to enforce it exactly)."""
-        return self.keys_capped or any(s.max_running > 0 for s in self._shares())
+        return self.keys_capped or self.running_capped
+
+    @property
+    def running_capped(self) -> bool:
+        """Whether any tenant caps its running jobs."""
+        return any(share.max_running > 0 for share in self._shares())
 
     @property
     def keys_capped(self) -> bool:

@@ -21,9 +21,12 @@ WITH clock AS (
 ), shares AS (
     {{claim_shares}}
 ), busy AS (
+    -- Read only under a cap on running jobs (nothing else here depends on them): each read
+    -- visits the entries jobs that have left 'running' leave in jobs_running until a vacuum.
     SELECT j.tenant_id, count(*)::integer AS running
       FROM jobs AS j
-     WHERE j.state = 'running' AND j.lease_token IS NOT NULL
+     WHERE :running_capped::boolean
+       AND j.state = 'running' AND j.lease_token IS NOT NULL
        AND j.tenant_id IN (SELECT tenant_id FROM wanted)
      GROUP BY j.tenant_id
 ), key_busy AS (

@@ -33,6 +33,7 @@ def claim_params(claim: ClaimRequest) -> dict[str, Any]:
         "default_max_running": rules.default.max_running,
         "default_max_running_per_key": rules.default.max_running_per_key,
         "keys_capped": rules.keys_capped,
+        "running_capped": rules.running_capped,
         "blocked_tenants": sorted(rules.blocked_tenants),
     }
 
