@@ -160,6 +160,7 @@ class TimedConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.due = 0.0
+        self.measured = False  # due after the warm-up
         self.busy = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -181,9 +182,10 @@ class TimedConnection(asyncio.Protocol):
             self.busy = False
             self.run.answered(self, self.parser.get_status_code())
 
-    def send(self, raw: bytes, due: float) -> None:
+    def send(self, raw: bytes, due: float, measured: bool) -> None:
         assert self.transport is not None
         self.due = due
+        self.measured = measured
         self.busy = True
         self.transport.write(raw)
 
@@ -192,13 +194,12 @@ class OpenRun:
     """The open loop's bookkeeping: idle connections, requests due while none was idle (sent
     in order as connections free up), and what the answers measured."""
 
-    def __init__(self, target: Target, requests: list[bytes], measured_from: float) -> None:
+    def __init__(self, target: Target, requests: list[bytes]) -> None:
         self.target = target
         self.requests = requests
-        self.measured_from = measured_from
         self.start = 0.0
         self.idle: list[TimedConnection] = []
-        self.backlog: deque[tuple[int, float]] = deque()
+        self.backlog: deque[tuple[int, float, bool]] = deque()
         self.connections: set[TimedConnection] = set()
         self.closing = False
         self.scheduled_all = False
@@ -224,15 +225,15 @@ class OpenRun:
             self.connections.add(connection)
             self.idle.append(connection)
 
-    def dispatch(self, index: int, due: float) -> None:
+    def dispatch(self, index: int, due: float, measured: bool) -> None:
         self.in_flight += 1
         if self.idle:
-            self._send(self.idle.pop(), index, due)
+            self._send(self.idle.pop(), index, due, measured)
         else:
-            self.backlog.append((index, due))
+            self.backlog.append((index, due, measured))
 
-    def _send(self, connection: TimedConnection, index: int, due: float) -> None:
-        connection.send(self.requests[index % len(self.requests)], due)
+    def _send(self, connection: TimedConnection, index: int, due: float, measured: bool) -> None:
+        connection.send(self.requests[index % len(self.requests)], due, measured)
 
     def _next(self, connection: TimedConnection) -> None:
         if self.backlog:
@@ -256,7 +257,7 @@ class OpenRun:
         due = connection.due
         if 200 <= status < 300:
             self.completions.append(done - self.start)
-        if due - self.start >= self.measured_from:
+        if connection.measured:
             self.statuses[status] = self.statuses.get(status, 0) + 1
             if 200 <= status < 300:
                 self.latencies.append(done - due)
@@ -312,7 +313,7 @@ async def open_loop(spec: dict[str, Any]) -> dict[str, Any]:
         requests = [target.post("/v1/jobs", spec["body"])]
     else:
         requests = [target.get(f"/v1/jobs/{job_id}") for job_id in spec["job_ids"]]
-    run = OpenRun(target, requests, measured_from=warmup_s)
+    run = OpenRun(target, requests)
     await run.fill(int(spec["connections"]))
     total = int(rate * (warmup_s + seconds))
     max_lag = 0.0
@@ -326,7 +327,9 @@ async def open_loop(spec: dict[str, Any]) -> dict[str, Any]:
         if sent < due_count:  # the first of them is the latest
             max_lag = max(max_lag, now - (start + sent / rate))
         while sent < due_count:
-            run.dispatch(sent, start + sent / rate)
+            # Measured by its place in the schedule (due after the warm-up), not by subtracting
+            # clock readings: `start + i / rate - start` can land a hair under `i / rate`.
+            run.dispatch(sent, start + sent / rate, sent / rate >= warmup_s)
             sent += 1
         await asyncio.sleep(max(SENDER_TICK_S, start + sent / rate - time.perf_counter()))
     schedule_end = time.perf_counter()

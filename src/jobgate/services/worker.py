@@ -798,7 +798,7 @@ class Worker:
             # answered short found all there was to take then (a job committed since has sent
             # a wake-up, which `clear` above did not miss), so the next claim waits for the
             # wake-up instead of running to find nothing: at 1,000 submits/s that was every
-            # other claim (bench/notes.md, 2026-12-03 12:50).
+            # other claim (bench/notes.md, 2026-12-03 11:45).
             full = bool(jobs) and len(jobs) >= asked
             if (full or self._receive_waited) and self.busy < self.concurrency:
                 continue  # the queue may hold more (or the broker's receive was the wait)

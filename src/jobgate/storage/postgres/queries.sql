@@ -270,10 +270,11 @@ WITH RECURSIVE clock AS (
       -- The worker slots the tenant holds (background jobs at a provider hold none), counted
       -- only where they decide something: under a cap, or in the share order of two or more
       -- tenants. A lone uncapped tenant's order is its own (priority, run_at, id) whatever it
-      -- holds, so its count is skipped (a gate evaluated before the scan). Counted per tenant
-      -- through jobs_running: a plain index scan marks the entries of jobs that have left
-      -- 'running' dead as it passes them, where one bitmap scan of every running job revisited
-      -- each such heap page on every claim until a vacuum (bench/notes.md, 2026-12-03 12:40).
+      -- holds, so its count is skipped (a gate evaluated before the scan). Counted per tenant,
+      -- which plans as a plain index scan of jobs_running: it marks the entries of jobs that
+      -- have left 'running' dead as it passes them, where the one bitmap scan of every running
+      -- job it replaces revisited each such heap page on every claim until a vacuum
+      -- (bench/notes.md, 2026-12-03 11:45).
       LEFT JOIN LATERAL (
            SELECT count(*)::integer AS running
              FROM jobs AS j
@@ -416,7 +417,7 @@ WITH clock AS (
      -- (estimating few running jobs) read every running job through jobs_running instead, a
      -- bitmap scan that revisits the heap page of each entry left by a job since finished until
      -- a vacuum: ~3,000 pages per small finish at 3,000 submits/s (bench/notes.md, 2026-12-03
-     -- 12:40). `state || ''` is the same test in a form no partial index's predicate matches.
+     -- 11:45). `state || ''` is the same test in a form no partial index's predicate matches.
      WHERE j.id = ANY (ARRAY(SELECT id FROM verdict))
        AND j.id = v.id AND j.lease_token = v.token AND j.state || '' = 'running'
        AND (NOT :expired_only::boolean OR j.lease_expires_at < clock.now)
