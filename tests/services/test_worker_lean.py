@@ -193,6 +193,20 @@ async def test_single_submits_are_debug_lines_and_an_info_summary(
     )
 
 
+def _claims_asked(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The limit of each claim statement from now on, recorded when it is called (before it
+    answers)."""
+    asked: list[int] = []
+    claim = runtime.storage.job_claim
+
+    async def counted(**params: Any) -> Any:
+        asked.append(params["limit"])
+        return await claim(**params)
+
+    monkeypatch.setattr(runtime.storage, "job_claim", counted)
+    return asked
+
+
 async def test_a_claim_answered_short_waits_for_a_wake_up_before_claiming_again(
     runtime: Runtime, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,14 +218,7 @@ async def test_a_claim_answered_short_waits_for_a_wake_up_before_claiming_again(
     owner = (await runtime.tenants.create("acme")).tenant
     for _ in range(2):
         await _submit(runtime, owner.id)
-    asked: list[int] = []
-    claim = runtime.storage.job_claim
-
-    async def counted(**params: Any) -> Any:
-        asked.append(params["limit"])  # counted when called: before it answers
-        return await claim(**params)
-
-    monkeypatch.setattr(runtime.storage, "job_claim", counted)
+    asked = _claims_asked(runtime, monkeypatch)
     worker = runtime.worker(concurrency=8)
     loop_task = asyncio.create_task(worker.run())
     try:
@@ -237,14 +244,7 @@ async def test_a_claim_answered_in_full_claims_again_at_once(
     for _ in blocks:
         await _submit(runtime, owner.id)
     monkeypatch.setattr(worker_module, "CLAIM_BATCH_MAX", 2)
-    asked: list[int] = []
-    claim = runtime.storage.job_claim
-
-    async def counted(**params: Any) -> Any:
-        asked.append(params["limit"])
-        return await claim(**params)
-
-    monkeypatch.setattr(runtime.storage, "job_claim", counted)
+    asked = _claims_asked(runtime, monkeypatch)
     worker = runtime.worker(concurrency=8)
     loop_task = asyncio.create_task(worker.run())
     try:

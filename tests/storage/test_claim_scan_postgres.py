@@ -6,29 +6,20 @@ caught up with), that walk made every claim of a drain cost more than the last."
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import asyncpg
 import pytest
 
-from jobgate.storage.postgres.executor import Q
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.postgres.transport import claim_params
 from jobgate.storage.records import ClaimPolicy, ClaimRequest
 from tests.storage.helpers import make_tenant, new_job
+from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 
 JOBS = 400
 FINISHED = 300  # the oldest, as a drain leaves them
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """A JSON plan's nodes, depth first."""
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(_nodes(child))
-    return found
 
 
 async def test_a_drains_claims_do_not_walk_its_finished_jobs(pg_dsn: str) -> None:
@@ -48,28 +39,16 @@ async def test_a_drains_claims_do_not_walk_its_finished_jobs(pg_dsn: str) -> Non
             " WHERE id IN (SELECT id FROM jobs ORDER BY created_at, id LIMIT $1)",
             FINISHED,
         )
-        query = Q["job_claim"]
         claim = ClaimRequest("w", 64, 60.0, ClaimPolicy(), None, None)
         params = claim_params(claim)
         params["shares"] = json.dumps(params["shares"])  # jsonb: the pool's codec is not here
-        args = query.args(params)
-        # The plan a fresh connection uses (custom) and the one asyncpg settles on after five
-        # executions of its prepared statement (generic): both must read jobs_claimable.
-        for mode in ("force_custom_plan", "force_generic_plan"):
-            # EXPLAIN ANALYZE claims for real: rolled back, the queue stays as it was.
-            transaction = conn.transaction()
-            await transaction.start()
-            try:
-                await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-                explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + query.positional_sql
-                (plan,) = json.loads(await (await conn.prepare(explain)).fetchval(*args))
-            finally:
-                await transaction.rollback()
-            assert plan["Plan"]["Actual Rows"] == 64
+        for mode in PLAN_MODES:  # both must read jobs_claimable
+            plan = await explained(conn, "job_claim", params, mode)
+            assert plan["Actual Rows"] == 64
             waiting = next(
-                node for node in _nodes(plan["Plan"]) if node.get("Subplan Name") == "CTE waiting"
+                node for node in nodes(plan) if node.get("Subplan Name") == "CTE waiting"
             )
-            scans = _nodes(waiting)
+            scans = nodes(waiting)
             indexes = {node.get("Index Name") for node in scans}
             assert "jobs_claimable" in indexes and "jobs_by_tenant" not in indexes, (mode, indexes)
             assert sum(node.get("Rows Removed by Filter", 0) for node in scans) == 0, mode

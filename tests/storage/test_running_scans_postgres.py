@@ -17,32 +17,23 @@ import asyncpg
 import pytest
 
 from jobgate.domain import verdicts
-from jobgate.storage.postgres.executor import Q
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.postgres.transport import claim_params
 from jobgate.storage.records import ClaimPolicy, ClaimRequest, TenantShare
 from tests.storage.helpers import make_tenant, new_job
+from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 
 LEFT_RUNNING = 150  # the jobs_running entries: 150 live, FINISHED dead
 FINISHED = 250
 QUEUED = 20
-MODES = ("force_custom_plan", "force_generic_plan")
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """A JSON plan's nodes, depth first."""
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(_nodes(child))
-    return found
 
 
 def _reads_of(plan: dict[str, Any], index: str) -> int:
     """How many times the plan's nodes on `index` ran."""
     return sum(
-        node.get("Actual Loops", 0) for node in _nodes(plan) if node.get("Index Name") == index
+        node.get("Actual Loops", 0) for node in nodes(plan) if node.get("Index Name") == index
     )
 
 
@@ -76,23 +67,6 @@ async def _churned(dsn: str, tenants: int = 1) -> list[tuple[str, str]]:
         await storage.close()
 
 
-async def _explained(
-    conn: asyncpg.Connection, query: str, params: dict[str, Any], mode: str
-) -> dict[str, Any]:
-    """EXPLAIN ANALYZE of a named statement under `mode`, rolled back (it runs for real)."""
-    sql = Q[query]
-    transaction = conn.transaction()
-    await transaction.start()
-    try:
-        await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-        explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.positional_sql
-        (plan,) = json.loads(await (await conn.prepare(explain)).fetchval(*sql.args(params)))
-        found: dict[str, Any] = plan["Plan"]
-        return found
-    finally:
-        await transaction.rollback()
-
-
 def _claim(limit: int, policy: ClaimPolicy, ids: list[str] | None = None) -> dict[str, Any]:
     params = claim_params(ClaimRequest("w2", limit, 60.0, policy, None, None, ids=ids))
     params["shares"] = json.dumps(params["shares"])  # jsonb: the pool's codec is not here
@@ -108,8 +82,8 @@ async def test_a_finish_finds_its_jobs_by_primary_key(pg_dsn: str) -> None:
     params = {"finishes": json.dumps(payload), "now": None, "expired_only": False}
     conn = await asyncpg.connect(pg_dsn)
     try:
-        for mode in MODES:
-            plan = await _explained(conn, "job_finish", params, mode)
+        for mode in PLAN_MODES:
+            plan = await explained(conn, "job_finish", params, mode)
             assert plan["Actual Rows"] == 5, mode
             assert _reads_of(plan, "jobs_running") == 0, mode
             assert _reads_of(plan, "jobs_pkey") >= 1, mode
@@ -121,8 +95,8 @@ async def test_a_lone_uncapped_tenants_claim_counts_nothing(pg_dsn: str) -> None
     await _churned(pg_dsn)
     conn = await asyncpg.connect(pg_dsn)
     try:
-        for mode in MODES:
-            plan = await _explained(conn, "job_claim", _claim(QUEUED, ClaimPolicy()), mode)
+        for mode in PLAN_MODES:
+            plan = await explained(conn, "job_claim", _claim(QUEUED, ClaimPolicy()), mode)
             assert plan["Actual Rows"] == QUEUED, mode
             assert _reads_of(plan, "jobs_running") == 0, mode
     finally:
@@ -134,8 +108,8 @@ async def test_a_cap_counts_the_running_jobs(pg_dsn: str) -> None:
     capped = ClaimPolicy(default=TenantShare(max_running=LEFT_RUNNING + 3))
     conn = await asyncpg.connect(pg_dsn)
     try:
-        for mode in MODES:
-            plan = await _explained(conn, "job_claim", _claim(QUEUED, capped), mode)
+        for mode in PLAN_MODES:
+            plan = await explained(conn, "job_claim", _claim(QUEUED, capped), mode)
             assert plan["Actual Rows"] == 3, mode  # the cap's free slots, not the queue
     finally:
         await conn.close()
@@ -147,8 +121,8 @@ async def test_two_waiting_tenants_share_by_their_running_jobs(pg_dsn: str) -> N
     await _churned(pg_dsn, tenants=2)
     conn = await asyncpg.connect(pg_dsn)
     try:
-        for mode in MODES:
-            plan = await _explained(conn, "job_claim", _claim(QUEUED, ClaimPolicy()), mode)
+        for mode in PLAN_MODES:
+            plan = await explained(conn, "job_claim", _claim(QUEUED, ClaimPolicy()), mode)
             assert plan["Actual Rows"] == QUEUED, mode
             rows = await conn.fetch(
                 "SELECT tenant_id, count(*) FROM jobs WHERE state = 'queued' GROUP BY 1"
@@ -169,13 +143,13 @@ async def test_a_claim_by_id_counts_running_jobs_only_under_a_cap(pg_dsn: str) -
     try:
         ids = [r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE state = 'queued'")]
         capped = ClaimPolicy(default=TenantShare(max_running=LEFT_RUNNING + 3))
-        for mode in MODES:
-            plan = await _explained(
+        for mode in PLAN_MODES:
+            plan = await explained(
                 conn, "job_claim_by_id", _claim(QUEUED, ClaimPolicy(), ids), mode
             )
             assert plan["Actual Rows"] == QUEUED, mode
             assert _reads_of(plan, "jobs_running") == 0, mode
-            plan = await _explained(conn, "job_claim_by_id", _claim(QUEUED, capped, ids), mode)
+            plan = await explained(conn, "job_claim_by_id", _claim(QUEUED, capped, ids), mode)
             assert plan["Actual Rows"] == 3, mode
     finally:
         await conn.close()
