@@ -1,8 +1,8 @@
 """`python -m bench.profile SCENARIO [--jobs N] [--rate R]` (drain, drain-sqlite, submit, status,
-submit-sqlite, status-sqlite): one jobgate
-scenario of the benchmark with py-spy sampling the jobgate processes under load, then the
-functions that use the most CPU (inclusive and own time). The raw stacks are kept (collapsed
-format, for flame graph tools) under bench/results/profile-*/.
+submit-sqlite, status-sqlite): one jobgate scenario of the benchmark with py-spy sampling the
+jobgate processes under load, then the functions that use the most CPU (inclusive and own
+time). The raw stacks are kept (collapsed format, for flame graph tools) under
+bench/results/profile-*/.
 
 py-spy must be allowed to read the processes (root, or ptrace permission).
 """
