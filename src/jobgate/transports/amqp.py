@@ -79,6 +79,8 @@ class AmqpTransport:
     async def _open(self) -> None:
         if self._connection is not None and not self._connection.is_closed:
             return
+        connection: AbstractConnection | None = None
+        opened = False
         try:
             connection = await aio_pika.connect(
                 self._url, timeout=5, client_properties={"connection_name": self._consumer}
@@ -101,8 +103,16 @@ class AmqpTransport:
             queue = await consume_channel.declare_queue(
                 self._queue_name, durable=True, arguments=self._queue_arguments()
             )
+            opened = True
         except _ERRORS as exc:
             raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+        finally:
+            # A connection left half open (the broker cut it, or a declaration failed) is closed
+            # here: dropped open, aio-pika's __del__ would close it from whichever thread the
+            # garbage collector ran in, outside any event loop (an un-awaited coroutine).
+            if not opened and connection is not None:
+                with contextlib.suppress(*_ERRORS):
+                    await connection.close()
         self._connection, self._publish_channel, self._queue = connection, publish_channel, queue
 
     async def close(self) -> None:
