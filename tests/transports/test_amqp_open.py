@@ -1,15 +1,19 @@
-"""A RabbitMQ connection opened by a transport whose set-up then fails (a declaration refused,
-or the connection cut mid-way) is closed at once, on the event loop. Dropped open, aio-pika's
-`__del__` closed it from whichever thread the garbage collector ran in, outside any loop: an
-un-awaited `Connection.close` coroutine, which failed a transport test in CI."""
+"""A RabbitMQ connection the transport lets go of is closed on the event loop: one whose set-up
+failed (a declaration refused) and one the network cut (aio-pika leaves such a connection open
+in its own eyes). Dropped open, aio-pika's `__del__` closed it from whichever thread the garbage
+collector ran in, outside any loop: an un-awaited `Connection.close` coroutine, which failed a
+transport test in CI."""
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import aio_pika
 import pytest
 
+from jobgate.testing import eventually
+from jobgate.testing.proxy import TcpProxy
 from jobgate.transports.amqp import AmqpTransport
 from jobgate.transports.base import TransportUnavailable
 from tests.transports.brokers import AMQP_URL, unique
@@ -41,6 +45,39 @@ async def test_a_connection_whose_set_up_failed_is_closed(
         assert len(opened) == 1
         assert opened[0].is_closed
     finally:
+        channel = await admin.channel()
+        for name in (queue, f"{queue}.dead"):
+            await channel.queue_delete(name)
+        await channel.exchange_delete(f"{queue}.dlx")
+        await admin.close()
+
+
+async def test_a_connection_the_network_cut_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = urllib.parse.urlsplit(AMQP_URL)
+    proxy = TcpProxy((parts.hostname or "127.0.0.1", parts.port or 5672)).start()
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = (f"{userinfo}@" if userinfo else "") + f"127.0.0.1:{proxy.port}"
+    url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    queue = unique("jobgate.test.cut")
+    opened: list[Any] = []
+    connect = aio_pika.connect
+
+    async def recorded(*args: Any, **kwargs: Any) -> Any:
+        connection = await connect(*args, **kwargs)
+        opened.append(connection)
+        return connection
+
+    monkeypatch.setattr(aio_pika, "connect", recorded)
+    transport = AmqpTransport(url, consumer=f"{queue}/c", prefetch=1, queue=queue)
+    try:
+        await transport.open()
+        assert len(opened) == 1 and not opened[0].is_closed
+        proxy.reset()
+        await eventually(lambda: opened[0].is_closed)
+    finally:
+        await transport.close()
+        proxy.close()
+        admin = await connect(AMQP_URL)
         channel = await admin.channel()
         for name in (queue, f"{queue}.dead"):
             await channel.queue_delete(name)

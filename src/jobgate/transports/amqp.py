@@ -59,6 +59,7 @@ class AmqpTransport:
         self._consuming = False
         self._inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
         self._opening = asyncio.Lock()  # the worker and the relay of a process share it
+        self._closing: set[asyncio.Task[None]] = set()  # connections that ended, being closed
 
     def _queue_arguments(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,19 @@ class AmqpTransport:
         self._connection = self._publish_channel = self._queue = None
         self._consuming = False
         self._inbox = asyncio.Queue()  # unacked: the broker requeues them
+
+    def _ended(self, connection: object, *_args: object) -> None:
+        """A connection's close callback. One the broker or the network ended stays open in
+        aio-pika's eyes (its close was never called): it is closed here, on the event loop, as
+        its own task (not inside the callback that runs its closing). Dropped open, aio-pika's
+        `__del__` would close it from whichever thread the garbage collector ran in, outside
+        any loop: an un-awaited coroutine."""
+        if connection is self._connection:
+            self._lost()
+        if isinstance(connection, AbstractConnection) and not connection.is_closed:
+            task = asyncio.get_running_loop().create_task(_close_quietly(connection))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def open(self) -> None:
         async with self._opening:
@@ -85,7 +99,7 @@ class AmqpTransport:
             connection = await aio_pika.connect(
                 self._url, timeout=5, client_properties={"connection_name": self._consumer}
             )
-            connection.close_callbacks.add(self._lost)
+            connection.close_callbacks.add(self._ended)
             # Confirmed, and refused when unroutable (the queue was deleted): then reconnect,
             # which declares it again, and publish once more.
             publish_channel = await connection.channel(
@@ -111,16 +125,14 @@ class AmqpTransport:
             # here: dropped open, aio-pika's __del__ would close it from whichever thread the
             # garbage collector ran in, outside any event loop (an un-awaited coroutine).
             if not opened and connection is not None:
-                with contextlib.suppress(*_ERRORS):
-                    await connection.close()
+                await _close_quietly(connection)
         self._connection, self._publish_channel, self._queue = connection, publish_channel, queue
 
     async def close(self) -> None:
         connection = self._connection
         self._lost()
         if connection is not None:
-            with contextlib.suppress(*_ERRORS):
-                await connection.close()
+            await _close_quietly(connection)
 
     async def publish(self, job_ids: Sequence[str]) -> None:
         await self.open()
@@ -193,3 +205,8 @@ class AmqpTransport:
         except _ERRORS as exc:
             raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
         return int(queue.declaration_result.message_count or 0)
+
+
+async def _close_quietly(connection: AbstractConnection) -> None:
+    with contextlib.suppress(*_ERRORS):
+        await connection.close()
