@@ -28,6 +28,7 @@ from jobgate.storage.sqlite.executor import Q as LITE
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
+from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 JOBS = 600
 SPREAD = 20  # every twentieth job runs: about one per page
@@ -68,32 +69,12 @@ def _succeeded(lease: Lease) -> Finish:
     return Finish(lease=lease, state=JobState.SUCCEEDED, reason="completed", result={})
 
 
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """A JSON plan's nodes, depth first."""
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(_nodes(child))
-    return found
-
-
 async def _explain(
     conn: asyncpg.Connection, name: str, params: dict[str, Any]
 ) -> dict[str, list[dict[str, Any]]]:
     """The nodes of a statement's custom plan and of its generic plan (the one asyncpg settles
     on after five executions), each run for real and rolled back."""
-    query = PG[name]
-    plans = {}
-    for mode in ("force_custom_plan", "force_generic_plan"):
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-            explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + query.positional_sql
-            (plan,) = json.loads(await (await conn.prepare(explain)).fetchval(*query.args(params)))
-        finally:
-            await transaction.rollback()
-        plans[mode] = _nodes(plan["Plan"])
-    return plans
+    return {mode: nodes(await explained(conn, name, params, mode)) for mode in PLAN_MODES}
 
 
 async def _filled_postgres(dsn: str, *, finished: int) -> list[Lease]:

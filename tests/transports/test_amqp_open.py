@@ -6,19 +6,32 @@ transport test in CI."""
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 import aio_pika
 import pytest
 
 from jobgate.testing import eventually
-from jobgate.testing.proxy import TcpProxy
 from jobgate.transports.amqp import AmqpTransport
 from jobgate.transports.base import TransportUnavailable
+from tests.transports.amqp_broker import AmqpBroker
 from tests.transports.brokers import AMQP_URL, unique
 
 pytestmark = pytest.mark.asyncio
+
+
+def _opened_connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every connection aio_pika.connect opens from now on."""
+    opened: list[Any] = []
+    connect = aio_pika.connect
+
+    async def recorded(*args: Any, **kwargs: Any) -> Any:
+        connection = await connect(*args, **kwargs)
+        opened.append(connection)
+        return connection
+
+    monkeypatch.setattr(aio_pika, "connect", recorded)
+    return opened
 
 
 async def test_a_connection_whose_set_up_failed_is_closed(
@@ -30,15 +43,7 @@ async def test_a_connection_whose_set_up_failed_is_closed(
         channel = await admin.channel()
         # The transport declares a quorum queue; a classic one of the same name refuses it.
         await channel.declare_queue(queue, durable=True)
-        opened: list[Any] = []
-        connect = aio_pika.connect
-
-        async def recorded(*args: Any, **kwargs: Any) -> Any:
-            connection = await connect(*args, **kwargs)
-            opened.append(connection)
-            return connection
-
-        monkeypatch.setattr(aio_pika, "connect", recorded)
+        opened = _opened_connections(monkeypatch)
         transport = AmqpTransport(AMQP_URL, consumer=f"{queue}/c", prefetch=1, queue=queue)
         with pytest.raises(TransportUnavailable):
             await transport.open()
@@ -53,33 +58,13 @@ async def test_a_connection_whose_set_up_failed_is_closed(
 
 
 async def test_a_connection_the_network_cut_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    parts = urllib.parse.urlsplit(AMQP_URL)
-    proxy = TcpProxy((parts.hostname or "127.0.0.1", parts.port or 5672)).start()
-    userinfo = parts.netloc.rpartition("@")[0]
-    netloc = (f"{userinfo}@" if userinfo else "") + f"127.0.0.1:{proxy.port}"
-    url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-    queue = unique("jobgate.test.cut")
-    opened: list[Any] = []
-    connect = aio_pika.connect
-
-    async def recorded(*args: Any, **kwargs: Any) -> Any:
-        connection = await connect(*args, **kwargs)
-        opened.append(connection)
-        return connection
-
-    monkeypatch.setattr(aio_pika, "connect", recorded)
-    transport = AmqpTransport(url, consumer=f"{queue}/c", prefetch=1, queue=queue)
+    broker = AmqpBroker()  # its clients reach RabbitMQ through a proxy it can cut
     try:
+        transport = broker.transport("c", claim_idle_s=1.0)
+        opened = _opened_connections(monkeypatch)
         await transport.open()
         assert len(opened) == 1 and not opened[0].is_closed
-        proxy.reset()
+        await broker.cut_connections()
         await eventually(lambda: opened[0].is_closed)
     finally:
-        await transport.close()
-        proxy.close()
-        admin = await connect(AMQP_URL)
-        channel = await admin.channel()
-        for name in (queue, f"{queue}.dead"):
-            await channel.queue_delete(name)
-        await channel.exchange_delete(f"{queue}.dlx")
-        await admin.close()
+        await broker.cleanup()
