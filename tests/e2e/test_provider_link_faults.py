@@ -129,9 +129,12 @@ def test_provider_link_blackholed_past_the_timeout_is_an_unknown_outcome(
         assert stack.creates_sent(job_id, CHAT) == 1
         assert len(stack.sim_state()["created"]) == 1
         return
+    # Heal at once: the blackholed connection stays dead, so the first create's answer is
+    # still lost, while the retry (full jitter: it may start within milliseconds of the
+    # timeout) reaches the provider on a new connection.
+    link.heal()
     unknown = stack.wait_event(job_id, "retryable_error")
     assert unknown["to"] == "queued"
-    link.heal()
     job = stack.assert_settled_once(job_id)
     # Sent twice, run once: the provider answered the second create with the first result.
     assert job["creation_outcome"] == "unknown" and job["attempt"] == 2
