@@ -104,6 +104,37 @@ async def test_long_poll_wakes_on_a_change_made_by_another_process(api: Api) -> 
     assert response.json()["status"] == "cancelled"
 
 
+async def test_status_reads_and_long_polls_leave_the_prompt_in_the_database(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A status read, a long poll and `Prefer: wait` read the job's view (storage.job_view),
+    never the whole job with its prompt; the answers are the same."""
+    key = await api.key("acme")
+    body = job_body("a long prompt " * 5_000, stream=True, max_tokens=50)
+    job = (await api.http.post("/v1/jobs", json=body, headers=auth(key))).json()
+    storage = api.runtime.storage
+    whole_reads: list[dict[str, Any]] = []
+    read_whole = storage.job_get
+
+    async def counted(**kwargs: Any) -> Any:
+        whole_reads.append(kwargs)
+        return await read_whole(**kwargs)
+
+    monkeypatch.setattr(storage, "job_get", counted)
+    path = f"/v1/jobs/{job['id']}"
+    read = await api.http.get(path, headers=auth(key))
+    polled = await api.http.get(path, params={"wait": 0.2}, headers=auth(key))
+    waited = await api.http.post(
+        "/v1/jobs", json=job_body("x"), headers={**auth(key), "Prefer": "wait=1"}
+    )
+    assert (read.status_code, polled.status_code, waited.status_code) == (200, 200, 202)
+    assert whole_reads == []
+    for answer in (read.json(), polled.json()):
+        assert {k: v for k, v in answer.items() if k != "queue_position"} == {
+            k: v for k, v in job.items() if k != "queue_position"
+        }
+
+
 async def test_long_poll_times_out_with_the_current_state(api: Api) -> None:
     key = await api.key("acme")
     job = (await api.http.post("/v1/jobs", json=job_body(), headers=auth(key))).json()

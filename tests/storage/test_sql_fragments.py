@@ -22,6 +22,23 @@ def test_an_unknown_fragment_is_an_error() -> None:
         sql.parse("-- name: q\n-- d\nSELECT {{nope}}")
 
 
+def test_a_fragment_may_include_another() -> None:
+    queries = sql.parse(
+        "-- fragment: all\n-- d\nid, {{rest}}\n\n"
+        "-- fragment: rest\n-- d\nstate\n\n"
+        "-- name: q\n-- d\nSELECT {{all}} FROM jobs"
+    )
+    assert queries["q"].sql == "SELECT id, state FROM jobs"
+
+
+def test_a_fragment_including_itself_is_an_error() -> None:
+    with pytest.raises(ValueError, match="fragment 'a' includes itself"):
+        sql.parse(
+            "-- fragment: a\n-- d\nx {{b}}\n\n-- fragment: b\n-- d\ny {{a}}\n\n"
+            "-- name: q\n-- d\nSELECT {{a}}"
+        )
+
+
 @pytest.mark.parametrize("package", ["jobgate.storage.sqlite", "jobgate.storage.postgres"])
 def test_finish_and_settle_share_the_retry_after_cancel_rule(package: str) -> None:
     queries = sql.load(package)

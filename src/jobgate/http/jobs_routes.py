@@ -123,7 +123,11 @@ async def submit(
         waited = await unless_disconnected(
             request,
             ctx.jobs.wait(
-                tenant_id=tenant.id, job_id=job.id, timeout_s=wait_s, until_terminal=True
+                tenant_id=tenant.id,
+                job_id=job.id,
+                timeout_s=wait_s,
+                until_terminal=True,
+                view=True,
             ),
         )
         if waited is None:
@@ -168,13 +172,13 @@ async def read(
     shared by the FastAPI route and the hot path (http.hot_routes)."""
     if wait:
         waited = await unless_disconnected(
-            request, ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait)
+            request, ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait, view=True)
         )
         if waited is None:
             return Response(status_code=499)  # nobody is listening any more
         job = waited
     else:
-        job = await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)
+        job = await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)
     view = await job_notes.annotate(ctx, job, job_view(job))
     return json_response(view, 200, _job_headers(ctx, job))
 

@@ -308,23 +308,39 @@ class JobService:
             raise errors.NotFound("job", job_id)
         return job
 
+    async def view(self, *, tenant_id: str, job_id: str) -> Job:
+        """`get` without the request (None): what a job's views show (job_view), read without
+        the prompt they never show."""
+        job = await self.storage.job_view(job_id=job_id, tenant_id=tenant_id)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        return job
+
     async def wait(
-        self, *, tenant_id: str, job_id: str, timeout_s: float, until_terminal: bool = False
+        self,
+        *,
+        tenant_id: str,
+        job_id: str,
+        timeout_s: float,
+        until_terminal: bool = False,
+        view: bool = False,
     ) -> Job:
         """Long poll: the job once its state changes from what it is now (or, with
         until_terminal, once it is terminal), or as it stands when `timeout_s` runs out.
-        Wakes on the change itself, not on a poll tick."""
+        Wakes on the change itself, not on a poll tick. With `view`, each read is `view`'s
+        (no request)."""
+        read = self.view if view else self.get
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(timeout_s, MAX_WAIT_S)
         with self.storage.changes.watch_job(job_id) as changed:
-            job = await self.get(tenant_id=tenant_id, job_id=job_id)
+            job = await read(tenant_id=tenant_id, job_id=job_id)
             initial = job.state
             while not job.terminal and (until_terminal or job.state is initial):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
                 await wait_for(changed, min(remaining, self.poll_fallback_s))
-                job = await self.get(tenant_id=tenant_id, job_id=job_id)
+                job = await read(tenant_id=tenant_id, job_id=job_id)
         return job
 
     async def list(
@@ -336,10 +352,11 @@ class JobService:
         after: str | None = None,
         limit: int = 20,
     ) -> tuple[builtins.list[Job], bool]:
-        """A page (newest first) and whether more follow. The cursor must name one of the
-        tenant's jobs: any other id is NotFound, like every other unknown or foreign id."""
+        """A page (newest first) and whether more follow, each job as `view` reads it. The
+        cursor must name one of the tenant's jobs: any other id is NotFound, like every other
+        unknown or foreign id."""
         if after is not None:
-            await self.get(tenant_id=tenant_id, job_id=after)
+            await self.view(tenant_id=tenant_id, job_id=after)
         jobs = await self.storage.job_list(
             tenant_id=tenant_id,
             states=states,
@@ -352,7 +369,7 @@ class JobService:
     async def events(
         self, *, tenant_id: str, job_id: str, after_seq: int = 0, limit: int = 1000
     ) -> builtins.list[JobEvent]:
-        await self.get(tenant_id=tenant_id, job_id=job_id)
+        await self.view(tenant_id=tenant_id, job_id=job_id)
         return await self.storage.job_events(job_id=job_id, after_seq=after_seq, limit=limit)
 
     # -- change -------------------------------------------------------------------------

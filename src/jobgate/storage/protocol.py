@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from jobgate.domain import costs
+from jobgate.domain import costs, progress
 from jobgate.domain.job import Job, JobEvent, JSONObject, Lease, NewJob
 from jobgate.domain.rate_limits import Bucket
 from jobgate.domain.states import JobState
@@ -65,6 +65,10 @@ from jobgate.storage.records import (
     UsageEntry,
 )
 from jobgate.wakeups import ChangeHub
+
+# The request's members a job's views read (services.output_progress: whether it streams, its
+# output cap); `job_view` may leave out every other one.
+VIEW_REQUEST_MEMBERS: tuple[str, ...] = ("stream", *progress.OUTPUT_CAPS)
 
 
 class DatabaseClock(Protocol):
@@ -152,6 +156,12 @@ class JobReadStore(Protocol):
         """None when missing or owned by another tenant (when tenant_id is given)."""
         ...
 
+    async def job_view(self, *, job_id: str, tenant_id: str) -> Job | None:
+        """The job as its views show it: `job_get` for the tenant, except that its `request`
+        may hold only VIEW_REQUEST_MEMBERS (those it has, nulls left out): a prompt can be
+        hundreds of kilobytes, and a status read or long poll never shows it."""
+        ...
+
     async def job_list(
         self,
         *,
@@ -161,7 +171,8 @@ class JobReadStore(Protocol):
         after: str | None = None,
         limit: int = 20,
     ) -> list[Job]:
-        """Newest first; `after` is the id of the last job of the previous page."""
+        """Newest first; `after` is the id of the last job of the previous page. Each job as
+        `job_view` reads it (its request may hold only VIEW_REQUEST_MEMBERS)."""
         ...
 
     async def job_events(

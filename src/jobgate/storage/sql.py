@@ -3,7 +3,8 @@
 A block starts with `-- name: block_name`, then one `-- description` line, then the statement.
 Parameters are written `:name` in both dialects; for PostgreSQL they are rewritten to `$n`.
 A `-- fragment: fragment_name` block is a piece of SQL that several statements share (a rule
-that must live in one place); a statement includes it by writing `{{fragment_name}}`.
+that must live in one place); a statement, or another fragment, includes it by writing
+`{{fragment_name}}`.
 """
 
 from __future__ import annotations
@@ -61,12 +62,19 @@ def _blocks(text: str, source: str) -> list[tuple[str, str, str, str]]:
     return blocks
 
 
-def _include(sql: str, fragments: Mapping[str, str], source: str) -> str:
+def _include(
+    sql: str, fragments: Mapping[str, str], source: str, within: tuple[str, ...] = ()
+) -> str:
+    """`sql` with each `{{fragment}}` replaced by its text, fragments included by fragments
+    too (a fragment that includes itself, directly or not, is an error)."""
+
     def fragment(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in fragments:
             raise ValueError(f"{source}: no fragment {name!r}")
-        return fragments[name]
+        if name in within:
+            raise ValueError(f"{source}: fragment {name!r} includes itself")
+        return _include(fragments[name], fragments, source, (*within, name))
 
     return _INCLUDE.sub(fragment, sql)
 

@@ -146,10 +146,31 @@ SELECT * FROM jobs WHERE id = :id
 -- One job by id, only if the tenant owns it.
 SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
 
+-- name: job_view_for_tenant
+-- One job by id, only if the tenant owns it, as its views show it (job_view_request).
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
+  FROM jobs AS j
+ WHERE j.id = :id AND j.tenant_id = :tenant_id
+
+-- fragment: job_view_request
+-- The request as the job views read it: of one over 2 KB (its stored size, read from its
+-- header: nothing detoasted) only the members they read (storage.protocol.
+-- VIEW_REQUEST_MEMBERS; one whose value is null may be left out), not the prompt; a smaller
+-- one whole, which costs less than picking.
+CASE WHEN pg_column_size(j.request) > 2048 AND jsonb_typeof(j.request) = 'object' THEN
+     jsonb_strip_nulls(jsonb_build_object(
+         'stream', j.request -> 'stream',
+         'max_tokens', j.request -> 'max_tokens',
+         'max_completion_tokens', j.request -> 'max_completion_tokens',
+         'max_output_tokens', j.request -> 'max_output_tokens'))
+     ELSE j.request
+END
+
 -- name: job_list
--- A page of a tenant's jobs, newest first, optionally filtered.
-SELECT *
-  FROM jobs
+-- A page of a tenant's jobs as their views show them (job_view_request), newest first,
+-- optionally filtered.
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
+  FROM jobs AS j
  WHERE tenant_id = :tenant_id
    AND (:states::jsonb IS NULL OR state = ANY(ARRAY(SELECT jsonb_array_elements_text(:states::jsonb))))
    AND (:dead_lettered::boolean IS NULL OR dead_lettered = :dead_lettered::boolean)
@@ -339,7 +360,12 @@ SELECT * FROM claimed
 -- The columns a Job is decoded from (domain.job.Job's fields but `damaged`), for the
 -- statements a worker runs per job: `j.*` also sends the nine columns no Job holds
 -- (transition_*, reconcile_*, series, ...), each encoded here and decoded by the worker.
-j.id, j.tenant_id, j.state, j.api, j.provider, j.endpoint, j.model, j.request, j.metadata,
+j.request, {{job_columns_but_request}}
+
+-- fragment: job_columns_but_request
+-- job_columns without the request (a prompt can be hundreds of kilobytes: the job views,
+-- which never show it, do not read it).
+j.id, j.tenant_id, j.state, j.api, j.provider, j.endpoint, j.model, j.metadata,
 j.webhook, j.result, j.error, j.usage, j.priority, j.attempt, j.max_attempts, j.run_count,
 j.lost_count, j.run_at, j.created_at, j.updated_at, j.started_at, j.completed_at,
 j.cancel_requested_at, j.expires_at, j.execution_timeout_s, j.deadline_at, j.lease_owner,

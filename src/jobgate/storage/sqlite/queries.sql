@@ -91,9 +91,16 @@ SELECT * FROM jobs WHERE id = :id
 -- One job by id, only if the tenant owns it.
 SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
 
+-- name: job_view_for_tenant
+-- One job by id, only if the tenant owns it, as its views show it. The request is read
+-- whole: picking its members in SQL would parse the JSON text in SQLite instead of once here.
+SELECT {{job_columns}}
+  FROM jobs
+ WHERE id = :id AND tenant_id = :tenant_id
+
 -- name: job_list
 -- A page of a tenant's jobs, newest first, optionally filtered.
-SELECT *
+SELECT {{job_columns}}
   FROM jobs
  WHERE tenant_id = :tenant_id
    AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
@@ -170,7 +177,12 @@ RETURNING {{job_columns}}
 -- The columns a Job is decoded from (domain.job.Job's fields but `damaged`), for the
 -- statements a worker runs per job: `*` also fetches the nine columns no Job holds
 -- (transition_*, reconcile_*, series, ...), a tenth of a claim's row-fetching cost.
-id, tenant_id, state, api, provider, endpoint, model, request, metadata, webhook, result,
+request, {{job_columns_but_request}}
+
+-- fragment: job_columns_but_request
+-- job_columns without the request (a prompt can be hundreds of kilobytes: the job views,
+-- which never show it, do not read it).
+id, tenant_id, state, api, provider, endpoint, model, metadata, webhook, result,
 error, usage, priority, attempt, max_attempts, run_count, lost_count, run_at, created_at,
 updated_at, started_at, completed_at, cancel_requested_at, expires_at, execution_timeout_s,
 deadline_at, lease_owner, lease_token, lease_expires_at, phase, provider_job_id,
