@@ -107,8 +107,9 @@ async def test_long_poll_wakes_on_a_change_made_by_another_process(api: Api) -> 
 async def test_status_reads_and_long_polls_leave_the_prompt_in_the_database(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A status read, a long poll and `Prefer: wait` read the job's view (storage.job_view),
-    never the whole job with its prompt; the answers are the same."""
+    """A status read, a long poll, `Prefer: wait`, the event log and a page after a job read
+    the job's view (storage.job_view), never the whole job with its prompt; the answers are
+    the same."""
     key = await api.key("acme")
     body = job_body("a long prompt " * 5_000, stream=True, max_tokens=50)
     job = (await api.http.post("/v1/jobs", json=body, headers=auth(key))).json()
@@ -127,7 +128,10 @@ async def test_status_reads_and_long_polls_leave_the_prompt_in_the_database(
     waited = await api.http.post(
         "/v1/jobs", json=job_body("x"), headers={**auth(key), "Prefer": "wait=1"}
     )
-    assert (read.status_code, polled.status_code, waited.status_code) == (200, 200, 202)
+    events = await api.http.get(f"{path}/events", headers=auth(key))
+    page = await api.http.get("/v1/jobs", params={"after": job["id"]}, headers=auth(key))
+    answers = (read, polled, waited, events, page)
+    assert [a.status_code for a in answers] == [200, 200, 202, 200, 200]
     assert whole_reads == []
     for answer in (read.json(), polled.json()):
         assert {k: v for k, v in answer.items() if k != "queue_position"} == {

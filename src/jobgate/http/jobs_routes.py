@@ -211,7 +211,7 @@ async def job_events(
                 raise errors.InvalidRequest(
                     "Last-Event-ID must be an event sequence number", param="Last-Event-ID"
                 ) from None
-        await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
+        await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
         return StreamingResponse(
             _event_stream(ctx, tenant.id, job_id, start),
             media_type="text/event-stream",
@@ -233,7 +233,7 @@ async def _event_stream(ctx: Ctx, tenant_id: str, job_id: str, after: int) -> As
     last = after
     with ctx.storage.changes.watch_job(job_id) as changed:
         while True:
-            job = await ctx.jobs.get(tenant_id=tenant_id, job_id=job_id)
+            job = await ctx.jobs.view(tenant_id=tenant_id, job_id=job_id)
             for event in await ctx.jobs.events(tenant_id=tenant_id, job_id=job_id, after_seq=last):
                 last = event.seq
                 data = orjson.dumps(event_view(event)).decode()

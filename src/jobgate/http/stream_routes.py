@@ -64,7 +64,7 @@ async def stream_job_output(
     after = starting_after
     if last_event_id:
         after = max(after, min(int(last_event_id), MAX_SEQ))
-    await ctx.jobs.get(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
+    await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
     feed = output_feed.job_output(ctx.jobs, tenant_id=tenant.id, job_id=job_id, after=after)
     return StreamingResponse(
         _frames(feed),

@@ -49,7 +49,7 @@ async def job_output(
     nothing happened for a while. Raises errors.NotFound before the first event."""
     storage = jobs.storage
     with storage.changes.watch_stream(job_id) as watch:
-        job = await jobs.get(tenant_id=tenant_id, job_id=job_id)
+        job = await jobs.view(tenant_id=tenant_id, job_id=job_id)
         last = after
         generation = await _generation_at(jobs, job_id, after)
         while True:
@@ -78,7 +78,7 @@ async def job_output(
                 yield KEEPALIVE
             if moved:  # an append alone costs one read: the chunks
                 try:
-                    job = await jobs.get(tenant_id=tenant_id, job_id=job_id)
+                    job = await jobs.view(tenant_id=tenant_id, job_id=job_id)
                 except errors.NotFound:
                     return  # deleted meanwhile
 

@@ -104,7 +104,7 @@ class JobQueries(SqlPart):
         after: str | None = None,
         limit: int = 20,
     ) -> list[Job]:
-        if after is not None and await self.job_get(job_id=after, tenant_id=tenant_id) is None:
+        if after is not None and await self.job_view(job_id=after, tenant_id=tenant_id) is None:
             raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
         rows = await self._sql.read(
             "job_list",
