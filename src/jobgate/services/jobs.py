@@ -309,8 +309,8 @@ class JobService:
         return job
 
     async def view(self, *, tenant_id: str, job_id: str) -> Job:
-        """`get` without the request (None): what a job's views show (job_view), read without
-        the prompt they never show."""
+        """`get` as the job's views read it (storage.job_view): its request may hold only the
+        members they read, not the prompt they never show."""
         job = await self.storage.job_view(job_id=job_id, tenant_id=tenant_id)
         if job is None:
             raise errors.NotFound("job", job_id)
@@ -328,7 +328,7 @@ class JobService:
         """Long poll: the job once its state changes from what it is now (or, with
         until_terminal, once it is terminal), or as it stands when `timeout_s` runs out.
         Wakes on the change itself, not on a poll tick. With `view`, each read is `view`'s
-        (no request)."""
+        (no prompt)."""
         read = self.view if view else self.get
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(timeout_s, MAX_WAIT_S)

@@ -155,8 +155,8 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
 -- fragment: job_view_request
 -- The request as the job views read it: of one over 2 KB (its stored size, read from its
 -- header: nothing detoasted) only the members they read (storage.protocol.
--- VIEW_REQUEST_MEMBERS; one whose value is null may be left out), not the prompt; a smaller
--- one whole, which costs less than picking.
+-- VIEW_REQUEST_MEMBERS, nulls left out), not the prompt; a smaller one whole, which costs
+-- less than picking.
 CASE WHEN pg_column_size(j.request) > 2048 AND jsonb_typeof(j.request) = 'object' THEN
      jsonb_strip_nulls(jsonb_build_object(
          'stream', j.request -> 'stream',
