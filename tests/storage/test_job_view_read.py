@@ -15,7 +15,7 @@ import pytest
 from jobgate.storage.protocol import VIEW_REQUEST_MEMBERS, Storage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
-from tests.storage.poison_rows import poisons, poke
+from tests.storage.poison_rows import json_text, poisons, poke
 
 pytestmark = pytest.mark.asyncio
 
@@ -106,7 +106,10 @@ async def test_a_purged_job_views_without_a_request(storage: Storage, clock: Fak
 
 async def test_poison_rows_view_as_they_read(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    kinds = poisons(storage)
+    # A request over 2 KB that is no object: read whole, and damaged, as job_get reads it.
+    letters = "".join(random.Random(8).choices(string.ascii_letters, k=20_000))
+    long_text = json_text(storage, f'"{letters}"')
+    kinds = {**poisons(storage), "long_request_not_an_object": {"request": long_text}}
     for name, columns in kinds.items():
         job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
         await poke(storage, "jobs", job.id, **columns)
@@ -114,4 +117,5 @@ async def test_poison_rows_view_as_they_read(storage: Storage, clock: FakeClock)
         view = await storage.job_view(job_id=job.id, tenant_id=tenant.id)
         assert full is not None and view is not None, name
         assert view.damaged == full.damaged == tuple(kinds[name]), name
+        assert view.request == full.request, name
         assert dataclasses.replace(view, request=full.request) == full, name
