@@ -137,16 +137,53 @@ class Cluster:
         return ids
 
     async def wait_terminal(self, ids: list[str], *, timeout_s: float = 30.0) -> None:
-        async with asyncio.timeout(timeout_s):
-            pending = set(ids)
-            while pending:
-                for job_id in list(pending):
-                    job = await self.storage.job_get(job_id=job_id)
-                    assert job is not None
-                    if job.state.terminal:
-                        pending.discard(job_id)
-                if pending:
-                    await asyncio.sleep(0.05)
+        """Until every job of `ids` is terminal. A role's task that ended with an error fails
+        it at once with that error, and a timeout names what was left and where."""
+        pending = set(ids)
+        try:
+            async with asyncio.timeout(timeout_s):
+                while pending:
+                    self._assert_roles_alive()
+                    for job_id in list(pending):
+                        job = await self.storage.job_get(job_id=job_id)
+                        assert job is not None
+                        if job.state.terminal:
+                            pending.discard(job_id)
+                    if pending:
+                        await asyncio.sleep(0.05)
+        except TimeoutError:
+            where = await self._where(pending)
+            raise AssertionError(
+                f"{len(pending)} not terminal after {timeout_s} s: {where}"
+            ) from None
+
+    def _assert_roles_alive(self) -> None:
+        for task in self.tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise AssertionError(f"{task.get_name()} ended") from task.exception()
+
+    async def _where(self, job_ids: set[str]) -> str:
+        """The jobs' states and leases, each role task's state, each worker's broker outage.
+        Each state twice: by job_get and by job_list (on SQLite the first is read inline on
+        this thread's connection, the second on a reader thread's: a difference is a stale
+        read)."""
+        jobs = [await self.storage.job_get(job_id=job_id) for job_id in sorted(job_ids)]
+        listed = {
+            job.id: str(job.state)
+            for tenant_id in {job.tenant_id for job in jobs if job is not None}
+            for job in await self.storage.job_list(tenant_id=tenant_id, limit=10_000)
+        }
+        states = [
+            (job.id, str(job.state), listed.get(job.id), job.attempt, job.lease_owner)
+            for job in jobs
+            if job is not None
+        ]
+        roles = [(task.get_name(), "done" if task.done() else "running") for task in self.tasks]
+        outages = [
+            (worker.worker_id, worker._intake is not None and worker._intake.broker_down)
+            for worker in self.workers
+        ]
+        return f"jobs {states}; roles {roles}; broker down {outages}"
 
     async def assert_each_succeeded_once(self, ids: list[str]) -> None:
         for job_id in ids:
