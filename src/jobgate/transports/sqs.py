@@ -9,6 +9,7 @@ dead-letter queue (the relay's sweep republishes its job if it is still ready).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -56,10 +57,18 @@ class SqsTransport:
         self._exit: contextlib.AsyncExitStack | None = None
         self._client: Any = None
         self._queue_url: str | None = None
+        # One open at a time: a process's relay and intake share this transport and both
+        # open it at start; two concurrent first opens made two clients and dropped one open.
+        self._opening = asyncio.Lock()
 
     async def open(self) -> None:
         if self._queue_url is not None:
             return
+        async with self._opening:
+            if self._queue_url is None:  # not opened by the call this one waited for
+                await self._open()
+
+    async def _open(self) -> None:
         try:
             if self._client is None:
                 stack = contextlib.AsyncExitStack()
@@ -87,6 +96,8 @@ class SqsTransport:
             )
         except _ERRORS as exc:
             raise TransportUnavailable(f"sqs: {type(exc).__name__}: {exc}") from exc
+        if self._client is not client:  # closed while it was being declared
+            raise TransportUnavailable("sqs: the transport was closed")
         self._queue_url = created["QueueUrl"]
 
     async def close(self) -> None:
