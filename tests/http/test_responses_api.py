@@ -17,6 +17,7 @@ from openai.types.responses import Response
 
 from jobgate import errors
 from jobgate.config import Settings
+from jobgate.domain import responses
 from jobgate.testing import Block, Fail, ScriptedProvider, Succeed
 from jobgate.testing.receiver import WebhookReceiver
 from tests.api_server import Api
@@ -117,6 +118,47 @@ async def test_background_create_then_retrieve_until_completed(gateway: Gateway)
     assert job["status"] == "succeeded" and job["endpoint"] == "/v1/responses"
     assert job["metadata"] == {"team": "a"}
     assert job["usage"]["input_tokens"] == done.usage.input_tokens
+
+
+async def test_reads_of_a_response_leave_its_prompt_behind(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retrieve, its long poll, its stream and cancel read the job without its `input` (a
+    large prompt is neither sent by the database nor decoded per poll: storage tests), and
+    answer exactly what the whole job renders."""
+    tools: Any = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    done = await gateway.client.responses.create(
+        model="sim-echo",
+        input="a long prompt " * 5_000,
+        instructions="be brief",
+        tools=tools,
+        max_output_tokens=99,
+    )
+    assert done.status == "completed"
+    storage = gateway.api.runtime.storage
+    whole = await storage.job_get(job_id=done.id)
+    assert whole is not None
+    whole_reads: list[dict[str, Any]] = []
+    read_whole = storage.job_get
+
+    async def counted(**kwargs: Any) -> Any:
+        whole_reads.append(kwargs)
+        return await read_whole(**kwargs)
+
+    monkeypatch.setattr(storage, "job_get", counted)
+    client = gateway.client
+    read = await client.responses.retrieve(done.id)
+    polled = await client.responses.retrieve(done.id, extra_query={"wait": 1})
+    cancelled = await client.responses.cancel(done.id)
+    streamed = [event async for event in await client.responses.retrieve(done.id, stream=True)]
+    assert whole_reads == []
+    rendered = responses.render(whole)
+    for answer in (read, polled, cancelled, done):
+        assert answer.model_dump(mode="json", exclude_unset=True) == rendered
+    assert streamed[-1].type == "response.completed"
+    assert streamed[-1].response.model_dump() == done.model_dump()
+    assert done.instructions == "be brief" and done.max_output_tokens == 99
+    assert [tool.name for tool in done.tools] == ["f"]  # type: ignore[union-attr]
 
 
 async def test_synchronous_create_answers_the_finished_response(gateway: Gateway) -> None:

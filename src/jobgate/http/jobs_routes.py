@@ -127,7 +127,7 @@ async def submit(
                 job_id=job.id,
                 timeout_s=wait_s,
                 until_terminal=True,
-                view=True,
+                read_as="view",
             ),
         )
         if waited is None:
@@ -172,7 +172,8 @@ async def read(
     shared by the FastAPI route and the hot path (http.hot_routes)."""
     if wait:
         waited = await unless_disconnected(
-            request, ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait, view=True)
+            request,
+            ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait, read_as="view"),
         )
         if waited is None:
             return Response(status_code=499)  # nobody is listening any more

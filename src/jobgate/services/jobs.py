@@ -10,7 +10,7 @@ import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from jobgate import errors, metrics, tracing
 from jobgate.clock import Clock, from_unix
@@ -38,6 +38,8 @@ MAX_WAIT_S = ranges.MAX_WAIT_S
 
 # What routing answers for one job: (provider, model to send, the provider's execution timeout,
 # the model route submitted for or None).
+# How a read answers a job: whole, as its views show it (no prompt), as a Response renders it.
+JobRead = Literal["whole", "view", "without_input"]
 _Routed = tuple[Provider, str | None, float | None, str | None]
 
 
@@ -316,6 +318,14 @@ class JobService:
             raise errors.NotFound("job", job_id)
         return job
 
+    async def without_input(self, *, tenant_id: str, job_id: str) -> Job:
+        """`get` as a Response renders it (storage.job_without_input): its request may lack
+        the `input` (the prompt) a Response never shows."""
+        job = await self.storage.job_without_input(job_id=job_id, tenant_id=tenant_id)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        return job
+
     async def wait(
         self,
         *,
@@ -323,13 +333,14 @@ class JobService:
         job_id: str,
         timeout_s: float,
         until_terminal: bool = False,
-        view: bool = False,
+        read_as: JobRead = "whole",
     ) -> Job:
         """Long poll: the job once its state changes from what it is now (or, with
         until_terminal, once it is terminal), or as it stands when `timeout_s` runs out.
-        Wakes on the change itself, not on a poll tick. With `view`, each read is `view`'s
-        (no prompt)."""
-        read = self.view if view else self.get
+        Wakes on the change itself, not on a poll tick. Each read is `get`'s, `view`'s (no
+        prompt) or `without_input`'s, as `read_as` says."""
+        reads = {"whole": self.get, "view": self.view, "without_input": self.without_input}
+        read = reads[read_as]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(timeout_s, MAX_WAIT_S)
         with self.storage.changes.watch_job(job_id) as changed:

@@ -72,10 +72,11 @@ class ResponsesService:
         return outcome
 
     async def get(self, *, tenant_id: str, response_id: str) -> Job:
-        """The response's job. A job of the native API, or a deleted response, is not found
-        (as OpenAI answers for a deleted response)."""
+        """The response's job, as a Response renders it (its request may lack the `input`, the
+        prompt: JobService.without_input). A job of the native API, or a deleted response, is
+        not found (as OpenAI answers for a deleted response)."""
         try:
-            job = await self.jobs.get(tenant_id=tenant_id, job_id=response_id)
+            job = await self.jobs.without_input(tenant_id=tenant_id, job_id=response_id)
         except errors.NotFound:
             raise errors.NotFound("response", response_id) from None
         if job.api != responses.API or job.purged_at is not None:
@@ -85,14 +86,20 @@ class ResponsesService:
     async def wait(self, *, tenant_id: str, response_id: str, timeout_s: float) -> Job:
         """Long poll: the response once its status changes, or after `timeout_s`."""
         await self.get(tenant_id=tenant_id, response_id=response_id)
-        return await self.jobs.wait(tenant_id=tenant_id, job_id=response_id, timeout_s=timeout_s)
+        return await self.jobs.wait(
+            tenant_id=tenant_id, job_id=response_id, timeout_s=timeout_s, read_as="without_input"
+        )
 
     async def finished(self, *, tenant_id: str, response_id: str) -> Job:
         """Wait, however long it takes, until the response is terminal (a synchronous
         create). Cancelling the caller leaves the job alone."""
         while True:
             job = await self.jobs.wait(
-                tenant_id=tenant_id, job_id=response_id, timeout_s=MAX_WAIT_S, until_terminal=True
+                tenant_id=tenant_id,
+                job_id=response_id,
+                timeout_s=MAX_WAIT_S,
+                until_terminal=True,
+                read_as="without_input",
             )
             if job.terminal:
                 return job
@@ -109,7 +116,11 @@ class ResponsesService:
         job = await self.jobs.cancel(tenant_id=tenant_id, job_id=response_id, actor=actor)
         if not job.terminal and wait_s > 0:
             job = await self.jobs.wait(
-                tenant_id=tenant_id, job_id=response_id, timeout_s=wait_s, until_terminal=True
+                tenant_id=tenant_id,
+                job_id=response_id,
+                timeout_s=wait_s,
+                until_terminal=True,
+                read_as="without_input",
             )
         return job
 

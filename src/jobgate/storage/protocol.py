@@ -162,6 +162,12 @@ class JobReadStore(Protocol):
         hundreds of kilobytes, and a status read or long poll never shows it."""
         ...
 
+    async def job_without_input(self, *, job_id: str, tenant_id: str) -> Job | None:
+        """The job as a Response renders it: `job_get` for the tenant, except that a request
+        of over 2 KB may lack its `input` member (the prompt; a Response shows the request's
+        settings, never its input)."""
+        ...
+
     async def job_list(
         self,
         *,

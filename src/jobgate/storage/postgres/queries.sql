@@ -166,6 +166,18 @@ CASE WHEN pg_column_size(j.request) > 2048 AND jsonb_typeof(j.request) = 'object
      ELSE j.request
 END
 
+-- name: job_without_input_for_tenant
+-- One job by id, only if the tenant owns it, as a Response renders it: of a request over 2 KB
+-- (its stored size, from its header) everything but its `input`, the prompt, which a Response
+-- never shows; a smaller one whole.
+SELECT CASE WHEN pg_column_size(j.request) > 2048 AND jsonb_typeof(j.request) = 'object'
+            THEN j.request - 'input'
+            ELSE j.request
+       END AS request,
+       {{job_columns_but_request}}
+  FROM jobs AS j
+ WHERE j.id = :id AND j.tenant_id = :tenant_id
+
 -- name: job_list
 -- A page of a tenant's jobs as their views show them (job_view_request), newest first,
 -- optionally filtered.

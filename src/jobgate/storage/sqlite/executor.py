@@ -77,7 +77,15 @@ class SqliteCodec:
 
 # Reads of one row by its primary or a unique key, run inline (SqliteDatabase.read_point): the
 # status read, a long poll's re-read and an API key's tenant.
-_POINT_READS = frozenset({"job_get", "job_get_for_tenant", "job_view_for_tenant", "api_key_tenant"})
+_POINT_READS = frozenset(
+    {
+        "job_get",
+        "job_get_for_tenant",
+        "job_view_for_tenant",
+        "job_without_input_for_tenant",
+        "api_key_tenant",
+    }
+)
 
 
 def _all(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[Row]:

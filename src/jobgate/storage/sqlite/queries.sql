@@ -98,6 +98,13 @@ SELECT {{job_columns}}
   FROM jobs
  WHERE id = :id AND tenant_id = :tenant_id
 
+-- name: job_without_input_for_tenant
+-- One job by id, only if the tenant owns it, as a Response renders it. The request is read
+-- whole, as for job_view_for_tenant.
+SELECT {{job_columns}}
+  FROM jobs
+ WHERE id = :id AND tenant_id = :tenant_id
+
 -- name: job_list
 -- A page of a tenant's jobs, newest first, optionally filtered.
 SELECT {{job_columns}}

@@ -95,6 +95,12 @@ class JobQueries(SqlPart):
         row = await self._sql.read_one("job_view_for_tenant", id=job_id, tenant_id=tenant_id)
         return None if row is None else self._decode.job(row)
 
+    async def job_without_input(self, *, job_id: str, tenant_id: str) -> Job | None:
+        row = await self._sql.read_one(
+            "job_without_input_for_tenant", id=job_id, tenant_id=tenant_id
+        )
+        return None if row is None else self._decode.job(row)
+
     async def job_list(
         self,
         *,
