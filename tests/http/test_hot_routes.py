@@ -23,7 +23,7 @@ from jobgate.process.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
 
 CHAT = "/v1/chat/completions"
-_JOB_ID = re.compile(r"job_[0-9A-Za-z]+")
+_JOB_ID = re.compile(r"(job|resp)_[0-9A-Za-z]+")
 _VOLATILE_HEADERS = {"x-request-id", "content-length"}
 
 
@@ -51,7 +51,7 @@ def masked(value: Any) -> Any:
     if isinstance(value, list):
         return [masked(v) for v in value]
     if isinstance(value, str):
-        return _JOB_ID.sub("job_<id>", value)
+        return _JOB_ID.sub(r"\1_<id>", value)
     return value
 
 
@@ -61,7 +61,7 @@ def answer(response: httpx.Response) -> dict[str, Any]:
     except ValueError:
         body = response.text
     headers = {
-        name: _JOB_ID.sub("job_<id>", value)
+        name: _JOB_ID.sub(r"\1_<id>", value)
         for name, value in response.headers.items()
         if name not in _VOLATILE_HEADERS
     }
@@ -163,9 +163,38 @@ async def script(runtime: Runtime, http: httpx.AsyncClient, side: str) -> list[d
     await get("/v1/jobs/bad!id", headers=auth)
     await get("/v1/jobs/bad!id")
     await get("/v1/jobs/" + "a" * 300, headers=auth)
+    # A Response's reads: plain, long polls, refused queries and ids, the stream's own
+    # parameters and header (FastAPI's), another tenant's, no key, a native job by this path.
+    created_response = await http.post(
+        "/v1/responses",
+        json={"model": "sim-echo", "input": "hi", "background": True},
+        headers=auth,
+    )
+    assert created_response.status_code == 200, created_response.text
+    response = f"/v1/responses/{created_response.json()['id']}"
+    await get(response, headers=auth)
+    await get(response, params={"wait": "0"}, headers=auth)
+    await get(response, params={"wait": "1"}, headers=auth)
+    await get(response, params={"wait": "61"}, headers=auth)
+    await get(response, params={"wait": "soon"}, headers=auth)
+    await get(response, params={"stream": "true", "starting_after": "-1"}, headers=auth)
+    await get(response, params={"unrelated": "1"}, headers=auth)
+    await get(response, headers={**auth, "Last-Event-ID": "5"})
+    await get(response, headers={**auth, "Last-Event-ID": "five"})
+    await get(response, headers={"Authorization": f"Bearer {other}"})
+    await get(response)
+    await get("/v1/responses/resp_doesnotexist", headers=auth)
+    await get(f"/v1/responses/{created['id']}", headers=auth)  # a native job: not found
+    await get("/v1/responses/bad!id", headers=auth)
+    await http.post(f"{response}/cancel", headers=auth)
+    await get(response, headers=auth)  # terminal: no Retry-After
     await http.post(f"{job}/cancel", headers=auth)
     await get(job, headers=auth)  # terminal: no Retry-After
     return answers
+
+
+# The Response reads of the script that FastAPI answers on every side (the unusual ones).
+_UNUSUAL_RESPONSE_READS = 7
 
 
 class OuterLayersSpy:
@@ -225,10 +254,12 @@ async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None
         assert len(hot_reached) < len(reached["plain"]) // 2, hot_reached
         assert "GET /v1/jobs/bad!id" in hot_reached
         assert hot_reached.count("POST /v1/jobs") == 11, hot_reached
+        response_reads = [p for p in hot_reached if p.startswith("GET /v1/responses/")]
+        assert len(response_reads) == _UNUSUAL_RESPONSE_READS, response_reads
     # Behind the front, the two routes' requests never entered FastAPI's outer layers (the
     # others, e.g. a cancel, did); without it every request did.
     assert len(entered["hot"]) > len(answers["hot"]) // 2 > len(entered["front"])
-    hot_shaped = re.compile(r"POST /v1/jobs|GET /v1/jobs/[^/]+")
+    hot_shaped = re.compile(r"POST /v1/jobs|GET /v1/(jobs|responses)/[^/]+")
     assert not [path for path in entered["front"] if hot_shaped.fullmatch(path)]
     assert any(path.endswith("/cancel") for path in entered["front"])
 

@@ -1,18 +1,19 @@
 """What uvicorn serves: the FastAPI app, with the hot routes' requests sent past its outer
 layers.
 
-http.hot_routes answers `POST /v1/jobs` and `GET /v1/jobs/{id}` inside jobgate's own middleware
+http.hot_routes answers `POST /v1/jobs` and the status reads `GET /v1/jobs/{id}` and
+`GET /v1/responses/{id}` inside jobgate's own middleware
 (request id, security headers, access log, body limit), but every request first went through
 FastAPI's and Starlette's outer layers: the native telemetry check (three OpenTelemetry
 provider lookups, each reading os.environ), the server-error and exception-telemetry layers and
 FastAPI's own body limit, about 7 % of the API's CPU per status read (bench/notes.md). For those
-two method and path shapes this front calls jobgate's outermost middleware directly, as
+method and path shapes this front calls jobgate's outermost middleware directly, as
 Starlette would (with `scope["app"]` set), so they are answered exactly as before: the hot path
 still hands anything unusual to FastAPI's router, and an unexpected error is answered by the
 request-id layer with the same problem as the server-error layer's handler
 (problems.unexpected). While a tracer provider is set every request takes the full stack, so
 FastAPI's HTTP spans are kept (its OpenTelemetry metrics and logs without a tracer provider
-do not see these two routes).
+do not see these routes).
 
 A status read without a body (no Content-Length, no Transfer-Encoding: what every client
 sends) is answered here in one step when jobgate's layers are the request id, the security
@@ -30,10 +31,10 @@ from jobgate import tracing
 from jobgate.http import hot_routes, problems, request_id
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.dashboard import SecurityHeadersMiddleware
-from jobgate.http.hot_routes import JOBS_PATH, HotRoutesMiddleware
+from jobgate.http.hot_routes import JOBS_PATH, RESPONSES_PATH, HotRoutesMiddleware
 from jobgate.http.request_id import RequestIdMiddleware
 
-_JOB_PREFIX = JOBS_PATH + "/"
+_READ_PREFIXES = (JOBS_PATH + "/", RESPONSES_PATH + "/")
 _REQUEST_ID = request_id.HEADER.lower().encode("latin-1")
 # Layers between the request id and the hot routes that leave a bodiless status read alone.
 _INERT_FOR_READS = (SecurityHeadersMiddleware, BodyLimitMiddleware)
@@ -79,7 +80,12 @@ class HotFront:
 
 
 async def _read(
-    scope: Scope, receive: Receive, send: Send, job_id: str, wait: float | None
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    reader: hot_routes.Reader,
+    object_id: str,
+    wait: float | None,
 ) -> None:
     """A status read as RequestIdMiddleware -> HotRoutesMiddleware would answer it: an error
     before the answer starts is answered with problems.unexpected, one after it is logged
@@ -87,7 +93,7 @@ async def _read(
     rid = request_id.new_id()
     scope.setdefault("state", {})["request_id"] = rid
     try:
-        response = await hot_routes.read_answer(scope, receive, job_id, wait)
+        response = await hot_routes.read_answer(scope, receive, reader, object_id, wait)
     except Exception as exc:
         await problems.unexpected(scope, exc)(scope, receive, send)
         return
@@ -102,11 +108,12 @@ def _hot_shaped(scope: Scope) -> bool:
     path: str = scope["path"]
     if scope["method"] == "POST":
         return path == JOBS_PATH
-    return (
-        scope["method"] == "GET"
-        and path.startswith(_JOB_PREFIX)
-        and "/" not in path[len(_JOB_PREFIX) :]
-    )
+    if scope["method"] != "GET":
+        return False
+    for prefix in _READ_PREFIXES:
+        if path.startswith(prefix):
+            return "/" not in path[len(prefix) :]
+    return False
 
 
 def _bodiless(scope: Scope) -> bool:

@@ -1,21 +1,25 @@
-"""The two hottest routes, `POST /v1/jobs` and `GET /v1/jobs/{id}`, without FastAPI's layers.
+"""The hottest routes, `POST /v1/jobs`, `GET /v1/jobs/{id}` and `GET /v1/responses/{id}` (what
+a client of OpenAI's SDK polls while a background response runs), without FastAPI's layers.
 
 FastAPI's routing, dependency solving and request wrapping cost more CPU than the work of a
 submit or a status read (bench/notes.md). This middleware sits innermost among jobgate's own
-(so the request id, access log and body limit still wrap it) and answers exactly those two
+(so the request id, access log and body limit still wrap it) and answers exactly those
 method + path pairs in their ordinary form: one strict parse (http.strict_json), the same
-model check, authentication, handler (`jobs_routes.submit` / `jobs_routes.read`) and
-problem table (`problems.answer`) as the FastAPI route. Anything unusual is handed to
-FastAPI untouched, with the body it already read replayed: a body that is not a JSON object
-or fails the model, another content type, an id or `wait` the route would refuse, any other
-query. FastAPI then answers it exactly as before, including which error wins, so the hot
-path never has to copy the framework's error ordering. The FastAPI routes stay declared, so
-`/openapi.json` is unchanged (tests/http/test_hot_routes.py holds the two paths equal).
+model check, authentication, handler (`jobs_routes.submit`, `jobs_routes.read`,
+`responses_routes.retrieve`) and problem table (`problems.answer`) as the FastAPI route.
+Anything unusual is handed to FastAPI untouched, with the body it already read replayed: a
+body that is not a JSON object or fails the model, another content type, an id or `wait` the
+route would refuse, any other query, a response read with a `Last-Event-ID` header (the route
+checks its form even without `stream`). FastAPI then answers it exactly as before, including
+which error wins, so the hot path never has to copy the framework's error ordering. The
+FastAPI routes stay declared, so `/openapi.json` is unchanged (tests/http/test_hot_routes.py
+holds the two paths equal).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 
 import pydantic
 from starlette.requests import ClientDisconnect, Request
@@ -24,13 +28,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobgate import errors
 from jobgate.domain import ranges
-from jobgate.http import jobs_routes, problems, strict_json
+from jobgate.http import jobs_routes, problems, responses_routes, strict_json
 from jobgate.http.context import AppContext, tenant_of
 from jobgate.http.models import SubmitJobRequest
+from jobgate.storage.records import Tenant
 
 JOBS_PATH = "/v1/jobs"
+RESPONSES_PATH = "/v1/responses"
 _JOB_PREFIX = JOBS_PATH + "/"
-_JOB_ID = re.compile(ranges.ID_PATTERN)
+_RESPONSE_PREFIX = RESPONSES_PATH + "/"
+_OBJECT_ID = re.compile(ranges.ID_PATTERN)
 # `?wait=N` in its plain form (at most two integer digits, optional decimals); anything else
 # (another parameter, a repeat, a sign, an exponent) goes to FastAPI's own query parsing.
 _WAIT_QUERY = re.compile(rb"wait=(\d{1,2}(?:\.\d{1,9})?)")
@@ -92,28 +99,42 @@ class HotRoutesMiddleware:
         await response(scope, receive, send)
 
 
-def read_target(scope: Scope) -> tuple[str, float | None] | None:
-    """The job id and `wait` of a `GET /v1/jobs/{id}` in the ordinary form the hot path
-    answers; None for anything FastAPI must see (checked after the method)."""
+# A read's handler once the id and the caller are checked: (request, ctx, tenant, id, wait).
+Reader = Callable[[Request, AppContext, Tenant, str, float | None], Awaitable[Response]]
+ReadTarget = tuple[Reader, str, float | None]
+
+
+def read_target(scope: Scope) -> ReadTarget | None:
+    """The handler, object id and `wait` of a `GET /v1/jobs/{id}` or `GET /v1/responses/{id}`
+    in the ordinary form the hot path answers; None for anything FastAPI must see (checked
+    after the method)."""
     path: str = scope["path"]
-    if scope.get("root_path") or not path.startswith(_JOB_PREFIX):
+    if scope.get("root_path"):
         return None
-    job_id = path[len(_JOB_PREFIX) :]
+    reader: Reader
+    if path.startswith(_JOB_PREFIX):
+        reader, object_id = jobs_routes.read, path[len(_JOB_PREFIX) :]
+    elif path.startswith(_RESPONSE_PREFIX) and not _has_header(scope, b"last-event-id"):
+        reader, object_id = responses_routes.retrieve, path[len(_RESPONSE_PREFIX) :]
+    else:
+        return None
     wait = _wait_of(scope.get("query_string", b""))
-    if wait is _ELSEWHERE or not _JOB_ID.fullmatch(job_id):
+    if wait is _ELSEWHERE or not _OBJECT_ID.fullmatch(object_id):
         return None
     assert wait is None or isinstance(wait, float)
-    return job_id, wait
+    return reader, object_id, wait
 
 
-async def read_answer(scope: Scope, receive: Receive, job_id: str, wait: float | None) -> Response:
+async def read_answer(
+    scope: Scope, receive: Receive, reader: Reader, object_id: str, wait: float | None
+) -> Response:
     """The answer to a status read `read_target` accepted (a problem for a JobgateError);
     shared with http.front's direct path."""
     headers = _headers(scope)
     ctx = _context(scope)
     try:
         tenant = await tenant_of(ctx, _text(headers.get(b"authorization")) or "")
-        return await jobs_routes.read(Request(scope, receive), ctx, tenant, job_id, wait)
+        return await reader(Request(scope, receive), ctx, tenant, object_id, wait)
     except errors.JobgateError as exc:
         return problems.answer(exc)
 
@@ -130,6 +151,10 @@ def _headers(scope: Scope) -> dict[bytes, bytes]:
     for name, value in scope["headers"]:
         found.setdefault(name, value)
     return found
+
+
+def _has_header(scope: Scope, name: bytes) -> bool:
+    return any(header == name for header, _ in scope["headers"])
 
 
 def _text(value: bytes | None) -> str | None:

@@ -18,12 +18,13 @@ from starlette.types import Receive
 
 from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
-from jobgate.http.context import Ctx, CurrentTenant
+from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.json_response import json_response
 from jobgate.http.models import ObjectId, ProblemOut
 from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services.responses import ResponsesService
+from jobgate.storage.records import Tenant
 
 router = APIRouter(prefix="/v1", tags=["responses"], route_class=StrictJsonRoute)
 
@@ -210,10 +211,24 @@ async def get_response(
             after = max(after, int(last_event_id))
         await svc.get(tenant_id=tenant.id, response_id=response_id)  # 404 before streaming
         return _stream(svc, tenant.id, response_id, after, cancel_if_gone=False)
+    return await _retrieve(svc, tenant.id, response_id, wait)
+
+
+async def retrieve(
+    request: Request, ctx: AppContext, tenant: Tenant, response_id: str, wait: float | None
+) -> Response:
+    """GET /v1/responses/{id} without `stream` (a long poll with `wait`) once the id and the
+    caller are checked: the hot path's (http.hot_routes) entry to the route above."""
+    return await _retrieve(service(ctx), tenant.id, response_id, wait)
+
+
+async def _retrieve(
+    svc: ResponsesService, tenant_id: str, response_id: str, wait: float | None
+) -> Response:
     if wait:
-        job = await svc.wait(tenant_id=tenant.id, response_id=response_id, timeout_s=wait)
+        job = await svc.wait(tenant_id=tenant_id, response_id=response_id, timeout_s=wait)
     else:
-        job = await svc.get(tenant_id=tenant.id, response_id=response_id)
+        job = await svc.get(tenant_id=tenant_id, response_id=response_id)
     return json_response(responses.render(job), 200, _headers(svc, job))
 
 
