@@ -163,14 +163,31 @@ async def script(runtime: Runtime, http: httpx.AsyncClient, side: str) -> list[d
     await get("/v1/jobs/bad!id", headers=auth)
     await get("/v1/jobs/bad!id")
     await get("/v1/jobs/" + "a" * 300, headers=auth)
+
     # A Response's reads: plain, long polls, refused queries and ids, the stream's own
     # parameters and header (FastAPI's), another tenant's, no key, a native job by this path.
-    created_response = await http.post(
-        "/v1/responses",
-        json={"model": "sim-echo", "input": "hi", "background": True},
-        headers=auth,
-    )
+    async def create(content: Any = None, **kwargs: Any) -> httpx.Response:
+        created = await http.post("/v1/responses", content=content, **kwargs)
+        answers.append(answer(created))
+        return created
+
+    background = {"model": "sim-echo", "input": "hi", "background": True}
+    created_response = await create(json=background, headers=auth)
     assert created_response.status_code == 200, created_response.text
+    keyed_response = {**auth, "Idempotency-Key": f"resp-key-{side}"}
+    await create(json=background, headers=keyed_response)
+    await create(json=background, headers=keyed_response)
+    await create(json={**background, "input": "other"}, headers=keyed_response)
+    await create(json=background)
+    await create(json=background, headers={"Authorization": "Bearer jg_nope"})
+    await create(json={"input": "no model", "background": True}, headers=auth)
+    await create(json={**background, "temperature": "hot"}, headers=auth)
+    await create(json={**background, "model": "nope-model"}, headers=auth)
+    await create(json={**background, "background": True, "store": False}, headers=auth)
+    await create(b'{"model": NaN}', headers=json_headers)
+    await create(b"[1]", headers=json_headers)
+    await create(b'{"model": "sim-echo"}', headers={**auth, "Content-Type": "text/plain"})
+    await create(json={**background, "max_output_tokens": 10**30}, headers=auth)
     response = f"/v1/responses/{created_response.json()['id']}"
     await get(response, headers=auth)
     await get(response, params={"wait": "0"}, headers=auth)
@@ -256,10 +273,12 @@ async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None
         assert hot_reached.count("POST /v1/jobs") == 11, hot_reached
         response_reads = [p for p in hot_reached if p.startswith("GET /v1/responses/")]
         assert len(response_reads) == _UNUSUAL_RESPONSE_READS, response_reads
+        # No model, a mistyped temperature, a JSON array, text/plain: FastAPI's to word.
+        assert hot_reached.count("POST /v1/responses") == 4, hot_reached
     # Behind the front, the two routes' requests never entered FastAPI's outer layers (the
     # others, e.g. a cancel, did); without it every request did.
     assert len(entered["hot"]) > len(answers["hot"]) // 2 > len(entered["front"])
-    hot_shaped = re.compile(r"POST /v1/jobs|GET /v1/(jobs|responses)/[^/]+")
+    hot_shaped = re.compile(r"POST /v1/(jobs|responses)|GET /v1/(jobs|responses)/[^/]+")
     assert not [path for path in entered["front"] if hot_shaped.fullmatch(path)]
     assert any(path.endswith("/cancel") for path in entered["front"])
 

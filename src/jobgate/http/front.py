@@ -1,8 +1,8 @@
 """What uvicorn serves: the FastAPI app, with the hot routes' requests sent past its outer
 layers.
 
-http.hot_routes answers `POST /v1/jobs` and the status reads `GET /v1/jobs/{id}` and
-`GET /v1/responses/{id}` inside jobgate's own middleware
+http.hot_routes answers `POST /v1/jobs`, `POST /v1/responses` and the status reads
+`GET /v1/jobs/{id}` and `GET /v1/responses/{id}` inside jobgate's own middleware
 (request id, security headers, access log, body limit), but every request first went through
 FastAPI's and Starlette's outer layers: the native telemetry check (three OpenTelemetry
 provider lookups, each reading os.environ), the server-error and exception-telemetry layers and
@@ -107,7 +107,7 @@ async def _read(
 def _hot_shaped(scope: Scope) -> bool:
     path: str = scope["path"]
     if scope["method"] == "POST":
-        return path == JOBS_PATH
+        return path == JOBS_PATH or path == RESPONSES_PATH
     if scope["method"] != "GET":
         return False
     for prefix in _READ_PREFIXES:

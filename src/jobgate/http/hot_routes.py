@@ -1,12 +1,14 @@
-"""The hottest routes, `POST /v1/jobs`, `GET /v1/jobs/{id}` and `GET /v1/responses/{id}` (what
-a client of OpenAI's SDK polls while a background response runs), without FastAPI's layers.
+"""The hottest routes, `POST /v1/jobs`, `GET /v1/jobs/{id}`, `POST /v1/responses` and
+`GET /v1/responses/{id}` (what a client of OpenAI's SDK sends for a background response and
+polls while it runs), without FastAPI's layers.
 
 FastAPI's routing, dependency solving and request wrapping cost more CPU than the work of a
 submit or a status read (bench/notes.md). This middleware sits innermost among jobgate's own
 (so the request id, access log and body limit still wrap it) and answers exactly those
 method + path pairs in their ordinary form: one strict parse (http.strict_json), the same
 model check, authentication, handler (`jobs_routes.submit`, `jobs_routes.read`,
-`responses_routes.retrieve`) and problem table (`problems.answer`) as the FastAPI route.
+`responses_routes.create`, `responses_routes.retrieve`) and problem table (`problems.answer`)
+as the FastAPI route.
 Anything unusual is handed to FastAPI untouched, with the body it already read replayed: a
 body that is not a JSON object or fails the model, another content type, an id or `wait` the
 route would refuse, any other query, a response read with a `Last-Event-ID` header (the route
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pydantic
 from starlette.requests import ClientDisconnect, Request
@@ -31,6 +34,7 @@ from jobgate.domain import ranges
 from jobgate.http import jobs_routes, problems, responses_routes, strict_json
 from jobgate.http.context import AppContext, tenant_of
 from jobgate.http.models import SubmitJobRequest
+from jobgate.http.responses_models import CreateResponseRequest
 from jobgate.storage.records import Tenant
 
 JOBS_PATH = "/v1/jobs"
@@ -41,6 +45,7 @@ _OBJECT_ID = re.compile(ranges.ID_PATTERN)
 # `?wait=N` in its plain form (at most two integer digits, optional decimals); anything else
 # (another parameter, a repeat, a sign, an exponent) goes to FastAPI's own query parsing.
 _WAIT_QUERY = re.compile(rb"wait=(\d{1,2}(?:\.\d{1,9})?)")
+_Model = TypeVar("_Model", bound=pydantic.BaseModel)
 _ELSEWHERE = object()  # "not for the hot path": a sentinel distinct from every wait value
 
 
@@ -57,6 +62,9 @@ class HotRoutesMiddleware:
             if method == "POST" and path == JOBS_PATH:
                 await self._submit(scope, receive, send)
                 return
+            if method == "POST" and path == RESPONSES_PATH:
+                await self._create_response(scope, receive, send)
+                return
             if method == "GET":
                 target = read_target(scope)
                 if target is not None:
@@ -65,21 +73,33 @@ class HotRoutesMiddleware:
                     return
         await self.app(scope, receive, send)
 
-    async def _submit(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _json_post(
+        self, scope: Scope, receive: Receive, send: Send, model: type[_Model]
+    ) -> tuple[dict[bytes, bytes], dict[str, Any], _Model] | None:
+        """The headers, parsed body and `model` of a JSON POST the hot path answers; None
+        when it was answered here (a body the strict parse refuses) or handed to FastAPI."""
         headers = _headers(scope)
         body = await _read_body(receive)
         if not body or not _is_plain_json(headers.get(b"content-type")):
             await self.app(scope, _replay(body, receive), send)
-            return
+            return None
         try:
             raw = strict_json.parse(body)
         except errors.JobgateError as exc:
             await problems.answer(exc)(scope, receive, send)
-            return
-        payload = _checked(raw)
+            return None
+        payload = _checked(raw, model)
         if payload is None:  # FastAPI words the validation error (after authenticating)
             await self.app(scope, _replay(body, receive), send)
+            return None
+        assert isinstance(raw, dict)
+        return headers, raw, payload
+
+    async def _submit(self, scope: Scope, receive: Receive, send: Send) -> None:
+        posted = await self._json_post(scope, receive, send, SubmitJobRequest)
+        if posted is None:
             return
+        headers, raw, payload = posted
         ctx = _context(scope)
         request = Request(scope, receive)
         try:
@@ -93,6 +113,25 @@ class HotRoutesMiddleware:
                 _text(headers.get(b"idempotency-key")),
                 _text(headers.get(b"prefer")),
                 json_checked=True,  # strict_json.parse above checked the JSON limits
+            )
+        except errors.JobgateError as exc:
+            response = problems.answer(exc)
+        await response(scope, receive, send)
+
+    async def _create_response(self, scope: Scope, receive: Receive, send: Send) -> None:
+        posted = await self._json_post(scope, receive, send, CreateResponseRequest)
+        if posted is None:
+            return
+        headers, raw, _ = posted
+        ctx = _context(scope)
+        try:
+            tenant = await tenant_of(ctx, _text(headers.get(b"authorization")) or "")
+            response = await responses_routes.create(
+                Request(scope, receive),
+                responses_routes.service(ctx),
+                tenant,
+                raw,
+                _text(headers.get(b"idempotency-key")),
             )
         except errors.JobgateError as exc:
             response = problems.answer(exc)
@@ -170,12 +209,12 @@ def _is_plain_json(content_type: bytes | None) -> bool:
     return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
 
 
-def _checked(raw: object) -> SubmitJobRequest | None:
-    """The submit model of a parsed body, or None when it does not pass the model."""
+def _checked(raw: object, model: type[_Model]) -> _Model | None:
+    """`model` of a parsed body, or None when it does not pass the model."""
     if not isinstance(raw, dict):
         return None
     try:
-        return SubmitJobRequest.model_validate(raw)
+        return model.model_validate(raw)
     except pydantic.ValidationError:
         return None
 

@@ -119,6 +119,18 @@ async def create_response(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
     raw = await request.json()  # the one strict parse (http.strict_json), cached
+    return await create(request, svc, tenant, raw, idempotency_key)
+
+
+async def create(
+    request: Request,
+    svc: ResponsesService,
+    tenant: Tenant,
+    raw: dict[str, Any],
+    idempotency_key: str | None,
+) -> Response:
+    """POST /v1/responses once the body passed CreateResponseRequest and the caller is
+    checked: shared by the FastAPI route and the hot path (http.hot_routes)."""
     parsed = response_requests.parse_create(raw)
     outcome = await svc.create(
         tenant_id=tenant.id, request=parsed, raw_body=raw, idempotency_key=idempotency_key
