@@ -1,7 +1,7 @@
-"""SQLite point reads (a job by id, an API key's tenant) run inline on the calling thread's own
-connection, not on a reader thread: the hand-off cost more than the read (bench/notes.md,
-2026-12-03 11:45). That connection never waits for a lock: on SQLITE_BUSY the read moves to a
-reader thread, so the event loop is never the one waiting."""
+"""SQLite point reads (a job by id, an API key's tenant, a queued job's place) run inline on
+the calling thread's own connection, not on a reader thread: the hand-off cost more than the
+read (bench/notes.md, 2026-12-03 11:45). That connection never waits for a lock: on
+SQLITE_BUSY the read moves to a reader thread, so the event loop is never the one waiting."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 
 
-async def test_job_and_key_reads_never_use_a_reader_thread(
+async def test_job_key_and_position_reads_never_use_a_reader_thread(
     tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
@@ -44,6 +44,9 @@ async def test_job_and_key_reads_never_use_a_reader_thread(
             assert found is not None and found.id == job.id
             assert (await store.job_get(job_id=job.id)) is not None
             assert await store.job_get(job_id=job.id, tenant_id="ten_other") is None
+            assert await store.job_view(job_id=job.id, tenant_id=tenant.id) is not None
+            assert await store.job_without_input(job_id=job.id, tenant_id=tenant.id) is not None
+            assert await store.job_queue_position(job=job, now=clock.now()) == 1
             owner = await store.api_key_tenant(key_hash="h" * 64)
             assert owner is not None and owner.id == tenant.id
     finally:

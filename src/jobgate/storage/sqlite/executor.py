@@ -75,8 +75,11 @@ class SqliteCodec:
         return None if value is None else _loads(value)
 
 
-# Reads of one row by its primary or a unique key, run inline (SqliteDatabase.read_point): the
-# status read, a long poll's re-read and an API key's tenant.
+# Reads run inline (SqliteDatabase.read_point): those of one row by its primary or a unique
+# key (the status read, a long poll's re-read, an API key's tenant) and a queued job's place in
+# its line, a covering index scan of at most ranges.QUEUE_POSITION_COUNTED entries (2026-12-03,
+# 3,000 queued: 14-17 us inline against 140-160 us through a reader thread at the head of the
+# line, 270-340 against 570-600 us deep in it).
 _POINT_READS = frozenset(
     {
         "job_get",
@@ -84,6 +87,7 @@ _POINT_READS = frozenset(
         "job_view_for_tenant",
         "job_without_input_for_tenant",
         "api_key_tenant",
+        "job_queue_position",
     }
 )
 
