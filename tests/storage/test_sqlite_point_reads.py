@@ -33,7 +33,7 @@ async def test_job_key_and_position_reads_never_use_a_reader_thread(
             key_id="key_1", tenant_id=tenant.id, key_hash="h" * 64, key_prefix="jg_live_"
         )
         job = new_job(tenant)
-        await store.job_insert(job=job, now=clock.now())
+        stored = (await store.job_insert(job=job, now=clock.now())).job
 
         def no_reader_thread(operation: Callable[[sqlite3.Connection], Any]) -> Any:
             raise AssertionError("a point read went to a reader thread")
@@ -46,7 +46,7 @@ async def test_job_key_and_position_reads_never_use_a_reader_thread(
             assert await store.job_get(job_id=job.id, tenant_id="ten_other") is None
             assert await store.job_view(job_id=job.id, tenant_id=tenant.id) is not None
             assert await store.job_without_input(job_id=job.id, tenant_id=tenant.id) is not None
-            assert await store.job_queue_position(job=job, now=clock.now()) == 1
+            assert await store.job_queue_position(job=stored, now=clock.now()) == 1
             owner = await store.api_key_tenant(key_hash="h" * 64)
             assert owner is not None and owner.id == tenant.id
     finally:
