@@ -8,14 +8,13 @@ submit or a status read (bench/notes.md). This middleware sits innermost among j
 method + path pairs in their ordinary form: one strict parse (http.strict_json), the same
 model check, authentication, handler (`jobs_routes.submit`, `jobs_routes.read`,
 `responses_routes.create`, `responses_routes.retrieve`) and problem table (`problems.answer`)
-as the FastAPI route.
-Anything unusual is handed to FastAPI untouched, with the body it already read replayed: a
-body that is not a JSON object or fails the model, another content type, an id or `wait` the
-route would refuse, any other query, a response read with a `Last-Event-ID` header (the route
-checks its form even without `stream`). FastAPI then answers it exactly as before, including
-which error wins, so the hot path never has to copy the framework's error ordering. The
-FastAPI routes stay declared, so `/openapi.json` is unchanged (tests/http/test_hot_routes.py
-holds the two paths equal).
+as the FastAPI route. Anything unusual is handed to FastAPI untouched, with the body it
+already read replayed: a body that is not a JSON object or fails the model, another content
+type, an id or `wait` the route would refuse, any other query, a response read with a
+`Last-Event-ID` header (the route checks its form even without `stream`). FastAPI then
+answers it exactly as before, including which error wins, so the hot path never has to copy
+the framework's error ordering. The FastAPI routes stay declared, so `/openapi.json` is
+unchanged (tests/http/test_hot_routes.py holds the two paths equal).
 """
 
 from __future__ import annotations
