@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 SUBMIT_ROUTE = "POST /v1/jobs"
 MAX_WAIT_S = ranges.MAX_WAIT_S
 
-# What routing answers for one job: (provider, model to send, the provider's execution timeout,
-# the model route submitted for or None).
 # How a read answers a job: whole, as its views show it (no prompt), as a Response renders it.
 JobRead = Literal["whole", "view", "without_input"]
+# What routing answers for one job: (provider, model to send, the provider's execution timeout,
+# the model route submitted for or None).
 _Routed = tuple[Provider, str | None, float | None, str | None]
 
 

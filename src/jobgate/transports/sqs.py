@@ -58,7 +58,8 @@ class SqsTransport:
         self._client: Any = None
         self._queue_url: str | None = None
         # One open at a time: a process's relay and intake share this transport and both
-        # open it at start; two concurrent first opens made two clients and dropped one open.
+        # open it at start; two concurrent first opens made a client each, one of them then
+        # dropped without being closed.
         self._opening = asyncio.Lock()
 
     async def open(self) -> None:
