@@ -164,8 +164,10 @@ async def script(runtime: Runtime, http: httpx.AsyncClient, side: str) -> list[d
     await get("/v1/jobs/bad!id")
     await get("/v1/jobs/" + "a" * 300, headers=auth)
 
-    # A Response's reads: plain, long polls, refused queries and ids, the stream's own
-    # parameters and header (FastAPI's), another tenant's, no key, a native job by this path.
+    # Responses: creates (replayed, conflicting, unauthenticated, refused by the model, by
+    # the service, by the strict parse, another content type), then reads (plain, long polls,
+    # refused queries and ids, the stream's own parameters and header, another tenant's, no
+    # key, a native job by this path).
     async def create(content: Any = None, **kwargs: Any) -> httpx.Response:
         created = await http.post("/v1/responses", content=content, **kwargs)
         answers.append(answer(created))
@@ -275,7 +277,7 @@ async def test_hot_routes_answer_as_the_fastapi_routes(runtime: Runtime) -> None
         assert len(response_reads) == _UNUSUAL_RESPONSE_READS, response_reads
         # No model, a mistyped temperature, a JSON array, text/plain: FastAPI's to word.
         assert hot_reached.count("POST /v1/responses") == 4, hot_reached
-    # Behind the front, the two routes' requests never entered FastAPI's outer layers (the
+    # Behind the front, the hot routes' requests never entered FastAPI's outer layers (the
     # others, e.g. a cancel, did); without it every request did.
     assert len(entered["hot"]) > len(answers["hot"]) // 2 > len(entered["front"])
     hot_shaped = re.compile(r"POST /v1/(jobs|responses)|GET /v1/(jobs|responses)/[^/]+")
