@@ -274,6 +274,7 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
         "python -m bench            # everything, full size; rewrites this file and the chart",
         "python -m bench --quick    # the same shape, small sizes, results only",
         "jobgate bench --only drain --backends sqlite   # one section, jobgate only",
+        "python -m bench.responses_http --backend postgres  # on demand: the Responses routes' CPU",
         "```",
         "",
         "Raw results (every configuration, every child process's log) are written to "
