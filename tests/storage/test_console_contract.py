@@ -130,8 +130,9 @@ async def test_search_by_id_provider_job_id_metadata_and_filter(
 async def test_the_charts_read_and_the_id_search_use_their_indexes(
     storage: Storage, clock: FakeClock
 ) -> None:
-    """The hour's read is a range of job_events_by_time, never a scan of every event; the
-    provider's id is found through jobs_by_provider_job_id (migration 0016)."""
+    """The hour's read is a range of job_events_by_time, never a scan of every event (on
+    PostgreSQL, its first events implied by the job rows: test_implied_first_events_postgres);
+    the provider's id is found through jobs_by_provider_job_id (migration 0016)."""
     since = clock.now()
     if storage.dialect == "sqlite":
         from jobgate.storage.sqlite.executor import Q

@@ -279,6 +279,14 @@ async def test_an_upgrade_keeps_every_job_and_its_lease(
         after = {name: jobs_after[job_id].get(name) for name in before}
         assert after == before, job_id
     assert await old.select("SELECT * FROM job_events ORDER BY job_id, seq") == events_before
+    # Each job's log reads as it was stored: a first event stored before 0028 is not read a
+    # second time as one its row implies (job_event_log).
+    for row in rows:
+        stored = [e for e in events_before if e["job_id"] == row["id"]]
+        logged = await storage.job_events(job_id=row["id"])
+        assert [(e.seq, e.actor, e.reason) for e in logged] == [
+            (e["seq"], e["actor"], e["reason"]) for e in stored
+        ], row["id"]
     assert await old.select("SELECT * FROM outbox ORDER BY id") == outbox_before
     for row in rows:
         job = await storage.job_get(job_id=row["id"], tenant_id=TENANT)

@@ -56,7 +56,7 @@ def _jobs(*tenant_ids: str) -> list[NewJob]:
 
 async def _stored(conn: asyncpg.Connection) -> tuple[int, int]:
     jobs = await conn.fetchval("SELECT count(*) FROM jobs")
-    events = await conn.fetchval("SELECT count(*) FROM job_events")
+    events = await conn.fetchval("SELECT count(*) FROM job_event_log")
     return jobs, events
 
 
@@ -74,7 +74,8 @@ async def test_a_statement_reads_each_of_its_tenants_once_not_once_per_job(
     assert reads == len(TENANTS)  # main (0025): one probe per job, 300
     jobs, events = await _stored(conn)
     assert (jobs, events) == (300, 300)
-    assert await conn.fetchval("SELECT count(*) FROM job_events WHERE seq = 1") == 300
+    assert await conn.fetchval("SELECT count(*) FROM job_event_log WHERE seq = 1") == 300
+    assert await conn.fetchval("SELECT count(*) FROM job_events") == 0  # implied (0028)
 
 
 @pytest.mark.asyncio

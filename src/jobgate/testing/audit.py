@@ -113,7 +113,10 @@ _JOBS = (
     "SELECT id, state, attempt, run_count, lost_count, dead_lettered, error, provider_job_id"
     " FROM jobs"
 )
-_EVENTS = "SELECT job_id, from_state, to_state, actor, reason, applied FROM job_events"
+# PostgreSQL reads the whole log through its view (the first events its job rows imply,
+# migration 0028); SQLite stores every event.
+_EVENTS = "SELECT job_id, from_state, to_state, actor, reason, applied FROM job_event_log"
+_SQLITE_EVENTS = "SELECT job_id, from_state, to_state, actor, reason, applied FROM job_events"
 _LEDGER = "SELECT job_id, count(*) AS n FROM usage_ledger"
 _OUTBOX = "SELECT job_id, event_type, target, series FROM outbox"
 
@@ -151,7 +154,7 @@ def _sqlite_facts(path: str, job_ids: Sequence[str] | None) -> dict[str, JobFact
     conn.row_factory = sqlite3.Row
     try:
         jobs = [dict(r) for r in conn.execute(_JOBS)]
-        events = [dict(r) for r in conn.execute(_EVENTS + " ORDER BY job_id, seq")]
+        events = [dict(r) for r in conn.execute(_SQLITE_EVENTS + " ORDER BY job_id, seq")]
         ledger = {r[0]: r[1] for r in conn.execute(_LEDGER + " GROUP BY job_id")}
         outbox = [dict(r) for r in conn.execute(_OUTBOX)]
     finally:

@@ -70,7 +70,7 @@ UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock.now)
 RETURNING id
 
 -- name: job_insert
--- Insert a queued job (its first event is written by the jobs_after_insert trigger); answers
+-- Insert a queued job (its first event is implied by its row: job_event_log); answers
 -- only what the database decided (NewJob.queued builds the job).
 INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request, metadata,
                   webhook, priority, max_attempts, run_at, created_at, updated_at, expires_at,
@@ -193,8 +193,9 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
  LIMIT :limit
 
 -- name: job_events
--- A job's event log after a sequence number.
-SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit
+-- A job's event log after a sequence number (job_event_log: the stored events and the first
+-- event its row implies, migration 0028).
+SELECT * FROM job_event_log WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit
 
 -- name: job_claim_lock
 -- Serialise claims while a tenant cap applies, so that running counts read by one claim include

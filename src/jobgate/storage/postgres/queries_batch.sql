@@ -45,8 +45,9 @@ LATERAL (SELECT greatest(clock.now, coalesce(
          AS run_at) AS s
 
 -- name: job_insert_many
--- Insert many queued jobs in one statement; the jobs_after_insert trigger writes their first
--- events and sends one wake-up for the whole batch. Answers only what the database decided.
+-- Insert many queued jobs in one statement (their first events are implied by their rows:
+-- job_event_log); the jobs_after_insert trigger sends one wake-up for the whole batch.
+-- Answers only what the database decided.
 {{new_job_insert}}
   FROM (SELECT {{new_job_columns}}
           FROM jsonb_to_recordset(:jobs::jsonb) AS r({{new_job_fields}}),

@@ -2,16 +2,33 @@
 
 -- name: console_transitions
 -- Applied events since a moment, newest first, with each claim's last time into the queue.
-SELECT e.job_id, j.tenant_id, j.provider, e.from_state, e.to_state, e.reason,
-       e.created_at AS at, j.run_at,
+-- The log's two sides (job_event_log, migration 0028) are read apart, each newest first
+-- through its time index and cut at the limit, then merged: the stored events through
+-- job_events_by_time, the first events the job rows imply through jobs_by_creation (a read of
+-- the view as a whole is not ordered by the planner: it sorted the hour's every job).
+SELECT e.job_id, e.tenant_id, e.provider, e.from_state, e.to_state, e.reason,
+       e.created_at AS at, e.run_at,
        CASE WHEN e.to_state = 'running' THEN
-           (SELECT max(p.created_at) FROM job_events AS p
+           (SELECT max(p.created_at) FROM job_event_log AS p
              WHERE p.job_id = e.job_id AND p.seq < e.seq AND p.to_state = 'queued'
                AND p.applied)
        END AS queued_at
-  FROM job_events AS e
-  JOIN jobs AS j ON j.id = e.job_id
- WHERE e.created_at >= :since::timestamptz AND e.applied
+  FROM ((SELECT s.job_id, s.seq, s.from_state, s.to_state, s.reason, s.created_at,
+                j.tenant_id, j.provider, j.run_at
+           FROM job_events AS s
+           JOIN jobs AS j ON j.id = s.job_id
+          WHERE s.created_at >= :since::timestamptz AND s.applied
+          ORDER BY s.created_at DESC, s.job_id DESC, s.seq DESC
+          LIMIT :limit)
+        UNION ALL
+        (SELECT c.id, 1, NULL::text, 'queued', 'submitted', c.created_at,  -- as job_event_log
+                c.tenant_id, c.provider, c.run_at
+           FROM jobs AS c
+          WHERE c.created_at >= :since::timestamptz
+            AND NOT EXISTS (SELECT 1 FROM job_events AS first
+                             WHERE first.job_id = c.id AND first.seq = 1)
+          ORDER BY c.created_at DESC, c.id DESC
+          LIMIT :limit)) AS e
  ORDER BY e.created_at DESC, e.job_id DESC, e.seq DESC
  LIMIT :limit
 

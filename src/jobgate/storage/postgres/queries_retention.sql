@@ -41,7 +41,7 @@ WITH picked AS (
            cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
     RETURNING 1
 ), events AS (
-    DELETE FROM job_events AS e USING picked WHERE e.job_id = picked.id RETURNING 1
+    DELETE FROM job_events AS e USING picked WHERE e.job_id = picked.id RETURNING e.seq
 ), attempts AS (
     DELETE FROM webhook_attempts AS a USING picked WHERE a.job_id = picked.id RETURNING 1
 ), deliveries AS (
@@ -50,7 +50,10 @@ WITH picked AS (
     DELETE FROM jobs AS j USING picked WHERE j.id = picked.id RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone)::integer AS jobs,
-       (SELECT count(*) FROM events)::integer AS job_events,
+       -- The log's entries: each job deleted had one first event, stored or implied by its
+       -- row (job_event_log).
+       ((SELECT count(*) FROM events) + (SELECT count(*) FROM gone)
+        - (SELECT count(*) FROM events WHERE seq = 1))::integer AS job_events,
        (SELECT count(*) FROM deliveries)::integer AS outbox,
        (SELECT count(*) FROM attempts)::integer AS webhook_attempts,
        (SELECT count(*) FROM usage)::integer AS usage_ledger,
