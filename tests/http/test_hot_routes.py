@@ -335,7 +335,7 @@ async def test_the_front_answers_plain_status_reads_past_jobgates_layers(
 
     answers = []
     for context in (ctx, logged):
-        monkeypatch.setattr(context.jobs, "view", broken)
+        monkeypatch.setattr(context.jobs, "status", broken)
         transport = httpx.ASGITransport(
             app=HotFront(create_app(context)), raise_app_exceptions=False
         )

@@ -139,6 +139,34 @@ async def test_status_reads_and_long_polls_leave_the_prompt_in_the_database(
         }
 
 
+async def test_a_queued_jobs_status_read_is_one_storage_read(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain status read of a queued job reads the job and its place in its tenant's line
+    together (Storage.job_status): no second read for `queue_position`, the same answer."""
+    key = await api.key("acme")
+    first = (await api.http.post("/v1/jobs", json=job_body(), headers=auth(key))).json()
+    second = (await api.http.post("/v1/jobs", json=job_body(), headers=auth(key))).json()
+    storage = api.runtime.storage
+    separate: list[str] = []
+    read_position = storage.job_queue_position
+
+    async def counted(**kwargs: Any) -> Any:
+        separate.append(kwargs["job"].id)
+        return await read_position(**kwargs)
+
+    monkeypatch.setattr(storage, "job_queue_position", counted)
+    read = [
+        (await api.http.get(f"/v1/jobs/{job['id']}", headers=auth(key))).json()
+        for job in (first, second)
+    ]
+    assert [answer["queue_position"] for answer in read] == [1, 2]
+    assert separate == []
+    # A long poll that times out on a queued job still says where it stands.
+    polled = await api.http.get(f"/v1/jobs/{second['id']}", params={"wait": 0.1}, headers=auth(key))
+    assert polled.json()["queue_position"] == 2
+
+
 async def test_long_poll_times_out_with_the_current_state(api: Api) -> None:
     key = await api.key("acme")
     job = (await api.http.post("/v1/jobs", json=job_body(), headers=auth(key))).json()

@@ -222,7 +222,7 @@ async def test_an_unhandled_error_is_logged_with_its_traceback_and_request_id(
     async def broken(**_kwargs: Any) -> Any:
         raise RuntimeError(f"boom with {key} and Bearer {provider_key}")
 
-    monkeypatch.setattr(api.runtime.storage, "job_view", broken)
+    monkeypatch.setattr(api.runtime.storage, "job_status", broken)
     with caplog.at_level(logging.ERROR, logger="jobgate.http.problems"):
         response = await api.http.get("/v1/jobs/job_x", headers=_auth(key))
     assert response.status_code == 500

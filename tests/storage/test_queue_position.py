@@ -1,12 +1,16 @@
 """`queue_position` is counted on every status read of a queued job, so the count is bounded:
 at most ranges.QUEUE_POSITION_COUNTED jobs ahead are counted (60 ms per read at 100,000 ahead
-before), and a job farther back reads one more than that. Both backends."""
+before), and a job farther back reads one more than that. A status read (`job_status`) reads
+the job and its place in one statement, with the same answers. Both backends."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
-from jobgate.domain import ranges
+from jobgate.domain import ranges, verdicts
+from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
@@ -29,3 +33,44 @@ async def test_the_count_ahead_stops_at_its_bound(
         assert stored is not None
         positions.append(await storage.job_queue_position(job=stored, now=clock.now()))
     assert positions == [1, 2, 3, 4, 4, 4, 4]
+
+
+async def test_a_status_read_answers_the_view_and_the_place_together(
+    storage: Storage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ranges, "QUEUE_POSITION_COUNTED", 3)
+    tenant = await make_tenant(storage)
+    other = await make_tenant(storage, "other")
+    now = clock.now()
+    ahead = [new_job(tenant, priority=5) for _ in range(5)]
+    later = new_job(tenant, priority=0, run_at=now + timedelta(hours=1))  # not claimable yet
+    foreign = new_job(other, priority=0)  # another tenant's line
+    for job in [*ahead, later, foreign]:
+        await storage.job_insert(job=job, now=now)
+    for job in [*ahead, later, foreign]:
+        owner = other.id if job is foreign else tenant.id
+        status = await storage.job_status(job_id=job.id, tenant_id=owner, now=now)
+        assert status is not None
+        assert status.job == await storage.job_view(job_id=job.id, tenant_id=owner)
+        stored = await storage.job_get(job_id=job.id)
+        assert stored is not None
+        expected = await storage.job_queue_position(job=stored, now=now)
+        assert status.queue_position == expected, job.id
+    positions = [
+        (await storage.job_status(job_id=j.id, tenant_id=tenant.id, now=now)).queue_position  # type: ignore[union-attr]
+        for j in ahead
+    ]
+    assert positions == [1, 2, 3, 4, 4]  # at most 3 counted ahead
+    assert await storage.job_status(job_id=ahead[0].id, tenant_id=other.id, now=now) is None
+    assert await storage.job_status(job_id="job_unknown", tenant_id=tenant.id, now=now) is None
+
+    # A job out of the queue has no place: running, then finished.
+    (claimed,) = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=now)
+    running = await storage.job_status(job_id=claimed.id, tenant_id=claimed.tenant_id, now=now)
+    assert running is not None and running.job.state is JobState.RUNNING
+    assert running.queue_position is None
+    done = verdicts.succeeded(claimed, actor="w", result={"ok": True}, usage={})
+    await storage.job_finish_many(finishes=[done], now=now)
+    finished = await storage.job_status(job_id=claimed.id, tenant_id=claimed.tenant_id, now=now)
+    assert finished is not None and finished.job.state is JobState.SUCCEEDED
+    assert finished.queue_position is None

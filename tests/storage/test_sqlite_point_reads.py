@@ -47,6 +47,8 @@ async def test_job_key_and_position_reads_never_use_a_reader_thread(
             assert await store.job_view(job_id=job.id, tenant_id=tenant.id) is not None
             assert await store.job_without_input(job_id=job.id, tenant_id=tenant.id) is not None
             assert await store.job_queue_position(job=stored, now=clock.now()) == 1
+            status = await store.job_status(job_id=job.id, tenant_id=tenant.id, now=clock.now())
+            assert status is not None and status.queue_position == 1
             owner = await store.api_key_tenant(key_hash="h" * 64)
             assert owner is not None and owner.id == tenant.id
     finally:

@@ -13,12 +13,14 @@ from jobgate.http.context import AppContext
 from jobgate.services import output_progress, presence, rate_limits
 
 
-async def annotate(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
+async def annotate(
+    ctx: AppContext, job: Job, view: dict[str, Any], *, queue_position: int | None = None
+) -> dict[str, Any]:
     """`view` with a `note` member when the job waits on a reconciler that is not there; for a
-    queued job its `queue_position`, and `phase: "rate_limited"` when it waits for a shared
-    rate limit."""
+    queued job its `queue_position` (read here unless the caller read it with the job:
+    Storage.job_status), and `phase: "rate_limited"` when it waits for a shared rate limit."""
     if job.state is JobState.QUEUED:
-        return await _queued(ctx, job, view)
+        return await _queued(ctx, job, view, queue_position)
     streamed = await output_progress.streamed_so_far(ctx.storage, job)
     if streamed is not None:
         view["output_tokens"] = streamed.output_tokens
@@ -32,9 +34,13 @@ async def annotate(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str,
     return view
 
 
-async def _queued(ctx: AppContext, job: Job, view: dict[str, Any]) -> dict[str, Any]:
+async def _queued(
+    ctx: AppContext, job: Job, view: dict[str, Any], position: int | None
+) -> dict[str, Any]:
     """A queued job's place in its tenant's line, and the rate limit it waits for, if any."""
-    view["queue_position"] = await ctx.storage.job_queue_position(job=job)
+    if position is None:
+        position = await ctx.storage.job_queue_position(job=job)
+    view["queue_position"] = position
     try:
         config = ctx.jobs.providers.config(job.provider)
     except KeyError:

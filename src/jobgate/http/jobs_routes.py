@@ -177,10 +177,11 @@ async def read(
         )
         if waited is None:
             return Response(status_code=499)  # nobody is listening any more
-        job = waited
+        job, position = waited, None
     else:
-        job = await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)
-    view = await job_notes.annotate(ctx, job, job_view(job))
+        status = await ctx.jobs.status(tenant_id=tenant.id, job_id=job_id)
+        job, position = status.job, status.queue_position
+    view = await job_notes.annotate(ctx, job, job_view(job), queue_position=position)
     return json_response(view, 200, _job_headers(ctx, job))
 
 

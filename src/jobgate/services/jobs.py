@@ -28,7 +28,7 @@ from jobgate.services.submit_batcher import SubmitBatcher
 from jobgate.services.submit_summary import SubmitSummary
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
+from jobgate.storage.records import BulkItem, IdempotencyClaim, JobStatus, SubmitOutcome
 from jobgate.wakeups import wait_for
 
 log = logging.getLogger(__name__)
@@ -317,6 +317,13 @@ class JobService:
         if job is None:
             raise errors.NotFound("job", job_id)
         return job
+
+    async def status(self, *, tenant_id: str, job_id: str) -> JobStatus:
+        """`view`, and for a queued job its place in its tenant's line, read together."""
+        status = await self.storage.job_status(job_id=job_id, tenant_id=tenant_id)
+        if status is None:
+            raise errors.NotFound("job", job_id)
+        return status
 
     async def without_input(self, *, tenant_id: str, job_id: str) -> Job:
         """`get` as a Response renders it (storage.job_without_input): its request may lack

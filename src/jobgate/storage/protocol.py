@@ -50,6 +50,7 @@ from jobgate.storage.records import (
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
+    JobStatus,
     LimitOverrides,
     OutboxEntry,
     OutputChunk,
@@ -160,6 +161,13 @@ class JobReadStore(Protocol):
         """The job as its views show it: `job_get` for the tenant, except that its `request`
         may hold only VIEW_REQUEST_MEMBERS (those it has, nulls left out): a prompt can be
         hundreds of kilobytes, and a status read or long poll never shows it."""
+        ...
+
+    async def job_status(
+        self, *, job_id: str, tenant_id: str, now: datetime | None = None
+    ) -> JobStatus | None:
+        """What a status read shows: `job_view`, and for a queued job its place in its
+        tenant's line (`job_queue_position`'s answer), read together (one statement)."""
         ...
 
     async def job_without_input(self, *, job_id: str, tenant_id: str) -> Job | None:

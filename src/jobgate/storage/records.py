@@ -50,6 +50,15 @@ class SubmitOutcome:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A status read (Storage.job_status): the job as its views show it and, while it is
+    queued, its place in its tenant's line (None otherwise)."""
+
+    job: Job
+    queue_position: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Finished:
     """A fenced verdict as applied: what the lease holder counts and logs, without the job's
     request and result. `state` is the state written (a retry of a job whose cancel was

@@ -152,6 +152,22 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
   FROM jobs AS j
  WHERE j.id = :id AND j.tenant_id = :tenant_id
 
+-- name: job_status_for_tenant
+-- job_view_for_tenant, and for a queued job its place in its tenant's line as
+-- job_queue_position counts it (at most :counted ahead): a status read in one statement.
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}},
+       CASE WHEN j.state = 'queued' THEN
+           (SELECT count(*)::integer + 1
+              FROM (SELECT 1
+                      FROM jobs AS a
+                     WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id
+                       AND a.run_at <= coalesce(:now::timestamptz, now())
+                       AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
+                     LIMIT :counted) AS ahead)
+       END AS queue_position
+  FROM jobs AS j
+ WHERE j.id = :id AND j.tenant_id = :tenant_id
+
 -- fragment: job_view_request
 -- The request as the job views read it: of one over 2 KB (its stored size, read from its
 -- header: nothing detoasted) only the members they read (storage.protocol.

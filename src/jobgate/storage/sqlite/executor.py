@@ -85,6 +85,7 @@ _POINT_READS = frozenset(
         "job_get",
         "job_get_for_tenant",
         "job_view_for_tenant",
+        "job_status_for_tenant",
         "job_without_input_for_tenant",
         "api_key_tenant",
         "job_queue_position",

@@ -98,6 +98,21 @@ SELECT {{job_columns}}
   FROM jobs
  WHERE id = :id AND tenant_id = :tenant_id
 
+-- name: job_status_for_tenant
+-- job_view_for_tenant, and for a queued job its place in its tenant's line as
+-- job_queue_position counts it (at most :counted ahead).
+SELECT {{job_columns}},
+       CASE WHEN j.state = 'queued' THEN
+           (SELECT count(*) + 1
+              FROM (SELECT 1
+                      FROM jobs AS a
+                     WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id AND a.run_at <= :now
+                       AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
+                     LIMIT :counted) AS ahead)
+       END AS queue_position
+  FROM jobs AS j
+ WHERE j.id = :id AND j.tenant_id = :tenant_id
+
 -- name: job_without_input_for_tenant
 -- One job by id, only if the tenant owns it, as a Response renders it. The request is read
 -- whole, as for job_view_for_tenant.

@@ -12,11 +12,18 @@ from datetime import datetime
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import verdicts
+from jobgate.domain import ranges, verdicts
 from jobgate.domain.job import Job, JobEvent, Lease
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import SqlPart
-from jobgate.storage.records import ApiKey, HeartbeatResult, OutboxEntry, Tenant, UsageEntry
+from jobgate.storage.records import (
+    ApiKey,
+    HeartbeatResult,
+    JobStatus,
+    OutboxEntry,
+    Tenant,
+    UsageEntry,
+)
 
 
 class JobQueries(SqlPart):
@@ -94,6 +101,23 @@ class JobQueries(SqlPart):
     async def job_view(self, *, job_id: str, tenant_id: str) -> Job | None:
         row = await self._sql.read_one("job_view_for_tenant", id=job_id, tenant_id=tenant_id)
         return None if row is None else self._decode.job(row)
+
+    async def job_status(
+        self, *, job_id: str, tenant_id: str, now: datetime | None = None
+    ) -> JobStatus | None:
+        row = await self._sql.read_one(
+            "job_status_for_tenant",
+            id=job_id,
+            tenant_id=tenant_id,
+            now=self._sql.codec.now(now),
+            counted=ranges.QUEUE_POSITION_COUNTED,
+        )
+        if row is None:
+            return None
+        job = self._decode.job(row)
+        position = row["queue_position"]  # counted where the stored state is 'queued'
+        queued = job.state is JobState.QUEUED and position is not None
+        return JobStatus(job, int(position) if queued else None)
 
     async def job_without_input(self, *, job_id: str, tenant_id: str) -> Job | None:
         row = await self._sql.read_one(
