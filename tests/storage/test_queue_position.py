@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import asyncpg
 import pytest
 
 from jobgate.domain import ranges, verdicts
 from jobgate.domain.states import JobState
+from jobgate.storage.postgres.executor import Q as PG
+from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
+from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 pytestmark = pytest.mark.asyncio
 
@@ -74,3 +78,35 @@ async def test_a_status_read_answers_the_view_and_the_place_together(
     finished = await storage.job_status(job_id=claimed.id, tenant_id=claimed.tenant_id, now=now)
     assert finished is not None and finished.job.state is JobState.SUCCEEDED
     assert finished.queue_position is None
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", PLAN_MODES)
+async def test_a_status_read_plans_no_count_for_a_job_that_is_not_queued(
+    pg_dsn: str, mode: str
+) -> None:
+    """PostgreSQL: the count is a function called for a queued job only (migration 0029). As
+    an inline subquery it was a subplan that every status read initialised (an index scan on
+    jobs_claimable opened for a finished job too: ~15 us of backend CPU per read)."""
+    storage = PostgresStorage(pg_dsn, pool_size=2)
+    await storage.open()
+    try:
+        tenant = await make_tenant(storage)
+        queued, done = await storage.job_insert_many(jobs=[new_job(tenant), new_job(tenant)])
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            await conn.execute("UPDATE jobs SET state = 'succeeded' WHERE id = $1", done.id)
+            for job, position in ((done, None), (queued, 1)):
+                params = {"id": job.id, "tenant_id": tenant.id, "now": None, "counted": 1_000}
+                plan = await explained(conn, "job_status_for_tenant", params, mode)
+                # One node, the job's own read: no subplan beside it, taken or not.
+                assert [n.get("Relation Name") for n in nodes(plan)] == ["jobs"], plan
+                (row,) = await conn.fetch(
+                    PG["job_status_for_tenant"].positional_sql,
+                    *PG["job_status_for_tenant"].args(params),
+                )
+                assert row["queue_position"] == position
+        finally:
+            await conn.close()
+    finally:
+        await storage.close()

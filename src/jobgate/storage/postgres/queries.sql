@@ -154,16 +154,13 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
 
 -- name: job_status_for_tenant
 -- job_view_for_tenant, and for a queued job its place in its tenant's line as
--- job_queue_position counts it (at most :counted ahead): a status read in one statement.
+-- job_queue_position counts it (at most the given number ahead): a status read in one
+-- statement. The count is a function (migration 0029), called for a queued job only: as a
+-- subquery it would be a subplan that every read initialises, taken or not.
 SELECT {{job_view_request}} AS request, {{job_columns_but_request}},
        CASE WHEN j.state = 'queued' THEN
-           (SELECT count(*)::integer + 1
-              FROM (SELECT 1
-                      FROM jobs AS a
-                     WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id
-                       AND a.run_at <= coalesce(:now::timestamptz, now())
-                       AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
-                     LIMIT :counted) AS ahead)
+           jobgate_queue_position(j.tenant_id, j.priority, j.run_at, j.id,
+                                  coalesce(:now::timestamptz, now()), :counted)
        END AS queue_position
   FROM jobs AS j
  WHERE j.id = :id AND j.tenant_id = :tenant_id

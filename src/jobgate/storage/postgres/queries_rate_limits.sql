@@ -66,13 +66,10 @@ RETURNING job_id
 -- name: job_queue_position
 -- Claimable queued jobs of the tenant ahead of this one in claim order, plus one; at most
 -- :counted of them are counted (the scan is bounded: a status read of a job deep in a queue).
-SELECT count(*)::integer + 1 AS position
-  FROM (SELECT 1
-          FROM jobs AS j
-         WHERE j.state = 'queued' AND j.tenant_id = :tenant_id
-           AND j.run_at <= coalesce(:now::timestamptz, now())
-           AND (j.priority, j.run_at, j.id) < (:priority, :run_at::timestamptz, :id)
-         LIMIT :counted) AS ahead
+-- The count is the function job_status_for_tenant calls (migration 0029).
+SELECT jobgate_queue_position(:tenant_id, :priority::integer, :run_at::timestamptz, :id,
+                              coalesce(:now::timestamptz, now()), :counted::integer)
+       AS position
 
 -- name: breaker_open
 -- A process opened a provider's breaker: no process calls it for open_s seconds.
