@@ -40,7 +40,7 @@ async def _stored_events(dsn: str, job_ids: list[str]) -> int:
         await conn.close()
 
 
-def _first(event: JobEvent, job_id: str) -> tuple[Any, ...]:
+def _first(event: JobEvent) -> tuple[Any, ...]:
     return (event.job_id, event.seq, event.from_state, event.to_state, event.actor, event.reason)
 
 
@@ -68,7 +68,7 @@ async def test_every_insert_path_implies_the_first_event_and_the_log_reads_it_on
 
         for job in jobs:
             (event,) = await storage.job_events(job_id=job.id)
-            assert _first(event, job.id) == (
+            assert _first(event) == (
                 job.id, 1, None, JobState.QUEUED, "api", "submitted"
             )  # fmt: skip
             assert event.applied and event.created_at == job.created_at

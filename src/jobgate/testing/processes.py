@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -79,10 +80,37 @@ def wait_until(
 
 
 def free_port() -> int:
-    """A port that was free a moment ago (bind to 0, read it, close)."""
+    """A port that was free a moment ago: a random one just below the kernel's ephemeral range,
+    checked by binding it. A port the kernel picks (bind to 0) lies in that range, where every
+    outgoing connection on the machine also takes its local port, so in the second or so
+    before the process it is meant for binds it, a connection (a test's, a pool's) could take
+    it: seen in CI as EADDRINUSE from a simulator started on such a port. Below the range only
+    another pick like this one competes. The kernel's pick if no port there is free."""
+    low = _ephemeral_low()
+    below = range(max(1024, low - _BELOW_EPHEMERAL), low)
+    for _ in range(100 if below else 0):
+        port = secrets.choice(below)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (a listener, or a connection's local port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_BELOW_EPHEMERAL = 12_000  # how many ports below the ephemeral range free_port picks among
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default 32768 elsewhere)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 class JobgateProcess:
