@@ -204,6 +204,12 @@ class Settings(pydantic.BaseModel):
     # The request head (request line and headers): its deadline from the first byte, its size,
     # its number of header fields, and the request target's length (431 / 414 above them).
     request_head_timeout_s: float = pydantic.Field(default=10.0, gt=0)
+    # How long a kept-alive connection may stay idle between requests before jobgate closes
+    # it. Longer than the idle timeout of any proxy in front (AWS ALB 60 s, nginx 60 s):
+    # the proxy must close an idle connection first, since a request it sends on one
+    # jobgate closes at that moment is lost (the client gets a 502, or a reset). uvicorn's
+    # own default, 5 s, is shorter than all of them.
+    keep_alive_s: int = pydantic.Field(default=75, ge=1, le=3600)
     max_request_head_bytes: int = pydantic.Field(default=64 * 1024, ge=1024)
     max_request_headers: int = pydantic.Field(default=100, ge=8)
     max_request_line_bytes: int = pydantic.Field(default=8 * 1024, ge=256)
@@ -310,7 +316,7 @@ _ENV_FIELDS = (
     "webhook_endpoint_concurrency", "unknown_outcome", "retention_s", "idempotency_ttl_s",
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
-    "request_head_timeout_s", "max_request_head_bytes", "max_request_headers",
+    "request_head_timeout_s", "keep_alive_s", "max_request_head_bytes", "max_request_headers",
     "max_request_line_bytes", "dashboard_session_ttl_s", "dashboard_show_content",
     "files_max_bytes", "batch_max_lines", "batch_priority",
     "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",

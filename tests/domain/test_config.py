@@ -250,3 +250,20 @@ def test_edge_limits_have_safe_defaults_and_env_overrides(
     assert tuned.max_request_headers == 50 and tuned.request_head_timeout_s == 2.5
     with pytest.raises(errors.ConfigError, match="JOBGATE_MAX_REQUEST_HEADERS"):
         load_settings({"JOBGATE_MAX_REQUEST_HEADERS": "2"}, database_url="sqlite:///x.db")
+
+
+ALB_IDLE_TIMEOUT_S = 60  # AWS Application Load Balancer's default (nginx's keepalive: 60 s too)
+
+
+def test_idle_connections_outlive_a_load_balancers_idle_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy in front must close an idle connection before jobgate does: a request it
+    sends on one as jobgate closes it is lost (a 502). uvicorn's default is 5 s."""
+    monkeypatch.chdir(tmp_path)
+    assert load_settings({}, database_url="sqlite:///x.db").keep_alive_s > ALB_IDLE_TIMEOUT_S
+    tuned = load_settings({"JOBGATE_KEEP_ALIVE_S": "350"}, database_url="sqlite:///x.db")
+    assert tuned.keep_alive_s == 350
+    for bad in ("0", "3601", "1.5", "soon"):
+        with pytest.raises(errors.ConfigError, match="JOBGATE_KEEP_ALIVE_S"):
+            load_settings({"JOBGATE_KEEP_ALIVE_S": bad}, database_url="sqlite:///x.db")

@@ -6,9 +6,15 @@ re-armed for the rest; while a request is under way it waits for that request's 
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from jobgate.testing.processes import ProcessHarness
 from tests.http.test_edge_writes import RecordingTransport, connection, served
 
 GET = b"GET /job HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -138,3 +144,44 @@ async def test_a_lost_connection_leaves_no_keep_alive_timer() -> None:
     assert timer is not None
     protocol.connection_lost(ConnectionResetError())
     assert protocol.timeout_keep_alive_task is None and timer.cancelled()
+
+
+@pytest.mark.e2e
+def test_jobgate_api_closes_idle_connections_after_its_keep_alive_setting(tmp_path: Path) -> None:
+    """`JOBGATE_KEEP_ALIVE_S` reaches the server: a connection idle for less stays open for the
+    next request, and one idle for longer is closed by the server, counted from its last
+    answer (with uvicorn's default, 5 s, it would still be open when this test looks)."""
+    keep_alive_s = 2
+    env = {
+        "JOBGATE_DATABASE_URL": f"sqlite:///{tmp_path}/jobgate.db",
+        "JOBGATE_KEEP_ALIVE_S": str(keep_alive_s),
+    }
+    with ProcessHarness(tmp_path, env=env) as harness:
+        api = harness.start("api")
+        assert api.url is not None
+        host, port = api.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            assert _ask(sock).startswith(b"HTTP/1.1 200")
+            time.sleep(keep_alive_s * 0.6)  # idle, but not for long enough
+            assert _ask(sock).startswith(b"HTTP/1.1 200")  # the same connection answers
+            answered = time.monotonic()
+            assert sock.recv(1) == b""  # blocks until the server closes the idle connection
+            idle = time.monotonic() - answered
+        assert keep_alive_s - 0.1 <= idle < keep_alive_s + 2.0
+
+
+def _ask(sock: socket.socket) -> bytes:
+    """One keep-alive GET /healthz on `sock`: its whole answer (the head's Content-Length)."""
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return answer

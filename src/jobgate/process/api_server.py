@@ -36,6 +36,7 @@ class ApiServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
+            timeout_keep_alive=settings.keep_alive_s,
             server_header=False,
             http=edge_limits.protocol_class(settings),
         )
