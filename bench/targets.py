@@ -157,6 +157,7 @@ def verdicts(cases: Sequence[Case]) -> list[Verdict]:
                 ratio,
             )
         )
+    out.append(_bulk_http_verdict(_rate(enqueue_best(cases, "jobgate", "bulk http")), pgq_batched))
     lite = drain_best(cases, "jobgate", "sqlite")
     rate = _rate(lite)
     out.append(
@@ -181,6 +182,19 @@ def verdicts(cases: Sequence[Case]) -> list[Verdict]:
         Verdict("webhook deliveries", "measured", _fmt(rate, "/s"), None if rate is None else True)
     )
     return out
+
+
+def _bulk_http_verdict(bulk: float | None, pgq_batched: Case | None) -> Verdict:
+    """Issue 15 item 6: the batched enqueue through `POST /v1/jobs/bulk` (one `jobgate api`,
+    its best number of callers) reaches PgQueuer's batched enqueue, as submit_many does."""
+    name, goal = "bulk HTTP enqueue vs PgQueuer batched", ">= 1x"
+    peer = _rate(pgq_batched)
+    if bulk is None or not peer:
+        return Verdict(name, goal, "n/a", None)
+    ratio = bulk / peer
+    return Verdict(
+        name, goal, f"{ratio:.2f}x ({_fmt(bulk)} vs {_fmt(peer)} jobs/s)", ratio >= 1, ratio
+    )
 
 
 def _http(cases: Sequence[Case], backend: str, op: str) -> list[Case]:

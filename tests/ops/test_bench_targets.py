@@ -59,3 +59,29 @@ def test_the_load_generators_floor_is_quoted_beside_the_verdict_never_judged() -
     measured, met = verdict(cases, "HTTP submit (postgres)")
     assert met is False
     assert "p99 80.0 ms (the load generator's floor there: p99 3.5 ms)" in measured
+
+
+def enqueue(system: str, name: str, jobs_per_s: float) -> Case:
+    return Case("enqueue", system, "postgres", name, {"batch": 500}, {"jobs_per_s": jobs_per_s})
+
+
+def test_the_bulk_route_is_judged_against_pgqueuers_batched_enqueue() -> None:
+    """Issue 15 item 6 is a target of its own: the bulk route's best number of callers against
+    PgQueuer's best batched enqueue, whatever the in-process batched enqueue reached."""
+    cases = [
+        enqueue("pgqueuer", "batched", 60_000),
+        enqueue("pgqueuer", "batched", 50_000),
+        enqueue("jobgate", "batched", 70_000),
+        enqueue("jobgate", "bulk http", 40_000),
+        enqueue("jobgate", "bulk http", 45_000),
+        enqueue("jobgate", "bulk http keyed", 90_000),  # another row: never the bulk route's
+    ]
+    assert verdict(cases, "batched enqueue vs PgQueuer") == (
+        "1.17x (70,000.0 vs 60,000.0 jobs/s)",
+        True,
+    )
+    measured, met = verdict(cases, "bulk HTTP enqueue vs PgQueuer batched")
+    assert (measured, met) == ("0.75x (45,000.0 vs 60,000.0 jobs/s)", False)
+    cases.append(enqueue("jobgate", "bulk http", 61_000))
+    assert verdict(cases, "bulk HTTP enqueue vs PgQueuer batched")[1] is True
+    assert verdict(cases[2:], "bulk HTTP enqueue vs PgQueuer batched") == ("n/a", None)
