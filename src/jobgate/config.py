@@ -205,10 +205,10 @@ class Settings(pydantic.BaseModel):
     # its number of header fields, and the request target's length (431 / 414 above them).
     request_head_timeout_s: float = pydantic.Field(default=10.0, gt=0)
     # How long a kept-alive connection may stay idle between requests before jobgate closes
-    # it. Longer than the idle timeout of any proxy in front (AWS ALB 60 s, nginx 60 s):
-    # the proxy must close an idle connection first, since a request it sends on one
-    # jobgate closes at that moment is lost (the client gets a 502, or a reset). uvicorn's
-    # own default, 5 s, is shorter than all of them.
+    # it. Longer than the idle timeout of a proxy in front (AWS ALB, nginx's upstream
+    # keepalive_timeout: 60 s by default): the proxy must close an idle connection first,
+    # since a request it sends on one jobgate closes at that moment is lost (the client gets
+    # a 502, or a reset). uvicorn's own default, 5 s, is shorter than both.
     keep_alive_s: int = pydantic.Field(default=75, ge=1, le=3600)
     max_request_head_bytes: int = pydantic.Field(default=64 * 1024, ge=1024)
     max_request_headers: int = pydantic.Field(default=100, ge=8)

@@ -252,7 +252,7 @@ def test_edge_limits_have_safe_defaults_and_env_overrides(
         load_settings({"JOBGATE_MAX_REQUEST_HEADERS": "2"}, database_url="sqlite:///x.db")
 
 
-ALB_IDLE_TIMEOUT_S = 60  # AWS Application Load Balancer's default (nginx's keepalive: 60 s too)
+ALB_IDLE_TIMEOUT_S = 60  # AWS ALB's default idle timeout (nginx's upstream keepalive_timeout too)
 
 
 def test_idle_connections_outlive_a_load_balancers_idle_timeout(

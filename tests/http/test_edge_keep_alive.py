@@ -175,7 +175,7 @@ def _ask(sock: socket.socket) -> bytes:
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     answer = b""
     while b"\r\n\r\n" not in answer:
-        answer += sock.recv(65536)
+        answer += _received(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     length = next(
         int(line.split(b":", 1)[1])
@@ -183,5 +183,12 @@ def _ask(sock: socket.socket) -> bytes:
         if line.lower().startswith(b"content-length:")
     )
     while len(body) < length:
-        body += sock.recv(65536)
+        body += _received(sock)
     return answer
+
+
+def _received(sock: socket.socket) -> bytes:
+    data = sock.recv(65536)
+    if not data:
+        raise AssertionError("the server closed the connection before its answer")
+    return data
