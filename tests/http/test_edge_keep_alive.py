@@ -184,7 +184,7 @@ def _ask(sock: socket.socket) -> bytes:
     )
     while len(body) < length:
         body += _received(sock)
-    return answer
+    return head + b"\r\n\r\n" + body
 
 
 def _received(sock: socket.socket) -> bytes:
