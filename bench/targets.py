@@ -133,7 +133,7 @@ def verdicts(cases: Sequence[Case]) -> list[Verdict]:
         enqueue_best(cases, "pgqueuer", "batched"),
     )
     single = enqueue_best(cases, "jobgate", "single")
-    if _rate(pgq_batched) is None:
+    if not _rate(pgq_batched):
         out.append(Verdict("batched enqueue vs PgQueuer", ">= 1x", "n/a", None))
     elif _rate(batched) is None:
         out.append(
@@ -147,17 +147,11 @@ def verdicts(cases: Sequence[Case]) -> list[Verdict]:
             )
         )
     else:
-        ratio = float(_rate(batched) or 0) / float(_rate(pgq_batched) or 1)
-        out.append(
-            Verdict(
-                "batched enqueue vs PgQueuer",
-                ">= 1x",
-                f"{ratio:.2f}x ({_fmt(_rate(batched))} vs {_fmt(_rate(pgq_batched))} jobs/s)",
-                ratio >= 1,
-                ratio,
-            )
-        )
-    out.append(_bulk_http_verdict(_rate(enqueue_best(cases, "jobgate", "bulk http")), pgq_batched))
+        out.append(_enqueue_verdict("batched enqueue vs PgQueuer", batched, pgq_batched))
+    # Issue 15 item 6: the batched enqueue through `POST /v1/jobs/bulk` (one `jobgate api`, its
+    # best number of callers) reaches PgQueuer's batched enqueue, as submit_many does.
+    bulk = enqueue_best(cases, "jobgate", "bulk http")
+    out.append(_enqueue_verdict("bulk HTTP enqueue vs PgQueuer batched", bulk, pgq_batched))
     lite = drain_best(cases, "jobgate", "sqlite")
     rate = _rate(lite)
     out.append(
@@ -184,16 +178,14 @@ def verdicts(cases: Sequence[Case]) -> list[Verdict]:
     return out
 
 
-def _bulk_http_verdict(bulk: float | None, pgq_batched: Case | None) -> Verdict:
-    """Issue 15 item 6: the batched enqueue through `POST /v1/jobs/bulk` (one `jobgate api`,
-    its best number of callers) reaches PgQueuer's batched enqueue, as submit_many does."""
-    name, goal = "bulk HTTP enqueue vs PgQueuer batched", ">= 1x"
-    peer = _rate(pgq_batched)
-    if bulk is None or not peer:
-        return Verdict(name, goal, "n/a", None)
-    ratio = bulk / peer
+def _enqueue_verdict(name: str, mine: Case | None, peer: Case | None) -> Verdict:
+    """`mine` reaches `peer`'s jobs/s (>= 1x); n/a when either was not measured."""
+    a, b = _rate(mine), _rate(peer)
+    if a is None or not b:
+        return Verdict(name, ">= 1x", "n/a", None)
+    ratio = a / b
     return Verdict(
-        name, goal, f"{ratio:.2f}x ({_fmt(bulk)} vs {_fmt(peer)} jobs/s)", ratio >= 1, ratio
+        name, ">= 1x", f"{ratio:.2f}x ({_fmt(a)} vs {_fmt(b)} jobs/s)", ratio >= 1, ratio
     )
 
 
