@@ -10,6 +10,7 @@ from bench import targets
 from bench.results import Case, select
 
 NOTES = Path(__file__).with_name("notes.md")
+MISSES = Path(__file__).with_name("misses.md")  # why a missed target is missed
 
 
 def _cell(value: Any) -> str:
@@ -41,6 +42,20 @@ def summary_lines(cases: Sequence[Case]) -> list[str]:
     return _table(("target", "goal", "measured", ""), rows)
 
 
+def miss_lines(cases: Sequence[Case], cores: int | None) -> list[str]:
+    """Under the targets table: the drain target as this run's CPU budget, then why each kind
+    of miss happens (bench/misses.md), whenever a target is missed."""
+    if all(v.met is not False for v in targets.verdicts(cases)):
+        return []
+    out = []
+    budget = targets.drain_budget(cases, cores) if cores else None
+    if budget is not None:
+        out += [budget, ""]
+    if MISSES.exists():
+        out += [MISSES.read_text().rstrip(), ""]
+    return out
+
+
 def ratio_lines(cases: Sequence[Case]) -> list[str]:
     rows = [
         (r.label, "-" if r.value is None else f"{r.value:.2f}x", r.detail)
@@ -64,16 +79,9 @@ def _section_rows(cases: Sequence[Case], section: str, metrics: Sequence[str]) -
                 ]
             )
             continue
-        rows.append(
-            [
-                case.system,
-                case.backend,
-                case.name,
-                _config(case),
-                *(case.metrics.get(m) for m in metrics[:-1]),
-                case.note or "",
-            ]
-        )
+        cells: list[Any] = [case.system, case.backend, case.name, _config(case)]
+        cells += [case.metrics.get(m) for m in metrics[:-1]]
+        rows.append([*cells, case.note or ""])
     return rows
 
 
@@ -240,6 +248,7 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
         "",
         *summary_lines(cases),
         "",
+        *miss_lines(cases, machine.get("cpus_usable")),
         "## Ratios",
         "",
         *ratio_lines(cases),

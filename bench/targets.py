@@ -178,6 +178,38 @@ def verdicts(cases: Sequence[Case]) -> list[Verdict]:
     return out
 
 
+def drain_budget(cases: Sequence[Case], cores: int) -> str | None:
+    """The drain target as a CPU budget: the drain is CPU-bound on a small machine (workers
+    and PostgreSQL share its cores), so DRAIN_RATIO x PgQueuer's rate leaves each job at most
+    cores / that rate of CPU in all. Quoted beside both systems' measured CPU per job, it says
+    which side would have to shrink and by how much. None when either drain or its CPU is
+    missing."""
+    mine, pgq = drain_best(cases, "jobgate"), drain_best(cases, "pgqueuer")
+    rate = _rate(pgq)
+    if mine is None or pgq is None or not rate or cores < 1:
+        return None
+    spent, peer_spent = _cpu_per_job(mine), _cpu_per_job(pgq)
+    if spent is None or peer_spent is None:
+        return None
+    (worker, database), (peer_worker, peer_database) = spent, peer_spent
+    needed = DRAIN_RATIO * rate
+    budget = cores * 1000 / needed
+    return (
+        f"Drain as a CPU budget: {DRAIN_RATIO}x PgQueuer's {rate:,.0f} jobs/s is "
+        f"{needed:,.0f} jobs/s, which on {cores} cores leaves each job at most {budget:.3f} ms "
+        f"of CPU, workers and PostgreSQL together. jobgate's best drain used {worker:.3f} ms "
+        f"(workers) + {database:.3f} ms (PostgreSQL) = {worker + database:.3f} ms per job; "
+        f"PgQueuer's best {peer_worker:.3f} + {peer_database:.3f} = "
+        f"{peer_worker + peer_database:.3f} ms."
+    )
+
+
+def _cpu_per_job(case: Case) -> tuple[float, float] | None:
+    worker = case.metrics.get("worker_cpu_ms_per_job")
+    database = case.metrics.get("postgres_cpu_ms_per_job")
+    return None if worker is None or database is None else (worker, database)
+
+
 def _enqueue_verdict(name: str, mine: Case | None, peer: Case | None) -> Verdict:
     """`mine` reaches `peer`'s jobs/s (>= 1x); n/a when either was not measured."""
     a, b = _rate(mine), _rate(peer)
