@@ -182,8 +182,8 @@ def drain_budget(cases: Sequence[Case], cores: int) -> str | None:
     """The drain target as a CPU budget: the drain is CPU-bound on a small machine (workers
     and PostgreSQL share its cores), so DRAIN_RATIO x PgQueuer's rate leaves each job at most
     cores / that rate of CPU in all. Quoted beside both systems' measured CPU per job, it says
-    which side would have to shrink and by how much. None when either drain or its CPU is
-    missing."""
+    which side would have to shrink and by how much. None when the target is met, or either
+    drain or its CPU is missing."""
     mine, pgq = drain_best(cases, "jobgate"), drain_best(cases, "pgqueuer")
     rate = _rate(pgq)
     if mine is None or pgq is None or not rate or cores < 1:
@@ -193,6 +193,8 @@ def drain_budget(cases: Sequence[Case], cores: int) -> str | None:
         return None
     (worker, database), (peer_worker, peer_database) = spent, peer_spent
     needed = DRAIN_RATIO * rate
+    if float(_rate(mine) or 0) >= needed:
+        return None
     budget = cores * 1000 / needed
     return (
         f"Drain as a CPU budget: {DRAIN_RATIO}x PgQueuer's {rate:,.0f} jobs/s is "

@@ -29,7 +29,9 @@ def test_the_drain_target_reads_as_a_cpu_budget_per_job() -> None:
     assert "0.035 + 0.034 = 0.069 ms" in line
 
 
-def test_no_budget_without_both_drains_and_their_cpu() -> None:
+def test_no_budget_without_both_drains_and_their_cpu_or_once_the_target_is_met() -> None:
+    met = [drain("jobgate", 30_000, 0.025, 0.066), drain("pgqueuer", 20_000, 0.035, 0.034)]
+    assert drain_budget(met, cores=2) is None
     assert drain_budget([drain("jobgate", 18_000, 0.025, 0.066)], cores=2) is None
     peer = drain("pgqueuer", 20_000, 0.035, 0.034)
     peer.metrics["postgres_cpu_ms_per_job"] = None
