@@ -10,6 +10,9 @@ from datetime import timedelta
 
 import pytest
 
+from jobgate.domain.job import Job, Lease
+from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
@@ -103,9 +106,6 @@ async def test_keys_cap_running_jobs_and_other_keys_go_on(
 
 
 async def test_a_finished_job_frees_its_keys_slot(storage: Storage, clock: FakeClock) -> None:
-    from jobgate.domain.job import Lease
-    from jobgate.domain.states import JobState
-    from jobgate.domain.verdicts import Finish
 
     tenant = await make_tenant(storage)
     for _ in range(3):
@@ -186,3 +186,40 @@ async def test_two_processes_claiming_never_pass_a_keys_cap(
         assert sum(len(jobs) for jobs in claims) == 2
     finally:
         await other.close()
+
+
+async def _to_background(storage: Storage, clock: FakeClock, job: Job) -> None:
+    """The provider accepted the job in background mode: it runs there, without a lease."""
+    assert job.lease_token is not None
+    lease = Lease(job.id, job.lease_token)
+    await storage.job_provider_submitting(lease=lease, now=clock.now())
+    accepted = await storage.job_background_accept(
+        lease=lease,
+        provider_job_id=f"resp_{job.id}",
+        provider_status="queued",
+        reconcile_in_s=30,
+        now=clock.now(),
+    )
+    assert accepted.state is JobState.RUNNING and accepted.lease_token is None
+
+
+async def test_a_keys_cap_counts_jobs_running_in_background_mode(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """A job at its provider in background mode holds no lease but still runs for its key: the
+    cap counts it, in a claim from the table and in a claim by id."""
+    tenant = await make_tenant(storage)
+    ids = [
+        (await storage.job_insert(job=new_job(tenant, concurrency_key="u"), now=clock.now())).job.id
+        for _ in range(3)
+    ]
+    policy = ClaimPolicy(default=TenantShare(max_running_per_key=1))
+    (first,) = await storage.job_claim(
+        worker_id="w", limit=10, lease_ttl_s=60, policy=policy, now=clock.now()
+    )
+    await _to_background(storage, clock, first)
+    assert await claim_ids(storage, clock, 10, policy) == []
+    by_id = await storage.job_claim_by_id(
+        worker_id="w", job_ids=ids, lease_ttl_s=60, policy=policy, now=clock.now()
+    )
+    assert by_id.claimed == [] and sorted(by_id.deferred) == sorted(ids[1:])

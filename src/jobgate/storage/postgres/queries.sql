@@ -299,10 +299,12 @@ WITH RECURSIVE clock AS (
       FROM waiting AS w
      WHERE w.tenant_id IS NOT NULL AND NOT w.tenant_id = ANY(:blocked_tenants::text[])
 ), key_busy AS (
+    -- Every running job of a key, with a worker's lease or at its provider in background mode
+    -- (no lease): both are calls the key's end user has in flight.
     SELECT j.tenant_id, j.concurrency_key, count(*)::integer AS running
       FROM jobs AS j
      WHERE :keys_capped::boolean
-       AND j.state = 'running' AND j.lease_token IS NOT NULL AND j.concurrency_key IS NOT NULL
+       AND j.state = 'running' AND j.concurrency_key IS NOT NULL
      GROUP BY j.tenant_id, j.concurrency_key
 ), slots AS (
     SELECT w.tenant_id,

@@ -30,10 +30,11 @@ WITH clock AS (
        AND j.tenant_id IN (SELECT tenant_id FROM wanted)
      GROUP BY j.tenant_id
 ), key_busy AS (
+    -- Every running job of a key, leased or in background mode (as job_claim counts them).
     SELECT j.tenant_id, j.concurrency_key, count(*)::integer AS running
       FROM jobs AS j
      WHERE :keys_capped::boolean
-       AND j.state = 'running' AND j.lease_token IS NOT NULL AND j.concurrency_key IS NOT NULL
+       AND j.state = 'running' AND j.concurrency_key IS NOT NULL
        AND j.tenant_id IN (SELECT tenant_id FROM wanted)
      GROUP BY j.tenant_id, j.concurrency_key
 ), keyed AS (

@@ -23,7 +23,8 @@ _EPOCH = from_unix(0)  # a candidate's run_at that is no time at all sorts first
 
 @dataclasses.dataclass(slots=True)
 class RunningSlots:
-    """Worker slots held now, per tenant and (only while a per-key cap applies) per key."""
+    """Worker slots held now per tenant, and (only while a per-key cap applies) running jobs
+    per key, those at their provider in background mode included."""
 
     tenants: dict[str, int]
     keys: dict[tuple[str, str], int]

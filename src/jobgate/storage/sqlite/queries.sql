@@ -146,10 +146,11 @@ SELECT tenant_id, count(*) AS running
  GROUP BY tenant_id
 
 -- name: job_claim_running_keys
--- Worker slots held per (tenant, concurrency key), for max_running_per_key.
+-- Running jobs per (tenant, concurrency key), for max_running_per_key: with a worker's lease or
+-- at their provider in background mode (no lease), both calls the key has in flight.
 SELECT tenant_id, concurrency_key, count(*) AS running
   FROM jobs INDEXED BY jobs_running_keys
- WHERE state = 'running' AND concurrency_key IS NOT NULL AND lease_token IS NOT NULL
+ WHERE state = 'running' AND concurrency_key IS NOT NULL
  GROUP BY tenant_id, concurrency_key
 
 -- name: job_claim_next_tenant
