@@ -47,6 +47,7 @@ ID_PATTERN = r"^[A-Za-z0-9_-]{1,255}$"  # object ids in paths and cursors (`job_
 SIM_MAX_LATENCY_S = 3_600.0
 SIM_MAX_RETRY_AFTER_S = 3_600.0
 SIM_MAX_FAIL_TIMES = 1_000
+SIM_MAX_TOOL_CALLS = 16
 
 
 def check_json(value: Any, *, path: str = "") -> None:

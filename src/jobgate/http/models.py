@@ -27,7 +27,9 @@ class SimDirectives(pydantic.BaseModel):
         description="How long the simulated call takes",
     )
     fail_with: (
-        Literal["rate_limit", "server_error", "overloaded", "invalid_request", "hang", "drop"]
+        Literal[
+            "rate_limit", "quota", "server_error", "overloaded", "invalid_request", "hang", "drop"
+        ]
         | None
     ) = None
     fail_times: int | None = pydantic.Field(
@@ -39,9 +41,15 @@ class SimDirectives(pydantic.BaseModel):
     retry_after_s: float | None = pydantic.Field(
         default=None, ge=0, le=ranges.SIM_MAX_RETRY_AFTER_S, allow_inf_nan=False
     )
-    outcome: Literal["completed", "failed", "incomplete", "never"] | None = None
+    outcome: Literal["completed", "failed", "rejected", "incomplete", "never"] | None = None
     webhooks: Literal["send", "none", "duplicate", "out_of_order", "early"] | None = None
     cancel: Literal["supported", "unsupported"] | None = None
+    tool_calls: int | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=ranges.SIM_MAX_TOOL_CALLS,
+        description="How many calls to the request's function tools follow the text",
+    )
 
 
 class ProviderBody(pydantic.BaseModel):

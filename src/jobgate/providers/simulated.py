@@ -55,7 +55,9 @@ class SimProvider:
             problem = wire.validate_responses(body)
             if problem is not None:
                 raise errors.InvalidRequest(f"body.{problem}", param="body")
-        model.directives(body)
+        problem = wire.tool_calls_problem(model.directives(body), body)
+        if problem is not None:
+            raise errors.InvalidRequest(f"body.{problem}", param="body.sim.tool_calls")
 
     def runs_in_background(self, endpoint: str) -> bool:
         return self._background and endpoint == RESPONSES
@@ -89,13 +91,18 @@ class SimProvider:
         return self._chat_result(call)
 
     def _chat_result(self, call: ProviderCall) -> ProviderResult:
-        body = model.chat_completion(call.body, created=int(self._clock.now().timestamp()))
+        body = self._completion(call)
         usage = body["usage"]
         return ProviderResult(
             body=body,
             usage=Usage(usage["prompt_tokens"], usage["completion_tokens"]),
             provider_request_id=body["id"],
         )
+
+    def _completion(self, call: ProviderCall) -> JSONObject:
+        completion = model.chat_completion(call.body, created=int(self._clock.now().timestamp()))
+        count = model.directives(call.body).tool_calls
+        return wire.with_chat_tool_calls(completion, call.body, count)
 
     async def call(self, call: ProviderCall) -> ProviderResult:
         plan = model.directives(call.body)
@@ -128,12 +135,16 @@ class SimProvider:
         await self._faults(plan, call)
         clock = self._clock
         if call.endpoint == CHAT_COMPLETIONS:
-            body = model.chat_completion(call.body, created=int(clock.now().timestamp()))
+            body = self._completion(call)
             text = output_text(body)
         else:
             response_id = self.engine.create_response(call.body, plan, background=False)
             preview = wire.response_object(
-                call.body, response_id=response_id, created_at=0, status=_final_status(plan)
+                call.body,
+                response_id=response_id,
+                created_at=0,
+                status=_final_status(plan),
+                tool_calls=plan.tool_calls,
             )
             text = output_text(preview)
         pause_s = plan.latency_s / plan.chunks

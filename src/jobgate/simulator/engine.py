@@ -219,6 +219,7 @@ class SimEngine:
             completed_at=completed_at,
             background=run.background,
             error_code="invalid_prompt" if run.plan.outcome == "rejected" else "server_error",
+            tool_calls=run.plan.tool_calls,
         )
         if status in ("queued", "in_progress"):
             fraction = run.progress(self.now())

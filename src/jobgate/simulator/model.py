@@ -18,7 +18,10 @@ body they send stays valid for the real providers):
 - `chunks`: in how many deltas a streamed answer arrives, spread evenly over `latency_s`
   (default 10, at most MAX_CHUNKS);
 - `progress`: `true` makes a running background response carry a `progress` fraction that
-  grows over `latency_s` (default `false`: OpenAI's background responses report none).
+  grows over `latency_s` (default `false`: OpenAI's background responses report none);
+- `tool_calls`: how many function calls follow the answer's text (default 0, at most
+  MAX_TOOL_CALLS), each to one of the request's function tools in turn (a request with none
+  is refused: a model calls only the tools it was given).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import random
 from typing import Any
 
 from jobgate import errors
+from jobgate.domain import ranges
 
 JSONObject = dict[str, Any]
 FAULTS = ("rate_limit", "quota", "server_error", "overloaded", "invalid_request", "hang", "drop")
@@ -46,10 +50,12 @@ _FIELDS = frozenset(
         "cancel",
         "chunks",
         "progress",
+        "tool_calls",
     }
 )
 DEFAULT_CHUNKS = 10
 MAX_CHUNKS = 10_000
+MAX_TOOL_CALLS = ranges.SIM_MAX_TOOL_CALLS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,6 +69,7 @@ class Directives:
     cancel: str = "supported"
     chunks: int = DEFAULT_CHUNKS  # deltas of a streamed answer (live output streaming)
     progress: bool = False  # a running background response reports a `progress` fraction
+    tool_calls: int = 0  # function calls after the text, to the request's function tools
 
     def fails_on(self, call_number: int) -> bool:
         """Whether the `call_number`-th call (1-based) fails."""
@@ -108,6 +115,16 @@ def directives(body: JSONObject) -> Directives:
         raise errors.InvalidRequest(
             "body.sim.progress must be true or false", param="body.sim.progress"
         )
+    tool_calls = raw.get("tool_calls", 0)
+    if (
+        isinstance(tool_calls, bool)
+        or not isinstance(tool_calls, int)
+        or not 0 <= tool_calls <= MAX_TOOL_CALLS
+    ):
+        raise errors.InvalidRequest(
+            f"body.sim.tool_calls must be an integer from 0 to {MAX_TOOL_CALLS}",
+            param="body.sim.tool_calls",
+        )
     return Directives(
         latency,
         fail_with,
@@ -118,6 +135,7 @@ def directives(body: JSONObject) -> Directives:
         cancel=_choice(raw, "cancel", CANCEL_MODES),
         chunks=chunks,
         progress=progress,
+        tool_calls=tool_calls,
     )
 
 

@@ -337,7 +337,11 @@ class Simulator:
             model.validate_chat(body)
         except errors.InvalidRequest as exc:
             return _error(False, "invalid_request", exc.message, param=exc.param)
+        problem = wire.tool_calls_problem(plan, body)
+        if problem is not None:
+            return _error(False, "invalid_request", problem, param="sim.tool_calls")
         completion = model.chat_completion(body, created=int(self.engine.now()))
+        completion = wire.with_chat_tool_calls(completion, body, plan.tool_calls)
         self._usage[id(request)] = completion["usage"]
         self.engine.created.append(completion["id"])
         self.engine.remember(key, 200, completion)
@@ -352,7 +356,7 @@ class Simulator:
         plan, key, early, drop = await self._begin(request, body, route, anthropic=False)
         if early is not None:
             return early
-        problem = wire.validate_responses(body)
+        problem = wire.validate_responses(body) or wire.tool_calls_problem(plan, body)
         if background and body.get("store") is False:
             problem = "background mode requires store=true"
         if problem is not None:
@@ -369,6 +373,7 @@ class Simulator:
                 created_at=self.engine.now(),
                 status="incomplete" if plan.outcome == "incomplete" else "completed",
                 completed_at=self.engine.now() + plan.latency_s,
+                tool_calls=plan.tool_calls,
             )
             self.engine.remember(key, 200, final)
             self._usage[id(request)] = final.get("usage")
@@ -398,14 +403,14 @@ class Simulator:
         replayed = isinstance(early, Reply) and "idempotent-replayed" in early.headers
         if early is not None and not replayed:
             return early
-        problem = wire.validate_messages(body)
+        problem = wire.validate_messages(body) or wire.tool_calls_problem(plan, body)
         if problem is not None:
             return _error(True, "invalid_request", problem)
         if replayed:
             assert isinstance(early, Reply)
             message = orjson.loads(early.body)
         else:
-            message = wire.anthropic_message(body)
+            message = wire.anthropic_message(body, tool_calls=plan.tool_calls)
             self._usage[id(request)] = message["usage"]
             self.engine.created.append(message["id"])
             self.engine.remember(key, 200, message)

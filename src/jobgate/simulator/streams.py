@@ -42,13 +42,25 @@ def chat_stream(
     deltas = [
         chunk({"content": piece}) for piece in split_evenly(output_text(completion), plan.chunks)
     ]
-    tail = [chunk({}, completion["choices"][0]["finish_reason"])]
+    calls = completion["choices"][0]["message"].get("tool_calls") or []
+    tail = [chunk({"tool_calls": part}) for index, call in enumerate(calls)
+            for part in _tool_call_deltas(index, call)]  # fmt: skip
+    tail.append(chunk({}, completion["choices"][0]["finish_reason"]))
     options = body.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage"):
         tail.append({**base, "choices": [], "usage": completion["usage"]})
     frames = [_data(event) for event in head] + [_data(event) for event in deltas]
     frames += [_data(event) for event in tail] + [b"data: [DONE]\n\n"]
     return _stream(frames, len(head), len(deltas), plan.latency_s, drop)
+
+
+def _tool_call_deltas(index: int, call: JSONObject) -> list[list[JSONObject]]:
+    """One tool call as OpenAI streams it: its id and name with empty arguments, then the
+    arguments."""
+    function = call["function"]
+    opened = {"index": index, "id": call["id"], "type": "function",
+              "function": {"name": function["name"], "arguments": ""}}  # fmt: skip
+    return [[opened], [{"index": index, "function": {"arguments": function["arguments"]}}]]
 
 
 def responses_stream(final: JSONObject, plan: Directives, *, drop: bool) -> Stream:
@@ -63,6 +75,9 @@ def responses_stream(final: JSONObject, plan: Directives, *, drop: bool) -> Stre
     tail: list[JSONObject] = []
     for index, item in enumerate(final["output"]):
         at = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "function_call":
+            tail += _function_call_events(index, item)
+            continue
         head.append(
             {
                 "type": "response.output_item.added",
@@ -104,11 +119,24 @@ def responses_stream(final: JSONObject, plan: Directives, *, drop: bool) -> Stre
     return _stream(frames, len(head), len(deltas), plan.latency_s, drop)
 
 
+def _function_call_events(index: int, item: JSONObject) -> list[JSONObject]:
+    at = {"item_id": item["id"], "output_index": index}
+    added = {**item, "status": "in_progress", "arguments": ""}
+    return [
+        {"type": "response.output_item.added", "output_index": index, "item": added},
+        {"type": "response.function_call_arguments.delta", **at, "delta": item["arguments"]},
+        {"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"]},
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]
+
+
 def messages_stream(message: JSONObject, plan: Directives, *, drop: bool) -> Stream:
     """An Anthropic `message` as Messages stream events."""
     events = wire.anthropic_stream_events(message, chunks=plan.chunks)
-    deltas = sum(1 for event in events if event["type"] == "content_block_delta")
-    head = next(i for i, event in enumerate(events) if event["type"] == "content_block_delta")
+    texts = [
+        i for i, event in enumerate(events) if event.get("delta", {}).get("type") == "text_delta"
+    ]
+    head, deltas = texts[0], len(texts)  # the text deltas are paced, not a tool's input
     frames = [_event(event["type"], event) for event in events]
     return _stream(frames, head, deltas, plan.latency_s, drop)
 

@@ -6,9 +6,12 @@ against the official `openai` and `anthropic` SDK types in strict mode.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from jobgate.providers import streaming
 from jobgate.simulator import model
@@ -48,6 +51,75 @@ def anthropic_error(fault: str, message: str) -> JSONObject:
         "error": {"type": kind, "message": message},
         "request_id": new_id("req_"),
     }
+
+
+# -- tool calls ---------------------------------------------------------------------------
+
+
+def tool_names(body: JSONObject) -> list[str]:
+    """The names of the function tools a request declares, in any of the three wires: Chat
+    Completions `{"type": "function", "function": {"name"}}`, Responses `{"type":
+    "function", "name"}`, Anthropic `{"name", "input_schema"}` (type absent or `custom`; its
+    server tools have other types)."""
+    tools = body.get("tools")
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+        elif tool.get("type") in ("function", "custom", None) and isinstance(tool.get("name"), str):
+            names.append(tool["name"])
+    return names
+
+
+def tool_calls_problem(plan: model.Directives, body: JSONObject) -> str | None:
+    """Why `sim.tool_calls` cannot be honoured for `body`, or None."""
+    if plan.tool_calls and not tool_names(body):
+        return "sim.tool_calls: the request declares no function tool to call"
+    return None
+
+
+def planned_calls(body: JSONObject, count: int, prompt: str) -> list[tuple[str, JSONObject]]:
+    """The `count` calls the simulated model makes after its text: the request's function
+    tools in turn, each given the prompt as `{"input": prompt}`."""
+    names = itertools.cycle(tool_names(body) or ["tool"])
+    return [(next(names), {"input": prompt}) for _ in range(count)]
+
+
+def arguments_text(arguments: JSONObject) -> str:
+    return orjson.dumps(arguments).decode()
+
+
+def with_chat_tool_calls(completion: JSONObject, body: JSONObject, count: int) -> JSONObject:
+    """`completion` (a `chat.completion`) with `count` tool calls after its text, finishing
+    with `tool_calls` as OpenAI's do."""
+    if not count:
+        return completion
+    choice = completion["choices"][0]
+    prompt = model.message_text(_last_user(body.get("messages")))
+    suffix = completion["id"].removeprefix("chatcmpl-")
+    calls = [
+        {
+            "id": f"call_{suffix}_{index}",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments_text(arguments)},
+        }
+        for index, (name, arguments) in enumerate(planned_calls(body, count, prompt))
+    ]
+    message = {**choice["message"], "tool_calls": calls}
+    return {
+        **completion,
+        "choices": [{**choice, "message": message, "finish_reason": "tool_calls"}],
+    }
+
+
+def _last_user(messages: Any) -> Any:
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return message.get("content")
+    return None
 
 
 # -- OpenAI Responses -----------------------------------------------------------------------
@@ -110,24 +182,29 @@ def response_object(
     completed_at: float | None = None,
     background: bool = False,
     error_code: str = "server_error",
+    tool_calls: int = 0,
 ) -> JSONObject:
     """An OpenAI `response` object for `body` as it stands in `status`.
 
     `completed` and `incomplete` carry output and usage; `failed` carries an error; `queued`,
     `in_progress` and `cancelled` carry neither (as OpenAI's background mode answers them).
+    `tool_calls` function_call items follow the message (ids derived from the response's, so
+    that every retrieve answers the same items).
     """
     output: list[JSONObject] = []
     usage = None
     error = None
     incomplete = None
     if status in ("completed", "incomplete"):
-        reply = model.echo_reply(responses_prompt(body))
+        prompt = responses_prompt(body)
+        reply = model.echo_reply(prompt)
         if status == "incomplete":
             reply = reply[: max(1, len(reply) // 2)]
             incomplete = {"reason": "max_output_tokens"}
+        suffix = response_id.removeprefix("resp_")
         output = [
             {
-                "id": f"msg_{response_id.removeprefix('resp_')}",
+                "id": f"msg_{suffix}",
                 "type": "message",
                 "status": status,
                 "role": "assistant",
@@ -136,8 +213,22 @@ def response_object(
                 ],
             }
         ]
+        calls = planned_calls(body, tool_calls, prompt) if status == "completed" else []
+        output += [
+            {
+                "id": f"fc_{suffix}_{index}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": f"call_{suffix}_{index}",
+                "name": name,
+                "arguments": arguments_text(arguments),
+            }
+            for index, (name, arguments) in enumerate(calls)
+        ]
         input_tokens = _responses_input_tokens(body)
-        output_tokens = model.count_tokens(reply)
+        output_tokens = model.count_tokens(reply) + sum(
+            model.count_tokens(item.get("arguments", "")) for item in output[1:]
+        )
         usage = {
             "input_tokens": input_tokens,
             "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
@@ -169,7 +260,7 @@ def response_object(
         "temperature": body.get("temperature", 1.0),
         "text": {"format": {"type": "text"}, "verbosity": "medium"},
         "tool_choice": body.get("tool_choice", "auto"),
-        "tools": [],
+        "tools": _response_tools(body),
         "top_logprobs": 0,
         "top_p": body.get("top_p", 1.0),
         "truncation": "disabled",
@@ -177,6 +268,16 @@ def response_object(
         "user": None,
         "metadata": metadata if isinstance(metadata, dict) else {},
     }
+
+
+def _response_tools(body: JSONObject) -> list[JSONObject]:
+    """The function tools a Response echoes: as declared, with OpenAI's defaults filled in."""
+    tools = body.get("tools")
+    return [
+        {"parameters": None, "strict": None, "description": None, **tool}
+        for tool in (tools if isinstance(tools, list) else [])
+        if isinstance(tool, dict) and tool.get("type") == "function"
+    ]
 
 
 def response_event(event_type: str, response_id: str, created_at: float) -> JSONObject:
@@ -233,27 +334,43 @@ def _anthropic_usage(input_tokens: int, output_tokens: int) -> JSONObject:
     }
 
 
-def anthropic_message(body: JSONObject, *, message_id: str | None = None) -> JSONObject:
-    """A complete Anthropic `message` answering the last user turn."""
+def anthropic_message(
+    body: JSONObject, *, message_id: str | None = None, tool_calls: int = 0
+) -> JSONObject:
+    """A complete Anthropic `message` answering the last user turn; `tool_calls` tool_use
+    blocks follow the text (stop reason `tool_use`)."""
     prompt, input_tokens = _anthropic_prompt(body)
     reply = model.echo_reply(prompt)
+    message_id = message_id or new_id("msg_")
+    content: list[JSONObject] = [{"type": "text", "text": reply, "citations": None}]
+    content += [
+        {
+            "type": "tool_use",
+            "id": f"toolu_{message_id.removeprefix('msg_')}_{index}",
+            "name": name,
+            "input": arguments,
+        }
+        for index, (name, arguments) in enumerate(planned_calls(body, tool_calls, prompt))
+    ]
+    output_tokens = model.count_tokens(reply) + sum(
+        model.count_tokens(arguments_text(block["input"])) for block in content[1:]
+    )
     return {
-        "id": message_id or new_id("msg_"),
+        "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": body.get("model", "sim-echo"),
-        "content": [{"type": "text", "text": reply, "citations": None}],
-        "stop_reason": "end_turn",
+        "content": content,
+        "stop_reason": "tool_use" if tool_calls else "end_turn",
         "stop_sequence": None,
-        "usage": _anthropic_usage(input_tokens, model.count_tokens(reply)),
+        "usage": _anthropic_usage(input_tokens, output_tokens),
     }
 
 
 def anthropic_stream_events(message: JSONObject, *, chunks: int = 4) -> list[JSONObject]:
-    """The server-sent events that stream `message`: message_start, one text block in
-    `chunks` deltas, message_delta (stop reason and output tokens), message_stop."""
-    text = "".join(block.get("text", "") for block in message["content"])
-    pieces = streaming.split_evenly(text, chunks)
+    """The server-sent events that stream `message`: message_start, its text block in
+    `chunks` deltas, each tool_use block as one `input_json_delta` of its input, message_delta
+    (stop reason and output tokens), message_stop."""
     start = {
         **message,
         "content": [],
@@ -261,21 +378,14 @@ def anthropic_stream_events(message: JSONObject, *, chunks: int = 4) -> list[JSO
         "stop_sequence": None,
         "usage": _anthropic_usage(message["usage"]["input_tokens"], 1),
     }
-    events: list[JSONObject] = [
-        {"type": "message_start", "message": start},
-        {
-            "type": "content_block_start",
-            "index": 0,
-            "content_block": {"type": "text", "text": "", "citations": None},
-        },
-        {"type": "ping"},
-    ]
+    events: list[JSONObject] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        opened, *rest = _block_events(index, block, chunks)
+        events.append(opened)
+        if index == 0:
+            events.append({"type": "ping"})  # Anthropic's, after the first block opens
+        events += rest
     events += [
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
-        for p in pieces
-    ]
-    events += [
-        {"type": "content_block_stop", "index": 0},
         {
             "type": "message_delta",
             "delta": {
@@ -287,6 +397,31 @@ def anthropic_stream_events(message: JSONObject, *, chunks: int = 4) -> list[JSO
         {"type": "message_stop"},
     ]
     return events
+
+
+def _block_events(index: int, block: JSONObject, chunks: int) -> list[JSONObject]:
+    if block["type"] == "tool_use":
+        opened = {**block, "input": {}}
+        partial = arguments_text(block["input"])
+        delta = {"type": "input_json_delta", "partial_json": partial}
+        return [
+            {"type": "content_block_start", "index": index, "content_block": opened},
+            {"type": "content_block_delta", "index": index, "delta": delta},
+            {"type": "content_block_stop", "index": index},
+        ]
+    opened = {"type": "text", "text": "", "citations": None}
+    return [
+        {"type": "content_block_start", "index": index, "content_block": opened},
+        *(
+            {"type": "content_block_delta", "index": index, "delta": _text_delta(piece)}
+            for piece in streaming.split_evenly(block.get("text", ""), chunks)
+        ),
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+def _text_delta(text: str) -> JSONObject:
+    return {"type": "text_delta", "text": text}
 
 
 # -- Anthropic Message Batches --------------------------------------------------------------
