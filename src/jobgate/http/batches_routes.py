@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.models import ProblemOut
+from jobgate.http.object_ids import BatchId
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services.batches import BatchService
 
@@ -56,7 +57,7 @@ async def create_batch(payload: CreateBatchRequest, ctx: Ctx, tenant: CurrentTen
 
 
 @router.get("/batches/{batch_id}", responses=_PROBLEMS, summary="Get a batch")
-async def get_batch(batch_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def get_batch(batch_id: BatchId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     service = batches(ctx)
     return _json(await service.view(await service.get(tenant_id=tenant.id, batch_id=batch_id)))
 
@@ -65,7 +66,9 @@ async def get_batch(batch_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
 async def list_batches(
     ctx: Ctx,
     tenant: CurrentTenant,
-    after: Annotated[str | None, Query(max_length=200)] = None,
+    after: Annotated[
+        BatchId | None, Query(description="Id of the last batch of the previous page")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> Response:
     service = batches(ctx)
@@ -83,6 +86,6 @@ async def list_batches(
 
 
 @router.post("/batches/{batch_id}/cancel", responses=_PROBLEMS, summary="Cancel a batch")
-async def cancel_batch(batch_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def cancel_batch(batch_id: BatchId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     service = batches(ctx)
     return _json(await service.view(await service.cancel(tenant_id=tenant.id, batch_id=batch_id)))

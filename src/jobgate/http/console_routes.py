@@ -26,7 +26,7 @@ from jobgate.http import console_charts as charts
 from jobgate.http import console_views as views
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render, same_origin
-from jobgate.http.models import ObjectId
+from jobgate.http.object_ids import JobId
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 PAGE = 50
@@ -193,14 +193,14 @@ async def _job(ctx: AppContext, job_id: str) -> dict[str, Any]:
 
 
 @router.get("/jobs/{job_id}")
-async def job_detail(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
+async def job_detail(job_id: JobId, ctx: Ctx, who: Operator) -> HTMLResponse:
     values = await _job(ctx, job_id)
     deliveries = await ctx.dashboard.deliveries(job_id)
     return render(ctx, "job.html", who, deliveries=deliveries, **values)
 
 
 @router.get("/live/jobs/{job_id}")
-async def job_live(job_id: ObjectId, ctx: Ctx, who: Operator) -> HTMLResponse:
+async def job_live(job_id: JobId, ctx: Ctx, who: Operator) -> HTMLResponse:
     """The job's summary, attempts and timeline, refreshed while it runs."""
     return render(ctx, "job_live.html", who, **await _job(ctx, job_id))
 

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobgate import errors
 from jobgate.http.context import AppContext, Ctx, context
-from jobgate.http.models import ObjectId
+from jobgate.http.object_ids import JobId
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 COOKIE = "jobgate_session"  # was `jobgate_operator`, which held the key: no longer read
@@ -215,7 +215,7 @@ async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
 
 
 @router.post("/jobs/{job_id}/redrive")
-async def redrive(job_id: ObjectId, request: Request, ctx: Ctx, who: Operator) -> Response:
+async def redrive(job_id: JobId, request: Request, ctx: Ctx, who: Operator) -> Response:
     same_origin(request)
     await ctx.dashboard.redrive(job_id=job_id, operator=who)
     return RedirectResponse(f"/dashboard/jobs/{job_id}", status_code=303)

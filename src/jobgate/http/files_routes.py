@@ -15,6 +15,7 @@ from jobgate.config import Settings
 from jobgate.http import multipart_stream
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.models import ProblemOut
+from jobgate.http.object_ids import FileId, FilePurpose
 from jobgate.services.files import FileService, file_view
 
 router = APIRouter(prefix="/v1", tags=["files"])
@@ -88,8 +89,10 @@ async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIter
 async def list_files(
     ctx: Ctx,
     tenant: CurrentTenant,
-    purpose: Annotated[str | None, Query(max_length=64)] = None,
-    after: Annotated[str | None, Query(max_length=200)] = None,
+    purpose: FilePurpose | None = None,
+    after: Annotated[
+        FileId | None, Query(description="Id of the last file of the previous page")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 10_000,
 ) -> Response:
     found, more = await files(ctx).list(
@@ -108,17 +111,17 @@ async def list_files(
 
 
 @router.get("/files/{file_id}", responses=_PROBLEMS, summary="Get a file")
-async def get_file(file_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def get_file(file_id: FileId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     return _json(file_view(await files(ctx).get(tenant_id=tenant.id, file_id=file_id)))
 
 
 @router.get("/files/{file_id}/content", responses=_PROBLEMS, summary="A file's content")
-async def file_content(file_id: str, ctx: Ctx, tenant: CurrentTenant) -> StreamingResponse:
+async def file_content(file_id: FileId, ctx: Ctx, tenant: CurrentTenant) -> StreamingResponse:
     chunks = await files(ctx).content(tenant_id=tenant.id, file_id=file_id)
     return StreamingResponse(chunks, media_type="application/jsonl")
 
 
 @router.delete("/files/{file_id}", responses=_PROBLEMS, summary="Delete a file")
-async def delete_file(file_id: str, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def delete_file(file_id: FileId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     await files(ctx).delete(tenant_id=tenant.id, file_id=file_id)
     return _json({"id": file_id, "object": "file", "deleted": True})

@@ -21,10 +21,10 @@ from jobgate.http.models import (
     EventListOut,
     JobListOut,
     JobOut,
-    ObjectId,
     ProblemOut,
     SubmitJobRequest,
 )
+from jobgate.http.object_ids import JobId
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.views import event_view, job_view
 from jobgate.services.jobs import SubmitSpec
@@ -148,7 +148,7 @@ def _prefer_wait(prefer: str | None) -> float | None:
 
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=_PROBLEMS, summary="Get a job")
 async def get_job(
-    job_id: ObjectId,
+    job_id: JobId,
     request: Request,
     ctx: Ctx,
     tenant: CurrentTenant,
@@ -194,7 +194,7 @@ async def read(
     "after the terminal event; resume with `Last-Event-ID`.",
 )
 async def job_events(
-    job_id: ObjectId,
+    job_id: JobId,
     request: Request,
     ctx: Ctx,
     tenant: CurrentTenant,
@@ -252,7 +252,7 @@ async def _event_stream(ctx: Ctx, tenant_id: str, job_id: str, after: int) -> As
     responses=_PROBLEMS,
     summary="Cancel a job (idempotent, never 409)",
 )
-async def cancel_job(job_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def cancel_job(job_id: JobId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     job = await ctx.jobs.cancel(tenant_id=tenant.id, job_id=job_id)
     return json_response(job_view(job), 200, _job_headers(ctx, job))
 
@@ -264,13 +264,7 @@ async def list_jobs(
     status: Annotated[list[JobState] | None, Query(description="Filter by status")] = None,
     dead_lettered: Annotated[bool | None, Query()] = None,
     after: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            max_length=ranges.MAX_CURSOR_CHARS,
-            pattern=ranges.ID_PATTERN,
-            description="Id of the last job of the previous page",
-        ),
+        JobId | None, Query(description="Id of the last job of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=ranges.MAX_PAGE)] = 20,
 ) -> Response:
@@ -297,7 +291,7 @@ async def list_jobs(
     responses=_PROBLEMS,
     summary="Cancel if live, then purge input and result",
 )
-async def delete_job(job_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def delete_job(job_id: JobId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     job = await ctx.jobs.delete(tenant_id=tenant.id, job_id=job_id)
     return json_response(job_view(job))
 
@@ -309,7 +303,7 @@ async def delete_job(job_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Respo
     responses=_PROBLEMS,
     summary="Redrive a dead-lettered job",
 )
-async def retry_job(job_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def retry_job(job_id: JobId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     job = await ctx.jobs.retry(tenant_id=tenant.id, job_id=job_id)
     return json_response(
         job_view(job), 202, {"Location": f"/v1/jobs/{job.id}", **_job_headers(ctx, job)}

@@ -5,12 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import pydantic
-from fastapi import Path
 
 from jobgate.domain import ranges
-
-# An object id in a path (`job_…`, `resp_…`, `we_…`): anything else is refused before storage.
-ObjectId = Annotated[str, Path(max_length=ranges.MAX_CURSOR_CHARS, pattern=ranges.ID_PATTERN)]
 
 
 class SimDirectives(pydantic.BaseModel):

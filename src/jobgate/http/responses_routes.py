@@ -20,7 +20,8 @@ from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.json_response import json_response
-from jobgate.http.models import ObjectId, ProblemOut
+from jobgate.http.models import ProblemOut
+from jobgate.http.object_ids import ResponseId
 from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services.responses import ResponsesService
@@ -191,7 +192,7 @@ async def _disconnected(request: Request) -> None:
     "(or `Last-Event-ID`) and follows the response until it finishes.",
 )
 async def get_response(
-    response_id: ObjectId,
+    response_id: ResponseId,
     svc: Service,
     tenant: CurrentTenant,
     stream: Annotated[bool, Query(description="Answer with server-sent events")] = False,
@@ -252,7 +253,7 @@ async def _retrieve(
     description="Answers the Response as it stands: `cancelled` once the cancellation has "
     "taken effect (it waits up to 5 s for that), unchanged if it had already finished.",
 )
-async def cancel_response(response_id: ObjectId, svc: Service, tenant: CurrentTenant) -> Response:
+async def cancel_response(response_id: ResponseId, svc: Service, tenant: CurrentTenant) -> Response:
     job = await svc.cancel(tenant_id=tenant.id, response_id=response_id)
     return json_response(responses.render(job), 200, _headers(svc, job))
 
@@ -265,6 +266,6 @@ async def cancel_response(response_id: ObjectId, svc: Service, tenant: CurrentTe
     description="Cancels it if still live, then purges its input and output; afterwards it "
     "is not found (its job keeps a tombstone at /v1/jobs/{id}).",
 )
-async def delete_response(response_id: ObjectId, svc: Service, tenant: CurrentTenant) -> Response:
+async def delete_response(response_id: ResponseId, svc: Service, tenant: CurrentTenant) -> Response:
     await svc.delete(tenant_id=tenant.id, response_id=response_id)
     return json_response({"id": response_id, "object": "response.deleted", "deleted": True})

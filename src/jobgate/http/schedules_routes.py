@@ -13,7 +13,8 @@ from jobgate import errors
 from jobgate.clock import to_unix
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.json_response import json_response
-from jobgate.http.models import ObjectId, ProblemOut, SubmitJobRequest
+from jobgate.http.models import ProblemOut, SubmitJobRequest
+from jobgate.http.object_ids import ScheduleId
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services import schedules
 from jobgate.storage.records import Schedule
@@ -106,7 +107,7 @@ async def list_schedules(ctx: Ctx, tenant: CurrentTenant) -> Response:
     responses=_PROBLEMS,
     summary="Read a schedule",
 )
-async def get_schedule(schedule_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def get_schedule(schedule_id: ScheduleId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     found = await _service(ctx).get(tenant_id=tenant.id, schedule_id=schedule_id)
     return json_response(schedule_view(found))
 
@@ -117,7 +118,7 @@ async def get_schedule(schedule_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -
     responses=_PROBLEMS,
     summary="Pause a schedule (idempotent)",
 )
-async def pause_schedule(schedule_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def pause_schedule(schedule_id: ScheduleId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     changed = await _service(ctx).set_paused(
         tenant_id=tenant.id, schedule_id=schedule_id, paused=True
     )
@@ -130,7 +131,7 @@ async def pause_schedule(schedule_id: ObjectId, ctx: Ctx, tenant: CurrentTenant)
     responses=_PROBLEMS,
     summary="Resume a schedule from its next slot (idempotent)",
 )
-async def resume_schedule(schedule_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def resume_schedule(schedule_id: ScheduleId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     changed = await _service(ctx).set_paused(
         tenant_id=tenant.id, schedule_id=schedule_id, paused=False
     )
@@ -142,6 +143,6 @@ async def resume_schedule(schedule_id: ObjectId, ctx: Ctx, tenant: CurrentTenant
     responses=_PROBLEMS,
     summary="Delete a schedule (its jobs stay)",
 )
-async def delete_schedule(schedule_id: ObjectId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def delete_schedule(schedule_id: ScheduleId, ctx: Ctx, tenant: CurrentTenant) -> Response:
     await _service(ctx).delete(tenant_id=tenant.id, schedule_id=schedule_id)
     return json_response({"id": schedule_id, "object": "schedule", "deleted": True})

@@ -15,6 +15,7 @@ from starlette.responses import Response, StreamingResponse
 from jobgate import metrics
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.models import ProblemOut
+from jobgate.http.object_ids import JobId
 from jobgate.http.views import job_view
 from jobgate.services import output_feed
 
@@ -46,7 +47,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     "`?starting_after=N` (the last `seq` received).",
 )
 async def stream_job_output(
-    job_id: str,
+    job_id: JobId,
     ctx: Ctx,
     tenant: CurrentTenant,
     starting_after: Annotated[

@@ -12,7 +12,8 @@ from jobgate.clock import from_unix, to_unix
 from jobgate.domain import ranges
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.json_response import json_response
-from jobgate.http.models import ObjectId, ProblemOut
+from jobgate.http.models import ProblemOut
+from jobgate.http.object_ids import EndpointId, JobId
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.webhooks_models import (
     CreateEndpointRequest,
@@ -132,12 +133,7 @@ async def list_endpoints(
     tenant: CurrentTenant,
     webhooks: Webhooks,
     after: Annotated[
-        str | None,
-        Query(
-            max_length=ranges.MAX_CURSOR_CHARS,
-            pattern=ranges.ID_PATTERN,
-            description="Id of the last endpoint of the previous page",
-        ),
+        EndpointId | None, Query(description="Id of the last endpoint of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=ranges.MAX_PAGE)] = 20,
 ) -> Response:
@@ -159,7 +155,7 @@ async def list_endpoints(
     summary="Get a webhook endpoint",
 )
 async def get_endpoint(
-    endpoint_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks
+    endpoint_id: EndpointId, tenant: CurrentTenant, webhooks: Webhooks
 ) -> Response:
     return json_response(
         endpoint_view(await webhooks.get(tenant_id=tenant.id, endpoint_id=endpoint_id))
@@ -174,7 +170,10 @@ async def get_endpoint(
     description="Set `disabled: false` to enable an endpoint again (after a 410, for example).",
 )
 async def update_endpoint(
-    endpoint_id: ObjectId, payload: UpdateEndpointRequest, tenant: CurrentTenant, webhooks: Webhooks
+    endpoint_id: EndpointId,
+    payload: UpdateEndpointRequest,
+    tenant: CurrentTenant,
+    webhooks: Webhooks,
 ) -> Response:
     changes = EndpointChanges(
         url=payload.url,
@@ -194,7 +193,7 @@ async def update_endpoint(
     summary="Delete a webhook endpoint (its pending deliveries fail)",
 )
 async def delete_endpoint(
-    endpoint_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks
+    endpoint_id: EndpointId, tenant: CurrentTenant, webhooks: Webhooks
 ) -> Response:
     await webhooks.delete(tenant_id=tenant.id, endpoint_id=endpoint_id)
     return json_response({"id": endpoint_id, "object": "webhook_endpoint", "deleted": True})
@@ -209,7 +208,7 @@ async def delete_endpoint(
     "`v1,` signature, for `grace_period_s` (default 24 h).",
 )
 async def rotate_secret(
-    endpoint_id: ObjectId,
+    endpoint_id: EndpointId,
     tenant: CurrentTenant,
     webhooks: Webhooks,
     payload: RotateSecretRequest | None = None,
@@ -228,7 +227,7 @@ async def rotate_secret(
     summary="Send a signed ping now and answer its result",
 )
 async def test_endpoint(
-    endpoint_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks
+    endpoint_id: EndpointId, tenant: CurrentTenant, webhooks: Webhooks
 ) -> Response:
     result = await webhooks.ping(tenant_id=tenant.id, endpoint_id=endpoint_id)
     return json_response(
@@ -250,7 +249,7 @@ async def test_endpoint(
     summary="Re-queue failed deliveries since a time",
 )
 async def recover_endpoint(
-    endpoint_id: ObjectId, payload: RecoverRequest, tenant: CurrentTenant, webhooks: Webhooks
+    endpoint_id: EndpointId, payload: RecoverRequest, tenant: CurrentTenant, webhooks: Webhooks
 ) -> Response:
     requeued = await webhooks.recover(
         tenant_id=tenant.id, endpoint_id=endpoint_id, since=from_unix(payload.since)
@@ -276,6 +275,6 @@ async def webhook_secret(tenant: CurrentTenant) -> Response:
     responses=_PROBLEMS,
     summary="A job's webhook deliveries and every attempt at each",
 )
-async def job_deliveries(job_id: ObjectId, tenant: CurrentTenant, webhooks: Webhooks) -> Response:
+async def job_deliveries(job_id: JobId, tenant: CurrentTenant, webhooks: Webhooks) -> Response:
     deliveries = await webhooks.job_deliveries(tenant_id=tenant.id, job_id=job_id)
     return json_response({"object": "list", "data": [delivery_view(d) for d in deliveries]})

@@ -41,8 +41,10 @@ class FileService:
         early = purpose()
         if early is not None:
             _check_purpose(early)
-        if not filename or len(filename) > MAX_FILENAME:
-            raise errors.InvalidRequest("file must have a name of 1-255 characters", param="file")
+        if not filename or len(filename) > MAX_FILENAME or "\x00" in filename:
+            raise errors.InvalidRequest(
+                "file must have a name of 1-255 characters, without NUL", param="file"
+            )
         file_id = self.ids.new("file")
         await self.storage.file_create(
             file_id=file_id, tenant_id=tenant_id, purpose="batch", filename=filename
