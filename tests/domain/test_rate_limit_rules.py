@@ -5,7 +5,7 @@ token estimates are never negative; schedules and keys out of range are refused.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from jobgate import errors
@@ -33,6 +33,72 @@ def test_admitted_requests_never_exceed_the_rate(rpm: int, gaps: list[float]) ->
         window = 10 * spacing  # any window: here ten spacings long
         inside = sum(1 for t in starts[i:] if t < first + window)
         assert inside <= 10 + 1
+
+
+# One worker's step, after a gap in provider spacings (whole ones: the edges of a window; or
+# any): a worker that holds no request takes one for a target (0: the provider and model "m",
+# 1: the provider alone); one that holds a request gives it back or else uses it.
+_steps = st.lists(
+    st.tuples(
+        st.integers(min_value=0, max_value=2),  # the worker
+        st.booleans(),  # it gives its request back (else uses it)
+        st.integers(min_value=0, max_value=1),  # the target of a take
+        st.one_of(st.sampled_from([0.0, 1.0, 2.0]), st.floats(0, 3, allow_nan=False)),
+    ),
+    max_size=120,
+)
+# rpm 600: one start every 0.1 s; three starts within one spacing when a request taken at 0.1 is
+# given back after another was taken at 0.2.
+_ISSUE = [(0, False, 1, 0.0), (0, False, 1, 0.0), (1, True, 1, 1.0), (2, False, 1, 1.0)]
+_ISSUE += [(2, False, 1, 0.0), (1, True, 1, 0.0), (0, False, 1, 0.0), (0, False, 1, 0.0)]
+
+
+def _bound_kept(starts: list[float], spacing: float) -> bool:
+    """Whether `starts` keep the bound in every window: from any start, the k-th start after
+    it comes k spacings later or more (at most k + 1 starts in a window k spacings long)."""
+    times = sorted(starts)
+    return all(
+        times[i + k] - times[i] >= k * spacing * (1 - 1e-9)
+        for i in range(len(times))
+        for k in range(1, len(times) - i)
+    )
+
+
+@settings(max_examples=400)
+@example(rpm=600, model_rpm=60, steps=_ISSUE)
+@given(rpm=st.sampled_from([600, 60, 7]), model_rpm=st.sampled_from([60, 600]), steps=_steps)
+def test_give_backs_never_admit_past_the_rate(
+    rpm: int, model_rpm: int, steps: list[tuple[int, bool, int, float]]
+) -> None:
+    """Workers take requests, then use them or give them back, interleaved at any times (the
+    store runs each take and give-back as one transaction of these rules): the requests used
+    keep the bound in every window, for the provider and for its model."""
+    wide = Bucket("p", rules.PROVIDER_WIDE, rpm=rpm)
+    model = Bucket("p", "m", rpm=model_rpm)
+    targets = [(wide, model), (wide,)]
+    states = {wide: BucketState(), model: BucketState()}
+    held: dict[int, tuple[tuple[Bucket, ...], float]] = {}  # by worker: its target, taken at
+    used: dict[Bucket, list[float]] = {wide: [], model: []}
+    now = 1_000.0
+    for worker, gives_back, target, gap in steps:
+        now += gap * 60.0 / rpm
+        if worker not in held:
+            buckets = targets[target]
+            if rules.admit([(b, states[b]) for b in buckets], now) == 0.0:
+                states.update({b: rules.take(b, states[b], now) for b in buckets})
+                held[worker] = (buckets, now)
+            continue
+        buckets, taken_at = held.pop(worker)
+        if gives_back:
+            states.update({b: rules.give_back(b, states[b], taken_at) for b in buckets})
+        else:
+            for bucket in buckets:
+                used[bucket].append(taken_at)
+    for buckets, taken_at in held.values():  # still held: they may start
+        for bucket in buckets:
+            used[bucket].append(taken_at)
+    assert _bound_kept(used[wide], 60.0 / rpm)
+    assert _bound_kept(used[model], 60.0 / model_rpm)
 
 
 @given(

@@ -4,7 +4,8 @@ may start (`requests_at`) and at which its token debt is paid (`tokens_at`), in 
 the database's clock; storage locks the bucket rows, these rules say what a claim may do.
 
 A request is admitted once both times have come, then pushes `requests_at` one spacing
-(60 / rpm) ahead: in any window of T seconds at most T * rpm / 60 + 1 calls start. Tokens are
+(60 / rpm) ahead: in any window of T seconds at most T * rpm / 60 + 1 calls start (a request
+given back returns its slot only while no later one was admitted: `give_back`). Tokens are
 estimated before the call (prompt characters / 4 + the output cap) and added as debt
 (60 / tpm seconds each); the reported usage corrects the debt afterwards. A limit of 0 is none.
 """
@@ -37,6 +38,19 @@ class BucketState:
     tokens_at: float = 0.0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Take:
+    """A take's answer: admitted (`wait_s` 0.0) at `at`, the database's time in Unix seconds
+    (what a give-back names the request by), or else the seconds until one may be."""
+
+    wait_s: float
+    at: float | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.at is not None
+
+
 def admit(buckets: Sequence[tuple[Bucket, BucketState]], now: float) -> float:
     """0.0 when one more request may start now under every bucket, else how many seconds
     until it may (the longest wait among them)."""
@@ -56,11 +70,18 @@ def take(bucket: Bucket, state: BucketState, now: float) -> BucketState:
     return dataclasses.replace(state, requests_at=max(state.requests_at, now) + 60.0 / bucket.rpm)
 
 
-def give_back(bucket: Bucket, state: BucketState) -> BucketState:
-    """The state once an admitted request was not used (no job was there to claim)."""
+def give_back(bucket: Bucket, state: BucketState, taken_at: float) -> BucketState:
+    """The state once a request admitted at `taken_at` was not used (no job was there to
+    claim). Only while its slot is still the last one taken can it be returned: a request
+    admitted after it waited for that slot to pass, so returning it then would let a further
+    start fall within one spacing of that one."""
     if bucket.rpm <= 0:
         return state
-    return dataclasses.replace(state, requests_at=state.requests_at - 60.0 / bucket.rpm)
+    # An admitted take found requests_at <= taken_at, so it left exactly this value (the same
+    # float operation, on the same operands).
+    if state.requests_at != taken_at + 60.0 / bucket.rpm:
+        return state
+    return dataclasses.replace(state, requests_at=taken_at)
 
 
 def spend(bucket: Bucket, state: BucketState, tokens: int, now: float) -> BucketState:

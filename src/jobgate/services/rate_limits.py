@@ -81,25 +81,28 @@ class RateLimiter:
     def targets(self, provider: str) -> list[ClaimTarget]:
         return self._targets.get(provider, [])
 
-    async def take(self, target: ClaimTarget) -> bool:
-        """Take one request from the target's buckets; False (and the wait noted) when one
-        of them does not admit it yet. A token bucket is charged a reservation in the same
-        transaction (the target's last estimate), settled to the claimed job's estimate by
-        `started`: without it, two processes could both be admitted between one's take and
-        its charge, and together exceed the tpm (an enforcing simulator answered 429)."""
-        wait_s = await self._storage.rate_limit_take(
+    async def take(self, target: ClaimTarget) -> float | None:
+        """Take one request from the target's buckets: the database's time of the take, or
+        None (and the wait noted) when one of them does not admit it yet. A token bucket is
+        charged a reservation in the same transaction (the target's last estimate), settled to
+        the claimed job's estimate by `started`: without it, two processes could both be
+        admitted between one's take and its charge, and together exceed the tpm (an enforcing
+        simulator answered 429)."""
+        taken = await self._storage.rate_limit_take(
             buckets=target.buckets, reserve_tokens=self._reservation(target)
         )
-        if wait_s <= 0:
-            return True
+        if taken.at is not None:
+            return taken.at
         model = target.models[0] if target.models else PROVIDER_WIDE
         metrics.RATE_LIMIT_WAITS.labels(target.provider, model).inc()
+        wait_s = taken.wait_s
         self.wait_s = wait_s if self.wait_s <= 0 else min(self.wait_s, wait_s)
-        return False
+        return None
 
-    async def unused(self, target: ClaimTarget) -> None:
-        """Give back a request taken for a claim that found no job (and its reservation)."""
-        await self._storage.rate_limit_give_back(buckets=target.buckets)
+    async def unused(self, target: ClaimTarget, taken_at: float) -> None:
+        """Give back a request taken at `taken_at` for a claim that found no job (and its
+        reservation)."""
+        await self._storage.rate_limit_give_back(buckets=target.buckets, taken_at=taken_at)
         reserved = self._reservation(target)
         if reserved:
             await self._storage.rate_limit_spend(

@@ -249,7 +249,8 @@ class Worker:
         from its buckets, none while they have no room (the jobs stay queued, unleased)."""
         if limit <= 0:
             return []
-        if target.buckets and not await self._rate_limits.take(target):
+        taken_at = await self._rate_limits.take(target) if target.buckets else None
+        if target.buckets and taken_at is None:
             return []
         jobs = await self._storage.job_claim(
             worker_id=self.worker_id,
@@ -263,7 +264,8 @@ class Worker:
         if not target.buckets:
             return jobs
         if not jobs:
-            await self._rate_limits.unused(target)
+            assert taken_at is not None  # buckets were taken from
+            await self._rate_limits.unused(target, taken_at)
             return []
         await self._rate_limits.started(target, jobs)
         return jobs

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from jobgate.domain import costs, progress
 from jobgate.domain.job import Job, JobEvent, JSONObject, Lease, NewJob
-from jobgate.domain.rate_limits import Bucket
+from jobgate.domain.rate_limits import Bucket, Take
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish, RetryDelay
 from jobgate.storage.feature_protocol import (
@@ -584,15 +584,17 @@ class RateLimitStore(Protocol):
 
     async def rate_limit_take(
         self, *, buckets: Sequence[Bucket], reserve_tokens: int = 0, now: datetime | None = None
-    ) -> float:
-        """Admit one request under every bucket at once (creating missing rows): 0.0 when
-        admitted (each bucket's next start moved one spacing ahead, and `reserve_tokens` added
-        to each token bucket's debt in the same transaction), else the seconds to wait
-        (nothing changed). Serialised per bucket across processes."""
+    ) -> Take:
+        """Admit one request under every bucket at once (creating missing rows): admitted at
+        the database's time (each bucket's next start moved one spacing ahead, and
+        `reserve_tokens` added to each token bucket's debt in the same transaction), else the
+        seconds to wait (nothing changed). Serialised per bucket across processes."""
         ...
 
-    async def rate_limit_give_back(self, *, buckets: Sequence[Bucket]) -> None:
-        """Return a request admitted by rate_limit_take that was not used."""
+    async def rate_limit_give_back(self, *, buckets: Sequence[Bucket], taken_at: float) -> None:
+        """Return a request that rate_limit_take admitted at `taken_at` and that was not used,
+        to each bucket where no request was admitted after it (domain.rate_limits.give_back:
+        a later start waited for its slot, so it stays spent there)."""
         ...
 
     async def rate_limit_spend(

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.store.rate_limits import Change, RateLimitQueries, held_states
+from jobgate.storage.store.rate_limits import A, Change, RateLimitQueries, held_states
 
 
 def _keys(buckets: Sequence[Bucket]) -> dict[str, list[str]]:
@@ -19,12 +19,12 @@ class PostgresRateLimits(RateLimitQueries):
     _sql: PostgresExecutor
 
     async def _buckets_locked(
-        self, buckets: list[Bucket], now: datetime | None, change: Change
-    ) -> float:
+        self, buckets: list[Bucket], now: datetime | None, change: Change[A]
+    ) -> A:
         keys = _keys(buckets)
         fetch = self._sql.fetch
 
-        async def locked(conn: Conn) -> float:
+        async def locked(conn: Conn) -> A:
             await fetch(conn, "rate_limit_ensure", **keys)
             (clock,) = await fetch(conn, "rate_limit_now", now=now)
             rows = await fetch(conn, "rate_limit_lock", **keys)

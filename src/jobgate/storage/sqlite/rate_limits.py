@@ -11,18 +11,18 @@ from typing import Any
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q
-from jobgate.storage.store.rate_limits import Change, RateLimitQueries, held_states
+from jobgate.storage.store.rate_limits import A, Change, RateLimitQueries, held_states
 
 
 class SqliteRateLimits(RateLimitQueries):
     _db: SqliteDatabase
 
     async def _buckets_locked(
-        self, buckets: list[Bucket], now: datetime | None, change: Change
-    ) -> float:
+        self, buckets: list[Bucket], now: datetime | None, change: Change[A]
+    ) -> A:
         read = {"buckets": self._bucket_keys(buckets), "now": self._sql.codec.now(now)}
 
-        def locked(conn: sqlite3.Connection) -> float:
+        def locked(conn: sqlite3.Connection) -> A:
             rows = conn.execute(Q["rate_limit_read"].sql, read).fetchall()
             states, answer = change(held_states(buckets, rows), read["now"])
             if states is None:

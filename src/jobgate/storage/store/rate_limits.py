@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from jobgate.domain import ranges
 from jobgate.domain import rate_limits as rules
 from jobgate.domain.job import Job, Lease
-from jobgate.domain.rate_limits import Bucket, BucketState
+from jobgate.domain.rate_limits import Bucket, BucketState, Take
 from jobgate.storage.executor import Row, SqlPart
 
 Held = list[tuple[Bucket, BucketState]]
+A = TypeVar("A")
 # Given the locked buckets with their states and the database's time (Unix seconds): the new
 # states to write (None: write nothing) and the answer.
-Change = Callable[[Held, float], tuple[list[BucketState] | None, float]]
+Change = Callable[[Held, float], tuple[list[BucketState] | None, A]]
 
 
 def _ordered(buckets: Sequence[Bucket]) -> list[Bucket]:
@@ -49,8 +50,8 @@ class RateLimitQueries(SqlPart):
         return self._sql.codec.json([{"provider": b.provider, "model": b.model} for b in buckets])
 
     async def _buckets_locked(
-        self, buckets: list[Bucket], now: datetime | None, change: Change
-    ) -> float:
+        self, buckets: list[Bucket], now: datetime | None, change: Change[A]
+    ) -> A:
         """Lock `buckets` (in this order), apply `change` at the database's time, write the
         new states, in one transaction; answers what `change` answers."""
         raise NotImplementedError
@@ -65,21 +66,21 @@ class RateLimitQueries(SqlPart):
 
     async def rate_limit_take(
         self, *, buckets: Sequence[Bucket], reserve_tokens: int = 0, now: datetime | None = None
-    ) -> float:
-        def take(held: Held, at: float) -> tuple[list[BucketState] | None, float]:
+    ) -> Take:
+        def take(held: Held, at: float) -> tuple[list[BucketState] | None, Take]:
             wait_s = rules.admit(held, at)
             if wait_s > 0:
-                return None, wait_s
+                return None, Take(wait_s)
             taken = [(bucket, rules.take(bucket, state, at)) for bucket, state in held]
-            return [rules.spend(b, s, reserve_tokens, at) for b, s in taken], 0.0
+            return [rules.spend(b, s, reserve_tokens, at) for b, s in taken], Take(0.0, at)
 
         if not buckets:
-            return 0.0
+            return Take(0.0, 0.0)  # nothing limits it (and nothing to give back)
         return await self._buckets_locked(_ordered(buckets), now, take)
 
-    async def rate_limit_give_back(self, *, buckets: Sequence[Bucket]) -> None:
-        def give_back(held: Held, at: float) -> tuple[list[BucketState] | None, float]:
-            return [rules.give_back(bucket, state) for bucket, state in held], 0.0
+    async def rate_limit_give_back(self, *, buckets: Sequence[Bucket], taken_at: float) -> None:
+        def give_back(held: Held, at: float) -> tuple[list[BucketState] | None, None]:
+            return [rules.give_back(bucket, state, taken_at) for bucket, state in held], None
 
         if buckets:
             await self._buckets_locked(_ordered(buckets), None, give_back)
@@ -91,8 +92,8 @@ class RateLimitQueries(SqlPart):
         for bucket, count in spends:
             tokens[_key(bucket)] = tokens.get(_key(bucket), 0) + count
 
-        def spend(held: Held, at: float) -> tuple[list[BucketState] | None, float]:
-            return [rules.spend(b, s, tokens[_key(b)], at) for b, s in held], 0.0
+        def spend(held: Held, at: float) -> tuple[list[BucketState] | None, None]:
+            return [rules.spend(b, s, tokens[_key(b)], at) for b, s in held], None
 
         wanted = [bucket for bucket, _ in spends if bucket.tpm > 0]
         if wanted and any(tokens.values()):
