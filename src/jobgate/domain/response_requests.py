@@ -22,6 +22,14 @@ _FORMATS = frozenset({"text", "json_object", "json_schema"})
 _VERBOSITY = frozenset({"low", "medium", "high"})
 _EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
 _SUMMARIES = frozenset({"auto", "concise", "detailed"})
+_CONTEXTS = frozenset({"auto", "current_turn", "all_turns"})
+# reasoning.* members with a fixed set of values (`mode` is any string).
+_REASONING_CHOICES = {
+    "effort": _EFFORTS,
+    "summary": _SUMMARIES,
+    "generate_summary": _SUMMARIES,
+    "context": _CONTEXTS,
+}
 # Built-in tools a native provider may run, and the members OpenAI requires of each (checked
 # so that the Response echoing them always validates).
 _BUILTIN_TOOLS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
@@ -132,6 +140,8 @@ def _check_tool_choice(choice: Any) -> None:
         return  # absent, or one of the strings the schema allows
     kind = choice.get("type")
     needs = {"function": "name", "custom": "name", "mcp": "server_label"}
+    if not isinstance(kind, str):
+        kind = None  # refused below, never looked up (an object or list is unhashable)
     if kind in needs:
         if not isinstance(choice.get(needs[kind]), str):
             raise errors.InvalidRequest(
@@ -159,7 +169,7 @@ def _check_text(text: Any) -> None:
     fmt = text.get("format")
     if fmt is not None:
         kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind not in _FORMATS:
+        if not _one_of(kind, _FORMATS):
             raise errors.InvalidRequest(
                 "text.format.type must be text, json_object or json_schema",
                 param="text.format.type",
@@ -172,7 +182,7 @@ def _check_text(text: Any) -> None:
                 param="text.format",
             )
     verbosity = text.get("verbosity")
-    if verbosity is not None and verbosity not in _VERBOSITY:
+    if verbosity is not None and not _one_of(verbosity, _VERBOSITY):
         raise errors.InvalidRequest(
             "text.verbosity must be low, medium or high", param="text.verbosity"
         )
@@ -181,14 +191,19 @@ def _check_text(text: Any) -> None:
 def _check_reasoning(reasoning: Any) -> None:
     if reasoning is None:
         return
-    effort = reasoning.get("effort")
-    if effort is not None and effort not in _EFFORTS:
-        raise errors.InvalidRequest(
-            f"reasoning.effort must be one of {', '.join(sorted(_EFFORTS))}",
-            param="reasoning.effort",
-        )
-    summary = reasoning.get("summary")
-    if summary is not None and summary not in _SUMMARIES:
-        raise errors.InvalidRequest(
-            "reasoning.summary must be auto, concise or detailed", param="reasoning.summary"
-        )
+    for key, allowed in _REASONING_CHOICES.items():
+        value = reasoning.get(key)
+        if value is not None and not _one_of(value, allowed):
+            raise errors.InvalidRequest(
+                f"reasoning.{key} must be one of {', '.join(sorted(allowed))}",
+                param=f"reasoning.{key}",
+            )
+    mode = reasoning.get("mode")
+    if mode is not None and not isinstance(mode, str):
+        raise errors.InvalidRequest("reasoning.mode must be a string", param="reasoning.mode")
+
+
+def _one_of(value: Any, allowed: frozenset[str]) -> bool:
+    """Whether `value` is one of the strings `allowed` (any other JSON value is not, objects
+    and lists included: they cannot even be looked up)."""
+    return isinstance(value, str) and value in allowed

@@ -45,6 +45,12 @@ TRUNCATIONS = frozenset({"auto", "disabled"})
 ITEM_STATUSES = frozenset({"in_progress", "completed", "incomplete"})
 
 
+def _member(value: Any, allowed: frozenset[str]) -> bool:
+    """Whether `value` is one of the strings `allowed`; any other JSON value (a provider's or
+    a client's object or list included) is not, and is never looked up."""
+    return isinstance(value, str) and value in allowed
+
+
 def status_of(job: Job) -> str:
     """The Response status of a job. A succeeded job whose result says `incomplete` (cut
     short at max_output_tokens, or filtered) is `incomplete`."""
@@ -164,7 +170,7 @@ def _normalise_item(item: Any, index: int, response_id: str) -> Any:
         fixed["id"] = f"{prefix}_{response_id.removeprefix(f'{ID_PREFIX}_')}_{index}"
     if kind == "message":
         fixed["role"] = "assistant"
-        if item.get("status") not in ITEM_STATUSES:
+        if not _member(item.get("status"), ITEM_STATUSES):
             fixed["status"] = "completed"
         content = item.get("content")
         parts = content if isinstance(content, list) else []
@@ -227,14 +233,14 @@ def skeleton(
         "prompt_cache_key": prompt_cache_key if isinstance(prompt_cache_key, str) else None,
         "reasoning": reasoning if isinstance(reasoning, dict) else None,
         "safety_identifier": _pick(request, "safety_identifier", (str,), None),
-        "service_tier": service_tier if service_tier in SERVICE_TIERS else "auto",
+        "service_tier": service_tier if _member(service_tier, SERVICE_TIERS) else "auto",
         "temperature": _pick(request, "temperature", (int, float), 1.0),
         "text": text if isinstance(text, dict) else {"format": {"type": "text"}},
         "tool_choice": _pick(request, "tool_choice", (str, dict), "auto"),
         "tools": _pick(request, "tools", (list,), []),
         "top_logprobs": _pick(request, "top_logprobs", (int,), 0),
         "top_p": _pick(request, "top_p", (int, float), 1.0),
-        "truncation": truncation if truncation in TRUNCATIONS else "disabled",
+        "truncation": truncation if _member(truncation, TRUNCATIONS) else "disabled",
         "usage": None,
         "user": _pick(request, "user", (str,), None),
     }
@@ -275,13 +281,13 @@ def render(job: Job) -> JSONObject:
         body["completed_at"] = to_unix(job.completed_at)
         if isinstance(result.get("model"), str) and result["model"]:
             body["model"] = result["model"]
-        if result.get("service_tier") in SERVICE_TIERS:
+        if _member(result.get("service_tier"), SERVICE_TIERS):
             body["service_tier"] = result["service_tier"]
         if status == "incomplete":
             details = result.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
             body["incomplete_details"] = {
-                "reason": reason if reason in INCOMPLETE_REASONS else None
+                "reason": reason if _member(reason, INCOMPLETE_REASONS) else None
             }
     elif status == "failed":
         body["error"] = error_object(job.error)

@@ -86,7 +86,7 @@ def _turn(item: Any, where: str, target: str) -> Turn | None:
     kind = item.get("type", "message")
     if kind == "message":
         role = item.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise errors.InvalidRequest(
                 f"{where}.role must be one of user, assistant, system, developer",
                 param=f"{where}.role",
