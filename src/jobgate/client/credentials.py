@@ -1,11 +1,12 @@
 """Where the client finds its server and key: arguments, then JOBGATE_URL / JOBGATE_API_KEY,
-then the key saved for that server URL (by `jobgate serve` or `jobgate login`).
+then the key saved for that server (by `jobgate serve` or `jobgate login`).
 
 The file is `$XDG_CONFIG_HOME/jobgate/credentials.json` (or JOBGATE_CREDENTIALS_PATH): a JSON
-object keyed by server URL (`http://host:port`), each entry `{"api_key", "tenant",
-"operator_key"}` (any may be missing), so two local servers never overwrite each other. It is
-written whole to a temporary file of mode 0600 and renamed into place. The format is read here
-directly, because the client must not import server code.
+object keyed by server (`server_identity`: `http://127.0.0.1:8000` for `localhost:8000`,
+`127.0.0.1:8000` and `[::1]:8000` alike, since they are one server), each entry `{"api_key",
+"tenant", "operator_key", "database_url"}` (any may be missing), so two local servers never
+overwrite each other. It is written whole to a temporary file of mode 0600 and renamed into
+place. The format is read here directly, because the client must not import server code.
 """
 
 from __future__ import annotations
@@ -16,9 +17,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-ENTRY_FIELDS = ("api_key", "tenant", "operator_key")
+# database_url: where `jobgate serve` keeps its data, for the operator commands (cli/admin.py).
+ENTRY_FIELDS = ("api_key", "tenant", "operator_key", "database_url")
+# Names of this machine: a server listening on one of them (or on every interface) is reached
+# on the loopback address, so they all name the same saved entry.
+_THIS_MACHINE = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def credentials_path(env: Mapping[str, str] | None = None) -> Path:
@@ -34,29 +41,53 @@ def normal_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
+def server_identity(url: str) -> str:
+    """The key of a server's saved entry: scheme and host in lower case, this machine's names
+    as 127.0.0.1, the port only when it is not the scheme's default, no trailing slash. A URL
+    that does not parse is its own identity."""
+    text = normal_url(url)
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return text
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if not scheme or not host:
+        return text
+    if host in _THIS_MACHINE:
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    if port is not None and port != _DEFAULT_PORTS.get(scheme):
+        host = f"{host}:{port}"
+    return f"{scheme}://{host}{parts.path.rstrip('/')}"
+
+
 def load_all(path: Path) -> dict[str, dict[str, str]]:
-    """Every saved entry by URL; an unreadable file or a malformed entry reads as nothing."""
+    """Every saved entry by server identity (entries written under two names of one server
+    merge, the later one's fields winning); an unreadable file or a malformed entry reads as
+    nothing."""
     try:
         saved: Any = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(saved, dict):
         return {}
-    return {
-        normal_url(url): {
-            key: value
-            for key, value in entry.items()
-            if key in ENTRY_FIELDS and isinstance(value, str)
-        }
-        for url, entry in saved.items()
-        if isinstance(url, str) and isinstance(entry, dict)
-    }
+    entries: dict[str, dict[str, str]] = {}
+    for url, entry in saved.items():
+        if isinstance(url, str) and isinstance(entry, dict):
+            entries.setdefault(server_identity(url), {}).update(
+                (key, value)
+                for key, value in entry.items()
+                if key in ENTRY_FIELDS and isinstance(value, str)
+            )
+    return entries
 
 
 def saved_entry(
     base_url: str, env: Mapping[str, str] | None = None, *, path: Path | None = None
 ) -> dict[str, str]:
-    return load_all(path or credentials_path(env)).get(normal_url(base_url), {})
+    return load_all(path or credentials_path(env)).get(server_identity(base_url), {})
 
 
 def saved_key(base_url: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -65,8 +96,9 @@ def saved_key(base_url: str, env: Mapping[str, str] | None = None) -> str | None
 
 
 def save(path: Path, url: str, **fields: str | None) -> None:
-    """Merge `fields` (api_key, tenant, operator_key; None leaves one as it is) into the entry
-    for `url`, keeping every other server's entry. Mode 0600, in a 0700 directory if new."""
+    """Merge `fields` (api_key, tenant, operator_key, database_url; None leaves one as it is)
+    into the entry for `url`'s server, keeping every other server's entry. Mode 0600, in a 0700
+    directory if new."""
     unknown = set(fields) - set(ENTRY_FIELDS)
     if unknown:
         raise ValueError(f"unknown credential fields: {sorted(unknown)}")
@@ -77,7 +109,7 @@ def save(path: Path, url: str, **fields: str | None) -> None:
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         saved = load_all(path)
-        entry = saved.setdefault(normal_url(url), {})
+        entry = saved.setdefault(server_identity(url), {})
         entry.update({k: v for k, v in fields.items() if v})
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
