@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 import pydantic_core
 
-from jobgate import config_names, errors
+from jobgate import config_names, database_urls, errors
 from jobgate.domain import costs
 
 DAY_S = 86_400
@@ -181,7 +181,7 @@ class TenantLimits(pydantic.BaseModel):
 class Settings(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    database_url: str = "sqlite:///./jobgate.db"
+    database_url: str = database_urls.DEFAULT_URL
     # Per process, whatever the calls in flight: claims, heartbeats and finishes are batched.
     database_pool_size: int = pydantic.Field(default=10, gt=0)
     host: str = "127.0.0.1"
@@ -261,6 +261,14 @@ class Settings(pydantic.BaseModel):
     # `fail` claims nothing and reports the outage (/readyz 503, jobgate_transport_up 0).
     transport_fallback: Literal["database", "fail"] = "database"
 
+    @pydantic.field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str) -> str:
+        problem = database_urls.problem(url)
+        if problem is not None:
+            raise ValueError(problem)
+        return url
+
     @pydantic.model_validator(mode="after")
     def _check_relations(self) -> Settings:
         if self.heartbeat_interval_s >= self.lease_ttl_s:
@@ -270,7 +278,9 @@ class Settings(pydantic.BaseModel):
             )
         if self.retention_s < WEBHOOK_RETRY_WINDOW_S and self.webhook_retry_profile == "standard":
             raise ValueError(
-                f"retention_s must cover the webhook retry window ({WEBHOOK_RETRY_WINDOW_S} s)"
+                f"retention_s ({self.retention_s:g} s) must cover the webhook retry window "
+                f"({WEBHOOK_RETRY_WINDOW_S} s, about 3 days): raise JOBGATE_RETENTION_S, or set "
+                "JOBGATE_WEBHOOK_RETRY_PROFILE=short (retries within seconds, for development)"
             )
         if self.transport != "database" and "://" not in self.transport:
             raise ValueError(
@@ -376,12 +386,15 @@ def load_settings(
             values[field] = _env_value(field, env[name])
             sources[field] = name
     values.update(overrides)
+    sources.update({key: f"--{key.replace('_', '-')}" for key in overrides})
     try:
         return Settings.model_validate(values)
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         location = [str(part) for part in first["loc"]]
         message = first["msg"]
+        if first["type"] == "value_error":  # our own validators' words, without pydantic's prefix
+            message = str(first.get("ctx", {}).get("error", message))
         if first["type"] == "extra_forbidden":
             known = config_names.fields_at(Settings, location[:-1])
             message = f"unknown key{config_names.did_you_mean(location[-1], known)}"

@@ -123,6 +123,18 @@ def test_login_saves_a_key_and_key_prints_it(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "jg_" in bad.stderr
 
 
+def test_operator_commands_never_create_an_empty_database_here(tmp_path: Path) -> None:
+    """No saved server, no JOBGATE_DATABASE_URL, no ./jobgate.db: one line saying what to set,
+    not a fresh database that then has no tenant in it."""
+    for args in (("tenants", "show", "default"), ("operators", "create", "ops")):
+        refused = jobgate(*args, cwd=tmp_path, env={"JOBGATE_URL": "http://localhost:8000"})
+        assert refused.returncode == 1, refused.stdout
+        assert refused.stderr.strip().count("\n") == 0
+        assert "JOBGATE_DATABASE_URL" in refused.stderr
+        assert "http://localhost:8000" in refused.stderr
+        assert not (tmp_path / "jobgate.db").exists()
+
+
 def test_submit_latency_needs_a_simulated_model(tmp_path: Path) -> None:
     refused = jobgate(
         "submit", "-m", "hi", "--model", "gpt-4.1-mini", "--latency", "20", "--api-key", "jg_x",

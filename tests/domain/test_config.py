@@ -66,6 +66,43 @@ def test_bad_values_name_the_setting(env: dict[str, str], named: str) -> None:
     assert "\n" not in str(caught.value)
 
 
+def test_a_short_retention_names_the_development_webhook_profile() -> None:
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({"JOBGATE_RETENTION_S": "60"})
+    assert "JOBGATE_WEBHOOK_RETRY_PROFILE=short" in str(caught.value)
+    assert "Value error" not in str(caught.value)
+    short = {"JOBGATE_RETENTION_S": "60", "JOBGATE_WEBHOOK_RETRY_PROFILE": "short"}
+    assert load_settings(short).retention_s == 60
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("mysql://user@db/jobgate", "mysql is not supported"),
+        ("MariaDB://user@db/jobgate", "mariadb is not supported"),
+        ("sqlite:jobgate.db", "did you mean 'sqlite:///jobgate.db'?"),
+        ("sqlite://jobgate.db", "did you mean 'sqlite:///jobgate.db'?"),
+        ("sqlite:///", "names no file"),
+        ("jobgate.db", "is not a database URL"),
+    ],
+)
+def test_a_database_url_jobgate_cannot_open_is_refused_by_name(url: str, said: str) -> None:
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({"JOBGATE_DATABASE_URL": url})
+    message = str(caught.value)
+    assert message.startswith("JOBGATE_DATABASE_URL: ") and said in message
+    assert "postgresql" not in message.split(":", 1)[1].split("(")[0]  # not called postgresql
+    with pytest.raises(errors.ConfigError, match=r"^--database-url: "):
+        load_settings({}, database_url=url)
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:///jobgate.db", "sqlite:////var/lib/jobgate.db", "postgresql://u@h/d"]
+)
+def test_the_database_urls_jobgate_opens_are_taken(url: str) -> None:
+    assert load_settings({"JOBGATE_DATABASE_URL": url}).database_url == url
+
+
 def test_bad_file_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "jobgate.toml"
     config.write_text('[providers.up]\nkind = "carrier-pigeon"\n')

@@ -43,6 +43,8 @@ def test_serve_submit_poll_long_poll_cancel(tmp_path: Path) -> None:
         saved = json.loads((tmp_path / "config/jobgate/credentials.json").read_text())
         assert saved[url]["api_key"] == key
         assert (tmp_path / "jobgate.db").exists()
+        assert saved[url]["database_url"] == f"sqlite:///{tmp_path / 'jobgate.db'}"
+        same_server_elsewhere(env, url.replace("127.0.0.1", "localhost"), key, tmp_path)
         headers = {"Authorization": f"Bearer {key}"}
         with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
             quick = http.post(
@@ -90,3 +92,26 @@ def test_serve_submit_poll_long_poll_cancel(tmp_path: Path) -> None:
             _, errors_text = process.communicate()
     assert process.returncode == 0, errors_text
     assert key not in errors_text  # logs never hold the API key
+
+
+def same_server_elsewhere(env: dict[str, str], url: str, key: str, tmp_path: Path) -> None:
+    """From another directory, by another name of the same server: the client finds its key
+    and the operator commands its database, and no empty jobgate.db appears there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def jobgate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "jobgate.cli", *args],
+            cwd=elsewhere,
+            env={**env, "JOBGATE_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert jobgate("key").stdout.strip() == key
+    shown = jobgate("tenants", "show", "default", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["tenant"] == "default"
+    assert not (elsewhere / "jobgate.db").exists()

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from jobgate.cli import help_format
-from jobgate.cli.common import emit, load, with_runtime
+from jobgate.cli.common import emit, load_for_operator, with_runtime
 from jobgate.process.runtime import Runtime
 from jobgate.storage.records import LimitOverrides
 
@@ -39,7 +39,7 @@ def tenants_create(name: str, as_json: bool, database_url: str | None) -> None:
             "api_key": issued.api_key,
         }
 
-    result = with_runtime(load(database_url=database_url), work)
+    result = with_runtime(load_for_operator(database_url), work)
     emit(
         result,
         as_json=as_json,
@@ -59,7 +59,7 @@ def tenants_list(as_json: bool, database_url: str | None) -> None:
             for t in await runtime.storage.tenant_list()
         ]
 
-    rows = with_runtime(load(database_url=database_url), work)
+    rows = with_runtime(load_for_operator(database_url), work)
     emit(
         rows,
         as_json=as_json,
@@ -115,7 +115,7 @@ def tenants_set(
         runtime.limits.invalidate()
         return {"tenant": name, **(await runtime.limits.for_tenant(tenant.id)).model_dump()}
 
-    result = with_runtime(load(database_url=database_url), work)
+    result = with_runtime(load_for_operator(database_url), work)
     emit(result, as_json=as_json, text=_limits_text(result))
 
 
@@ -135,7 +135,7 @@ def tenants_show(name: str, as_json: bool, database_url: str | None) -> None:
         # A JSON number, exact to the micro-dollar (a sum of Decimals, rounded once here).
         return {"tenant": name, **limits, "spend_today_usd": float(round(spent, 6))}
 
-    result = with_runtime(load(database_url=database_url), work)
+    result = with_runtime(load_for_operator(database_url), work)
     emit(result, as_json=as_json, text=_limits_text(result))
 
 
@@ -180,7 +180,7 @@ def operators_create(name: str, as_json: bool, database_url: str | None) -> None
     async def work(runtime: Runtime) -> dict[str, str]:
         return {"operator": name, "operator_key": await runtime.operators.create(name)}
 
-    result = with_runtime(load(database_url=database_url), work)
+    result = with_runtime(load_for_operator(database_url), work)
     emit(
         result,
         as_json=as_json,
@@ -207,7 +207,7 @@ def keys_create(tenant_name: str, as_json: bool, database_url: str | None) -> No
         issued = await runtime.tenants.issue_key(tenant)
         return {"tenant": tenant.name, "key_id": issued.key_id, "api_key": issued.api_key}
 
-    result = with_runtime(load(database_url=database_url), work)
+    result = with_runtime(load_for_operator(database_url), work)
     emit(result, as_json=as_json, text=f"{result['key_id']}: {result['api_key']}")
 
 
@@ -232,7 +232,7 @@ def keys_list(tenant_name: str, as_json: bool, database_url: str | None) -> None
             for k in await runtime.storage.api_key_list(tenant_id=tenant.id)
         ]
 
-    rows = with_runtime(load(database_url=database_url), work)
+    rows = with_runtime(load_for_operator(database_url), work)
     emit(
         rows,
         as_json=as_json,
@@ -253,7 +253,7 @@ def keys_revoke(key_id: str, database_url: str | None) -> None:
     async def work(runtime: Runtime) -> bool:
         return await runtime.storage.api_key_revoke(key_id=key_id)
 
-    if not with_runtime(load(database_url=database_url), work):
+    if not with_runtime(load_for_operator(database_url), work):
         raise click.ClickException(f"no key with id {key_id!r}")
     click.echo(f"revoked {key_id}")
 

@@ -14,7 +14,7 @@ import click
 import prometheus_client
 
 import jobgate
-from jobgate import logs
+from jobgate import database_urls, logs
 from jobgate.cli import startup_checks
 from jobgate.cli.common import credentials_path, load
 from jobgate.client import credentials
@@ -85,18 +85,20 @@ async def _run(
 
 async def _first_keys(runtime: Runtime, settings: Settings, url: str) -> None:
     """On first start: the default tenant's key and the first operator key, shown once and
-    saved for this server's URL (so the CLI and a second local server do not mix them up)."""
+    saved for this server's URL (so the CLI and a second local server do not mix them up),
+    with the server's database."""
     issued = await runtime.tenants.ensure_default()
     operator_key = await runtime.operators.ensure_first()
     path = credentials_path(settings)
-    if issued is not None or operator_key is not None:
-        credentials.save(
-            path,
-            url,
-            api_key=issued.api_key if issued else None,
-            tenant=issued.tenant.name if issued else None,
-            operator_key=operator_key,
-        )
+    # The database too, at every start: the operator commands open it from any directory.
+    credentials.save(
+        path,
+        url,
+        api_key=issued.api_key if issued else None,
+        tenant=issued.tenant.name if issued else None,
+        operator_key=operator_key,
+        database_url=database_urls.absolute(settings.database_url),
+    )
     if issued is not None:
         click.echo(
             f"Created tenant 'default'. Its API key, shown once "
