@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ ENTRY_FIELDS = ("api_key", "tenant", "operator_key", "database_url")
 # on the loopback address, so they all name the same saved entry.
 _THIS_MACHINE = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_TRAILING = re.compile(r"[\s/]+$")
 
 
 def credentials_path(env: Mapping[str, str] | None = None) -> Path:
@@ -38,14 +40,17 @@ def credentials_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def normal_url(url: str) -> str:
-    return url.strip().rstrip("/")
+    """`url` without surrounding blanks or trailing slashes."""
+    return _TRAILING.sub("", url.strip())
 
 
 def server_identity(url: str) -> str:
     """The key of a server's saved entry: scheme and host in lower case, this machine's names
-    as 127.0.0.1, the port only when it is not the scheme's default, no trailing slash. A URL
-    that does not parse is its own identity."""
+    as 127.0.0.1, the port only when it is not the scheme's default, no trailing slash. Text
+    that names no server (no scheme or host, blanks in the host) is its own identity."""
     text = normal_url(url)
+    if any(c.isspace() for c in text):
+        return text  # urlsplit would drop tabs and line breaks; no server's URL has blanks
     try:
         parts = urlsplit(text)
         port = parts.port
@@ -60,7 +65,7 @@ def server_identity(url: str) -> str:
         host = f"[{host}]"
     if port is not None and port != _DEFAULT_PORTS.get(scheme):
         host = f"{host}:{port}"
-    return f"{scheme}://{host}{parts.path.rstrip('/')}"
+    return normal_url(f"{scheme}://{host}{parts.path}")
 
 
 def load_all(path: Path) -> dict[str, dict[str, str]]:
