@@ -25,7 +25,7 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.responses_front import ResponsesFront
 from jobgate.providers.simulated import SimProvider
 from jobgate.simulator.server import Simulator
-from jobgate.testing import FakeClock, ScriptedProvider
+from jobgate.testing import FakeClock, ScriptedProvider, Succeed
 from tests.providers.sdk import request_matches
 
 CONVERSATION: dict[str, Any] = {
@@ -214,6 +214,21 @@ def test_completion_to_response_with_exact_usage() -> None:
     assert response.usage.total_tokens == 150
     assert (result.usage.input_tokens, result.usage.output_tokens) == (120, 30)
     assert result.provider_request_id == "chatcmpl-1"
+
+
+async def test_cached_tokens_of_a_translated_completion_reach_the_ledger() -> None:
+    """The ledger prices what the job's Usage says: a completion's cached prompt tokens are
+    cache reads there too, not only in the Response's `usage`."""
+    completion = {**COMPLETION, "usage": {**COMPLETION["usage"], "prompt_tokens": 2000,
+                  "prompt_tokens_details": {"cached_tokens": 1920}}}  # fmt: skip
+    scripted = ScriptedProvider("scripted")
+    scripted.script.append(Succeed(body=completion))
+    front = ResponsesFront(scripted, "chat_completions")
+    result = await front.call(call({"model": "m", "input": "x"}))
+    assert strict(result.body).usage.input_tokens_details.cached_tokens == 1920  # type: ignore[union-attr]
+    assert result.usage.input_tokens == 2000
+    assert result.usage.cache_read_input_tokens == 1920
+    assert result.usage.as_dict()["cache_read_input_tokens"] == 1920
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from typing import Any
 from jobgate import errors
 from jobgate.domain import responses
 from jobgate.providers import responses_input as inputs
-from jobgate.providers.base import JSONObject, ProviderResult, Usage
+from jobgate.providers.base import JSONObject, ProviderResult, openai_usage
 
 TARGET = "Chat Completions"
 ENDPOINT = "/v1/chat/completions"
@@ -180,7 +180,8 @@ def from_chat(
         body["incomplete_details"] = {"reason": reason}
     return ProviderResult(
         body=body,
-        usage=Usage(usage["input_tokens"], usage["output_tokens"]),
+        # What the ledger prices: cached prompt tokens are cache reads (of input_tokens).
+        usage=openai_usage(usage),
         provider_request_id=provider_request_id,
     )
 
