@@ -10,7 +10,8 @@ Off by default, and free when off: `hit()` is one truth test of an empty dict.
 Points in the code: after_submit_commit_before_response, before_provider_call (tag: the job's
 model), after_provider_response, before_finish_commit, after_finish_commit,
 after_webhook_sent_before_mark, role_run (tag: the role; each start of a supervised role),
-batch_chunk_jobs_stored and batch_chunk_lines_recorded (each input chunk a batch expands).
+batch_chunk_jobs_stored (inside the transaction of each input chunk a batch expands, its jobs
+written and not yet its lines) and batch_chunk_committed (right after that transaction).
 """
 
 from __future__ import annotations

@@ -146,13 +146,13 @@ async def padded_lines() -> AsyncIterator[bytes]:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("point", ["batch_chunk_jobs_stored", "batch_chunk_lines_recorded"])
+@pytest.mark.parametrize("point", ["batch_chunk_jobs_stored", "batch_chunk_committed"])
 async def test_a_process_killed_mid_expansion_ends_each_line_in_one_job(
     tmp_path: Path, database_url: str, db: Storage, point: str
 ) -> None:
-    """The process that expands dies on the second input chunk, after storing its jobs (before
-    recording the lines) or after recording them (before moving the cursor); the restarted
-    process redoes the chunk, and every custom_id ends with exactly one job."""
+    """The process that expands dies on the second input chunk, inside its transaction (its
+    jobs written, not yet its lines) or right after its commit; the restarted process goes on
+    from the chunk the database holds, and every custom_id ends with exactly one job."""
     settings = Settings(database_url=database_url)
     ids = RandomIds(SystemClock())
     tenant = await make_tenant(db)

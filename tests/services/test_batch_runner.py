@@ -4,12 +4,14 @@ doubles a line when the next pass redoes the chunk."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 
-from jobgate import errors
+from jobgate import errors, failpoints
 from jobgate.process.runtime import Runtime
 from jobgate.services import batch_runner, files
 from jobgate.services.batch_runner import BatchRunner
@@ -50,6 +52,12 @@ async def make_batch(runtime: Runtime, tenant_id: str, count: int) -> str:
 
 
 @pytest.fixture
+def failpoint() -> Iterator[None]:
+    yield
+    failpoints.arm("")
+
+
+@pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(files, "CHUNK_BYTES", 400)  # a few lines a chunk
     monkeypatch.setattr(batch_runner, "CHUNKS_PER_PASS", 1)
@@ -80,51 +88,53 @@ async def test_expansion_is_chunked_and_counts_are_live(
     assert (counts.items, counts.completed, counts.live) == (20, 5, 15)
 
 
-async def test_a_crash_before_recording_the_lines_neither_loses_nor_doubles(
-    runtime: Runtime, small_chunks: None, monkeypatch: pytest.MonkeyPatch
+async def test_a_crash_inside_a_chunk_neither_loses_nor_doubles(
+    runtime: Runtime, small_chunks: None, failpoint: None
 ) -> None:
     tenant = await runtime.tenants.create("acme")
     batch_id = await make_batch(runtime, tenant.tenant.id, 20)
     runner = BatchRunner(jobs=runtime.jobs)
-    real_put = runtime.storage.batch_items_put
-    calls = 0
-
-    async def dies_once(**kwargs: Any) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 2:  # the jobs of the second chunk are stored; the process dies here
-            raise errors.StorageUnavailable("killed")
-        await real_put(**kwargs)
-
-    monkeypatch.setattr(runtime.storage, "batch_items_put", dies_once)
+    await runner.batches_once()  # validated
+    # The pass dies on the second chunk, its jobs written but not its lines: all rolled back.
+    failpoints.arm("batch_chunk_jobs_stored=error@2")
     await runner.batches_once()
-    with pytest.raises(errors.StorageUnavailable):
-        await runner.batches_once()
-    monkeypatch.setattr(runtime.storage, "batch_items_put", real_put)
+    await runner.batches_once()
+    failpoints.arm("")
+    assert (await runtime.storage.batch_counts(batch_id=batch_id)).items == len(
+        await runtime.storage.job_list(tenant_id=tenant.tenant.id, limit=100)
+    )
     await expand_all(runner, runtime.storage, batch_id)
     jobs = await runtime.storage.job_list(tenant_id=tenant.tenant.id, limit=100)
     assert len(jobs) == 20
     assert sorted(job.metadata["custom_id"] for job in jobs) == sorted(f"c{i}" for i in range(20))
 
 
-async def test_a_crash_before_moving_the_cursor_redoes_the_chunk_harmlessly(
-    runtime: Runtime, small_chunks: None
+async def test_a_chunk_whose_commit_reply_was_lost_is_not_stored_twice(
+    runtime: Runtime, small_chunks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tenant = await runtime.tenants.create("acme")
     batch_id = await make_batch(runtime, tenant.tenant.id, 20)
     runner = BatchRunner(jobs=runtime.jobs)
+    real_insert = runtime.storage.batch_chunk_insert
+    calls = 0
+
+    async def reply_lost(**kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        stored = await real_insert(**kwargs)
+        if calls == 2:  # committed, but the answer never came back
+            raise errors.StorageUnavailable("connection reset")
+        return stored
+
+    monkeypatch.setattr(runtime.storage, "batch_chunk_insert", reply_lost)
+    for _ in range(3):
+        with contextlib.suppress(errors.StorageUnavailable):
+            await runner.batches_once()
+    monkeypatch.undo()
     await expand_all(runner, runtime.storage, batch_id)
-    # As if every cursor move had been lost: the whole input is expanded again.
-    await runtime.storage.batch_update(
-        batch_id=batch_id, from_statuses=("in_progress",), expanded_chunks=0
-    )
-    await expand_all(runner, runtime.storage, batch_id)
-    for _ in range(30):
-        await runner.batches_once()
     jobs = await runtime.storage.job_list(tenant_id=tenant.tenant.id, limit=100)
     assert len(jobs) == 20
-    counts = await runtime.storage.batch_counts(batch_id=batch_id)
-    assert counts.items == 20
+    assert (await runtime.storage.batch_counts(batch_id=batch_id)).items == 20
 
 
 async def test_interactive_work_runs_before_a_big_batch(runtime: Runtime) -> None:
@@ -173,11 +183,20 @@ async def test_a_batch_that_cannot_be_handled_fails_alone(
         raise ValueError("unexpected")
 
     monkeypatch.setattr(runner, "_expand", boom)
+    for _ in range(batch_runner.MAX_FAILED_PASSES - 1):
+        await runner.batches_once()
+        retried = await runtime.storage.batch_get(batch_id=broken)
+        assert retried is not None and retried.status == "in_progress"
     await runner.batches_once()
     failed = await runtime.storage.batch_get(batch_id=broken)
     assert failed is not None and failed.status == "failed" and failed.failed_at is not None
+    message = (
+        f"the batch could not be processed (ValueError, {batch_runner.MAX_FAILED_PASSES} attempts)"
+    )
     assert failed.errors == {
         "object": "list",
-        "data": [{"code": "internal_error", "message": "ValueError", "line": None}],
+        "data": [
+            {"code": "batch_processing_failed", "message": message, "param": None, "line": None}
+        ],
     }
     assert await runner.batches_once() == 0  # not taken again

@@ -1,13 +1,16 @@
-"""The batches role: turns batch lines into jobs (resumably), follows them, cancels and
-expires, and writes the output and error files. `batches_once()` is one pass; `run()` loops.
+"""The batches role: turns batch lines into jobs, follows them, cancels and expires, and
+writes the output and error files (services/batch_results.py). `batches_once()` is one pass;
+`run()` loops.
 
-Every step is idempotent, so a process killed at any point loses and doubles nothing: lines
-become jobs in chunks with one idempotency key per line (a chunk redone replays its jobs),
-the chunk cursor moves only after the chunk's lines are recorded, and the result files have
-ids derived from the batch, rewritten whole if a pass died while writing them."""
+A pass leases the live batches, each with a new token, and every write it makes for a batch
+names that token: a pass that outlived its lease (another process took the batch over) writes
+nothing more. A chunk of lines becomes its jobs, its line records and the cursor's move in one
+transaction, so a pass killed at any point loses and doubles nothing, and a cancel or expiry
+reaches every job the batch created. A batch whose passes keep failing fails alone."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime
 from typing import Any
@@ -17,19 +20,22 @@ import orjson
 from jobgate import errors, failpoints, wakeups
 from jobgate.domain import batches, response_requests, responses
 from jobgate.domain.batches import BatchStatus
-from jobgate.services import bulk_submit
-from jobgate.services.files import ChunkWriter
+from jobgate.domain.job import NewJob
+from jobgate.services import batch_results
 from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage import protocol
-from jobgate.storage.records import BatchItemResult, BatchRecord, NewBatchItem, SubmitOutcome
+from jobgate.storage.records import BatchChunk, BatchRecord, FileChunk, NewBatchItem
 
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 1.0
+BATCHES_PER_PASS = 8
 CHUNKS_PER_PASS = 4  # input chunks (about 256 KiB each) expanded per batch per pass
 CANCELS_PER_PASS = 500
-PAGE = 500
-KEY_MARGIN_S = 7 * 86400.0  # line keys outlive the completion window by this much
+# A batch on which this many passes in a row failed (a value the database refuses, a bug) is
+# failed with an error: it must not hold up the others, nor be retried forever; a passing
+# glitch costs a retry.
+MAX_FAILED_PASSES = 3
 
 
 class BatchRunner:
@@ -47,28 +53,46 @@ class BatchRunner:
 
     async def batches_once(self, *, now: datetime | None = None) -> int:
         """Work one step on each live batch no other batches role holds; answers how many."""
-        claimed = await self.storage.batch_claim_live(limit=8, lease_s=self.lease_s, now=now)
+        claimed = await self.storage.batch_claim_live(
+            limit=BATCHES_PER_PASS, lease_s=self.lease_s, now=now
+        )
         for batch in claimed:
-            try:
-                await self.step(batch, now=now)
-            except errors.StorageError:
-                raise  # the database is unwell: the loop backs off and tries again
-            except Exception as exc:  # a batch that cannot be handled fails alone
-                log.exception("batch failed", extra={"batch_id": batch.id})
-                await self._fail(batch, exc, now)
-            finally:
-                await self.storage.batch_update(
-                    batch_id=batch.id, from_statuses=tuple(BatchStatus), release=True, now=now
-                )
+            await self._work_on(batch, now)
         return len(claimed)
 
+    async def _work_on(self, claimed: BatchRecord, now: datetime | None) -> None:
+        """One step on one batch, its lease renewed first (each batch of a pass gets a whole
+        lease, whatever the ones before it took) and released after; a failure stays with
+        this batch."""
+        batch = await self._update(claimed, batches.LIVE, lease_s=self.lease_s, now=now)
+        if batch is None:
+            return  # taken over already
+        try:
+            await self.step(batch, now=now)
+        except errors.StorageUnavailable:
+            # The database is unwell: the loop backs off. Released if it can be, so that the
+            # next pass need not wait the lease out (a step may be redone, never doubled).
+            with contextlib.suppress(errors.StorageError):
+                await self._update(batch, tuple(BatchStatus), release=True, now=now)
+            raise
+        except batch_results.LeaseLost:
+            return  # another pass holds the batch now: nothing more to write
+        except Exception as exc:  # a batch that cannot be handled fails alone
+            await self._failed_pass(batch, exc, now)
+            return
+        await self._update(
+            batch,
+            tuple(BatchStatus),
+            failures=0 if batch.failures else None,
+            release=True,
+            now=now,
+        )
+
     async def step(self, batch: BatchRecord, *, now: datetime | None = None) -> None:
+        """One step on a batch this pass holds (`batch.lease_token`)."""
         if batch.status == BatchStatus.VALIDATING:
-            moved = await self.storage.batch_update(
-                batch_id=batch.id,
-                from_statuses=(BatchStatus.VALIDATING,),
-                status=BatchStatus.IN_PROGRESS,
-                now=now,
+            moved = await self._update(
+                batch, (BatchStatus.VALIDATING,), status=BatchStatus.IN_PROGRESS, now=now
             )
             if moved is None:
                 return
@@ -76,50 +100,102 @@ class BatchRunner:
         if batch.status == BatchStatus.IN_PROGRESS and batch.final_status is None:
             moment = now or await self.storage.database_now()
             if moment >= batch.expires_at:
-                expired = await self.storage.batch_update(
-                    batch_id=batch.id,
-                    from_statuses=(BatchStatus.IN_PROGRESS,),
-                    final_status=BatchStatus.EXPIRED,
-                    now=now,
+                expired = await self._update(
+                    batch, (BatchStatus.IN_PROGRESS,), final_status=BatchStatus.EXPIRED, now=now
                 )
                 if expired is None:
                     return
                 batch = expired
                 log.info("batch expired", extra={"batch_id": batch.id})
         if batch.status in (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING):
-            if batch.final_status is None:
-                if not await self._expand(batch, now):
-                    return  # more lines to expand next pass
-                counts = await self.storage.batch_counts(batch_id=batch.id)
-                if counts.live or counts.items < batch.total:
-                    return
-                final = BatchStatus.COMPLETED
-            else:
-                if await self._stop_live(batch):
-                    return  # jobs still stopping
-                final = BatchStatus(batch.final_status)
-            done = await self.storage.batch_update(
-                batch_id=batch.id,
-                from_statuses=(BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING),
+            moved = await self._settle(batch, now)
+            if moved is None:
+                return
+            batch = moved
+        if batch.status == BatchStatus.FINALIZING:
+            await batch_results.finalize(self.storage, self.jobs.ids, batch, now)
+
+    async def _settle(self, batch: BatchRecord, now: datetime | None) -> BatchRecord | None:
+        """The batch moved to finalizing once every line ended (None: not yet). A cancel or
+        expiry already set stays: the move to `completed` applies only to an in-progress
+        batch with no final status, so a cancel the API accepted meanwhile wins."""
+        if batch.final_status is None:
+            if not await self._expand(batch, now):
+                return None  # more lines to expand next pass
+            counts = await self.storage.batch_counts(batch_id=batch.id)
+            if counts.live or counts.items < batch.total:
+                return None
+            return await self._update(
+                batch,
+                (BatchStatus.IN_PROGRESS,),
                 status=BatchStatus.FINALIZING,
-                final_status=final,
+                final_status=BatchStatus.COMPLETED,
+                unsettled=True,
                 now=now,
             )
-            if done is None:
-                return
-            batch = done
-        if batch.status == BatchStatus.FINALIZING:
-            await self._finalize(batch, now)
+        if await self._stop_live(batch):
+            return None  # jobs still stopping
+        return await self._update(
+            batch,
+            (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING),
+            status=BatchStatus.FINALIZING,
+            now=now,
+        )
 
-    async def _fail(self, batch: BatchRecord, exc: Exception, now: datetime | None) -> None:
-        error = {"code": "internal_error", "message": f"{type(exc).__name__}", "line": None}
-        await self.storage.batch_update(
-            batch_id=batch.id,
-            from_statuses=batches.LIVE,
+    async def _failed_pass(self, batch: BatchRecord, exc: Exception, now: datetime | None) -> None:
+        failures = batch.failures + 1
+        log.warning(
+            "batch pass failed",
+            exc_info=exc,
+            extra={"batch_id": batch.id, "tenant_id": batch.tenant_id, "count": failures},
+        )
+        if failures < MAX_FAILED_PASSES:
+            await self._update(batch, batches.LIVE, failures=failures, release=True, now=now)
+            return
+        error = {
+            "code": "batch_processing_failed",
+            # The exception's type only: its message may quote the database or the input.
+            "message": f"the batch could not be processed ({type(exc).__name__}, "
+            f"{failures} attempts)",
+            "param": None,
+            "line": None,
+        }
+        failed = await self._update(
+            batch,
+            batches.LIVE,
             status=BatchStatus.FAILED,
             final_status=BatchStatus.FAILED,
             errors={"object": "list", "data": [error]},
+            failures=failures,
+            release=True,
             now=now,
+        )
+        if failed is not None:
+            log.error("batch failed", extra={"batch_id": batch.id, "tenant_id": batch.tenant_id})
+            await self._cancel_leftovers(failed)
+
+    async def _cancel_leftovers(self, batch: BatchRecord) -> None:
+        """The jobs a failed batch still has queued or running are cancelled (best effort:
+        the batch's own reads may be what fails)."""
+        try:
+            while await self._stop_live(batch):
+                pass
+        except Exception as exc:  # the batch failed already: nothing to add
+            log.warning(
+                "jobs of a failed batch not cancelled: %s",
+                type(exc).__name__,
+                extra={"batch_id": batch.id},
+            )
+
+    async def _update(
+        self, batch: BatchRecord, from_statuses: tuple[str, ...], **changes: Any
+    ) -> BatchRecord | None:
+        """batch_update fenced by this pass's lease token."""
+        return await self.storage.batch_update(
+            batch_id=batch.id,
+            from_statuses=from_statuses,
+            lease_token=batch.lease_token,
+            **changes,
         )
 
     # -- expansion ----------------------------------------------------------------------
@@ -130,63 +206,72 @@ class BatchRunner:
             file_id=batch.input_file_id, from_seq=batch.expanded_chunks, limit=CHUNKS_PER_PASS
         )
         for chunk in chunks:
-            lines = chunk.data.split(b"\n")[: chunk.line_count]
-            parsed = [orjson.loads(raw) for raw in lines]
-            items = [
-                self._submit(batch, line, chunk.first_line + offset)
-                for offset, line in enumerate(parsed)
-            ]
-            results: list[bulk_submit.ItemResult] = []
+            if not await self._expand_chunk(batch, chunk, now):
+                return False
+        return len(chunks) < CHUNKS_PER_PASS
+
+    async def _expand_chunk(
+        self, batch: BatchRecord, chunk: FileChunk, now: datetime | None
+    ) -> bool:
+        """Store one chunk's jobs and lines together; False when expansion must stop (the
+        queue is full, or the batch was cancelled, expired or taken over)."""
+        assert batch.lease_token is not None
+        lines = [orjson.loads(raw) for raw in chunk.data.split(b"\n")[: chunk.line_count]]
+        numbers = range(chunk.first_line, chunk.first_line + len(lines))
+        specs = [self._submit(batch, line) for line in lines]
+        admission = await self.jobs.limits.admission(batch.tenant_id, adding=len(lines) - 1)
+        if admission.full is not None:
+            log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
+            return False
+        await self.jobs.fresh_breakers([s for s in specs if isinstance(s, SubmitSpec)])
+        prepare = self.jobs.preparer(batch.tenant_id)
+        jobs: list[NewJob] = []
+        items: list[NewBatchItem] = []
+        for number, line, spec in zip(numbers, lines, specs, strict=True):
             try:
-                # A chunk may hold more lines than one bulk call takes: several transactions,
-                # each safe to redo (the keys replay).
-                for start in range(0, len(items), bulk_submit.MAX_BULK_ITEMS):
-                    results += await bulk_submit.submit_bulk(
-                        self.jobs,
-                        tenant_id=batch.tenant_id,
-                        items=items[start : start + bulk_submit.MAX_BULK_ITEMS],
-                        route=f"POST /v1/batches/{batch.id}",
-                        key_ttl_s=(
-                            batches.COMPLETION_WINDOWS[batch.completion_window] + KEY_MARGIN_S
-                        ),
-                    )
+                if isinstance(spec, errors.JobgateError):
+                    raise spec
+                job = admission.admit(prepare(spec, None))
             except errors.QueueFull:
                 log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
                 return False
-            failpoints.hit("batch_chunk_jobs_stored")  # jobs stored, lines not yet recorded
-            await self.storage.batch_items_put(
-                batch_id=batch.id,
-                items=[
-                    _item(chunk.first_line + offset, line["custom_id"], result)
-                    for offset, (line, result) in enumerate(zip(parsed, results, strict=True))
-                ],
+            except errors.StorageError:
+                raise
+            except errors.JobgateError as exc:
+                items.append(_refused(number, line["custom_id"], exc))
+                continue
+            jobs.append(job)
+            items.append(NewBatchItem(line=number, custom_id=line["custom_id"], job_id=job.id))
+        chunk_write = BatchChunk(batch.id, batch.lease_token, jobs, items, chunk.seq + 1)
+        try:
+            moved = await self.storage.batch_chunk_insert(
+                chunk=chunk_write, queue_limit=admission.bounds, now=now
             )
-            failpoints.hit("batch_chunk_lines_recorded")  # lines recorded, cursor not moved
-            moved = await self.storage.batch_update(
-                batch_id=batch.id,
-                from_statuses=(BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING),
-                expanded_chunks=chunk.seq + 1,
-                now=now,
+        except errors.QueueFull:
+            log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
+            return False
+        if moved is None:
+            return False  # cancelled, expired or taken over meanwhile: nothing was stored
+        failpoints.hit("batch_chunk_committed")
+        if jobs:
+            self.jobs.limits.admitted(batch.tenant_id, len(jobs))
+            log.info(
+                "jobs submitted",
+                extra={"tenant_id": batch.tenant_id, "batch_id": batch.id, "count": len(jobs)},
             )
-            if moved is None or moved.final_status is not None:
-                return False  # cancelled or expired meanwhile: the next pass stops its jobs
-        return len(chunks) < CHUNKS_PER_PASS
+        return True
 
-    def _submit(
-        self, batch: BatchRecord, line: dict[str, Any], number: int
-    ) -> bulk_submit.BulkSubmit:
-        key = f"line-{number}"  # the input file never changes: a line's number names it
+    def _submit(self, batch: BatchRecord, line: dict[str, Any]) -> SubmitSpec | errors.JobgateError:
         if line["url"] != batch.endpoint:
-            refused = errors.InvalidRequest(
+            return errors.InvalidRequest(
                 f"url {line['url']!r} differs from the batch's endpoint {batch.endpoint!r}",
                 param="url",
             )
-            return bulk_submit.BulkSubmit(None, refused=refused)
         meta = {"batch_id": batch.id, "custom_id": line["custom_id"]}
         try:
             if batch.endpoint == responses.ENDPOINT:
                 request = response_requests.parse_create(line["body"])
-                spec = SubmitSpec(
+                return SubmitSpec(
                     endpoint=responses.ENDPOINT,
                     body=request.body,
                     metadata=meta,
@@ -194,14 +279,11 @@ class BatchRunner:
                     api=responses.API,
                     id_prefix=responses.ID_PREFIX,
                 )
-            else:
-                spec = SubmitSpec(
-                    endpoint=batch.endpoint, body=line["body"], metadata=meta,
-                    priority=batch.priority,
-                )  # fmt: skip
+            return SubmitSpec(
+                endpoint=batch.endpoint, body=line["body"], metadata=meta, priority=batch.priority
+            )
         except errors.InvalidRequest as exc:
-            return bulk_submit.BulkSubmit(None, refused=exc)
-        return bulk_submit.BulkSubmit(spec, raw_body=line["body"], idempotency_key=key)
+            return exc
 
     # -- cancel and expiry --------------------------------------------------------------
 
@@ -216,117 +298,6 @@ class BatchRunner:
             return False
         remaining = await self.storage.batch_counts(batch_id=batch.id)
         return remaining.live > 0
-
-    # -- finalizing ---------------------------------------------------------------------
-
-    async def _finalize(self, batch: BatchRecord, now: datetime | None) -> None:
-        final = BatchStatus(batch.final_status or BatchStatus.COMPLETED)
-        output = _ResultFile(self, batch, "output")
-        failures = _ResultFile(self, batch, "error")
-        await output.open()
-        await failures.open()
-        completed = 0
-        after = 0
-        while True:
-            page = await self.storage.batch_items_page(
-                batch_id=batch.id, after_line=after, limit=PAGE
-            )
-            for item in page:
-                line, ok = await self._result_line(batch, item, final)
-                await (output if ok else failures).add(line)
-                completed += ok
-            if len(page) < PAGE:
-                break
-            after = page[-1].line
-        await self._not_run(batch, final, failures)
-        output_id = await output.close()
-        error_id = await failures.close()
-        # Queued before the batch ends, so a pass killed in between queues it again (once).
-        await self.storage.batch_event_insert(
-            batch_id=batch.id,
-            tenant_id=batch.tenant_id,
-            event_type=f"batch.{final}",
-            status=str(final),
-            now=now,
-        )
-        done = await self.storage.batch_update(
-            batch_id=batch.id,
-            from_statuses=(BatchStatus.FINALIZING,),
-            status=final,
-            completed_count=completed,
-            failed_count=batch.total - completed,
-            output_file_id=output_id,
-            error_file_id=error_id,
-            now=now,
-        )
-        if done is not None:
-            log.info(
-                "batch finished",
-                extra={"batch_id": batch.id, "to_state": str(final), "count": completed},
-            )
-
-    async def _result_line(
-        self, batch: BatchRecord, item: BatchItemResult, final: BatchStatus
-    ) -> tuple[dict[str, Any], bool]:
-        line_id = f"batch_req_{item.job_id or f'{batch.id}_{item.line}'}"
-        if item.job_id is None:  # refused when expanded
-            error = item.item_error or {}
-            return batches.output_line(
-                line_id=line_id,
-                custom_id=item.custom_id,
-                job_id=f"{batch.id}_{item.line}",
-                status_code=int(error.get("status", 400)),
-                body={"error": {k: error.get(k) for k in ("message", "type", "code", "param")}},
-            ), False
-        if item.state == "succeeded":
-            body = item.result
-            if batch.endpoint == responses.ENDPOINT:
-                job = await self.storage.job_get(job_id=item.job_id)
-                body = responses.render(job) if job is not None else body
-            return batches.output_line(
-                line_id=line_id, custom_id=item.custom_id, job_id=item.job_id,
-                status_code=200, body=body,
-            ), True  # fmt: skip
-        if item.state == "failed":
-            error = item.error or {}
-            status = batches.failed_status_code(error) or 500
-            body = {"error": {k: error.get(k) for k in ("message", "type", "code")}}
-            return batches.output_line(
-                line_id=line_id, custom_id=item.custom_id, job_id=item.job_id,
-                status_code=status, body=body,
-            ), False  # fmt: skip
-        reason = "expired" if final == BatchStatus.EXPIRED else "cancelled"
-        if item.state is None:
-            code, message = "job_deleted", "The job of this request no longer exists."
-        else:
-            code, message = batches.NOT_RUN[reason]
-        return batches.error_line(
-            line_id=line_id, custom_id=item.custom_id, code=code, message=message
-        ), False
-
-    async def _not_run(self, batch: BatchRecord, final: BatchStatus, out: _ResultFile) -> None:
-        """Lines never turned into jobs (the batch was cancelled or expired first)."""
-        reason = "expired" if final == BatchStatus.EXPIRED else "cancelled"
-        code, message = batches.NOT_RUN[reason]
-        seq = batch.expanded_chunks
-        while True:
-            chunks = await self.storage.file_chunks(
-                file_id=batch.input_file_id, from_seq=seq, limit=4
-            )
-            for chunk in chunks:
-                for offset, raw in enumerate(chunk.data.split(b"\n")[: chunk.line_count]):
-                    custom_id = orjson.loads(raw)["custom_id"]
-                    await out.add(
-                        batches.error_line(
-                            line_id=f"batch_req_{batch.id}_{chunk.first_line + offset}",
-                            custom_id=custom_id,
-                            code=code,
-                            message=message,
-                        )
-                    )
-            if len(chunks) < 4:
-                return
-            seq = chunks[-1].seq + 1
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -345,52 +316,12 @@ class BatchRunner:
                 await self._wake.sleep(self.interval_s)
 
 
-class _ResultFile:
-    """An output or error file with an id derived from the batch: a pass that died while
-    writing it leaves a partial file that the next pass replaces."""
-
-    def __init__(self, runner: BatchRunner, batch: BatchRecord, kind: str) -> None:
-        self.storage = runner.storage
-        self.batch = batch
-        self.file_id = f"file-{batch.id}-{kind}"
-        self.filename = f"{batch.id}_{kind}.jsonl"
-        self.writer = ChunkWriter(self.storage, self.file_id)
-        self.lines = 0
-        self.bytes = 0
-
-    async def open(self) -> None:
-        await self.storage.file_delete(file_id=self.file_id)
-        await self.storage.file_create(
-            file_id=self.file_id,
-            tenant_id=self.batch.tenant_id,
-            purpose="batch_output",
-            filename=self.filename,
-        )
-
-    async def add(self, line: dict[str, Any]) -> None:
-        raw = orjson.dumps(line) + b"\n"
-        self.lines += 1
-        self.bytes += len(raw)
-        await self.writer.add(raw)
-
-    async def close(self) -> str | None:
-        """The file's id, or None (and no file) when it has no lines."""
-        if not self.lines:
-            await self.storage.file_delete(file_id=self.file_id)
-            return None
-        await self.writer.flush()
-        await self.storage.file_finish(file_id=self.file_id, bytes=self.bytes, lines=self.lines)
-        return self.file_id
-
-
-def _item(line: int, custom_id: str, result: bulk_submit.ItemResult) -> NewBatchItem:
-    if isinstance(result, SubmitOutcome):
-        return NewBatchItem(line=line, custom_id=custom_id, job_id=result.job.id)
+def _refused(line: int, custom_id: str, exc: errors.JobgateError) -> NewBatchItem:
     error = {
-        "message": result.message,
+        "message": exc.message,
         "type": "invalid_request_error",
-        "code": result.code,
-        "param": getattr(result, "param", None),
+        "code": exc.code,
+        "param": getattr(exc, "param", None),
         "status": 400,
     }
     return NewBatchItem(line=line, custom_id=custom_id, job_id=None, error=error)

@@ -133,36 +133,46 @@ class FileService:
 
 
 class ChunkWriter:
-    """Gathers whole lines into chunks of about CHUNK_BYTES and stores each as it fills."""
+    """Gathers whole lines into chunks of about CHUNK_BYTES and stores each as it fills;
+    `lease_token`: a batch's result file, each chunk fenced by the batch's lease."""
 
-    def __init__(self, storage: FilesStore, file_id: str) -> None:
+    def __init__(
+        self, storage: FilesStore, file_id: str, *, lease_token: str | None = None
+    ) -> None:
         self.storage = storage
         self.file_id = file_id
+        self.lease_token = lease_token
         self.seq = 0
         self.first_line = 1
         self.lines: list[bytes] = []
         self.size = 0
 
-    async def add(self, line: bytes) -> None:
+    async def add(self, line: bytes) -> bool:
+        """False when a fenced chunk was refused (the lease is lost; nothing stored)."""
         self.lines.append(line)
         self.size += len(line)
         if self.size >= CHUNK_BYTES:
-            await self.flush()
+            return await self.flush()
+        return True
 
-    async def flush(self) -> None:
+    async def flush(self) -> bool:
+        """Store the lines gathered; False as `add`."""
         if not self.lines:
-            return
+            return True
         chunk = FileChunk(
             seq=self.seq,
             first_line=self.first_line,
             line_count=len(self.lines),
             data=b"".join(self.lines),
         )
-        await self.storage.file_chunk_put(file_id=self.file_id, chunk=chunk)
+        stored = await self.storage.file_chunk_put(
+            file_id=self.file_id, chunk=chunk, lease_token=self.lease_token
+        )
         self.seq += 1
         self.first_line += len(self.lines)
         self.lines = []
         self.size = 0
+        return stored
 
 
 async def split_lines(data: AsyncIterator[bytes], *, max_bytes: int) -> AsyncIterator[bytes]:

@@ -14,7 +14,9 @@ from jobgate.domain.retention import Horizon
 from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
 from jobgate.storage.records import (
+    BatchChunk,
     BatchCounts,
+    BatchEnding,
     BatchItemResult,
     BatchRecord,
     BulkChunk,
@@ -25,8 +27,8 @@ from jobgate.storage.records import (
     EndpointHealth,
     FileChunk,
     FileRecord,
-    NewBatchItem,
     NewWebhookEndpoint,
+    QueueLimit,
     RetentionBatch,
     Schedule,
     TenantOverview,
@@ -189,13 +191,21 @@ class FilesStore(Protocol):
         tenant_id: str,
         purpose: str,
         filename: str,
+        batch_id: str | None = None,
+        lease_token: str | None = None,
         now: datetime | None = None,
-    ) -> None:
-        """Insert an `uploading` file, invisible to reads until file_finish."""
+    ) -> bool:
+        """Insert an `uploading` file, invisible to reads until file_finish (or, a result
+        file of `batch_id`, until batch_finish shows it). With `lease_token`, only while that
+        token holds the batch: False (nothing written) once it does not."""
         ...
 
-    async def file_chunk_put(self, *, file_id: str, chunk: FileChunk) -> None:
-        """Store one chunk of whole lines; idempotent (a chunk stored again is replaced)."""
+    async def file_chunk_put(
+        self, *, file_id: str, chunk: FileChunk, lease_token: str | None = None
+    ) -> bool:
+        """Store one chunk of whole lines; idempotent (a chunk stored again is replaced). With
+        `lease_token` (a batch's result file), only while that token holds the batch: False
+        (nothing written) once it does not."""
         ...
 
     async def file_finish(self, *, file_id: str, bytes: int, lines: int) -> FileRecord:
@@ -245,8 +255,9 @@ class BatchesStore(Protocol):
         self, *, limit: int, lease_s: float, now: datetime | None = None
     ) -> list[BatchRecord]:
         """Live batches (validating, in_progress, cancelling, finalizing) no one else works on,
-        leased for `lease_s`: one batches role at a time works on a batch. Every step taken on
-        a claimed batch is idempotent, so a lease that runs out early costs repeated work only."""
+        leased for `lease_s`, each with a new `lease_token`: one batches role at a time works
+        on a batch, and every write it makes for the batch names the token (a fence), so a
+        role whose lease ran out and was taken over writes nothing more."""
         ...
 
     async def batch_update(
@@ -262,16 +273,43 @@ class BatchesStore(Protocol):
         output_file_id: str | None = None,
         error_file_id: str | None = None,
         errors: dict[str, Any] | None = None,
+        failures: int | None = None,
+        lease_token: str | None = None,
+        lease_s: float | None = None,
         release: bool = False,
+        unsettled: bool = False,
         now: datetime | None = None,
     ) -> BatchRecord | None:
-        """Update a batch only while its status is one of `from_statuses` (None otherwise, and
-        nothing written). None leaves a column as it is; a new status stamps its `*_at` time
-        (the database's clock) once; `release` drops the batches role's lease."""
+        """Update a batch only while its status is one of `from_statuses`, while
+        `lease_token` holds it (the batches role's writes; None: the API's, unfenced) and,
+        with `unsettled`, while it has no final status (None otherwise, and nothing written).
+        None leaves a column as it is; a new status stamps its `*_at` time (the database's
+        clock) once; a final status, once set, stays (the first cancel or expiry wins);
+        `lease_s` renews the lease from now; `release` drops it and its token."""
         ...
 
-    async def batch_items_put(self, *, batch_id: str, items: Sequence[NewBatchItem]) -> None:
-        """Record lines turned into jobs (or refused); idempotent per (batch, line)."""
+    async def batch_chunk_insert(
+        self,
+        *,
+        chunk: BatchChunk,
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> BatchRecord | None:
+        """In one transaction: the chunk's jobs (within `queue_limit`, else errors.QueueFull
+        and nothing written), its lines, and the expansion cursor moved to
+        `chunk.expanded_chunks`; the batch as it then stands. Only while the batch is
+        in_progress with no final status and `chunk.lease_token` holds it: None (nothing
+        written) otherwise, so no job of a batch exists without its line, and none is
+        created once a cancel or expiry is committed."""
+        ...
+
+    async def batch_finish(
+        self, *, ending: BatchEnding, now: datetime | None = None
+    ) -> BatchRecord | None:
+        """In one transaction, while `ending.lease_token` holds the finalizing batch (else
+        None, nothing written): its final status, counts and result files (made visible; the
+        batch's other unfinished result files deleted), its lease released, and its webhook
+        event queued once per endpoint of the tenant that wants it."""
         ...
 
     async def batch_counts(self, *, batch_id: str) -> BatchCounts:

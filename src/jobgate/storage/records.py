@@ -4,7 +4,7 @@ the core's first, then one section per family (schedules, providers, webhooks, b
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -488,6 +488,7 @@ class FileRecord:
     lines: int
     status: str
     created_at: datetime
+    batch_id: str | None = None  # a result file: the batch that writes it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -525,6 +526,8 @@ class BatchRecord:
     expired_at: datetime | None
     cancelling_at: datetime | None
     cancelled_at: datetime | None
+    lease_token: str | None = None  # the batches role's fence while it holds the batch
+    failures: int = 0  # passes in a row that failed on the batch
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -533,6 +536,42 @@ class NewBatchItem:
     custom_id: str
     job_id: str | None
     error: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchChunk:
+    """One input chunk of a batch expanded: its new jobs and every one of its lines (each
+    naming its job, or why it was refused), stored together, and the cursor moved past it."""
+
+    batch_id: str
+    lease_token: str
+    jobs: Sequence[NewJob]
+    items: Sequence[NewBatchItem]
+    expanded_chunks: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResultFile:
+    """A result file a batches role wrote (invisible until the batch ends with it)."""
+
+    id: str
+    bytes: int
+    lines: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchEnding:
+    """How a finalizing batch ends: its final status and counts, its result files, the
+    webhook event it sends; written together while `lease_token` holds it."""
+
+    batch_id: str
+    tenant_id: str
+    lease_token: str
+    status: str
+    completed_count: int
+    failed_count: int
+    output: ResultFile | None
+    error: ResultFile | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -149,6 +149,23 @@ async def insert_keyless(
     return stored, counted
 
 
+async def insert_many_on(
+    sql: PostgresExecutor,
+    conn: Conn,
+    jobs: Sequence[NewJob],
+    queue_limit: QueueLimit | None,
+    now: datetime | None,
+) -> list[Job]:
+    """Insert `jobs` (not empty) inside the caller's transaction on `conn`, within
+    `queue_limit`: the admission locks, then insert_keyless (raises errors.QueueFull)."""
+    if queue_limit is not None:  # the admission locks first, as a single submit takes them
+        await lock_bounds(sql, conn, queue_limit, {job.tenant_id for job in jobs})
+    stored, counted = await insert_keyless(sql, conn, jobs, queue_limit, now)
+    if queue_limit is not None and not counted:  # after the insert: raising rolls back
+        await check_bounds(sql, conn, queue_limit, {job.tenant_id: 0 for job in jobs})
+    return stored
+
+
 class PostgresBatch(BatchQueries):
     _sql: PostgresExecutor
 
@@ -156,18 +173,11 @@ class PostgresBatch(BatchQueries):
         self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
     ) -> list[Job]:
         """A bulk insert without keys (the Jobs themselves in and out, no BulkItem or
-        SubmitOutcome per job: a few us per job): the admission locks, then insert_keyless."""
-
-        async def insert(conn: Conn) -> list[Job]:
-            if queue_limit is not None:  # the admission locks first, as a single submit takes them
-                await lock_bounds(sql, conn, queue_limit, {job.tenant_id for job in jobs})
-            stored, counted = await insert_keyless(sql, conn, jobs, queue_limit, now)
-            if queue_limit is not None and not counted:  # after the insert: raising rolls back
-                await check_bounds(sql, conn, queue_limit, {job.tenant_id: 0 for job in jobs})
-            return stored
-
+        SubmitOutcome per job: a few us per job): insert_many_on in its own transaction."""
         sql = self._sql
-        return await sql.run(insert, transaction=True)
+        return await sql.run(
+            lambda conn: insert_many_on(sql, conn, jobs, queue_limit, now), transaction=True
+        )
 
     async def _insert_streamed(
         self, chunks: Iterable[Sequence[NewJob]], now: datetime | None

@@ -1,14 +1,23 @@
 -- OpenAI-compatible files and batches on PostgreSQL (issue 17).
 
 -- name: file_create
--- Insert a file while it uploads (invisible until file_finish).
-INSERT INTO files (id, tenant_id, purpose, filename, status, created_at)
-VALUES (:id, :tenant_id, :purpose, :filename, 'uploading', coalesce(:now::timestamptz, now()))
+-- Insert a file while it uploads (invisible until file_finish); a batch's result file only
+-- while :lease_token still holds the batch.
+INSERT INTO files (id, tenant_id, purpose, filename, status, created_at, batch_id)
+SELECT :id, :tenant_id, :purpose, :filename, 'uploading', coalesce(:now::timestamptz, now()),
+       :batch_id::text
+ WHERE :lease_token::text IS NULL
+    OR EXISTS (SELECT 1 FROM batches AS b
+                WHERE b.id = :batch_id::text AND b.lease_token = :lease_token::text)
 
 -- name: file_chunk_put
--- Store (or replace) one chunk of whole lines.
+-- Store (or replace) one chunk of whole lines; of a batch's result file only while
+-- :lease_token still holds the batch.
 INSERT INTO file_chunks (file_id, seq, first_line, line_count, data)
-VALUES (:file_id, :seq, :first_line, :line_count, :data)
+SELECT :file_id, :seq, :first_line, :line_count, :data
+ WHERE :lease_token::text IS NULL
+    OR EXISTS (SELECT 1 FROM files AS f JOIN batches AS b ON b.id = f.batch_id
+                WHERE f.id = :file_id AND b.lease_token = :lease_token::text)
 ON CONFLICT (file_id, seq) DO UPDATE
    SET first_line = excluded.first_line, line_count = excluded.line_count, data = excluded.data
 
@@ -74,7 +83,8 @@ SELECT * FROM batches
  LIMIT :limit
 
 -- name: batch_claim_live
--- Lease live batches no batches role holds (SKIP LOCKED: racing claimers take others).
+-- Lease live batches no batches role holds, each with a new token (SKIP LOCKED: racing
+-- claimers take others).
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), due AS (
@@ -86,24 +96,31 @@ WITH clock AS (
        FOR UPDATE OF b SKIP LOCKED
 )
 UPDATE batches AS b
-   SET lease_until = clock.now + make_interval(secs => :lease_s::double precision)
+   SET lease_until = clock.now + make_interval(secs => :lease_s::double precision),
+       lease_token = replace(gen_random_uuid()::text, '-', '')
   FROM due, clock
  WHERE b.id = due.id
 RETURNING b.*
 
 -- name: batch_update
--- Update a batch while its status is one of :from_statuses; a new status stamps its time once.
+-- Update a batch while its status is one of :from_statuses and, for the batches role, while its
+-- :lease_token holds it; a new status stamps its time once, a final status set stays set.
 WITH clock AS (SELECT coalesce(:now::timestamptz, now()) AS now)
 UPDATE batches AS b
    SET status = coalesce(:status::text, b.status),
-       final_status = coalesce(:final_status::text, b.final_status),
+       final_status = coalesce(b.final_status, :final_status::text),
        expanded_chunks = coalesce(:expanded_chunks::integer, b.expanded_chunks),
        completed_count = coalesce(:completed_count::integer, b.completed_count),
        failed_count = coalesce(:failed_count::integer, b.failed_count),
        output_file_id = coalesce(:output_file_id::text, b.output_file_id),
        error_file_id = coalesce(:error_file_id::text, b.error_file_id),
        errors = coalesce(:errors::jsonb, b.errors),
-       lease_until = CASE WHEN :release::boolean THEN NULL ELSE b.lease_until END,
+       failures = coalesce(:failures::integer, b.failures),
+       lease_until = CASE WHEN :release::boolean THEN NULL
+                          WHEN :lease_s::double precision IS NOT NULL
+                          THEN clock.now + make_interval(secs => :lease_s::double precision)
+                          ELSE b.lease_until END,
+       lease_token = CASE WHEN :release::boolean THEN NULL ELSE b.lease_token END,
        in_progress_at = CASE WHEN :status::text = 'in_progress'
                              THEN coalesce(b.in_progress_at, clock.now) ELSE b.in_progress_at END,
        finalizing_at = CASE WHEN :status::text = 'finalizing'
@@ -121,7 +138,73 @@ UPDATE batches AS b
   FROM clock
  WHERE b.id = :id
    AND b.status = ANY(ARRAY(SELECT jsonb_array_elements_text(:from_statuses::jsonb)))
+   AND (:lease_token::text IS NULL OR b.lease_token = :lease_token::text)
+   AND (NOT :unsettled::boolean OR b.final_status IS NULL)
 RETURNING b.*
+
+-- name: batch_fence_lock
+-- Lock a batch that :lease_token holds while it is in progress and unsettled (else no row).
+SELECT id FROM batches
+ WHERE id = :id AND lease_token = :lease_token::text
+   AND status = 'in_progress' AND final_status IS NULL
+   FOR UPDATE
+
+-- name: batch_cursor_move
+-- Move a batch's expansion cursor (inside batch_chunk_insert's transaction, under its fence).
+UPDATE batches SET expanded_chunks = :expanded_chunks WHERE id = :id
+RETURNING *
+
+-- name: batch_finish
+-- End a finalizing batch while :lease_token holds it, in one statement: its final status and
+-- counts, its new result files shown (those a dead pass began, deleted), its webhook events.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), done AS (
+    UPDATE batches AS b
+       SET status = :status::text,
+           completed_count = :completed_count::integer,
+           failed_count = :failed_count::integer,
+           output_file_id = :output_file_id::text,
+           error_file_id = :error_file_id::text,
+           lease_until = NULL, lease_token = NULL, failures = 0,
+           completed_at = CASE WHEN :status::text = 'completed' THEN clock.now
+                               ELSE b.completed_at END,
+           failed_at = CASE WHEN :status::text = 'failed' THEN clock.now ELSE b.failed_at END,
+           expired_at = CASE WHEN :status::text = 'expired' THEN clock.now ELSE b.expired_at END,
+           cancelled_at = CASE WHEN :status::text = 'cancelled' THEN clock.now
+                               ELSE b.cancelled_at END
+      FROM clock
+     WHERE b.id = :id AND b.status = 'finalizing' AND b.lease_token = :lease_token::text
+    RETURNING b.*
+), shown AS (
+    UPDATE files AS f
+       SET status = 'processed',
+           bytes = CASE WHEN f.id = :output_file_id::text THEN :output_bytes::bigint
+                        ELSE :error_bytes::bigint END,
+           lines = CASE WHEN f.id = :output_file_id::text THEN :output_lines::integer
+                        ELSE :error_lines::integer END
+      FROM done
+     WHERE f.batch_id = done.id AND f.id IN (:output_file_id::text, :error_file_id::text)
+    RETURNING f.id
+), dropped AS (
+    DELETE FROM files AS f USING done
+     WHERE f.batch_id = done.id AND f.status = 'uploading'
+       AND f.id IS DISTINCT FROM :output_file_id::text
+       AND f.id IS DISTINCT FROM :error_file_id::text
+    RETURNING f.id
+), events AS (
+    INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                        series, job_status, created_at, next_attempt_at)
+    SELECT 'msg_' || done.id || '_' || e.id, jobgate_event_id(done.id, :event_type, 0),
+           done.tenant_id, done.id, :event_type, e.id, e.id, NULL, 0, done.status,
+           clock.now, clock.now
+      FROM done, clock, webhook_endpoints AS e
+     WHERE e.tenant_id = done.tenant_id AND NOT e.disabled
+       AND (e.event_types ? :event_type::text OR jsonb_array_length(e.event_types) = 0)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+)
+SELECT * FROM done
 
 -- name: batch_items_put
 -- Record lines of a batch (idempotent per line).

@@ -31,6 +31,7 @@ from jobgate.storage import migrations
 from jobgate.storage.base import Now, finish_payload
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.batch import PostgresBatch, insert_params
+from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert, key_in_use
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
@@ -76,6 +77,7 @@ class PostgresStorage(
     PostgresRateLimits,
     PostgresProviderStore,
     PostgresBatch,
+    PostgresBatches,
     PostgresBulk,
     PostgresBulkInsert,
     PostgresTransport,

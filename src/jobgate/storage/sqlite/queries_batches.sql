@@ -1,14 +1,22 @@
 -- OpenAI-compatible files and batches on SQLite (issue 17).
 
 -- name: file_create
--- Insert a file while it uploads (invisible until file_finish).
-INSERT INTO files (id, tenant_id, purpose, filename, status, created_at)
-VALUES (:id, :tenant_id, :purpose, :filename, 'uploading', :now)
+-- Insert a file while it uploads (invisible until file_finish); a batch's result file only
+-- while :lease_token still holds the batch.
+INSERT INTO files (id, tenant_id, purpose, filename, status, created_at, batch_id)
+SELECT :id, :tenant_id, :purpose, :filename, 'uploading', :now, :batch_id
+ WHERE :lease_token IS NULL
+    OR EXISTS (SELECT 1 FROM batches AS b
+                WHERE b.id = :batch_id AND b.lease_token = :lease_token)
 
 -- name: file_chunk_put
--- Store (or replace) one chunk of whole lines.
+-- Store (or replace) one chunk of whole lines; of a batch's result file only while
+-- :lease_token still holds the batch.
 INSERT INTO file_chunks (file_id, seq, first_line, line_count, data)
-VALUES (:file_id, :seq, :first_line, :line_count, :data)
+SELECT :file_id, :seq, :first_line, :line_count, :data
+ WHERE :lease_token IS NULL
+    OR EXISTS (SELECT 1 FROM files AS f JOIN batches AS b ON b.id = f.batch_id
+                WHERE f.id = :file_id AND b.lease_token = :lease_token)
 ON CONFLICT (file_id, seq) DO UPDATE
    SET first_line = excluded.first_line, line_count = excluded.line_count, data = excluded.data
 
@@ -70,9 +78,10 @@ SELECT * FROM batches
  LIMIT :limit
 
 -- name: batch_claim_live
--- Lease live batches no batches role holds (one writer: no race to skip).
+-- Lease live batches no batches role holds, each with a new token (one writer: no race to
+-- skip).
 UPDATE batches
-   SET lease_until = :now + :lease_s
+   SET lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16)))
  WHERE id IN (SELECT id FROM batches
                WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
                  AND (lease_until IS NULL OR lease_until <= :now)
@@ -81,17 +90,22 @@ UPDATE batches
 RETURNING *
 
 -- name: batch_update
--- Update a batch while its status is one of :from_statuses; a new status stamps its time once.
+-- Update a batch while its status is one of :from_statuses and, for the batches role, while its
+-- :lease_token holds it; a new status stamps its time once, a final status set stays set.
 UPDATE batches
    SET status = coalesce(:status, status),
-       final_status = coalesce(:final_status, final_status),
+       final_status = coalesce(final_status, :final_status),
        expanded_chunks = coalesce(:expanded_chunks, expanded_chunks),
        completed_count = coalesce(:completed_count, completed_count),
        failed_count = coalesce(:failed_count, failed_count),
        output_file_id = coalesce(:output_file_id, output_file_id),
        error_file_id = coalesce(:error_file_id, error_file_id),
        errors = coalesce(:errors, errors),
-       lease_until = CASE WHEN :release THEN NULL ELSE lease_until END,
+       failures = coalesce(:failures, failures),
+       lease_until = CASE WHEN :release THEN NULL
+                          WHEN :lease_s IS NOT NULL THEN :now + :lease_s
+                          ELSE lease_until END,
+       lease_token = CASE WHEN :release THEN NULL ELSE lease_token END,
        in_progress_at = CASE WHEN :status = 'in_progress'
                              THEN coalesce(in_progress_at, :now) ELSE in_progress_at END,
        finalizing_at = CASE WHEN :status = 'finalizing'
@@ -107,7 +121,51 @@ UPDATE batches
        cancelled_at = CASE WHEN :status = 'cancelled'
                            THEN coalesce(cancelled_at, :now) ELSE cancelled_at END
  WHERE id = :id AND status IN (SELECT value FROM json_each(:from_statuses))
+   AND (:lease_token IS NULL OR lease_token = :lease_token)
+   AND (NOT :unsettled OR final_status IS NULL)
 RETURNING *
+
+-- name: batch_fence_lock
+-- A batch that :lease_token holds while it is in progress and unsettled (else no row); the
+-- single writer holds it for the rest of the write.
+SELECT id FROM batches
+ WHERE id = :id AND lease_token = :lease_token
+   AND status = 'in_progress' AND final_status IS NULL
+
+-- name: batch_cursor_move
+-- Move a batch's expansion cursor (inside batch_chunk_insert's write, under its fence).
+UPDATE batches SET expanded_chunks = :expanded_chunks WHERE id = :id
+RETURNING *
+
+-- name: batch_finish_update
+-- End a finalizing batch while :lease_token holds it: its final status, counts and files.
+UPDATE batches
+   SET status = :status,
+       completed_count = :completed_count,
+       failed_count = :failed_count,
+       output_file_id = :output_file_id,
+       error_file_id = :error_file_id,
+       lease_until = NULL, lease_token = NULL, failures = 0,
+       completed_at = CASE WHEN :status = 'completed' THEN :now ELSE completed_at END,
+       failed_at = CASE WHEN :status = 'failed' THEN :now ELSE failed_at END,
+       expired_at = CASE WHEN :status = 'expired' THEN :now ELSE expired_at END,
+       cancelled_at = CASE WHEN :status = 'cancelled' THEN :now ELSE cancelled_at END
+ WHERE id = :id AND status = 'finalizing' AND lease_token = :lease_token
+RETURNING *
+
+-- name: batch_files_show
+-- Show an ended batch's result files (processed, with their sizes).
+UPDATE files
+   SET status = 'processed',
+       bytes = CASE WHEN id = :output_file_id THEN :output_bytes ELSE :error_bytes END,
+       lines = CASE WHEN id = :output_file_id THEN :output_lines ELSE :error_lines END
+ WHERE batch_id = :id AND id IN (:output_file_id, :error_file_id)
+
+-- name: batch_files_drop_unshown
+-- Delete the result files of an ended batch that a dead pass began (never shown).
+DELETE FROM files
+ WHERE batch_id = :id AND status = 'uploading'
+   AND id IS NOT :output_file_id AND id IS NOT :error_file_id
 
 -- name: batch_items_put
 -- Record lines of a batch, a JSON array (idempotent per line; `WHERE true` keeps the upsert

@@ -29,6 +29,7 @@ from jobgate.domain.verdicts import (
 from jobgate.storage import migrations, records, shared
 from jobgate.storage.base import Now
 from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
+from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.claims import (
@@ -83,6 +84,7 @@ class SqliteStorage(
     SqliteWebhookStore,
     SqliteProviderStore,
     SqliteBatch,
+    SqliteBatches,
     SqliteBulk,
     SqliteRetention,
     SqliteBulkInsert,

@@ -6,14 +6,17 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobgate.storage.executor import SqlPart
+from jobgate.storage.executor import Row, SqlPart
 from jobgate.storage.records import (
+    BatchChunk,
     BatchCounts,
+    BatchEnding,
     BatchItemResult,
     BatchRecord,
     FileChunk,
     FileRecord,
     NewBatchItem,
+    QueueLimit,
 )
 
 
@@ -27,26 +30,35 @@ class BatchesQueries(SqlPart):
         tenant_id: str,
         purpose: str,
         filename: str,
+        batch_id: str | None = None,
+        lease_token: str | None = None,
         now: datetime | None = None,
-    ) -> None:
-        await self._sql.write_count(
+    ) -> bool:
+        created = await self._sql.write_count(
             "file_create",
             id=file_id,
             tenant_id=tenant_id,
             purpose=purpose,
             filename=filename,
+            batch_id=batch_id,
+            lease_token=lease_token,
             now=self._sql.codec.now(now),
         )
+        return created > 0
 
-    async def file_chunk_put(self, *, file_id: str, chunk: FileChunk) -> None:
-        await self._sql.write_count(
+    async def file_chunk_put(
+        self, *, file_id: str, chunk: FileChunk, lease_token: str | None = None
+    ) -> bool:
+        stored = await self._sql.write_count(
             "file_chunk_put",
             file_id=file_id,
             seq=chunk.seq,
             first_line=chunk.first_line,
             line_count=chunk.line_count,
             data=chunk.data,
+            lease_token=lease_token,
         )
+        return stored > 0
 
     async def file_finish(self, *, file_id: str, bytes: int, lines: int) -> FileRecord:
         row = await self._sql.write_one("file_finish", id=file_id, bytes=bytes, lines=lines)
@@ -116,7 +128,11 @@ class BatchesQueries(SqlPart):
         output_file_id: str | None = None,
         error_file_id: str | None = None,
         errors: dict[str, Any] | None = None,
+        failures: int | None = None,
+        lease_token: str | None = None,
+        lease_s: float | None = None,
         release: bool = False,
+        unsettled: bool = False,
         now: datetime | None = None,
     ) -> BatchRecord | None:
         codec = self._sql.codec
@@ -132,21 +148,80 @@ class BatchesQueries(SqlPart):
             output_file_id=output_file_id,
             error_file_id=error_file_id,
             errors=codec.json(errors),
+            failures=failures,
+            lease_token=lease_token,
+            lease_s=lease_s,
             release=codec.flag(release),
+            unsettled=codec.flag(unsettled),
             now=codec.now(now),
         )
         return None if row is None else self._decode.record(BatchRecord, row)
 
-    async def batch_items_put(self, *, batch_id: str, items: Sequence[NewBatchItem]) -> None:
-        if not items:
-            return
-        lines = [
-            {"line": i.line, "custom_id": i.custom_id, "job_id": i.job_id, "error": i.error}
-            for i in items
-        ]
-        await self._sql.write_count(
-            "batch_items_put", batch_id=batch_id, items=self._sql.codec.json(lines)
-        )
+    async def batch_chunk_insert(
+        self,
+        *,
+        chunk: BatchChunk,
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> BatchRecord | None:
+        params = {
+            "id": chunk.batch_id,
+            "batch_id": chunk.batch_id,
+            "lease_token": chunk.lease_token,
+            "items": self._sql.codec.json([_item_row(item) for item in chunk.items]),
+            "expanded_chunks": chunk.expanded_chunks,
+        }
+        row = await self._chunk_write(chunk, params, queue_limit, now)
+        if row is None:
+            return None
+        if chunk.jobs:
+            self.changes.work_available()
+        return self._decode.record(BatchRecord, row)
+
+    async def _chunk_write(
+        self,
+        chunk: BatchChunk,
+        params: dict[str, Any],
+        queue_limit: QueueLimit | None,
+        now: datetime | None,
+    ) -> Row | None:
+        """In one transaction, only while the batch is in progress, unsettled and held by the
+        chunk's lease token (else None, nothing written): the chunk's jobs (within
+        `queue_limit`), its lines (batch_items_put), the cursor moved (batch_cursor_move);
+        the batch's row as it then stands."""
+        raise NotImplementedError
+
+    async def batch_finish(
+        self, *, ending: BatchEnding, now: datetime | None = None
+    ) -> BatchRecord | None:
+        output, error = ending.output, ending.error
+        params = {
+            "id": ending.batch_id,
+            "batch_id": ending.batch_id,
+            "tenant_id": ending.tenant_id,
+            "lease_token": ending.lease_token,
+            "status": ending.status,
+            "event_type": f"batch.{ending.status}",
+            "completed_count": ending.completed_count,
+            "failed_count": ending.failed_count,
+            "output_file_id": None if output is None else output.id,
+            "output_bytes": 0 if output is None else output.bytes,
+            "output_lines": 0 if output is None else output.lines,
+            "error_file_id": None if error is None else error.id,
+            "error_bytes": 0 if error is None else error.bytes,
+            "error_lines": 0 if error is None else error.lines,
+            "now": self._sql.codec.now(now),
+        }
+        row = await self._finish_write(params)
+        if row is None:
+            return None
+        self.changes.outbox_available()
+        return self._decode.record(BatchRecord, row)
+
+    async def _finish_write(self, params: dict[str, Any]) -> Row | None:
+        """batch_finish in one transaction (here one statement); None when the lease token no
+        longer holds the finalizing batch (and nothing written)."""
+        return await self._sql.write_one("batch_finish", **params)
 
     async def batch_counts(self, *, batch_id: str) -> BatchCounts:
         row = await self._sql.read_one("batch_counts", batch_id=batch_id)
@@ -183,3 +258,13 @@ class BatchesQueries(SqlPart):
             now=self._sql.codec.now(now),
         )
         self.changes.outbox_available()
+
+
+def _item_row(item: NewBatchItem) -> dict[str, Any]:
+    """A line as batch_items_put takes it, one object of its JSON array."""
+    return {
+        "line": item.line,
+        "custom_id": item.custom_id,
+        "job_id": item.job_id,
+        "error": item.error,
+    }

@@ -1,0 +1,42 @@
+"""BatchesStore's transactions on PostgreSQL: a batch's chunk (its jobs, its lines and the
+cursor, behind the batch's fence and the admission locks) in one transaction of several
+statements. The end of a batch is one statement (store/batches.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from jobgate import failpoints
+from jobgate.storage.executor import Row
+from jobgate.storage.postgres.batch import insert_many_on
+from jobgate.storage.postgres.executor import Conn, PostgresExecutor
+from jobgate.storage.records import BatchChunk, QueueLimit
+from jobgate.storage.store.batches import BatchesQueries
+
+
+class PostgresBatches(BatchesQueries):
+    _sql: PostgresExecutor
+
+    async def _chunk_write(
+        self,
+        chunk: BatchChunk,
+        params: dict[str, Any],
+        queue_limit: QueueLimit | None,
+        now: datetime | None,
+    ) -> Row | None:
+        sql = self._sql
+
+        async def write(conn: Conn) -> Row | None:
+            # The batch's row first, locked: a cancel waits for this chunk, or this chunk
+            # sees the cancel and stores nothing.
+            if not await sql.fetch(conn, "batch_fence_lock", **params):
+                return None
+            if chunk.jobs:
+                await insert_many_on(sql, conn, chunk.jobs, queue_limit, now)
+            failpoints.hit("batch_chunk_jobs_stored")
+            await sql.fetch(conn, "batch_items_put", **params)
+            (row,) = await sql.fetch(conn, "batch_cursor_move", **params)
+            return row
+
+        return await sql.run(write, transaction=True)

@@ -1,0 +1,55 @@
+"""BatchesStore's transactions on SQLite, each in one write of the single writer: a batch's
+chunk (its jobs, its lines and the cursor, behind the batch's fence) and a batch's end (its
+final status, its result files shown and the others dropped, its webhook events), where
+PostgreSQL's end is one statement with data-modifying CTEs."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from jobgate import failpoints
+from jobgate.storage.executor import Row
+from jobgate.storage.records import BatchChunk, BulkItem, QueueLimit
+from jobgate.storage.sqlite.bulk_insert import insert_items
+from jobgate.storage.sqlite.database import SqliteDatabase
+from jobgate.storage.sqlite.executor import Q
+from jobgate.storage.store.batches import BatchesQueries
+
+
+class SqliteBatches(BatchesQueries):
+    _db: SqliteDatabase
+
+    async def _chunk_write(
+        self,
+        chunk: BatchChunk,
+        params: dict[str, Any],
+        queue_limit: QueueLimit | None,
+        now: datetime | None,
+    ) -> Row | None:
+        at = self._sql.codec.now(now)
+        jobs = [BulkItem(job) for job in chunk.jobs]
+
+        def write(conn: sqlite3.Connection) -> Row | None:
+            if conn.execute(Q["batch_fence_lock"].sql, params).fetchone() is None:
+                return None
+            insert_items(conn, jobs, queue_limit, at, self._decode)
+            failpoints.hit("batch_chunk_jobs_stored")
+            conn.execute(Q["batch_items_put"].sql, params)
+            row: Row | None = conn.execute(Q["batch_cursor_move"].sql, params).fetchone()
+            return row
+
+        return await self._db.write(write)
+
+    async def _finish_write(self, params: dict[str, Any]) -> Row | None:
+        def finish(conn: sqlite3.Connection) -> Row | None:
+            row: Row | None = conn.execute(Q["batch_finish_update"].sql, params).fetchone()
+            if row is None:
+                return None
+            conn.execute(Q["batch_files_show"].sql, params)
+            conn.execute(Q["batch_files_drop_unshown"].sql, params)
+            conn.execute(Q["batch_event_insert"].sql, params).fetchall()
+            return row
+
+        return await self._db.write(finish)
