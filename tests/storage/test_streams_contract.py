@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from jobgate import errors
+from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
@@ -179,3 +180,73 @@ async def test_retention_drops_the_output_with_the_result(
     purged = await storage.job_purge_expired(completed_before=later, limit=10, now=later)
     assert purged == 1
     assert await storage.job_output_read(job_id=job.id) == []
+
+
+async def test_no_append_after_the_job_was_purged(storage: Storage, clock: FakeClock) -> None:
+    """DELETE /v1/jobs/{id} cancels a running job and purges it at once, while its worker may
+    still be streaming: the purge is a fence, like a lost lease, so nothing is stored after
+    it."""
+    job = await _running(storage, clock)
+    await storage.job_output_append(lease=_lease(job), text="before", now=clock.now())
+    await storage.job_cancel(job_id=job.id, tenant_id=job.tenant_id, actor="api:delete")
+    await storage.job_purge(job_id=job.id, tenant_id=job.tenant_id, now=clock.now())
+    with pytest.raises(errors.LeaseLost):
+        await storage.job_output_append(lease=_lease(job), text="after", now=clock.now())
+    assert await storage.job_output_read(job_id=job.id) == []
+
+
+async def test_no_append_after_a_bulk_delete(storage: Storage, clock: FakeClock) -> None:
+    job = await _running(storage, clock)
+    await storage.job_output_append(lease=_lease(job), text="before", now=clock.now())
+    await storage.job_bulk_apply(
+        where=JobFilter(tenant_id=job.tenant_id),
+        action=BulkAction.DELETE,
+        actor="api:bulk",
+        reason="bulk_delete",
+        after_id=None,
+        limit=10,
+        now=clock.now(),
+    )
+    with pytest.raises(errors.LeaseLost):
+        await storage.job_output_append(lease=_lease(job), text="after", now=clock.now())
+    assert await storage.job_output_read(job_id=job.id) == []
+
+
+TEXT_THE_COLUMN_REFUSES = [
+    "\x00",
+    "a\x00b",
+    "\x00\x00 twice",
+    "\uffff",  # the escape character itself
+    "\uffff0 looks escaped",
+    "\uffff\x00\uffff\uffff",
+    "plain, wörld ✓",
+]
+
+
+@pytest.mark.parametrize("text", TEXT_THE_COLUMN_REFUSES)
+async def test_any_text_a_provider_sends_is_stored_exactly(
+    storage: Storage, clock: FakeClock, text: str
+) -> None:
+    """PostgreSQL's text cannot hold U+0000 (a model may emit it): it is stored escaped, on
+    both stores alike, and read back as it was sent."""
+    job = await _running(storage, clock)
+    written = await storage.job_output_append(lease=_lease(job), text=text, now=clock.now())
+    assert written.text == text
+    (chunk,) = await storage.job_output_read(job_id=job.id)
+    assert chunk.text == text
+
+
+async def test_a_result_holding_any_text_is_stored_exactly(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """The same for the answer itself (PostgreSQL's jsonb refuses U+0000 too)."""
+    job = await _running(storage, clock)
+    text = "a\x00b \uffff0 \uffff\x00"
+    result = {"choices": [{"message": {"content": text}}], "odd \x00 key": [text, 1, None]}
+    finish = Finish(
+        lease=_lease(job), state=JobState.SUCCEEDED, reason="provider_succeeded", result=result
+    )
+    done = await finish_one(storage, finish=finish, now=clock.now())
+    assert done.state is JobState.SUCCEEDED and done.result == result
+    stored = await storage.job_get(job_id=job.id)
+    assert stored is not None and stored.result == result

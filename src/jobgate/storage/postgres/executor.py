@@ -19,7 +19,7 @@ import orjson
 from asyncpg.pool import PoolConnectionProxy
 
 from jobgate import errors
-from jobgate.storage import sql
+from jobgate.storage import sql, text_escape
 from jobgate.storage.executor import Codec, Row
 from jobgate.storage.rows import EARLIEST, LATEST, tolerant_json
 
@@ -107,10 +107,18 @@ def _time_encode(value: datetime) -> tuple[int]:
 
 
 def _json_encode(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    encoded = orjson.dumps(value)
+    if text_escape.json_needs_escape(encoded):  # jsonb refuses U+0000 (a model's output)
+        encoded = orjson.dumps(text_escape.escape_json(value))
+    return encoded.decode()
 
 
-_json_decode = tolerant_json(orjson.loads)
+def _json_loads(raw: str) -> Any:
+    value = orjson.loads(raw)
+    return text_escape.unescape_json(value) if text_escape.ESC in raw else value
+
+
+_json_decode = tolerant_json(_json_loads)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

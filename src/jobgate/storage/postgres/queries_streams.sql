@@ -1,8 +1,9 @@
 -- Live output streaming on PostgreSQL: the output log of running jobs (job_output_chunks).
 
 -- name: job_output_append
--- Append one chunk to the output of the attempt holding this lease (no row when fenced off)
--- and tell every listening process (`s:<job id>`) in the same statement.
+-- Append one chunk to the output of the attempt holding this lease and tell every listening
+-- process (`s:<job id>`) in the same statement; no row when fenced off (the lease is gone, or
+-- the job was purged: its output never outlives the purge).
 WITH clock AS (SELECT coalesce(:now::timestamptz, now()) AS now),
 appended AS (
     INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at)
@@ -11,6 +12,7 @@ appended AS (
            j.run_count, :text::text, clock.now
       FROM jobs AS j, clock
      WHERE j.id = :job_id AND j.lease_token = :lease_token AND j.state = 'running'
+       AND j.purged_at IS NULL
        FOR SHARE OF j  -- wait for a concurrent reclaim and re-check the fence after it
     RETURNING job_id, seq, generation, text, created_at
 )

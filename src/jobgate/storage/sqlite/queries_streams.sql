@@ -1,13 +1,15 @@
 -- Live output streaming on SQLite: the output log of running jobs (job_output_chunks).
 
 -- name: job_output_append
--- Append one chunk to the output of the attempt holding this lease (no row when fenced off).
+-- Append one chunk to the output of the attempt holding this lease (no row when fenced off:
+-- the lease is gone, or the job was purged, whose output must never outlive it).
 INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at)
 SELECT j.id,
        coalesce((SELECT max(c.seq) FROM job_output_chunks AS c WHERE c.job_id = j.id), 0) + 1,
        j.run_count, :text, :now
   FROM jobs AS j
  WHERE j.id = :job_id AND j.lease_token = :lease_token AND j.state = 'running'
+   AND j.purged_at IS NULL
 RETURNING job_id, seq, generation, text, created_at
 
 -- name: job_output_read
