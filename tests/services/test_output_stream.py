@@ -221,13 +221,18 @@ class FakeLog:
         return sum(len(c.text) for c in self.chunks if c.generation == generation)
 
 
+async def _nothing() -> None:
+    pass
+
+
 def _batcher(log: FakeLog, **options: float) -> OutputBatcher:
     return OutputBatcher(
         log,
         Lease("job_1", "t"),
         generation=1,
         clock=FakeClock(),
-        on_lease_lost=lambda: None,
+        on_fenced=_nothing,
+        on_failed=lambda _: None,
         **options,  # type: ignore[arg-type]
     )
 
@@ -306,23 +311,71 @@ async def test_a_write_that_failed_is_retried() -> None:
     assert [c.text for c in log.chunks] == ["retried"] and log.calls == 3
 
 
-async def test_a_lost_lease_drops_the_buffer_and_tells_the_worker() -> None:
-    lost: list[bool] = []
+async def test_a_fenced_append_drops_the_buffer_and_tells_the_worker() -> None:
+    fenced: list[bool] = []
 
     class Fenced(FakeLog):
         async def job_output_append(
             self, *, lease: Lease, text: str, now: datetime | None = None
         ) -> OutputChunk:
+            self.calls += 1
             raise errors.LeaseLost(lease.job_id)
 
+    async def tell() -> None:
+        fenced.append(True)
+
+    log = Fenced()
     batcher = OutputBatcher(
-        Fenced(), Lease("job_1", "t"), generation=1, clock=FakeClock(),
-        on_lease_lost=lambda: lost.append(True),
+        log, Lease("job_1", "t"), generation=1, clock=FakeClock(),
+        on_fenced=tell, on_failed=lambda _: None,
     )  # fmt: skip
     await batcher.add("x")
     await batcher.close()
     await batcher.add("ignored")
-    assert lost == [True] and batcher.lease_lost
+    assert fenced == [True] and batcher.stopped and log.calls == 1
+
+
+async def test_an_append_refused_for_good_is_not_retried() -> None:
+    """Only an unavailable database is waited for: any other storage error would come back
+    on every retry (the job stayed `running` for good, retrying a write PostgreSQL refused)."""
+    failed: list[errors.StorageError] = []
+
+    class Refusing(FakeLog):
+        async def job_output_append(
+            self, *, lease: Lease, text: str, now: datetime | None = None
+        ) -> OutputChunk:
+            self.calls += 1
+            raise errors.StorageError("postgres: CharacterNotInRepertoireError")
+
+    log = Refusing()
+    batcher = OutputBatcher(
+        log, Lease("job_1", "t"), generation=1, clock=FakeClock(),
+        on_fenced=_nothing, on_failed=failed.append,
+    )  # fmt: skip
+    await batcher.add("x")
+    await batcher.close()
+    await batcher.add("ignored")
+    assert log.calls == 1 and len(failed) == 1 and batcher.stopped
+
+
+async def test_a_job_deleted_while_it_streams_ends_cancelled_at_once(
+    stream_runtime: Runtime, streamer: StreamingScripted
+) -> None:
+    """The worker has not heard of the cancel (no wake-up reached it); its next append is
+    fenced off by the purge, and it finds out why instead of leaving the job `running` until
+    its lease runs out."""
+    streamer.pause_at = 2
+    job_id = await _submit(stream_runtime, "scripted")
+    worker = stream_runtime.worker()
+    running = asyncio.create_task(worker.run_once())
+    await asyncio.wait_for(streamer.paused.wait(), 5)
+    job = await stream_runtime.storage.job_get(job_id=job_id)
+    assert job is not None
+    await stream_runtime.jobs.delete(tenant_id=job.tenant_id, job_id=job_id)
+    streamer.resume.set()
+    [done] = await asyncio.wait_for(running, 5)
+    assert done is not None and done.state is JobState.CANCELLED
+    assert await stream_runtime.storage.job_output_read(job_id=job_id) == []
 
 
 def test_the_provider_never_gets_the_stream_request() -> None:

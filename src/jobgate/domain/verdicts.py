@@ -31,6 +31,7 @@ POISON_JOB = "poison_job"
 CREATION_OUTCOME_UNKNOWN = "creation_outcome_unknown"
 PROVIDER_JOB_NOT_FOUND = "provider_job_not_found"
 INTERNAL_ERROR = "internal_error"
+OUTPUT_NOT_STORED = "output_not_stored"
 
 # -- error types (`error.type`): the family of the condition, the same for every role -----------
 JOB_ERROR = "job_error"  # jobgate's own verdict on the job (lost worker, poison)
@@ -345,6 +346,33 @@ def internal_error(
     )
     return failed(
         job, wrapped, actor=actor, retry_delay=retry_delay, unknown_outcome=unknown_outcome
+    )
+
+
+def output_not_stored(job: Job, *, actor: str, retry_delay: RetryDelay) -> Finish:
+    """The database refused a streaming job's live output for a reason a retry of the write
+    cannot mend: the attempt fails (counted, so the attempts bound it) rather than leave a
+    stored answer that its output log does not match."""
+    error = error_body(
+        OUTPUT_NOT_STORED, "the database refused to store the job's live output (see the logs)"
+    )
+    lease = _lease(job)
+    if job.attempt >= job.max_attempts:
+        return Finish(
+            lease=lease,
+            state=JobState.FAILED,
+            reason=OUTPUT_NOT_STORED,
+            actor=actor,
+            error=error,
+            dead_lettered=True,
+        )
+    return Finish(
+        lease=lease,
+        state=JobState.QUEUED,
+        reason=OUTPUT_NOT_STORED,
+        actor=actor,
+        error=error,
+        retry_in_s=retry_delay(job.attempt),
     )
 
 

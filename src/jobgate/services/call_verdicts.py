@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import output_stream
-from jobgate.services.lease_keeper import ABORT_CANCEL, ABORT_SHUTDOWN
+from jobgate.services.lease_keeper import ABORT_CANCEL, ABORT_OUTPUT_NOT_STORED, ABORT_SHUTDOWN
 
 log = logging.getLogger("jobgate.services.worker")
 
@@ -56,6 +56,8 @@ class CallVerdicts:
             return verdicts.cancelled(job, actor=self._actor)
         if abort_reason == ABORT_SHUTDOWN:
             return verdicts.released(job, actor=self._actor)
+        if abort_reason == ABORT_OUTPUT_NOT_STORED:
+            return verdicts.output_not_stored(job, actor=self._actor, retry_delay=self.retry_delay)
         return None  # the lease is lost or about to be: whoever holds it owns the job
 
     def of_outcome(self, job: Job, outcome: ProviderResult | BaseException) -> Finish:

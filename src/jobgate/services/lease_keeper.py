@@ -22,6 +22,7 @@ ABORT_CANCEL = "cancel"  # the client asked: stop the call, confirm `cancelled`
 ABORT_LEASE_LOST = "lease_lost"  # someone else owns the job now: stop, write nothing
 ABORT_LEASE_EXPIRING = "lease_expiring"  # cannot renew in time: stop, write nothing
 ABORT_SHUTDOWN = "shutdown"  # graceful stop: give the job back at once
+ABORT_OUTPUT_NOT_STORED = "output_not_stored"  # the live output was refused: fail the attempt
 
 
 @dataclasses.dataclass(slots=True)

@@ -3,9 +3,12 @@ and append its output deltas to the job's durable output log through a small bat
 
 The batcher writes one chunk per batch, never one per token: the first delta at once (the
 time to the first token is what a reader waits for), then at most one batch per `max_delay_s`
-(~50 ms), sooner once a batch holds `batch_bytes`. Every append is fenced on the job's lease;
-a lost lease stops the call. Memory stays bounded: past `max_buffer_bytes` unwritten, `add`
-waits for the write (the provider's stream waits with it).
+(~50 ms), sooner once a batch holds `batch_bytes`. Every append is fenced on the job's lease
+and on its purge; a fenced append stops the call (`on_fenced` finds out why). A database that
+is unavailable is waited for (the lease bounds the wait); any other storage error will not
+pass by retrying, so it stops the call at once (`on_failed`) and the attempt fails. Memory
+stays bounded: past `max_buffer_bytes` unwritten, `add` waits for the write (the provider's
+stream waits with it).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from jobgate import errors, metrics
 from jobgate.clock import Clock
@@ -53,7 +56,8 @@ class OutputBatcher:
         *,
         generation: int,
         clock: Clock,
-        on_lease_lost: Callable[[], None],
+        on_fenced: Callable[[], Awaitable[None]],
+        on_failed: Callable[[errors.StorageError], None],
         max_delay_s: float = MAX_DELAY_S,
         batch_bytes: int = BATCH_BYTES,
         max_buffer_bytes: int = MAX_BUFFER_BYTES,
@@ -62,14 +66,15 @@ class OutputBatcher:
         self._lease = lease
         self._generation = generation
         self._clock = clock
-        self._on_lease_lost = on_lease_lost
+        self._on_fenced = on_fenced
+        self._on_failed = on_failed
         self._max_delay_s = max_delay_s
         self._batch_bytes = batch_bytes
         self._max_buffer_bytes = max_buffer_bytes
         self._pending: list[str] = []
         self._pending_bytes = 0
         self._last_seq = 0
-        self._lost = False
+        self._stopped = False
         self._arrived = asyncio.Event()  # a first delta arrived in an empty buffer
         self._full = asyncio.Event()  # the batch is full: write now
         self._drained = asyncio.Event()  # a write finished (room in the buffer)
@@ -78,18 +83,19 @@ class OutputBatcher:
         self.appends = 0  # chunks written (the benchmark's database writes)
 
     @property
-    def lease_lost(self) -> bool:
-        return self._lost
+    def stopped(self) -> bool:
+        """Whether writing stopped (fenced off or refused): the call is being stopped."""
+        return self._stopped
 
     async def add(self, text: str) -> None:
         """Queue a delta; waits only while the unwritten buffer is over its bound."""
-        if self._lost or not text:
+        if self._stopped or not text:
             return
-        while self._pending_bytes >= self._max_buffer_bytes and not self._lost:
+        while self._pending_bytes >= self._max_buffer_bytes and not self._stopped:
             self._drained.clear()
             self._full.set()
             await self._drained.wait()
-        if self._lost:
+        if self._stopped:
             return
         self._pending.append(text)
         self._pending_bytes += len(text.encode())
@@ -123,7 +129,7 @@ class OutputBatcher:
         """Write the first delta at once (time to first token), then at most one batch per
         `max_delay_s`, sooner when a batch fills up."""
         last_write = -math.inf
-        while not self._lost:
+        while not self._stopped:
             if not self._pending:
                 if self._closing:
                     return
@@ -148,9 +154,10 @@ class OutputBatcher:
                 chunk = await self._storage.job_output_append(lease=self._lease, text=text)
                 break
             except errors.LeaseLost:
-                self._lose()
+                self._stop()
+                await self._on_fenced()
                 return
-            except errors.StorageError as exc:
+            except errors.StorageUnavailable as exc:
                 # The append may have committed with its answer lost: read back first.
                 if await self._landed(text):
                     chunk = None
@@ -162,6 +169,15 @@ class OutputBatcher:
                 )
                 await self._clock.sleep(delay_s)
                 delay_s = min(delay_s * 2, _RETRY_MAX_S)
+            except errors.StorageError as exc:
+                log.error(
+                    "output append refused; the attempt stops: %s",
+                    type(exc).__name__,
+                    extra={"job_id": self._lease.job_id},
+                )
+                self._stop()
+                self._on_failed(exc)
+                return
         if chunk is not None:
             self._last_seq = chunk.seq
         self.appends += 1
@@ -183,12 +199,12 @@ class OutputBatcher:
                 return True
         return False
 
-    def _lose(self) -> None:
-        self._lost = True
+    def _stop(self) -> None:
+        """Write nothing more: the output is fenced off, or cannot be stored."""
+        self._stopped = True
         self._pending.clear()
         self._pending_bytes = 0
         self._drained.set()
-        self._on_lease_lost()
 
 
 async def call_streaming(

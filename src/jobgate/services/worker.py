@@ -35,8 +35,10 @@ from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.call_verdicts import CallVerdicts, call_of
 from jobgate.services.finish_summary import FinishSummary
 from jobgate.services.lease_keeper import (
+    ABORT_CANCEL,
     ABORT_LEASE_EXPIRING,
     ABORT_LEASE_LOST,
+    ABORT_OUTPUT_NOT_STORED,
     ABORT_SHUTDOWN,
     InFlight,
     LeaseKeeper,
@@ -570,6 +572,8 @@ class Worker:
         failpoints.hit("after_provider_response")
         if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
             return None
+        if entry.abort_reason == ABORT_OUTPUT_NOT_STORED:  # its answer would lack the output
+            return self._verdicts.aborted(job, entry.abort_reason)
         verdict = self._verdicts.of_outcome(job, outcome)
         metrics.PROVIDER_CALL_SECONDS.labels(
             job.provider,
@@ -590,9 +594,23 @@ class Worker:
             entry.lease,
             generation=entry.job.run_count,
             clock=self._clock,
-            on_lease_lost=lambda: entry.stop(ABORT_LEASE_LOST),
+            on_fenced=lambda: self._output_fenced(entry),
+            on_failed=lambda _: entry.stop(ABORT_OUTPUT_NOT_STORED),
         )
         return output_stream.call_streaming(provider, call, batcher)
+
+    async def _output_fenced(self, entry: InFlight) -> None:
+        """An output append was fenced off: the lease is gone, or the job was purged (deleted
+        while it streamed, its cancel requested first). Renewing this one lease tells which,
+        so that a deleted job ends `cancelled` now, not when its lease runs out."""
+        try:
+            held = await self._storage.job_heartbeat(
+                leases=[entry.lease], lease_ttl_s=self._settings.lease_ttl_s
+            )
+        except errors.StorageError:
+            held = []
+        cancelled = any(answer.cancel_requested for answer in held)
+        entry.stop(ABORT_CANCEL if cancelled else ABORT_LEASE_LOST)
 
     async def _reroute(self, entry: InFlight, finish: Finish) -> Finish:
         """A job for a model route whose attempt is to be retried moves to the route's next
