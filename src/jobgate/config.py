@@ -17,7 +17,7 @@ import pydantic
 import pydantic_core
 
 from jobgate import config_names, database_urls, errors
-from jobgate.domain import costs
+from jobgate.domain import costs, ranges
 
 DAY_S = 86_400
 # The standard webhook schedule spans about three days; results must outlive it.
@@ -30,6 +30,12 @@ DEFAULT_WORKER_CONCURRENCY = 512
 # Calls in flight to one provider per worker process; matches the worker's slots so that one
 # provider alone can fill them. Lower it per provider in jobgate.toml.
 DEFAULT_PROVIDER_CONCURRENCY = DEFAULT_WORKER_CONCURRENCY
+# The largest output cap (`max_tokens`, `max_completion_tokens`, `max_output_tokens`) a request
+# may ask of a provider that sets no `max_output_tokens` of its own: the largest output the
+# current models offer. A cap is also what a token estimate charges a shared tpm before the
+# call, so an unbounded one would let one job hold a provider's bucket for everyone.
+DEFAULT_MAX_OUTPUT_TOKENS = 128_000
+_OutputTokens = Annotated[int, pydantic.Field(ge=1, le=ranges.MAX_OUTPUT_TOKENS)]
 
 
 def _number_only(value: Any) -> Any:
@@ -57,17 +63,19 @@ class ModelPrice(pydantic.BaseModel):
 
 
 # What a changed jobgate.toml changes in running processes (services.config_reload).
-RELOADABLE_PROVIDER_FIELDS = ("rpm", "tpm", "model_limits", "concurrency")
+RELOADABLE_PROVIDER_FIELDS = ("rpm", "tpm", "model_limits", "concurrency", "max_output_tokens")
 
 
 class ModelLimits(pydantic.BaseModel):
     """`[providers.NAME.model_limits."MODEL"]`: rate limits of one model, shared by every
-    worker process (on top of the provider's own)."""
+    worker process (on top of the provider's own), and its bound on output caps (in place of
+    the provider's)."""
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     rpm: int = pydantic.Field(default=0, ge=0, le=10_000_000)  # requests a minute; 0 = none
     tpm: int = pydantic.Field(default=0, ge=0, le=10_000_000_000)  # tokens a minute; 0 = none
+    max_output_tokens: _OutputTokens | None = None  # None: the provider's
 
 
 class ProviderConfig(pydantic.BaseModel):
@@ -121,6 +129,16 @@ class ProviderConfig(pydantic.BaseModel):
     rpm: int = pydantic.Field(default=0, ge=0, le=10_000_000)
     tpm: int = pydantic.Field(default=0, ge=0, le=10_000_000_000)
     model_limits: dict[str, ModelLimits] = pydantic.Field(default_factory=dict)
+    # The largest output cap a request may ask (a larger one is refused at submit, 400); a
+    # model's `max_output_tokens` under model_limits replaces it for that model.
+    max_output_tokens: _OutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
+
+    def output_bound(self, model: str | None) -> int:
+        """The largest output cap a request for `model` may ask of this provider."""
+        limits = self.model_limits.get(model) if model is not None else None
+        if limits is not None and limits.max_output_tokens is not None:
+            return limits.max_output_tokens
+        return self.max_output_tokens
 
     def reloaded(self, wanted: ProviderConfig) -> ProviderConfig:
         """This provider with the fields a reloaded file may change while it runs

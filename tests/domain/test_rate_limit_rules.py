@@ -113,6 +113,15 @@ def test_token_debt_is_paid_at_the_tpm(tpm: int, spends: list[int]) -> None:
     assert state.tokens_at == pytest.approx(sum(spends) * 60.0 / tpm, rel=1e-9, abs=1e-9)
 
 
+@given(tpm=st.integers(min_value=1, max_value=10**10), tokens=st.integers(0, 10**20))
+def test_one_job_never_owes_a_bucket_more_than_a_minute(tpm: int, tokens: int) -> None:
+    bucket = Bucket("p", "m", tpm=tpm)
+    state = rules.spend(bucket, BucketState(), rules.charge(bucket, tokens), 1_000.0)
+    assert state.tokens_at <= 1_000.0 + 60.0 * (1 + 1e-12)
+    assert rules.charge(bucket, tokens) == min(tokens, tpm)
+    assert rules.charge(Bucket("p", "m"), tokens) == 0  # no tpm: nothing to owe
+
+
 @given(st.dictionaries(st.sampled_from(["messages", "input", "max_tokens", "x"]), st.integers()))
 def test_estimates_are_never_negative(body: dict[str, int]) -> None:
     assert rules.estimate_tokens(body) >= 0

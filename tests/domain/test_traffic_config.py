@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobgate import errors
-from jobgate.config import load_settings
+from jobgate.config import DEFAULT_MAX_OUTPUT_TOKENS, load_settings
 
 TRAFFIC = """
 [providers.upstream]
@@ -39,6 +39,28 @@ def test_traffic_tables_load(tmp_path: Path) -> None:
     assert upstream.model_limits["gpt-4.1"].rpm == 60
     assert settings.routes["smart"].pairs() == [("upstream", "gpt-4.1"), ("sim", "sim-echo")]
     assert settings.limits_for("acme").max_running_per_key == 2
+
+
+def test_output_bounds_load_per_provider_and_per_model(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(
+        TRAFFIC.replace("tpm = 200000\n", "tpm = 200000\nmax_output_tokens = 32768\n", 1).replace(
+            "tpm = 30000\n", "tpm = 30000\nmax_output_tokens = 16384\n", 1
+        )
+    )
+    settings = load_settings({}, config_path=config)
+    upstream = settings.providers["upstream"]
+    assert upstream.output_bound("gpt-4.1") == 16_384
+    assert upstream.output_bound("gpt-4.1-mini") == upstream.output_bound(None) == 32_768
+    assert settings.all_providers()["sim"].output_bound("sim-echo") == DEFAULT_MAX_OUTPUT_TOKENS
+
+
+@pytest.mark.parametrize("bound", ["0", "-1", "2147483648", "1.5", '"many"'])
+def test_an_output_bound_out_of_range_is_refused(tmp_path: Path, bound: str) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(TRAFFIC.replace("rpm = 60\n", f"rpm = 60\nmax_output_tokens = {bound}\n"))
+    with pytest.raises(errors.ConfigError, match="max_output_tokens"):
+        load_settings({}, config_path=config)
 
 
 @pytest.mark.parametrize(

@@ -185,8 +185,8 @@ async def test_a_second_process_cannot_pass_a_tpm_between_a_take_and_its_charge(
     first = rate_limits.RateLimiter(storage=storage, configs=configs)
     other = rate_limits.RateLimiter(storage=second, configs=configs)
     (target,) = first.targets("sim")
-    assert await first.take(target)
-    assert not await other.take(target)  # A's call is reserved for: B waits
+    assert await first.take(target) is not None
+    assert await other.take(target) is None  # A's call is reserved for: B waits
     tenant = await make_tenant(storage)
     job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
     await first.started(target, [job])  # the reservation becomes the job's estimate

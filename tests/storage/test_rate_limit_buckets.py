@@ -4,11 +4,15 @@ debt from estimates corrected by usage, and concurrent takers that never pass a 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
+import asyncpg
 import pytest
 
 from jobgate.domain.rate_limits import PROVIDER_WIDE, Bucket
+from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
+from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
 
@@ -132,3 +136,42 @@ async def test_a_give_back_returns_only_its_own_buckets_last_slot(
     await storage.rate_limit_give_back(buckets=[RPM60, model], taken_at=unused.at)
     waits = await storage.rate_limit_waits(buckets=[RPM60, model], now=clock.now())
     assert waits == {("sim", PROVIDER_WIDE): pytest.approx(1.0)}
+
+
+async def raw_sql(storage: Storage, *statements: str) -> None:
+    """Run statements through a connection of the test's own, behind the store's back."""
+    if isinstance(storage, SqliteStorage):
+        conn = sqlite3.connect(storage.path)
+        try:
+            for statement in statements:
+                conn.execute(statement)
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    assert isinstance(storage, PostgresStorage)
+    pg = await asyncpg.connect(storage.dsn)
+    try:
+        for statement in statements:
+            await pg.execute(statement)
+    finally:
+        await pg.close()
+
+
+async def test_the_upgrade_pays_off_a_debt_an_unbounded_charge_left(storage: Storage) -> None:
+    """Before one job's charge was bounded, a cap of 10**15 put a bucket's debt ~1e15 s ahead,
+    across restarts; migration 0037 pays such a debt off and leaves an ordinary one alone."""
+    stuck = Bucket("sim", PROVIDER_WIDE, tpm=600)
+    busy = Bucket("other", PROVIDER_WIDE, tpm=600)
+    for bucket in (stuck, busy):  # a minute of debt each
+        assert (await storage.rate_limit_take(buckets=[bucket], reserve_tokens=600)).admitted
+    await raw_sql(
+        storage,
+        "UPDATE rate_limit_buckets SET tokens_at = tokens_at + 1e15 WHERE provider = 'sim'",
+        "UPDATE rate_limit_buckets SET tokens_at = tokens_at + 3600 WHERE provider = 'other'",
+        "DELETE FROM schema_migrations WHERE version = 37",
+    )
+    assert await storage.migrate() == [37]
+    waits = await storage.rate_limit_waits(buckets=[stuck, busy])
+    assert waits.get(("sim", PROVIDER_WIDE), 0.0) < 60
+    assert 3600 < waits[("other", PROVIDER_WIDE)] <= 3660

@@ -15,6 +15,9 @@ OUTPUT_TOKEN_FIELDS: dict[str, tuple[str, ...]] = {
     "/v1/messages": ("max_tokens",),
 }
 MAX_RETRY_AFTER_S = 120
+# Every name a request body may cap its output by, whatever its endpoint (a token estimate
+# reads each of them).
+OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
 def check_allowed(
@@ -30,6 +33,26 @@ def check_allowed(
         )
     if allowed_models and model not in allowed_models:
         raise errors.LimitExceeded("allowed_models", f"this tenant may not use model {model!r}")
+
+
+def check_output_bound(
+    body: dict[str, Any], *, bound: int, provider: str, model: str | None
+) -> None:
+    """Refuse (errors.InvalidRequest, a 400) a body whose output cap is below 1 or past
+    `bound`, what `provider` (for `model`) allows: the provider would refuse it anyway, and
+    until then its estimate would be charged to the provider's shared token limit."""
+    for field in OUTPUT_CAPS:
+        cap = body.get(field)
+        if cap is None or isinstance(cap, bool) or not isinstance(cap, int | float):
+            continue  # absent, or not a number: the provider's validation says
+        if not 1 <= cap <= bound:
+            of = f"model {model!r} on provider {provider!r}" if model else f"provider {provider!r}"
+            raise errors.InvalidRequest(
+                f"body.{field} must be between 1 and {bound}, the output bound of {of} "
+                f"(max_output_tokens)",
+                param=f"body.{field}",
+                code="number_out_of_range",
+            )
 
 
 def cap_output_tokens(

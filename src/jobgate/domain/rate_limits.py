@@ -7,7 +7,10 @@ A request is admitted once both times have come, then pushes `requests_at` one s
 (60 / rpm) ahead: in any window of T seconds at most T * rpm / 60 + 1 calls start (a request
 given back returns its slot only while no later one was admitted: `give_back`). Tokens are
 estimated before the call (prompt characters / 4 + the output cap) and added as debt
-(60 / tpm seconds each); the reported usage corrects the debt afterwards. A limit of 0 is none.
+(60 / tpm seconds each); the reported usage corrects the debt afterwards, and a call that ends
+without usage (refused, cancelled, timed out) gives its estimate back. One job never owes a
+bucket more than its capacity (`charge`: one minute of tokens), so no single job, however large
+its cap, can close a shared bucket for longer. A limit of 0 is none.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+
+from jobgate.domain.limits import OUTPUT_CAPS
 
 PROVIDER_WIDE = ""  # the model of a provider-wide bucket
 CHARS_PER_TOKEN = 4
@@ -84,8 +89,15 @@ def give_back(bucket: Bucket, state: BucketState, taken_at: float) -> BucketStat
     return dataclasses.replace(state, requests_at=taken_at)
 
 
+def charge(bucket: Bucket, tokens: int) -> int:
+    """What one job's `tokens` (estimated or used) cost `bucket`: at most its capacity, one
+    minute of tokens, so that no single job closes the bucket for longer than a minute."""
+    return min(tokens, bucket.tpm) if bucket.tpm > 0 else 0
+
+
 def spend(bucket: Bucket, state: BucketState, tokens: int, now: float) -> BucketState:
-    """The state once `tokens` were used (or estimated; negative: an estimate corrected down)."""
+    """The state once `tokens` were used (or estimated; negative: an estimate corrected down
+    or given back). A job's tokens are `charge`d before they are spent."""
     if bucket.tpm <= 0 or tokens == 0:
         return state
     start = max(state.tokens_at, now) if tokens > 0 else state.tokens_at
@@ -103,11 +115,7 @@ def estimate_tokens(body: Mapping[str, Any] | None) -> int:
     except TypeError:  # not JSON orjson writes (stored bodies are checked; a caller's may not be)
         chars = len(str(prompt))
     cap = next(
-        (
-            body[k]
-            for k in ("max_tokens", "max_completion_tokens", "max_output_tokens")
-            if isinstance(body.get(k), int) and body[k] > 0
-        ),
+        (body[k] for k in OUTPUT_CAPS if isinstance(body.get(k), int) and body[k] > 0),
         DEFAULT_OUTPUT_TOKENS,
     )
     return chars // CHARS_PER_TOKEN + int(cap)

@@ -2,7 +2,8 @@
 file (`$JOBGATE_CONFIG`, else `./jobgate.toml`) and, when the file's modification time or
 size changes, reads it again and applies what can change under running workers:
 
-- `[providers.NAME]` `rpm`, `tpm`, `model_limits` (shared rate limits) and `concurrency`;
+- `[providers.NAME]` `rpm`, `tpm`, `model_limits` (shared rate limits), `concurrency` and
+  `max_output_tokens` (the output bound checked at submit);
 - `[routes."ALIAS"]` (model routes and their fallbacks);
 - `[tenants.NAME]` and `[tenant_defaults]` (`max_running`, `max_running_per_key`, `weight`,
   `max_queued`, budgets, ...).

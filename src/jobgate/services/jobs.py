@@ -17,6 +17,7 @@ from jobgate.clock import Clock, from_unix
 from jobgate.config import Settings
 from jobgate.domain import events as domain_events
 from jobgate.domain import idempotency, ranges
+from jobgate.domain import limits as limit_rules
 from jobgate.domain.job import Job, JobEvent, NewJob, fast_init, new_job_of
 from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
@@ -39,8 +40,8 @@ MAX_WAIT_S = ranges.MAX_WAIT_S
 # How a read answers a job: whole, as its views show it (no prompt), as a Response renders it.
 JobRead = Literal["whole", "view", "without_input"]
 # What routing answers for one job: (provider, model to send, the provider's execution timeout,
-# the model route submitted for or None).
-_Routed = tuple[Provider, str | None, float | None, str | None]
+# the model route submitted for or None, the largest output cap the provider allows the model).
+_Routed = tuple[Provider, str | None, float | None, str | None, int]
 
 
 @fast_init  # one per submit, per bulk item (its frozen __init__: ~1.5 us of 16 setattrs)
@@ -248,9 +249,12 @@ class JobService:
             routed = self._route(spec.provider, model, spec.api)
             if routed[3] is None:  # not a model route: the same answer for the whole call
                 routes[key] = routed
-        provider, routed_model, execution_timeout_s, model_route = routed
+        provider, routed_model, execution_timeout_s, model_route, output_bound = routed
         if routed_model != model:
             body = {**body, "model": routed_model}
+        limit_rules.check_output_bound(
+            body, bound=output_bound, provider=provider.name, model=routed_model
+        )
         provider.validate(spec.endpoint, body)
         if spec.stream:
             body = {**body, "stream": True}  # kept with the job: the worker reads it there
@@ -276,12 +280,14 @@ class JobService:
 
     def _route(self, provider: str | None, model: str | None, api: str) -> _Routed:
         """What routing answers for a job: the provider, the model to send it, the provider's
-        execution timeout, and the model route submitted for (None: not a model route)."""
+        execution timeout, the model route submitted for (None: not a model route), and the
+        largest output cap the provider allows that model."""
         chosen, routed_model = self.providers.route(provider, model, api=api)
         is_route = provider is None and self.providers.route_of(model) is not None
         model_route = model if is_route else None
-        timeout_s = self.providers.config(chosen.name).execution_timeout_s
-        return chosen, routed_model, timeout_s, model_route
+        config = self.providers.config(chosen.name)
+        bound = config.output_bound(routed_model)
+        return chosen, routed_model, config.execution_timeout_s, model_route, bound
 
     def _check_webhook(self, webhook: dict[str, Any] | None) -> dict[str, Any] | None:
         if webhook is None:

@@ -103,29 +103,26 @@ class RateLimiter:
         """Give back a request taken at `taken_at` for a claim that found no job (and its
         reservation)."""
         await self._storage.rate_limit_give_back(buckets=target.buckets, taken_at=taken_at)
-        reserved = self._reservation(target)
-        if reserved:
-            await self._storage.rate_limit_spend(
-                spends=[(b, -reserved) for b in target.buckets if b.tpm > 0]
-            )
+        spends = _moved(target.buckets, self._reservation(target), 0)
+        if spends:
+            await self._storage.rate_limit_spend(spends=spends)
 
     async def started(self, target: ClaimTarget, jobs: Sequence[Job]) -> None:
         """Charge the claimed jobs' estimated tokens to the target's token buckets, less what
-        `take` reserved."""
+        `take` reserved (for the first of them)."""
         metered = tuple(b for b in target.buckets if b.tpm > 0)
         if not metered:
             return
         reserved = self._reservation(target)
-        total = 0
+        spends: list[tuple[Bucket, int]] = []
         for job in jobs:
             estimate = rules.estimate_tokens(job.request)
             self._estimates[job.id] = (metered, estimate)
             self._reserve[target] = estimate
-            total += estimate
-        if total != reserved:
-            await self._storage.rate_limit_spend(
-                spends=[(bucket, total - reserved) for bucket in metered]
-            )
+            spends += _moved(metered, reserved, estimate)
+            reserved = 0
+        if spends:
+            await self._storage.rate_limit_spend(spends=spends)
 
     def _reservation(self, target: ClaimTarget) -> int:
         if not any(b.tpm > 0 for b in target.buckets):
@@ -133,23 +130,35 @@ class RateLimiter:
         return self._reserve.get(target, rules.DEFAULT_OUTPUT_TOKENS)
 
     def forget(self, job_id: str) -> None:
-        """Drop a job's estimate (its call ended without usage to settle it by)."""
+        """Drop a job's estimate, which stands as charged: its lease was lost (the call may
+        have run), or the provider runs it in background mode."""
         self._estimates.pop(job_id, None)
 
-    async def settle(self, job: Job, usage: Mapping[str, object] | None) -> None:
-        """Correct a call's token estimate by the usage it reported (kept when none was)."""
+    async def settle(
+        self, job: Job, usage: Mapping[str, object] | None, *, succeeded: bool
+    ) -> None:
+        """Correct a call's token estimate by the usage it reported. Without usage, a call
+        that succeeded keeps its estimate; one that did not (refused, cancelled, timed out)
+        gives it back, so that a job the provider never ran holds no tenant back."""
         held = self._estimates.pop(job.id, None)
         used = rules.used_tokens(usage)
-        if held is None or used is None:
+        if held is None or (used is None and succeeded):
             return
         metered, estimate = held
-        if used != estimate:
-            try:
-                await self._storage.rate_limit_spend(
-                    spends=[(bucket, used - estimate) for bucket in metered]
-                )
-            except errors.StorageError:  # the estimate stands: the limit stays on the safe side
-                log.warning("could not correct a token estimate", extra={"job_id": job.id})
+        spends = _moved(metered, estimate, used or 0)
+        if not spends:
+            return
+        try:
+            await self._storage.rate_limit_spend(spends=spends)
+        except errors.StorageError:  # the estimate stands: the limit stays on the safe side
+            log.warning("could not correct a token estimate", extra={"job_id": job.id})
+
+
+def _moved(buckets: Sequence[Bucket], old: int, new: int) -> list[tuple[Bucket, int]]:
+    """What one job's tokens going from `old` to `new` change each token bucket's debt by,
+    each charged at most the bucket's capacity (domain.rate_limits.charge)."""
+    moved = [(b, rules.charge(b, new) - rules.charge(b, old)) for b in buckets if b.tpm > 0]
+    return [(bucket, tokens) for bucket, tokens in moved if tokens != 0]
 
 
 async def refresh_gauges(storage: RateLimitStore, configs: Mapping[str, ProviderConfig]) -> None:

@@ -314,7 +314,8 @@ class Worker:
                 await self._record_dropped(entry, "lease_lost")
                 return None
             if not isinstance(finish, background.Accepted):
-                await self._rate_limits.settle(job, finish.usage)
+                succeeded = finish.state is JobState.SUCCEEDED
+                await self._rate_limits.settle(job, finish.usage, succeeded=succeeded)
                 finish = await self._reroute(entry, finish)
             if isinstance(finish, background.Accepted):
                 # Background mode: record the provider's id (fenced) and free the slot.

@@ -587,8 +587,9 @@ class RateLimitStore(Protocol):
     ) -> Take:
         """Admit one request under every bucket at once (creating missing rows): admitted at
         the database's time (each bucket's next start moved one spacing ahead, and
-        `reserve_tokens` added to each token bucket's debt in the same transaction), else the
-        seconds to wait (nothing changed). Serialised per bucket across processes."""
+        `reserve_tokens` charged as one job's, at most a bucket's capacity, to each token
+        bucket in the same transaction), else the seconds to wait (nothing changed).
+        Serialised per bucket across processes."""
         ...
 
     async def rate_limit_give_back(self, *, buckets: Sequence[Bucket], taken_at: float) -> None:

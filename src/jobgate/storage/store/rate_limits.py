@@ -72,7 +72,8 @@ class RateLimitQueries(SqlPart):
             if wait_s > 0:
                 return None, Take(wait_s)
             taken = [(bucket, rules.take(bucket, state, at)) for bucket, state in held]
-            return [rules.spend(b, s, reserve_tokens, at) for b, s in taken], Take(0.0, at)
+            states = [rules.spend(b, s, rules.charge(b, reserve_tokens), at) for b, s in taken]
+            return states, Take(0.0, at)
 
         if not buckets:
             return Take(0.0, 0.0)  # nothing limits it (and nothing to give back)
