@@ -234,3 +234,25 @@ async def test_responses_lines_answer_response_objects_and_a_foreign_url_is_refu
     assert set(refused) == {"r-bad", "chat-in-a-responses-batch"}
     assert all(r["status_code"] == 400 and r["body"]["error"]["message"] for r in refused.values())
     assert refused["chat-in-a-responses-batch"]["body"]["error"]["param"] == "url"
+
+
+async def test_the_input_file_of_a_running_batch_cannot_be_deleted(api: Api) -> None:
+    """Deleting the input file while its batch runs answers 409 (the batch would sit with its
+    lines unaccounted for until it expired); once the batch ended the file may go."""
+    async with sdk(api) as client:
+        uploaded = await client.files.create(
+            file=("in.jsonl", jsonl([line(f"q{i}") for i in range(2)])), purpose="batch"
+        )
+        batch = await client.batches.create(
+            input_file_id=uploaded.id, endpoint=CHAT, completion_window="24h"
+        )
+        with pytest.raises(openai.ConflictError) as refused:
+            await client.files.delete(uploaded.id)
+        assert refused.value.status_code == 409
+        assert batch.id in refused.value.message
+        assert (await client.files.retrieve(uploaded.id)).id == uploaded.id
+        async with roles(api):
+            done = await until(client, batch.id, "completed")
+        assert done.request_counts is not None and done.request_counts.completed == 2
+        deleted = await client.files.delete(uploaded.id)
+        assert deleted.deleted

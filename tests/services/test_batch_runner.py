@@ -30,21 +30,29 @@ async def chunks_of(lines: list[bytes]) -> Any:
 
 async def make_batch(runtime: Runtime, tenant_id: str, count: int) -> str:
     lines = [
-        orjson.dumps({
+        {
             "custom_id": f"c{i}", "method": "POST", "url": CHAT,
             "body": {"model": "sim-echo", "messages": [{"role": "user", "content": f"n{i}"}]},
-        }) + b"\n"
+        }
         for i in range(count)
     ]  # fmt: skip
+    return await make_batch_of(runtime, tenant_id, CHAT, lines)
+
+
+async def make_batch_of(
+    runtime: Runtime, tenant_id: str, endpoint: str, lines: list[dict[str, Any]]
+) -> str:
+    """A batch of `lines` (uploaded as a JSONL file), created for `endpoint`."""
+    data = [orjson.dumps(line) + b"\n" for line in lines]
     service = FileService(storage=runtime.storage, settings=runtime.settings, ids=runtime.ids)
     record = await service.upload(
-        tenant_id=tenant_id, purpose=lambda: "batch", filename="in.jsonl", data=chunks_of(lines)
+        tenant_id=tenant_id, purpose=lambda: "batch", filename="in.jsonl", data=chunks_of(data)
     )
     batches = BatchService(storage=runtime.storage, settings=runtime.settings, ids=runtime.ids)
     batch = await batches.create(
         tenant_id=tenant_id,
         input_file_id=record.id,
-        endpoint=CHAT,
+        endpoint=endpoint,
         completion_window="24h",
         metadata=None,
     )

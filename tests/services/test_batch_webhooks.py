@@ -11,12 +11,14 @@ import openai
 import pytest
 
 from jobgate.config import Settings
+from jobgate.domain import response_requests
 from jobgate.process.runtime import Runtime
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
+from jobgate.services.responses import ResponsesService
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import WebhookReceiver
-from tests.services.test_batch_runner import make_batch
+from tests.services.test_batch_runner import make_batch, make_batch_of
 from tests.storage.webhook_helpers import make_endpoint
 
 
@@ -65,3 +67,39 @@ async def test_a_completed_batch_sends_batch_completed_once(
     event = client.webhooks.unwrap(request.body, request.headers)
     assert type(event).__name__ == "BatchCompletedWebhookEvent"
     assert event.type == "batch.completed" and event.data.id == batch_id
+
+
+async def test_a_responses_batch_sends_its_batch_event_and_no_response_event(
+    runtime: Runtime, clock: FakeClock
+) -> None:
+    """OpenAI sends `response.*` webhooks for background responses only: a batch's lines send
+    none (not even to an endpoint that wants every event); the batch sends `batch.completed`."""
+    tenant = (await runtime.tenants.create("acme")).tenant
+    everything = await make_endpoint(runtime.storage, tenant, clock, url="https://example.com/h")
+    lines = [
+        {"custom_id": f"r{i}", "method": "POST", "url": "/v1/responses",
+         "body": {"model": "sim-echo", "input": f"question {i}"}}
+        for i in range(2)
+    ]  # fmt: skip
+    batch_id = await make_batch_of(runtime, tenant.id, "/v1/responses", lines)
+    interactive = await ResponsesService(runtime.jobs).create(
+        tenant_id=tenant.id,
+        request=response_requests.parse_create({"model": "sim-echo", "input": "now"}),
+        raw_body=None,
+    )
+    runner = BatchRunner(jobs=runtime.jobs)
+    for _ in range(3):
+        await runner.batches_once()
+        await runtime.worker().run_once(limit=10)
+    batch = await runtime.storage.batch_get(batch_id=batch_id)
+    assert batch is not None and batch.status == "completed"
+    jobs = await runtime.storage.job_list(tenant_id=tenant.id, limit=10)
+    line_jobs = [job for job in jobs if job.metadata.get("batch_id") == batch_id]
+    assert len(line_jobs) == 2
+    for job in line_jobs:
+        assert await runtime.storage.outbox_for_job(job_id=job.id) == []
+    events = await runtime.storage.outbox_for_job(job_id=batch_id)
+    assert [(e.event_type, e.endpoint_id) for e in events] == [("batch.completed", everything.id)]
+    # A response created on its own still sends its event.
+    mine = await runtime.storage.outbox_for_job(job_id=interactive.job.id)
+    assert [e.event_type for e in mine] == ["response.completed"]

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from jobgate import errors
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import (
     BatchChunk,
@@ -58,11 +59,11 @@ async def test_batch_lines_are_recorded_once_each_and_updates_follow_the_statuse
             "window_s": 86400,
             "metadata": {"team": "a"},
             "priority": 0,
-            "total": 3,
         },
         now=clock.now(),
     )
-    assert batch.status == "validating" and batch.metadata == {"team": "a"}
+    assert batch is not None and batch.status == "validating" and batch.metadata == {"team": "a"}
+    assert batch.total == 6  # the file's lines
     (claimed,) = await storage.batch_claim_live(limit=8, lease_s=60, now=clock.now())
     assert claimed.lease_token is not None
     token = claimed.lease_token
@@ -132,7 +133,7 @@ async def test_a_batch_ends_with_its_new_files_shown_and_the_unfinished_ones_dro
         batch={
             "id": "batch_1", "tenant_id": acme.id, "endpoint": "/v1/chat/completions",
             "input_file_id": "file_1", "completion_window": "24h", "window_s": 86400,
-            "metadata": None, "priority": 0, "total": 2,
+            "metadata": None, "priority": 0,
         },
         now=clock.now(),
     )  # fmt: skip
@@ -183,3 +184,25 @@ async def test_a_batch_ends_with_its_new_files_shown_and_the_unfinished_ones_dro
     assert await storage.batch_finish(ending=ending, now=clock.now()) is None  # ended once
     outbox = await storage.outbox_for_job(job_id="batch_1")
     assert [(e.event_type, e.endpoint_id) for e in outbox] == [("batch.completed", endpoint.id)]
+
+
+async def test_a_file_a_live_batch_reads_is_not_deleted(storage: Storage, clock: FakeClock) -> None:
+    acme = await make_tenant(storage)
+    other = await make_tenant(storage, "other")
+    await stored_file(storage, acme.id)
+    batch = {
+        "id": "batch_1", "tenant_id": acme.id, "endpoint": "/v1/chat/completions",
+        "input_file_id": "file_1", "completion_window": "24h", "window_s": 86400,
+        "metadata": None, "priority": 0,
+    }  # fmt: skip
+    assert await storage.batch_create(batch={**batch, "tenant_id": other.id}) is None
+    assert await storage.batch_create(batch=batch, now=clock.now()) is not None
+    assert not await storage.file_delete(file_id="file_1", tenant_id=other.id)  # not theirs
+    with pytest.raises(errors.Conflict, match="batch_1"):
+        await storage.file_delete(file_id="file_1", tenant_id=acme.id)
+    assert await storage.file_get(file_id="file_1") is not None
+    await storage.batch_update(
+        batch_id="batch_1", from_statuses=["validating"], status="cancelled"
+    )  # ended: the file may go
+    assert await storage.file_delete(file_id="file_1", tenant_id=acme.id)
+    assert await storage.batch_create(batch={**batch, "id": "batch_2"}) is None  # file gone

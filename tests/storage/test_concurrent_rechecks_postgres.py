@@ -67,11 +67,12 @@ async def test_a_batch_release_after_a_concurrent_cancel_still_releases(
 ) -> None:
     tenant = await make_tenant(storage)
     await storage.file_create(file_id="file_1", tenant_id=tenant.id, purpose="batch", filename="in")
+    await storage.file_finish(file_id="file_1", bytes=0, lines=1)
     await storage.batch_create(
         batch={
             "id": "batch_1", "tenant_id": tenant.id, "endpoint": "/v1/chat/completions",
             "input_file_id": "file_1", "completion_window": "24h", "window_s": 86400,
-            "metadata": None, "priority": 0, "total": 1,
+            "metadata": None, "priority": 0,
         },
         now=clock.now(),
     )  # fmt: skip

@@ -267,7 +267,9 @@ class BatchRunner:
                 f"url {line['url']!r} differs from the batch's endpoint {batch.endpoint!r}",
                 param="url",
             )
-        meta = {"batch_id": batch.id, "custom_id": line["custom_id"]}
+        # The job's metadata is jsonb on PostgreSQL, which refuses a NUL: it shows one as
+        # U+FFFD (the batch's lines and files keep the custom_id exactly).
+        meta = {"batch_id": batch.id, "custom_id": line["custom_id"].replace("\x00", "\ufffd")}
         try:
             if batch.endpoint == responses.ENDPOINT:
                 request = response_requests.parse_create(line["body"])

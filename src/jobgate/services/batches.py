@@ -74,9 +74,10 @@ class BatchService:
                 "window_s": window_s,
                 "metadata": metadata,
                 "priority": self.settings.batch_priority,
-                "total": record.lines,
             }
         )
+        if batch is None:  # deleted since it was read
+            raise errors.NotFound("file", input_file_id)
         log.info(
             "batch created",
             extra={"tenant_id": tenant_id, "batch_id": batch.id, "count": record.lines},

@@ -227,7 +227,9 @@ class FilesStore(Protocol):
         ...
 
     async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
-        """Delete a file and its chunks (any status); False when there was none."""
+        """Delete a file and its chunks (any status); False when there was none. Raises
+        errors.Conflict (nothing deleted) while a batch that has not ended reads it as its
+        input; a batch created over the file at the same moment is seen, or finds it gone."""
         ...
 
 
@@ -236,9 +238,10 @@ class BatchesStore(Protocol):
 
     async def batch_create(
         self, *, batch: Mapping[str, Any], now: datetime | None = None
-    ) -> BatchRecord:
-        """Insert a `validating` batch (keys: id, tenant_id, endpoint, input_file_id,
-        completion_window, window_s, metadata, priority, total)."""
+    ) -> BatchRecord | None:
+        """Insert a `validating` batch over the tenant's processed file `input_file_id`, whose
+        lines are its total (keys: id, tenant_id, endpoint, input_file_id, completion_window,
+        window_s, metadata, priority); None when there is no such file (deleted meanwhile)."""
         ...
 
     async def batch_get(

@@ -1,6 +1,7 @@
-"""BatchesStore's transactions on PostgreSQL: a batch's chunk (its jobs, its lines and the
-cursor, behind the batch's fence and the admission locks) in one transaction of several
-statements. The end of a batch is one statement (store/batches.py)."""
+"""BatchesStore's transactions on PostgreSQL, each of several statements: a batch's chunk (its
+jobs, its lines and the cursor, behind the batch's fence and the admission locks), and a file's
+delete (refused while a live batch reads it). The end of a batch is one statement
+(store/batches.py)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,19 @@ class PostgresBatches(BatchesQueries):
             return row
 
         return await sql.run(write, transaction=True)
+
+    async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
+        sql = self._sql
+
+        async def delete(conn: Conn) -> bool | str:
+            # The file's row first: a batch being created over it (batch_create locks it too)
+            # commits before the check below, which then sees it, or finds the file gone.
+            if not await sql.fetch(conn, "file_lock", **params):
+                return False
+            reader = await sql.fetch(conn, "file_input_of", **params)
+            if reader:
+                return str(reader[0]["id"])
+            await sql.fetch(conn, "file_delete", **params)
+            return True
+
+        return await sql.run(delete, transaction=True)

@@ -51,6 +51,19 @@ SELECT seq, first_line, line_count, data FROM file_chunks
  ORDER BY seq
  LIMIT :limit
 
+-- name: file_lock
+-- Lock a file of one tenant (unless :tenant_id is NULL) for its delete (no row: none).
+SELECT id FROM files
+ WHERE id = :id AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
+   FOR UPDATE
+
+-- name: file_input_of
+-- The oldest live batch whose input is the file :id (none: the file may go).
+SELECT id FROM batches
+ WHERE input_file_id = :id AND status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
+ ORDER BY created_at
+ LIMIT 1
+
 -- name: file_delete
 -- Delete a file (its chunks go with it).
 DELETE FROM files
@@ -58,13 +71,16 @@ DELETE FROM files
 RETURNING id
 
 -- name: batch_create
--- Insert a validating batch.
+-- Insert a validating batch over the tenant's processed file :input_file_id (its lines the
+-- total), the file's row locked until commit: a delete of the file waits, then sees the batch.
 INSERT INTO batches (id, tenant_id, status, endpoint, input_file_id, completion_window,
                      metadata, priority, total, created_at, expires_at)
-SELECT :id, :tenant_id, 'validating', :endpoint, :input_file_id, :completion_window,
-       :metadata, :priority, :total, clock.now,
+SELECT :id, :tenant_id, 'validating', :endpoint, f.id, :completion_window,
+       :metadata, :priority, f.lines, clock.now,
        clock.now + make_interval(secs => :window_s::double precision)
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+  FROM files AS f, (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
+ WHERE f.id = :input_file_id AND f.tenant_id = :tenant_id AND f.status = 'processed'
+   FOR SHARE OF f
 RETURNING *
 
 -- name: batch_get
@@ -208,9 +224,9 @@ SELECT * FROM done
 
 -- name: batch_items_put
 -- Record lines of a batch (idempotent per line).
-INSERT INTO batch_items (batch_id, line, custom_id, job_id, error)
-SELECT :batch_id, v.line, v.custom_id, v.job_id, v.error
-  FROM jsonb_to_recordset(:items::jsonb) AS v(line integer, custom_id text, job_id text,
+INSERT INTO batch_items (batch_id, line, custom_id_json, job_id, error)
+SELECT :batch_id, v.line, v.custom_id_json, v.job_id, v.error
+  FROM jsonb_to_recordset(:items::jsonb) AS v(line integer, custom_id_json text, job_id text,
                                                error jsonb)
 ON CONFLICT (batch_id, line) DO NOTHING
 
@@ -224,8 +240,9 @@ SELECT count(*)::integer AS items,
  WHERE i.batch_id = :batch_id
 
 -- name: batch_items_page
--- Lines of a batch in order, with their jobs.
-SELECT i.line, i.custom_id, i.job_id, i.error AS item_error, j.state, j.result, j.error
+-- Lines of a batch in order, with their jobs (custom_id: its JSON text).
+SELECT i.line, i.custom_id_json AS custom_id, i.job_id, i.error AS item_error, j.state,
+       j.result, j.error
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id AND i.line > :after_line
  ORDER BY i.line

@@ -1,7 +1,8 @@
 """BatchesStore's transactions on SQLite, each in one write of the single writer: a batch's
-chunk (its jobs, its lines and the cursor, behind the batch's fence) and a batch's end (its
-final status, its result files shown and the others dropped, its webhook events), where
-PostgreSQL's end is one statement with data-modifying CTEs."""
+chunk (its jobs, its lines and the cursor, behind the batch's fence), a file's delete (refused
+while a live batch reads it) and a batch's end (its final status, its result files shown and
+the others dropped, its webhook events), where PostgreSQL's end is one statement with
+data-modifying CTEs."""
 
 from __future__ import annotations
 
@@ -53,3 +54,15 @@ class SqliteBatches(BatchesQueries):
             return row
 
         return await self._db.write(finish)
+
+    async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
+        def delete(conn: sqlite3.Connection) -> bool | str:
+            if conn.execute(Q["file_lock"].sql, params).fetchone() is None:
+                return False
+            reader = conn.execute(Q["file_input_of"].sql, params).fetchone()
+            if reader is not None:
+                return str(reader["id"])
+            conn.execute(Q["file_delete"].sql, params).fetchall()
+            return True
+
+        return await self._db.write(delete)

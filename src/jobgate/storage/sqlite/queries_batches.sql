@@ -49,6 +49,18 @@ SELECT seq, first_line, line_count, data FROM file_chunks
  ORDER BY seq
  LIMIT :limit
 
+-- name: file_lock
+-- A file of one tenant (unless :tenant_id is NULL), for its delete (the single writer holds
+-- it for the rest of the write; no row: none).
+SELECT id FROM files WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+
+-- name: file_input_of
+-- The oldest live batch whose input is the file :id (none: the file may go).
+SELECT id FROM batches
+ WHERE input_file_id = :id AND status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
+ ORDER BY created_at
+ LIMIT 1
+
 -- name: file_delete
 -- Delete a file (its chunks go with it: ON DELETE CASCADE, foreign keys are on).
 DELETE FROM files
@@ -56,11 +68,14 @@ DELETE FROM files
 RETURNING id
 
 -- name: batch_create
--- Insert a validating batch.
+-- Insert a validating batch over the tenant's processed file :input_file_id (its lines the
+-- total); none if the file is gone.
 INSERT INTO batches (id, tenant_id, status, endpoint, input_file_id, completion_window,
                      metadata, priority, total, created_at, expires_at)
-VALUES (:id, :tenant_id, 'validating', :endpoint, :input_file_id, :completion_window,
-        :metadata, :priority, :total, :now, :now + :window_s)
+SELECT :id, :tenant_id, 'validating', :endpoint, f.id, :completion_window,
+       :metadata, :priority, f.lines, :now, :now + :window_s
+  FROM files AS f
+ WHERE f.id = :input_file_id AND f.tenant_id = :tenant_id AND f.status = 'processed'
 RETURNING *
 
 -- name: batch_get
@@ -170,8 +185,8 @@ DELETE FROM files
 -- name: batch_items_put
 -- Record lines of a batch, a JSON array (idempotent per line; `WHERE true` keeps the upsert
 -- clause from reading as a join's ON).
-INSERT INTO batch_items (batch_id, line, custom_id, job_id, error)
-SELECT :batch_id, v.value ->> '$.line', v.value ->> '$.custom_id', v.value ->> '$.job_id',
+INSERT INTO batch_items (batch_id, line, custom_id_json, job_id, error)
+SELECT :batch_id, v.value ->> '$.line', v.value ->> '$.custom_id_json', v.value ->> '$.job_id',
        json_extract(v.value, '$.error')
   FROM json_each(:items) AS v
  WHERE true
@@ -187,8 +202,9 @@ SELECT count(*) AS items,
  WHERE i.batch_id = :batch_id
 
 -- name: batch_items_page
--- Lines of a batch in order, with their jobs.
-SELECT i.line, i.custom_id, i.job_id, i.error AS item_error, j.state, j.result, j.error
+-- Lines of a batch in order, with their jobs (custom_id: its JSON text).
+SELECT i.line, i.custom_id_json AS custom_id, i.job_id, i.error AS item_error, j.state,
+       j.result, j.error
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id AND i.line > :after_line
  ORDER BY i.line

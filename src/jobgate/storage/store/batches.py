@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
+
+from jobgate import errors
 from jobgate.storage.executor import Row, SqlPart
 from jobgate.storage.records import (
     BatchChunk,
@@ -82,18 +86,28 @@ class BatchesQueries(SqlPart):
         return [self._decode.record(FileChunk, row) for row in rows]
 
     async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
-        return await self._sql.write_one("file_delete", id=file_id, tenant_id=tenant_id) is not None
+        outcome = await self._file_delete_write({"id": file_id, "tenant_id": tenant_id})
+        if isinstance(outcome, str):
+            raise errors.Conflict(
+                f"file {file_id!r} is the input of batch {outcome!r}, which has not ended: "
+                "delete the file once the batch ends (or cancel the batch)"
+            )
+        return outcome
+
+    async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
+        """file_delete in one transaction: True (deleted), False (no such file), or the id of
+        a live batch whose input the file is (and nothing deleted)."""
+        raise NotImplementedError
 
     # -- batches --------------------------------------------------------------------------
 
     async def batch_create(
         self, *, batch: Mapping[str, Any], now: datetime | None = None
-    ) -> BatchRecord:
+    ) -> BatchRecord | None:
         codec = self._sql.codec
         params = {**batch, "metadata": codec.json(batch.get("metadata")), "now": codec.now(now)}
         row = await self._sql.write_one("batch_create", **params)
-        assert row is not None  # an INSERT ... RETURNING answers its row
-        return self._decode.record(BatchRecord, row)
+        return None if row is None else self._decode.record(BatchRecord, row)
 
     async def batch_get(self, *, batch_id: str, tenant_id: str | None = None) -> BatchRecord | None:
         row = await self._sql.read_one("batch_get", id=batch_id, tenant_id=tenant_id)
@@ -234,7 +248,8 @@ class BatchesQueries(SqlPart):
         rows = await self._sql.read(
             "batch_items_page", batch_id=batch_id, after_line=after_line, limit=limit
         )
-        return [self._decode.record(BatchItemResult, row) for row in rows]
+        lines = (self._decode.record(BatchItemResult, row) for row in rows)
+        return [dataclasses.replace(i, custom_id=orjson.loads(i.custom_id)) for i in lines]
 
     async def batch_live_job_ids(self, *, batch_id: str, limit: int) -> list[str]:
         rows = await self._sql.read("batch_live_job_ids", batch_id=batch_id, limit=limit)
@@ -261,10 +276,11 @@ class BatchesQueries(SqlPart):
 
 
 def _item_row(item: NewBatchItem) -> dict[str, Any]:
-    """A line as batch_items_put takes it, one object of its JSON array."""
+    """A line as batch_items_put takes it, one object of its JSON array; the custom_id as its
+    JSON text, which holds no NUL whatever the custom_id holds."""
     return {
         "line": item.line,
-        "custom_id": item.custom_id,
+        "custom_id_json": orjson.dumps(item.custom_id).decode(),
         "job_id": item.job_id,
         "error": item.error,
     }
