@@ -1,5 +1,6 @@
 """Fenced code blocks of the Markdown docs and the directives above them (docs/writing-docs.md):
-`<!-- not-run: REASON -->`, `<!-- expect: TEXT -->`, `<!-- run: continues -->`."""
+`<!-- not-run: REASON -->`, `<!-- expect: TEXT -->`, `<!-- run: continues -->`,
+`<!-- run: postgres -->`, `<!-- needs: TOOL -->`; and the order a reader meets the documents."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ SHELLS = frozenset({"sh", "bash", "shell"})
 RUNNABLE = SHELLS | {"python"}
 # Written by `python -m bench`, so a directive in it would not survive the next run.
 NOT_RUN_DOCUMENTS = {"docs/benchmarks.md": "written by python -m bench"}
-RUN_OPTIONS = frozenset({"continues", "simulator"})
+# continues: the previous block of the language first; postgres: a process recipe, run by
+# tests/e2e/test_docs_recipes.py against a fresh PostgreSQL database.
+RUN_OPTIONS = frozenset({"continues", "postgres"})
 
 _FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
-_DIRECTIVE = re.compile(r"^<!--\s*(not-run|expect|run)\s*:\s*(.*?)\s*-->$")
+_DIRECTIVE = re.compile(r"^<!--\s*(not-run|expect|run|needs)\s*:\s*(.*?)\s*-->$")
+_LINK = re.compile(r"\(docs/([\w-]+\.md)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +31,7 @@ class Block:
     not_run: str | None = None
     expects: tuple[str, ...] = ()
     options: frozenset[str] = frozenset()
+    needs: tuple[str, ...] = ()  # commands the block runs beyond jobgate, python3 and curl
 
     @property
     def where(self) -> str:
@@ -41,6 +46,15 @@ def documents() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def reading_order() -> list[Path]:
+    """The README, then the documents in the order the README first links them, then the
+    others by name: the order a reader meets them."""
+    linked = _LINK.findall((ROOT / "README.md").read_text())
+    order = {name: index for index, name in enumerate(dict.fromkeys(linked))}
+    rest = documents()[1:]
+    return [documents()[0], *sorted(rest, key=lambda p: (order.get(p.name, len(order)), p.name))]
+
+
 def _directives(lines: list[str], fence_index: int, where: str) -> list[tuple[str, str]]:
     """The directive comments on the lines just above a fence, top to bottom."""
     found: list[tuple[str, str]] = []
@@ -49,7 +63,7 @@ def _directives(lines: list[str], fence_index: int, where: str) -> list[tuple[st
         text = lines[index].strip()
         match = _DIRECTIVE.match(text)
         if match is None:
-            if text.startswith("<!--") and ("not-run" in text or "expect" in text):
+            if text.startswith("<!--") and any(w in text for w in ("not-run", "expect", "needs")):
                 raise ValueError(f"{where}: malformed directive {text!r}")
             break
         found.append((match.group(1), match.group(2)))
@@ -71,6 +85,7 @@ def parse_text(text: str, document: str) -> list[Block]:
         not_run: str | None = None
         expects: list[str] = []
         options: set[str] = set()
+        needs: list[str] = []
         for kind, value in _directives(lines, line - 1, where):
             if kind == "not-run":
                 if not value:
@@ -78,6 +93,10 @@ def parse_text(text: str, document: str) -> list[Block]:
                 not_run = value
             elif kind == "expect":
                 expects.append(value)
+            elif kind == "needs":
+                if not value:
+                    raise ValueError(f"{where}: needs names a command")
+                needs.extend(v.strip() for v in value.split(",") if v.strip())
             else:
                 unknown = {o.strip() for o in value.split(",")} - RUN_OPTIONS
                 if unknown:
@@ -94,6 +113,7 @@ def parse_text(text: str, document: str) -> list[Block]:
                 not_run,
                 tuple(expects),
                 frozenset(options),
+                tuple(needs),
             )
         )
     return blocks
@@ -112,7 +132,7 @@ def runnable(blocks: list[Block]) -> list[tuple[Block, str]]:
             if kind not in previous:
                 raise ValueError(f"{block.where}: `continues` but no earlier {kind} block")
             code = previous[kind] + "\n" + code
-        previous[kind] = code
-        if block.runs:
+        if block.runs:  # a block that does not run is no predecessor
+            previous[kind] = code
             chosen.append((block, code))
     return chosen
