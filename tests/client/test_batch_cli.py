@@ -102,3 +102,32 @@ def test_the_python_examples_of_docs_batches_run(served: JobgateServer, tmp_path
     assert first.startswith("2500 stored; 1 refused: ")
     assert outputs[1][0] == "completed 3 0"
     assert outputs[1][1:] == [f"q{i} echo: question {i}" for i in range(3)]
+
+
+def test_an_operator_lists_and_cancels_any_tenants_batch(
+    served: JobgateServer, tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    write_input(source, 3)
+    submitted = invoke(served, "submit", str(source), "--no-wait", "--json")
+    created = json.loads(submitted.stdout)
+    # No API key: --operator takes the operator key `jobgate serve` saved for the server.
+    env = {**served.env(JOBGATE_URL=served.url), "JOBGATE_API_KEY": ""}
+
+    def operator(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["batch", *args], env=env, catch_exceptions=False)
+
+    listed = operator("list", "--operator", "--tenant", "default", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = [json.loads(raw) for raw in listed.stdout.splitlines()]
+    assert created["id"] in [row["id"] for row in rows]
+    assert {row["tenant"] for row in rows} == {"default"}
+    plain = operator("list", "--operator")
+    assert plain.exit_code == 0 and f"default  {created['id']}" in plain.stdout
+    cancelled = operator("cancel", created["id"], "--operator", "--json")
+    if cancelled.exit_code == 0:  # it may have finished already
+        assert json.loads(cancelled.stdout)["status"] in ("cancelling", "finalizing", "cancelled")
+    else:
+        assert "cannot cancel" in cancelled.output
+    unknown = operator("list", "--operator", "--tenant", "nobody", "--json")
+    assert unknown.exit_code == 0 and unknown.stdout == ""

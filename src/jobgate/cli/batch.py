@@ -1,6 +1,8 @@
 """`jobgate batch`: OpenAI-compatible batches from the command line. `submit` uploads a JSONL
 file (streamed from disk), creates the batch and follows it with a progress bar; `status`,
-`results` (the output and error files, streamed to disk) and `cancel`.
+`results` (the output and error files, streamed to disk), `list` and `cancel`. With an
+operator key (`--api-key jgo_…`, or `--operator` for the one `jobgate serve` saved) `list`,
+`status` and `cancel` reach every tenant's batches.
 
 Exit codes: 0 success (for `submit`, the batch completed); 1 failure (unreachable server,
 refused request, unknown batch, the batch failed, expired or was cancelled); 2 bad usage."""
@@ -17,8 +19,10 @@ import click
 import httpx
 
 from jobgate.cli.client_verbs import EXIT_USAGE, VerbError, _api_key, connection_options
+from jobgate.client import credentials
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
+STATUSES = ("validating", "in_progress", "finalizing", "cancelling", *TERMINAL)
 POLL_S = 1.0
 
 
@@ -85,13 +89,36 @@ def _endpoint_of(path: Path) -> str:
     raise VerbError("cannot tell the endpoint from the first line: pass --endpoint", exit_code=2)
 
 
+def _key(url: str, api_key: str | None, operator: bool, as_json: bool) -> str:
+    """--api-key (or JOBGATE_API_KEY); with --operator, the operator key saved for --url."""
+    if operator and not api_key:
+        saved = credentials.saved_entry(url).get("operator_key")
+        if not saved:
+            raise VerbError(
+                f"no operator key saved for {credentials.normal_url(url)}: pass --api-key "
+                "jgo_… (or start `jobgate serve` there, which saves one)",
+                exit_code=EXIT_USAGE,
+                as_json=as_json,
+            )
+        return saved
+    return _api_key(url, api_key, as_json)
+
+
+operator_option = click.option(
+    "--operator",
+    is_flag=True,
+    help="Use the operator key saved for --url: every tenant's batches.",
+)
+
+
 def _show(batch: dict[str, Any], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(batch, ensure_ascii=False))
         return
     counts = batch.get("request_counts") or {}
+    tenant = f"{batch['tenant']}  " if batch.get("tenant") else ""
     click.echo(
-        f"{batch['id']}  {batch['status']}  {counts.get('completed', 0)} completed, "
+        f"{tenant}{batch['id']}  {batch['status']}  {counts.get('completed', 0)} completed, "
         f"{counts.get('failed', 0)} failed of {counts.get('total', 0)}"
     )
     for name in ("output_file_id", "error_file_id"):
@@ -173,11 +200,39 @@ def _follow(api: BatchApi, batch: dict[str, Any], as_json: bool) -> dict[str, An
 
 @batch.command()
 @click.argument("batch_id")
+@operator_option
 @connection_options
-def status(batch_id: str, url: str, api_key: str | None, as_json: bool) -> None:
+def status(batch_id: str, operator: bool, url: str, api_key: str | None, as_json: bool) -> None:
     """Show a batch's status and request counts."""
-    with BatchApi(url, _api_key(url, api_key, as_json), as_json) as api:
+    with BatchApi(url, _key(url, api_key, operator, as_json), as_json) as api:
         _show(api.call("GET", f"/v1/batches/{batch_id}"), as_json)
+
+
+@batch.command("list")
+@click.option("--tenant", help="Only this tenant's batches (an operator key's list).")
+@click.option("--status", "status_", type=click.Choice(STATUSES), help="Only batches in it.")
+@click.option("--limit", type=click.IntRange(1, 100), default=20, show_default=True)
+@operator_option
+@connection_options
+def list_batches(
+    tenant: str | None,
+    status_: str | None,
+    limit: int,
+    operator: bool,
+    url: str,
+    api_key: str | None,
+    as_json: bool,
+) -> None:
+    """List batches, newest first (an operator key: every tenant's)."""
+    query: dict[str, Any] = {"limit": limit}
+    if tenant is not None:
+        query["tenant"] = tenant
+    if status_ is not None:
+        query["status"] = status_
+    with BatchApi(url, _key(url, api_key, operator, as_json), as_json) as api:
+        page = api.call("GET", "/v1/batches", params=query)
+    for found in page["data"]:
+        _show(found, as_json)
 
 
 @batch.command()
@@ -220,10 +275,11 @@ def results(
 
 @batch.command()
 @click.argument("batch_id")
+@operator_option
 @connection_options
-def cancel(batch_id: str, url: str, api_key: str | None, as_json: bool) -> None:
+def cancel(batch_id: str, operator: bool, url: str, api_key: str | None, as_json: bool) -> None:
     """Cancel a batch: queued lines are cancelled, finished ones kept."""
-    with BatchApi(url, _api_key(url, api_key, as_json), as_json) as api:
+    with BatchApi(url, _key(url, api_key, operator, as_json), as_json) as api:
         _show(api.call("POST", f"/v1/batches/{batch_id}/cancel"), as_json)
 
 

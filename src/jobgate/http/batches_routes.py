@@ -9,11 +9,14 @@ import pydantic
 from fastapi import APIRouter, Query
 from starlette.responses import Response
 
-from jobgate.http.context import AppContext, Ctx, CurrentTenant
+from jobgate import errors
+from jobgate.domain.batches import BatchStatus
+from jobgate.http.context import AppContext, Caller, Ctx, CurrentCaller, CurrentTenant
 from jobgate.http.models import ProblemOut
 from jobgate.http.object_ids import BatchId
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services.batches import BatchService
+from jobgate.storage.records import BatchRecord
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJsonRoute)
 
@@ -57,35 +60,77 @@ async def create_batch(payload: CreateBatchRequest, ctx: Ctx, tenant: CurrentTen
 
 
 @router.get("/batches/{batch_id}", responses=_PROBLEMS, summary="Get a batch")
-async def get_batch(batch_id: BatchId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def get_batch(batch_id: BatchId, ctx: Ctx, caller: CurrentCaller) -> Response:
     service = batches(ctx)
-    return _json(await service.view(await service.get(tenant_id=tenant.id, batch_id=batch_id)))
+    batch = await service.get(tenant_id=_scope(caller), batch_id=batch_id)
+    return _json((await _views(ctx, service, caller, [batch]))[0])
 
 
-@router.get("/batches", responses=_PROBLEMS, summary="List batches")
+@router.get(
+    "/batches",
+    responses=_PROBLEMS,
+    summary="List batches",
+    description="A tenant key lists its own batches; an operator key (jgo_…) every tenant's, "
+    "each with a `tenant` member, narrowed by `tenant` (a name). `status` narrows either.",
+)
 async def list_batches(
     ctx: Ctx,
-    tenant: CurrentTenant,
+    caller: CurrentCaller,
     after: Annotated[
         BatchId | None, Query(description="Id of the last batch of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    status: Annotated[BatchStatus | None, Query(description="Only batches in this status")] = None,
+    tenant: Annotated[
+        str | None, Query(max_length=200, description="Operators: only this tenant's batches")
+    ] = None,
 ) -> Response:
     service = batches(ctx)
-    found, more = await service.list(tenant_id=tenant.id, after=after, limit=limit)
-    data = [await service.view(batch) for batch in found]
-    return _json(
-        {
-            "object": "list",
-            "data": data,
-            "has_more": more,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
+    scope = _scope(caller)
+    if tenant is not None:
+        if caller.tenant is not None:
+            raise errors.InvalidRequest("only an operator key names a tenant", param="tenant")
+        named = await ctx.storage.tenant_get(name=tenant)
+        if named is None:
+            return _json(_page([]) | {"has_more": False})
+        scope = named.id
+    found, more = await service.list(
+        tenant_id=scope, after=after, limit=limit, status=None if status is None else str(status)
     )
+    return _json(_page(await _views(ctx, service, caller, found)) | {"has_more": more})
 
 
 @router.post("/batches/{batch_id}/cancel", responses=_PROBLEMS, summary="Cancel a batch")
-async def cancel_batch(batch_id: BatchId, ctx: Ctx, tenant: CurrentTenant) -> Response:
+async def cancel_batch(batch_id: BatchId, ctx: Ctx, caller: CurrentCaller) -> Response:
     service = batches(ctx)
-    return _json(await service.view(await service.cancel(tenant_id=tenant.id, batch_id=batch_id)))
+    batch = await service.cancel(tenant_id=_scope(caller), batch_id=batch_id, actor=caller.actor)
+    return _json((await _views(ctx, service, caller, [batch]))[0])
+
+
+def _scope(caller: Caller) -> str | None:
+    """The tenant whose batches the caller reaches (None: an operator, every tenant's)."""
+    return None if caller.tenant is None else caller.tenant.id
+
+
+def _page(data: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+    }
+
+
+async def _views(
+    ctx: AppContext, service: BatchService, caller: Caller, found: list[BatchRecord]
+) -> list[dict[str, Any]]:
+    """The batches as OpenAI shows them; for an operator, each with its tenant's name."""
+    views = [await service.view(batch) for batch in found]
+    if caller.tenant is None:
+        names: dict[str, str] = {}
+        for view, batch in zip(views, found, strict=True):
+            if batch.tenant_id not in names:
+                known = await ctx.storage.tenant_get(tenant_id=batch.tenant_id)
+                names[batch.tenant_id] = batch.tenant_id if known is None else known.name
+            view["tenant"] = names[batch.tenant_id]
+    return views

@@ -12,15 +12,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from jobgate import errors
 from jobgate.clock import from_unix
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.http.bulk_models import BulkActionOut, BulkActionRequest, JobFilterIn
-from jobgate.http.context import AppContext, Ctx
+from jobgate.http.context import AppContext, Ctx, caller_of
 from jobgate.http.json_response import json_response
 from jobgate.http.models import ProblemOut
 from jobgate.http.strict_json import StrictJsonRoute
-from jobgate.services import bulk, operators
+from jobgate.services import bulk
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=StrictJsonRoute)
 
@@ -30,16 +29,11 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _caller(request: Request, ctx: AppContext) -> bulk.Caller:
-    scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    key = key.strip()
-    if scheme.lower() != "bearer" or not key:
-        raise errors.Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    if key.startswith(operators.KEY_PREFIX):
-        name = await ctx.operators.authenticate(key)
-        return bulk.Caller(actor=f"operator:{name}", tenant_id=None)
-    tenant = await ctx.tenants.authenticate(key)
-    return bulk.Caller(actor="api:bulk", tenant_id=tenant.id)
+async def _caller(request: Request) -> bulk.Caller:
+    caller = await caller_of(request)
+    if caller.tenant is None:
+        return bulk.Caller(actor=caller.actor, tenant_id=None)
+    return bulk.Caller(actor="api:bulk", tenant_id=caller.tenant.id)
 
 
 async def _filter(ctx: AppContext, where: JobFilterIn) -> JobFilter:
@@ -63,7 +57,7 @@ async def _filter(ctx: AppContext, where: JobFilterIn) -> JobFilter:
 async def _act(
     action: BulkAction, payload: BulkActionRequest, request: Request, ctx: AppContext
 ) -> Response:
-    caller = await _caller(request, ctx)
+    caller = await _caller(request)
     where = await _filter(ctx, payload.where)
     service = bulk.BulkService(storage=ctx.storage)
     body: dict[str, Any] = {"object": "bulk_action", "action": str(action)}

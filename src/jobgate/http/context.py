@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from jobgate import errors
 from jobgate.config import Settings
+from jobgate.services import operators
 from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.dashboard_views import DashboardViews
 from jobgate.services.jobs import JobService
@@ -54,6 +55,32 @@ async def tenant_of(ctx: AppContext, authorization: str) -> Tenant:
     return await ctx.tenants.authenticate(key.strip())
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Caller:
+    """Who calls a route that operators may call too: a tenant (its own objects), or an
+    operator (every tenant's; `tenant` None)."""
+
+    tenant: Tenant | None
+    operator: str | None = None
+
+    @property
+    def actor(self) -> str:
+        return "api" if self.operator is None else f"operator:{self.operator}"
+
+
+async def caller_of(request: Request) -> Caller:
+    """A Bearer key's caller: an operator key (jgo_…) an operator, any other key its tenant
+    (errors.Unauthorized otherwise)."""
+    ctx = context(request)
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        raise errors.Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    if key.startswith(operators.KEY_PREFIX):
+        return Caller(None, await ctx.operators.authenticate(key))
+    return Caller(await ctx.tenants.authenticate(key))
+
+
 async def _context_dependency(request: Request) -> AppContext:
     # Async on purpose: FastAPI runs a plain `def` dependency in a worker thread, which costs
     # a thread hand-off on every request.
@@ -62,3 +89,4 @@ async def _context_dependency(request: Request) -> AppContext:
 
 Ctx = Annotated[AppContext, Depends(_context_dependency)]
 CurrentTenant = Annotated[Tenant, Depends(authenticate)]
+CurrentCaller = Annotated[Caller, Depends(caller_of)]

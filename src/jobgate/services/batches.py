@@ -84,37 +84,56 @@ class BatchService:
         )
         return batch
 
-    async def get(self, *, tenant_id: str, batch_id: str) -> BatchRecord:
+    async def get(self, *, tenant_id: str | None, batch_id: str) -> BatchRecord:
+        """The tenant's batch (any tenant's when `tenant_id` is None: an operator's read)."""
         batch = await self.storage.batch_get(batch_id=batch_id, tenant_id=tenant_id)
         if batch is None:
             raise errors.NotFound("batch", batch_id)
         return batch
 
     async def list(
-        self, *, tenant_id: str, after: str | None, limit: int
+        self,
+        *,
+        tenant_id: str | None,
+        after: str | None,
+        limit: int,
+        status: str | None = None,
     ) -> tuple[list[BatchRecord], bool]:
+        """A page of the tenant's batches (every tenant's when `tenant_id` is None)."""
         if after is not None:
             await self.get(tenant_id=tenant_id, batch_id=after)
-        found = await self.storage.batch_list(tenant_id=tenant_id, after=after, limit=limit + 1)
+        found = await self.storage.batch_list(
+            tenant_id=tenant_id, after=after, limit=limit + 1, status=status
+        )
         return found[:limit], len(found) > limit
 
-    async def cancel(self, *, tenant_id: str, batch_id: str) -> BatchRecord:
+    async def cancel(
+        self, *, tenant_id: str | None, batch_id: str, actor: str = "api"
+    ) -> BatchRecord:
         """Queued lines are cancelled (by the batches role, at once), running ones stopped,
-        finished ones kept. Idempotent while cancelling; a finished batch is a conflict."""
+        finished ones kept. Idempotent while cancelling; a batch that ended, or whose window
+        passed first, is a conflict. `tenant_id` None: an operator's cancel, of any tenant's."""
         batch = await self.get(tenant_id=tenant_id, batch_id=batch_id)
         changed = await self.storage.batch_update(
             batch_id=batch_id,
             from_statuses=(BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS),
             status=BatchStatus.CANCELLING,
             final_status=BatchStatus.CANCELLED,
+            unsettled=True,
         )
         if changed is not None:
-            log.info("batch cancel", extra={"tenant_id": tenant_id, "batch_id": batch_id})
+            log.info(
+                "batch cancel",
+                extra={"tenant_id": batch.tenant_id, "batch_id": batch_id, "actor": actor},
+            )
             return changed
         batch = await self.get(tenant_id=tenant_id, batch_id=batch_id)
         if batch.final_status == BatchStatus.CANCELLED:  # cancelling, finalizing or cancelled
             return batch
-        raise errors.Conflict(f"cannot cancel a batch with status {batch.status!r}")
+        state = (
+            batch.status if batch.final_status is None else f"{batch.status} ({batch.final_status})"
+        )
+        raise errors.Conflict(f"cannot cancel a batch with status {state!r}")
 
     async def view(self, batch: BatchRecord) -> dict[str, Any]:
         """The batch as OpenAI shows it, with request counts as they stand."""

@@ -249,9 +249,11 @@ class BatchesStore(Protocol):
     ) -> BatchRecord | None: ...
 
     async def batch_list(
-        self, *, tenant_id: str, after: str | None, limit: int
+        self, *, tenant_id: str | None, after: str | None, limit: int, status: str | None = None
     ) -> list[BatchRecord]:
-        """A page of the tenant's batches, newest first, after the batch `after`."""
+        """A page of the tenant's batches (every tenant's when `tenant_id` is None: an
+        operator's list), of one status unless `status` is None, newest first, after the
+        batch `after`."""
         ...
 
     async def batch_claim_live(

@@ -83,12 +83,23 @@ RETURNING *
 SELECT * FROM batches WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 
 -- name: batch_list
--- A page of a tenant's batches, newest first.
+-- A page of a tenant's batches (of one status unless :status is NULL), newest first.
 SELECT * FROM batches
  WHERE tenant_id = :tenant_id
+   AND (:status IS NULL OR status = :status)
    AND (:after_id IS NULL
         OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
                                 WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: batch_list_all
+-- A page of every tenant's batches (of one status unless :status is NULL), newest first.
+SELECT * FROM batches
+ WHERE (:status IS NULL OR status = :status)
+   AND (:after_id IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
+                                WHERE a.id = :after_id))
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 

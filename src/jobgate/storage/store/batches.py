@@ -114,9 +114,16 @@ class BatchesQueries(SqlPart):
         return None if row is None else self._decode.record(BatchRecord, row)
 
     async def batch_list(
-        self, *, tenant_id: str, after: str | None, limit: int
+        self, *, tenant_id: str | None, after: str | None, limit: int, status: str | None = None
     ) -> list[BatchRecord]:
-        rows = await self._sql.read("batch_list", tenant_id=tenant_id, after_id=after, limit=limit)
+        if tenant_id is None:
+            rows = await self._sql.read(
+                "batch_list_all", status=status, after_id=after, limit=limit
+            )
+        else:
+            rows = await self._sql.read(
+                "batch_list", tenant_id=tenant_id, status=status, after_id=after, limit=limit
+            )
         return [self._decode.record(BatchRecord, row) for row in rows]
 
     async def batch_claim_live(
