@@ -94,9 +94,9 @@ async def test_usage_tokens_since(storage: Storage, clock: FakeClock) -> None:
         ),
         now=clock.now(),
     )
-    since = clock.now() - timedelta(seconds=1)
-    assert await storage.usage_tokens_since(since=since) == {tenant.id: 42}
-    assert await storage.usage_tokens_since(since=clock.now() + timedelta(seconds=1)) == {}
+    today = clock.now().date()
+    assert await storage.usage_tokens_since(day=today) == {tenant.id: 42}
+    assert await storage.usage_tokens_since(day=today + timedelta(days=1)) == {}
 
 
 async def billed(
@@ -158,8 +158,8 @@ async def test_usage_by_model_since(storage: Storage, clock: FakeClock) -> None:
     a = await make_tenant(storage, "a")
     b = await make_tenant(storage, "b")
     await billed(storage, clock, a, (1000, 1000), provider="openai", model="old")  # yesterday
-    clock.advance(60)
-    since = clock.now()
+    clock.advance(86_400)
+    today = clock.now().date()
     await billed(storage, clock, a, (100, 10), provider="openai", model="mini")
     await billed(storage, clock, a, (200, 20), provider="openai", model="mini")
     await billed(storage, clock, a, (7, 3), provider="openai", model="big")
@@ -168,7 +168,7 @@ async def test_usage_by_model_since(storage: Storage, clock: FakeClock) -> None:
     await refunded(storage, clock, a, (50, 50), provider="openai", model="refunded")
     await refunded(storage, clock, b, (40, 4), provider="openai", model="mini")
 
-    totals = await storage.usage_by_model_since(since=since)
+    totals = await storage.usage_by_model_since(day=today)
     assert sorted(totals, key=lambda u: (u.tenant_id, u.provider, u.model or "")) == [
         UsageTotal(a.id, "openai", "big", 7, 3),
         UsageTotal(a.id, "openai", "mini", 300, 30),
@@ -177,8 +177,8 @@ async def test_usage_by_model_since(storage: Storage, clock: FakeClock) -> None:
         UsageTotal(b.id, "openai", "mini", 1, 2),
     ]
     # The same ledger as the token view sees it.
-    assert await storage.usage_tokens_since(since=since) == {a.id: 350, b.id: 3}
-    assert await storage.usage_by_model_since(since=clock.now() + timedelta(seconds=1)) == []
+    assert await storage.usage_tokens_since(day=today) == {a.id: 350, b.id: 3}
+    assert await storage.usage_by_model_since(day=today + timedelta(days=1)) == []
 
 
 async def test_retention_purges_old_results_and_keeps_tombstones(
@@ -281,13 +281,13 @@ async def test_cache_tokens_are_billed_at_the_cache_prices(
         now=clock.now(),
     )  # fmt: skip
 
-    [total] = await storage.usage_by_model_since(since=since)
+    [total] = await storage.usage_by_model_since(day=since.date())
     assert (total.input_tokens, total.cache_read_tokens, total.cache_write_tokens) == (
         6420,
         6000,
         400,
     )
-    spent = costs.spend(await storage.usage_by_model_since(since=since), PRICES)
+    spent = costs.spend(await storage.usage_by_model_since(day=since.date()), PRICES)
     assert spent.by_tenant == {tenant.id: 2 * BILLED}
     [entry] = await storage.usage_for_job(job_id=leased.id)
     assert (entry.cache_read_tokens, entry.cache_write_tokens) == (3000, 200)
@@ -300,7 +300,7 @@ async def test_refunded_cache_tokens_cancel_out(storage: Storage, clock: FakeClo
     await refunded(
         storage, clock, tenant, (0, 0), provider="claude", model="c", cached=CACHED_USAGE
     )
-    [total] = await storage.usage_by_model_since(since=since)
+    [total] = await storage.usage_by_model_since(day=since.date())
     assert (total.cache_read_tokens, total.cache_write_tokens) == (0, 0)
     assert costs.spend([total], PRICES).by_tenant == {tenant.id: Decimal(0)}
 

@@ -20,7 +20,7 @@ from jobgate.services.jobs import SubmitSpec
 from jobgate.services.reaper import Reaper
 from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
-from jobgate.storage.records import DeliveryOutcome, Tenant
+from jobgate.storage.records import DeliveryOutcome, IdempotencyClaim, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import finish_one, make_tenant, new_job
 from tests.storage.webhook_helpers import make_endpoint
@@ -45,10 +45,15 @@ async def finished(
     state: JobState = JobState.SUCCEEDED,
     usage: dict[str, int] | None = None,
     dead_lettered: bool = False,
+    key_ttl_s: float | None = None,
     **fields: Any,
 ) -> Job:
-    """A job submitted, claimed and finished in `state` at `at` (its outbox rows pending)."""
-    job = (await storage.job_insert(job=new_job(tenant, **fields), now=at)).job
+    """A job submitted (with an Idempotency-Key living `key_ttl_s`), claimed and finished in
+    `state` at `at` (its outbox rows pending)."""
+    key = None
+    if key_ttl_s is not None:
+        key = IdempotencyClaim("POST /v1/jobs", f"k-{at.timestamp()}", "h", 202, key_ttl_s)
+    job = (await storage.job_insert(job=new_job(tenant, **fields), idempotency=key, now=at)).job
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=at)
     assert claimed.id == job.id
     return await finish_one(
@@ -102,19 +107,15 @@ async def test_deletes_exactly_the_finished_jobs_past_the_horizon(
     recent = await finished(storage, acme, now - 2 * DAY, usage=USAGE)
     await deliver_all(storage, now - 2 * DAY + timedelta(seconds=5))
     pending_delivery = await finished(storage, acme, old)  # its delivery is still pending
-    young_key = await finished(storage, beta, now - 8 * DAY)  # created within the key ttl
-    billed_today = await finished(storage, beta, now - 9.5 * DAY, usage=USAGE)  # see cut
+    # A key that lives nine days (a long batch window, say): live until a day from now.
+    live_key = await finished(storage, beta, now - 8 * DAY, key_ttl_s=9 * 86_400)
     still_queued = (await storage.job_insert(job=new_job(acme), now=old)).job
     assert gone_ok.state is JobState.SUCCEEDED
 
     before = {j.id: await rows_of(storage, j.id) for j in (gone_ok, gone_failed, gone_cancelled)}
     assert before[gone_ok.id] == {"job": 1, "events": 3, "outbox": 1, "attempts": 1, "usage": 1}
 
-    cut = Horizon(
-        completed_before=now - 7 * DAY,
-        created_before=now - 9 * DAY,
-        usage_before=now - 9.6 * DAY,  # "today" began after the old jobs' usage, before ours
-    )
+    cut = Horizon(now=now, completed_before=now - 7 * DAY)
 
     first = await storage.retention_delete(horizon=cut, limit=2)
     second = await storage.retention_delete(horizon=cut, limit=2)
@@ -132,7 +133,7 @@ async def test_deletes_exactly_the_finished_jobs_past_the_horizon(
         assert await rows_of(storage, job.id) == dict.fromkeys(
             ("job", "events", "outbox", "attempts", "usage"), 0
         )
-    for job in (pending_delivery, recent, young_key, billed_today, still_queued):
+    for job in (pending_delivery, recent, live_key, still_queued):
         assert (await rows_of(storage, job.id))["job"] == 1, job.id
         assert len(await storage.job_events(job_id=job.id)) >= 1
     [day] = await storage.usage_daily()

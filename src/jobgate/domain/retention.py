@@ -2,31 +2,25 @@
 database's clock.
 
 A terminal job is deleted with its events, outbox rows and delivery attempts once it
-finished more than `retention_s` ago, unless:
-- its idempotency key could still be live (created less than `idempotency_ttl_s` ago): a
-  replay must find the job it names;
-- it has usage billed today (UTC): today's budgets read the usage ledger, so those rows stay
-  until the day turns (earlier days are summed into usage_daily as they are deleted);
-- a webhook delivery of it is still pending (checked by the storage in the same statement).
+finished more than `retention_s` ago, unless (checked by the storage in the same statement):
+- an idempotency key naming it is still live (expires after `now`): a replay must find the
+  job its key names (a submit's key lives `idempotency_ttl_s`, a batch line's its window);
+- a webhook delivery of it is still pending.
+Its usage goes with it into usage_daily (per tenant and UTC day, today's included), which the
+daily budgets read beside the ledger: usage never holds a job back.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, timedelta
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Horizon:
+    now: datetime  # a key that expires after it is live
     completed_before: datetime
-    created_before: datetime
-    usage_before: datetime  # the start of today, UTC
 
 
-def horizon(now: datetime, *, retention_s: float, idempotency_ttl_s: float) -> Horizon:
-    midnight = datetime.combine(now.astimezone(UTC).date(), time(0), tzinfo=UTC)
-    return Horizon(
-        completed_before=now - timedelta(seconds=retention_s),
-        created_before=now - timedelta(seconds=idempotency_ttl_s),
-        usage_before=midnight,
-    )
+def horizon(now: datetime, *, retention_s: float) -> Horizon:
+    return Horizon(now=now, completed_before=now - timedelta(seconds=retention_s))

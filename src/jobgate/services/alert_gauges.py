@@ -5,7 +5,7 @@ from the database, like the job gauges of http/metrics_route.py."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, time
+from datetime import UTC, date, datetime
 from typing import Protocol
 
 from jobgate import metrics
@@ -18,7 +18,7 @@ FAILING_AFTER_ATTEMPTS = 3  # immediately, 5 s, 5 min: a receiver down for minut
 class SignalStorage(Protocol):
     async def webhook_endpoints_failing(self, *, min_attempts: int) -> dict[str, int]: ...
 
-    async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]: ...
+    async def usage_tokens_since(self, *, day: date) -> dict[str, int]: ...
 
 
 class TenantLimitsReader(Protocol):
@@ -35,8 +35,7 @@ async def refresh(
     """Set the gauges for every tenant in `tenants` (the overview the job gauges used);
     `now` is the database's clock, whose UTC day the token count covers."""
     failing = await storage.webhook_endpoints_failing(min_attempts=FAILING_AFTER_ATTEMPTS)
-    midnight = datetime.combine(now.astimezone(UTC).date(), time(0), tzinfo=UTC)
-    tokens = await storage.usage_tokens_since(since=midnight)
+    tokens = await storage.usage_tokens_since(day=now.astimezone(UTC).date())
     gauges = (
         metrics.WEBHOOK_ENDPOINTS_FAILING,
         metrics.TENANT_TOKENS_TODAY,

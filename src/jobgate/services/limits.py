@@ -1,7 +1,8 @@
 """Tenant limits in force: jobgate.toml `[tenants.NAME]` (or `tenant_defaults`) overlaid with
 `jobgate tenants set` overrides from the database, which win. Answers are cached for a couple of
 seconds, so a change takes effect across every process within that time. Daily budgets (tokens,
-or USD priced from the usage ledger) pause a tenant's claims until the next UTC midnight.
+or USD priced from the usage ledger and what retention rolled up of it today) pause a tenant's
+claims until the next UTC midnight.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import deque
-from datetime import UTC, datetime, time
+from datetime import UTC, date
 from decimal import Decimal
 
 from jobgate import errors
@@ -280,13 +281,13 @@ class LimitsService:
         return self._blocked
 
     async def _sum_budgets(self, tokens: dict[str, int], usd: dict[str, Decimal]) -> None:
-        midnight = await self._midnight()
+        today = await self._today()
         blocked: set[str] = set()
         if tokens:
-            used = await self._storage.usage_tokens_since(since=midnight)
+            used = await self._storage.usage_tokens_since(day=today)
             blocked.update(t for t, budget in tokens.items() if used.get(t, 0) >= budget)
         if usd:
-            spent = await self._spend_since(midnight)
+            spent = await self._spend_since(today)
             blocked.update(t for t, budget in usd.items() if spent.get(t, 0) >= budget)
         if blocked != self._blocked and blocked:
             log.warning(
@@ -306,10 +307,10 @@ class LimitsService:
     async def spend_today(self) -> dict[str, Decimal]:
         """Each tenant's spend in USD since UTC midnight (tenants without usage are absent).
         One grouped query, not cached: for `tenants show` and /metrics."""
-        return await self._spend_since(await self._midnight())
+        return await self._spend_since(await self._today())
 
-    async def _spend_since(self, since: datetime) -> dict[str, Decimal]:
-        usage = await self._storage.usage_by_model_since(since=since)
+    async def _spend_since(self, day: date) -> dict[str, Decimal]:
+        usage = await self._storage.usage_by_model_since(day=day)
         spend = costs.spend(usage, self._prices)
         for provider, model in sorted(spend.unpriced - self._unpriced_logged, key=str):
             # Once per (provider, model) and process: the operator should add a price (or a
@@ -321,8 +322,7 @@ class LimitsService:
         self._unpriced_logged.update(spend.unpriced)
         return spend.by_tenant
 
-    async def _midnight(self) -> datetime:
-        """The start of today, UTC, by the database's clock (usage is stamped by it; a host
-        whose clock is off would count the wrong day)."""
-        today = (await self._storage.database_now()).astimezone(UTC).date()
-        return datetime.combine(today, time(0), tzinfo=UTC)
+    async def _today(self) -> date:
+        """Today, UTC, by the database's clock (usage is stamped by it; a host whose clock is
+        off would count the wrong day)."""
+        return (await self._storage.database_now()).astimezone(UTC).date()

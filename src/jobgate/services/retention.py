@@ -1,6 +1,7 @@
 """Retention: deletes finished jobs older than JOBGATE_RETENTION_S with their events, outbox
 rows and delivery attempts (their usage summed per tenant and day first), in small batches so
-that no transaction is long. The reaper calls `sweep_once()` on each pass."""
+that no transaction is long; a job a live idempotency key names, or with a pending delivery,
+waits for them (domain.retention). The reaper calls `sweep_once()` on each pass."""
 
 from __future__ import annotations
 
@@ -36,11 +37,7 @@ class Retention:
         """Delete what the retention horizon allows, batch by batch; the rows deleted by
         table. `now` None means the database's clock."""
         moment = await self._storage.database_now() if now is None else now
-        horizon = retention.horizon(
-            moment,
-            retention_s=self._settings.retention_s,
-            idempotency_ttl_s=self._settings.idempotency_ttl_s,
-        )
+        horizon = retention.horizon(moment, retention_s=self._settings.retention_s)
         deleted = RetentionBatch().by_table()
         for _ in range(self._max_batches):
             batch = await self._storage.retention_delete(horizon=horizon, limit=self._batch_size)

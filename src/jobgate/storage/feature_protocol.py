@@ -381,7 +381,8 @@ class RetentionStore(Protocol):
         """One short transaction: delete up to `limit` terminal jobs the horizon allows
         (domain.retention), oldest completion first, with their events, outbox rows, delivery
         attempts and usage ledger rows, after adding their usage to usage_daily. A job with
-        a pending delivery is kept. Safe from several processes at once (SKIP LOCKED on
+        a pending delivery, or named by an idempotency key live at `horizon.now`, is kept.
+        Safe from several processes at once (SKIP LOCKED on
         PostgreSQL, one writer on SQLite): each job is deleted and summed once."""
         ...
 

@@ -18,7 +18,7 @@ Rules every method keeps:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 
 from jobgate.domain import costs, progress
@@ -687,13 +687,15 @@ class LimitsStore(Protocol):
         """Queued jobs per tenant and claims per tenant so far (cheap enough to poll)."""
         ...
 
-    async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
-        """Tokens billed per tenant since `since` (completions minus refunds)."""
+    async def usage_tokens_since(self, *, day: date) -> dict[str, int]:
+        """Tokens billed per tenant since the start of UTC day `day` (completions minus
+        refunds): the ledger's, and those retention rolled up as it deleted their jobs."""
         ...
 
-    async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
-        """Tokens billed since `since` per (tenant, provider, model), completions minus
-        refunds, in no particular order. Read-only; pricing them is the caller's business."""
+    async def usage_by_model_since(self, *, day: date) -> list[costs.UsageTotal]:
+        """Tokens billed since the start of UTC day `day` per (tenant, provider, model),
+        completions minus refunds, the ledger's and those retention rolled up, in no
+        particular order. Read-only; pricing them is the caller's business."""
         ...
 
 

@@ -48,25 +48,46 @@ SELECT count(*)::integer AS queued FROM jobs WHERE state = 'queued' AND tenant_i
 SELECT count(*)::integer AS queued FROM jobs WHERE state = 'queued'
 
 -- name: usage_tokens_since
--- Tokens billed per tenant since a time: completions minus refunds.
-SELECT tenant_id,
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * (input_tokens + output_tokens))::bigint
-           AS tokens
-  FROM usage_ledger
- WHERE created_at >= :since
+-- Tokens billed per tenant since a UTC midnight: completions minus refunds, in the ledger and
+-- in what retention rolled up of its deleted jobs (usage_daily, by UTC day).
+SELECT tenant_id, sum(tokens)::bigint AS tokens
+  FROM (SELECT tenant_id,
+               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * (input_tokens + output_tokens))
+                   AS tokens
+          FROM usage_ledger
+         WHERE created_at >= :since::timestamptz
+         GROUP BY tenant_id
+        UNION ALL
+        SELECT tenant_id, sum(input_tokens + output_tokens)
+          FROM usage_daily
+         WHERE day >= (:since::timestamptz AT TIME ZONE 'UTC')::date
+         GROUP BY tenant_id) AS billed
  GROUP BY tenant_id
 
 -- name: usage_by_model_since
--- Tokens billed per tenant, provider and model since a time: completions minus refunds.
+-- Tokens billed per tenant, provider and model since a UTC midnight: completions minus
+-- refunds, in the ledger and in what retention rolled up (usage_daily's '' model is none).
 SELECT tenant_id, provider, model,
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens)::bigint AS input_tokens,
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens)::bigint AS output_tokens,
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens)::bigint
-           AS cache_read_tokens,
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)::bigint
-           AS cache_write_tokens
-  FROM usage_ledger
- WHERE created_at >= :since
+       sum(input_tokens)::bigint AS input_tokens,
+       sum(output_tokens)::bigint AS output_tokens,
+       sum(cache_read_tokens)::bigint AS cache_read_tokens,
+       sum(cache_write_tokens)::bigint AS cache_write_tokens
+  FROM (SELECT tenant_id, provider, model,
+               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens) AS input_tokens,
+               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens) AS output_tokens,
+               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens)
+                   AS cache_read_tokens,
+               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)
+                   AS cache_write_tokens
+          FROM usage_ledger
+         WHERE created_at >= :since::timestamptz
+         GROUP BY tenant_id, provider, model
+        UNION ALL
+        SELECT tenant_id, provider, nullif(model, ''), sum(input_tokens), sum(output_tokens),
+               sum(cache_read_tokens), sum(cache_write_tokens)
+          FROM usage_daily
+         WHERE day >= (:since::timestamptz AT TIME ZONE 'UTC')::date
+         GROUP BY tenant_id, provider, model) AS billed
  GROUP BY tenant_id, provider, model
 
 -- name: job_purge_expired

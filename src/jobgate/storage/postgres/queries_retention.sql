@@ -4,19 +4,18 @@
 -- name: retention_delete
 -- Delete up to :limit terminal jobs past the horizon (oldest completion first; rows another
 -- reaper holds are skipped), their events, outbox rows, delivery attempts and usage rows,
--- adding that usage to usage_daily in the same statement. Jobs with a pending delivery or
--- usage billed since :usage_before stay.
+-- adding that usage to usage_daily in the same statement (today's too: the budgets read it
+-- there). Jobs with a pending delivery or named by an idempotency key live at :now stay.
 -- A job's output chunks go with it: migration 0010's trigger deletes them with the job row.
 WITH picked AS (
     SELECT j.id
       FROM jobs AS j
      WHERE j.state IN ('succeeded', 'failed', 'cancelled', 'expired')
        AND j.completed_at < :completed_before::timestamptz
-       AND j.created_at < :created_before::timestamptz
        AND NOT EXISTS (SELECT 1 FROM outbox AS o
                         WHERE o.job_id = j.id AND o.state = 'pending')
-       AND NOT EXISTS (SELECT 1 FROM usage_ledger AS u
-                        WHERE u.job_id = j.id AND u.created_at >= :usage_before::timestamptz)
+       AND NOT EXISTS (SELECT 1 FROM idempotency_keys AS k
+                        WHERE k.job_id = j.id AND k.expires_at > :now::timestamptz)
      ORDER BY j.completed_at
      LIMIT :limit
        FOR UPDATE OF j SKIP LOCKED

@@ -3,20 +3,20 @@
 
 -- name: retention_pick
 -- Up to :limit terminal jobs past the horizon, oldest completion first (none with a pending
--- delivery or with usage billed since :usage_before).
+-- delivery or named by an idempotency key live at :now).
 SELECT j.id
   FROM jobs AS j
  WHERE j.state IN ('succeeded', 'failed', 'cancelled', 'expired')
    AND j.completed_at < :completed_before
-   AND j.created_at < :created_before
    AND NOT EXISTS (SELECT 1 FROM outbox AS o WHERE o.job_id = j.id AND o.state = 'pending')
-   AND NOT EXISTS (SELECT 1 FROM usage_ledger AS u
-                    WHERE u.job_id = j.id AND u.created_at >= :usage_before)
+   AND NOT EXISTS (SELECT 1 FROM idempotency_keys AS k
+                    WHERE k.job_id = j.id AND k.expires_at > :now)
  ORDER BY j.completed_at
  LIMIT :limit
 
 -- name: retention_rollup
--- Add the picked jobs' usage to usage_daily (per tenant, UTC day, provider and model).
+-- Add the picked jobs' usage to usage_daily (per tenant, UTC day, provider and model; today's
+-- too: the budgets read it there).
 INSERT INTO usage_daily AS d (tenant_id, day, provider, model, jobs, input_tokens, output_tokens,
                               cache_read_tokens, cache_write_tokens)
 SELECT tenant_id, date(created_at, 'unixepoch'), provider, coalesce(model, ''),

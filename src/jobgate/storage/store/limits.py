@@ -4,7 +4,8 @@ for budgets, and purging what has expired."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, date, datetime, time
+from typing import Any
 
 from jobgate.domain import costs
 from jobgate.storage.executor import SqlPart
@@ -38,12 +39,16 @@ class LimitQueries(SqlPart):
         }
         return QueueCounts(queued, claimed)
 
-    async def usage_tokens_since(self, *, since: datetime) -> dict[str, int]:
-        rows = await self._sql.read("usage_tokens_since", since=self._sql.codec.time(since))
+    def _midnight(self, day: date) -> Any:
+        """The `:since` parameter: the start of `day`, UTC (the rollup keeps whole days)."""
+        return self._sql.codec.time(datetime.combine(day, time(0), tzinfo=UTC))
+
+    async def usage_tokens_since(self, *, day: date) -> dict[str, int]:
+        rows = await self._sql.read("usage_tokens_since", since=self._midnight(day))
         return {row["tenant_id"]: int(row["tokens"] or 0) for row in rows}
 
-    async def usage_by_model_since(self, *, since: datetime) -> list[costs.UsageTotal]:
-        rows = await self._sql.read("usage_by_model_since", since=self._sql.codec.time(since))
+    async def usage_by_model_since(self, *, day: date) -> list[costs.UsageTotal]:
+        rows = await self._sql.read("usage_by_model_since", since=self._midnight(day))
         return [self._decode.record(costs.UsageTotal, row) for row in rows]
 
     async def job_purge_expired(

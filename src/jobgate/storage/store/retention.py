@@ -16,8 +16,7 @@ class RetentionQueries(SqlPart):
         return await self._retention_write(
             {
                 "completed_before": codec.time(horizon.completed_before),
-                "created_before": codec.time(horizon.created_before),
-                "usage_before": codec.time(horizon.usage_before),
+                "now": codec.time(horizon.now),
                 "limit": limit,
             }
         )
