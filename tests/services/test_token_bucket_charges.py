@@ -146,7 +146,7 @@ async def test_one_job_never_owes_more_than_a_minute_of_tokens(
     await storage.job_insert(job=new_job(tenant, request=request), now=clock.now())
     worker = limited.worker()
     (claimed,) = await worker.claim()
-    assert 59.0 <= await owed_s(storage) <= 60.0
+    assert 50.0 <= await owed_s(storage) <= 60.0  # one minute, less the time since (PostgreSQL)
     done = await worker.execute(claimed)
     assert done is not None and done.state is JobState.FAILED
     assert await owed_s(storage) == 0.0
