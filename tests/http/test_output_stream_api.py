@@ -348,9 +348,11 @@ async def test_a_new_attempt_of_a_response_streams_as_a_new_item_with_the_sdk(ap
     storage = api.runtime.storage
     gateway = Gateway(api, await api.key("acme"))
     async with _sdk(gateway) as client:
-        created = await client.responses.create(
-            model="sim-echo", input="x", background=True, stream=False
+        opened = await client.responses.create(
+            model="sim-echo", input="x", background=True, stream=True
         )
+        created = (await opened.__anext__()).response  # type: ignore[union-attr]
+        await opened.close()  # a background response runs on without its stream
         (first,) = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60)
         lease = Lease(created.id, first.lease_token or "")
         await storage.job_output_append(lease=lease, text="abandoned ")

@@ -429,6 +429,40 @@ async def test_create_with_stream(gateway: Gateway) -> None:
     assert events[-1].response.output_text == "echo: streamed create"
 
 
+async def test_a_streamed_create_streams_text_then_a_tool_call(gateway: Gateway) -> None:
+    """Every output item streams (the call with its arguments events) under the id and
+    output_index the finished Response holds; without `background` the stream opens
+    `in_progress`, with no `response.queued`. The SDK's own accumulator agrees."""
+    tools: Any = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    async with gateway.client.responses.stream(
+        model="sim-echo",
+        input="look it up",
+        tools=tools,
+        extra_body={"sim": {"tool_calls": 1, "chunks": 3}},
+    ) as stream:
+        events = [event async for event in stream]
+        accumulated = await stream.get_final_response()
+    types = [event.type for event in events]
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert events[0].response.status == "in_progress"  # type: ignore[union-attr]
+    assert "response.queued" not in types and types[-1] == "response.completed"
+    final = events[-1].response  # type: ignore[union-attr]
+    held = [(index, item.id) for index, item in enumerate(final.output)]
+    assert [item.type for item in final.output] == ["message", "function_call"]
+    for kind in ("response.output_item.added", "response.output_item.done"):
+        seen = [(e.output_index, e.item.id) for e in events if e.type == kind]  # type: ignore[union-attr]
+        assert seen == held, kind
+    [arguments] = [e for e in events if e.type == "response.function_call_arguments.done"]
+    assert (arguments.output_index, arguments.item_id) == held[1]
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(deltas) == final.output_text == "echo: look it up"
+    assert accumulated.model_dump()["output"] == final.model_dump()["output"]
+    retrieved = await gateway.client.responses.retrieve(final.id)
+    assert [(item.id, item.type) for item in retrieved.output] == [
+        (item.id, item.type) for item in final.output
+    ]
+
+
 async def test_stream_of_a_cancelled_response_ends_with_an_error_event(
     gateway: Gateway, scripted: ScriptedProvider
 ) -> None:
@@ -482,10 +516,11 @@ async def test_a_streamed_create_is_cancelled_when_the_client_leaves(
         response_id = stream.headers["location"].rsplit("/", 1)[-1]
         async for line in stream.aiter_lines():
             if "response.in_progress" in line:
+                # A synchronous stream opens in_progress at once: leave only once the
+                # provider call is under way, so the cancel has a call to interrupt (leaving
+                # earlier cancels before the call starts).
+                await asyncio.wait_for(block.started.wait(), timeout=10)
                 break
-        # in_progress is sent at the claim; leave only once the provider call is under way, so
-        # the cancel has a call to interrupt (leaving earlier cancels before the call starts).
-        await asyncio.wait_for(block.started.wait(), timeout=10)
     cancelled = await gateway.until(response_id, "cancelled")
     assert cancelled.status == "cancelled"
     assert block.cancelled

@@ -2,9 +2,10 @@
 
 jobgate stores whole answers, so the events are derived from the job as it stands: created and
 queued, in_progress once a worker has started it, then (when it has finished) each output item
-as added / delta / done events and the terminal event. The derivation is deterministic and
-only ever appends, so a client that resumes with `starting_after=N` sees exactly the events it
-missed.
+as added / delta / done events and the terminal event. A response without `background` opens
+as OpenAI's do: created already `in_progress`, then in_progress (`queued` is background
+mode's). The derivation is deterministic and only ever appends, so a client that resumes with
+`starting_after=N` sees exactly the events it missed.
 """
 
 from __future__ import annotations
@@ -23,21 +24,38 @@ _TERMINAL_EVENT = {
 }
 
 
+def background(job: Job) -> bool:
+    return isinstance(job.request, dict) and job.request.get("background") is True
+
+
+def head_events(job: Job) -> list[JSONObject]:
+    """The two events every stream opens with: created and queued in background mode, else
+    created (already in progress) and in_progress."""
+    if background(job):
+        queued = responses.pending(job, "queued")
+        return [
+            {"type": "response.created", "response": queued},
+            {"type": "response.queued", "response": queued},
+        ]
+    in_progress = responses.pending(job, "in_progress")
+    return [
+        {"type": "response.created", "response": in_progress},
+        {"type": "response.in_progress", "response": in_progress},
+    ]
+
+
 def stream_events(job: Job) -> list[JSONObject]:
     """Every event of the job so far, each with its `sequence_number` (from 0)."""
     final = responses.render(job)
-    events: list[JSONObject] = [
-        {"type": "response.created", "response": responses.pending(job, "queued")},
-        {"type": "response.queued", "response": responses.pending(job, "queued")},
-    ]
-    if job.started_at is not None:  # a worker claimed it at least once
+    events = head_events(job)
+    if job.started_at is not None and background(job):  # a worker claimed it at least once
         in_progress = responses.pending(job, "in_progress")
         events.append({"type": "response.in_progress", "response": in_progress})
     if job.terminal:
         status = final["status"]
         if status in responses.FINISHED:
             for index, item in enumerate(final["output"]):
-                events += _item_events(index, item)
+                events += item_events(index, item)
         terminal = _TERMINAL_EVENT.get(status)
         if terminal is not None:
             events.append({"type": terminal, "response": final})
@@ -58,7 +76,8 @@ def stream_events(job: Job) -> list[JSONObject]:
     return [{**event, "sequence_number": seq} for seq, event in enumerate(events)]
 
 
-def _item_events(index: int, item: Any) -> list[JSONObject]:
+def item_events(index: int, item: Any) -> list[JSONObject]:
+    """One output item, whole, as added / delta / done events at `output_index` `index`."""
     if not isinstance(item, dict):
         return []
     kind = item.get("type")
@@ -70,7 +89,7 @@ def _item_events(index: int, item: Any) -> list[JSONObject]:
             {"type": "response.output_item.added", "output_index": index, "item": added}
         ]
         for content_index, part in enumerate(item.get("content") or []):
-            events += _part_events(where, content_index, part)
+            events += part_events(where, content_index, part)
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
         return events
     if kind == "function_call":
@@ -88,7 +107,8 @@ def _item_events(index: int, item: Any) -> list[JSONObject]:
     ]
 
 
-def _part_events(where: JSONObject, content_index: int, part: Any) -> list[JSONObject]:
+def part_events(where: JSONObject, content_index: int, part: Any) -> list[JSONObject]:
+    """One content part of a message (`where`: its item_id and output_index), whole."""
     if not isinstance(part, dict):
         return []
     at = {**where, "content_index": content_index}

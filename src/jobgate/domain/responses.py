@@ -186,6 +186,40 @@ def normalise_output(raw: Any, response_id: str) -> list[Any]:
     return [_normalise_item(item, index, response_id) for index, item in enumerate(raw)]
 
 
+# -- live output ------------------------------------------------------------------------------
+
+
+def streamed(job: Job) -> bool:
+    """Whether the job streams its output live (a create with `stream: true`)."""
+    return isinstance(job.request, dict) and job.request.get("stream") is True
+
+
+def live_item_id(response_id: str, generation: int) -> str:
+    """The id of the message item that carries a streamed response's text while it runs: the
+    id the translating providers give their message (`msg_<suffix>`), suffixed by the attempt
+    from the second on (so an earlier attempt's item keeps an id of its own)."""
+    suffix = response_id.removeprefix(f"{ID_PREFIX}_")
+    return f"msg_{suffix}" if generation <= 1 else f"msg_{suffix}_{generation}"
+
+
+def as_streamed(output: list[Any], job: Job) -> list[Any]:
+    """A streamed response's output as its stream announced it: the message whose text was
+    streamed first (its deltas came before the provider said what else it answered), under
+    the live item's id; the other items after it, in their order."""
+    first = next(
+        (
+            i
+            for i, item in enumerate(output)
+            if isinstance(item, dict) and item.get("type") == "message"
+        ),
+        None,
+    )
+    if first is None:
+        return output
+    message = {**output[first], "id": live_item_id(job.id, job.run_count)}
+    return [message, *output[:first], *output[first + 1 :]]
+
+
 # -- the object -------------------------------------------------------------------------------
 
 
@@ -277,6 +311,8 @@ def render(job: Job) -> JSONObject:
     if status in FINISHED:
         result = job.result or {}
         body["output"] = normalise_output(result.get("output"), job.id)
+        if streamed(job):
+            body["output"] = as_streamed(body["output"], job)
         body["usage"] = normalise_usage(result.get("usage"))
         body["completed_at"] = to_unix(job.completed_at)
         if isinstance(result.get("model"), str) and result["model"]:
