@@ -450,7 +450,7 @@ async def test_a_streamed_create_streams_text_then_a_tool_call(gateway: Gateway)
     held = [(index, item.id) for index, item in enumerate(final.output)]
     assert [item.type for item in final.output] == ["message", "function_call"]
     for kind in ("response.output_item.added", "response.output_item.done"):
-        seen = [(e.output_index, e.item.id) for e in events if e.type == kind]  # type: ignore[union-attr]
+        seen = [(e.output_index, e.item.id) for e in events if e.type == kind]
         assert seen == held, kind
     [arguments] = [e for e in events if e.type == "response.function_call_arguments.done"]
     assert (arguments.output_index, arguments.item_id) == held[1]
