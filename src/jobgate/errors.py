@@ -91,9 +91,11 @@ class InvalidRequest(JobgateError):
 
 
 class UnknownProvider(InvalidRequest):
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, *, note: str = "") -> None:
         super().__init__(
-            f"unknown provider {provider!r}", param="provider", code="unknown_provider"
+            f"unknown provider {provider!r}" + (f": it {note}" if note else ""),
+            param="provider",
+            code="unknown_provider",
         )
         self.provider = provider
 

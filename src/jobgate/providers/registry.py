@@ -29,6 +29,7 @@ FACTORIES: dict[str, ProviderFactory] = {
 
 
 _ROUTES_KEPT = 4096  # route() answers cached at most
+_RESTART = "was added to the configuration after this process started: restart jobgate to use it"
 
 
 def _serves(config: ProviderConfig, model: str) -> bool:
@@ -61,6 +62,9 @@ class ProviderRegistry:
         # route()'s answers by (provider, model, api): they depend on the configuration only
         # (a model route's breaker-dependent pick is made before), so reconfigure clears them.
         self._routed: dict[tuple[str | None, str | None, str], tuple[Provider, str | None]] = {}
+        # Providers the reloaded file adds: they start with the next process, and until then a
+        # job that needs one is refused with a sentence saying so.
+        self._awaiting_restart: dict[str, ProviderConfig] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, *, clock: Clock) -> ProviderRegistry:
@@ -107,6 +111,7 @@ class ProviderRegistry:
                     )
         self._configs = configs
         self._routes = dict(settings.routes)
+        self._awaiting_restart = {n: c for n, c in wanted.items() if n not in self._providers}
         self.gates.reconfigure(configs)
         self._routed = {}
         self.version += 1
@@ -127,7 +132,8 @@ class ProviderRegistry:
         try:
             provider = self._providers[name]
         except KeyError:
-            raise errors.UnknownProvider(name) from None
+            note = _RESTART if name in self._awaiting_restart else ""
+            raise errors.UnknownProvider(name, note=note) from None
         if api != "responses":
             return provider
         front = self._fronts.get(name)
@@ -217,9 +223,15 @@ class ProviderRegistry:
         return _serves(self._configs[name], model)
 
     def _not_found(self, model: str, *, provider: str | None = None) -> errors.InvalidRequest:
-        where = f"provider {provider!r}" if provider else "no configured provider"
+        later = [n for n, c in self._awaiting_restart.items() if _serves(c, model)]
+        if provider:
+            message = f"provider {provider!r} does not serve model {model!r}"
+        elif later:
+            message = f"model {model!r} is served by provider {later[0]!r}, which {_RESTART}"
+        else:
+            message = f"no configured provider serves model {model!r}"
         return errors.InvalidRequest(
-            f"model {model!r} is not served by {where}; providers: {', '.join(self.names())} "
+            f"{message}; providers: {', '.join(self.names())} "
             "(the built-in `sim` serves `sim-*` models only)",
             param="body.model",
             code="model_not_found",
