@@ -117,6 +117,37 @@ async def _tenant(api: Api, key: str) -> str:
     return (await api.runtime.tenants.authenticate(key)).id
 
 
+@pytest.mark.parametrize(
+    ("route", "content_type"),
+    [
+        ("/v1/jobs", "application/x-www-form-urlencoded"),  # what `curl -d` sends by default
+        ("/v1/jobs", "text/plain"),
+        ("/v1/responses", "application/x-www-form-urlencoded"),
+        ("/v1/webhook_endpoints", "text/plain; charset=utf-8"),
+        ("/v1/jobs/bulk", "multipart/form-data; boundary=x"),
+    ],
+)
+async def test_a_body_not_sent_as_json_says_to_send_content_type_json(
+    api: Api, route: str, content_type: str
+) -> None:
+    key = await api.key("acme")
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
+    response = await api.http.post(route, content=_job(), headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_content_type"
+    assert "Content-Type: application/json" in error["message"]
+    assert content_type.split(";")[0] in error["message"]
+
+
+async def test_a_json_body_with_a_json_content_type_is_read(api: Api) -> None:
+    key = await api.key("acme")
+    for content_type in ("application/json; charset=utf-8", "application/vnd.api+json"):
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
+        response = await api.http.post("/v1/jobs", content=_job(), headers=headers)
+        assert response.status_code == 202, (content_type, response.text)
+
+
 async def test_a_patch_and_a_recover_refuse_the_same_values(api: Api) -> None:
     key = await api.key("acme")
     for route, raw in (

@@ -59,7 +59,9 @@ _BODY_SCHEMA = {
     "refused alone (the others are stored). A full queue refuses the whole call (429).",
 )
 async def submit_bulk(request: Request, ctx: Ctx, tenant: CurrentTenant) -> Response:
-    items = parse_items(await request.body())
+    body = await request.body()
+    strict_json.require_json(request, body)
+    items = parse_items(body)
     results = await bulk_submit.submit_bulk(ctx.jobs, tenant_id=tenant.id, items=items)
     return Response(answer_body(results), media_type="application/json")
 

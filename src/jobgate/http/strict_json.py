@@ -86,8 +86,9 @@ class StrictJsonRoute(APIRoute):
             return handler
 
         async def strict_handler(request: Request) -> Response:
-            if request.method in _BODY_METHODS and _is_json(request):
+            if request.method in _BODY_METHODS:
                 body = await request.body()
+                require_json(request, body)
                 if body:
                     # Starlette's Request.json() returns this cached value.
                     request._json = parse(body)
@@ -96,6 +97,22 @@ class StrictJsonRoute(APIRoute):
         return strict_handler
 
 
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
 def _is_json(request: Request) -> bool:
-    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    content_type = _media_type(request)
     return not content_type or content_type == "application/json" or content_type.endswith("+json")
+
+
+def require_json(request: Request, body: bytes) -> None:
+    """Raise errors.InvalidRequest (400 `invalid_content_type`) for a body sent as another
+    type than JSON: `curl -d` sends a form unless told otherwise, and such a body would only
+    meet a validation error about its shape, not what to send instead."""
+    if body and not _is_json(request):
+        raise errors.InvalidRequest(
+            "the request body must be JSON sent with `Content-Type: application/json`; this "
+            f"request's Content-Type is {_media_type(request)!r}",
+            code="invalid_content_type",
+        )
