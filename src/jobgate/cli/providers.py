@@ -16,8 +16,12 @@ from jobgate.simulator.enforcement import Limits
 from jobgate.simulator.server import Simulator
 
 
-async def _simulate(simulator: Simulator) -> None:
-    await simulator.start()
+async def _simulate(simulator: Simulator, host: str, port: int) -> None:
+    try:
+        await simulator.start()
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise click.ClickException(f"cannot listen on {host}:{port}: {reason}") from None
     click.echo(
         f"jobgate simulator listening on {simulator.url} "
         f"(OpenAI base_url {simulator.openai_base_url}, Anthropic base_url "
@@ -128,7 +132,7 @@ def simulator(
         profile=profile,
         limits=Limits(rpm=rpm, tpm=tpm, window_s=rate_window_s),
     )
-    asyncio.run(_simulate(instance))
+    asyncio.run(_simulate(instance, host, port))
 
 
 @click.command()

@@ -14,11 +14,12 @@ import click
 import prometheus_client
 
 import jobgate
-from jobgate import database_urls, logs
+from jobgate import database_urls, logs, transports
 from jobgate.cli import startup_checks
 from jobgate.cli.common import credentials_path, load
 from jobgate.client import credentials
 from jobgate.config import Settings
+from jobgate.process import roles as process_roles
 from jobgate.process.roles import ROLES, available_roles
 from jobgate.process.runtime import Runtime
 
@@ -49,27 +50,29 @@ def _storage_label(settings: Settings) -> str:
 async def _run(
     settings: Settings, roles: tuple[str, ...], reload: Callable[[], Settings] | None = None
 ) -> None:
-    # The banner comes first, before anything opening the storage logs: bind, say where, then
-    # migrate and start.
+    # The start line says the process runs, so it comes only once every check passed: the
+    # broker's client installed, the port bound, the database open and migrated, the roles'
+    # provider keys present. Anything wrong is one line on stderr instead, and no key is issued.
+    transports.require_client(settings.transport)
     sock = _bind(settings.host, settings.port) if "api" in roles else None
-    if sock is not None:
-        url = f"http://{settings.host}:{sock.getsockname()[1]}"
-        click.echo(
-            f"jobgate {jobgate.__version__} listening on {url} "
-            f"({_storage_label(settings)}; roles: {', '.join(roles)})"
-        )
-    else:
-        click.echo(
-            f"jobgate {jobgate.__version__} running {', '.join(roles)} ({_storage_label(settings)})"
-        )
-    sys.stdout.flush()
     runtime = Runtime(settings, reload=reload)
     try:
         await runtime.open(migrate=True)
+        process_roles.check_needs(runtime, roles)
         if sock is not None:
+            url = f"http://{settings.host}:{sock.getsockname()[1]}"
+            click.echo(
+                f"jobgate {jobgate.__version__} listening on {url} "
+                f"({_storage_label(settings)}; roles: {', '.join(roles)})"
+            )
             await _first_keys(runtime, settings, url)
-        elif settings.metrics_port:
-            prometheus_client.start_http_server(settings.metrics_port, addr=settings.host)
+        else:
+            click.echo(
+                f"jobgate {jobgate.__version__} running {', '.join(roles)} "
+                f"({_storage_label(settings)})"
+            )
+            if settings.metrics_port:
+                prometheus_client.start_http_server(settings.metrics_port, addr=settings.host)
         await startup_checks.warn(runtime, roles)
         sys.stdout.flush()
         stop = asyncio.Event()

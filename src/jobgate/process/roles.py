@@ -161,6 +161,15 @@ async def _open_transport(parts: Parts) -> None:
         )
 
 
+def check_needs(runtime: Runtime, roles: tuple[str, ...]) -> None:
+    """Raise errors.ConfigError when `roles` cannot start here: an unknown role, or a provider
+    key that a role calling providers needs is not set. Cheap and repeatable: a process runs it
+    before it says it started, and run_roles again."""
+    needs = {need for spec in _chosen(roles) for need in spec.needs}
+    if Need.PROVIDER_CREDENTIALS in needs:
+        runtime.providers.require_credentials()
+
+
 def freeze_start_up_heap() -> None:
     """Keep what start-up built (modules, settings, the roles' objects) out of the cyclic
     garbage collector's full collections, once per process: otherwise each of them walks that
@@ -183,8 +192,7 @@ async def run_roles(
     raises, so that the process exits non-zero."""
     chosen = _chosen(roles)
     needs = {need for spec in chosen for need in spec.needs}
-    if Need.PROVIDER_CREDENTIALS in needs:
-        runtime.providers.require_credentials()
+    check_needs(runtime, roles)
     await runtime.storage.listen()
     parts = Parts(runtime=runtime, sock=sock)
     if Need.TRANSPORT in needs:

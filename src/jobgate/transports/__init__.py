@@ -3,11 +3,40 @@ stays the truth; see transports.base for the seam and docs/transports.md for the
 
 from __future__ import annotations
 
+import importlib
 import urllib.parse
 
 from jobgate import errors
 from jobgate.config import Settings
 from jobgate.transports.base import Transport
+
+
+# The broker client each scheme imports, and the extra (`pip install 'jobgate[EXTRA]'`) that
+# installs it.
+CLIENTS: dict[str, tuple[str, str]] = {
+    "redis": ("redis", "redis"),
+    "rediss": ("redis", "redis"),
+    "amqp": ("aio_pika", "amqp"),
+    "amqps": ("aio_pika", "amqp"),
+    "sqs": ("aiobotocore", "sqs"),
+}
+
+
+def require_client(url: str) -> None:
+    """Raise errors.ConfigError, naming the extra to install, when the broker client that the
+    transport `url` needs is not installed: every role checks it at start, so a missing
+    extra is one line there rather than a traceback in the first worker."""
+    client = CLIENTS.get(urllib.parse.urlsplit(url).scheme)
+    if client is None:
+        return
+    module, extra = client
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise errors.ConfigError(
+            "JOBGATE_TRANSPORT",
+            f"{url.split(':', 1)[0]}:// needs the {module} package: pip install 'jobgate[{extra}]'",
+        ) from None
 
 
 def _take(url: str, name: str) -> tuple[str, str | None]:
