@@ -10,7 +10,6 @@ from jobgate import errors
 from jobgate.config import Settings
 from jobgate.transports.base import Transport
 
-
 # The broker client each scheme imports, and the extra (`pip install 'jobgate[EXTRA]'`) that
 # installs it.
 CLIENTS: dict[str, tuple[str, str]] = {
