@@ -64,6 +64,15 @@ async def test_cancel_by_metadata_counts_asks_then_acts_in_chunks(api: Api) -> N
     assert events[-1].reason == "bulk_cancel: wrong batch"
 
 
+async def test_a_tenant_filter_a_tenant_key_cannot_reach_says_so(api: Api) -> None:
+    key = await api.key("default")
+    await api.key("acme")
+    refused = await jobgate(api, key, "jobs", "redrive", "--where", "tenant=acme", "--yes")
+    assert refused.exit_code == 1
+    [line] = refused.stderr.strip().splitlines()
+    assert "'default'" in line and "tenant=acme" in line and "jobgate key --operator" in line
+
+
 async def test_an_operator_deletes_across_tenants_with_json(api: Api) -> None:
     acme, beta = await api.key("acme"), await api.key("beta")
     await submit(api, acme, "1", 2)

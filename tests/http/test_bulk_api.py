@@ -56,8 +56,19 @@ async def test_a_tenant_key_acts_on_its_own_jobs_only(api: Api) -> None:
     dry = await bulk(api, acme, "cancel", where={"metadata": {"batch": "7"}}, dry_run=True)
     assert (dry["matched"], dry["changed"]) == (3, 0)
     assert await states(api, mine) == {JobState.QUEUED}
-    foreign = await bulk(api, acme, "cancel", where={"tenant": "beta"})
-    assert (foreign["changed"], foreign["has_more"]) == (0, False)
+    for other in ("beta", "nobody"):  # another tenant's name matches none of a tenant key's jobs
+        for dry_run in (True, False):
+            refused = await api.http.post(
+                "/v1/jobs/bulk_cancel",
+                json={"where": {"tenant": other}, "dry_run": dry_run},
+                headers=auth(acme),
+            )
+            assert refused.status_code == 400, refused.text
+            error = refused.json()["error"]
+            assert (error["code"], error["param"]) == ("tenant_outside_key", "where.tenant")
+            assert "'acme'" in error["message"] and "operator key" in error["message"]
+    own = await bulk(api, acme, "cancel", where={"tenant": "acme"}, dry_run=True)
+    assert own["matched"] == 3
     done = await bulk(api, acme, "cancel", where={"metadata": {"batch": "7"}}, reason="oops")
     assert (done["changed"], done["has_more"]) == (3, False)
     assert await states(api, mine) == {JobState.CANCELLED}

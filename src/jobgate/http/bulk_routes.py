@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from jobgate import errors
 from jobgate.clock import from_unix
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.http.bulk_models import BulkActionOut, BulkActionRequest, JobFilterIn
@@ -29,10 +30,22 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _caller(request: Request) -> bulk.Caller:
+async def _caller(request: Request, where: JobFilterIn) -> bulk.Caller:
+    """Who acts: an operator on any tenant's jobs, a tenant key on its own tenant's only. A
+    tenant key's filter naming another tenant could match nothing: refused, saying why,
+    rather than answered with 0 as if no job fitted."""
     caller = await caller_of(request)
     if caller.tenant is None:
         return bulk.Caller(actor=caller.actor, tenant_id=None)
+    own = caller.tenant.name
+    if where.tenant is not None and where.tenant != own:
+        raise errors.InvalidRequest(
+            f"this is tenant {own!r}'s key, which acts on {own!r}'s jobs only, so "
+            f"tenant={where.tenant} matches none: use an operator key (jgo_…; "
+            "`jobgate key --operator`) to act on other tenants' jobs",
+            param="where.tenant",
+            code="tenant_outside_key",
+        )
     return bulk.Caller(actor="api:bulk", tenant_id=caller.tenant.id)
 
 
@@ -57,7 +70,7 @@ async def _filter(ctx: AppContext, where: JobFilterIn) -> JobFilter:
 async def _act(
     action: BulkAction, payload: BulkActionRequest, request: Request, ctx: AppContext
 ) -> Response:
-    caller = await _caller(request)
+    caller = await _caller(request, payload.where)
     where = await _filter(ctx, payload.where)
     service = bulk.BulkService(storage=ctx.storage)
     body: dict[str, Any] = {"object": "bulk_action", "action": str(action)}
