@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY
 from jobgate import errors
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain import costs, verdicts
-from jobgate.providers import calls, gates
+from jobgate.providers import calls, gates, rate_limit_waits
 from jobgate.providers.anthropic import BATCHES, AnthropicProvider
 from jobgate.providers.background import ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import anthropic_usage, openai_usage
@@ -187,7 +187,9 @@ def test_durations_as_go_writes_them(minutes: int, seconds: int, millis: int) ->
     assert calls.parse_duration_s(text) == pytest.approx(minutes * 60 + seconds + millis / 1000)
 
 
-@given(st.dictionaries(st.sampled_from([h for h, _, _ in calls._RESET_HEADERS]), st.text()))
+@given(
+    st.dictionaries(st.sampled_from([h for h, _, _ in rate_limit_waits._RESET_HEADERS]), st.text())
+)
 def test_any_reset_header_value_gives_a_bounded_wait(headers: dict[str, str]) -> None:
     clean = {k: v for k, v in headers.items() if v.isprintable() and v.isascii()}
     waited = calls.retry_after_s(httpx.Headers(clean), now=NOW, default_s=5.0)

@@ -16,7 +16,7 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
-from jobgate.providers import calls
+from jobgate.providers import calls, error_codes
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage, anthropic_usage
 from jobgate.providers.streaming import DeltaSink
@@ -28,7 +28,7 @@ BATCHES = "/v1/messages/batches"
 ENDPOINTS = frozenset({MESSAGES, BATCHES})
 MAX_BATCH_REQUESTS = 100_000
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_STREAM_ERRORS_RETRYABLE = frozenset({"overloaded_error", "api_error", "timeout_error"})
+_BATCH_ERRORS_RETRYABLE = frozenset({"overloaded_error", "api_error", "timeout_error"})
 BATCH_ERRORED = "batch_errored"
 
 
@@ -135,10 +135,13 @@ class AnthropicProvider:
             if not response.is_success:
                 await response.aread()
                 raise self._status_error(response)
-            message = await _assemble(response, on_delta)
+            message = await self._assemble(response, call, on_delta)
         except httpx.TransportError as exc:
             # The provider accepted the request and was answering: its outcome is unknown.
             raise self._transport_error(exc) from exc
+        except errors.ProviderError as exc:
+            exc.request_id = exc.request_id or calls.request_id(response.headers)
+            raise
         finally:
             await response.aclose()
         return ProviderResult(
@@ -178,7 +181,7 @@ class AnthropicProvider:
             return snapshot
         lines = await self._result_lines(ref)
         kinds = {kind for item in lines if (kind := _result_error_type(item)) is not None}
-        if not kinds or not kinds <= _STREAM_ERRORS_RETRYABLE:
+        if not kinds or not kinds <= _BATCH_ERRORS_RETRYABLE:
             return snapshot
         error = errors.ProviderRetryable(
             f"every request of the batch errored at the provider ({', '.join(sorted(kinds))})",
@@ -280,6 +283,27 @@ class AnthropicProvider:
     def _transport_error(self, exc: httpx.TransportError) -> errors.ProviderError:
         return calls.classify_transport(exc, creates=True, safe_to_retry=self.idempotent_creates)
 
+    async def _assemble(
+        self, response: httpx.Response, call: ProviderCall, on_delta: DeltaSink | None
+    ) -> JSONObject:
+        """Build the complete `message` from a Messages event stream, handing each text delta
+        to `on_delta` as it arrives. An `error` event is classified by its type and code as
+        the same error answered as an HTTP status would be (providers.error_codes)."""
+        try:
+            return await _assemble(response, call.stall_timeout_s, on_delta)
+        except _StreamError as reported:
+            raise error_codes.stream_error(
+                reported.error,
+                response_headers=response.headers,
+                now=self._clock.now(),
+                default_retry_after_s=self._config.retry_after_default_s,
+            ) from None
+        except _EndedEarly as ended:
+            # Accepted and answering: whatever it did is billed, its outcome unknown.
+            raise errors.ProviderOutcomeUnknown(
+                str(ended), safe_to_retry=self.idempotent_creates
+            ) from None
+
 
 def _check_params(params: JSONObject, where: str) -> None:
     problem = wire.validate_messages(params)
@@ -292,17 +316,31 @@ def _check_params(params: JSONObject, where: str) -> None:
         )
 
 
-async def _assemble(response: httpx.Response, on_delta: DeltaSink | None = None) -> JSONObject:
+class _StreamError(Exception):
+    def __init__(self, error: Any) -> None:
+        super().__init__("an error event")
+        self.error = error
+
+
+class _EndedEarly(Exception):
+    pass
+
+
+async def _assemble(
+    response: httpx.Response, stall_timeout_s: float | None, on_delta: DeltaSink | None = None
+) -> JSONObject:
     """Build the complete `message` from a Messages event stream, handing each text delta to
-    `on_delta` as it arrives."""
+    `on_delta` as it arrives; raises _StreamError for an `error` event, _EndedEarly for a
+    stream that stopped short."""
     message: JSONObject | None = None
     blocks: dict[int, JSONObject] = {}
     partial_json: dict[int, list[str]] = {}
-    async for _event, data in calls.server_sent_events(response):
+    events = calls.server_sent_events(response, stall_timeout_s=stall_timeout_s)
+    async for _event, data in events:
         try:
             payload = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise errors.ProviderOutcomeUnknown("the event stream carried invalid JSON") from exc
+            raise _EndedEarly("the event stream carried invalid JSON") from exc
         kind = payload.get("type")
         if kind == "message_start":
             message = dict(payload["message"])
@@ -327,8 +365,8 @@ async def _assemble(response: httpx.Response, on_delta: DeltaSink | None = None)
             message["content"] = [blocks[index] for index in sorted(blocks)]
             return message
         elif kind == "error":
-            raise _stream_error(payload.get("error") or {})
-    raise errors.ProviderOutcomeUnknown("the event stream ended before message_stop")
+            raise _StreamError(payload.get("error"))
+    raise _EndedEarly("the event stream ended before message_stop")
 
 
 def _apply_delta(
@@ -345,18 +383,6 @@ def _apply_delta(
         block["signature"] = delta.get("signature", "")
     elif kind == "citations_delta":
         block["citations"] = [*(block.get("citations") or []), delta.get("citation")]
-
-
-def _stream_error(error: dict[str, Any]) -> errors.ProviderError:
-    kind = str(error.get("type") or "api_error")
-    message = str(error.get("message") or "the provider reported an error mid-stream")[:500]
-    if calls.is_quota_error(429 if kind == "rate_limit_error" else 0, kind, message):
-        return errors.ProviderQuotaExceeded(message, code="insufficient_quota")
-    if kind == "rate_limit_error":
-        return errors.ProviderRateLimited(message, retry_after_s=0.0, status_code=None)
-    if kind in _STREAM_ERRORS_RETRYABLE:
-        return errors.ProviderRetryable(message, code=kind)
-    return errors.ProviderFatal(message, code=kind)
 
 
 def batch_snapshot(payload: JSONObject) -> Snapshot:

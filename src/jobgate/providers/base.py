@@ -25,6 +25,9 @@ class ProviderCall:
     # Send it with every create: the same on each re-send of one provider job (the job id),
     # a new one once a provider job of this job ended (Job.provider_idempotency_key).
     idempotency_key: str
+    # A streamed answer silent this long has stalled: the attempt ends, retryable (None: only
+    # the client's read timeout, request_timeout_s, bounds the silence).
+    stall_timeout_s: float | None = None
 
 
 @job.fast_init  # built once per call by the worker

@@ -2,10 +2,9 @@
 
 - not sent (connect failure, connect or pool timeout): retryable, nothing reached the provider;
 - rate-limited (429): retry after `retry-after-ms` / `retry-after` (seconds or an HTTP date),
-  else the rate-limit reset headers (OpenAI `x-ratelimit-reset-*` durations such as `6m0s`,
-  Anthropic `anthropic-ratelimit-*-reset` RFC 3339 times);
-- quota (`insufficient_quota`, a spend limit; mostly sent as 429): fatal, ProviderQuotaExceeded,
-  since waiting does not restore access;
+  else the rate-limit reset headers (providers.rate_limit_waits);
+- quota (`insufficient_quota`, a spend limit, by code: providers.error_codes; mostly sent as
+  429): fatal, ProviderQuotaExceeded, since waiting does not restore access;
 - retryable: 408, 409, 5xx, 529 (overloaded);
 - `x-should-retry` from the provider overrides these, as in both official SDKs (`false` makes
   even a 429 fatal);
@@ -16,9 +15,8 @@
 
 from __future__ import annotations
 
-import email.utils
+import asyncio
 import os
-import re
 from collections.abc import AsyncIterator, Generator, Mapping
 from datetime import datetime
 from typing import Any
@@ -29,9 +27,21 @@ import orjson
 import jobgate
 from jobgate import errors
 from jobgate.config import ProviderConfig
+from jobgate.providers import error_codes
+from jobgate.providers.rate_limit_waits import (
+    MAX_RETRY_AFTER_S as MAX_RETRY_AFTER_S,
+)
+from jobgate.providers.rate_limit_waits import (
+    parse_duration_s as parse_duration_s,
+)
+from jobgate.providers.rate_limit_waits import (
+    reset_after_s as reset_after_s,
+)
+from jobgate.providers.rate_limit_waits import (
+    retry_after_s as retry_after_s,
+)
 
 SIM_HEADER = "x-jobgate-sim"
-_MAX_MESSAGE = 500
 
 
 def missing_key(name: str, config: ProviderConfig) -> errors.ConfigError | None:
@@ -105,165 +115,30 @@ def wire_body(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     return sent, headers
 
 
-def retry_after_s(headers: httpx.Headers, *, now: datetime, default_s: float) -> float:
-    """How long the provider asked us to wait: retry-after-ms, then retry-after, then the
-    rate-limit reset headers (the latest reset among the limits that are exhausted, or among
-    all of them when none says so), then `default_s`."""
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms:
-        try:
-            return _bounded(float(raw_ms) / 1000)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if raw:
-        try:
-            return _bounded(float(raw))
-        except ValueError:
-            try:
-                moment = email.utils.parsedate_to_datetime(raw)
-            except (TypeError, ValueError, IndexError):
-                moment = None
-            if moment is not None and moment.tzinfo is not None:
-                return _bounded((moment - now).total_seconds())
-    reset = reset_after_s(headers, now=now)
-    return default_s if reset is None else reset
-
-
-MAX_RETRY_AFTER_S = 86_400.0  # a header asking for longer is believed for a day
-_RESET_HEADERS = (
-    # (reset header, remaining header, format)
-    ("x-ratelimit-reset-requests", "x-ratelimit-remaining-requests", "duration"),
-    ("x-ratelimit-reset-tokens", "x-ratelimit-remaining-tokens", "duration"),
-    ("anthropic-ratelimit-requests-reset", "anthropic-ratelimit-requests-remaining", "time"),
-    ("anthropic-ratelimit-tokens-reset", "anthropic-ratelimit-tokens-remaining", "time"),
-    (
-        "anthropic-ratelimit-input-tokens-reset",
-        "anthropic-ratelimit-input-tokens-remaining",
-        "time",
-    ),
-    (
-        "anthropic-ratelimit-output-tokens-reset",
-        "anthropic-ratelimit-output-tokens-remaining",
-        "time",
-    ),
-)
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
-_DURATION_UNIT_S = {
-    "h": 3600.0,
-    "m": 60.0,
-    "s": 1.0,
-    "ms": 1e-3,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ns": 1e-9,
-}
-
-
-def _bounded(seconds: float) -> float:
-    if seconds != seconds:  # NaN
-        return 0.0
-    return min(MAX_RETRY_AFTER_S, max(0.0, seconds))
-
-
-def parse_duration_s(raw: str) -> float | None:
-    """A Go-style duration as OpenAI sends it (`6m0s`, `1s`, `20ms`, `1h2m3.5s`), in seconds;
-    None for anything else."""
-    text = raw.strip()
-    if not text or len(text) > 64:
-        return None
-    total = 0.0
-    position = 0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            return None
-        total += float(match.group(1)) * _DURATION_UNIT_S[match.group(2)]
-        position = match.end()
-    if position != len(text):
-        return None
-    return total
-
-
-def _parse_time_s(raw: str, *, now: datetime) -> float | None:
-    """Seconds from `now` to an RFC 3339 time (Anthropic's reset headers); None if unreadable."""
-    try:
-        moment = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return (moment - now).total_seconds()
-
-
-def reset_after_s(headers: httpx.Headers, *, now: datetime) -> float | None:
-    """When the exhausted rate limit resets, from the providers' reset headers; None when the
-    answer carries none that parse."""
-    exhausted: list[float] = []
-    every: list[float] = []
-    for reset_name, remaining_name, kind in _RESET_HEADERS:
-        raw = headers.get(reset_name)
-        if not raw:
-            continue
-        seconds = parse_duration_s(raw) if kind == "duration" else _parse_time_s(raw, now=now)
-        if seconds is None:
-            continue
-        every.append(seconds)
-        if headers.get(remaining_name, "").strip() == "0":
-            exhausted.append(seconds)
-    chosen = exhausted or every
-    return _bounded(max(chosen)) if chosen else None
-
-
 def request_id(headers: httpx.Headers) -> str | None:
     """The provider's id for this request: OpenAI's `x-request-id`, Anthropic's `request-id`."""
     value = headers.get("x-request-id") or headers.get("request-id")
     return value[:200] if value else None
 
 
-# Error codes (OpenAI `error.code`/`type`, Anthropic `error.type`) that mean billing, not
-# rate: waiting does not restore access.
-QUOTA_CODES = frozenset(
-    {
-        "insufficient_quota",
-        "organization_spend_limit_exceeded",
-        "project_spend_limit_exceeded",
-        "billing_hard_limit_reached",
-        "billing_not_active",
-        "billing_error",
-    }
-)
-# Anthropic answers a spend limit with a plain 429 `rate_limit_error` ("This request would
-# exceed your account's monthly spend limit"); only its message tells.
-_SPEND_LIMIT_MESSAGE = re.compile(r"spend limit|credit balance", re.IGNORECASE)
+QUOTA_CODES = error_codes.QUOTA_CODES
 
 
-def error_details(response: httpx.Response) -> tuple[str, str | None]:
-    """(message, code) from an OpenAI (`error.code`/`type`) or Anthropic (`error.type`) error
-    body; the status line when the body says nothing usable."""
-    message = f"provider answered HTTP {response.status_code}"
-    code = None
+def _error_object(response: httpx.Response) -> error_codes.ProviderErrorObject:
+    default = f"provider answered HTTP {response.status_code}"
     try:
         payload = response.json()
     except ValueError:
-        return message, code
+        payload = None
     error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict):
-        if isinstance(error.get("message"), str) and error["message"]:
-            message = error["message"][:_MAX_MESSAGE]
-        raw_code = error.get("code") or error.get("type")
-        code = raw_code if isinstance(raw_code, str) else None
-        raw_type = error.get("type")
-        if isinstance(raw_type, str) and raw_type in QUOTA_CODES:
-            code = raw_type  # a quota `type` under another code still is one
-    return message, code
+    return error_codes.read(error, default_message=default)
 
 
-def is_quota_error(status: int, code: str | None, message: str) -> bool:
-    """Whether an error answer is a billing, quota or spend-limit problem."""
-    if code in QUOTA_CODES:
-        return True
-    spend_limit = _SPEND_LIMIT_MESSAGE.search(message) is not None
-    return status == 429 and code == "rate_limit_error" and spend_limit
+def error_details(response: httpx.Response) -> tuple[str, str | None]:
+    """(message, code) from an OpenAI (`error.code`/`type`) or Anthropic (`error.type`,
+    `error.details.error_code`) error body; the status line when the body says nothing."""
+    error = _error_object(response)
+    return error.message, error.code
 
 
 def classify_status(
@@ -279,10 +154,11 @@ def _classify_status(
     response: httpx.Response, *, now: datetime, default_retry_after_s: float
 ) -> errors.ProviderError:
     status = response.status_code
-    message, code = error_details(response)
+    error = _error_object(response)
+    message, code = error.message, error.code
     should_retry = (response.headers.get("x-should-retry") or "").strip().lower()
-    if is_quota_error(status, code, message):
-        quota_code = code if code in QUOTA_CODES else "insufficient_quota"
+    quota_code = error_codes.quota_code(error, status)
+    if quota_code is not None:
         return errors.ProviderQuotaExceeded(message, code=quota_code, status_code=status)
     if should_retry == "false":
         # The provider says a retry cannot succeed, whatever the status (both SDKs obey it).
@@ -334,11 +210,15 @@ def decode_json(response: httpx.Response) -> dict[str, Any]:
     return payload
 
 
-async def server_sent_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
-    """(event, data) pairs of a text/event-stream answer."""
+async def server_sent_events(
+    response: httpx.Response, *, stall_timeout_s: float | None = None
+) -> AsyncIterator[tuple[str, str]]:
+    """(event, data) pairs of a text/event-stream answer. A stream silent for
+    `stall_timeout_s` (no line at all: pings and comments count as signs of life) has stalled:
+    a retryable `stream_stalled`, as the same silence before any answer would be a timeout."""
     event = ""
     data: list[str] = []
-    async for line in response.aiter_lines():
+    async for line in _lines(response, stall_timeout_s):
         if not line:
             if data or event:
                 yield event or "message", "\n".join(data)
@@ -351,3 +231,26 @@ async def server_sent_events(response: httpx.Response) -> AsyncIterator[tuple[st
             data.append(line[5:].removeprefix(" "))
     if data:
         yield event or "message", "\n".join(data)
+
+
+STREAM_STALLED = "stream_stalled"
+
+
+async def _lines(response: httpx.Response, stall_timeout_s: float | None) -> AsyncIterator[str]:
+    lines = response.aiter_lines()
+    if stall_timeout_s is None:
+        async for line in lines:
+            yield line
+        return
+    while True:
+        try:
+            async with asyncio.timeout(stall_timeout_s):
+                line = await anext(lines)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise errors.ProviderRetryable(
+                f"the provider's stream sent nothing for {stall_timeout_s:g} s (stall_timeout_s)",
+                code=STREAM_STALLED,
+            ) from None
+        yield line

@@ -1,10 +1,14 @@
 """The `openai` adapter, streamed (live output streaming): Chat Completions with `stream: true`
 (and `stream_options.include_usage`, so usage comes from the final chunk) assembled into the
-`chat.completion` a plain call returns, and the Responses API with `stream: true`, whose
-terminal event carries the finished `response`. Text deltas are handed on as they arrive.
+`chat.completion` a plain call returns, every choice and its logprobs included; and the
+Responses API with `stream: true`, whose terminal event carries the finished `response`. The
+first choice's text deltas are handed on as they arrive.
 
-Failures are classified as for a plain call; a stream that breaks, or ends without its final
-event, after the provider accepted the request is an unknown outcome (the work may be billed).
+Failures are classified as for a plain call; an error the provider reports inside the stream
+by its code (providers.error_codes), as the official SDK raises it: a Chat Completions event
+holding `error`, a Responses `error` event (flat, or nesting the error object), or
+`response.failed`. A stream that breaks, or ends without its final event, after the provider
+accepted the request is an unknown outcome (the work may be billed).
 """
 
 from __future__ import annotations
@@ -17,72 +21,88 @@ import httpx
 import orjson
 
 from jobgate import errors
-from jobgate.providers import calls
+from jobgate.providers import calls, error_codes
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, openai_usage
 from jobgate.providers.streaming import DeltaSink
 
 if TYPE_CHECKING:
     from jobgate.providers.openai import OpenAIProvider
 
-_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+_FINISHED = ("response.completed", "response.incomplete")
+
+
+@dataclasses.dataclass(slots=True)
+class _Answer:
+    """What the answer's head said: its headers (rate-limit state) and request id."""
+
+    headers: httpx.Headers = dataclasses.field(default_factory=httpx.Headers)
+    request_id: str | None = None
 
 
 async def chat(provider: OpenAIProvider, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
     options = {**(call.body.get("stream_options") or {}), "include_usage": True}
     body = {**call.body, "stream": True, "stream_options": options}
     state = _ChatAssembly()
-    request_ids: list[str | None] = []
-    async for data in _events(
-        provider, "chat/completions", body, call.idempotency_key, request_ids
-    ):
+    answer = _Answer()
+    async for _, data in _events(provider, call, "chat/completions", body, answer):
         if data == "[DONE]":
             completion = state.completion()
             return ProviderResult(
                 body=completion,
                 usage=openai_usage(completion.get("usage")),
                 provider_request_id=completion.get("id"),
-                request_id=request_ids[0],
+                request_id=answer.request_id,
             )
-        text = state.add(_decode(data))
+        chunk = _decode(provider, data)
+        if chunk.get("error"):  # as the SDK raises on it
+            raise _stream_error(provider, chunk["error"], answer)
+        text = state.add(chunk)
         if text:
             await on_delta(text)
-    raise errors.ProviderOutcomeUnknown("the chat completion stream ended before [DONE]")
+    raise _ended_early(provider, "the chat completion stream ended before [DONE]")
 
 
 async def responses(
     provider: OpenAIProvider, call: ProviderCall, on_delta: DeltaSink
 ) -> ProviderResult:
-    from jobgate.providers.openai import _result_or_raise, response_snapshot
+    from jobgate.providers.openai import response_snapshot
 
     body = {**call.body, "stream": True}
-    request_ids: list[str | None] = []
-    async for data in _events(provider, "responses", body, call.idempotency_key, request_ids):
-        event = _decode(data)
+    answer = _Answer()
+    async for _, data in _events(provider, call, "responses", body, answer):
+        event = _decode(provider, data)
         kind = event.get("type")
         if kind == "response.output_text.delta" and isinstance(event.get("delta"), str):
             if event["delta"]:
                 await on_delta(event["delta"])
-        elif kind in _TERMINAL and isinstance(event.get("response"), dict):
-            result = _result_or_raise(response_snapshot(event["response"]))
-            return dataclasses.replace(result, request_id=request_ids[0])
-        elif kind == "error":
-            raise _stream_error(event)
-    raise errors.ProviderOutcomeUnknown("the response stream ended before its terminal event")
+        elif kind in _FINISHED and isinstance(event.get("response"), dict):
+            snapshot = response_snapshot(event["response"])
+            if snapshot.result is not None:
+                return dataclasses.replace(snapshot.result, request_id=answer.request_id)
+        elif kind == "response.failed" and isinstance(event.get("response"), dict):
+            raise _stream_error(provider, event["response"].get("error"), answer)
+        elif kind == "error" or event.get("error"):
+            # The `error` event names its code flat (ResponseErrorEvent), or nests the error
+            # object as Chat Completions does; the SDK raises on either.
+            nested = event.get("error")
+            flat = {"code": event.get("code"), "message": event.get("message")}
+            raise _stream_error(provider, nested if isinstance(nested, dict) else flat, answer)
+    raise _ended_early(provider, "the response stream ended before its terminal event")
 
 
 async def _events(
     provider: OpenAIProvider,
+    call: ProviderCall,
     path: str,
     body: JSONObject,
-    idempotency_key: str,
-    request_ids: list[str | None],
-) -> AsyncIterator[str]:
-    """The `data` of each server-sent event of a streamed create; the provider's request id
-    is appended to `request_ids` once the answer's headers arrived."""
+    answer: _Answer,
+) -> AsyncIterator[tuple[str, str]]:
+    """The (event, data) of each server-sent event of a streamed create; `answer` holds the
+    answer's head once it arrived."""
     sent, headers = calls.wire_body(body)
     headers.update(
         {
-            "idempotency-key": idempotency_key,
+            "idempotency-key": call.idempotency_key,
             "content-type": "application/json",
             "accept": "text/event-stream",
         }
@@ -103,54 +123,60 @@ async def _events(
                 now=provider._clock.now(),
                 default_retry_after_s=provider._config.retry_after_default_s,
             )
-        request_ids.append(calls.request_id(response.headers))
-        async for _event, data in calls.server_sent_events(response):
-            yield data
+        answer.headers = response.headers
+        answer.request_id = calls.request_id(response.headers)
+        async for event in calls.server_sent_events(response, stall_timeout_s=call.stall_timeout_s):
+            yield event
     except httpx.TransportError as exc:
         # Accepted and answering: whatever it did is billed, its outcome unknown.
         raise errors.ProviderOutcomeUnknown(
             f"the stream broke: {type(exc).__name__}", safe_to_retry=provider.idempotent_creates
         ) from exc
+    except errors.ProviderError as exc:
+        exc.request_id = exc.request_id or answer.request_id
+        raise
     finally:
         await response.aclose()
 
 
-def _decode(data: str) -> JSONObject:
+def _decode(provider: OpenAIProvider, data: str) -> JSONObject:
     try:
         payload = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise errors.ProviderOutcomeUnknown("the event stream carried invalid JSON") from exc
+        raise _ended_early(provider, "the event stream carried invalid JSON") from exc
     if not isinstance(payload, dict):
-        raise errors.ProviderOutcomeUnknown("the event stream carried a non-object event")
-    if isinstance(payload.get("error"), dict) and "choices" not in payload:
-        raise _stream_error(payload["error"])
+        raise _ended_early(provider, "the event stream carried a non-object event")
     return payload
 
 
-def _stream_error(error: JSONObject) -> errors.ProviderError:
-    code = str(error.get("code") or error.get("type") or "server_error")
-    message = str(error.get("message") or "the provider reported an error mid-stream")[:500]
-    if code in ("rate_limit_exceeded", "rate_limit_error"):
-        return errors.ProviderRateLimited(message, retry_after_s=0.0, status_code=None)
-    if code in ("server_error", "overloaded_error", "internal_error"):
-        return errors.ProviderRetryable(message, code=code)
-    return errors.ProviderFatal(message, code=code)
+def _stream_error(provider: OpenAIProvider, error: Any, answer: _Answer) -> errors.ProviderError:
+    found = error_codes.stream_error(
+        error,
+        response_headers=answer.headers,
+        now=provider._clock.now(),
+        default_retry_after_s=provider._config.retry_after_default_s,
+    )
+    found.request_id = answer.request_id
+    return found
+
+
+def _ended_early(provider: OpenAIProvider, message: str) -> errors.ProviderOutcomeUnknown:
+    """A stream cut short after the provider accepted the request: its outcome is unknown, a
+    retry safe only where the provider deduplicates by our idempotency key."""
+    return errors.ProviderOutcomeUnknown(message, safe_to_retry=provider.idempotent_creates)
 
 
 class _ChatAssembly:
-    """A `chat.completion` rebuilt from its chunks: the first choice's text, refusal and
-    tool calls, the finish reason, and the usage chunk."""
+    """A `chat.completion` rebuilt from its chunks: every choice's text, refusal, tool calls,
+    logprobs and finish reason, and the usage chunk."""
 
     def __init__(self) -> None:
         self.head: JSONObject = {}
-        self.text: list[str] = []
-        self.refusal: list[str] = []
-        self.tool_calls: dict[int, JSONObject] = {}
-        self.finish_reason: str | None = None
+        self.choices: dict[int, _Choice] = {}
         self.usage: JSONObject | None = None
 
     def add(self, chunk: JSONObject) -> str:
-        """Take one chunk in; answer its text delta."""
+        """Take one chunk in; answer the first choice's text delta."""
         if not self.head:
             self.head = {
                 key: chunk.get(key)
@@ -158,12 +184,43 @@ class _ChatAssembly:
             }
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        first = next((c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0), None)
-        if first is None:
-            return ""
-        self.finish_reason = first.get("finish_reason") or self.finish_reason
-        delta = first.get("delta") or {}
+        text = ""
+        for part in chunk.get("choices") or []:
+            if not isinstance(part, dict):
+                continue
+            index = part.get("index", 0)
+            index = index if isinstance(index, int) else 0
+            added = self.choices.setdefault(index, _Choice()).add(part)
+            if index == 0:
+                text = added
+        return text
+
+    def completion(self) -> JSONObject:
+        choices = [self.choices[i].whole(i) for i in sorted(self.choices)] or [_Choice().whole(0)]
+        return {
+            **self.head,
+            "object": "chat.completion",
+            "choices": choices,
+            "usage": self.usage,
+        }
+
+
+class _Choice:
+    """One choice, from the deltas of its index."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.tool_calls: dict[int, JSONObject] = {}
+        self.finish_reason: str | None = None
+        # logprobs member -> tokens so far; None until a chunk carried logprobs at all.
+        self.logprobs: dict[str, list[Any] | None] | None = None
+
+    def add(self, part: JSONObject) -> str:
+        """Take one choice delta in; answer its text."""
+        self.finish_reason = part.get("finish_reason") or self.finish_reason
+        self._logprobs(part.get("logprobs"))
+        delta = part.get("delta") or {}
         for call in delta.get("tool_calls") or []:
             self._tool_call(call)
         if isinstance(delta.get("refusal"), str):
@@ -173,6 +230,16 @@ class _ChatAssembly:
             self.text.append(text)
             return text
         return ""
+
+    def _logprobs(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            return
+        if self.logprobs is None:
+            self.logprobs = {"content": None, "refusal": None}
+        for member in ("content", "refusal"):
+            tokens = raw.get(member)
+            if isinstance(tokens, list):
+                self.logprobs[member] = [*(self.logprobs.get(member) or []), *tokens]
 
     def _tool_call(self, part: Any) -> None:
         if not isinstance(part, dict):
@@ -186,7 +253,7 @@ class _ChatAssembly:
         call["function"]["name"] += function.get("name") or ""
         call["function"]["arguments"] += function.get("arguments") or ""
 
-    def completion(self) -> JSONObject:
+    def whole(self, index: int) -> JSONObject:
         message: JSONObject = {
             "role": "assistant",
             "content": "".join(self.text) if self.text or not self.tool_calls else None,
@@ -196,15 +263,8 @@ class _ChatAssembly:
         if self.tool_calls:
             message["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
         return {
-            **self.head,
-            "object": "chat.completion",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": self.finish_reason or "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": self.usage,
+            "index": index,
+            "message": message,
+            "finish_reason": self.finish_reason or "stop",
+            "logprobs": self.logprobs,
         }
