@@ -444,3 +444,48 @@ def test_finish_is_frozen() -> None:
     finish = verdicts.released(make_job(), actor="w")
     with pytest.raises(dataclasses.FrozenInstanceError):
         finish.reason = "x"  # type: ignore[misc]
+
+
+# -- rate limits: waited out, uncounted up to a bound --------------------------------------------
+
+
+def _rate_limited(job: Job, retry_after_s: float) -> Finish:
+    exc = errors.ProviderRateLimited("slow down", retry_after_s=retry_after_s)
+    return verdicts.failed(job, exc, actor="w", retry_delay=lambda _: 0.0, unknown_outcome="fail")
+
+
+def test_a_rate_limit_naming_no_wait_still_waits() -> None:
+    """A provider answering `retry-after: 0` (or a stream error naming no wait) forever must
+    not draw calls as fast as the worker can send them."""
+    finish = _rate_limited(make_job(), 0.0)
+    assert finish.state is Q and not finish.count_attempt
+    assert finish.retry_in_s == verdicts.RATE_LIMIT_MIN_WAIT_S
+
+
+def test_a_rate_limit_wait_is_spread_but_never_shortened() -> None:
+    exc = errors.ProviderRateLimited("slow down", retry_after_s=10.0)
+    finish = verdicts.failed(
+        make_job(), exc, actor="w", retry_delay=lambda _: 0.0, unknown_outcome="fail",
+        rate_limit_wait=lambda s: s * 1.1,
+    )  # fmt: skip
+    assert finish.retry_in_s == pytest.approx(11.0)
+    shorter = verdicts.failed(
+        make_job(), exc, actor="w", retry_delay=lambda _: 0.0, unknown_outcome="fail",
+        rate_limit_wait=lambda s: s / 2,
+    )  # fmt: skip
+    assert shorter.retry_in_s == 10.0
+
+
+def test_uncounted_rate_limits_are_bounded_then_counted() -> None:
+    bound = verdicts.MAX_UNCOUNTED_RETRIES
+    # Claimed for the bound-th time without a counted attempt: still free.
+    free = _rate_limited(make_job(attempt=1, run_count=bound), 5.0)
+    assert free.state is Q and not free.count_attempt
+    # One more: this rate limit counts, like any failed attempt.
+    counted = _rate_limited(make_job(attempt=1, run_count=bound + 1), 5.0)
+    assert counted.state is Q and counted.count_attempt and counted.reason == "rate_limited"
+    assert counted.retry_in_s >= 5.0
+    # And on the last attempt it fails the job, dead-lettered, with the provider's error.
+    last = _rate_limited(make_job(attempt=3, max_attempts=3, run_count=bound + 3), 5.0)
+    assert last.state is F and last.dead_lettered and last.reason == "attempts_exhausted"
+    assert last.error is not None and last.error["type"] == "rate_limit_error"

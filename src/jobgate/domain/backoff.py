@@ -16,3 +16,9 @@ def full_jitter_s(
         raise ValueError("attempt is 1-based")
     ceiling = min(cap_s, base_s * 2 ** min(attempt - 1, 62))
     return (rng or random).uniform(0.0, ceiling)
+
+
+def jittered_wait_s(wait_s: float, *, rng: random.Random | None = None) -> float:
+    """`wait_s` and up to a fifth more: jobs a provider rate-limited together, told to come
+    back at the same moment, come back spread out (never sooner than asked)."""
+    return wait_s + (rng or random).uniform(0.0, wait_s / 5)

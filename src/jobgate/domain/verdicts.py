@@ -19,6 +19,16 @@ from jobgate.domain.states import JobState
 
 # Given the attempt just ended (1-based), the seconds to wait before the job is claimable again.
 RetryDelay = Callable[[int], float]
+# Given the wait a provider asked for, the wait to keep (it may add jitter, never take any off).
+RateLimitWait = Callable[[float], float]
+
+# A rate limit requeues a job without counting the attempt, but only so many times in a row
+# (counted as `run_count - attempt`: every claim not counted): past that, each one counts, so
+# that a provider answering rate limits forever cannot keep a job going forever.
+MAX_UNCOUNTED_RETRIES = 10
+# The shortest wait after a rate limit, whatever the provider said (`retry-after: 0`, or a
+# stream's error naming no wait): at most one call a second from one job.
+RATE_LIMIT_MIN_WAIT_S = 1.0
 
 # What to do with a create whose outcome is unknown (JOBGATE_UNKNOWN_OUTCOME).
 UnknownOutcomePolicy = Literal["retry", "fail"]
@@ -277,20 +287,33 @@ def failed(
     actor: str,
     retry_delay: RetryDelay,
     unknown_outcome: UnknownOutcomePolicy,
+    rate_limit_wait: RateLimitWait | None = None,
 ) -> Finish:
     """Retry, reschedule or fail, by the class the adapter gave the error."""
     error = provider_error_body(exc)
     lease = _lease(job)
     if isinstance(exc, errors.ProviderRateLimited):
-        # The provider said when to come back: that is not a failed attempt.
+        wait_s = max(RATE_LIMIT_MIN_WAIT_S, exc.retry_after_s)
+        wait_s = max(wait_s, rate_limit_wait(wait_s)) if rate_limit_wait else wait_s
+        # The provider said when to come back: that is not a failed attempt, up to a point.
+        uncounted = job.run_count - job.attempt < MAX_UNCOUNTED_RETRIES
+        if not uncounted and job.attempt >= job.max_attempts:
+            return Finish(
+                lease=lease,
+                state=JobState.FAILED,
+                reason="attempts_exhausted",
+                actor=actor,
+                error=error,
+                dead_lettered=True,
+            )
         return Finish(
             lease=lease,
             state=JobState.QUEUED,
             reason="rate_limited",
             actor=actor,
             error=error,
-            retry_in_s=max(0.0, exc.retry_after_s),
-            count_attempt=False,
+            retry_in_s=wait_s,
+            count_attempt=not uncounted,
         )
     if isinstance(exc, errors.ProviderFatal):
         return Finish(

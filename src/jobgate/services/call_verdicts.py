@@ -9,7 +9,7 @@ import random
 from jobgate import errors
 from jobgate.config import Settings
 from jobgate.domain import verdicts
-from jobgate.domain.backoff import full_jitter_s
+from jobgate.domain.backoff import full_jitter_s, jittered_wait_s
 from jobgate.domain.job import Job
 from jobgate.domain.verdicts import Finish
 from jobgate.providers.base import ProviderCall, ProviderResult
@@ -93,7 +93,11 @@ class CallVerdicts:
             actor=self._actor,
             retry_delay=self.retry_delay,
             unknown_outcome=self._settings.unknown_outcome,
+            rate_limit_wait=self.rate_limit_wait,
         )
+
+    def rate_limit_wait(self, wait_s: float) -> float:
+        return jittered_wait_s(wait_s, rng=self._rng)
 
     def retry_delay(self, attempt: int) -> float:
         return full_jitter_s(

@@ -5,8 +5,10 @@ A reader registers for wake-ups before it reads, reads the job before the chunks
 writes every chunk before the verdict, so a terminal job read first means the chunks read
 after it are complete), and sends only what comes after the client's last sequence number.
 A chunk of a new generation (a reclaimed or retried attempt) is announced by a reset event
-first: the text so far is void. A finished job whose log is empty (a job that did not ask for
-live output, or whose log was dropped) yields its whole text as one delta.
+first: the text so far is void. So is a finished job whose last attempt wrote no chunk (its
+answer was empty): the reset comes before the terminal event, with the answer's text if any.
+A finished job whose log is empty (a job that did not ask for live output, or whose log was
+dropped) yields its whole text as one delta.
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ async def job_output(
                     text = output_text(job.result)
                     if text:
                         yield FeedEvent(DELTA, {"seq": 1, "text": text}, 1)
+                elif generation is not None and generation != job.run_count:
+                    # The last attempt wrote nothing (an empty answer, or it never streamed):
+                    # the text so far is a void attempt's and must not stand as the answer.
+                    yield FeedEvent(RESET, {"seq": last + 1, "generation": job.run_count})
+                    text = output_text(job.result)
+                    if text:
+                        yield FeedEvent(DELTA, {"seq": last + 1, "text": text})
                 yield terminal_event(job)
                 return
             moved = True  # after a silence, read everything again (a signal may be lost)

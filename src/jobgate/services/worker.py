@@ -13,6 +13,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import random
 import secrets
@@ -23,6 +24,7 @@ from typing import Any
 from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
+from jobgate.domain import rate_limits as rate_limit_rules
 from jobgate.domain import verdicts
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
@@ -30,7 +32,14 @@ from jobgate.domain.verdicts import Finish, Poisoning
 from jobgate.providers import background as provider_background
 from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import background, finish_batcher, output_stream, readback, tenant_labels
+from jobgate.services import (
+    background,
+    finish_batcher,
+    output_stream,
+    rate_limits,
+    readback,
+    tenant_labels,
+)
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.call_verdicts import CallVerdicts, call_of
 from jobgate.services.finish_summary import FinishSummary
@@ -133,6 +142,7 @@ class Worker:
             verdicts=self._verdicts,
         )
         self._wake = wakeups.Wakeup()
+        self._holding = asyncio.Lock()  # one provider rate limit held at a time (_hold)
         self._stopping = False
         self._leases = LeaseKeeper(
             storage=storage,
@@ -316,6 +326,8 @@ class Worker:
             if not isinstance(finish, background.Accepted):
                 succeeded = finish.state is JobState.SUCCEEDED
                 await self._rate_limits.settle(job, finish.usage, succeeded=succeeded)
+                if finish.reason == "rate_limited":
+                    await self._hold_shared_limits(job, finish.retry_in_s)
                 finish = await self._reroute(entry, finish)
             if isinstance(finish, background.Accepted):
                 # Background mode: record the provider's id (fenced) and free the slot.
@@ -612,6 +624,38 @@ class Worker:
             held = []
         cancelled = any(answer.cancel_requested for answer in held)
         entry.stop(ABORT_CANCEL if cancelled else ABORT_LEASE_LOST)
+
+    async def _hold_shared_limits(self, job: Job, wait_s: float) -> None:
+        """The provider rate-limited this job: its shared token buckets (the provider's and its
+        model's, where `tpm` is set) are charged what `wait_s` is worth beyond what they hold
+        back already (at most a minute of tokens, as any one job), so that no worker process
+        starts a call there before the provider's reset, not only this job. (A request
+        bucket, `rpm`, keeps its own pace: it has no debt to charge.)"""
+        config = self._providers.configs().get(job.provider)
+        if config is None or wait_s <= 0:
+            return
+        metered = [b for b in rate_limits.buckets_of(job.provider, config, job.model) if b.tpm]
+        if not metered:
+            return
+        try:
+            # Only what the bucket does not hold back already: jobs rate-limited together
+            # must not add up their waits (this process's one after the other; two processes
+            # at the same moment may, at worst, hold it twice as long).
+            async with self._holding:
+                await self._hold(metered, wait_s)
+        except errors.StorageError:  # the job waits anyway; the others may meet the limit
+            log.warning("could not hold the shared rate limit", extra={"job_id": job.id})
+
+    async def _hold(self, metered: list[rate_limit_rules.Bucket], wait_s: float) -> None:
+        """Charge each token bucket the tokens that close it for `wait_s` from now."""
+        waits = await self._storage.rate_limit_waits(buckets=metered)
+        spends = [
+            (b, rate_limit_rules.charge(b, math.ceil(extra_s * b.tpm / 60)))
+            for b in metered
+            if (extra_s := wait_s - waits.get((b.provider, b.model), 0.0)) > 0
+        ]
+        if spends:
+            await self._storage.rate_limit_spend(spends=spends)
 
     async def _reroute(self, entry: InFlight, finish: Finish) -> Finish:
         """A job for a model route whose attempt is to be retried moves to the route's next
