@@ -1,8 +1,9 @@
-"""A storage wrapper for race tests: lose the reply of a call after it committed, or run a hook
-right after a call returns, before its caller sees the answer (to put another actor's write at
-an exact point):
+"""A storage wrapper for race tests: fail a call before it runs, lose the reply of a call after
+it committed, or run a hook right after a call returns, before its caller sees the answer (to
+put another actor's write at an exact point):
 
     storage = FaultyStorage(real)
+    storage.fail("job_claim_by_id")                    # raises StorageUnavailable, nothing ran
     storage.lose_reply("job_background_accept")        # commits, then the caller gets
                                                        # StorageUnavailable (a reset, a timeout)
     storage.after("job_finish_many", reclaim)          # `await reclaim()` once the finish returned
@@ -25,6 +26,7 @@ from jobgate import errors
 
 @dataclasses.dataclass(slots=True)
 class _Armed:
+    fail: int = 0
     lose_reply: int = 0
     hooks: list[Callable[[], Awaitable[object]]] = dataclasses.field(default_factory=list)
 
@@ -34,6 +36,11 @@ class FaultyStorage:
         self._storage = storage
         self._armed: dict[str, _Armed] = {}
         self.lost: list[str] = []  # the calls whose reply was lost, in order
+
+    def fail(self, method: str, *, times: int = 1) -> None:
+        """The next `times` calls of `method` raise StorageUnavailable without running (the
+        database was unreachable: a restart, a failover, a reset before the statement left)."""
+        self._armed.setdefault(method, _Armed()).fail += times
 
     def lose_reply(self, method: str, *, times: int = 1) -> None:
         """The next `times` calls of `method` run to their commit, then raise
@@ -51,6 +58,10 @@ class FaultyStorage:
 
         @functools.wraps(target)
         async def call(*args: Any, **kwargs: Any) -> Any:
+            failing = self._armed.get(name)
+            if failing is not None and failing.fail > 0:
+                failing.fail -= 1
+                raise errors.StorageUnavailable(f"{name}: the database is unreachable (injected)")
             answer = await target(*args, **kwargs)
             armed = self._armed.get(name)
             if armed is None:
