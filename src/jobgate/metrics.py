@@ -196,7 +196,9 @@ TRANSPORT_PUBLISHED = Counter(
 TRANSPORT_RECEIVED = Counter(
     "jobgate_transport_received",
     "Messages received by workers, by outcome (claimed; deferred: its tenant was at its cap; "
-    "dropped: the job was no longer claimable, e.g. a duplicate or a cancelled job)",
+    "dropped: the job was no longer claimable, e.g. a duplicate or a cancelled job; "
+    "returned: given back to the broker, the claim having failed, or lost by the worker and "
+    "found again; malformed: naming no job, acked as garbage)",
     ["transport", "outcome"],
 )
 TRANSPORT_REDELIVERIES = Counter(
@@ -213,6 +215,18 @@ TRANSPORT_LAG = Gauge(
 TRANSPORT_UP = Gauge(
     "jobgate_transport_up",
     "1 while this process reaches its broker, 0 during an outage",
+    ["transport"],
+)
+TRANSPORT_FALLBACKS = Counter(
+    "jobgate_transport_fallbacks",
+    "Times this process's worker turned to claiming from the job table because its broker "
+    "was unreachable (JOBGATE_TRANSPORT_FALLBACK=database); /readyz warns while it lasts",
+    ["transport"],
+)
+TRANSPORT_STALLED = Gauge(
+    "jobgate_transport_stalled",
+    "1 while this process's consumer has had no credit left (RabbitMQ's prefetch, all of it "
+    "unacked) for a lease's time while its worker had free slots and messages waited",
     ["transport"],
 )
 

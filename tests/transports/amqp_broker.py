@@ -48,6 +48,19 @@ class AmqpBroker:
             queue = await channel.get_queue(self.queue, ensure=True)
             await queue.purge()
 
+    async def publish_garbage(self) -> int:
+        client = self.transport("garbage", claim_idle_s=60)
+        await client.open()  # the queue, with its arguments
+        bodies = [b"\xff\xfejob", b"job_1\x00", b""]
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            channel = await connection.channel()
+            for body in bodies:
+                await channel.default_exchange.publish(
+                    aio_pika.Message(body), routing_key=self.queue
+                )
+        return len(bodies)
+
     async def cut_connections(self) -> None:
         """Reset every connection of this test's clients (a network cut); they reconnect."""
         if self._proxy is not None:

@@ -56,6 +56,11 @@ class Broker(Protocol):
         """Break the clients' connections (a broker restart, a network cut)."""
         ...
 
+    async def publish_garbage(self) -> int:
+        """Put messages that name no job on this test's stream or queue, as anyone with access
+        to the broker could (bytes that are not UTF-8, a NUL, no job at all); their number."""
+        ...
+
     async def cleanup(self) -> None: ...
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,20 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing.databases import PostgresTemplate
+from jobgate.transports import status
 from jobgate.transports.relay import Relay
 from tests.transports.brokers import Broker, open_broker
 
 CHAT = "/v1/chat/completions"
 LEASE_TTL_S = 2.0
+
+
+@pytest.fixture(autouse=True)
+def transport_status() -> Iterator[None]:
+    """This process's broker status (up, falling back, stalled) is the test's own."""
+    status.reset()
+    yield
+    status.reset()
 
 
 @pytest.fixture(params=["redis", "amqp", "sqs"])
@@ -105,10 +114,14 @@ class Cluster:
         self.tasks.append(asyncio.create_task(reaper.run(), name="reaper"))
         self._stoppers.append(reaper.request_stop)
 
-    async def start_worker(self, name: str, *, concurrency: int = 8) -> Worker:
+    async def start_worker(
+        self, name: str, *, concurrency: int = 8, runtime: Runtime | None = None
+    ) -> Worker:
+        """A worker with a broker client of its own, on `runtime` (default: the cluster's; a
+        test gives one whose storage reaches the database through a proxy)."""
         transport = self.broker.transport(name, claim_idle_s=LEASE_TTL_S)
         await transport.open()
-        worker = self.runtime.worker(
+        worker = (runtime or self.runtime).worker(
             concurrency=concurrency,
             worker_id=name,
             transport=transport,

@@ -38,6 +38,23 @@ class RedisBroker:
         finally:
             await admin.aclose()
 
+    async def publish_garbage(self) -> int:
+        client = self.transport("garbage", claim_idle_s=60)
+        await client.open()  # the stream and its group
+        entries: list[dict[bytes, bytes]] = [
+            {b"job": b"\xff\xfejob"},  # not UTF-8
+            {b"task": b"job_1"},  # no job field
+            {b"job": b"job_1\x00"},  # a NUL: PostgreSQL refuses it in a query
+            {b"job": b""},
+        ]
+        admin = aioredis.from_url(REDIS_URL)
+        try:
+            for fields in entries:
+                await admin.xadd(self.stream, fields)  # type: ignore[arg-type]
+        finally:
+            await admin.aclose()
+        return len(entries)
+
     async def cut_connections(self) -> None:
         admin = aioredis.from_url(REDIS_URL)
         try:

@@ -84,6 +84,18 @@ class SqsBroker:
             queue = await client.get_queue_url(QueueName=self.queue)
             await client.purge_queue(QueueUrl=queue["QueueUrl"])
 
+    async def publish_garbage(self) -> int:
+        client = self.transport("garbage", claim_idle_s=60)
+        await client.open()  # the queue
+        bodies = ["not a job", "job_" + "x" * 300, "job_1; DROP TABLE jobs"]
+        async with get_session().create_client(
+            "sqs", region_name="us-east-1", endpoint_url=self.endpoint
+        ) as sqs:
+            queue = await sqs.get_queue_url(QueueName=self.queue)
+            for body in bodies:
+                await sqs.send_message(QueueUrl=queue["QueueUrl"], MessageBody=body)
+        return len(bodies)
+
     async def cut_connections(self) -> None:
         """HTTP: every call is its own request; closing the clients' pools is the cut."""
         for client in self._clients:

@@ -1,5 +1,6 @@
 """A broker outage, per `transport_fallback` (docs/transports.md): `database` keeps claiming
-from the job table; `fail` claims nothing and fails /readyz until the broker is back."""
+from the job table (logged, counted and shown by /readyz while it lasts); `fail` claims nothing
+and fails /readyz until the broker is back."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ import asyncio
 import socket
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
-from jobgate import errors, transports
+from jobgate import errors, metrics, transports
 from jobgate.config import Settings, load_settings
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.transports import status
+from jobgate.testing import FakeClock, eventually
+from jobgate.testing.proxy import TcpProxy
+from jobgate.transports import intake, status
 from jobgate.transports.base import TransportUnavailable
 from jobgate.transports.redis_streams import RedisStreamsTransport
 from jobgate.transports.sqs import parse_url
@@ -64,12 +69,17 @@ async def _submit(runtime: Runtime, count: int) -> tuple[str, list[str]]:
     return owner.id, ids
 
 
+def _fallbacks() -> float:
+    return float(metrics.TRANSPORT_FALLBACKS.labels("redis")._value.get())
+
+
 async def test_an_unreachable_broker_degrades_per_setting(
-    api: Api, runtime: Runtime, fallback: str
+    api: Api, runtime: Runtime, fallback: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     owner_id, ids = await _submit(runtime, 5)
     transport = RedisStreamsTransport(DOWN_URL, consumer="w", claim_idle_s=5)
     worker = runtime.worker(transport=transport)
+    fallbacks = _fallbacks()
     running = asyncio.create_task(worker.run())
     try:
         if fallback == "database":
@@ -78,7 +88,12 @@ async def test_an_unreachable_broker_degrades_per_setting(
                     tenant_id=owner_id, job_id=job_id, timeout_s=10, until_terminal=True
                 )
                 assert job.state is JobState.SUCCEEDED
-            assert (await api.http.get("/readyz")).status_code == 200
+            ready = await api.http.get("/readyz")
+            assert ready.status_code == 200  # the API serves; the warning says how claims go
+            assert ready.json()["warnings"] == ["transport_fallback"]
+            assert _fallbacks() == fallbacks + 1  # one outage, however many claims
+            logged = [r.getMessage() for r in caplog.records if r.name == intake.__name__]
+            assert len([m for m in logged if "claiming from the job table meanwhile" in m]) == 1
         else:
             await asyncio.sleep(1.0)
             for job_id in ids:  # nothing claimed, nothing lost: still queued
@@ -91,6 +106,45 @@ async def test_an_unreachable_broker_degrades_per_setting(
         worker.request_stop()
         await asyncio.wait_for(running, 10)
         await transport.close()
+
+
+@pytest.mark.parametrize("fallback", ["database"], indirect=True)
+async def test_a_fallback_is_shown_while_it_lasts(
+    api: Api, runtime: Runtime, clock: FakeClock
+) -> None:
+    """Redis behind a proxy that refuses connections, then lets them through again: /readyz
+    warns of the fallback during the outage only, and the worker turns back to the broker."""
+    _, ids = await _submit(runtime, 1)
+    with TcpProxy(("127.0.0.1", 6379)) as proxy:
+        proxy.refuse()
+        stream = f"jobgate:test-fallback-{ids[0]}"
+        url = f"redis://127.0.0.1:{proxy.port}/0"
+        transport = RedisStreamsTransport(url, consumer="w", claim_idle_s=5, stream=stream)
+        worker = runtime.worker(transport=transport)
+        fallbacks = _fallbacks()
+        running = asyncio.create_task(worker.run())
+
+        async def warnings() -> list[str]:
+            return list((await api.http.get("/readyz")).json().get("warnings", []))
+
+        try:
+            await eventually(lambda: _warned(warnings, ["transport_fallback"]), timeout_s=10)
+            proxy.heal()
+            clock.advance(intake.RETRY_BROKER_S)  # when the worker tries the broker again
+            await eventually(lambda: _warned(warnings, []), timeout_s=15)
+            assert _fallbacks() == fallbacks + 1
+            assert status.warnings() == []
+        finally:
+            worker.request_stop()
+            await asyncio.wait_for(running, 10)
+            await transport.close()
+            admin = aioredis.from_url("redis://127.0.0.1:6379/0")
+            await admin.delete(stream)
+            await admin.aclose()
+
+
+async def _warned(read: Any, expected: list[str]) -> bool:
+    return bool(await read() == expected)
 
 
 async def test_a_failed_publish_is_retried_soon_not_lost(runtime: Runtime) -> None:

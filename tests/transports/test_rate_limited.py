@@ -18,6 +18,7 @@ from jobgate.services import rate_limits
 from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
+from jobgate.testing.faults import FaultyStorage
 from jobgate.transports.relay import Relay
 from tests.services.test_rate_limited_workers import most_in_window, step
 from tests.storage.helpers import make_tenant, new_job
@@ -96,5 +97,47 @@ async def test_a_rate_limited_provider_behind_redis_keeps_its_rpm(
     # The stray messages were deferred, not claimed, and are never published again.
     clock.advance(3600)
     assert await relay.relay_once() == 0
+    await relay_transport.close()
+    await worker_transport.close()
+
+
+async def test_jobs_claimed_by_id_reach_the_worker_when_a_later_claim_fails(
+    storage: Storage, clock: FakeClock, settings: Settings, redis_broker: Broker
+) -> None:
+    """One pass claims by id from the broker, then claims a rate-limited provider's jobs from
+    the table; the database fails the second claim. The jobs of the first must still reach
+    the worker: dropped, they would run nowhere until the reaper took their leases back, and
+    their messages would be held by nobody (a RabbitMQ consumer's credit, for good)."""
+    tenant = await make_tenant(storage)
+    fast = (
+        await storage.job_insert(
+            job=new_job(tenant, provider="fast", model="fast-echo"), now=clock.now()
+        )
+    ).job.id
+    providers = two_providers(clock)
+    relay_transport = redis_broker.transport("relay", claim_idle_s=60)
+    worker_transport = redis_broker.transport("w", claim_idle_s=60)
+    await relay_transport.open()
+    await worker_transport.open()
+    relay = Relay(
+        storage=storage,
+        transport=relay_transport,
+        settings=settings,
+        skip_providers=rate_limits.limited_providers(providers.configs()),
+    )
+    assert await relay.relay_once() == 1
+    faulty = FaultyStorage(storage)
+    worker = Worker(
+        storage=faulty,
+        providers=providers,
+        settings=settings,
+        clock=clock,
+        worker_id="w",
+        transport=worker_transport,
+    )
+    faulty.fail("job_claim")  # the rate-limited provider's claim, after the claim by id
+    claimed = await worker.claim()
+    assert [job.id for job in claimed] == [fast]
+    assert worker.inflight == 1
     await relay_transport.close()
     await worker_transport.close()

@@ -31,8 +31,9 @@ async def readyz(ctx: Ctx) -> Response:
     if broker is not None:  # JOBGATE_TRANSPORT_FALLBACK=fail: no claims while it is down
         return json_response({"status": "unavailable", "reason": broker}, 503, {"Retry-After": "5"})
     ready: dict[str, object] = {"status": "ready", "storage": ctx.storage.dialect}
-    if missing is not None:
-        ready["warnings"] = [missing]
+    warnings = ([] if missing is None else [missing]) + transport_status.warnings()
+    if warnings:
+        ready["warnings"] = warnings
     return json_response(ready)
 
 

@@ -219,24 +219,19 @@ class Worker:
                 plan = [(providers, quota) for providers, quota in plan if providers]
             elif intake is not None and self._settings.transport_fallback == "fail":
                 plan = []  # the broker is down and claims wait for it (docs/transports.md)
-            for providers, quota in plan:
-                if limited:
-                    # Rate-limited providers are claimed apart, one request at a time.
-                    names = self._providers.names() if providers is None else providers
-                    for name in (n for n in names if n in limited):
-                        for target in self._rate_limits.targets(name):
-                            left = min(quota, count - len(jobs))
-                            jobs += await self._claim_limited(target, left, policy)
-                    providers = [n for n in names if n not in limited]
-                quota = min(quota, count - len(jobs))
-                if quota > 0 and providers != []:
-                    jobs += await self._storage.job_claim(
-                        worker_id=self.worker_id,
-                        limit=quota,
-                        lease_ttl_s=self._settings.lease_ttl_s,
-                        providers=providers,
-                        policy=policy,
-                    )
+            try:
+                await self._claim_planned(plan, jobs, count=count, policy=policy)
+            except errors.StorageError as exc:
+                if not jobs:
+                    raise
+                # Leased already (by id from the broker's messages, or by an earlier claim of
+                # this pass): they must reach the caller. Dropped here, they would run nowhere
+                # until the reaper took their leases back, their messages held by nobody.
+                log.warning(
+                    "claim failed: %s",
+                    type(exc).__name__,
+                    extra={"worker_id": self.worker_id, "count": len(jobs)},
+                )
             claim_span.set_attribute("jobgate.claimed", len(jobs))
         if jobs:
             self._leases.claimed(sent_at)
@@ -253,6 +248,36 @@ class Worker:
             label = await self._tenant_labels.label(tenant_id)
             metrics.observe_all(metrics.QUEUE_WAIT_SECONDS.labels(label), waited)
         return jobs
+
+    async def _claim_planned(
+        self,
+        plan: list[tuple[list[str] | None, int]],
+        jobs: list[Job],
+        *,
+        count: int,
+        policy: ClaimPolicy | None,
+    ) -> None:
+        """Claim from the job table per `plan`, adding to `jobs` (up to `count` in all) as
+        each claim answers: what was leased before an error stays there."""
+        limited = self._rate_limits.limited
+        for providers, quota in plan:
+            if limited:
+                # Rate-limited providers are claimed apart, one request at a time.
+                names = self._providers.names() if providers is None else providers
+                for name in (n for n in names if n in limited):
+                    for target in self._rate_limits.targets(name):
+                        left = min(quota, count - len(jobs))
+                        jobs += await self._claim_limited(target, left, policy)
+                providers = [n for n in names if n not in limited]
+            quota = min(quota, count - len(jobs))
+            if quota > 0 and providers != []:
+                jobs += await self._storage.job_claim(
+                    worker_id=self.worker_id,
+                    limit=quota,
+                    lease_ttl_s=self._settings.lease_ttl_s,
+                    providers=providers,
+                    policy=policy,
+                )
 
     async def _claim_limited(
         self, target: ClaimTarget, limit: int, policy: ClaimPolicy | None

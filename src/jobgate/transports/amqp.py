@@ -4,8 +4,11 @@ message delivered too often (x-delivery-limit; the relay's sweep republishes its
 still ready, with a fresh count).
 
 Messages received but not yet taken by the worker wait unacked in a local inbox; with the
-prefetch at the worker's concurrency, they never outnumber its free slots. A lost connection
-drops the inbox (the broker requeues those messages) and the next call reconnects.
+prefetch at the worker's concurrency, they never outnumber its free slots. Every delivery
+handed out stays counted against that credit until it is acked or released (nacked with
+requeue): one lost on the way holds a slot of the prefetch for as long as the connection
+lives, which is why `outstanding` lists them. A lost connection drops the inbox and those
+counts (the broker requeues the messages) and the next call reconnects.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ from jobgate.transports.base import Delivery, TransportUnavailable
 QUEUE = "jobgate.ready"
 DELIVERY_LIMIT = 20  # deliveries of one message before it is dead-lettered
 _ERRORS = (amqp_errors.AMQPError, ConnectionError, OSError, TimeoutError, RuntimeError)
+
+
+def _job_id(message: AbstractIncomingMessage) -> str:
+    """The job id a message names; empty when its body is not UTF-8 (garbage: acked as such)."""
+    try:
+        return message.body.decode()
+    except UnicodeDecodeError:
+        return ""
 
 
 def _deliveries(message: AbstractIncomingMessage) -> int:
@@ -58,6 +69,8 @@ class AmqpTransport:
         self._queue: AbstractQueue | None = None
         self._consuming = False
         self._inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        # Handed out by receive, neither acked nor released, by message (on this connection).
+        self._unsettled: dict[int, Delivery] = {}
         self._opening = asyncio.Lock()  # the worker and the relay of a process share it
         self._closing: set[asyncio.Task[None]] = set()  # connections that ended, being closed
 
@@ -72,6 +85,7 @@ class AmqpTransport:
         self._connection = self._publish_channel = self._queue = None
         self._consuming = False
         self._inbox = asyncio.Queue()  # unacked: the broker requeues them
+        self._unsettled = {}
 
     def _ended(self, connection: object, *_args: object) -> None:
         """A connection's close callback. One the broker or the network ended stays open in
@@ -177,18 +191,43 @@ class AmqpTransport:
                     messages.append(await inbox.get())
         while len(messages) < max_count and not inbox.empty():
             messages.append(inbox.get_nowait())
-        return [
-            Delivery(message.body.decode(), _deliveries(message), message) for message in messages
-        ]
+        deliveries = [Delivery(_job_id(m), _deliveries(m), m) for m in messages]
+        if inbox is self._inbox:  # not from a connection lost meanwhile
+            self._unsettled.update((id(d.handle), d) for d in deliveries)
+        return deliveries
+
+    def _settling(self, deliveries: Sequence[Delivery]) -> list[AbstractIncomingMessage]:
+        """The deliveries' messages, no longer counted as unsettled (from now: their ack or
+        nack is under way, or their connection is gone)."""
+        messages = []
+        for delivery in deliveries:
+            message = delivery.handle
+            assert isinstance(message, AbstractIncomingMessage)
+            self._unsettled.pop(id(message), None)
+            messages.append(message)
+        return messages
 
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
         try:
-            for delivery in deliveries:
-                message = delivery.handle
-                assert isinstance(message, AbstractIncomingMessage)
+            for message in self._settling(deliveries):
                 await message.ack()
         except _ERRORS as exc:  # the channel is gone: the broker requeued them (harmless)
             raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+
+    async def release(self, deliveries: Sequence[Delivery]) -> None:
+        try:
+            for message in self._settling(deliveries):
+                await message.nack(requeue=True)
+        except _ERRORS as exc:  # the channel is gone: the broker requeued them anyway
+            raise TransportUnavailable(f"amqp: {type(exc).__name__}: {exc}") from exc
+
+    def credit(self) -> int:
+        if not self._consuming:
+            return self._prefetch  # a new consumer starts with all of it
+        return max(0, self._prefetch - self._inbox.qsize() - len(self._unsettled))
+
+    def outstanding(self) -> list[Delivery]:
+        return list(self._unsettled.values())
 
     async def extend(self, deliveries: Sequence[Delivery], *, visibility_s: float) -> None:
         """Nothing to do: RabbitMQ redelivers only when the consumer's channel closes (or

@@ -1,9 +1,12 @@
 """A worker's side of a transport: received messages become jobs claimed by id under fenced
 leases; the messages of claimed jobs are acked once their verdict committed, the others at once.
+A message that names no job is acked at once as garbage. A claim that fails (the database is
+unreachable) gives its messages back to the broker, so that none is held by nobody.
 
 While the broker is unreachable, `transport_fallback` decides: `database` claims straight from
-the job table meanwhile (the worker keeps working, more slowly at scale); `fail` claims nothing
-(jobgate_transport_up 0 and /readyz say why) until the broker is back.
+the job table meanwhile (the worker keeps working, more slowly at scale; logged, counted and
+shown by /readyz); `fail` claims nothing (jobgate_transport_up 0 and /readyz say why) until
+the broker is back.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from jobgate.domain.job import Job, Lease
 from jobgate.storage.protocol import TransportStore
 from jobgate.storage.records import ClaimPolicy
 from jobgate.transports import status
-from jobgate.transports.base import Delivery, Transport, TransportUnavailable
+from jobgate.transports.base import Delivery, Transport, TransportUnavailable, well_formed
+from jobgate.transports.stall import StallWatch
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,9 @@ class Intake:
         # DeleteMessageBatch, one Redis pipeline, for many verdicts).
         self._acks: list[Delivery] = []
         self._acking: asyncio.Task[None] | None = None
+        self._stall = StallWatch(
+            transport=transport, clock=clock, after_s=settings.lease_ttl_s, worker_id=worker_id
+        )
 
     @property
     def broker_down(self) -> bool:
@@ -58,10 +65,29 @@ class Intake:
         return self._down_until is not None and self._clock.monotonic() < self._down_until
 
     def _outage(self, exc: TransportUnavailable) -> None:
+        name = self.transport.name
         if self._down_until is None:
-            log.warning("broker unreachable: %s", exc.message, extra={"worker_id": self._worker_id})
+            fallback = self._settings.transport_fallback == "database"
+            meanwhile = "claiming from the job table" if fallback else "claiming nothing"
+            log.warning(
+                "broker unreachable: %s; %s meanwhile",
+                exc.message,
+                meanwhile,
+                extra={"worker_id": self._worker_id},
+            )
+            if fallback:
+                metrics.TRANSPORT_FALLBACKS.labels(name).inc()
+                status.mark_fallback(name, active=True)
         self._down_until = self._clock.monotonic() + RETRY_BROKER_S
-        status.mark(self.transport.name, up=False)
+        status.mark(name, up=False)
+
+    def _reachable(self) -> None:
+        name = self.transport.name
+        if self._down_until is not None:
+            log.info("broker reachable again", extra={"worker_id": self._worker_id})
+            self._down_until = None
+            status.mark_fallback(name, active=False)
+        status.mark(name, up=True)
 
     async def claim(
         self,
@@ -80,33 +106,45 @@ class Intake:
         except TransportUnavailable as exc:
             self._outage(exc)
             return []
-        if self._down_until is not None:
-            log.info("broker reachable again", extra={"worker_id": self._worker_id})
-            self._down_until = None
-        status.mark(name, up=True)
+        self._reachable()
         if not deliveries:
+            await self._give_back(await self._stall.starved(self._settling))
             return []
+        self._stall.heard()
         redelivered = sum(1 for d in deliveries if d.delivery_count > 1)
         if redelivered:
             metrics.TRANSPORT_REDELIVERIES.labels(name).inc(redelivered)
+        malformed = [d for d in deliveries if not well_formed(d.job_id)]
+        if malformed:
+            await self._ack_malformed(malformed)
         by_job: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
-            by_job.setdefault(delivery.job_id, []).append(delivery)
-        # A storage error leaves the messages unacked: they come back (a redelivery or the
-        # sweep); a claim whose reply was lost is the reaper's once its lease runs out.
-        result = await self._storage.job_claim_by_id(
-            worker_id=self._worker_id,
-            job_ids=list(by_job),
-            lease_ttl_s=self._settings.lease_ttl_s,
-            providers=providers,
-            policy=policy,
-        )
+            if well_formed(delivery.job_id):
+                by_job.setdefault(delivery.job_id, []).append(delivery)
+        if not by_job:
+            return []
+        try:
+            result = await self._storage.job_claim_by_id(
+                worker_id=self._worker_id,
+                job_ids=list(by_job),
+                lease_ttl_s=self._settings.lease_ttl_s,
+                providers=providers,
+                policy=policy,
+            )
+        except BaseException:
+            # Given back at once, whatever failed: held by nobody, a RabbitMQ delivery would
+            # keep its place in the prefetch for good (the broker returns it only when the
+            # connection closes), a Redis or SQS one would hide until its idle or visibility
+            # time. A claim whose reply was lost is the reaper's once its lease runs out;
+            # its messages then come back and are dropped (the job is not claimable).
+            await self._give_back([d for ds in by_job.values() for d in ds])
+            raise
+        for job in result.claimed:  # held first: nothing below may lose them
+            assert job.lease_token is not None
+            self._held[Lease(job.id, job.lease_token)] = by_job[job.id]
         claimed = {job.id for job in result.claimed}
         if self._on_claimed is not None:
             self._on_claimed()
-        for job in result.claimed:
-            assert job.lease_token is not None
-            self._held[Lease(job.id, job.lease_token)] = by_job[job.id]
         if result.deferred:
             # Queued but not claimable now (its tenant at its cap): published again shortly.
             # Best effort: the jobs just claimed must reach the caller whatever happens here
@@ -126,6 +164,38 @@ class Intake:
         received.labels(name, "dropped").inc(len(by_job) - len(claimed) - len(result.deferred))
         await self._ack(done_with)
         return result.claimed
+
+    async def _ack_malformed(self, deliveries: list[Delivery]) -> None:
+        """Acked at once, counted and logged (once: they are not delivered again): a message
+        that names no job can never be claimed, and left unacked it would come back forever
+        (and count in the broker's lag). Only a sample of what it held is logged."""
+        metrics.TRANSPORT_RECEIVED.labels(self.transport.name, "malformed").inc(len(deliveries))
+        log.warning(
+            "acked %d messages that name no job",
+            len(deliveries),
+            extra={
+                "worker_id": self._worker_id,
+                "count": len(deliveries),
+                "sample": ascii(deliveries[0].job_id[:40]),
+            },
+        )
+        await self._ack(deliveries)
+
+    async def _give_back(self, deliveries: list[Delivery]) -> None:
+        """Release `deliveries` to the broker (best effort: one it cannot reach returns them
+        itself, later)."""
+        if not deliveries:
+            return
+        metrics.TRANSPORT_RECEIVED.labels(self.transport.name, "returned").inc(len(deliveries))
+        try:
+            await self.transport.release(deliveries)
+        except TransportUnavailable as exc:
+            self._outage(exc)
+
+    def _settling(self) -> list[Delivery]:
+        """The deliveries this intake answers for: held for a job, or waiting for their ack
+        (one being acked is the transport's no longer)."""
+        return [d for ds in self._held.values() for d in ds] + self._acks
 
     def finished(self, lease: Lease) -> None:
         """The lease's verdict committed (or the lease is gone): ack its job's messages, in

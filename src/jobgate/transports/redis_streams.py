@@ -4,6 +4,10 @@ verdict committed, approximate MAXLEN trimming as a bound.
 
 A Redis that restarts without persistence, or a FLUSHALL, loses the stream and the group: the
 next read recreates both, and the relay's sweep republishes the jobs whose messages were lost.
+
+Replies are read as bytes and decoded here: anyone with access to the stream can add any entry,
+and one that is not UTF-8 must become a delivery of no job (acked as garbage), not an error
+inside the client's parser on every read.
 """
 
 from __future__ import annotations
@@ -20,6 +24,21 @@ STREAM = "jobgate:ready"
 GROUP = "jobgate-workers"
 MAXLEN = 1_000_000  # a bound on the stream; trimmed entries are found again by the sweep
 _UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _delivery(entry_id: bytes | str, fields: dict[bytes, bytes] | None, count: int) -> Delivery:
+    """One stream entry as a delivery. Its job id is empty when the entry holds none in UTF-8:
+    garbage, or an entry deleted or trimmed while pending (its fields come back empty)."""
+    raw = (fields or {}).get(b"job", b"")
+    try:
+        job_id = raw.decode()
+    except UnicodeDecodeError:
+        job_id = ""
+    return Delivery(job_id, count, _text(entry_id))
 
 
 class RedisStreamsTransport:
@@ -50,7 +69,7 @@ class RedisStreamsTransport:
         if self._redis is None:
             self._redis = aioredis.from_url(
                 self._url,
-                decode_responses=True,
+                decode_responses=False,  # decoded here, entry by entry (the docstring)
                 socket_connect_timeout=2,
                 socket_timeout=10,  # above any blocking read (at most a second)
                 retry_on_timeout=False,
@@ -112,15 +131,11 @@ class RedisStreamsTransport:
                 start_id=self._autoclaim_cursor,
                 count=max_count,
             )
-            self._autoclaim_cursor = answer[0]
+            self._autoclaim_cursor = _text(answer[0])
             return list(answer[1])
 
         stolen = await self._call(autoclaim)
-        deliveries = [
-            Delivery(fields["job"], 2, entry_id)
-            for entry_id, fields in stolen
-            if fields and "job" in fields  # an entry deleted meanwhile comes back empty
-        ]
+        deliveries = [_delivery(entry_id, fields, 2) for entry_id, fields in stolen]
         if len(deliveries) >= max_count:
             return deliveries
 
@@ -135,9 +150,7 @@ class RedisStreamsTransport:
 
         answer = await self._call(read)
         for _stream, entries in answer or []:
-            for entry_id, fields in entries:
-                if fields and "job" in fields:
-                    deliveries.append(Delivery(fields["job"], 1, entry_id))
+            deliveries += [_delivery(entry_id, fields, 1) for entry_id, fields in entries]
         return deliveries
 
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
@@ -152,6 +165,27 @@ class RedisStreamsTransport:
             await pipe.execute()
 
         await self._call(ack)
+
+    async def release(self, deliveries: Sequence[Delivery]) -> None:
+        ids: list[int | bytes | str | memoryview[int]] = [str(d.handle) for d in deliveries]
+        if not ids:
+            return
+
+        async def idle() -> None:
+            # Idle as long as XAUTOCLAIM asks: the next receive (any consumer's) takes them.
+            await self._client().xclaim(
+                self._stream, self._group, self._consumer, min_idle_time=0,
+                message_ids=ids, idle=self._claim_idle_ms, justid=True,
+            )  # fmt: skip
+
+        await self._call(idle)
+        self._autoclaim_cursor = "0-0"  # this consumer's next scan starts before them
+
+    def credit(self) -> None:
+        return None  # XREADGROUP hands out whatever waits, however much is pending
+
+    def outstanding(self) -> list[Delivery]:
+        return []
 
     async def extend(self, deliveries: Sequence[Delivery], *, visibility_s: float) -> None:
         ids: list[int | bytes | str | memoryview[int]] = [str(d.handle) for d in deliveries]
