@@ -6,6 +6,7 @@ JobgateError
 │   └── StorageUnavailable       the database cannot be reached (retry_after_s)
 ├── LeaseLost                    a fenced write by a worker whose lease was reclaimed
 ├── Unauthorized                 missing, unknown or revoked API key
+├── Forbidden                    a valid key that may not do this (a tenant key, operator route)
 ├── NotFound                     missing, or another tenant's (indistinguishable by design)
 ├── InvalidRequest               bad input (param, code)
 │   ├── UnknownProvider
@@ -69,6 +70,10 @@ class LeaseLost(JobgateError):
 
 class Unauthorized(JobgateError):
     code = "invalid_api_key"
+
+
+class Forbidden(JobgateError):
+    code = "forbidden"
 
 
 class NotFound(JobgateError):

@@ -21,6 +21,7 @@ from jobgate.http import (
     jobs_routes,
     metrics_route,
     openapi_doc,
+    pauses_routes,
     problems,
     provider_webhooks,
     responses_routes,
@@ -56,6 +57,7 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
     app.include_router(batches_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(schedules_routes.router)
+    app.include_router(pauses_routes.router)
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
     app.include_router(metrics_route.router)

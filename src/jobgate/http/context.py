@@ -14,6 +14,7 @@ from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.dashboard_views import DashboardViews
 from jobgate.services.jobs import JobService
 from jobgate.services.operators import OperatorService
+from jobgate.services.pauses import PauseService
 from jobgate.services.tenants import TenantService
 from jobgate.services.webhooks import WebhookService
 from jobgate.storage.protocol import ApiStorage
@@ -34,6 +35,11 @@ class AppContext:
     def dashboard(self) -> DashboardViews:
         """The operator dashboard's reads across tenants."""
         return DashboardViews(storage=self.storage, jobs=self.jobs)
+
+    @property
+    def pauses(self) -> PauseService:
+        """The operator's pauses of claims."""
+        return PauseService(storage=self.storage, providers=self.jobs.providers, ids=self.jobs.ids)
 
 
 def context(request: Request) -> AppContext:

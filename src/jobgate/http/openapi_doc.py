@@ -199,7 +199,7 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
         OPERATOR_SCHEME: {
             "type": "http",
             "scheme": "bearer",
-            "description": "An operator key (`jgo_…`) for /metrics and the dashboard.",
+            "description": "An operator key (`jgo_…`) for /metrics, pauses and the dashboard.",
         },
     }
     for path, operations in schema.get("paths", {}).items():
@@ -213,6 +213,8 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
 def security_for(path: str) -> list[dict[str, list[str]]]:
     if path.startswith("/v1/provider_webhooks"):
         return []  # signed by the provider instead
+    if path.startswith("/v1/pauses"):
+        return [{OPERATOR_SCHEME: []}]
     if path.startswith("/v1/"):
         return [{TENANT_SCHEME: []}]
     if path == "/metrics":

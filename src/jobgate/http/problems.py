@@ -26,6 +26,7 @@ TABLE: list[tuple[type[errors.JobgateError], int, str, str]] = [
     (errors.UnknownProvider, 400, "Unknown provider", "invalid_request_error"),
     (errors.InvalidRequest, 400, "Invalid request", "invalid_request_error"),
     (errors.Unauthorized, 401, "Unauthorized", "authentication_error"),
+    (errors.Forbidden, 403, "Forbidden", "permission_error"),
     (errors.NotFound, 404, "Not found", "not_found_error"),
     (errors.IdempotencyKeyReused, 422, "Idempotency key reused", "invalid_request_error"),
     (errors.IdempotencyInProgress, 409, "Request in progress", "invalid_request_error"),

@@ -54,6 +54,7 @@ from jobgate.storage.records import (
     LimitOverrides,
     OutboxEntry,
     OutputChunk,
+    Pause,
     ProviderEventOutcome,
     Publication,
     QueueCounts,
@@ -715,6 +716,36 @@ class RolesStore(Protocol):
         ...
 
 
+class PauseStore(Protocol):
+    """Storage for pauses: the operator's holds on claims. Every claim statement skips the
+    queued jobs a pause covers (the `pause_covers` fragment), so a pause holds across every
+    worker process from its commit on, and survives restarts."""
+
+    async def pause_insert(
+        self,
+        *,
+        pause_id: str,
+        provider: str | None,
+        model: str | None,
+        tenant_id: str | None,
+        reason: str | None,
+        created_by: str,
+        now: datetime | None = None,
+    ) -> Pause:
+        """Store a pause (the scope members as given: None matches anything) and answer it.
+        Not idempotent: each call is a pause of its own."""
+        ...
+
+    async def pause_list(self) -> list[Pause]:
+        """Every pause, oldest first. Read-only."""
+        ...
+
+    async def pause_delete(self, *, pause_id: str | None) -> list[Pause]:
+        """Delete the pause `pause_id` (None: every pause) and answer what was deleted (empty:
+        nothing was there); wakes the workers of every process to claim again."""
+        ...
+
+
 class Storage(
     LifecycleStore,
     TenantStore,
@@ -728,6 +759,7 @@ class Storage(
     ProviderStore,
     BatchStore,
     RolesStore,
+    PauseStore,
     SessionStore,
     BulkStore,
     RetentionStore,
@@ -807,6 +839,7 @@ class ApiStorage(
     RateLimitStore,  # queue positions and rate-limit waits shown on a job
     LimitsStore,
     RolesStore,
+    PauseStore,  # the operator's pauses
     ScheduleStore,
     WebhookEndpointStore,
     FilesStore,

@@ -321,6 +321,21 @@ class Schedule:
     created_at: datetime
 
 
+# -- pauses: an operator's hold on the claims of a scope (POST /v1/pauses) -----------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Pause:
+    """Claims skip the queued jobs this covers: each member it names must match (None
+    matches anything; all None: every job)."""
+
+    id: str
+    provider: str | None
+    model: str | None
+    tenant_id: str | None
+    reason: str | None
+    created_by: str  # the operator who paused
+    created_at: datetime
+
+
 # -- providers: background jobs as the reconciler sees them, settlements, and the answer to
 # an inbound provider event
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -355,6 +355,8 @@ WITH RECURSIVE clock AS (
                    SELECT 1 FROM key_busy AS kb
                     WHERE kb.tenant_id = sl.tenant_id AND kb.concurrency_key = j.concurrency_key
                       AND kb.running >= sl.per_key))
+              -- An operator's pause holds the jobs it covers in the queue.
+              AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
             ORDER BY j.priority, j.run_at, j.id
             LIMIT least(sl.free, :limit::integer)
               FOR UPDATE OF j SKIP LOCKED

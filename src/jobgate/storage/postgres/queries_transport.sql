@@ -16,6 +16,8 @@ WITH clock AS (
        AND (j.expires_at IS NULL OR j.expires_at > clock.now)
        AND (:providers::text[] IS NULL OR j.provider = ANY(:providers::text[]))
        AND NOT j.tenant_id = ANY(:blocked_tenants::text[])
+       -- An operator's pause holds the jobs it covers (their messages are deferred).
+       AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
      ORDER BY j.id
        FOR UPDATE OF j SKIP LOCKED
 ), shares AS (
@@ -114,6 +116,9 @@ WITH clock AS (
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= clock.now)
        -- Rate-limited providers are claimed from the table, their buckets taken first.
        AND j.provider <> ALL(ARRAY(SELECT jsonb_array_elements_text(:skip_providers::jsonb)))
+       -- A paused job is not published (no claim could take it); its resume wakes the relay.
+       -- (`p` in the fragment is the pause, shadowing the publication inside the subquery.)
+       AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
 ), picked AS (
     SELECT id, event_seq FROM due
      ORDER BY share, priority, run_at, id

@@ -160,7 +160,7 @@ SELECT min(tenant_id) AS tenant_id FROM jobs WHERE state = 'queued' AND tenant_i
 -- name: job_claim_candidates
 -- A tenant's claimable jobs, best first, leaving out the concurrency keys at their cap.
 SELECT id, priority, run_at, concurrency_key
-  FROM jobs
+  FROM jobs AS j
  WHERE state = 'queued'
    AND tenant_id = :tenant_id
    AND run_at <= :now
@@ -172,6 +172,8 @@ SELECT id, priority, run_at, concurrency_key
         OR model NOT IN (SELECT value FROM json_each(:skip_models)))
    AND (:full_keys IS NULL OR concurrency_key IS NULL
         OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
+   -- An operator's pause holds the jobs it covers in the queue.
+   AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
  ORDER BY priority, run_at, id
  LIMIT :limit
 

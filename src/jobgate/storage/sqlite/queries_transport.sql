@@ -3,13 +3,15 @@
 -- name: job_claim_by_id_candidates
 -- The named jobs that are claimable now, best first (caps are applied in Python: one writer).
 SELECT id, tenant_id, concurrency_key
-  FROM jobs
+  FROM jobs AS j
  WHERE id IN (SELECT value FROM json_each(:ids))
    AND state = 'queued'
    AND run_at <= :now
    -- Past its start deadline a job may not start (the reaper expires it).
    AND (expires_at IS NULL OR expires_at > :now)
    AND (:providers IS NULL OR provider IN (SELECT value FROM json_each(:providers)))
+   -- An operator's pause holds the jobs it covers (their messages are deferred).
+   AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
  ORDER BY priority, run_at, id
 
 -- name: job_claim_by_id_queued
@@ -49,6 +51,9 @@ WITH shares AS (
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= :now)
        -- Rate-limited providers are claimed from the table, their buckets taken first.
        AND j.provider NOT IN (SELECT value FROM json_each(:skip_providers))
+       -- A paused job is not published (no claim could take it); its resume wakes the relay.
+       -- (`p` in the fragment is the pause, shadowing the publication inside the subquery.)
+       AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
 )
 INSERT INTO transport_publications (job_id, event_seq, republish_at)
 SELECT id, event_seq, :now + :republish_after_s

@@ -16,6 +16,7 @@ from jobgate.storage.store.bulk_insert import BulkInsertQueries
 from jobgate.storage.store.console import ConsoleQueries
 from jobgate.storage.store.jobs import JobQueries
 from jobgate.storage.store.limits import LimitQueries
+from jobgate.storage.store.pauses import PauseQueries
 from jobgate.storage.store.providers import ProviderQueries
 from jobgate.storage.store.rate_limits import RateLimitQueries
 from jobgate.storage.store.retention import RetentionQueries
@@ -31,6 +32,7 @@ class SqlStore(
     SqlStorageBase,
     JobQueries,
     RoleQueries,
+    PauseQueries,
     LimitQueries,
     RateLimitQueries,
     ScheduleQueries,

@@ -1,0 +1,29 @@
+-- Pauses (PostgreSQL): the operator's holds on claims, and the rule every claim applies.
+
+-- fragment: pause_covers
+-- THE scope rule of a pause `p` over a job `j`, included by every claim (job_claim,
+-- job_claim_by_id), the relay's publications and the wait a job's view explains: each member
+-- the pause names must match, a member it leaves out matches anything.
+((p.provider IS NULL OR p.provider = j.provider)
+ AND (p.model IS NULL OR p.model = j.model)
+ AND (p.tenant_id IS NULL OR p.tenant_id = j.tenant_id))
+
+-- name: pause_insert
+-- Store a pause (its time the database's).
+INSERT INTO pauses (id, provider, model, tenant_id, reason, created_by, created_at)
+VALUES (:id, :provider, :model, :tenant_id, :reason, :created_by, coalesce(:now::timestamptz, now()))
+RETURNING *
+
+-- name: pause_list
+-- Every pause, oldest first.
+SELECT * FROM pauses ORDER BY created_at, id
+
+-- name: pause_delete
+-- Delete one pause (resume its scope), telling every worker to claim again.
+WITH gone AS (DELETE FROM pauses WHERE id = :id RETURNING *)
+SELECT g.*, pg_notify('jobgate', 'q:') AS notified FROM gone AS g
+
+-- name: pause_delete_all
+-- Delete every pause, telling every worker to claim again.
+WITH gone AS (DELETE FROM pauses RETURNING *)
+SELECT g.*, pg_notify('jobgate', 'q:') AS notified FROM gone AS g
