@@ -3,6 +3,10 @@ the claim plan that keeps a held-back provider's jobs in the queue."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from jobgate import errors
 from jobgate.config import ProviderConfig
 from jobgate.providers import gates
@@ -93,3 +97,51 @@ def test_claim_plan() -> None:
     board.finished("b", "job_2")
     board.record("a", "job_3", errors.ProviderFatal("bad request"))  # says a is healthy
     assert board.claim_plan(None, 2) == [(None, 2)]
+
+
+def test_how_long_a_breaker_holds_calls_back() -> None:
+    clock = FakeClock()
+    b = breaker(clock)
+    assert b.open_left_s() is None and b.paused_left_s() == 0
+    for _ in range(3):
+        b.failed()
+    clock.advance(4)
+    assert b.open_left_s() == 6
+    clock.advance(6)
+    assert b.open_left_s() is None  # half-open: the next claim sends the probe
+    b.started("job_probe")
+    assert b.open_left_s() == 0
+    b.succeeded()
+    b.rate_limited(30)
+    assert b.open_left_s() is None and b.paused_left_s() == 30 and b.admits(5) == 0
+    b.shared(12)  # another process opened it
+    assert b.open_left_s() == 12
+
+
+def test_a_breaker_opening_and_closing_is_logged_with_the_provider_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    config = ProviderConfig(kind="sim", breaker_failure_threshold=2, breaker_reset_s=30)
+    held = gates.ProviderGates({"sim": config}, clock=clock)
+    failure = errors.ProviderRetryable("upstream 500", code="server_error")
+    with caplog.at_level(logging.WARNING, logger="jobgate.providers.gates"):
+        held.record("sim", "job_1", failure)
+        assert caplog.records == []  # one failure opens nothing
+        held.record("sim", "job_2", failure)
+        (opened,) = caplog.records
+        assert opened.levelno == logging.WARNING
+        assert opened.provider == "sim" and opened.reason == "consecutive_failures"  # type: ignore[attr-defined]
+        assert "server_error" in opened.getMessage() and "sim" in opened.getMessage()
+        caplog.clear()
+        clock.advance(30)
+        held.started("sim", "job_probe")
+        held.record("sim", "job_probe", failure)
+        (reopened,) = caplog.records
+        assert reopened.reason == "probe_failed"  # type: ignore[attr-defined]
+        caplog.clear()
+        clock.advance(60)
+        held.started("sim", "job_probe_2")
+        held.record("sim", "job_probe_2", None)
+        (closed,) = caplog.records
+        assert "closed" in closed.getMessage() and closed.provider == "sim"  # type: ignore[attr-defined]

@@ -71,14 +71,24 @@ class CircuitBreaker:
 
     def admits(self, wanted: int) -> int:
         """How many of `wanted` new calls may start now."""
-        if self._clock.monotonic() < self._paused_until:
+        if self.paused_left_s() > 0 or self.open_left_s() is not None:
             return 0
+        return wanted if self.state == CLOSED else min(wanted, 1)
+
+    def open_left_s(self) -> float | None:
+        """None while it lets calls through (closed, or half-open with no probe out); else
+        the seconds until it half-opens (0: half-open, its one probe out)."""
         state = self.state
-        if state == CLOSED:
-            return wanted
-        if state == HALF_OPEN and self.probe is None:
-            return min(wanted, 1)
-        return 0
+        if state == CLOSED or (state == HALF_OPEN and self.probe is None):
+            return None
+        if state == HALF_OPEN:
+            return 0.0
+        until = self._shared_until if self._opened_at is None else self._opened_at + self._reset_s
+        return max(0.0, (until or 0.0) - self._clock.monotonic())
+
+    def paused_left_s(self) -> float:
+        """Seconds left of a rate-limit pause (the provider's Retry-After); 0: none."""
+        return max(0.0, self._paused_until - self._clock.monotonic())
 
     def started(self, job_id: str) -> None:
         if self.state == HALF_OPEN and self.probe is None:
@@ -125,6 +135,29 @@ class CircuitBreaker:
         """A call ended without telling anything about the provider (cancelled, lost)."""
         if self.probe == job_id:
             self.probe = None
+
+
+def _log_opened(
+    provider: str, breaker: CircuitBreaker, error: BaseException | None, *, probe: bool
+) -> None:
+    """An opened breaker is an outage an operator must see: which provider, and why."""
+    reason = "probe_failed" if probe else "consecutive_failures"
+    cause = "" if error is None else getattr(error, "code", None) or type(error).__name__
+    log.warning(
+        "circuit breaker opened: provider %s failed %d times in a row (last: %s); no new calls "
+        "for %.0f s, then one probe",
+        provider,
+        breaker.consecutive_failures,
+        cause,
+        breaker.reset_s,
+        extra={
+            "provider": provider,
+            "reason": reason,
+            "error_code": cause,
+            "consecutive_failures": breaker.consecutive_failures,
+            "open_s": breaker.reset_s,
+        },
+    )
 
 
 def _state_reader(breaker: CircuitBreaker) -> Callable[[], float]:
@@ -225,8 +258,14 @@ class ProviderGates:
         self._sample(gate, job_id, error)
         if breaker.opened_at is not None and breaker.opened_at != opened_at:
             self.breaker_changes.append((provider, breaker.reset_s))
+            _log_opened(provider, breaker, error, probe=not was_closed)
         elif not was_closed and breaker.state == CLOSED:
             self.breaker_changes.append((provider, None))
+            log.warning(
+                "circuit breaker closed: provider %s answered again, claims resume",
+                provider,
+                extra={"provider": provider, "reason": "call_succeeded", "job_id": job_id},
+            )
 
     def _sample(self, gate: ProviderGate, job_id: str, error: BaseException | None) -> None:
         started = gate.started_at.pop(job_id, None)
