@@ -22,7 +22,7 @@ from jobgate.http.views import job_view
 
 # http.job_notes adds these on GET /v1/jobs/{id}: a queued job's place in line, a streaming
 # job's tokens so far, and a note on what holds a job up (no reconciler, a rate limit).
-ADDED_BY_NOTES = {"queue_position", "output_tokens", "note"}
+ADDED_BY_NOTES = {"queue_position", "output_tokens", "note", "waiting"}
 
 
 class StrictJobOut(JobOut):
@@ -151,6 +151,11 @@ def test_an_annotated_job_validates_against_jobout(state: JobState) -> None:
         "output_tokens": 120,
         "phase": "rate_limited",
         "note": "waiting for the shared rate limit of sim (~2 s)",
+        "waiting": {
+            "reason": "rate_limited",
+            "detail": "waiting for the shared rate limit of sim (~2 s)",
+            "until": 1_900_000_002,
+        },
     }
     checked = StrictJobOut.model_validate(view)
     assert checked.model_dump() == view

@@ -56,19 +56,22 @@ async def test_missing_until_a_reconciler_beats_and_again_once_it_stops(
 
 
 @SQLITE
-async def test_the_heartbeat_loop_beats_until_stopped(
+async def test_the_heartbeat_loop_beats_until_stopped_then_forgets(
     backend: str, storage: Storage, settings: Settings
 ) -> None:
-    beat = presence.Heartbeat(storage, settings)
+    beat = presence.Heartbeat(storage, settings, roles=("reconciler", "worker"))
     running = asyncio.create_task(beat.run())
 
     async def beating() -> bool:
-        return await storage.role_heartbeat_age_s(role="reconciler") is not None
+        return set(await storage.role_heartbeat_ages()) == {"reconciler", "worker"}
 
-    await eventually(beating, what="the first heartbeat")
+    await eventually(beating, what="the first heartbeats")
+    assert await presence.reconciler_missing(storage, settings) is None
     beat.request_stop()
     await asyncio.wait_for(running, 5)
-    assert await presence.reconciler_missing(storage, settings) is None
+    # A process that stops says so at once, not a stale period later.
+    assert await storage.role_heartbeat_ages() == {}
+    assert await presence.reconciler_missing(storage, settings) is not None
 
 
 @SQLITE

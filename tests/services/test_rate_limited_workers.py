@@ -158,20 +158,21 @@ async def test_tokens_are_estimated_then_corrected_by_usage(
 async def test_a_queued_job_shows_it_is_rate_limited(
     storage: Storage, clock: FakeClock, settings: Settings
 ) -> None:
-    from types import SimpleNamespace
-
     from jobgate.http import job_notes
     from jobgate.http.views import job_view
+    from jobgate.process.runtime import Runtime
 
     tenant = await make_tenant(storage)
     for _ in range(2):
         await storage.job_insert(job=new_job(tenant), now=clock.now())
     providers = registry(clock, rpm=1)
-    ctx = SimpleNamespace(storage=storage, jobs=SimpleNamespace(providers=providers))
+    runtime = Runtime(settings, storage=storage, clock=clock, providers=providers)
+    runtime.presence.local.add("worker")  # a worker runs in this process
     (running,) = await Worker(storage=storage, providers=providers, settings=settings).claim()
     (queued,) = await storage.job_list(tenant_id=tenant.id, states=[JobState.QUEUED])
-    view = await job_notes.annotate(ctx, queued, job_view(queued))  # type: ignore[arg-type]
+    view = await job_notes.annotate(runtime.app_context(), queued, job_view(queued))
     assert view["phase"] == "rate_limited" and "sim" in view["note"]
+    assert view["waiting"]["reason"] == "rate_limited"
     assert running.id != queued.id
 
 

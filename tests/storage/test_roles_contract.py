@@ -8,6 +8,7 @@ import pytest
 
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
+from tests.storage.helpers import make_tenant, new_job
 
 pytestmark = pytest.mark.asyncio
 
@@ -52,3 +53,33 @@ async def test_the_database_clock_by_default(storage: Storage) -> None:
     await storage.role_heartbeat(role="reconciler", instance="proc_a")
     age = await storage.role_heartbeat_age_s(role="reconciler")
     assert age is not None and 0 <= age < 30
+
+
+async def test_every_role_age_in_one_read(storage: Storage, clock: FakeClock) -> None:
+    start = clock.now()
+    assert await storage.role_heartbeat_ages(now=start) == {}
+    await storage.role_heartbeat(role="worker", instance="proc_a", now=start)
+    await storage.role_heartbeat(role="worker", instance="proc_b", now=start + timedelta(seconds=5))
+    await storage.role_heartbeat(role="batches", instance="proc_a", now=start)
+    ages = await storage.role_heartbeat_ages(now=start + timedelta(seconds=20))
+    assert ages == {"worker": pytest.approx(15), "batches": pytest.approx(20)}
+
+
+async def test_a_stopped_process_is_forgotten_at_once(storage: Storage, clock: FakeClock) -> None:
+    await storage.role_heartbeat(role="worker", instance="proc_a", now=clock.now())
+    await storage.role_heartbeat(role="worker", instance="proc_b", now=clock.now())
+    await storage.role_heartbeat_forget(role="worker", instance="proc_a")
+    assert await storage.role_heartbeat_age_s(role="worker", now=clock.now()) == 0
+    await storage.role_heartbeat_forget(role="worker", instance="proc_b")
+    await storage.role_heartbeat_forget(role="worker", instance="proc_b")  # idempotent
+    assert await storage.role_heartbeat_age_s(role="worker", now=clock.now()) is None
+    assert await storage.role_heartbeat_ages(now=clock.now()) == {}
+
+
+async def test_which_roles_have_work(storage: Storage, clock: FakeClock) -> None:
+    assert await storage.roles_with_work() == frozenset()
+    tenant = await make_tenant(storage)
+    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    assert await storage.roles_with_work() == {"worker"}
+    await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    assert await storage.roles_with_work() == {"reaper"}  # a lease to watch

@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, str] = {
     ),
     **dict.fromkeys(("login", "key"), "jobgate.cli.login"),
     "listen": "jobgate.cli.listen",
+    "why": "jobgate.cli.why",
 }
 # How `jobgate --help` groups the commands; one that is in no group is listed under "Other".
 HELP_SECTIONS: dict[str, tuple[str, ...]] = {
@@ -37,7 +38,8 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "Operators (against the database)": ("tenants", "keys", "operators"),
     "Clients (against a server's API)": (
-        "submit", "status", "wait", "cancel", "jobs", "events", "dlq", "login", "key", "listen",
+        "submit", "status", "why", "wait", "cancel", "jobs", "events", "dlq", "login", "key",
+        "listen",
     ),
 }  # fmt: skip
 

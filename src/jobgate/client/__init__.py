@@ -40,6 +40,7 @@ from jobgate.client.models import (
     JobEvent,
     JobPage,
     JobStatus,
+    JobWaiting,
     OutputDelta,
 )
 from jobgate.client.webhooks import WebhookVerificationError, verify_webhook
@@ -65,6 +66,7 @@ __all__ = [
     "JobEvent",
     "JobPage",
     "JobStatus",
+    "JobWaiting",
     "Journal",
     "NotDeadLetteredError",
     "NotFoundError",

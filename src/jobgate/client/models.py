@@ -45,8 +45,31 @@ class JobError:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class JobWaiting:
+    """Why a job is not being worked on, as the server's claim rules see it: `reason` is one
+    of `scheduled`, `paused`, `no_worker`, `budget_exhausted`, `breaker_open`, `rate_limited`,
+    `tenant_cap`, `key_cap`, `queue`; `detail` says it for people; `until` is when it should
+    end by itself (Unix seconds; None: not by itself)."""
+
+    reason: str
+    detail: str
+    until: int | None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> JobWaiting:
+        until = data.get("until")
+        return cls(
+            reason=str(data.get("reason", "")),
+            detail=str(data.get("detail", "")),
+            until=until if isinstance(until, int) else None,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Job:
-    """A job as the server last described it. Times are Unix seconds."""
+    """A job as the server last described it. Times are Unix seconds. `waiting` (a status
+    read or a list) says why a job that is not running waits; None: nothing holds it, or the
+    answer did not say."""
 
     id: str
     status: str
@@ -71,6 +94,8 @@ class Job:
     dead_lettered: bool
     purged: bool
     raw: JSONObject = dataclasses.field(repr=False, compare=False)
+    waiting: JobWaiting | None = None
+    queue_position: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -84,7 +109,7 @@ class Job:
 
     @classmethod
     def from_json(cls, data: JSONObject) -> Job:
-        error = data.get("error")
+        error, waiting = data.get("error"), data.get("waiting")
         return cls(
             id=str(data["id"]),
             status=str(data["status"]),
@@ -109,6 +134,8 @@ class Job:
             dead_lettered=bool(data.get("dead_lettered")),
             purged=bool(data.get("purged")),
             raw=data,
+            waiting=JobWaiting.from_json(waiting) if isinstance(waiting, dict) else None,
+            queue_position=data.get("queue_position"),
         )
 
 

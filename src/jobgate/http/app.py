@@ -14,6 +14,7 @@ from jobgate.http import (
     bulk_routes,
     bulk_submit_routes,
     console_batches,
+    console_pauses,
     console_routes,
     dashboard,
     files_routes,
@@ -64,6 +65,7 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
     app.include_router(dashboard.router)
     app.include_router(console_routes.router)
     app.include_router(console_batches.router)
+    app.include_router(console_pauses.router)
     app.add_exception_handler(dashboard.LoginRequired, dashboard.login_redirect)
     app.include_router(provider_webhooks.router)
     app.add_exception_handler(errors.JobgateError, problems.handle_jobgate_error)

@@ -53,8 +53,11 @@ async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, An
     )
     rolled = rollups.rollup(transitions, depth, now=now, scope=scope, capped=read.capped)
     providers = sorted({d.provider for d in depth} | {t.provider for t in transitions})
+    waits = await ctx.waits.counts()
     return {
         "tenants": tenants,
+        "waits": {reason: count for reason, count in waits.items() if count},
+        "pauses": len(await ctx.pauses.all()),
         "storage_ok": read.storage_ok,
         "dialect": read.dialect,
         "totals": {
@@ -180,8 +183,13 @@ async def _job(ctx: AppContext, job_id: str) -> dict[str, Any]:
     detail = await ctx.dashboard.job(job_id)
     job, events = detail.job, detail.events
     show = ctx.settings.dashboard_show_content
+    waiting = None if job.terminal else await ctx.waits.of_job(job)
     return {
         "job": job,
+        "waiting": waiting,
+        "waiting_until": None
+        if waiting is None or waiting.until is None
+        else from_unix(waiting.until),
         "tenant": detail.tenant_name or "?",
         "events": events,
         "attempts": views.attempts(events),

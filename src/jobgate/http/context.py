@@ -15,7 +15,9 @@ from jobgate.services.dashboard_views import DashboardViews
 from jobgate.services.jobs import JobService
 from jobgate.services.operators import OperatorService
 from jobgate.services.pauses import PauseService
+from jobgate.services.presence import Presence
 from jobgate.services.tenants import TenantService
+from jobgate.services.waiting import Waits
 from jobgate.services.webhooks import WebhookService
 from jobgate.storage.protocol import ApiStorage
 from jobgate.storage.records import Tenant
@@ -30,6 +32,8 @@ class AppContext:
     webhooks: WebhookService
     operators: OperatorService
     batch_counts: RecentBatchCounts  # live batches' request counts, shared by the reads
+    presence: Presence  # which roles have a live process
+    waits: Waits  # why queued jobs wait
 
     @property
     def dashboard(self) -> DashboardViews:

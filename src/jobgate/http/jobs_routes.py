@@ -275,10 +275,11 @@ async def list_jobs(
         after=after,
         limit=limit,
     )
+    views = await job_notes.annotate_page(ctx, jobs, [job_view(job) for job in jobs])
     return json_response(
         {
             "object": "list",
-            "data": [job_view(job) for job in jobs],
+            "data": views,
             "has_more": has_more,
             "last_id": jobs[-1].id if jobs else None,
         }

@@ -155,6 +155,24 @@ class ErrorOut(pydantic.BaseModel):
     type: str
 
 
+class WaitingOut(pydantic.BaseModel):
+    reason: Literal[
+        "scheduled",
+        "paused",
+        "breaker_open",
+        "rate_limited",
+        "tenant_cap",
+        "key_cap",
+        "budget_exhausted",
+        "no_worker",
+        "queue",
+    ]
+    detail: str = pydantic.Field(description="The same, as a sentence for people")
+    until: int | None = pydantic.Field(
+        description="Unix seconds when it should end by itself (null: not by itself)"
+    )
+
+
 class JobOut(pydantic.BaseModel):
     id: str
     object: Literal["job"]
@@ -195,11 +213,18 @@ class JobOut(pydantic.BaseModel):
         "current attempt (an estimate: characters / 4); `progress` is then their fraction of "
         "the request's `max_tokens` (or `max_completion_tokens`, `max_output_tokens`), below 1",
     )
+    waiting: WaitingOut | None = pydantic.Field(
+        default=None,
+        description="GET of a job: why it is not being worked on, by the rules the claim "
+        "applies (a queued job: its run_at, a pause, no live worker, its tenant's budget, its "
+        "provider's breaker or rate limit, its tenant's or concurrency key's cap, or its turn "
+        "in `queue`); a background-mode job: no reconciler running. null: nothing holds it (a "
+        "queued job is first in line and a worker may claim it now)",
+    )
     note: str | None = pydantic.Field(
         default=None,
-        description="GET of a job: present when something outside the job holds it up, e.g. "
-        "a background-mode job with no reconciler running, or a queued job waiting for a "
-        "shared rate limit",
+        description="GET of a job: `waiting.detail` when something outside the job holds it "
+        "up (not for a job that only waits its turn)",
     )
     result: dict[str, Any] | None
     error: ErrorOut | None

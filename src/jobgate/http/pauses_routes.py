@@ -23,12 +23,11 @@ router = APIRouter(prefix="/v1", tags=["operations"], route_class=StrictJsonRout
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
     for status in (400, 401, 404, 413, 503)
-} | {
-    403: {
-        "model": ProblemOut,
-        "content": {"application/problem+json": {}},
-        "description": "A tenant key: pauses need an operator key (`jgo_…`)",
-    }
+}
+_PROBLEMS[403] = {
+    "model": ProblemOut,
+    "content": {"application/problem+json": {}},
+    "description": "A tenant key: pauses need an operator key (`jgo_…`)",
 }
 
 

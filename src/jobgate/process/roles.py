@@ -84,11 +84,6 @@ def _worker(parts: Parts) -> Role:
     )
 
 
-def _reconciler_heartbeat(parts: Parts) -> Role:
-    """Beats "a reconciler is alive", read by API and worker processes (startup warnings)."""
-    return presence.Heartbeat(parts.runtime.storage, parts.runtime.settings)
-
-
 # In start order (`jobgate serve` runs them all). Builders call the runtime's factories at
 # build time, so that a rebuilt role is a fresh object.
 ROLE_TABLE: tuple[RoleSpec, ...] = (
@@ -115,10 +110,7 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
     ),
     RoleSpec(
         "reconciler",
-        (
-            Loop("reconciler", lambda parts: parts.runtime.reconciler()),
-            Loop("reconciler-heartbeat", _reconciler_heartbeat, supervised=False),
-        ),
+        (Loop("reconciler", lambda parts: parts.runtime.reconciler()),),
         needs=frozenset({Need.PROVIDER_CREDENTIALS}),
     ),
     RoleSpec("batches", (Loop("batches", lambda parts: parts.runtime.batch_runner()),)),
@@ -199,6 +191,16 @@ async def run_roles(
         await _open_transport(parts)
     tasks: list[asyncio.Task[None]] = []
     running: list[Role] = []
+    # Every role but the API beats its presence, so that work no live process would take
+    # says so (services.presence); the roles of this process are present to it at once.
+    runtime.presence.local.update(spec.name for spec in chosen)
+    beating = [spec.name for spec in chosen if spec.name != "api"]
+    if beating:
+        heartbeat = presence.Heartbeat(
+            runtime.storage, runtime.settings, roles=beating, clock_=runtime.clock
+        )
+        running.append(heartbeat)
+        tasks.append(asyncio.create_task(heartbeat.run(), name="presence"))
     for spec in chosen:
         for loop in spec.loops:
             role = _start(loop, parts, runtime)
@@ -222,6 +224,7 @@ async def run_roles(
         role.request_stop()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     stopped.cancel()
+    runtime.presence.local.difference_update(spec.name for spec in chosen)
     if parts.transport is not None:
         await parts.transport.close()
     for task, result in zip(tasks, results, strict=True):

@@ -20,11 +20,13 @@ from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
 from jobgate.services.operators import OperatorService
+from jobgate.services.presence import Presence
 from jobgate.services.reaper import Reaper
 from jobgate.services.reconciler import Reconciler
 from jobgate.services.schedules import ScheduleService
 from jobgate.services.supervisor import RoleSupervisor
 from jobgate.services.tenants import TenantService
+from jobgate.services.waiting import Waits
 from jobgate.services.webhooks import WebhookService
 from jobgate.services.worker import Worker
 from jobgate.storage.factory import storage_for_url
@@ -72,6 +74,9 @@ class Runtime:
             limits=self.limits,
         )
         self.tenants = TenantService(storage=self.storage, ids=self.ids)
+        # Which roles have a live process: this one's (process.roles fills `local`), the
+        # others' by their heartbeats.
+        self.presence = Presence(self.storage, settings, clock_=self.clock)
         self.operators = OperatorService(storage=self.storage, ids=self.ids)
         self.supervisors: dict[str, RoleSupervisor] = {}  # by role, while run_roles runs
         self.webhooks = WebhookService(
@@ -113,6 +118,8 @@ class Runtime:
             webhooks=self.webhooks,
             operators=self.operators,
             batch_counts=RecentBatchCounts(storage=self.storage),
+            presence=self.presence,
+            waits=Waits(storage=self.storage, jobs=self.jobs, presence_=self.presence),
         )
 
     def worker(

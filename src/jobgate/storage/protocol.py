@@ -65,6 +65,8 @@ from jobgate.storage.records import (
     SubmitOutcome,
     Tenant,
     UsageEntry,
+    WaitGroup,
+    WaitRead,
 )
 from jobgate.wakeups import ChangeHub
 
@@ -715,6 +717,21 @@ class RolesStore(Protocol):
         if none ever was. Read-only."""
         ...
 
+    async def role_heartbeat_forget(self, *, role: str, instance: str) -> None:
+        """Forget `instance` of `role` (its process stops). Idempotent."""
+        ...
+
+    async def role_heartbeat_ages(self, *, now: datetime | None = None) -> dict[str, float]:
+        """Per role ever seen (and not forgotten): seconds since its freshest instance was
+        last seen, by the database's clock. Read-only."""
+        ...
+
+    async def roles_with_work(self) -> frozenset[str]:
+        """Which of the roles worker, batches, dispatcher and reaper have work now: queued
+        jobs; live batches; pending webhook deliveries; running jobs or active schedules.
+        Read-only."""
+        ...
+
 
 class PauseStore(Protocol):
     """Storage for pauses: the operator's holds on claims. Every claim statement skips the
@@ -746,6 +763,42 @@ class PauseStore(Protocol):
         ...
 
 
+class WaitStore(Protocol):
+    """What the claim would read about queued jobs, read the way the claim reads it: the pauses
+    covering them (`pause_covers`) and the worker slots their tenant and key hold."""
+
+    async def job_wait_facts(
+        self,
+        *,
+        tenant_id: str,
+        job_ids: Sequence[str],
+        count_running: bool,
+        count_keys: bool,
+        count_positions: bool = False,
+        now: datetime | None = None,
+    ) -> dict[str, WaitRead]:
+        """For those of `job_ids` that are `tenant_id`'s and queued (others are left out):
+        the database's time (or `now`), the oldest pause covering each, the slots held by its
+        tenant (`count_running`) and by its concurrency key (`count_keys`; None for a job
+        without one), and its place in line as job_queue_position counts it
+        (`count_positions`). Read-only."""
+        ...
+
+    async def queued_wait_groups(
+        self,
+        *,
+        keys: bool,
+        capped_tenants: Sequence[str],
+        limit: int,
+        now: datetime | None = None,
+    ) -> list[WaitGroup]:
+        """Every queued job counted once, in at most `limit` groups (the largest first) alike
+        for every claim rule: tenant, provider, model, concurrency key (only with `keys`) and
+        whether run_at is still ahead; each with its oldest covering pause and the slots its
+        tenant (tenants of `capped_tenants` only) and key hold. Read-only."""
+        ...
+
+
 class Storage(
     LifecycleStore,
     TenantStore,
@@ -760,6 +813,7 @@ class Storage(
     BatchStore,
     RolesStore,
     PauseStore,
+    WaitStore,
     SessionStore,
     BulkStore,
     RetentionStore,
@@ -840,6 +894,7 @@ class ApiStorage(
     LimitsStore,
     RolesStore,
     PauseStore,  # the operator's pauses
+    WaitStore,  # why queued jobs wait
     ScheduleStore,
     WebhookEndpointStore,
     FilesStore,

@@ -132,6 +132,16 @@ class TenantShare:
     weight: float = 1.0
     max_running_per_key: int = 0  # running jobs per concurrency key (0: no cap)
 
+    def tenant_full(self, running: int) -> bool:
+        """THE cap rule of every claim: a tenant holding max_running slots gets no more (the
+        PostgreSQL claims apply it in SQL, `claim_max_running`)."""
+        return self.max_running > 0 and running >= self.max_running
+
+    def key_full(self, running: int) -> bool:
+        """THE per-key rule of every claim: a concurrency key holding max_running_per_key
+        slots gets no more (PostgreSQL: `claim_key_cap`)."""
+        return self.max_running_per_key > 0 and running >= self.max_running_per_key
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClaimPolicy:
@@ -334,6 +344,41 @@ class Pause:
     reason: str | None
     created_by: str  # the operator who paused
     created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WaitRead:
+    """What the claim would read about one queued job (Storage.job_wait_facts): the database's
+    time, the oldest pause covering it, and (when asked) its place in line and the worker
+    slots its tenant and its concurrency key hold."""
+
+    job_id: str
+    now: datetime
+    pause_id: str | None
+    pause_reason: str | None
+    queue_position: int | None  # job_queue_position's count (when asked)
+    running: int | None
+    key_running: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WaitGroup:
+    """Queued jobs alike for every claim rule (Storage.queued_wait_groups): one tenant,
+    provider, model, concurrency key (only while a per-key cap applies) and side of their
+    run_at, with what the claim would read about them."""
+
+    tenant_id: str
+    provider: str
+    model: str | None
+    concurrency_key: str | None
+    scheduled: bool  # run_at is still ahead
+    run_at: datetime  # the earliest of the group
+    queued: int
+    now: datetime
+    pause_id: str | None
+    pause_reason: str | None
+    running: int | None
+    key_running: int | None
 
 
 # -- providers: background jobs as the reconciler sees them, settlements, and the answer to

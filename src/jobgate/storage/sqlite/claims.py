@@ -41,10 +41,10 @@ class RunningSlots:
     def take(self, share: TenantShare, tenant: str, key: str | None) -> bool:
         """Take a slot for one more job of `tenant` (and `key`) if its caps (0: none) leave
         one free."""
-        if share.max_running > 0 and self.tenants.get(tenant, 0) >= share.max_running:
+        if share.tenant_full(self.tenants.get(tenant, 0)):
             return False
         slot = (tenant, key) if share.max_running_per_key > 0 and key is not None else None
-        if slot is not None and self.keys.get(slot, 0) >= share.max_running_per_key:
+        if slot is not None and share.key_full(self.keys.get(slot, 0)):
             return False
         self.tenants[tenant] = self.tenants.get(tenant, 0) + 1
         if slot is not None:

@@ -24,6 +24,7 @@ from jobgate.storage.store.roles import RoleQueries
 from jobgate.storage.store.schedules import ScheduleQueries
 from jobgate.storage.store.streams import StreamQueries
 from jobgate.storage.store.transport import TransportQueries
+from jobgate.storage.store.waiting import WaitQueries
 from jobgate.storage.store.webhooks import WebhookQueries
 from jobgate.wakeups import ChangeHub
 
@@ -33,6 +34,7 @@ class SqlStore(
     JobQueries,
     RoleQueries,
     PauseQueries,
+    WaitQueries,
     LimitQueries,
     RateLimitQueries,
     ScheduleQueries,

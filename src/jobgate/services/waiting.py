@@ -1,0 +1,193 @@
+"""Why queued jobs wait, read the way the claim reads it (domain.waiting orders the reasons).
+
+Each fact comes from the code the claim itself runs: the pause covering a job and the slots
+its tenant and key hold from the storage (the claims' SQL fragments), the tenant's caps and
+budget from LimitsService.claim_policy, the breaker from the provider gates (shared through
+the database like the workers'), the rate limit from the shared buckets, a live worker from
+role presence. The cheap facts are in process and cached as the claim caches them; the one
+read of the database is made only for jobs that are queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, time, timedelta
+from typing import Protocol
+
+from jobgate.domain import waiting
+from jobgate.domain.job import Job
+from jobgate.domain.states import JobState
+from jobgate.domain.waiting import CapFact, PauseFact, WaitFacts, Waiting
+from jobgate.providers.gates import ProviderGates
+from jobgate.services import presence, rate_limits
+from jobgate.services.jobs import JobService
+from jobgate.storage.protocol import RateLimitStore, WaitStore
+from jobgate.storage.records import ClaimPolicy, WaitGroup, WaitRead
+
+MAX_GROUPS = 1_000  # the console's count reads at most this many groups of alike jobs
+
+
+class WaitStorage(WaitStore, RateLimitStore, Protocol):
+    """What explaining a wait reads: the claim's facts, and the shared rate-limit buckets."""
+
+
+class Waits:
+    def __init__(
+        self, *, storage: WaitStorage, jobs: JobService, presence_: presence.Presence
+    ) -> None:
+        self._storage = storage
+        self._jobs = jobs
+        self._presence = presence_
+
+    @property
+    def _gates(self) -> ProviderGates:
+        return self._jobs.providers.gates
+
+    async def of_job(self, job: Job, *, queue_position: int | None = None) -> Waiting | None:
+        """Why `job` waits: for a queued job the claim's first objection (None: a worker may
+        claim it now); for a background job at its provider, a missing reconciler. A queued
+        job's `queue_position` is read here unless the caller read it."""
+        if job.state is JobState.QUEUED:
+            positions: dict[str, int | None] | None = (
+                None if queue_position is None else {job.id: queue_position}
+            )
+            found = await self.of_queued([job], positions=positions)
+            return found.get(job.id)
+        if job.state is JobState.RUNNING and job.phase == "awaiting_provider":
+            missing = await self._presence.reconciler_missing()
+            if missing is not None:
+                return Waiting(waiting.NO_WORKER, f"waiting for a reconciler: {missing}")
+        return None
+
+    async def of_queued(
+        self, jobs: Sequence[Job], *, positions: dict[str, int | None] | None = None
+    ) -> dict[str, Waiting | None]:
+        """Why each queued job of `jobs` (one tenant's) waits, by id; jobs that are not queued
+        are left out. `positions`: their places in line when the caller read them (else they
+        are read here)."""
+        queued = [job for job in jobs if job.state is JobState.QUEUED]
+        if not queued:
+            return {}
+        tenant_id = queued[0].tenant_id
+        policy = await self._policy()
+        share = policy.share(tenant_id)
+        reads = await self._storage.job_wait_facts(
+            tenant_id=tenant_id,
+            job_ids=[job.id for job in queued],
+            count_running=share.max_running > 0,
+            count_keys=share.max_running_per_key > 0,
+            count_positions=positions is None,
+        )
+        no_worker = await self._presence.missing(presence.WORKER)
+        found: dict[str, Waiting | None] = {}
+        for job in queued:
+            read = reads.get(job.id)
+            if read is None:  # claimed (or gone) since it was read
+                continue
+            facts = await self._facts(
+                job.tenant_id,
+                job.provider,
+                job.model,
+                key=job.concurrency_key,
+                run_at=job.run_at,
+                read=read,
+                policy=policy,
+                no_worker=no_worker,
+                position=read.queue_position if positions is None else positions.get(job.id),
+            )
+            found[job.id] = waiting.explain(facts)
+        return found
+
+    async def counts(self) -> dict[str, int]:
+        """How many queued jobs wait for each reason (REASONS order; `queue`: nothing holds
+        them but their turn), from groups of alike jobs: the console's overview."""
+        policy = await self._policy()
+        tenant_ids: list[str] = list(policy.tenants)
+        if policy.default.max_running > 0:  # every tenant without a share of its own
+            tenant_ids = [t.id for t in await self._jobs.storage.tenant_list()]
+        capped = [t for t in tenant_ids if policy.share(t).max_running > 0]
+        groups = await self._storage.queued_wait_groups(
+            keys=policy.keys_capped, capped_tenants=capped, limit=MAX_GROUPS
+        )
+        no_worker = await self._presence.missing(presence.WORKER)
+        counts = dict.fromkeys(waiting.REASONS, 0)
+        for group in groups:
+            facts = await self._facts(
+                group.tenant_id,
+                group.provider,
+                group.model,
+                key=group.concurrency_key,
+                run_at=group.run_at,
+                read=group,
+                policy=policy,
+                no_worker=no_worker,
+                position=None,
+            )
+            found = waiting.explain(facts)
+            counts[waiting.QUEUE if found is None else found.reason] += group.queued
+        return counts
+
+    async def _policy(self) -> ClaimPolicy:
+        await self._jobs.breakers.sync()  # the breakers every worker reads (cached ~1 s)
+        return await self._jobs.limits.claim_policy()
+
+    async def _facts(
+        self,
+        tenant_id: str,
+        provider: str,
+        model: str | None,
+        *,
+        key: str | None,
+        run_at: datetime,
+        read: WaitRead | WaitGroup,
+        policy: ClaimPolicy,
+        no_worker: str | None,
+        position: int | None,
+    ) -> WaitFacts:
+        now = read.now.timestamp()
+        share = policy.share(tenant_id)
+        gate = self._gates.gate(provider)
+        breaker_until = provider_paused_s = None
+        if gate is not None:
+            left = gate.breaker.open_left_s()
+            breaker_until = None if left is None else now + left
+            provider_paused_s = gate.breaker.paused_left_s()
+        return WaitFacts(
+            now=now,
+            run_at=run_at.timestamp(),
+            provider=provider,
+            pause=None if read.pause_id is None else PauseFact(read.pause_id, read.pause_reason),
+            no_worker=no_worker,
+            over_budget_until=(
+                _next_midnight(read.now) if tenant_id in policy.blocked_tenants else None
+            ),
+            breaker_open_until=breaker_until,
+            rate_limited_s=await self._rate_wait_s(provider, model),
+            provider_paused_s=provider_paused_s or 0.0,
+            tenant_cap=(
+                CapFact(read.running, share.max_running)
+                if read.running is not None and share.tenant_full(read.running)
+                else None
+            ),
+            key_cap=(
+                CapFact(read.key_running, share.max_running_per_key, key)
+                if read.key_running is not None and share.key_full(read.key_running)
+                else None
+            ),
+            queue_position=position,
+        )
+
+    async def _rate_wait_s(self, provider: str, model: str | None) -> float:
+        """The shared buckets' wait for a job of `model` (0 without a rate limit: no read)."""
+        providers = self._jobs.providers
+        try:
+            config = providers.config(provider)
+        except KeyError:
+            return 0.0
+        return await rate_limits.wait_of(self._storage, provider, config, model)
+
+
+def _next_midnight(now: datetime) -> float:
+    """The next UTC midnight after `now` (the database's time): when daily budgets reset."""
+    tomorrow = now.astimezone(UTC).date() + timedelta(days=1)
+    return datetime.combine(tomorrow, time(0), tzinfo=UTC).timestamp()

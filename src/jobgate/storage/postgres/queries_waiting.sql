@@ -1,0 +1,71 @@
+-- Why queued jobs wait (PostgreSQL): what the claim reads about them, read the same way.
+
+-- fragment: holds_slot
+-- Whether job `r` holds a worker slot, as the claims count them (background jobs at a
+-- provider hold none).
+(r.state = 'running' AND r.lease_token IS NOT NULL)
+
+-- name: job_wait_facts
+-- For a tenant's queued jobs: the database's time, the oldest pause covering each (the claims'
+-- pause_covers), and when asked the slots its tenant and its concurrency key hold and its
+-- place in line (job_queue_position's count).
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+)
+SELECT j.id AS job_id, clock.now, p.id AS pause_id, p.reason AS pause_reason,
+       CASE WHEN :count_positions::boolean THEN
+           jobgate_queue_position(j.tenant_id, j.priority, j.run_at, j.id, clock.now, :counted)
+       END AS queue_position,
+       CASE WHEN :count_running::boolean THEN
+           (SELECT count(*)::integer FROM jobs AS r
+             WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
+       END AS running,
+       CASE WHEN :count_keys::boolean AND j.concurrency_key IS NOT NULL THEN
+           (SELECT count(*)::integer FROM jobs AS r
+             WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
+               AND {{holds_slot}})
+       END AS key_running
+  FROM jobs AS j
+ CROSS JOIN clock
+  LEFT JOIN LATERAL (
+       SELECT p.id, p.reason FROM pauses AS p
+        WHERE {{pause_covers}}
+        ORDER BY p.created_at, p.id
+        LIMIT 1) AS p ON true
+ WHERE j.id = ANY(:ids::text[]) AND j.tenant_id = :tenant_id AND j.state = 'queued'
+
+-- name: queued_wait_groups
+-- Queued jobs grouped by what every claim rule reads (tenant, provider, model, the concurrency
+-- key while :keys, run_at come or not), the largest groups first, each with the oldest pause
+-- covering it and the slots held by its tenant (for :capped_tenants) and key.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), grouped AS (
+    SELECT q.tenant_id, q.provider, q.model,
+           CASE WHEN :keys::boolean THEN q.concurrency_key END AS concurrency_key,
+           q.run_at > clock.now AS scheduled, min(q.run_at) AS run_at,
+           count(*)::integer AS queued
+      FROM jobs AS q
+     CROSS JOIN clock
+     WHERE q.state = 'queued'
+     GROUP BY 1, 2, 3, 4, 5
+     ORDER BY queued DESC
+     LIMIT :limit
+)
+SELECT j.*, clock.now, p.id AS pause_id, p.reason AS pause_reason,
+       CASE WHEN j.tenant_id = ANY(:capped_tenants::text[]) THEN
+           (SELECT count(*)::integer FROM jobs AS r
+             WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
+       END AS running,
+       CASE WHEN j.concurrency_key IS NOT NULL THEN
+           (SELECT count(*)::integer FROM jobs AS r
+             WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
+               AND {{holds_slot}})
+       END AS key_running
+  FROM grouped AS j
+ CROSS JOIN clock
+  LEFT JOIN LATERAL (
+       SELECT p.id, p.reason FROM pauses AS p
+        WHERE {{pause_covers}}
+        ORDER BY p.created_at, p.id
+        LIMIT 1) AS p ON true

@@ -1,0 +1,64 @@
+-- Why queued jobs wait (SQLite): what the claim reads about them, read the same way.
+
+-- fragment: holds_slot
+-- Whether job `r` holds a worker slot, as the claims count them (background jobs at a
+-- provider hold none).
+(r.state = 'running' AND r.lease_token IS NOT NULL)
+
+-- fragment: covering_pause
+-- The id of the oldest pause covering job `j` (the claims' pause_covers).
+(SELECT p.id FROM pauses AS p WHERE {{pause_covers}} ORDER BY p.created_at, p.id LIMIT 1)
+
+-- name: job_wait_facts
+-- For a tenant's queued jobs: the time, the oldest pause covering each (the claims'
+-- pause_covers), and when asked the slots its tenant and its concurrency key hold and its
+-- place in line (job_queue_position's count).
+SELECT j.id AS job_id, :now AS now,
+       {{covering_pause}} AS pause_id,
+       CASE WHEN :count_positions THEN
+           (SELECT count(*) + 1
+              FROM (SELECT 1
+                      FROM jobs AS a
+                     WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id AND a.run_at <= :now
+                       AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
+                     LIMIT :counted) AS ahead)
+       END AS queue_position,
+       (SELECT p.reason FROM pauses AS p WHERE p.id = {{covering_pause}}) AS pause_reason,
+       CASE WHEN :count_running THEN
+           (SELECT count(*) FROM jobs AS r WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
+       END AS running,
+       CASE WHEN :count_keys AND j.concurrency_key IS NOT NULL THEN
+           (SELECT count(*) FROM jobs AS r
+             WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
+               AND {{holds_slot}})
+       END AS key_running
+  FROM jobs AS j
+ WHERE j.id IN (SELECT value FROM json_each(:ids)) AND j.tenant_id = :tenant_id
+   AND j.state = 'queued'
+
+-- name: queued_wait_groups
+-- Queued jobs grouped by what every claim rule reads (tenant, provider, model, the concurrency
+-- key while :keys, run_at come or not), the largest groups first, each with the oldest pause
+-- covering it and the slots held by its tenant (for :capped_tenants) and key.
+WITH grouped AS (
+    SELECT q.tenant_id, q.provider, q.model,
+           CASE WHEN :keys THEN q.concurrency_key END AS concurrency_key,
+           q.run_at > :now AS scheduled, min(q.run_at) AS run_at, count(*) AS queued
+      FROM jobs AS q
+     WHERE q.state = 'queued'
+     GROUP BY 1, 2, 3, 4, 5
+     ORDER BY queued DESC
+     LIMIT :limit
+)
+SELECT j.*, :now AS now,
+       {{covering_pause}} AS pause_id,
+       (SELECT p.reason FROM pauses AS p WHERE p.id = {{covering_pause}}) AS pause_reason,
+       CASE WHEN j.tenant_id IN (SELECT value FROM json_each(:capped_tenants)) THEN
+           (SELECT count(*) FROM jobs AS r WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
+       END AS running,
+       CASE WHEN j.concurrency_key IS NOT NULL THEN
+           (SELECT count(*) FROM jobs AS r
+             WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
+               AND {{holds_slot}})
+       END AS key_running
+  FROM grouped AS j

@@ -1,0 +1,124 @@
+"""`waiting` on GET /v1/jobs/{id} and GET /v1/jobs, on both backends: each reason the claim can
+have for passing a queued job over is shown as the claim sees it (a schedule, a pause, no live
+worker, a budget, an open breaker, a rate limit, a tenant cap, a key cap, its turn), and a job
+nothing holds says null."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobgate.config import Settings
+from jobgate.domain import waiting
+from jobgate.process.runtime import Runtime
+from jobgate.storage.protocol import Storage
+from jobgate.testing import FakeClock
+from tests import waiting_scenarios as held
+from tests.api_server import Api
+
+
+@pytest.fixture
+def runtime(storage: Storage, settings: Settings, clock: FakeClock) -> Runtime:
+    return held.limited_runtime(storage, settings, clock)
+
+
+async def waiting_of(found: held.Held) -> dict[str, Any]:
+    view = await found.tenant.read(found.job_id)
+    assert view["status"] == "queued"
+    shown: dict[str, Any] = view["waiting"]
+    assert shown is not None, view
+    assert shown["reason"] == "queue" or view["note"] == shown["detail"]
+    return shown
+
+
+def test_every_reason_has_a_scenario() -> None:
+    assert tuple(held.SCENARIOS) == waiting.REASONS
+
+
+@pytest.mark.parametrize("reason", waiting.REASONS)
+async def test_each_reason_is_shown_on_the_job_and_in_the_list(
+    api: Api, clock: FakeClock, reason: str
+) -> None:
+    found = await held.SCENARIOS[reason](api, clock)
+    shown = await waiting_of(found)
+    assert shown["reason"] == reason
+    page = await api.http.get("/v1/jobs", headers=found.tenant.headers)
+    listed = {job["id"]: job["waiting"] for job in page.json()["data"]}
+    assert listed[found.job_id] == shown
+
+
+async def test_a_job_first_in_line_waits_for_nothing_the_next_for_its_turn(api: Api) -> None:
+    acme = await held.tenant(api)
+    first, second = await acme.submit(), await acme.submit()
+    view = await acme.read(first)
+    assert view["waiting"] is None and view["queue_position"] == 1 and "note" not in view
+    behind = await waiting_of(held.Held("queue", acme, second))
+    assert behind["reason"] == "queue" and behind["until"] is None
+    assert "1 job of its tenant is ahead" in behind["detail"]
+    listed = (await api.http.get("/v1/jobs", headers=acme.headers)).json()["data"]
+    assert {job["id"]: job["waiting"] for job in listed} == {first: None, second: behind}
+
+
+async def test_no_live_worker(api: Api, clock: FakeClock) -> None:
+    shown = await waiting_of(await held.no_worker(api, clock))
+    assert shown["until"] is None
+    assert "no worker has ever run" in shown["detail"] and "jobgate worker" in shown["detail"]
+
+
+async def test_a_schedule_until_its_run_at(api: Api, clock: FakeClock) -> None:
+    found = await held.scheduled(api, clock)
+    shown = await waiting_of(found)
+    assert shown["until"] == (await found.tenant.read(found.job_id))["run_at"]
+
+
+async def test_a_pause_names_itself_and_its_reason(api: Api, clock: FakeClock) -> None:
+    shown = await waiting_of(await held.paused(api, clock))
+    (pause,) = await api.runtime.storage.pause_list()
+    assert shown["until"] is None
+    assert pause.id in shown["detail"] and "provider incident" in shown["detail"]
+
+
+async def test_an_exhausted_budget_until_utc_midnight(api: Api, clock: FakeClock) -> None:
+    shown = await waiting_of(await held.budget_exhausted(api, clock))
+    assert "budget" in shown["detail"] and shown["until"] % 86_400 == 0
+
+
+async def test_an_open_breaker_until_it_half_opens(api: Api, clock: FakeClock) -> None:
+    found = await held.breaker_open(api, clock)
+    shown = await waiting_of(found)
+    assert "sim" in shown["detail"]
+    created = (await found.tenant.read(found.job_id))["created_at"]
+    assert created + 100 <= shown["until"] <= created + 7200
+
+
+async def test_a_rate_limit_keeps_its_phase(api: Api, clock: FakeClock) -> None:
+    found = await held.rate_limited(api, clock)
+    view = await found.tenant.read(found.job_id)
+    assert view["phase"] == "rate_limited" and view["waiting"]["until"] is not None
+    assert "rate limit of sim" in view["waiting"]["detail"]
+
+
+async def test_a_tenant_cap_says_how_many_run(api: Api, clock: FakeClock) -> None:
+    shown = await waiting_of(await held.tenant_cap(api, clock))
+    assert shown["until"] is None
+    assert "runs 1 jobs" in shown["detail"] and "max_running is 1" in shown["detail"]
+
+
+async def test_a_key_cap_names_the_key_and_spares_the_others(api: Api, clock: FakeClock) -> None:
+    found = await held.key_cap(api, clock)
+    assert "'user-7'" in (await waiting_of(found))["detail"]
+    other = await found.tenant.submit(concurrency_key="user-8")
+    assert (await found.tenant.read(other))["waiting"]["reason"] == "queue"  # its key has room
+
+
+async def test_the_first_reason_the_claim_asks_wins(api: Api, clock: FakeClock) -> None:
+    found = await held.scheduled(api, clock)
+    await held.operator_pause(api, tenant="acme")
+    assert (await waiting_of(found))["reason"] == "scheduled"  # and paused too
+    (pause,) = await api.runtime.storage.pause_list()
+    await api.runtime.storage.breaker_open(provider="sim", open_s=120, opened_by="worker:x")
+    await api.runtime.storage.pause_delete(pause_id=pause.id)
+    clock.advance(1)  # the shared breakers are read at most once a second, as a worker does
+    unscheduled = await found.tenant.submit()
+    assert (await found.tenant.read(unscheduled))["waiting"]["reason"] == "breaker_open"
