@@ -11,7 +11,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from jobgate import errors
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render, same_origin
-from jobgate.http.models import ObjectId
+from jobgate.http.object_ids import PauseId
 from jobgate.services import pauses
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -72,7 +72,7 @@ async def pause(request: Request, ctx: Ctx, who: Operator) -> Response:
 
 
 @router.post("/pauses/{pause_id}/resume")
-async def resume(pause_id: ObjectId, request: Request, ctx: Ctx, who: Operator) -> Response:
+async def resume(pause_id: PauseId, request: Request, ctx: Ctx, who: Operator) -> Response:
     same_origin(request)
     await ctx.pauses.resume(pause_id, operator=who)
     return RedirectResponse("/dashboard/pauses", status_code=303)

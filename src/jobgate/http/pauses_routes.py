@@ -14,7 +14,8 @@ from jobgate import errors
 from jobgate.clock import to_unix
 from jobgate.http.context import Ctx, context
 from jobgate.http.json_response import json_response
-from jobgate.http.models import ObjectId, ProblemOut
+from jobgate.http.models import ProblemOut
+from jobgate.http.object_ids import PauseId
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services import operators, pauses
 from jobgate.storage.records import Pause
@@ -133,7 +134,7 @@ async def list_pauses(ctx: Ctx, operator: Operator) -> Response:
     responses=_PROBLEMS,
     summary="Resume: delete a pause (operator key)",
 )
-async def delete_pause(pause_id: ObjectId, ctx: Ctx, operator: Operator) -> Response:
+async def delete_pause(pause_id: PauseId, ctx: Ctx, operator: Operator) -> Response:
     service = ctx.pauses
     (resumed,) = await service.resume(pause_id, operator=operator)
     view = pause_view(resumed, await service.tenant_names([resumed]))
