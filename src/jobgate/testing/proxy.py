@@ -10,6 +10,9 @@
                           # server holding these bytes is dropped and its connection reset: a
                           # reply lost after the commit (PostgreSQL's PortalSuspended, then
                           # ReadyForQuery idle: the end of a committed fetchrow)
+    proxy.cut_reply(b"pg_advisory_xact_lock", silently=True)  # that reply is dropped and its
+                          # link blackholed: the client hears nothing more, and the server
+                          # never learns that it is gone (a partition, not a reset)
     proxy.close()
 
 It runs its own event loop in a daemon thread, so sync and async tests use it alike.
@@ -65,7 +68,7 @@ class TcpProxy:
         self.mode = PASS
         self.delay_s = 0.0
         self.connections_total = 0
-        self._cut_markers: list[bytes] = []
+        self._cut_markers: list[tuple[bytes, bool]] = []  # (marker, silently)
         self.replies_cut = 0
         self._links: set[_Link] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -119,10 +122,12 @@ class TcpProxy:
         """Forward normally again (connections blackholed or reset before stay dead)."""
         self._call(self._set, PASS, 0.0)
 
-    def cut_reply(self, marker: bytes) -> None:
+    def cut_reply(self, marker: bytes, *, silently: bool = False) -> None:
         """The next chunk from upstream that contains `marker` is dropped and its connection
-        reset both ways, once: the server did the work, its answer never arrives."""
-        self._call(self._cut_markers.append, marker)
+        reset both ways, once: the server did the work, its answer never arrives. `silently`:
+        the connection is blackholed instead of reset, so that the server keeps it open and
+        waits for a client that will never speak again (a network partition)."""
+        self._call(self._cut_markers.append, (marker, silently))
 
     @property
     def open_connections(self) -> int:
@@ -228,13 +233,15 @@ class TcpProxy:
                 if end is not None and not end.transport.is_closing():
                     end.close()
 
-    def _cut(self, chunk: bytes) -> bool:
-        for marker in self._cut_markers:
+    def _cut(self, chunk: bytes) -> tuple[bool, bool]:
+        """Whether to cut at `chunk`, and whether silently."""
+        for entry in self._cut_markers:
+            marker, silently = entry
             if marker in chunk:
-                self._cut_markers.remove(marker)
+                self._cut_markers.remove(entry)
                 self.replies_cut += 1
-                return True
-        return False
+                return True, silently
+        return False, False
 
     async def _pipe(
         self,
@@ -270,7 +277,11 @@ class TcpProxy:
                     if not chunk:
                         return
                     continue
-                if from_upstream and self._cut(chunk):
+                cut, silently = self._cut(chunk) if from_upstream else (False, False)
+                if cut and silently:
+                    link.blackholed = True
+                    continue
+                if cut:
                     link.abort()
                     return
                 queue.put_nowait((loop.time() + self.delay_s, chunk))

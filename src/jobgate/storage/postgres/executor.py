@@ -184,13 +184,20 @@ class PostgresExecutor:
     for one keeps its bound (`acquire_timeout_s`)."""
 
     def __init__(
-        self, dsn: str, *, pool_size: int, acquire_timeout_s: float, lock_timeout_ms: int
+        self,
+        dsn: str,
+        *,
+        pool_size: int,
+        acquire_timeout_s: float,
+        lock_timeout_ms: int,
+        idle_in_transaction_ms: int,
     ) -> None:
         self.codec: Codec = PostgresCodec()
         self._dsn = dsn
         self._pool_size = pool_size
         self._acquire_timeout_s = acquire_timeout_s
         self._lock_timeout_ms = lock_timeout_ms
+        self._idle_in_transaction_ms = idle_in_transaction_ms
         self._pool: asyncpg.Pool | None = None
         # Connections taken from the pool and idle, the last kept on top: (connection, kept
         # since (_now), calls run on it since it left the pool).
@@ -212,6 +219,10 @@ class PostgresExecutor:
                 command_timeout=60,
                 server_settings={
                     "lock_timeout": str(self._lock_timeout_ms),
+                    # A session idle inside a transaction is a client that is gone (jobgate
+                    # never waits on anything but the database within one): the server ends
+                    # it, and gives its locks back, instead of waiting for its TCP keepalive.
+                    "idle_in_transaction_session_timeout": str(self._idle_in_transaction_ms),
                     "application_name": "jobgate",
                 },
             )

@@ -92,6 +92,7 @@ class PostgresStorage(
         pool_size: int = 10,
         acquire_timeout_s: float = 5.0,
         lock_timeout_ms: int = 5000,
+        idle_in_transaction_ms: int = 10_000,
     ) -> None:
         self.dsn = dsn
         super().__init__(
@@ -100,6 +101,7 @@ class PostgresStorage(
                 pool_size=pool_size,
                 acquire_timeout_s=acquire_timeout_s,
                 lock_timeout_ms=lock_timeout_ms,
+                idle_in_transaction_ms=idle_in_transaction_ms,
             )
         )
         self._listening = asyncio.Event()
