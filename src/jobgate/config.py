@@ -264,6 +264,9 @@ class Settings(pydantic.BaseModel):
     files_max_bytes: int = pydantic.Field(default=200 * 1024 * 1024, gt=0)
     batch_max_lines: int = pydantic.Field(default=50_000, gt=0)
     batch_priority: int = pydantic.Field(default=8, ge=0, le=9)
+    # Live stream readers (job output, job events, Responses streams) one tenant may hold open
+    # on one API process; one more is answered 429. Readers of one job share one feed.
+    stream_readers_per_tenant: int = pydantic.Field(default=500, gt=0)
     # What carries "job ready" to workers (docs/transports.md): `database` (claims straight from
     # the job table), or a broker URL: redis://host:port/db, amqp://user:pass@host:port/vhost,
     # sqs://QUEUE?endpoint_url=…&region=…. The job row stays the truth either way.
@@ -346,7 +349,7 @@ _ENV_FIELDS = (
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
     "request_head_timeout_s", "keep_alive_s", "max_request_head_bytes", "max_request_headers",
     "max_request_line_bytes", "dashboard_session_ttl_s", "dashboard_show_content",
-    "files_max_bytes", "batch_max_lines", "batch_priority",
+    "files_max_bytes", "batch_max_lines", "batch_priority", "stream_readers_per_tenant",
     "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",
     "transport_window",
 )  # fmt: skip

@@ -16,7 +16,8 @@ JobgateError
 ├── IdempotencyKeyReused         same key, different body
 ├── IdempotencyInProgress        same key while the first submit is still committing
 ├── LimitExceeded                a tenant limit refuses the request (limit)
-│   └── QueueFull                backpressure (retry_after_s)
+│   ├── QueueFull                backpressure (retry_after_s)
+│   └── TooManyStreams           a tenant's live stream readers at their bound (retry_after_s)
 └── ProviderError                classified once, inside the adapter
     ├── ProviderRetryable        timeouts, 5xx, overloaded
     ├── ProviderRateLimited      429 (retry_after_s)
@@ -162,6 +163,19 @@ class QueueFull(LimitExceeded):
 
     def __init__(self, limit: str, retry_after_s: int) -> None:
         super().__init__(limit, f"queue is full ({limit}); retry later", status=429)
+        self.retry_after_s = retry_after_s
+
+
+class TooManyStreams(LimitExceeded):
+    code = "too_many_streams"
+
+    def __init__(self, bound: int, retry_after_s: int) -> None:
+        super().__init__(
+            "stream_readers_per_tenant",
+            f"this tenant already has {bound} live streams open on this server "
+            "(stream_readers_per_tenant); close one or retry later",
+            status=429,
+        )
         self.retry_after_s = retry_after_s
 
 

@@ -170,6 +170,18 @@ OUTPUT_CHUNKS = Counter(
 OUTPUT_STREAMS_OPEN = Gauge(
     "jobgate_output_streams_open", "Live output streams this API process is serving"
 )
+STREAM_READERS = Gauge(
+    "jobgate_stream_readers",
+    "Live stream readers (job output, job events, Responses) this API process is serving",
+)
+STREAM_FEEDS = Gauge(
+    "jobgate_stream_feeds",
+    "Jobs this API process follows for its live stream readers (one feed per job, shared)",
+)
+STREAM_READERS_REFUSED = Counter(
+    "jobgate_stream_readers_refused",
+    "Live streams refused (429) because the tenant held stream_readers_per_tenant already",
+)
 
 # -- shared rate limits (issue 19) -------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from jobgate.services import operators
 from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.dashboard_views import DashboardViews
 from jobgate.services.jobs import JobService
+from jobgate.services.live_feeds import LiveFeeds
 from jobgate.services.operators import OperatorService
 from jobgate.services.pauses import PauseService
 from jobgate.services.presence import Presence
@@ -34,6 +35,7 @@ class AppContext:
     batch_counts: RecentBatchCounts  # live batches' request counts, shared by the reads
     presence: Presence  # which roles have a live process
     waits: Waits  # why queued jobs wait
+    feeds: LiveFeeds  # live stream readers: one feed per job, readers bounded per tenant
 
     @property
     def dashboard(self) -> DashboardViews:

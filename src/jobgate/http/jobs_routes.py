@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header, Query, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from jobgate import errors, failpoints
 from jobgate.domain import ranges
 from jobgate.domain.states import JobState
-from jobgate.http import job_notes
+from jobgate.http import job_notes, live_streams
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.disconnect import unless_disconnected
 from jobgate.http.json_response import json_response
@@ -27,9 +27,9 @@ from jobgate.http.models import (
 from jobgate.http.object_ids import JobId
 from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.views import event_view, job_view
+from jobgate.services import live_feeds
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import Tenant
-from jobgate.wakeups import wait_for
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=StrictJsonRoute)
 
@@ -213,12 +213,9 @@ async def job_events(
                 raise errors.InvalidRequest(
                     "Last-Event-ID must be an event sequence number", param="Last-Event-ID"
                 ) from None
-        await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
-        return StreamingResponse(
-            _event_stream(ctx, tenant.id, job_id, start),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
+        with live_streams.admitted(ctx.feeds, tenant.id) as slot:  # 429 beyond the bound
+            await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream
+            return live_streams.sse(_event_stream(ctx, tenant.id, job_id, start), slot)
     events = await ctx.jobs.events(
         tenant_id=tenant.id, job_id=job_id, after_seq=after, limit=limit + 1
     )
@@ -232,18 +229,28 @@ async def job_events(
 
 
 async def _event_stream(ctx: Ctx, tenant_id: str, job_id: str, after: int) -> AsyncIterator[bytes]:
+    """The transitions after `after` as the job's feed (services.live_feeds, shared by every
+    reader of the job in this process) reads them, until the job is terminal. Ends early, where
+    the client can resume, if the job is deleted or the stream cannot be carried on."""
     last = after
-    with ctx.storage.changes.watch_job(job_id) as changed:
-        while True:
-            job = await ctx.jobs.view(tenant_id=tenant_id, job_id=job_id)
-            for event in await ctx.jobs.events(tenant_id=tenant_id, job_id=job_id, after_seq=last):
-                last = event.seq
-                data = orjson.dumps(event_view(event)).decode()
-                yield f"id: {event.seq}\nevent: job.event\ndata: {data}\n\n".encode()
-            if job.terminal:
-                return
-            if not await wait_for(changed, min(_KEEPALIVE_S, ctx.jobs.poll_fallback_s * 15)):
-                yield b": keep-alive\n\n"
+    try:
+        async with ctx.feeds.follow(tenant_id=tenant_id, job_id=job_id, kind="events") as feed:
+            seen = 0
+            while True:
+                snapshot = await feed.next(seen, _KEEPALIVE_S)
+                if snapshot is None:
+                    yield b": keep-alive\n\n"
+                    continue
+                seen = snapshot.version
+                for event in snapshot.events:
+                    if event.seq > last:
+                        last = event.seq
+                        data = orjson.dumps(event_view(event)).decode()
+                        yield f"id: {event.seq}\nevent: job.event\ndata: {data}\n\n".encode()
+                if snapshot.job.terminal:
+                    return
+    except (errors.NotFound, errors.StorageError, live_feeds.FeedEnded):
+        return  # deleted meanwhile, or cut where the client resumes (Last-Event-ID)
 
 
 @router.post(

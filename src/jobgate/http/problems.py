@@ -32,6 +32,7 @@ TABLE: list[tuple[type[errors.JobgateError], int, str, str]] = [
     (errors.IdempotencyInProgress, 409, "Request in progress", "invalid_request_error"),
     (errors.Conflict, 409, "Conflict", "invalid_request_error"),
     (errors.QueueFull, 429, "Too many requests", "rate_limit_error"),
+    (errors.TooManyStreams, 429, "Too many requests", "rate_limit_error"),
     (errors.LimitExceeded, 403, "Limit exceeded", "permission_error"),
     (errors.StorageUnavailable, 503, "Service unavailable", "server_error"),
 ]

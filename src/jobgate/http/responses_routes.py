@@ -18,14 +18,16 @@ from starlette.types import Receive
 
 from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
+from jobgate.http import live_streams
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.json_response import json_response
 from jobgate.http.models import ProblemOut
 from jobgate.http.object_ids import ResponseId
 from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
 from jobgate.http.strict_json import StrictJsonRoute
+from jobgate.services.live_feeds import ReaderSlot
 from jobgate.services.responses import ResponsesService
-from jobgate.storage.records import Tenant
+from jobgate.storage.records import SubmitOutcome, Tenant
 
 router = APIRouter(prefix="/v1", tags=["responses"], route_class=StrictJsonRoute)
 
@@ -43,7 +45,7 @@ _STREAMS: dict[int | str, dict[str, Any]] = {
 
 
 def service(ctx: Ctx) -> ResponsesService:
-    return ResponsesService(ctx.jobs)
+    return ResponsesService(ctx.jobs, ctx.feeds)
 
 
 Service = Annotated[ResponsesService, Depends(service)]
@@ -78,7 +80,13 @@ def _sse(event: dict[str, Any]) -> bytes:
 
 
 def _stream(
-    svc: ResponsesService, tenant_id: str, response_id: str, after: int, *, cancel_if_gone: bool
+    svc: ResponsesService,
+    slot: ReaderSlot,
+    tenant_id: str,
+    response_id: str,
+    after: int,
+    *,
+    cancel_if_gone: bool,
 ) -> EventStream:
     finished = False
 
@@ -94,12 +102,8 @@ def _stream(
             if cancel_if_gone and not finished and answer.client_gone:
                 await svc.cancel_abandoned(tenant_id=tenant_id, response_id=response_id)
 
-    answer = EventStream(
-        body(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
-    return answer
+    answer = EventStream(body(), media_type="text/event-stream", headers=live_streams.SSE_HEADERS)
+    return live_streams.holding(answer, slot)
 
 
 @router.post(
@@ -133,17 +137,21 @@ async def create(
     """POST /v1/responses once the body passed CreateResponseRequest and the caller is
     checked: shared by the FastAPI route and the hot path (http.hot_routes)."""
     parsed = response_requests.parse_create(raw)
+    if parsed.stream:  # a reader of its own: 429 at the tenant's bound, before the job exists
+        with live_streams.admitted(svc.feeds, tenant.id) as slot:
+            outcome = await svc.create(
+                tenant_id=tenant.id, request=parsed, raw_body=raw, idempotency_key=idempotency_key
+            )
+            stream = _stream(
+                svc, slot, tenant.id, outcome.job.id, -1, cancel_if_gone=not parsed.background
+            )
+        stream.headers.update(_created_headers(outcome))
+        return stream
     outcome = await svc.create(
         tenant_id=tenant.id, request=parsed, raw_body=raw, idempotency_key=idempotency_key
     )
     job = outcome.job
-    headers = {"Location": f"/v1/responses/{job.id}"}
-    if outcome.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    if parsed.stream:
-        stream = _stream(svc, tenant.id, job.id, -1, cancel_if_gone=not parsed.background)
-        stream.headers.update(headers)
-        return stream
+    headers = _created_headers(outcome)
     if not parsed.background:
         finished = await _finish_or_cancel(svc, request, tenant.id, job.id)
         if finished is None:
@@ -151,6 +159,13 @@ async def create(
         job = finished
     headers.update(_headers(svc, job))
     return json_response(responses.render(job), 200, headers)
+
+
+def _created_headers(outcome: SubmitOutcome) -> dict[str, str]:
+    headers = {"Location": f"/v1/responses/{outcome.job.id}"}
+    if outcome.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return headers
 
 
 async def _finish_or_cancel(
@@ -222,8 +237,9 @@ async def get_response(
         after = -1 if starting_after is None else starting_after
         if last_event_id:
             after = max(after, int(last_event_id))
-        await svc.get(tenant_id=tenant.id, response_id=response_id)  # 404 before streaming
-        return _stream(svc, tenant.id, response_id, after, cancel_if_gone=False)
+        with live_streams.admitted(svc.feeds, tenant.id) as slot:  # 429 beyond the bound
+            await svc.get(tenant_id=tenant.id, response_id=response_id)  # 404 before streaming
+            return _stream(svc, slot, tenant.id, response_id, after, cancel_if_gone=False)
     return await _retrieve(svc, tenant.id, response_id, wait)
 
 

@@ -1,7 +1,8 @@
 """Live output streaming, native surface: `GET /v1/jobs/{id}/stream` serves a job's output
 deltas (server-sent events) as its worker appends them, from any API process, resumable with
-`Last-Event-ID` or `?starting_after=N`, then one terminal event. A client that leaves frees
-its place at once (the response's task is cancelled with it)."""
+`Last-Event-ID` or `?starting_after=N`, then one terminal event. Every reader of a job in this
+process shares its feed (services.live_feeds). A client that leaves frees its place at once
+(the response's task is cancelled with it)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fastapi import APIRouter, Header, Query
 from starlette.responses import Response, StreamingResponse
 
 from jobgate import metrics
+from jobgate.http import live_streams
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.models import ProblemOut
 from jobgate.http.object_ids import JobId
@@ -31,7 +33,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     },
     **{
         status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
-        for status in (400, 401, 404, 422, 503)
+        for status in (400, 401, 404, 422, 429, 503)
     },
 }
 
@@ -44,7 +46,8 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     description="Server-sent events of the job's output as it is produced (for a job submitted "
     'with `"stream": true`; any other job gives its whole text as one delta when it finishes), '
     "then the terminal event. Served for finished jobs too. Resume with `Last-Event-ID` or "
-    "`?starting_after=N` (the last `seq` received).",
+    "`?starting_after=N` (the last `seq` received). A tenant's live streams are bounded per API "
+    "process (`JOBGATE_STREAM_READERS_PER_TENANT`): one more answers 429.",
 )
 async def stream_job_output(
     job_id: JobId,
@@ -65,13 +68,12 @@ async def stream_job_output(
     after = starting_after
     if last_event_id:
         after = max(after, min(int(last_event_id), MAX_SEQ))
-    await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
-    feed = output_feed.job_output(ctx.jobs, tenant_id=tenant.id, job_id=job_id, after=after)
-    return StreamingResponse(
-        _frames(feed),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    with live_streams.admitted(ctx.feeds, tenant.id) as slot:  # 429 beyond the tenant's bound
+        await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
+        feed = output_feed.job_output(
+            ctx.jobs, ctx.feeds, tenant_id=tenant.id, job_id=job_id, after=after
+        )
+        return live_streams.sse(_frames(feed), slot)
 
 
 async def _frames(feed: AsyncGenerator[output_feed.FeedEvent, None]) -> AsyncIterator[bytes]:

@@ -19,6 +19,7 @@ from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
+from jobgate.services.live_feeds import LiveFeeds
 from jobgate.services.operators import OperatorService
 from jobgate.services.presence import Presence
 from jobgate.services.reaper import Reaper
@@ -73,6 +74,8 @@ class Runtime:
             ids=self.ids,
             limits=self.limits,
         )
+        # One per process: every live stream reader of a job here shares one feed of it.
+        self.feeds = LiveFeeds(self.jobs, readers_per_tenant=settings.stream_readers_per_tenant)
         self.tenants = TenantService(storage=self.storage, ids=self.ids)
         # Which roles have a live process: this one's (process.roles fills `local`), the
         # others' by their heartbeats.
@@ -120,6 +123,7 @@ class Runtime:
             batch_counts=RecentBatchCounts(storage=self.storage),
             presence=self.presence,
             waits=Waits(storage=self.storage, jobs=self.jobs, presence_=self.presence),
+            feeds=self.feeds,
         )
 
     def worker(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from jobgate import errors
@@ -16,9 +16,9 @@ from jobgate.domain import ranges, response_stream, responses
 from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
 from jobgate.domain.states import JobState
+from jobgate.services import live_feeds
 from jobgate.services.jobs import MAX_WAIT_S, JobService, SubmitSpec
-from jobgate.storage.records import SubmitOutcome
-from jobgate.wakeups import wait_for
+from jobgate.storage.records import OutputChunk, SubmitOutcome
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +26,12 @@ SUBMIT_ROUTE = "POST /v1/responses"  # idempotency keys are scoped per route
 _DETACHED: set[asyncio.Future[Job]] = set()  # cancels outliving the request that asked
 CANCEL_WAIT_S = 5.0  # how long a cancel waits for the cancellation to take effect
 KEEPALIVE_S = 15.0
-CHUNK_PAGE = 1000
 
 
 class ResponsesService:
-    def __init__(self, jobs: JobService) -> None:
+    def __init__(self, jobs: JobService, feeds: live_feeds.LiveFeeds) -> None:
         self.jobs = jobs
+        self.feeds = feeds
 
     async def create(
         self,
@@ -153,40 +153,53 @@ class ResponsesService:
     ) -> AsyncIterator[dict[str, Any]]:
         """The stream events after sequence number `after`, then each new one as the job
         moves and its output log grows (live output streaming), until the terminal one.
-        Every reader numbers the events alike (domain.response_stream), so a resume in any
-        process continues exactly. Ends early if the response is deleted meanwhile."""
-        storage = self.jobs.storage
-        live = response_stream.LiveResponseEvents()
-        read_seq = 0
-        moved = True
-        with storage.changes.watch_stream(response_id) as watch:
-            while True:
-                if moved:  # an append alone costs one read: the chunks
-                    try:
-                        job = await self.get(tenant_id=tenant_id, response_id=response_id)
-                    except errors.NotFound:
-                        return
-                while True:
-                    chunks = await storage.job_output_read(
-                        job_id=response_id, after_seq=read_seq, limit=CHUNK_PAGE
-                    )
-                    if chunks:
-                        read_seq = chunks[-1].seq
-                    last_page = len(chunks) < CHUNK_PAGE
-                    # `job` was read before these chunks: if it is terminal, they are all.
-                    for event in live.advance(job if last_page else _running(job), chunks):
-                        if event["sequence_number"] > after:
-                            yield event
-                    if last_page:
-                        break
-                if live.finished:
-                    return
-                moved = True  # after a silence, read everything again (a signal may be lost)
-                if await wait_for(watch.changed, KEEPALIVE_S):
-                    moved, _ = watch.take()
-                else:
-                    watch.take()
-                    yield {}  # nothing happened: the caller sends a keep-alive
+        Every reader of the response in this process follows one feed of it
+        (services.live_feeds). Every reader numbers the events alike
+        (domain.response_stream), so a resume in any process continues exactly. Ends early,
+        where the client can resume, if the response is deleted meanwhile or the stream
+        cannot be carried on. An empty event means nothing happened for a while."""
+        try:
+            async with self.feeds.follow(
+                tenant_id=tenant_id, job_id=response_id, kind="responses"
+            ) as feed:
+                async for event in _follow(feed, after):
+                    yield event
+        except (errors.NotFound, live_feeds.FeedEnded):
+            return
+        except errors.StorageError as exc:
+            log.warning(
+                "a live stream was cut; the client resumes: %s",
+                type(exc).__name__,
+                extra={"job_id": response_id},
+            )
+
+
+async def _follow(feed: live_feeds.JobFeed, after: int) -> AsyncIterator[dict[str, Any]]:
+    live = response_stream.LiveResponseEvents()
+    read_seq = 0
+    seen = 0
+    while True:
+        snapshot = await feed.next(seen, KEEPALIVE_S)
+        if snapshot is None:
+            yield {}  # nothing happened: the caller sends a keep-alive
+            continue
+        seen = snapshot.version
+        job = snapshot.job
+        if job.purged_at is not None:
+            return  # deleted: not found any more
+        # `job` was read before the chunks: only with the last page may a terminal job end it.
+        pending: Sequence[OutputChunk] | None = None
+        async for page in feed.chunks_after(snapshot, read_seq):
+            for event in [] if pending is None else live.advance(_running(job), pending):
+                if event["sequence_number"] > after:
+                    yield event
+            pending = page
+            read_seq = page[-1].seq if page else read_seq
+        for event in live.advance(job, pending or ()):
+            if event["sequence_number"] > after:
+                yield event
+        if live.finished:
+            return
 
 
 def _running(job: Job) -> Job:
