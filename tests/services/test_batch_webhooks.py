@@ -82,7 +82,7 @@ async def test_a_responses_batch_sends_its_batch_event_and_no_response_event(
         for i in range(2)
     ]  # fmt: skip
     batch_id = await make_batch_of(runtime, tenant.id, "/v1/responses", lines)
-    interactive = await ResponsesService(runtime.jobs).create(
+    interactive = await ResponsesService(runtime.jobs, runtime.feeds).create(
         tenant_id=tenant.id,
         request=response_requests.parse_create({"model": "sim-echo", "input": "now"}),
         raw_body=None,

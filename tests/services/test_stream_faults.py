@@ -141,7 +141,9 @@ async def test_an_append_the_database_refuses_fails_the_attempt(
 
 
 async def feed(runtime: Runtime, job: Job) -> list[tuple[str, dict[str, Any]]]:
-    events = output_feed.job_output(runtime.jobs, tenant_id=job.tenant_id, job_id=job.id, after=0)
+    events = output_feed.job_output(
+        runtime.jobs, runtime.feeds, tenant_id=job.tenant_id, job_id=job.id, after=0
+    )
     return [(event.event, event.data) async for event in events]
 
 
@@ -180,7 +182,7 @@ async def test_an_empty_last_attempt_voids_the_text_streamed_before(
     assert events[1][1] == {"seq": 2, "generation": done.run_count}
     # A reader that saw the void text resumes after it: the reset comes first again.
     resumed = output_feed.job_output(
-        runtime.jobs, tenant_id=done.tenant_id, job_id=done.id, after=1
+        runtime.jobs, runtime.feeds, tenant_id=done.tenant_id, job_id=done.id, after=1
     )
     assert [event.event async for event in resumed] == [output_feed.RESET, "job.succeeded"]
 
