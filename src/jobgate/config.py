@@ -244,6 +244,9 @@ class Settings(pydantic.BaseModel):
     webhook_concurrency: int = pydantic.Field(default=64, gt=0)  # deliveries in flight
     webhook_endpoint_concurrency: int = pydantic.Field(default=8, gt=0)  # per endpoint
     unknown_outcome: Literal["fail", "retry"] = "fail"
+    # A streamed answer silent this long has stalled: the attempt ends as a retryable timeout
+    # (a job's own `stall_timeout_s` overrides it).
+    stall_timeout_s: float = pydantic.Field(default=120.0, gt=0, le=86_400)
     retention_s: float = pydantic.Field(default=7 * DAY_S, gt=0)
     idempotency_ttl_s: float = pydantic.Field(default=DAY_S, ge=DAY_S)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -344,7 +347,8 @@ _ENV_FIELDS = (
     "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",
     "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
     "webhook_allow_http", "webhook_timeout_s", "webhook_concurrency",
-    "webhook_endpoint_concurrency", "unknown_outcome", "retention_s", "idempotency_ttl_s",
+    "webhook_endpoint_concurrency", "unknown_outcome", "stall_timeout_s", "retention_s",
+    "idempotency_ttl_s",
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
     "request_head_timeout_s", "keep_alive_s", "max_request_head_bytes", "max_request_headers",

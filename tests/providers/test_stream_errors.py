@@ -6,6 +6,8 @@ SDKs' types where they have one. Sources: docs/providers.md."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -303,3 +305,40 @@ async def test_the_anthropic_usage_limit_400_is_quota() -> None:
     upstream = Upstream(upstreams.status(400, body))
     found = await _raised(upstream.anthropic(FakeClock(NOW)), MESSAGES_CALL)
     assert isinstance(found, errors.ProviderQuotaExceeded) and found.status_code == 400
+
+
+# -- a stream that goes silent has stalled ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "head"),
+    [
+        (CHAT_CALL, upstreams.openai_sse([upstreams.chat_chunk("half ", role="assistant")],
+                                         done=False)),
+        (RESPONSES_CALL, upstreams.typed_sse([{"type": "response.created", "sequence_number": 0,
+                                               "response": {"id": "resp_1", "status": "queued"}}])),
+        (MESSAGES_CALL, upstreams.typed_sse([MESSAGE_START, {"type": "ping"}])),
+    ],
+    ids=["chat", "responses", "messages"],
+)  # fmt: skip
+async def test_a_silent_stream_stalls_as_a_retryable_timeout(
+    call: ProviderCall, head: bytes
+) -> None:
+    stall = upstreams.Stall(head)
+    upstream = Upstream(stall)
+    provider = upstream.anthropic() if call is MESSAGES_CALL else upstream.openai()
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(errors.ProviderRetryable) as caught:
+        await provider.stream(dataclasses.replace(call, stall_timeout_s=0.2), _nothing)
+    assert caught.value.code == "stream_stalled"
+    assert stall.waiting.is_set()  # silent after the head, not before it
+    assert asyncio.get_running_loop().time() - started < 5  # not the 600 s read timeout
+    await provider.aclose()
+
+
+async def test_a_stream_that_keeps_sending_never_stalls() -> None:
+    body = upstreams.openai_sse(upstreams.chat_text("a", "b"))
+    provider = Upstream(upstreams.stream(body)).openai()
+    call = dataclasses.replace(CHAT_CALL, stall_timeout_s=0.2)
+    result = await provider.stream(call, _nothing)
+    assert result.body["choices"][0]["message"]["content"] == "ab"

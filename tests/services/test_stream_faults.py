@@ -355,3 +355,37 @@ async def test_a_spend_limit_mid_stream_fails_the_job_as_quota_and_alerts(
     assert done.error["code"] == "enforced_spend_limit_reached"
     after = REGISTRY.get_sample_value("jobgate_provider_quota_errors_total", labels)
     assert after == before + 1
+
+
+# -- streams that stall ------------------------------------------------------------------------
+
+
+async def test_a_stalled_stream_ends_the_attempt_as_a_retryable_timeout(
+    storage: Storage, settings: Settings, clock: FakeClock
+) -> None:
+    head = upstreams.openai_sse([upstreams.chat_chunk("half ", role="assistant")], done=False)
+    whole = upstreams.openai_sse(upstreams.chat_text("whole"))
+    upstream = Upstream(upstreams.Stall(head), upstreams.stream(whole))
+    runtime = runtime_for(storage, settings, clock, upstream.openai(clock))
+    await submit(runtime, stall_timeout_s=1.0)
+    first = await run_once(runtime, clock)
+    assert first.state is JobState.QUEUED and first.attempt == 1  # counted, retried
+    assert first.error is not None and first.error["code"] == "stream_stalled"
+    assert all("stall_timeout_s" not in body for body in upstream.bodies)  # jobgate's own
+    done = await run_once(runtime, clock)
+    assert done.state is JobState.SUCCEEDED and output_text(done.result) == "whole"
+
+
+async def test_the_stall_timeout_defaults_to_the_setting(
+    storage: Storage, settings: Settings, clock: FakeClock
+) -> None:
+    """JOBGATE_STALL_TIMEOUT_S; an Anthropic job streams even when it did not ask to."""
+    upstream = Upstream(upstreams.Stall(upstreams.typed_sse([ANTHROPIC_START])))
+    quick = settings.model_copy(update={"stall_timeout_s": 1.0})
+    runtime = runtime_for(storage, quick, clock, upstream.anthropic(clock))
+    owner = (await runtime.tenants.create("acme")).tenant
+    await runtime.jobs.submit(
+        tenant_id=owner.id, spec=SubmitSpec(endpoint="/v1/messages", body=MESSAGES_BODY)
+    )
+    first = await run_once(runtime, clock)
+    assert first.error is not None and first.error["code"] == "stream_stalled"

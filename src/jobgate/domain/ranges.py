@@ -24,6 +24,8 @@ PRIORITY_MIN, PRIORITY_MAX = 0, 9
 MAX_ATTEMPTS_MAX = 20
 MAX_TIMEOUT_S = 7 * 86_400.0  # start_timeout_s and execution_timeout_s: at most 7 days
 MIN_TIMEOUT_S = 0.001  # and at least 1 ms (0 or less is refused)
+MIN_STALL_TIMEOUT_S = 1.0  # stall_timeout_s: a stream may pause a second between events
+MAX_STALL_TIMEOUT_S = 86_400.0
 MAX_METADATA_ITEMS = 64
 MAX_OUTPUT_TOKENS = 2**31 - 1  # /v1/responses `max_output_tokens` (usage columns are 32-bit)
 MAX_TOOL_CALLS = 1_000
@@ -133,6 +135,16 @@ def check_timeout(value: float | None, param: str) -> None:
         raise errors.InvalidRequest(
             f"{param} must be between {MIN_TIMEOUT_S} and {MAX_TIMEOUT_S:.0f} seconds",
             param=param,
+            code="number_out_of_range",
+        )
+
+
+def check_stall_timeout(value: float | None) -> None:
+    if value is not None and not MIN_STALL_TIMEOUT_S <= value <= MAX_STALL_TIMEOUT_S:
+        raise errors.InvalidRequest(
+            f"stall_timeout_s must be between {MIN_STALL_TIMEOUT_S:g} and "
+            f"{MAX_STALL_TIMEOUT_S:.0f} seconds",
+            param="stall_timeout_s",
             code="number_out_of_range",
         )
 

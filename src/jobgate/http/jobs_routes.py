@@ -65,6 +65,7 @@ def submit_spec(
         start_timeout_s=payload.start_timeout_s,
         execution_timeout_s=payload.execution_timeout_s,
         stream=payload.stream,
+        stall_timeout_s=payload.stall_timeout_s,
         run_at=payload.run_at,
         delay_s=payload.delay_s,
         concurrency_key=payload.concurrency_key,

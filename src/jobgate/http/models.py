@@ -119,6 +119,14 @@ class SubmitJobRequest(pydantic.BaseModel):
         description="Live output: the worker streams the provider call and its output deltas "
         "are served at GET /v1/jobs/{id}/stream while the job runs",
     )
+    stall_timeout_s: float | None = pydantic.Field(
+        default=None,
+        ge=ranges.MIN_STALL_TIMEOUT_S,
+        le=ranges.MAX_STALL_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="A streamed answer silent this long ends the attempt as a retryable "
+        "timeout (`stream_stalled`); default JOBGATE_STALL_TIMEOUT_S (120)",
+    )
     run_at: float | None = pydantic.Field(
         default=None,
         ge=0,

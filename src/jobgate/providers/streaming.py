@@ -15,9 +15,11 @@ from typing import Any, Protocol, runtime_checkable
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult
 
 DeltaSink = Callable[[str], Awaitable[None]]
+# A job's own stall timeout (the submit option), kept in its stored body beside `stream`.
+STALL_TIMEOUT = "stall_timeout_s"
 # Members of a job's stored body that ask jobgate for a stream; never sent to a provider as
 # they are (a streaming adapter sets its own).
-STREAM_MEMBERS = frozenset({"stream", "stream_options"})
+STREAM_MEMBERS = frozenset({"stream", "stream_options", STALL_TIMEOUT})
 
 
 @runtime_checkable
@@ -41,6 +43,14 @@ def streaming_for(provider: object, endpoint: str) -> StreamingProvider | None:
 
 def without_stream_members(body: JSONObject) -> JSONObject:
     return {key: value for key, value in body.items() if key not in STREAM_MEMBERS}
+
+
+def stall_timeout_s(body: JSONObject | None, default_s: float) -> float:
+    """A job's stall timeout: its own (the submit option) or the setting's."""
+    own = (body or {}).get(STALL_TIMEOUT)
+    if isinstance(own, int | float) and not isinstance(own, bool) and own > 0:
+        return float(own)
+    return default_s
 
 
 def output_text(body: Any) -> str:

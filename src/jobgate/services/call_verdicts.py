@@ -12,6 +12,7 @@ from jobgate.domain import verdicts
 from jobgate.domain.backoff import full_jitter_s, jittered_wait_s
 from jobgate.domain.job import Job
 from jobgate.domain.verdicts import Finish
+from jobgate.providers import streaming
 from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import output_stream
@@ -20,8 +21,9 @@ from jobgate.services.lease_keeper import ABORT_CANCEL, ABORT_OUTPUT_NOT_STORED,
 log = logging.getLogger("jobgate.services.worker")
 
 
-def call_of(job: Job) -> ProviderCall:
-    """What the job's provider is asked: the same idempotency key on every re-send."""
+def call_of(job: Job, *, stall_timeout_s: float | None = None) -> ProviderCall:
+    """What the job's provider is asked: the same idempotency key on every re-send; a
+    streamed answer silent for the job's stall timeout (else `stall_timeout_s`) has stalled."""
     return ProviderCall(
         job_id=job.id,
         tenant_id=job.tenant_id,
@@ -31,6 +33,9 @@ def call_of(job: Job) -> ProviderCall:
         attempt=job.attempt,
         run_count=job.run_count,
         idempotency_key=job.provider_idempotency_key,
+        stall_timeout_s=None
+        if stall_timeout_s is None
+        else streaming.stall_timeout_s(job.request, stall_timeout_s),
     )
 
 

@@ -21,6 +21,7 @@ from jobgate.domain import limits as limit_rules
 from jobgate.domain.job import Job, JobEvent, NewJob, fast_init, new_job_of
 from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
+from jobgate.providers import streaming
 from jobgate.providers.base import Provider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.breaker_sync import BreakerSync
@@ -64,6 +65,7 @@ class SubmitSpec:
     api: str = "jobs"
     id_prefix: str = "job"
     stream: bool = False  # live output: the worker streams the call into the output log
+    stall_timeout_s: float | None = None  # None: the setting (JOBGATE_STALL_TIMEOUT_S)
     # body and metadata already passed ranges.check_json (the HTTP layer's strict parse of
     # the whole request): prepare does not walk them again.
     json_checked: bool = False
@@ -258,6 +260,8 @@ class JobService:
         provider.validate(spec.endpoint, body)
         if spec.stream:
             body = {**body, "stream": True}  # kept with the job: the worker reads it there
+        if spec.stall_timeout_s is not None:
+            body = {**body, streaming.STALL_TIMEOUT: spec.stall_timeout_s}  # read there too
         return new_job_of(  # NewJob(...)'s fields by position, in order
             self.ids.new(spec.id_prefix) if job_id is None else job_id,  # id
             tenant_id,
@@ -477,6 +481,7 @@ def _check_ranges(spec: SubmitSpec) -> None:
         and spec.run_at is None
         and spec.delay_s is None
         and spec.concurrency_key is None
+        and spec.stall_timeout_s is None
     ):
         _check_numbers(spec)
     if not spec.json_checked:
@@ -489,6 +494,7 @@ def _check_numbers(spec: SubmitSpec) -> None:
     ranges.check_timeout(spec.execution_timeout_s, "execution_timeout_s")
     ranges.check_schedule(spec.run_at, spec.delay_s)
     ranges.check_concurrency_key(spec.concurrency_key)
+    ranges.check_stall_timeout(spec.stall_timeout_s)
     if (
         spec.priority is not None
         and not ranges.PRIORITY_MIN <= spec.priority <= ranges.PRIORITY_MAX

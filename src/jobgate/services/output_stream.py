@@ -40,10 +40,12 @@ def wants_stream(job: Job) -> bool:
 
 
 def provider_body(job: Job) -> JSONObject:
-    """The body the provider gets: the stored one without jobgate's stream request (a
-    streaming adapter asks its provider for a stream its own way)."""
+    """The body the provider gets: the stored one without jobgate's stream request and stall
+    timeout (a streaming adapter asks its provider for a stream its own way)."""
     body = job.request or {}
-    return streaming.without_stream_members(body) if "stream" in body else body
+    if "stream" in body or streaming.STALL_TIMEOUT in body:
+        return streaming.without_stream_members(body)
+    return body
 
 
 class OutputBatcher:

@@ -566,7 +566,7 @@ class Worker:
             timeout_s = (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
             if timeout_s <= 0:
                 return verdicts.deadline_exceeded(job, actor=actor)
-        call = call_of(job)
+        call = call_of(job, stall_timeout_s=self._settings.stall_timeout_s)
         failpoints.hit("before_provider_call", job.model)
         in_background = provider_background.background_for(provider, job.endpoint)
         if in_background is not None:
