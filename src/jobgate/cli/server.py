@@ -154,6 +154,10 @@ def _parse_roles(value: str | None) -> tuple[str, ...] | None:
     return roles
 
 
+# What `jobgate worker` runs: every role whose work a worker's deployment has (a batch needs
+# the batches role as much as its requests need a worker, and nothing else starts it).
+WORKER_ROLES = ("worker", "batches")
+
 _host = click.option("--host", help="Interface to listen on (JOBGATE_HOST, default 127.0.0.1).")
 _port = click.option("--port", type=int, help="Port (JOBGATE_PORT, default 8000; 0 picks one).")
 _db = click.option(
@@ -188,8 +192,10 @@ def api(host: str | None, port: int | None, database_url: str | None) -> None:
 @_db
 @click.option("--concurrency", type=int, help="Jobs at once (JOBGATE_WORKER_CONCURRENCY).")
 def worker(database_url: str | None, concurrency: int | None) -> None:
-    """Run only a worker."""
-    _start(("worker",), database_url=database_url, worker_concurrency=concurrency)
+    """Run a worker, with the batches role (it turns batch files into jobs and back).
+
+    `jobgate serve --roles worker` runs the worker alone."""
+    _start(WORKER_ROLES, database_url=database_url, worker_concurrency=concurrency)
 
 
 @click.command()

@@ -10,11 +10,14 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from jobgate import errors
+from jobgate.domain import waiting
 from jobgate.domain.batches import BatchStatus
+from jobgate.domain.waiting import Waiting
 from jobgate.http.context import AppContext, Caller, Ctx, CurrentCaller, CurrentTenant
 from jobgate.http.models import ProblemOut
 from jobgate.http.object_ids import BatchId
 from jobgate.http.strict_json import StrictJsonRoute
+from jobgate.services import presence
 from jobgate.services.batches import BatchService
 from jobgate.storage.records import BatchRecord
 
@@ -56,7 +59,7 @@ async def create_batch(payload: CreateBatchRequest, ctx: Ctx, tenant: CurrentTen
         completion_window=payload.completion_window,
         metadata=payload.metadata,
     )
-    return _json(await service.view(batch))
+    return _json(await _waiting(ctx, await service.view(batch)))
 
 
 @router.get("/batches/{batch_id}", responses=_PROBLEMS, summary="Get a batch")
@@ -124,8 +127,9 @@ def _page(data: list[dict[str, Any]]) -> dict[str, Any]:
 async def _views(
     ctx: AppContext, service: BatchService, caller: Caller, found: list[BatchRecord]
 ) -> list[dict[str, Any]]:
-    """The batches as OpenAI shows them; for an operator, each with its tenant's name."""
-    views = [await service.view(batch) for batch in found]
+    """The batches as OpenAI shows them, a live one with `waiting`; for an operator, each with
+    its tenant's name."""
+    views = [await _waiting(ctx, await service.view(batch)) for batch in found]
     if caller.tenant is None:
         names: dict[str, str] = {}
         for view, batch in zip(views, found, strict=True):
@@ -134,3 +138,28 @@ async def _views(
                 names[batch.tenant_id] = batch.tenant_id if known is None else known.name
             view["tenant"] = names[batch.tenant_id]
     return views
+
+
+# A live batch needs the batches role (it expands the file, then writes the result files) and,
+# while in progress, a worker for its requests.
+_NEEDS = {
+    "validating": (presence.BATCHES,),
+    "in_progress": (presence.BATCHES, presence.WORKER),
+    "finalizing": (presence.BATCHES,),
+    "cancelling": (presence.BATCHES,),
+}
+
+
+async def _waiting(ctx: AppContext, view: dict[str, Any]) -> dict[str, Any]:
+    """A live batch's view with `waiting`: `no_worker` while no live process runs a role it
+    needs (services.presence), else null."""
+    needs = _NEEDS.get(str(view.get("status")))
+    if needs is None:
+        return view
+    view["waiting"] = None
+    for role in needs:
+        missing = await ctx.presence.missing(role)
+        if missing is not None:
+            view["waiting"] = Waiting(waiting.NO_WORKER, missing).view()
+            break
+    return view
