@@ -265,6 +265,12 @@ class Settings(pydantic.BaseModel):
     # Batches (issue 17): an uploaded file's size and line bounds, and the batch jobs' priority
     # (0 runs first; interactive submits default to 5).
     files_max_bytes: int = pydantic.Field(default=200 * 1024 * 1024, gt=0)
+    # What one tenant may keep uploaded (its result files not counted): files and their bytes;
+    # and how long a file (uploaded or a result) is kept before retention deletes it (OpenAI:
+    # 30 days).
+    files_max_per_tenant: int = pydantic.Field(default=10_000, gt=0)
+    files_max_bytes_per_tenant: int = pydantic.Field(default=20 * 1024**3, gt=0)
+    files_expire_after_s: float = pydantic.Field(default=30 * DAY_S, ge=3600, allow_inf_nan=False)
     batch_max_lines: int = pydantic.Field(default=50_000, gt=0)
     batch_priority: int = pydantic.Field(default=8, ge=0, le=9)
     # Live stream readers (job output, job events, Responses streams) one tenant may hold open
@@ -353,7 +359,8 @@ _ENV_FIELDS = (
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",
     "request_head_timeout_s", "keep_alive_s", "max_request_head_bytes", "max_request_headers",
     "max_request_line_bytes", "dashboard_session_ttl_s", "dashboard_show_content",
-    "files_max_bytes", "batch_max_lines", "batch_priority", "stream_readers_per_tenant",
+    "files_max_bytes", "files_max_per_tenant", "files_max_bytes_per_tenant",
+    "files_expire_after_s", "batch_max_lines", "batch_priority", "stream_readers_per_tenant",
     "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",
     "transport_window",
 )  # fmt: skip

@@ -76,34 +76,43 @@ async def test_a_file_spanning_many_chunks_reads_back_whole(
 
 
 @pytest.mark.parametrize(
-    ("lines", "code", "needle"),
+    ("lines", "code", "line_number"),
     [
-        ([line("a"), b"{not json"], "invalid_json_line", "line 2"),
-        ([line("a"), [1, 2]], "invalid_json_line", "line 2"),
-        ([line("a"), line("b"), line("a")], "duplicate_custom_id", "line 3"),
-        ([line("a", method="GET")], "invalid_value", "line 1"),
-        ([line("a"), line("b", url="/v1/embeddings")], "invalid_url", "line 2"),
-        ([line("a", body="x")], "invalid_value", "line 1"),
-        ([{**line("a"), "custom_id": 7}], "missing_required_parameter", "line 1"),
-        ([line("a", extra=1)], "invalid_value", "line 1"),
-        ([], "empty_file", "no lines"),
+        ([line("a"), b"{not json"], "invalid_json_line", 2),
+        ([line("a"), [1, 2]], "invalid_json_line", 2),
+        ([line("a"), line("b"), line("a")], "duplicate_custom_id", 3),
+        ([line("a", method="GET")], "invalid_value", 1),
+        ([line("a"), line("b", url="/v1/embeddings")], "url_mismatch", 2),
+        ([line("a"), line("b", url="/v1/nowhere")], "invalid_url", 2),
+        ([line("a", body="x")], "invalid_value", 1),
+        ([{**line("a"), "custom_id": 7}], "missing_required_parameter", 1),
+        ([line("a", extra=1)], "invalid_value", 1),
+        ([], "empty_file", None),
     ],
 )
-async def test_malformed_files_are_refused_line_precisely(
-    api: Api, lines: list[Any], code: str, needle: str
+async def test_malformed_lines_are_taken_and_fail_their_batch_line_precisely(
+    api: Api, lines: list[Any], code: str, line_number: int | None
 ) -> None:
+    """files.create takes any well-formed upload (as OpenAI's does); the batch made of it is
+    validated, and fails with OpenAI's error naming the line."""
     key = await api.key("acme")
     content = b"".join(
         (raw if isinstance(raw, bytes) else orjson.dumps(raw)) + b"\n" for raw in lines
     )
     response = await upload(api, key, content)
-    assert response.status_code == 400
-    assert response.headers["content-type"] == "application/problem+json"
-    problem = response.json()
-    assert problem["error"]["code"] == code and needle in problem["error"]["message"]
-    assert problem["error"]["type"] == "invalid_request_error"
-    listed = (await api.http.get("/v1/files", headers=auth(key))).json()
-    assert listed["data"] == []  # nothing was kept
+    assert response.status_code == 200, response.text
+    created = await api.http.post(
+        "/v1/batches",
+        json={"input_file_id": response.json()["id"], "endpoint": "/v1/chat/completions",
+              "completion_window": "24h"},
+        headers=auth(key),
+    )  # fmt: skip
+    await api.runtime.batch_runner().batches_once()
+    batch = (await api.http.get(f"/v1/batches/{created.json()['id']}", headers=auth(key))).json()
+    assert batch["status"] == "failed"
+    (error,) = batch["errors"]["data"]
+    assert (error["code"], error["line"]) == (code, line_number)
+    assert error["message"]
 
 
 async def test_wrong_purpose_and_missing_file_are_refused(api: Api) -> None:
@@ -120,19 +129,64 @@ async def test_wrong_purpose_and_missing_file_are_refused(api: Api) -> None:
 async def test_size_and_line_limits(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     key = await api.key("acme")
     settings = api.runtime.settings.model_copy(
-        update={"batch_max_lines": 3, "files_max_bytes": 2000}
+        update={"batch_max_lines": 3, "files_max_bytes": 2000, "max_body_bytes": 300}
     )
 
     def limited(ctx: Any) -> files_service.FileService:
         return files_service.FileService(storage=ctx.storage, settings=settings, ids=ctx.jobs.ids)
 
     monkeypatch.setattr(files_routes, "files", limited)
-    lines = await upload(api, key, jsonl([line(f"r{i}") for i in range(4)]))
-    assert lines.status_code == 400 and lines.json()["code"] == "too_many_lines"
     big = await upload(api, key, jsonl([line("x" * 3000)]))
     assert big.status_code == 413 and big.json()["code"] == "payload_too_large"
+    # One line longer than a request may be (max_body_bytes), the file within its limit.
+    long_line = await upload(api, key, jsonl([line("a"), line("b" * 400)]))
+    assert long_line.status_code == 413, long_line.text
+    assert "line 2" in long_line.json()["error"]["message"]
     assert (await api.http.get("/v1/files", headers=auth(key))).json()["data"] == []
     assert (await upload(api, key, jsonl([line("ok")]))).status_code == 200
+    # More requests than a batch takes: the upload is kept, the batch fails its validation.
+    many = await upload(api, key, jsonl([line(f"r{i}") for i in range(4)]))
+    assert many.status_code == 200
+    monkeypatch.setattr(api.runtime.jobs, "settings", settings)
+    created = await api.http.post(
+        "/v1/batches",
+        json={"input_file_id": many.json()["id"], "endpoint": "/v1/chat/completions",
+              "completion_window": "24h"},
+        headers=auth(key),
+    )  # fmt: skip
+    await api.runtime.batch_runner().batches_once()
+    batch = (await api.http.get(f"/v1/batches/{created.json()['id']}", headers=auth(key))).json()
+    assert batch["status"] == "failed"
+    assert [e["code"] for e in batch["errors"]["data"]] == ["too_many_lines"]
+
+
+async def test_a_tenant_keeps_a_bounded_number_of_files_and_bytes(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = await api.key("acme")
+    other = await api.key("other")
+    settings = api.runtime.settings.model_copy(
+        update={"files_max_per_tenant": 2, "files_max_bytes_per_tenant": 1000}
+    )
+
+    def limited(ctx: Any) -> files_service.FileService:
+        return files_service.FileService(storage=ctx.storage, settings=settings, ids=ctx.jobs.ids)
+
+    monkeypatch.setattr(files_routes, "files", limited)
+    small = jsonl([line("a")])
+    assert (await upload(api, key, small)).status_code == 200
+    too_big = await upload(api, key, jsonl([line(f"r{i}") for i in range(8)]))  # > 1000 bytes
+    assert too_big.status_code == 403, too_big.text
+    assert too_big.json()["error"]["code"] == "limit_exceeded"
+    assert "files_max_bytes_per_tenant" in too_big.json()["error"]["message"]
+    second = await upload(api, key, small)
+    assert second.status_code == 200
+    third = await upload(api, key, small)
+    assert third.status_code == 403 and "files_max_per_tenant" in third.text
+    assert len((await api.http.get("/v1/files", headers=auth(key))).json()["data"]) == 2
+    assert (await upload(api, other, small)).status_code == 200  # each tenant its own room
+    await api.http.delete(f"/v1/files/{second.json()['id']}", headers=auth(key))
+    assert (await upload(api, key, small)).status_code == 200  # room again
 
 
 async def test_unknown_file_is_404_problem(api: Api) -> None:

@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobgate.process.runtime import Runtime
-from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.services.files import FileService
 from tests.services.test_batch_runner import chunks_of
@@ -33,7 +32,7 @@ async def run_batch(runtime: Runtime, tenant_id: str, lines: list[dict[str, Any]
         completion_window="24h",
         metadata=None,
     )
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     for _ in range(10):
         await runner.batches_once()
         await runtime.worker().run_once(limit=100)
@@ -51,8 +50,8 @@ async def result_lines(runtime: Runtime, file_id: str | None) -> list[dict[str, 
     return [orjson.loads(raw) for chunk in chunks for raw in chunk.data.splitlines()]
 
 
-def line(custom_id: str, model: str = "sim-echo") -> dict[str, Any]:
-    body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+def line(custom_id: str, messages: Any = None) -> dict[str, Any]:
+    body = {"model": "sim-echo", "messages": messages or [{"role": "user", "content": "hi"}]}
     return {"custom_id": custom_id, "method": "POST", "url": CHAT, "body": body}
 
 
@@ -81,7 +80,7 @@ async def test_every_custom_id_comes_back_exactly_in_either_file(
 ) -> None:
     tenant = (await runtime.tenants.create(f"t{len(await runtime.storage.tenant_list())}")).tenant
     refused = custom_ids[-1]  # a line whose job is refused lands in the error file
-    lines = [line(c) for c in custom_ids[:-1]] + [line(refused, model="no-such-model")]
+    lines = [line(c) for c in custom_ids[:-1]] + [line(refused, messages="not a list")]
     done = await run_batch(runtime, tenant.id, lines)
     assert done.status == "completed"
     output = await result_lines(runtime, done.output_file_id)

@@ -58,8 +58,9 @@ async def test_a_stale_finalizing_pass_leaves_the_completed_batch_and_its_file_w
 ) -> None:
     tenant = (await runtime.tenants.create("acme")).tenant
     batch_id = await make_batch(runtime, tenant.id, 3)
-    runner = BatchRunner(jobs=runtime.jobs)
-    await runner.batches_once(now=clock.now())
+    runner = runtime.batch_runner()
+    for _ in range(2):  # validated, expanded
+        await runner.batches_once(now=clock.now())
     await runtime.worker().run_once(limit=10)
     # As if a pass had died right after moving the batch to finalizing.
     await runtime.storage.batch_update(
@@ -93,7 +94,7 @@ async def test_a_stale_pass_does_not_release_the_lease_another_pass_holds(
 ) -> None:
     tenant = (await runtime.tenants.create("acme")).tenant
     await make_batch(runtime, tenant.id, 3)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     start = clock.now()
 
     async def outlives_its_lease(batch: BatchRecord, *, now: Any = None) -> None:
@@ -117,7 +118,7 @@ async def test_a_stale_expanding_pass_writes_nothing(
 ) -> None:
     tenant = (await runtime.tenants.create("acme")).tenant
     batch_id = await make_batch(runtime, tenant.id, 20)  # a few lines to a chunk
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     for _ in range(2):
         await runner.batches_once(now=clock.now())
     stale = await claimed_alone(runtime, clock)  # pass A leases it at chunk N, then stalls
@@ -138,7 +139,7 @@ async def test_an_accepted_cancel_wins_over_a_pass_that_found_every_line_done(
 ) -> None:
     tenant = (await runtime.tenants.create("acme")).tenant
     batch_id = await make_batch(runtime, tenant.id, 3)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     await runner.batches_once()
     await runner.batches_once()
     await runtime.worker().run_once(limit=10)
@@ -176,7 +177,7 @@ async def test_a_cancel_reaches_the_jobs_of_a_chunk_whose_pass_died_mid_way(
     must not outlive the pass (one transaction), so cancelling the batch leaves none to run."""
     tenant = (await runtime.tenants.create("acme")).tenant
     batch_id = await make_batch(runtime, tenant.id, 5)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     failpoints.arm("batch_chunk_jobs_stored=error")
     for _ in range(2):  # validating, then the chunk that dies
         await runner.batches_once()

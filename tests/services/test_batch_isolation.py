@@ -11,7 +11,6 @@ import pytest
 from jobgate import errors
 from jobgate.process.runtime import Runtime
 from jobgate.services import batch_runner
-from jobgate.services.batch_runner import BatchRunner
 from tests.services.test_batch_runner import make_batch
 
 
@@ -32,7 +31,7 @@ async def test_a_batch_the_database_refuses_fails_alone_and_the_others_run(
         return await real_chunks(**kwargs)
 
     monkeypatch.setattr(runtime.storage, "file_chunks", refused)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     await runner.batches_once()
     await runner.batches_once()
     assert (await runtime.storage.batch_counts(batch_id=good)).items == 2  # not held up
@@ -66,7 +65,7 @@ async def test_a_passing_glitch_does_not_fail_the_batch(
         return await real_chunks(**kwargs)
 
     monkeypatch.setattr(runtime.storage, "file_chunks", glitches_once)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     for _ in range(3):
         await runner.batches_once()
     await runtime.worker().run_once(limit=10)

@@ -86,7 +86,9 @@ async def test_expansion_is_chunked_and_counts_are_live(
 ) -> None:
     tenant = await runtime.tenants.create("acme")
     batch_id = await make_batch(runtime, tenant.tenant.id, 20)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
+    await runner.batches_once()  # validated: every line checked, none expanded yet
+    assert (await runtime.storage.batch_counts(batch_id=batch_id)).items == 0
     await runner.batches_once()
     first = await runtime.storage.batch_counts(batch_id=batch_id)
     assert 0 < first.items < 20 and first.live == first.items
@@ -101,7 +103,7 @@ async def test_a_crash_inside_a_chunk_neither_loses_nor_doubles(
 ) -> None:
     tenant = await runtime.tenants.create("acme")
     batch_id = await make_batch(runtime, tenant.tenant.id, 20)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     await runner.batches_once()  # validated
     # The pass dies on the second chunk, its jobs written but not its lines: all rolled back.
     failpoints.arm("batch_chunk_jobs_stored=error@2")
@@ -122,7 +124,7 @@ async def test_a_chunk_whose_commit_reply_was_lost_is_not_stored_twice(
 ) -> None:
     tenant = await runtime.tenants.create("acme")
     batch_id = await make_batch(runtime, tenant.tenant.id, 20)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     real_insert = runtime.storage.batch_chunk_insert
     calls = 0
 
@@ -151,7 +153,7 @@ async def test_interactive_work_runs_before_a_big_batch(runtime: Runtime) -> Non
     big = await runtime.tenants.create("bulk")
     other = await runtime.tenants.create("other")
     batch_id = await make_batch(runtime, big.tenant.id, 300)
-    await expand_all(BatchRunner(jobs=runtime.jobs), runtime.storage, batch_id)
+    await expand_all(runtime.batch_runner(), runtime.storage, batch_id)
     hello = {"model": "sim-echo", "messages": [{"role": "user", "content": "now"}]}
     mine = [
         (await runtime.jobs.submit(tenant_id=big.tenant.id, spec=spec)).job.id
@@ -176,7 +178,7 @@ async def test_a_chunk_of_more_lines_than_one_bulk_call_expands_whole(runtime: R
         limit=10,
     )
     assert chunks[0].line_count > 1000
-    await expand_all(BatchRunner(jobs=runtime.jobs), runtime.storage, batch_id)
+    await expand_all(runtime.batch_runner(), runtime.storage, batch_id)
     assert await queued(runtime.storage, tenant.tenant.id) == 1500
 
 
@@ -185,11 +187,12 @@ async def test_a_batch_that_cannot_be_handled_fails_alone(
 ) -> None:
     tenant = await runtime.tenants.create("acme")
     broken = await make_batch(runtime, tenant.tenant.id, 2)
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
 
     async def boom(*_args: Any, **_kwargs: Any) -> bool:
         raise ValueError("unexpected")
 
+    await runner.batches_once()  # validated
     monkeypatch.setattr(runner, "_expand", boom)
     for _ in range(batch_runner.MAX_FAILED_PASSES - 1):
         await runner.batches_once()

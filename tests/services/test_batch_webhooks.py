@@ -13,7 +13,6 @@ import pytest
 from jobgate.config import Settings
 from jobgate.domain import response_requests
 from jobgate.process.runtime import Runtime
-from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.responses import ResponsesService
 from jobgate.testing import FakeClock
@@ -38,8 +37,9 @@ async def test_a_completed_batch_sends_batch_completed_once(
         runtime.storage, tenant, clock, url=receiver.url, event_types=("job.succeeded",)
     )  # wants no batch events
     batch_id = await make_batch(runtime, tenant.id, 3)
-    runner = BatchRunner(jobs=runtime.jobs)
-    await runner.batches_once()
+    runner = runtime.batch_runner()
+    for _ in range(2):  # validated, expanded
+        await runner.batches_once()
     await runtime.worker().run_once(limit=10)
     for _ in range(3):
         await runner.batches_once()
@@ -87,7 +87,7 @@ async def test_a_responses_batch_sends_its_batch_event_and_no_response_event(
         request=response_requests.parse_create({"model": "sim-echo", "input": "now"}),
         raw_body=None,
     )
-    runner = BatchRunner(jobs=runtime.jobs)
+    runner = runtime.batch_runner()
     for _ in range(3):
         await runner.batches_once()
         await runtime.worker().run_once(limit=10)
@@ -103,3 +103,20 @@ async def test_a_responses_batch_sends_its_batch_event_and_no_response_event(
     # A response created on its own still sends its event.
     mine = await runtime.storage.outbox_for_job(job_id=interactive.job.id)
     assert [e.event_type for e in mine] == ["response.completed"]
+
+
+async def test_a_batch_that_fails_validation_sends_batch_failed_once(
+    runtime: Runtime, clock: FakeClock
+) -> None:
+    tenant = (await runtime.tenants.create("acme")).tenant
+    everything = await make_endpoint(runtime.storage, tenant, clock, url="https://example.com/h")
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/responses",
+            "body": {"model": "sim-echo", "input": "x"}}  # fmt: skip
+    batch_id = await make_batch_of(runtime, tenant.id, "/v1/chat/completions", [line])
+    runner = runtime.batch_runner()
+    await runner.batches_once()
+    await runner.batches_once()
+    batch = await runtime.storage.batch_get(batch_id=batch_id)
+    assert batch is not None and batch.status == "failed" and batch.lease_token is None
+    events = await runtime.storage.outbox_for_job(job_id=batch_id)
+    assert [(e.event_type, e.endpoint_id) for e in events] == [("batch.failed", everything.id)]

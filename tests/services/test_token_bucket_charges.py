@@ -19,7 +19,6 @@ from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
-from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.services.files import FileService
 from jobgate.services.jobs import SubmitSpec
@@ -122,7 +121,7 @@ async def test_a_batch_line_past_the_bound_is_an_error_line(limited: Runtime) ->
         completion_window="24h",
         metadata=None,
     )
-    runner = BatchRunner(jobs=limited.jobs)
+    runner = limited.batch_runner()
     for _ in range(20):
         await runner.batches_once()
         if (await limited.storage.batch_counts(batch_id=batch.id)).items == 2:

@@ -124,6 +124,9 @@ def _show(batch: dict[str, Any], as_json: bool) -> None:
     for name in ("output_file_id", "error_file_id"):
         if batch.get(name):
             click.echo(f"  {name}: {batch[name]}")
+    for error in (batch.get("errors") or {}).get("data") or []:  # why a batch failed
+        where = f"line {error['line']}: " if error.get("line") else ""
+        click.echo(f"  {where}{error.get('code')}: {error.get('message')}")
 
 
 @click.group()

@@ -1,16 +1,22 @@
-"""OpenAI's Batch API, the pure part: the statuses, one input line's check, the output and
-error lines, and the batch object as OpenAI shows it."""
+"""OpenAI's Batch API, the pure part: the statuses, an input file's lines and their check as
+OpenAI validates a batch, the output and error lines, and the batch's usage as OpenAI shows it."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
-ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
+CHAT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
+ENDPOINTS = (CHAT, RESPONSES, "/v1/embeddings", "/v1/completions")
 COMPLETION_WINDOWS = {"24h": 24 * 3600.0}
 MAX_CUSTOM_ID = 512
+MAX_ERRORS = 100  # a failed validation lists at most this many of its lines' errors
+LINE_MEMBERS = frozenset({"custom_id", "method", "url", "body"})
 
 
 class BatchStatus(enum.StrEnum):
@@ -39,7 +45,18 @@ class LineError(Exception):
         self.param = param
 
     def view(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "param": self.param, "line": self.line}
+        """OpenAI's `errors.data` entry (a line number of 0: the file as a whole)."""
+        line = self.line or None
+        return {"code": self.code, "message": self.message, "param": self.param, "line": line}
+
+
+def chunk_lines(data: bytes, first_line: int) -> Iterator[tuple[int, bytes]]:
+    """The requests of a stored chunk of whole lines: (its line number in the file, counted
+    from 1, the line without its end), blank lines skipped (they carry no request)."""
+    for offset, raw in enumerate(data.split(b"\n")):
+        line = raw.removesuffix(b"\r")
+        if line.strip():
+            yield first_line + offset, line
 
 
 def parse_line(raw: bytes, line: int) -> dict[str, Any]:
@@ -48,9 +65,11 @@ def parse_line(raw: bytes, line: int) -> dict[str, Any]:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise LineError(line, "invalid_json_line", f"line {line} is not valid JSON") from None
+        raise LineError(
+            line, "invalid_json_line", f"line {line}: this line is not parseable as valid JSON"
+        ) from None
     if not isinstance(value, dict):
-        raise LineError(line, "invalid_json_line", f"line {line} is not a JSON object")
+        raise LineError(line, "invalid_json_line", f"line {line}: this line is not a JSON object")
     custom_id = value.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOM_ID:
         raise LineError(
@@ -70,10 +89,80 @@ def parse_line(raw: bytes, line: int) -> dict[str, Any]:
         )
     if not isinstance(value.get("body"), dict):
         raise LineError(line, "invalid_value", f"line {line}: body must be an object", "body")
-    unknown = set(value) - {"custom_id", "method", "url", "body"}
+    unknown = set(value) - LINE_MEMBERS
     if unknown:
         raise LineError(line, "invalid_value", f"line {line}: unknown field {sorted(unknown)[0]!r}")
     return value
+
+
+@dataclasses.dataclass
+class Validation:
+    """An input file checked line by line against its batch, as OpenAI validates a batch:
+    each line a request (parse_line), every url the batch's endpoint, every custom_id once,
+    every model the same. Feed it the lines in order (`check`), then read `errors`."""
+
+    endpoint: str
+    max_lines: int
+    lines: int = 0
+    model: str | None = None
+    errors: list[LineError] = dataclasses.field(default_factory=list)
+    _seen: set[str] = dataclasses.field(default_factory=set)
+    _refused: int = 0
+
+    def check(self, raw: bytes, line: int) -> None:
+        self.lines += 1
+        if self.lines > self.max_lines:
+            return  # counted; refused once at the end (finish)
+        try:
+            value = parse_line(raw, line)
+            custom_id = value["custom_id"]
+            if custom_id in self._seen:
+                raise LineError(
+                    line,
+                    "duplicate_custom_id",
+                    f"line {line}: the custom_id of this request is a duplicate of another "
+                    "request's; custom_id must be unique within a batch",
+                    "custom_id",
+                )
+            self._seen.add(custom_id)
+            if value["url"] != self.endpoint:
+                raise LineError(
+                    line,
+                    "url_mismatch",
+                    f"line {line}: url {value['url']!r} does not match the batch's endpoint "
+                    f"{self.endpoint!r}",
+                    "url",
+                )
+            model = value["body"].get("model")
+            if isinstance(model, str):
+                if self.model is None:
+                    self.model = model
+                elif model != self.model:
+                    raise LineError(
+                        line,
+                        "model_mismatch",
+                        f"line {line}: model {model!r} differs from the batch's model "
+                        f"{self.model!r}; a batch's requests all use one model",
+                        "body.model",
+                    )
+        except LineError as exc:
+            self._refused += 1
+            if len(self.errors) < MAX_ERRORS:
+                self.errors.append(exc)
+
+    def finish(self) -> list[LineError]:
+        """The errors that fail the batch (none: it may run)."""
+        if self.lines == 0:
+            return [LineError(0, "empty_file", "the input file has no requests", None)]
+        if self.lines > self.max_lines:
+            too_many = LineError(
+                self.max_lines + 1,
+                "too_many_lines",
+                f"the input file has {self.lines} requests; a batch takes at most {self.max_lines}",
+                None,
+            )
+            return [too_many, *self.errors][:MAX_ERRORS]
+        return self.errors
 
 
 def request_id(job_id: str) -> str:
@@ -117,3 +206,15 @@ NOT_RUN = {
         "This request could not be executed before the completion window expired.",
     ),
 }
+
+
+def usage_view(input_tokens: int, output_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    """A batch's `usage` as OpenAI shows it (its lines' usage summed). jobgate's usage does not
+    break out reasoning tokens: 0."""
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached_tokens},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + output_tokens,
+    }

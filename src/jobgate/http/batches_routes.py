@@ -33,7 +33,12 @@ class CreateBatchRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
     input_file_id: str = pydantic.Field(min_length=1, max_length=200)
-    endpoint: Literal["/v1/chat/completions", "/v1/responses"]
+    endpoint: Literal[
+        "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions"
+    ] = pydantic.Field(
+        description="Each line's `url` must be it; a provider that does not serve it answers "
+        "each line with an error (/v1/embeddings and /v1/completions: an `openai` provider)"
+    )
     completion_window: Literal["24h"]
     metadata: dict[str, Any] | None = None
     output_expires_after: dict[str, Any] | None = None  # accepted, not applied

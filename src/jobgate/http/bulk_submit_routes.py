@@ -110,10 +110,7 @@ def _model_item(fields: dict[str, Any], key: str | None) -> bulk_submit.BulkSubm
     try:
         payload = SubmitJobRequest.model_validate(fields)
     except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(part) for part in first.get("loc", ())) or None
-        message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
-        return bulk_submit.BulkSubmit(None, refused=errors.InvalidRequest(message, param=param))
+        return bulk_submit.BulkSubmit(None, refused=problems.invalid_request_of(exc))
     # parse_items' strict parse checked the JSON limits of the whole body, this item's too.
     spec = jobs_routes.submit_spec(payload, fields["body"], json_checked=True)
     return bulk_submit.BulkSubmit(spec, raw_body=fields, idempotency_key=key)

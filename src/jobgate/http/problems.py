@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import orjson
+import pydantic
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -105,6 +106,15 @@ def answer(exc: errors.JobgateError) -> Response:
     if isinstance(exc, errors.StorageUnavailable):
         log.warning("storage unavailable: %s", exc.message)
     return from_error(exc)
+
+
+def invalid_request_of(exc: pydantic.ValidationError) -> errors.InvalidRequest:
+    """A model's refusal of a value the handler validates itself (a bulk item, a batch line),
+    named as a route's validation error names it."""
+    first = exc.errors()[0]
+    param = ".".join(str(part) for part in first.get("loc", ())) or None
+    message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
+    return errors.InvalidRequest(message, param=param)
 
 
 async def handle_validation_error(_request: Request, exc: Exception) -> Response:

@@ -13,7 +13,7 @@ from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import config_reload
+from jobgate.services import batch_runner, config_reload
 from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
@@ -160,8 +160,11 @@ class Runtime:
     def schedules(self) -> ScheduleService:
         return ScheduleService(self.jobs)
 
-    def batch_runner(self) -> BatchRunner:
-        return BatchRunner(jobs=self.jobs)
+    def batch_runner(self, *, interval_s: float = batch_runner.INTERVAL_S) -> BatchRunner:
+        """The batches role: batch lines are checked as their HTTP routes check a request."""
+        from jobgate.http import batch_lines  # the edge's models: imported by this role only
+
+        return BatchRunner(jobs=self.jobs, check_line=batch_lines.check, interval_s=interval_s)
 
     async def run_roles(
         self,

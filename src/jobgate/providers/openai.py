@@ -25,7 +25,10 @@ from jobgate.simulator import model, wire
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CHAT_COMPLETIONS = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
-ENDPOINTS = frozenset({CHAT_COMPLETIONS, RESPONSES})
+# Endpoints an OpenAI-compatible server answers whole, with nothing to stream or reconcile:
+# the call posts the body to the same path and keeps the answer (batch lines use them too).
+PLAIN = {"/v1/embeddings": "embeddings", "/v1/completions": "completions"}
+ENDPOINTS = frozenset({CHAT_COMPLETIONS, RESPONSES, *PLAIN})
 JOB_ID_METADATA = "jobgate_job_id"
 SYNC_POLL_INTERVAL_S = 1.0
 _STATUSES = {
@@ -84,6 +87,10 @@ class OpenAIProvider:
         if endpoint == CHAT_COMPLETIONS:
             model.validate_chat(body)
             return
+        if endpoint in PLAIN:
+            if not isinstance(body.get("model"), str) or not body["model"]:
+                raise errors.InvalidRequest("body.model is required", param="body.model")
+            return
         problem = wire.validate_responses(body)
         if problem is not None:
             raise errors.InvalidRequest(f"body.{problem}", param="body")
@@ -100,9 +107,10 @@ class OpenAIProvider:
     # -- sync calls, under the worker's lease ------------------------------------------------
 
     async def call(self, call: ProviderCall) -> ProviderResult:
-        if call.endpoint == CHAT_COMPLETIONS:
+        if call.endpoint == CHAT_COMPLETIONS or call.endpoint in PLAIN:
+            path = PLAIN.get(call.endpoint, "chat/completions")
             payload, request_id = await self._post(
-                "chat/completions", call.body, idempotency_key=call.idempotency_key
+                path, call.body, idempotency_key=call.idempotency_key
             )
             return ProviderResult(
                 body=payload,
@@ -124,7 +132,7 @@ class OpenAIProvider:
     # -- live output streaming (providers/openai_stream.py) -----------------------------------
 
     def streams(self, endpoint: str) -> bool:
-        return endpoint in ENDPOINTS and not self.runs_in_background(endpoint)
+        return endpoint in (CHAT_COMPLETIONS, RESPONSES) and not self.runs_in_background(endpoint)
 
     async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
         """`call` with `stream: true`, handing each text delta on as it arrives."""

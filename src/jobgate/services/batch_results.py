@@ -25,6 +25,8 @@ from jobgate.storage.records import BatchEnding, BatchItemResult, BatchRecord, R
 log = logging.getLogger(__name__)
 
 PAGE = 500
+# How a line ended, as counted in request_counts.
+_SUCCEEDED, _FAILED, _NOT_RUN = "succeeded", "failed", "not_run"
 
 
 class LeaseLost(Exception):
@@ -36,40 +38,47 @@ async def finalize(
     ids: IdGenerator,
     batch: BatchRecord,
     now: datetime | None,
+    *,
+    expires_after_s: float,
 ) -> None:
-    """Write the batch's files and end it (raises LeaseLost once another pass holds it)."""
+    """Write the batch's files (each expiring `expires_after_s` after) and end it (raises
+    LeaseLost once another pass holds it)."""
     assert batch.lease_token is not None
     final = BatchStatus(batch.final_status or BatchStatus.COMPLETED)
-    output = _ResultFile(storage, ids, batch, "output")
-    failures = _ResultFile(storage, ids, batch, "error")
-    completed = 0
+    output = _ResultFile(storage, ids, batch, "output", expires_after_s)
+    failures = _ResultFile(storage, ids, batch, "error", expires_after_s)
+    counted = {_SUCCEEDED: 0, _FAILED: 0, _NOT_RUN: 0}
     after = -1
     while True:
         page = await storage.batch_items_page(batch_id=batch.id, after_line=after, limit=PAGE)
         for item in page:
-            line, ok = await _result_line(storage, batch, item, final)
-            await (output if ok else failures).add(line)
-            completed += ok
+            line, outcome = await _result_line(storage, batch, item, final)
+            await (output if outcome == _SUCCEEDED else failures).add(line)
+            counted[outcome] += 1
         if len(page) < PAGE:
             break
         after = page[-1].line
-    await _not_run(storage, batch, final, failures)
+    if batch.in_progress_at is not None:  # validated: every line not expanded is accounted
+        await _not_run(storage, batch, final, failures)
+    counts = await storage.batch_counts(batch_id=batch.id)
     ending = BatchEnding(
         batch_id=batch.id,
         tenant_id=batch.tenant_id,
         lease_token=batch.lease_token,
         status=final,
-        completed_count=completed,
-        failed_count=batch.total - completed,
+        # Lines cancelled or expired before they ran count as neither (as OpenAI counts).
+        completed_count=counted[_SUCCEEDED],
+        failed_count=counted[_FAILED],
         output=await output.close(),
         error=await failures.close(),
+        usage=batches.usage_view(counts.input_tokens, counts.output_tokens, counts.cached_tokens),
     )
     done = await storage.batch_finish(ending=ending, now=now)
     if done is None:
         raise LeaseLost(batch.id)
     log.info(
         "batch finished",
-        extra={"batch_id": batch.id, "to_state": str(final), "count": completed},
+        extra={"batch_id": batch.id, "to_state": str(final), "count": counted[_SUCCEEDED]},
     )
 
 
@@ -78,9 +87,11 @@ async def _result_line(
     batch: BatchRecord,
     item: BatchItemResult,
     final: BatchStatus,
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[dict[str, Any], str]:
+    """A line's entry in the output or error file, and how it ended (_SUCCEEDED, _FAILED or
+    _NOT_RUN: cancelled or expired before it ran)."""
     line_id = f"batch_req_{item.job_id or f'{batch.id}_{item.line}'}"
-    if item.job_id is None:  # refused when expanded
+    if item.job_id is None:  # refused when expanded, as its route would have answered
         error = item.item_error or {}
         return batches.output_line(
             line_id=line_id,
@@ -88,7 +99,7 @@ async def _result_line(
             job_id=f"{batch.id}_{item.line}",
             status_code=int(error.get("status", 400)),
             body={"error": {k: error.get(k) for k in ("message", "type", "code", "param")}},
-        ), False
+        ), _FAILED
     if item.state == "succeeded":
         body = item.result
         if batch.endpoint == responses.ENDPOINT:
@@ -97,7 +108,7 @@ async def _result_line(
         return batches.output_line(
             line_id=line_id, custom_id=item.custom_id, job_id=item.job_id,
             status_code=200, body=body,
-        ), True  # fmt: skip
+        ), _SUCCEEDED  # fmt: skip
     if item.state == "failed":
         error = item.error or {}
         status = batches.failed_status_code(error) or 500
@@ -105,15 +116,18 @@ async def _result_line(
         return batches.output_line(
             line_id=line_id, custom_id=item.custom_id, job_id=item.job_id,
             status_code=status, body=body,
-        ), False  # fmt: skip
-    reason = "expired" if final == BatchStatus.EXPIRED else "cancelled"
-    if item.state is None:
-        code, message = "job_deleted", "The job of this request no longer exists."
-    else:
-        code, message = batches.NOT_RUN[reason]
+        ), _FAILED  # fmt: skip
+    if item.state is None:  # the job row is gone: its outcome is unknown
+        return batches.error_line(
+            line_id=line_id,
+            custom_id=item.custom_id,
+            code="job_deleted",
+            message="The job of this request no longer exists.",
+        ), _FAILED
+    code, message = batches.NOT_RUN["expired" if final == BatchStatus.EXPIRED else "cancelled"]
     return batches.error_line(
         line_id=line_id, custom_id=item.custom_id, code=code, message=message
-    ), False
+    ), _NOT_RUN
 
 
 async def _not_run(
@@ -129,12 +143,11 @@ async def _not_run(
     while True:
         chunks = await storage.file_chunks(file_id=batch.input_file_id, from_seq=seq, limit=4)
         for chunk in chunks:
-            for offset, raw in enumerate(chunk.data.split(b"\n")[: chunk.line_count]):
-                custom_id = orjson.loads(raw)["custom_id"]
+            for number, raw in batches.chunk_lines(chunk.data, chunk.first_line):
                 await out.add(
                     batches.error_line(
-                        line_id=f"batch_req_{batch.id}_{chunk.first_line + offset}",
-                        custom_id=custom_id,
+                        line_id=f"batch_req_{batch.id}_{number}",
+                        custom_id=orjson.loads(raw)["custom_id"],  # validated: it has one
                         code=code,
                         message=message,
                     )
@@ -154,9 +167,11 @@ class _ResultFile:
         ids: IdGenerator,
         batch: BatchRecord,
         kind: str,
+        expires_after_s: float,
     ) -> None:
         self.storage = storage
         self.batch = batch
+        self.expires_after_s = expires_after_s
         self.file_id = ids.new("file")
         self.filename = f"{batch.id}_{kind}.jsonl"
         self.writer = ChunkWriter(storage, self.file_id, lease_token=batch.lease_token)
@@ -170,6 +185,7 @@ class _ResultFile:
                 tenant_id=self.batch.tenant_id,
                 purpose="batch_output",
                 filename=self.filename,
+                expires_after_s=self.expires_after_s,
                 batch_id=self.batch.id,
                 lease_token=self.batch.lease_token,
             )

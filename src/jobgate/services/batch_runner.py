@@ -11,14 +11,15 @@ reaches every job the batch created. A batch whose passes keep failing fails alo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from jobgate import errors, failpoints, wakeups
-from jobgate.domain import batches, response_requests, responses
+from jobgate.domain import batches
 from jobgate.domain.batches import BatchStatus
 from jobgate.domain.job import NewJob
 from jobgate.services import batch_results
@@ -38,9 +39,20 @@ CANCELS_PER_PASS = 500
 MAX_FAILED_PASSES = 3
 
 
+class LineCheck(Protocol):
+    """How a batch line's request is checked: exactly as its HTTP route checks the same
+    request (http/batch_lines.py, handed over by the composition root). Raises
+    errors.InvalidRequest naming the parameter."""
+
+    def __call__(self, endpoint: str, body: dict[str, Any]) -> SubmitSpec: ...
+
+
 class BatchRunner:
-    def __init__(self, *, jobs: JobService, interval_s: float = INTERVAL_S) -> None:
+    def __init__(
+        self, *, jobs: JobService, check_line: LineCheck, interval_s: float = INTERVAL_S
+    ) -> None:
         self.jobs = jobs
+        self.check_line = check_line
         self.storage: protocol.BatchRunnerStorage = jobs.storage
         self.interval_s = interval_s
         # A pass on one batch must end well within its lease (as a worker's call within the
@@ -91,12 +103,8 @@ class BatchRunner:
     async def step(self, batch: BatchRecord, *, now: datetime | None = None) -> None:
         """One step on a batch this pass holds (`batch.lease_token`)."""
         if batch.status == BatchStatus.VALIDATING:
-            moved = await self._update(
-                batch, (BatchStatus.VALIDATING,), status=BatchStatus.IN_PROGRESS, now=now
-            )
-            if moved is None:
-                return
-            batch = moved
+            await self._validate(batch, now)
+            return  # a whole step: the next pass expands
         if batch.status == BatchStatus.IN_PROGRESS and batch.final_status is None:
             moment = now or await self.storage.database_now()
             if moment >= batch.expires_at:
@@ -113,7 +121,54 @@ class BatchRunner:
                 return
             batch = moved
         if batch.status == BatchStatus.FINALIZING:
-            await batch_results.finalize(self.storage, self.jobs.ids, batch, now)
+            await batch_results.finalize(
+                self.storage,
+                self.jobs.ids,
+                batch,
+                now,
+                expires_after_s=self.jobs.settings.files_expire_after_s,
+            )
+
+    async def _validate(self, batch: BatchRecord, now: datetime | None) -> None:
+        """Check every line of the input file as OpenAI validates a batch: in progress (its
+        requests counted, its model known), or failed with the lines' errors and no job."""
+        validation = batches.Validation(
+            endpoint=batch.endpoint, max_lines=self.jobs.settings.batch_max_lines
+        )
+        seq = 0
+        while True:
+            chunks = await self.storage.file_chunks(
+                file_id=batch.input_file_id, from_seq=seq, limit=CHUNKS_PER_PASS
+            )
+            for chunk in chunks:
+                for number, raw in batches.chunk_lines(chunk.data, chunk.first_line):
+                    validation.check(raw, number)
+            if len(chunks) < CHUNKS_PER_PASS:
+                break
+            seq = chunks[-1].seq + 1
+        refused = validation.finish()
+        if refused:
+            assert batch.lease_token is not None
+            failed = await self.storage.batch_fail(
+                batch_id=batch.id,
+                lease_token=batch.lease_token,
+                errors={"object": "list", "data": [error.view() for error in refused]},
+                now=now,
+            )
+            if failed is not None:
+                log.info(
+                    "batch failed validation",
+                    extra={"batch_id": batch.id, "count": len(refused), "code": refused[0].code},
+                )
+            return
+        await self._update(
+            batch,
+            (BatchStatus.VALIDATING,),
+            status=BatchStatus.IN_PROGRESS,
+            total=validation.lines,
+            model=validation.model,
+            now=now,
+        )
 
     async def _settle(self, batch: BatchRecord, now: datetime | None) -> BatchRecord | None:
         """The batch moved to finalizing once every line ended (None: not yet). A cancel or
@@ -160,14 +215,12 @@ class BatchRunner:
             "param": None,
             "line": None,
         }
-        failed = await self._update(
-            batch,
-            batches.LIVE,
-            status=BatchStatus.FAILED,
-            final_status=BatchStatus.FAILED,
+        assert batch.lease_token is not None
+        failed = await self.storage.batch_fail(
+            batch_id=batch.id,
+            lease_token=batch.lease_token,
             errors={"object": "list", "data": [error]},
             failures=failures,
-            release=True,
             now=now,
         )
         if failed is not None:
@@ -216,9 +269,11 @@ class BatchRunner:
         """Store one chunk's jobs and lines together; False when expansion must stop (the
         queue is full, or the batch was cancelled, expired or taken over)."""
         assert batch.lease_token is not None
-        lines = [orjson.loads(raw) for raw in chunk.data.split(b"\n")[: chunk.line_count]]
-        numbers = range(chunk.first_line, chunk.first_line + len(lines))
-        specs = [self._submit(batch, line) for line in lines]
+        lines = [
+            (number, orjson.loads(raw))
+            for number, raw in batches.chunk_lines(chunk.data, chunk.first_line)
+        ]
+        specs = [self._spec(batch, line) for _, line in lines]
         admission = await self.jobs.limits.admission(batch.tenant_id, adding=len(lines) - 1)
         if admission.full is not None:
             log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
@@ -227,9 +282,10 @@ class BatchRunner:
         prepare = self.jobs.preparer(batch.tenant_id)
         jobs: list[NewJob] = []
         items: list[NewBatchItem] = []
-        for number, line, spec in zip(numbers, lines, specs, strict=True):
+        for (number, line), spec in zip(lines, specs, strict=True):
+            custom_id = line["custom_id"]
             try:
-                if isinstance(spec, errors.JobgateError):
+                if not isinstance(spec, SubmitSpec):
                     raise spec
                 job = admission.admit(prepare(spec, None))
             except errors.QueueFull:
@@ -237,11 +293,11 @@ class BatchRunner:
                 return False
             except errors.StorageError:
                 raise
-            except errors.JobgateError as exc:
-                items.append(_refused(number, line["custom_id"], exc))
+            except Exception as exc:  # a line that cannot be run is refused alone
+                items.append(_refused(number, custom_id, exc, batch.endpoint))
                 continue
             jobs.append(job)
-            items.append(NewBatchItem(line=number, custom_id=line["custom_id"], job_id=job.id))
+            items.append(NewBatchItem(line=number, custom_id=custom_id, job_id=job.id))
         chunk_write = BatchChunk(batch.id, batch.lease_token, jobs, items, chunk.seq + 1)
         try:
             moved = await self.storage.batch_chunk_insert(
@@ -261,31 +317,21 @@ class BatchRunner:
             )
         return True
 
-    def _submit(self, batch: BatchRecord, line: dict[str, Any]) -> SubmitSpec | errors.JobgateError:
-        if line["url"] != batch.endpoint:
-            return errors.InvalidRequest(
-                f"url {line['url']!r} differs from the batch's endpoint {batch.endpoint!r}",
-                param="url",
-            )
+    def _spec(self, batch: BatchRecord, line: dict[str, Any]) -> SubmitSpec | Exception:
+        """The line's submit as its route checks it, made the batch's own (its metadata and
+        priority); the refusal instead, whatever the body held."""
+        try:
+            spec = self.check_line(batch.endpoint, line["body"])
+        except Exception as exc:  # a body no route would take is this line's error alone
+            return exc
         # The job's metadata is jsonb on PostgreSQL, which refuses a NUL: it shows one as
         # U+FFFD (the batch's lines and files keep the custom_id exactly).
-        meta = {"batch_id": batch.id, "custom_id": line["custom_id"].replace("\x00", "\ufffd")}
-        try:
-            if batch.endpoint == responses.ENDPOINT:
-                request = response_requests.parse_create(line["body"])
-                return SubmitSpec(
-                    endpoint=responses.ENDPOINT,
-                    body=request.body,
-                    metadata=meta,
-                    priority=batch.priority,
-                    api=responses.API,
-                    id_prefix=responses.ID_PREFIX,
-                )
-            return SubmitSpec(
-                endpoint=batch.endpoint, body=line["body"], metadata=meta, priority=batch.priority
-            )
-        except errors.InvalidRequest as exc:
-            return exc
+        custom_id = line["custom_id"].replace("\x00", "\ufffd")
+        return dataclasses.replace(
+            spec,
+            metadata={"batch_id": batch.id, "custom_id": custom_id},
+            priority=batch.priority,
+        )
 
     # -- cancel and expiry --------------------------------------------------------------
 
@@ -318,12 +364,27 @@ class BatchRunner:
                 await self._wake.sleep(self.interval_s)
 
 
-def _refused(line: int, custom_id: str, exc: errors.JobgateError) -> NewBatchItem:
+def _refused(line: int, custom_id: str, exc: Exception, endpoint: str) -> NewBatchItem:
+    """A line refused as its route would answer it: a 4xx problem's error, or (a fault of
+    jobgate's, which the route would answer 500) a server error naming no detail."""
+    if not isinstance(exc, errors.JobgateError):
+        log.error("batch line refused by a fault", exc_info=exc)
+        error = {
+            "message": f"the request could not be handled ({type(exc).__name__})",
+            "type": "server_error",
+            "code": "internal_error",
+            "param": None,
+            "status": 500,
+        }
+        return NewBatchItem(line=line, custom_id=custom_id, job_id=None, error=error)
+    param = getattr(exc, "param", None)
+    if endpoint == batches.RESPONSES and param and param.startswith("body."):
+        param = param.removeprefix("body.")  # a Responses body is the request itself
     error = {
         "message": exc.message,
         "type": "invalid_request_error",
         "code": exc.code,
-        "param": getattr(exc, "param", None),
-        "status": 400,
+        "param": param,
+        "status": exc.status if isinstance(exc, errors.LimitExceeded) else 400,
     }
     return NewBatchItem(line=line, custom_id=custom_id, job_id=None, error=error)

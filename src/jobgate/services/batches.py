@@ -136,19 +136,18 @@ class BatchService:
         raise errors.Conflict(f"cannot cancel a batch with status {state!r}")
 
     async def view(self, batch: BatchRecord) -> dict[str, Any]:
-        """The batch as OpenAI shows it, with request counts as they stand."""
-        if batch.completed_count is not None and batch.failed_count is not None:
-            completed, failed = batch.completed_count, batch.failed_count
-        else:
-            if self.counts is None:
-                counts = await self.storage.batch_counts(batch_id=batch.id)
-            else:
-                counts = await self.counts.of(batch.id)
-            completed, failed = counts.completed, counts.failed
+        """The batch as OpenAI shows it, with request counts and usage as they stand: none
+        while its file is validated, live while it runs, frozen once it ends."""
+        counts = await self._counts(batch)
+        total, completed, failed = counts[:3]
+        usage = batch.usage
+        if usage is None and batch.in_progress_at is not None:
+            usage = batches.usage_view(*counts[3:])
         return {
             "id": batch.id,
             "object": "batch",
             "endpoint": batch.endpoint,
+            "model": batch.model,
             "errors": batch.errors,
             "input_file_id": batch.input_file_id,
             "completion_window": batch.completion_window,
@@ -164,9 +163,28 @@ class BatchService:
             "expired_at": to_unix(batch.expired_at),
             "cancelling_at": to_unix(batch.cancelling_at),
             "cancelled_at": to_unix(batch.cancelled_at),
-            "request_counts": {"total": batch.total, "completed": completed, "failed": failed},
+            "request_counts": {"total": total, "completed": completed, "failed": failed},
+            "usage": usage,
             "metadata": batch.metadata,
         }
+
+    async def _counts(self, batch: BatchRecord) -> tuple[int, int, int, int, int, int]:
+        """(total, completed, failed, input, output and cached tokens): zero before the file
+        is validated (the total is not known yet); the counts frozen once the batch ended."""
+        if batch.in_progress_at is None:
+            return 0, 0, 0, 0, 0, 0
+        frozen = batch.completed_count is not None and batch.failed_count is not None
+        if frozen and batch.usage is not None:
+            return batch.total, batch.completed_count or 0, batch.failed_count or 0, 0, 0, 0
+        if self.counts is None:
+            counts = await self.storage.batch_counts(batch_id=batch.id)
+        else:
+            counts = await self.counts.of(batch.id)
+        completed, failed = counts.completed, counts.failed
+        if frozen:
+            completed, failed = batch.completed_count or 0, batch.failed_count or 0
+        tokens = (counts.input_tokens, counts.output_tokens, counts.cached_tokens)
+        return batch.total, completed, failed, *tokens
 
 
 def _check_metadata(metadata: dict[str, Any] | None) -> None:

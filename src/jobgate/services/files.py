@@ -1,5 +1,6 @@
-"""OpenAI-compatible files: a JSONL upload checked line by line and stored in chunks of whole
-lines, never held whole in memory; list, read back in chunks, delete."""
+"""OpenAI-compatible files: a JSONL upload stored as it arrives, byte for byte, in chunks of
+whole lines (never held whole in memory); list, read back in chunks, delete. A batch checks
+its input's lines when it is validated (services/batch_runner.py), as OpenAI does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 
 from jobgate import errors
 from jobgate.config import Settings
-from jobgate.domain import batches
 from jobgate.ids import IdGenerator
 from jobgate.storage.feature_protocol import FilesStore
 from jobgate.storage.records import FileChunk, FileRecord
@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 256 * 1024  # a stored chunk holds whole lines, about this many bytes
 PURPOSES = ("batch",)  # what a client may upload; jobgate writes `batch_output` itself
 MAX_FILENAME = 255
+EXTENSION = ".jsonl"  # a batch input's name, as OpenAI requires it
 
 
 class FileService:
@@ -35,22 +36,26 @@ class FileService:
         filename: str,
         data: AsyncIterator[bytes],
     ) -> FileRecord:
-        """Store a JSONL batch input, checking each line as it streams by (OpenAI's checks,
-        `custom_id` unique, the size and line limits). A refused upload stores nothing.
-        `purpose` is asked before and after the data (a form may send it after the file)."""
+        """Store a JSONL batch input as it streams by, byte for byte: any well-formed upload
+        of a `.jsonl` file within the size limits (a line within the request body limit) and
+        the tenant's room. Its lines are checked when a batch is validated. A refused upload
+        stores nothing. `purpose` is asked before and after the data (a form may send it
+        after the file)."""
         early = purpose()
         if early is not None:
             _check_purpose(early)
-        if not filename or len(filename) > MAX_FILENAME or "\x00" in filename:
-            raise errors.InvalidRequest(
-                "file must have a name of 1-255 characters, without NUL", param="file"
-            )
+        _check_filename(filename)
+        room = await self._room(tenant_id)
         file_id = self.ids.new("file")
         await self.storage.file_create(
-            file_id=file_id, tenant_id=tenant_id, purpose="batch", filename=filename
+            file_id=file_id,
+            tenant_id=tenant_id,
+            purpose="batch",
+            filename=filename,
+            expires_after_s=self.settings.files_expire_after_s,
         )
         try:
-            size, lines = await self._store_checked(file_id, data)
+            size, lines = await self._store(file_id, data, room)
             _check_purpose(purpose())
         except BaseException:
             await self.storage.file_delete(file_id=file_id)
@@ -59,42 +64,41 @@ class FileService:
         log.info("file stored", extra={"tenant_id": tenant_id, "file_id": file_id, "lines": lines})
         return record
 
-    async def _store_checked(self, file_id: str, data: AsyncIterator[bytes]) -> tuple[int, int]:
-        seen: set[str] = set()
+    async def _room(self, tenant_id: str) -> int:
+        """The bytes the tenant may still upload; errors.LimitExceeded when it keeps as many
+        files, or bytes, as it may. (Uploads that run at the same moment are each checked
+        against what was kept when they began.)"""
+        usage = await self.storage.file_usage(tenant_id=tenant_id)
+        if usage.files >= self.settings.files_max_per_tenant:
+            raise errors.LimitExceeded(
+                "files_max_per_tenant",
+                f"this tenant keeps {usage.files} files, the most it may "
+                f"(files_max_per_tenant); delete some first",
+            )
+        room = self.settings.files_max_bytes_per_tenant - usage.bytes
+        if room <= 0:
+            raise _no_room(self.settings.files_max_bytes_per_tenant)
+        return room
+
+    async def _store(self, file_id: str, data: AsyncIterator[bytes], room: int) -> tuple[int, int]:
+        """Store the upload's lines as sent; (its bytes, its requests: lines not blank)."""
         writer = ChunkWriter(self.storage, file_id)
         size = 0
-        line_no = 0
-        async for raw in split_lines(data, max_bytes=self.settings.files_max_bytes):
+        requests = 0
+        lines = split_lines(
+            data,
+            max_bytes=self.settings.files_max_bytes,
+            max_line_bytes=self.settings.max_body_bytes,
+        )
+        async for raw in lines:
             size += len(raw)
-            stripped = raw.rstrip(b"\r\n")
-            if not stripped.strip():
-                continue  # blank lines (a trailing newline included) carry nothing
-            line_no += 1
-            if line_no > self.settings.batch_max_lines:
-                raise errors.InvalidRequest(
-                    f"a batch file holds at most {self.settings.batch_max_lines} lines",
-                    param="file",
-                    code="too_many_lines",
-                )
-            try:
-                line = batches.parse_line(stripped, line_no)
-            except batches.LineError as exc:
-                raise _refusal(exc) from None
-            if line["custom_id"] in seen:
-                raise _refusal(
-                    batches.LineError(
-                        line_no,
-                        "duplicate_custom_id",
-                        f"line {line_no}: custom_id {line['custom_id']!r} is used twice",
-                        "custom_id",
-                    )
-                )
-            seen.add(line["custom_id"])
-            await writer.add(stripped + b"\n")
-        if line_no == 0:
-            raise errors.InvalidRequest("the file has no lines", param="file", code="empty_file")
+            if size > room:
+                raise _no_room(self.settings.files_max_bytes_per_tenant)
+            if raw.strip():
+                requests += 1
+            await writer.add(raw)
         await writer.flush()
-        return size, line_no
+        return size, requests
 
     async def get(self, *, tenant_id: str, file_id: str) -> FileRecord:
         record = await self.storage.file_get(file_id=file_id, tenant_id=tenant_id)
@@ -128,6 +132,8 @@ class FileService:
             seq = page[-1].seq + 1
 
     async def delete(self, *, tenant_id: str, file_id: str) -> None:
+        """Delete the tenant's file; errors.Conflict while a batch that has not ended reads
+        it (delete it once the batch ends)."""
         if not await self.storage.file_delete(file_id=file_id, tenant_id=tenant_id):
             raise errors.NotFound("file", file_id)
 
@@ -175,23 +181,44 @@ class ChunkWriter:
         return stored
 
 
-async def split_lines(data: AsyncIterator[bytes], *, max_bytes: int) -> AsyncIterator[bytes]:
-    """Lines (each with its newline, the last maybe without) of a byte stream; raises
-    errors.PayloadTooLarge past `max_bytes`, having read no more than one piece beyond it."""
-    pending = b""
+async def split_lines(
+    data: AsyncIterator[bytes], *, max_bytes: int, max_line_bytes: int | None = None
+) -> AsyncIterator[bytes]:
+    """The lines of a byte stream, each with its newline (the last maybe without), in time
+    linear in its size: each piece is searched once, a line's bytes gathered once. Raises
+    errors.PayloadTooLarge past `max_bytes` in all, or at a line longer than `max_line_bytes`
+    (having read no more than one piece beyond either)."""
+    pending = bytearray()
     total = 0
+    number = 1
     async for piece in data:
         total += len(piece)
         if total > max_bytes:
             raise errors.PayloadTooLarge(max_bytes)
-        pending += piece
         start = 0
-        while (end := pending.find(b"\n", start)) != -1:
-            yield pending[start : end + 1]
+        while (end := piece.find(b"\n", start)) != -1:
+            pending += piece[start : end + 1]
+            _check_line(pending, number, max_line_bytes)
+            yield bytes(pending)
+            pending.clear()
+            number += 1
             start = end + 1
-        pending = pending[start:]
+        pending += piece[start:]
+        _check_line(pending, number, max_line_bytes)
     if pending:
-        yield pending
+        yield bytes(pending)
+
+
+def _check_line(line: bytearray, number: int, max_line_bytes: int | None) -> None:
+    if max_line_bytes is not None and len(line.rstrip(b"\r\n")) > max_line_bytes:
+        refused = errors.PayloadTooLarge(max_line_bytes)
+        refused.message = (
+            f"line {number} is longer than {max_line_bytes} bytes, the limit of one request "
+            "(max_body_bytes)"
+        )
+        refused.args = (refused.message,)
+        refused.param = "file"
+        raise refused
 
 
 def _check_purpose(purpose: str | None) -> None:
@@ -201,8 +228,23 @@ def _check_purpose(purpose: str | None) -> None:
         )
 
 
-def _refusal(exc: batches.LineError) -> errors.InvalidRequest:
-    return errors.InvalidRequest(exc.message, param=exc.param, code=exc.code)
+def _check_filename(filename: str) -> None:
+    if not filename or len(filename) > MAX_FILENAME:
+        raise errors.InvalidRequest("file must have a name of 1-255 characters", param="file")
+    if not filename.lower().endswith(EXTENSION):
+        raise errors.InvalidRequest(
+            f"a batch input file must be JSONL, named *{EXTENSION} (got {filename[:100]!r})",
+            param="file",
+            code="invalid_file_format",
+        )
+
+
+def _no_room(max_bytes: int) -> errors.LimitExceeded:
+    return errors.LimitExceeded(
+        "files_max_bytes_per_tenant",
+        f"this tenant's files would hold more than {max_bytes} bytes "
+        "(files_max_bytes_per_tenant); delete some first",
+    )
 
 
 def file_view(record: FileRecord) -> dict[str, Any]:
@@ -215,6 +257,6 @@ def file_view(record: FileRecord) -> dict[str, Any]:
         "filename": record.filename,
         "purpose": record.purpose,
         "status": "processed",
-        "expires_at": None,
+        "expires_at": None if record.expires_at is None else int(record.expires_at.timestamp()),
         "status_details": None,
     }

@@ -43,17 +43,7 @@ class ResponsesService:
     ) -> SubmitOutcome:
         """Store the response as a job (an Idempotency-Key replays the original; a replay of
         a response deleted since is not found, as it would be on retrieve)."""
-        spec = SubmitSpec(
-            endpoint=responses.ENDPOINT,
-            body=request.body,
-            metadata=request.metadata,
-            webhook=request.webhook,
-            # OpenAI's metadata values are strings: any SDK can set the key without extras.
-            concurrency_key=_concurrency_key(request.metadata),
-            api=responses.API,
-            id_prefix=responses.ID_PREFIX,
-            stream=request.stream,
-        )
+        spec = spec_of(request)
         try:
             outcome = await self.jobs.submit(
                 tenant_id=tenant_id,
@@ -205,6 +195,22 @@ async def _follow(feed: live_feeds.JobFeed, after: int) -> AsyncIterator[dict[st
 def _running(job: Job) -> Job:
     """The job as if not finished yet (while more pages of its output log are to come)."""
     return dataclasses.replace(job, state=JobState.RUNNING)
+
+
+def spec_of(request: CreateRequest) -> SubmitSpec:
+    """The job a create stores (shared with a /v1/responses batch line's, which the batch
+    then makes its own: its metadata, priority, no webhook, no stream)."""
+    return SubmitSpec(
+        endpoint=responses.ENDPOINT,
+        body=request.body,
+        metadata=request.metadata,
+        webhook=request.webhook,
+        # OpenAI's metadata values are strings: any SDK can set the key without extras.
+        concurrency_key=_concurrency_key(request.metadata),
+        api=responses.API,
+        id_prefix=responses.ID_PREFIX,
+        stream=request.stream,
+    )
 
 
 def _concurrency_key(metadata: dict[str, Any]) -> str | None:

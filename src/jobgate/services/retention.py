@@ -1,7 +1,8 @@
 """Retention: deletes finished jobs older than JOBGATE_RETENTION_S with their events, outbox
-rows and delivery attempts (their usage summed per tenant and day first), in small batches so
-that no transaction is long; a job a live idempotency key names, or with a pending delivery,
-waits for them (domain.retention). The reaper calls `sweep_once()` on each pass."""
+rows and delivery attempts (their usage summed per tenant and day first), and the files whose
+time ran out, in small batches so that no transaction is long; a job a live idempotency key
+names, or with a pending delivery, waits for them (domain.retention). The reaper calls
+`sweep_once()` on each pass."""
 
 from __future__ import annotations
 
@@ -49,4 +50,19 @@ class Retention:
                 break
         if deleted["jobs"]:
             log.info("retention deleted finished jobs", extra={"count": deleted["jobs"]})
+        deleted["files"] = await self._expire_files(moment)
         return deleted
+
+    async def _expire_files(self, moment: datetime) -> int:
+        """Delete the files whose time ran out (OpenAI's 30 days, files_expire_after_s), a
+        live batch's input excepted; how many."""
+        gone = 0
+        for _ in range(self._max_batches):
+            batch = await self._storage.file_delete_expired(limit=self._batch_size, now=moment)
+            gone += batch
+            if batch < self._batch_size:
+                break
+        if gone:
+            metrics.RETENTION_DELETED_ROWS.labels("files").inc(gone)
+            log.info("retention deleted expired files", extra={"count": gone})
+        return gone

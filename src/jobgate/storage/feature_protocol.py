@@ -27,6 +27,7 @@ from jobgate.storage.records import (
     EndpointHealth,
     FileChunk,
     FileRecord,
+    FileUsage,
     NewWebhookEndpoint,
     QueueLimit,
     RetentionBatch,
@@ -191,13 +192,15 @@ class FilesStore(Protocol):
         tenant_id: str,
         purpose: str,
         filename: str,
+        expires_after_s: float | None = None,
         batch_id: str | None = None,
         lease_token: str | None = None,
         now: datetime | None = None,
     ) -> bool:
         """Insert an `uploading` file, invisible to reads until file_finish (or, a result
-        file of `batch_id`, until batch_finish shows it). With `lease_token`, only while that
-        token holds the batch: False (nothing written) once it does not."""
+        file of `batch_id`, until batch_finish shows it), expiring `expires_after_s` from now
+        (None: never). With `lease_token`, only while that token holds the batch: False
+        (nothing written) once it does not."""
         ...
 
     async def file_chunk_put(
@@ -212,14 +215,32 @@ class FilesStore(Protocol):
         """Mark an uploaded file `processed` with its size; answers it."""
         ...
 
-    async def file_get(self, *, file_id: str, tenant_id: str | None = None) -> FileRecord | None:
-        """A processed file (None: missing, uploading, or another tenant's)."""
+    async def file_get(
+        self, *, file_id: str, tenant_id: str | None = None, now: datetime | None = None
+    ) -> FileRecord | None:
+        """A processed file (None: missing, uploading, expired, or another tenant's)."""
         ...
 
     async def file_list(
-        self, *, tenant_id: str, purpose: str | None, after: str | None, limit: int
+        self,
+        *,
+        tenant_id: str,
+        purpose: str | None,
+        after: str | None,
+        limit: int,
+        now: datetime | None = None,
     ) -> list[FileRecord]:
-        """A page of the tenant's processed files, newest first, after the file `after`."""
+        """A page of the tenant's processed files that have not expired, newest first, after
+        the file `after`."""
+        ...
+
+    async def file_usage(self, *, tenant_id: str) -> FileUsage:
+        """The tenant's processed uploads (purpose `batch`): how many, and their bytes."""
+        ...
+
+    async def file_delete_expired(self, *, limit: int, now: datetime | None = None) -> int:
+        """Delete up to `limit` files past their `expires_at` (uploads and results, any
+        status), except the input of a batch that has not ended; how many it deleted."""
         ...
 
     async def file_chunks(self, *, file_id: str, from_seq: int, limit: int) -> list[FileChunk]:
@@ -279,6 +300,8 @@ class BatchesStore(Protocol):
         error_file_id: str | None = None,
         errors: dict[str, Any] | None = None,
         failures: int | None = None,
+        total: int | None = None,
+        model: str | None = None,
         lease_token: str | None = None,
         lease_s: float | None = None,
         release: bool = False,
@@ -306,6 +329,20 @@ class BatchesStore(Protocol):
         in_progress with no final status and `chunk.lease_token` holds it: None (nothing
         written) otherwise, so no job of a batch exists without its line, and none is
         created once a cancel or expiry is committed."""
+        ...
+
+    async def batch_fail(
+        self,
+        *,
+        batch_id: str,
+        lease_token: str,
+        errors: dict[str, Any],
+        failures: int | None = None,
+        now: datetime | None = None,
+    ) -> BatchRecord | None:
+        """In one transaction, while `lease_token` holds the live batch (else None, nothing
+        written): `failed` with `errors` (OpenAI's `{"object": "list", "data": [...]}`), its
+        lease released, and its `batch.failed` event queued once per endpoint that wants it."""
         ...
 
     async def batch_finish(

@@ -850,12 +850,12 @@ class WorkerStorage(
     live output; background-mode hand-offs."""
 
 
-class ReaperStorage(JobReapStore, PurgeStore, RetentionStore, DatabaseClock, Protocol):
+class ReaperStorage(JobReapStore, PurgeStore, RetentionStore, FilesStore, DatabaseClock, Protocol):
     """The reaper: expired leases, overdue queued jobs, and what retention erases or deletes."""
 
 
-class RetentionStorage(RetentionStore, DatabaseClock, Protocol):
-    """The retention sweep (run by the reaper)."""
+class RetentionStorage(RetentionStore, FilesStore, DatabaseClock, Protocol):
+    """The retention sweep (run by the reaper): finished jobs, and files whose time ran out."""
 
 
 class DispatcherStorage(DeliveryStore, JobReadStore, ChangeFeed, Protocol):

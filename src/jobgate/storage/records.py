@@ -549,6 +549,15 @@ class FileRecord:
     status: str
     created_at: datetime
     batch_id: str | None = None  # a result file: the batch that writes it
+    expires_at: datetime | None = None  # then retention deletes it (None: never)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileUsage:
+    """What a tenant keeps uploaded: its files and their bytes (result files not counted)."""
+
+    files: int
+    bytes: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -588,6 +597,8 @@ class BatchRecord:
     cancelled_at: datetime | None
     lease_token: str | None = None  # the batches role's fence while it holds the batch
     failures: int = 0  # passes in a row that failed on the batch
+    model: str | None = None  # the one model its lines name (known once validated)
+    usage: dict[str, Any] | None = None  # its lines' usage summed, frozen when it ends
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -632,6 +643,7 @@ class BatchEnding:
     failed_count: int
     output: ResultFile | None
     error: ResultFile | None
+    usage: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -653,3 +665,6 @@ class BatchCounts:
     completed: int
     failed: int  # failed jobs and lines refused at expansion
     live: int  # jobs queued or running
+    input_tokens: int = 0  # the lines' usage so far, summed
+    output_tokens: int = 0
+    cached_tokens: int = 0

@@ -1,11 +1,12 @@
 -- OpenAI-compatible files and batches on PostgreSQL (issue 17).
 
 -- name: file_create
--- Insert a file while it uploads (invisible until file_finish); a batch's result file only
--- while :lease_token still holds the batch.
-INSERT INTO files (id, tenant_id, purpose, filename, status, created_at, batch_id)
-SELECT :id, :tenant_id, :purpose, :filename, 'uploading', coalesce(:now::timestamptz, now()),
-       :batch_id::text
+-- Insert a file while it uploads (invisible until file_finish), expiring :expires_after_s from
+-- now (NULL: never); a batch's result file only while :lease_token still holds the batch.
+INSERT INTO files (id, tenant_id, purpose, filename, status, created_at, batch_id, expires_at)
+SELECT :id, :tenant_id, :purpose, :filename, 'uploading', clock.now, :batch_id::text,
+       clock.now + make_interval(secs => :expires_after_s::double precision)
+  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE :lease_token::text IS NULL
     OR EXISTS (SELECT 1 FROM batches AS b
                 WHERE b.id = :batch_id::text AND b.lease_token = :lease_token::text)
@@ -28,15 +29,17 @@ UPDATE files SET status = 'processed', bytes = :bytes, lines = :lines
 RETURNING *
 
 -- name: file_get
--- A processed file by id, of one tenant unless :tenant_id is NULL.
+-- A processed file by id, of one tenant unless :tenant_id is NULL, unless it expired.
 SELECT * FROM files
  WHERE id = :id AND status = 'processed'
    AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
+   AND (expires_at IS NULL OR expires_at > coalesce(:now::timestamptz, now()))
 
 -- name: file_list
--- A page of a tenant's processed files, newest first.
+-- A page of a tenant's processed files that have not expired, newest first.
 SELECT * FROM files
  WHERE tenant_id = :tenant_id AND status = 'processed'
+   AND (expires_at IS NULL OR expires_at > coalesce(:now::timestamptz, now()))
    AND (:purpose::text IS NULL OR purpose = :purpose::text)
    AND (:after_id::text IS NULL
         OR (created_at, id) < (SELECT a.created_at, a.id FROM files AS a
@@ -50,6 +53,27 @@ SELECT seq, first_line, line_count, data FROM file_chunks
  WHERE file_id = :file_id AND seq >= :from_seq
  ORDER BY seq
  LIMIT :limit
+
+-- name: file_usage
+-- What a tenant keeps uploaded (its processed files of purpose batch): how many, their bytes.
+SELECT count(*)::integer AS files, coalesce(sum(bytes), 0)::bigint AS bytes
+  FROM files
+ WHERE tenant_id = :tenant_id AND purpose = 'batch' AND status = 'processed'
+
+-- name: file_delete_expired
+-- Delete up to :limit files whose time ran out (their chunks go with them), save the input of
+-- a batch that has not ended; their ids.
+DELETE FROM files
+ WHERE id IN (SELECT f.id FROM files AS f
+               WHERE f.expires_at <= coalesce(:now::timestamptz, now())
+                 AND NOT EXISTS (SELECT 1 FROM batches AS b
+                                  WHERE b.input_file_id = f.id
+                                    AND b.status IN ('validating', 'in_progress', 'finalizing',
+                                                     'cancelling'))
+               ORDER BY f.expires_at
+               LIMIT :limit
+                 FOR UPDATE OF f SKIP LOCKED)
+RETURNING id
 
 -- name: file_lock
 -- Lock a file of one tenant (unless :tenant_id is NULL) for its delete (no row: none).
@@ -80,6 +104,7 @@ SELECT :id, :tenant_id, 'validating', :endpoint, f.id, :completion_window,
        clock.now + make_interval(secs => :window_s::double precision)
   FROM files AS f, (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE f.id = :input_file_id AND f.tenant_id = :tenant_id AND f.status = 'processed'
+   AND (f.expires_at IS NULL OR f.expires_at > clock.now)
    FOR SHARE OF f
 RETURNING *
 
@@ -143,6 +168,8 @@ UPDATE batches AS b
        error_file_id = coalesce(:error_file_id::text, b.error_file_id),
        errors = coalesce(:errors::jsonb, b.errors),
        failures = coalesce(:failures::integer, b.failures),
+       total = coalesce(:total::integer, b.total),
+       model = coalesce(:model::text, b.model),
        lease_until = CASE WHEN :release::boolean THEN NULL
                           WHEN :lease_s::double precision IS NOT NULL
                           THEN clock.now + make_interval(secs => :lease_s::double precision)
@@ -193,6 +220,7 @@ WITH clock AS (
            failed_count = :failed_count::integer,
            output_file_id = :output_file_id::text,
            error_file_id = :error_file_id::text,
+           usage = :usage::jsonb,
            lease_until = NULL, lease_token = NULL, failures = 0,
            completed_at = CASE WHEN :status::text = 'completed' THEN clock.now
                                ELSE b.completed_at END,
@@ -233,6 +261,34 @@ WITH clock AS (
 )
 SELECT * FROM done
 
+-- name: batch_fail
+-- Fail a live batch while :lease_token holds it, in one statement: its errors, its lease
+-- released, and its `batch.failed` webhook events.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+), done AS (
+    UPDATE batches AS b
+       SET status = 'failed', final_status = coalesce(b.final_status, 'failed'),
+           errors = :errors::jsonb, failures = coalesce(:failures::integer, b.failures),
+           failed_at = clock.now, lease_until = NULL, lease_token = NULL
+      FROM clock
+     WHERE b.id = :id AND b.lease_token = :lease_token::text
+       AND b.status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
+    RETURNING b.*
+), events AS (
+    INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                        series, job_status, created_at, next_attempt_at)
+    SELECT 'msg_' || done.id || '_' || e.id, jobgate_event_id(done.id, 'batch.failed', 0),
+           done.tenant_id, done.id, 'batch.failed', e.id, e.id, NULL, 0, 'failed',
+           clock.now, clock.now
+      FROM done, clock, webhook_endpoints AS e
+     WHERE e.tenant_id = done.tenant_id AND NOT e.disabled
+       AND (e.event_types ? 'batch.failed' OR jsonb_array_length(e.event_types) = 0)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+)
+SELECT * FROM done
+
 -- name: batch_items_put
 -- Record lines of a batch (idempotent per line).
 INSERT INTO batch_items (batch_id, line, custom_id_json, job_id, error)
@@ -242,11 +298,18 @@ SELECT :batch_id, v.line, v.custom_id_json, v.job_id, v.error
 ON CONFLICT (batch_id, line) DO NOTHING
 
 -- name: batch_counts
--- A batch's lines by their jobs' states.
+-- A batch's lines by their jobs' states, and their usage so far (a stored count that is not a
+-- number counts as none).
 SELECT count(*)::integer AS items,
        count(*) FILTER (WHERE j.state = 'succeeded')::integer AS completed,
        count(*) FILTER (WHERE i.error IS NOT NULL OR j.state = 'failed')::integer AS failed,
-       count(*) FILTER (WHERE j.state IN ('queued', 'running'))::integer AS live
+       count(*) FILTER (WHERE j.state IN ('queued', 'running'))::integer AS live,
+       least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'input_tokens') = 'number'
+                         THEN (j.usage ->> 'input_tokens')::numeric END), 0), 9223372036854775807)::bigint AS input_tokens,
+       least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'output_tokens') = 'number'
+                         THEN (j.usage ->> 'output_tokens')::numeric END), 0), 9223372036854775807)::bigint AS output_tokens,
+       least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'cache_read_input_tokens') = 'number'
+                         THEN (j.usage ->> 'cache_read_input_tokens')::numeric END), 0), 9223372036854775807)::bigint AS cached_tokens
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id
 

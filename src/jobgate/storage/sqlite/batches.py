@@ -1,8 +1,8 @@
 """BatchesStore's transactions on SQLite, each in one write of the single writer: a batch's
 chunk (its jobs, its lines and the cursor, behind the batch's fence), a file's delete (refused
-while a live batch reads it) and a batch's end (its final status, its result files shown and
-the others dropped, its webhook events), where PostgreSQL's end is one statement with
-data-modifying CTEs."""
+while a live batch reads it), a batch's end (its final status, its result files shown and the
+others dropped, its webhook events) and its failure (with its event), where PostgreSQL's end
+and failure are one statement each with data-modifying CTEs."""
 
 from __future__ import annotations
 
@@ -42,6 +42,15 @@ class SqliteBatches(BatchesQueries):
             return row
 
         return await self._db.write(write)
+
+    async def _fail_write(self, params: dict[str, Any]) -> Row | None:
+        def fail(conn: sqlite3.Connection) -> Row | None:
+            row: Row | None = conn.execute(Q["batch_fail_update"].sql, params).fetchone()
+            if row is not None:
+                conn.execute(Q["batch_event_insert"].sql, {**params, "tenant_id": row["tenant_id"]})
+            return row
+
+        return await self._db.write(fail)
 
     async def _finish_write(self, params: dict[str, Any]) -> Row | None:
         def finish(conn: sqlite3.Connection) -> Row | None:

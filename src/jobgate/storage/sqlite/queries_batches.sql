@@ -1,10 +1,11 @@
 -- OpenAI-compatible files and batches on SQLite (issue 17).
 
 -- name: file_create
--- Insert a file while it uploads (invisible until file_finish); a batch's result file only
--- while :lease_token still holds the batch.
-INSERT INTO files (id, tenant_id, purpose, filename, status, created_at, batch_id)
-SELECT :id, :tenant_id, :purpose, :filename, 'uploading', :now, :batch_id
+-- Insert a file while it uploads (invisible until file_finish), expiring :expires_after_s from
+-- now (NULL: never); a batch's result file only while :lease_token still holds the batch.
+INSERT INTO files (id, tenant_id, purpose, filename, status, created_at, batch_id, expires_at)
+SELECT :id, :tenant_id, :purpose, :filename, 'uploading', :now, :batch_id,
+       :now + :expires_after_s
  WHERE :lease_token IS NULL
     OR EXISTS (SELECT 1 FROM batches AS b
                 WHERE b.id = :batch_id AND b.lease_token = :lease_token)
@@ -27,14 +28,16 @@ UPDATE files SET status = 'processed', bytes = :bytes, lines = :lines
 RETURNING *
 
 -- name: file_get
--- A processed file by id, of one tenant unless :tenant_id is NULL.
+-- A processed file by id, of one tenant unless :tenant_id is NULL, unless it expired.
 SELECT * FROM files
  WHERE id = :id AND status = 'processed' AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+   AND (expires_at IS NULL OR expires_at > :now)
 
 -- name: file_list
--- A page of a tenant's processed files, newest first.
+-- A page of a tenant's processed files that have not expired, newest first.
 SELECT * FROM files
  WHERE tenant_id = :tenant_id AND status = 'processed'
+   AND (expires_at IS NULL OR expires_at > :now)
    AND (:purpose IS NULL OR purpose = :purpose)
    AND (:after_id IS NULL
         OR (created_at, id) < (SELECT a.created_at, a.id FROM files AS a
@@ -48,6 +51,26 @@ SELECT seq, first_line, line_count, data FROM file_chunks
  WHERE file_id = :file_id AND seq >= :from_seq
  ORDER BY seq
  LIMIT :limit
+
+-- name: file_usage
+-- What a tenant keeps uploaded (its processed files of purpose batch): how many, their bytes.
+SELECT count(*) AS files, coalesce(sum(bytes), 0) AS bytes
+  FROM files
+ WHERE tenant_id = :tenant_id AND purpose = 'batch' AND status = 'processed'
+
+-- name: file_delete_expired
+-- Delete up to :limit files whose time ran out (their chunks go with them), save the input of
+-- a batch that has not ended; their ids.
+DELETE FROM files
+ WHERE id IN (SELECT f.id FROM files AS f
+               WHERE f.expires_at <= :now
+                 AND NOT EXISTS (SELECT 1 FROM batches AS b
+                                  WHERE b.input_file_id = f.id
+                                    AND b.status IN ('validating', 'in_progress', 'finalizing',
+                                                     'cancelling'))
+               ORDER BY f.expires_at
+               LIMIT :limit)
+RETURNING id
 
 -- name: file_lock
 -- A file of one tenant (unless :tenant_id is NULL), for its delete (the single writer holds
@@ -76,6 +99,7 @@ SELECT :id, :tenant_id, 'validating', :endpoint, f.id, :completion_window,
        :metadata, :priority, f.lines, :now, :now + :window_s
   FROM files AS f
  WHERE f.id = :input_file_id AND f.tenant_id = :tenant_id AND f.status = 'processed'
+   AND (f.expires_at IS NULL OR f.expires_at > :now)
 RETURNING *
 
 -- name: batch_get
@@ -128,6 +152,8 @@ UPDATE batches
        error_file_id = coalesce(:error_file_id, error_file_id),
        errors = coalesce(:errors, errors),
        failures = coalesce(:failures, failures),
+       total = coalesce(:total, total),
+       model = coalesce(:model, model),
        lease_until = CASE WHEN :release THEN NULL
                           WHEN :lease_s IS NOT NULL THEN :now + :lease_s
                           ELSE lease_until END,
@@ -171,6 +197,7 @@ UPDATE batches
        failed_count = :failed_count,
        output_file_id = :output_file_id,
        error_file_id = :error_file_id,
+       usage = :usage,
        lease_until = NULL, lease_token = NULL, failures = 0,
        completed_at = CASE WHEN :status = 'completed' THEN :now ELSE completed_at END,
        failed_at = CASE WHEN :status = 'failed' THEN :now ELSE failed_at END,
@@ -193,6 +220,16 @@ DELETE FROM files
  WHERE batch_id = :id AND status = 'uploading'
    AND id IS NOT :output_file_id AND id IS NOT :error_file_id
 
+-- name: batch_fail_update
+-- Fail a live batch while :lease_token holds it: its errors, its lease released.
+UPDATE batches
+   SET status = 'failed', final_status = coalesce(final_status, 'failed'),
+       errors = :errors, failures = coalesce(:failures, failures),
+       failed_at = :now, lease_until = NULL, lease_token = NULL
+ WHERE id = :id AND lease_token = :lease_token
+   AND status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
+RETURNING *
+
 -- name: batch_items_put
 -- Record lines of a batch, a JSON array (idempotent per line; `WHERE true` keeps the upsert
 -- clause from reading as a join's ON).
@@ -204,11 +241,18 @@ SELECT :batch_id, v.value ->> '$.line', v.value ->> '$.custom_id_json', v.value 
 ON CONFLICT (batch_id, line) DO NOTHING
 
 -- name: batch_counts
--- A batch's lines by their jobs' states.
+-- A batch's lines by their jobs' states, and their usage so far (a stored count that is not a
+-- number counts as none).
 SELECT count(*) AS items,
        coalesce(sum(j.state = 'succeeded'), 0) AS completed,
        coalesce(sum(i.error IS NOT NULL OR j.state = 'failed'), 0) AS failed,
-       coalesce(sum(j.state IN ('queued', 'running')), 0) AS live
+       coalesce(sum(j.state IN ('queued', 'running')), 0) AS live,
+       CAST(min(total(CASE WHEN json_type(j.usage, '$.input_tokens') = 'integer'
+                         THEN j.usage ->> '$.input_tokens' END), 9.0e18) AS INTEGER) AS input_tokens,
+       CAST(min(total(CASE WHEN json_type(j.usage, '$.output_tokens') = 'integer'
+                         THEN j.usage ->> '$.output_tokens' END), 9.0e18) AS INTEGER) AS output_tokens,
+       CAST(min(total(CASE WHEN json_type(j.usage, '$.cache_read_input_tokens') = 'integer'
+                         THEN j.usage ->> '$.cache_read_input_tokens' END), 9.0e18) AS INTEGER) AS cached_tokens
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id
 

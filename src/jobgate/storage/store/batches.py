@@ -19,6 +19,7 @@ from jobgate.storage.records import (
     BatchRecord,
     FileChunk,
     FileRecord,
+    FileUsage,
     NewBatchItem,
     QueueLimit,
 )
@@ -34,6 +35,7 @@ class BatchesQueries(SqlPart):
         tenant_id: str,
         purpose: str,
         filename: str,
+        expires_after_s: float | None = None,
         batch_id: str | None = None,
         lease_token: str | None = None,
         now: datetime | None = None,
@@ -44,6 +46,7 @@ class BatchesQueries(SqlPart):
             tenant_id=tenant_id,
             purpose=purpose,
             filename=filename,
+            expires_after_s=expires_after_s,
             batch_id=batch_id,
             lease_token=lease_token,
             now=self._sql.codec.now(now),
@@ -69,17 +72,43 @@ class BatchesQueries(SqlPart):
         assert row is not None, f"file_finish: no file {file_id}"
         return self._decode.record(FileRecord, row)
 
-    async def file_get(self, *, file_id: str, tenant_id: str | None = None) -> FileRecord | None:
-        row = await self._sql.read_one("file_get", id=file_id, tenant_id=tenant_id)
+    async def file_get(
+        self, *, file_id: str, tenant_id: str | None = None, now: datetime | None = None
+    ) -> FileRecord | None:
+        row = await self._sql.read_one(
+            "file_get", id=file_id, tenant_id=tenant_id, now=self._sql.codec.now(now)
+        )
         return None if row is None else self._decode.record(FileRecord, row)
 
     async def file_list(
-        self, *, tenant_id: str, purpose: str | None, after: str | None, limit: int
+        self,
+        *,
+        tenant_id: str,
+        purpose: str | None,
+        after: str | None,
+        limit: int,
+        now: datetime | None = None,
     ) -> list[FileRecord]:
         rows = await self._sql.read(
-            "file_list", tenant_id=tenant_id, purpose=purpose, after_id=after, limit=limit
+            "file_list",
+            tenant_id=tenant_id,
+            purpose=purpose,
+            after_id=after,
+            limit=limit,
+            now=self._sql.codec.now(now),
         )
         return [self._decode.record(FileRecord, row) for row in rows]
+
+    async def file_usage(self, *, tenant_id: str) -> FileUsage:
+        row = await self._sql.read_one("file_usage", tenant_id=tenant_id)
+        assert row is not None  # an aggregate answers one row
+        return FileUsage(files=int(row["files"]), bytes=int(row["bytes"]))
+
+    async def file_delete_expired(self, *, limit: int, now: datetime | None = None) -> int:
+        rows = await self._sql.write(
+            "file_delete_expired", limit=limit, now=self._sql.codec.now(now)
+        )
+        return len(rows)
 
     async def file_chunks(self, *, file_id: str, from_seq: int, limit: int) -> list[FileChunk]:
         rows = await self._sql.read("file_chunks", file_id=file_id, from_seq=from_seq, limit=limit)
@@ -150,6 +179,8 @@ class BatchesQueries(SqlPart):
         error_file_id: str | None = None,
         errors: dict[str, Any] | None = None,
         failures: int | None = None,
+        total: int | None = None,
+        model: str | None = None,
         lease_token: str | None = None,
         lease_s: float | None = None,
         release: bool = False,
@@ -170,6 +201,8 @@ class BatchesQueries(SqlPart):
             error_file_id=error_file_id,
             errors=codec.json(errors),
             failures=failures,
+            total=total,
+            model=model,
             lease_token=lease_token,
             lease_s=lease_s,
             release=codec.flag(release),
@@ -231,6 +264,7 @@ class BatchesQueries(SqlPart):
             "error_file_id": None if error is None else error.id,
             "error_bytes": 0 if error is None else error.bytes,
             "error_lines": 0 if error is None else error.lines,
+            "usage": self._sql.codec.json(ending.usage),
             "now": self._sql.codec.now(now),
         }
         row = await self._finish_write(params)
@@ -238,6 +272,37 @@ class BatchesQueries(SqlPart):
             return None
         self.changes.outbox_available()
         return self._decode.record(BatchRecord, row)
+
+    async def batch_fail(
+        self,
+        *,
+        batch_id: str,
+        lease_token: str,
+        errors: dict[str, Any],
+        failures: int | None = None,
+        now: datetime | None = None,
+    ) -> BatchRecord | None:
+        row = await self._fail_write(
+            {
+                "id": batch_id,
+                "batch_id": batch_id,
+                "lease_token": lease_token,
+                "errors": self._sql.codec.json(errors),
+                "failures": failures,
+                "event_type": "batch.failed",
+                "status": "failed",
+                "now": self._sql.codec.now(now),
+            }
+        )
+        if row is None:
+            return None
+        self.changes.outbox_available()
+        return self._decode.record(BatchRecord, row)
+
+    async def _fail_write(self, params: dict[str, Any]) -> Row | None:
+        """batch_fail in one transaction (here one statement); None when the lease token no
+        longer holds the live batch (and nothing written)."""
+        return await self._sql.write_one("batch_fail", **params)
 
     async def _finish_write(self, params: dict[str, Any]) -> Row | None:
         """batch_finish in one transaction (here one statement); None when the lease token no
