@@ -3,6 +3,7 @@ charts (a gap breaks the line, a lone minute is a dot, labels are escaped)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -87,6 +88,29 @@ def test_charts_break_at_gaps_dot_lone_points_and_escape_labels() -> None:
     assert ">10 s<" in svg  # the scale's top: the next 1-2-5 step above 9
     empty = str(charts.line_chart("e", "Empty", [charts.Line("x", [None] * 60, "s2")]))
     assert "<b>—</b>" in empty and ">1.0<" in empty
+
+
+def test_a_chart_says_its_window_and_each_minutes_values_on_hover() -> None:
+    svg = str(
+        charts.line_chart(
+            "t",
+            "Throughput (jobs per minute)",
+            [
+                charts.Line("succeeded", [1.0] * 57 + [2.0, 4.0, None], "s1"),
+                charts.Line("errors", [0.0] * 60, "s3"),
+            ],
+            unit=charts.count,
+        )
+    )
+    caption = svg.split("<figcaption>")[1].split("</figcaption>")[0]
+    assert "last 60 min" in caption
+    legend = re.sub(r"<[^>]+>", "", caption.split('class="legend">')[1])
+    assert "succeeded 4 (1 min ago)" in legend and "errors 0 (this minute)" in legend
+    hovers = re.findall(r"<title>(.*?)</title>", svg)
+    assert len(hovers) == 60  # one per minute, shown by the browser on hover
+    assert hovers[-1] == "this minute: succeeded —, errors 0"
+    assert hovers[-2] == "1 min ago: succeeded 4, errors 0"
+    assert hovers[0] == "59 min ago: succeeded 1, errors 0"
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,10 @@ import pytest
 
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
+from jobgate.storage.records import DeliveryOutcome
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job
+from tests.storage.webhook_helpers import finish_job, make_endpoint
 
 pytestmark = pytest.mark.asyncio
 
@@ -55,5 +57,37 @@ async def test_job_list_across_tenants(storage: Storage, clock: FakeClock) -> No
     assert await storage.admin_job_list(dead_lettered=True) == []
 
 
-async def test_endpoint_health_lists_every_endpoint(storage: Storage) -> None:
-    assert await storage.admin_endpoint_health() == []
+async def test_endpoint_health_lists_every_endpoint(storage: Storage, clock: FakeClock) -> None:
+    assert await storage.admin_endpoint_health(min_attempts=3) == []
+    tenant = await make_tenant(storage, "acme")
+    endpoint = await make_endpoint(storage, tenant, clock)
+    clock.advance(1)  # listed in the order they were created
+    quiet = await make_endpoint(storage, tenant, clock)
+    [health, idle] = await storage.admin_endpoint_health(min_attempts=3)
+    assert (health.endpoint_id, idle.endpoint_id) == (endpoint.id, quiet.id)
+    assert (idle.failing, idle.pending, idle.failed) == (False, 0, 0)
+
+
+async def test_an_endpoint_is_failing_when_the_alert_gauge_says_so(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """A delivery still pending after 3 failed attempts makes its endpoint failing, at the
+    same attempt for the console's health as for jobgate_webhook_endpoints_failing."""
+    tenant = await make_tenant(storage, "acme")
+    endpoint = await make_endpoint(storage, tenant, clock)
+    await finish_job(storage, clock, tenant)
+    refused = DeliveryOutcome(
+        state="pending", attempted=True, status_code=None, latency_ms=5,
+        error="ConnectError", retry_in_s=1,
+    )  # fmt: skip
+    for attempt in range(1, 4):
+        [health] = await storage.admin_endpoint_health(min_attempts=3)
+        gauge = await storage.webhook_endpoints_failing(min_attempts=3)
+        assert health.failing is (attempt > 3) and gauge == {}
+        clock.advance(2)
+        [delivery] = await storage.delivery_claim_due(limit=5, lease_s=30, now=clock.now())
+        assert await storage.delivery_record(delivery=delivery, outcome=refused, now=clock.now())
+    [health] = await storage.admin_endpoint_health(min_attempts=3)
+    assert (health.endpoint_id, health.failing, health.pending) == (endpoint.id, True, 1)
+    assert health.last_error == "ConnectError" and health.failed == 0
+    assert await storage.webhook_endpoints_failing(min_attempts=3) == {tenant.id: 1}

@@ -62,6 +62,7 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
     app.include_router(webhooks_routes.router)
     app.include_router(health.router)
     app.include_router(metrics_route.router)
+    app.include_router(dashboard.root)
     app.include_router(dashboard.router)
     app.include_router(console_routes.router)
     app.include_router(console_batches.router)

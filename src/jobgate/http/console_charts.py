@@ -1,5 +1,6 @@
 """The console's charts: small line charts as inline SVG, drawn on the server (no script,
-no library). Values are per minute over the last hour; a gap (None) breaks the line."""
+no library). Values are per minute over the last hour; a gap (None) breaks the line; each
+minute's values show on hover (an SVG title, the browser's own tooltip)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable, Sequence
 from markupsafe import Markup
 
 WIDTH, HEIGHT = 600, 150
+WINDOW = "last 60 min"  # what every chart covers: one value per minute
 LEFT, RIGHT, TOP, BOTTOM = 44, 8, 10, 20
 
 
@@ -68,11 +70,50 @@ def _dots(values: Sequence[float | None], top: float, css: str) -> str:
     return "".join(dots)
 
 
+def _ago(minutes: int) -> str:
+    return "this minute" if minutes == 0 else f"{minutes} min ago"
+
+
+def _hovers(lines: Sequence[Line], unit: Callable[[float], str]) -> str:
+    """One transparent column per minute whose title (the browser's tooltip on hover) reads
+    that minute's values, e.g. `3 min ago: succeeded 12, errors 0`."""
+    minutes = max((len(line.values) for line in lines), default=0)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = plot_w / max(1, minutes - 1)
+    columns = []
+    for index in range(minutes):
+        values = ", ".join(
+            f"{line.label} {_value(line.values[index] if index < len(line.values) else None, unit)}"
+            for line in lines
+        )
+        left = max(LEFT, LEFT + (index - 0.5) * step)
+        right = min(WIDTH - RIGHT, LEFT + (index + 0.5) * step)
+        columns.append(
+            f'<rect class="hover" x="{left:.1f}" y="{TOP}" width="{right - left:.1f}" '
+            f'height="{plot_h}"><title>{html.escape(_ago(minutes - 1 - index))}: '
+            f"{html.escape(values)}</title></rect>"
+        )
+    return "".join(columns)
+
+
+def _value(value: float | None, unit: Callable[[float], str]) -> str:
+    return "—" if value is None else unit(value)
+
+
+def _latest(line: Line, unit: Callable[[float], str]) -> str:
+    """The line's newest value and how old it is: `4 (1 min ago)`, `— (none this hour)`."""
+    for age, value in enumerate(reversed(line.values)):
+        if value is not None:
+            return f"<b>{html.escape(unit(value))}</b> ({_ago(age)})"
+    return "<b>—</b> (none this hour)"
+
+
 def line_chart(
     chart_id: str, title: str, lines: Sequence[Line], *, unit: Callable[[float], str] = str
 ) -> Markup:
-    """An accessible SVG: a title, the scale's top and bottom, minutes ago along the bottom,
-    and one path per line (its label in a legend)."""
+    """An accessible SVG: a title with its window (the last hour), the scale's top and bottom,
+    minutes ago along the bottom, one path per line (its label and newest value, with that
+    value's age, in a legend), and each minute's values shown on hover."""
     peak = max((v for line in lines for v in line.values if v is not None), default=0.0)
     top = _nice_max(peak)
     plot_h = HEIGHT - TOP - BOTTOM
@@ -94,17 +135,16 @@ def line_chart(
         + _dots(line.values, top, line.css)
         for line in lines
     )
-    latest = [next((v for v in reversed(line.values) if v is not None), None) for line in lines]
     legend = " ".join(
-        f'<span class="key {line.css}"></span>{html.escape(line.label)} '
-        f"<b>{'—' if value is None else html.escape(unit(value))}</b>"
-        for line, value in zip(lines, latest, strict=True)
+        f'<span class="key {line.css}"></span>{html.escape(line.label)} {_latest(line, unit)}'
+        for line in lines
     )
     return Markup(
         f'<figure class="chart" id="{html.escape(chart_id)}"><figcaption>{html.escape(title)}'
-        f' <span class="legend">{legend}</span></figcaption>'
-        f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{html.escape(title)}" '
-        f'preserveAspectRatio="none">{grid}{labels}{paths}</svg></figure>'
+        f' <span class="window">· {WINDOW}</span> <span class="legend">{legend}</span>'
+        f'</figcaption><svg viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{html.escape(title)}, {WINDOW}" preserveAspectRatio="none">'
+        f"{grid}{labels}{paths}{_hovers(lines, unit)}</svg></figure>"
     )
 
 

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from jobgate import errors
 from jobgate.clock import from_unix
@@ -27,10 +27,13 @@ from jobgate.http import console_views as views
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.dashboard import Operator, render, same_origin
 from jobgate.http.object_ids import JobId
+from jobgate.services.dashboard_views import TEST_MODEL
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 PAGE = 50
 MAX_FORM_BYTES = 8192
+MAX_NAME_CHARS = 200
+MAX_PROMPT_CHARS = 2000
 _SCRIPT = resources.files("jobgate.http").joinpath("static/console.js").read_text()
 Name = Annotated[str, Query(max_length=200, pattern=r"^[^\x00]*$")]
 
@@ -64,7 +67,7 @@ async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, An
             "queued": sum(t.queued for t in tenants),
             "running": sum(t.running for t in tenants),
             "dead_lettered": sum(t.dead_lettered for t in tenants),
-            "failing_endpoints": sum(1 for e in read.endpoints if e.disabled or e.failed),
+            "failing_endpoints": sum(1 for e in read.endpoints if e.disabled or e.failing),
         },
         "oldest": min((t.oldest_due_at for t in tenants if t.oldest_due_at), default=None),
         "charts": _charts(rolled),
@@ -76,6 +79,10 @@ async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, An
         "scope_query": urllib.parse.urlencode(
             {k: v for k, v in (("tenant", tenant), ("provider", provider)) if v}
         ),
+        # Nothing queued, running or dead, and nothing ran this hour: offer a first job.
+        "empty": not transitions
+        and not any(t.queued or t.running or t.dead_lettered for t in tenants),
+        "test_model": TEST_MODEL,
     }
 
 
@@ -124,6 +131,21 @@ async def overview_live(
     ctx: Ctx, who: Operator, tenant: Name = "", provider: Name = ""
 ) -> HTMLResponse:
     return render(ctx, "overview_live.html", who, **await _overview(ctx, tenant, provider))
+
+
+@router.post("/test_job")
+async def test_job(request: Request, ctx: Ctx, who: Operator) -> Response:
+    """The empty console's form: one job for the built-in simulator, then its page."""
+    same_origin(request)
+    values = await _form(request)
+    tenant = values.get("tenant", "").strip()
+    prompt = values.get("prompt", "").strip() or "hello"
+    if not tenant or len(tenant) > MAX_NAME_CHARS:
+        raise errors.InvalidRequest("choose a tenant", param="tenant")
+    if len(prompt) > MAX_PROMPT_CHARS or "\x00" in prompt:
+        raise errors.InvalidRequest(f"at most {MAX_PROMPT_CHARS} characters", param="prompt")
+    job = await ctx.dashboard.submit_test_job(tenant_name=tenant, prompt=prompt, operator=who)
+    return RedirectResponse(f"/dashboard/jobs/{job.id}", status_code=303)
 
 
 # -- jobs --------------------------------------------------------------------------------

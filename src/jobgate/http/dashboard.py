@@ -26,6 +26,7 @@ from jobgate.http.context import AppContext, Ctx, context
 from jobgate.http.object_ids import JobId
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
+root = APIRouter(include_in_schema=False)
 COOKIE = "jobgate_session"  # was `jobgate_operator`, which held the key: no longer read
 COOKIE_PATH = "/dashboard"
 MAX_FORM_BYTES = 4096
@@ -44,6 +45,13 @@ _templates = jinja2.Environment(
     autoescape=jinja2.select_autoescape(["html"]),
     undefined=jinja2.StrictUndefined,
 )
+
+
+@root.get("/")
+async def home() -> Response:
+    """The address `jobgate serve` prints leads a browser to the console (its sign-in page
+    when signed out): the API itself lives under /v1, described at /docs."""
+    return RedirectResponse("/dashboard", status_code=307)
 
 
 class LoginRequired(Exception):
@@ -218,6 +226,13 @@ async def dead_letters(ctx: Ctx, who: Operator) -> HTMLResponse:
 async def redrive(job_id: JobId, request: Request, ctx: Ctx, who: Operator) -> Response:
     same_origin(request)
     await ctx.dashboard.redrive(job_id=job_id, operator=who)
+    return RedirectResponse(f"/dashboard/jobs/{job_id}", status_code=303)
+
+
+@router.post("/jobs/{job_id}/cancel")
+async def cancel(job_id: JobId, request: Request, ctx: Ctx, who: Operator) -> Response:
+    same_origin(request)
+    await ctx.dashboard.cancel(job_id=job_id, operator=who)
     return RedirectResponse(f"/dashboard/jobs/{job_id}", status_code=303)
 
 

@@ -11,9 +11,9 @@ from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
-from jobgate.services import bulk, console_window
+from jobgate.services import alert_gauges, bulk, console_window
 from jobgate.services.batches import BatchService
-from jobgate.services.jobs import JobService
+from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage.protocol import ApiStorage
 from jobgate.storage.records import (
     BatchRecord,
@@ -25,6 +25,7 @@ from jobgate.storage.records import (
 )
 
 DEAD_LETTERS_SHOWN = 200
+TEST_MODEL = "sim-echo"  # the built-in simulator: answers offline, with no provider key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,9 +73,32 @@ class DashboardViews:
             tenant_id=job.tenant_id, job_id=job_id, actor=f"operator:{operator}"
         )
 
+    async def cancel(self, *, job_id: str, operator: str) -> Job:
+        """Cancel a job of any tenant, as JobService.cancel does (errors.NotFound for none)."""
+        job = await self.storage.job_get(job_id=job_id)
+        if job is None:
+            raise errors.NotFound("job", job_id)
+        return await self.jobs.cancel(
+            tenant_id=job.tenant_id, job_id=job_id, actor=f"operator:{operator}"
+        )
+
+    async def submit_test_job(self, *, tenant_name: str, prompt: str, operator: str) -> Job:
+        """A job for the built-in simulator (`sim-echo`) on behalf of a tenant: the empty
+        console's way to see a job go through (errors.NotFound for no such tenant)."""
+        tenant = await self.storage.tenant_get(name=tenant_name)
+        if tenant is None:
+            raise errors.NotFound("tenant", tenant_name)
+        body = {"model": TEST_MODEL, "messages": [{"role": "user", "content": prompt}]}
+        spec = SubmitSpec(
+            endpoint="/v1/chat/completions", body=body, metadata={"submitted_by": operator}
+        )
+        return (await self.jobs.submit(tenant_id=tenant.id, spec=spec)).job
+
     async def endpoint_health(self) -> list[EndpointHealth]:
         """Every webhook endpoint's delivery health."""
-        return await self.storage.admin_endpoint_health()
+        return await self.storage.admin_endpoint_health(
+            min_attempts=alert_gauges.FAILING_AFTER_ATTEMPTS
+        )
 
     # -- console -----------------------------------------------------------------------------
 
@@ -85,7 +109,7 @@ class DashboardViews:
             storage_ok = True
         except errors.StorageError:
             storage_ok = False
-        endpoints = await self.storage.admin_endpoint_health()
+        endpoints = await self.endpoint_health()
         now = await self.storage.database_now()
         transitions, capped = await console_window.last_hour(self.storage, now=now)
         depth = await self.storage.console_queue_depth()

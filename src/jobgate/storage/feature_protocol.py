@@ -465,8 +465,10 @@ class AdminStore(Protocol):
         """Jobs of one tenant or of all, newest first; `after` pages like job_list."""
         ...
 
-    async def admin_endpoint_health(self) -> list[EndpointHealth]:
-        """Every webhook endpoint with its deliveries by state and its last failure."""
+    async def admin_endpoint_health(self, *, min_attempts: int) -> list[EndpointHealth]:
+        """Every webhook endpoint with its deliveries by state, its last failure, and whether
+        it is failing: a delivery still pending after `min_attempts` failed attempts (the rule
+        of webhook_endpoints_failing, so the console and /metrics agree)."""
         ...
 
 

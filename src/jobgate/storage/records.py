@@ -312,9 +312,10 @@ class EndpointHealth:
     url: str
     disabled: bool
     disabled_reason: str | None
+    failing: bool  # a delivery still pending after the failing threshold's attempts
     pending: int
     succeeded: int
-    failed: int
+    failed: int  # deliveries given up
     last_status_code: int | None
     last_error: str | None
 

@@ -42,8 +42,10 @@ SELECT *
  LIMIT :limit
 
 -- name: admin_endpoint_health
--- Webhook endpoints with their deliveries by state and the last failure.
+-- Webhook endpoints with their deliveries by state, whether one is failing (a delivery pending
+-- after :min_attempts failures) and the last failure.
 SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled_reason,
+       coalesce(bool_or({{delivery_failing}}), false) AS failing,
        count(*) FILTER (WHERE o.state = 'pending')::integer AS pending,
        count(*) FILTER (WHERE o.state = 'succeeded')::integer AS succeeded,
        count(*) FILTER (WHERE o.state = 'failed')::integer AS failed,

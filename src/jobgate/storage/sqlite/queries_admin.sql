@@ -40,8 +40,10 @@ SELECT *
  LIMIT :limit
 
 -- name: admin_endpoint_health
--- Webhook endpoints with their deliveries by state and the last failure.
+-- Webhook endpoints with their deliveries by state, whether one is failing (a delivery pending
+-- after :min_attempts failures) and the last failure.
 SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled_reason,
+       coalesce(max({{delivery_failing}}), 0) AS failing,
        coalesce(sum(o.state = 'pending'), 0) AS pending,
        coalesce(sum(o.state = 'succeeded'), 0) AS succeeded,
        coalesce(sum(o.state = 'failed'), 0) AS failed,

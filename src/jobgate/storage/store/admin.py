@@ -89,6 +89,6 @@ class AdminQueries(SqlPart):
         )
         return [self._decode.job(row) for row in rows]
 
-    async def admin_endpoint_health(self) -> list[EndpointHealth]:
-        rows = await self._sql.read("admin_endpoint_health")
+    async def admin_endpoint_health(self, *, min_attempts: int) -> list[EndpointHealth]:
+        rows = await self._sql.read("admin_endpoint_health", min_attempts=min_attempts)
         return [self._decode.record(EndpointHealth, row) for row in rows]
