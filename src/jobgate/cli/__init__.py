@@ -29,6 +29,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("login", "key"), "jobgate.cli.login"),
     "listen": "jobgate.cli.listen",
     "why": "jobgate.cli.why",
+    **dict.fromkeys(("pause", "resume", "pauses"), "jobgate.cli.pauses"),
 }
 # How `jobgate --help` groups the commands; one that is in no group is listed under "Other".
 HELP_SECTIONS: dict[str, tuple[str, ...]] = {
@@ -37,6 +38,7 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
         "bench",
     ),
     "Operators (against the database)": ("tenants", "keys", "operators"),
+    "Operators (against a server's API, with an operator key)": ("pause", "resume", "pauses"),
     "Clients (against a server's API)": (
         "submit", "status", "why", "wait", "cancel", "jobs", "events", "dlq", "login", "key",
         "listen",
