@@ -459,3 +459,29 @@ def test_parse_create_accepts_valid_tools_and_choices() -> None:
     job = make_job(JobState.QUEUED, request=parsed.body)
     response = strict(responses.render(job))
     assert [tool.type for tool in response.tools] == ["function", "web_search", "file_search"]
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "kind", "code"),
+    [
+        ({"code": "invalid_value", "type": "invalid_request_error"}, 400,
+         "invalid_request_error", "invalid_prompt"),
+        ({"code": "billing_hard_limit_reached", "type": "insufficient_quota"}, 429,
+         "insufficient_quota", "billing_hard_limit_reached"),
+        ({"code": "rate_limit_exceeded", "type": "rate_limit_error"}, 429,
+         "rate_limit_error", "rate_limit_exceeded"),
+        ({"code": "deadline_exceeded", "type": "timeout_error"}, 500, "server_error",
+         "server_error"),
+        ({"code": "worker_lost_repeatedly", "type": "job_error"}, 500, "server_error",
+         "server_error"),
+        ({"type": {"odd": 1}}, 500, "server_error", "server_error"),
+        (None, 500, "server_error", "server_error"),
+    ],
+)  # fmt: skip
+def test_a_failed_synchronous_create_answers_openais_http_error(
+    error: dict[str, Any] | None, status: int, kind: str, code: str
+) -> None:
+    job = make_job(JobState.FAILED, completed_at=DONE, error=error)
+    answered, body = responses.http_error(job)
+    assert (answered, body["type"], body["code"], body["param"]) == (status, kind, code, None)
+    assert isinstance(body["message"], str) and body["message"]

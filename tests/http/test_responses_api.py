@@ -5,6 +5,7 @@ in the same loop), on both backends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -18,8 +19,11 @@ from openai.types.responses import Response
 from jobgate import errors
 from jobgate.config import Settings
 from jobgate.domain import responses
+from jobgate.providers.base import ProviderCall, ProviderResult
+from jobgate.providers.streaming import DeltaSink
 from jobgate.testing import Block, Fail, ScriptedProvider, Succeed
 from jobgate.testing.receiver import WebhookReceiver
+from jobgate.testing.waiting import eventually
 from tests.api_server import Api
 
 pytestmark = pytest.mark.asyncio
@@ -177,7 +181,10 @@ async def test_provider_slash_model_routes_and_failures_validate(
     scripted.script.append(
         Fail(errors.ProviderFatal("the model refused", code="invalid_value", status_code=400))
     )
-    failed = await gateway.client.responses.create(model="scripted/any-model", input="x")
+    created = await gateway.client.responses.create(
+        model="scripted/any-model", input="x", background=True
+    )
+    failed = await gateway.until(created.id, "failed")
     assert failed.status == "failed" and failed.model == "any-model"
     assert failed.error is not None
     assert failed.error.code == "invalid_prompt" and failed.error.type == "invalid_value"
@@ -186,21 +193,74 @@ async def test_provider_slash_model_routes_and_failures_validate(
     assert scripted.calls[0].body == {"model": "any-model", "input": "x"}  # no `background`
 
 
-async def test_incomplete_response_and_its_event_type(
-    gateway: Gateway, receiver: WebhookReceiver
+# -- a synchronous create that fails answers OpenAI's HTTP error ------------------------------
+
+
+FAILURES = [
+    (Fail(errors.ProviderFatal("the model refused", code="invalid_value", status_code=400)),
+     openai.BadRequestError, 400, "invalid_request_error", "invalid_prompt"),
+    (Fail(errors.ProviderQuotaExceeded("no credit", code="insufficient_quota", status_code=429)),
+     openai.RateLimitError, 429, "insufficient_quota", "insufficient_quota"),
+    (Fail(errors.ProviderOutcomeUnknown("the connection broke after the request")),
+     openai.InternalServerError, 500, "server_error", "server_error"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("step", "raised", "status", "kind", "code"), FAILURES)
+async def test_a_failing_synchronous_create_raises_in_the_sdk(
+    gateway: Gateway,
+    scripted: ScriptedProvider,
+    step: Fail,
+    raised: type[openai.APIStatusError],
+    status: int,
+    kind: str,
+    code: str,
+    stream: bool,
 ) -> None:
-    await gateway.api.http.post(
-        "/v1/webhook_endpoints", headers=gateway.headers, json={"url": receiver.url}
-    )
-    response = await gateway.client.responses.create(
-        model="sim-echo", input="cut me short", extra_body={"sim": {"outcome": "incomplete"}}
-    )
-    assert response.status == "incomplete"
-    assert response.incomplete_details is not None
-    assert response.incomplete_details.reason == "max_output_tokens"
-    assert response.usage is not None and response.usage.output_tokens > 0
-    assert await asyncio.to_thread(receiver.wait_for, 1)
-    assert b'"type":"response.incomplete"' in receiver.received[0].body
+    """Without `background` a create that fails (for good, every attempt spent) answers the
+    HTTP error OpenAI would, so the SDK raises instead of handing back a hollow `failed`
+    Response; a stream that fails before its first output event does the same. The failed
+    response stays retrievable at the `Location` the error names."""
+    scripted.script.append(step)
+    with pytest.raises(raised) as failed:
+        answer = await gateway.client.responses.create(model="scripted/m", input="x", stream=stream)
+        if stream:  # an SSE answer would raise nothing: read it to the end
+            async for _event in answer:  # type: ignore[union-attr]
+                pass
+    error = failed.value
+    assert error.status_code == status
+    assert isinstance(error.body, dict) and error.body["type"] == kind and error.code == code
+    assert error.body["message"] == step.error.message
+    location = error.response.headers["location"]
+    kept = await gateway.client.responses.retrieve(location.rsplit("/", 1)[-1])
+    assert kept.status == "failed" and kept.error is not None
+
+
+async def test_a_stream_that_fails_after_its_output_began_ends_with_response_failed(
+    gateway: Gateway, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once output has streamed the answer is under way (200): a failure is its
+    `response.failed` event, as OpenAI streams one."""
+
+    storage = gateway.api.runtime.storage
+
+    async def stream(call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
+        await on_delta("partial ")
+
+        async def stored() -> bool:
+            return bool(await storage.job_output_read(job_id=call.job_id, after_seq=0))
+
+        await eventually(stored, what="the first delta stored")  # readers have seen output
+        raise errors.ProviderFatal("cut off", code="invalid_value", status_code=400)
+
+    monkeypatch.setattr(scripted, "streams", lambda endpoint: True, raising=False)
+    monkeypatch.setattr(scripted, "stream", stream, raising=False)
+    answer = await gateway.client.responses.create(model="scripted/m", input="x", stream=True)
+    events = [event async for event in answer]
+    types = [event.type for event in events]
+    assert "response.output_text.delta" in types and types[-1] == "response.failed"
+    assert events[-1].response.error is not None  # type: ignore[union-attr]
 
 
 # -- cancel and delete ------------------------------------------------------------------------
@@ -505,27 +565,61 @@ async def test_synchronous_create_is_cancelled_when_the_client_disconnects(
 async def test_a_streamed_create_is_cancelled_when_the_client_leaves(
     gateway: Gateway, scripted: ScriptedProvider
 ) -> None:
+    """A synchronous stream is answered once its output begins: a client that leaves before
+    (here while the provider call is under way) cancels the response."""
     block = Block()
     scripted.script.append(block)
-    async with gateway.api.http.stream(
-        "POST",
-        "/v1/responses",
-        json={"model": "scripted/m", "input": "stream it", "stream": True},
-        headers=gateway.headers,
-    ) as stream:
-        response_id = stream.headers["location"].rsplit("/", 1)[-1]
-        async for line in stream.aiter_lines():
-            if "response.in_progress" in line:
-                # A synchronous stream opens in_progress at once: leave only once the
-                # provider call is under way, so the cancel has a call to interrupt (leaving
-                # earlier cancels before the call starts).
-                await asyncio.wait_for(block.started.wait(), timeout=10)
-                break
+    leaving = asyncio.create_task(
+        gateway.api.http.post(
+            "/v1/responses",
+            json={"model": "scripted/m", "input": "stream it", "stream": True},
+            headers=gateway.headers,
+        )
+    )
+    # Leave only once the provider call is under way, so the cancel has a call to interrupt.
+    await asyncio.wait_for(block.started.wait(), timeout=10)
+    leaving.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await leaving
+    listed = await gateway.api.http.get("/v1/jobs", headers=gateway.headers)
+    [job] = listed.json()["data"]
+    response_id = job["id"]
     cancelled = await gateway.until(response_id, "cancelled")
     assert cancelled.status == "cancelled"
     assert block.cancelled
     job = await gateway.job(response_id)
     assert job["cancel_outcome"] == "interrupted"
+    assert "api:disconnect" in await cancel_actors(gateway, response_id)
+
+
+async def test_a_stream_left_after_its_output_began_is_cancelled(
+    gateway: Gateway, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    interrupted = asyncio.Event()
+
+    async def stream(call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
+        await on_delta("the start ")
+        try:
+            await asyncio.Event().wait()  # the rest never comes
+        finally:
+            interrupted.set()
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(scripted, "streams", lambda endpoint: True, raising=False)
+    monkeypatch.setattr(scripted, "stream", stream, raising=False)
+    async with gateway.api.http.stream(
+        "POST",
+        "/v1/responses",
+        json={"model": "scripted/m", "input": "stream it", "stream": True},
+        headers=gateway.headers,
+    ) as answer:
+        assert answer.status_code == 200
+        response_id = answer.headers["location"].rsplit("/", 1)[-1]
+        async for line in answer.aiter_lines():
+            if "response.output_text.delta" in line:
+                break
+    await gateway.until(response_id, "cancelled")
+    await asyncio.wait_for(interrupted.wait(), 10)
     assert "api:disconnect" in await cancel_actors(gateway, response_id)
 
 
@@ -625,7 +719,8 @@ async def test_cancelled_and_failed_responses_send_their_events(
     slow = await gateway.client.responses.create(model="scripted/m", input="x", background=True)
     await gateway.until(slow.id, "in_progress")
     await gateway.client.responses.cancel(slow.id)
-    await gateway.client.responses.create(model="scripted/m", input="y")
+    with pytest.raises(openai.BadRequestError):
+        await gateway.client.responses.create(model="scripted/m", input="y")
     assert await asyncio.to_thread(receiver.wait_for, 2)
     types = sorted(orjson.loads(request.body)["type"] for request in receiver.received)
     assert types == ["response.cancelled", "response.failed"]

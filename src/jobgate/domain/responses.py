@@ -302,6 +302,31 @@ def error_object(error: JSONObject | None) -> JSONObject:
     }
 
 
+# A failed response answered to a synchronous create: (HTTP status, OpenAI error type, code),
+# by the family of the job's error; any other family is a server error.
+_HTTP_ERRORS: dict[str, tuple[int, str, str | None]] = {
+    "invalid_request_error": (400, "invalid_request_error", "invalid_prompt"),
+    "rate_limit_error": (429, "rate_limit_error", "rate_limit_exceeded"),
+    "insufficient_quota": (429, "insufficient_quota", None),  # None: the provider's code
+}
+
+
+def http_error(job: Job) -> tuple[int, JSONObject]:
+    """The HTTP status and OpenAI `error` a synchronous create answers for a response that
+    failed, so that the SDK raises as it would against OpenAI (BadRequestError,
+    RateLimitError, InternalServerError) instead of returning a `failed` Response."""
+    details = job.error or {}
+    kind = details.get("type")
+    status, openai_type, code = _HTTP_ERRORS.get(
+        kind if isinstance(kind, str) else "", (500, "server_error", "server_error")
+    )
+    if code is None:
+        own = details.get("code")
+        code = own if isinstance(own, str) and own else openai_type
+    message = error_object(job.error)["message"]
+    return status, {"message": message, "type": openai_type, "code": code, "param": None}
+
+
 def render(job: Job) -> JSONObject:
     """The Response object of a /v1/responses job as it stands."""
     status = status_of(job)

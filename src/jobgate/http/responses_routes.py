@@ -18,7 +18,8 @@ from starlette.types import Receive
 
 from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
-from jobgate.http import live_streams
+from jobgate.domain.states import JobState
+from jobgate.http import live_streams, problems
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.json_response import json_response
 from jobgate.http.models import ProblemOut
@@ -88,14 +89,31 @@ def _stream(
     *,
     cancel_if_gone: bool,
 ) -> EventStream:
+    events = svc.events(tenant_id=tenant_id, response_id=response_id, after=after)
+    return _event_stream(
+        svc, slot, tenant_id, response_id, [], events, cancel_if_gone=cancel_if_gone
+    )
+
+
+def _event_stream(
+    svc: ResponsesService,
+    slot: ReaderSlot,
+    tenant_id: str,
+    response_id: str,
+    opening: list[dict[str, Any]],
+    events: AsyncIterator[dict[str, Any]],
+    *,
+    cancel_if_gone: bool,
+) -> EventStream:
+    """The SSE answer: `opening` (events already read), then the rest of `events`."""
     finished = False
 
     async def body() -> AsyncIterator[bytes]:
         nonlocal finished
         try:
-            async for event in svc.events(
-                tenant_id=tenant_id, response_id=response_id, after=after
-            ):
+            for event in opening:
+                yield _sse(event)
+            async for event in events:
                 yield _sse(event)
             finished = True
         finally:
@@ -142,10 +160,13 @@ async def create(
             outcome = await svc.create(
                 tenant_id=tenant.id, request=parsed, raw_body=raw, idempotency_key=idempotency_key
             )
-            stream = _stream(
-                svc, slot, tenant.id, outcome.job.id, -1, cancel_if_gone=not parsed.background
-            )
-        stream.headers.update(_created_headers(outcome))
+            headers = _created_headers(outcome)
+            if not parsed.background:
+                return await _stream_once_under_way(
+                    svc, slot, request, tenant.id, outcome.job.id, headers
+                )
+            stream = _stream(svc, slot, tenant.id, outcome.job.id, -1, cancel_if_gone=False)
+        stream.headers.update(headers)
         return stream
     outcome = await svc.create(
         tenant_id=tenant.id, request=parsed, raw_body=raw, idempotency_key=idempotency_key
@@ -157,8 +178,93 @@ async def create(
         if finished is None:
             return Response(status_code=499)  # nobody is listening any more
         job = finished
+        if job.state is JobState.FAILED:
+            return _failed(job, headers)
     headers.update(_headers(svc, job))
     return json_response(responses.render(job), 200, headers)
+
+
+def _failed(job: Job, headers: dict[str, str]) -> Response:
+    """A synchronous create whose response failed: OpenAI's HTTP error (the SDK raises), with
+    the `Location` of the failed response, which stays retrievable."""
+    status, error = responses.http_error(job)
+    return problems.problem(
+        status,
+        code=error["code"],
+        title="Response failed",
+        detail=error["message"],
+        error_type=error["type"],
+        headers=headers,
+    )
+
+
+# The events a stream opens with before anything of the answer itself.
+_OPENING = frozenset({"response.created", "response.queued", "response.in_progress"})
+
+
+async def _stream_once_under_way(
+    svc: ResponsesService,
+    slot: ReaderSlot,
+    request: Request,
+    tenant_id: str,
+    response_id: str,
+    headers: dict[str, str],
+) -> Response:
+    """A synchronous stream, answered once its output begins (or it ends): a response that
+    fails before its first output event answers the HTTP error, as OpenAI answers a request
+    it refuses, instead of a stream of one `response.failed`. A client that leaves meanwhile
+    cancels it. `slot` is held by the stream, or given back."""
+    events = svc.events(tenant_id=tenant_id, response_id=response_id, after=-1)
+    opening: list[dict[str, Any]] = []
+    read = asyncio.create_task(_read_opening(events, opening))
+    try:
+        under_way = await _first_or_disconnect(read, request)
+        if under_way:
+            read.result()  # its error, if any (e.g. storage unavailable)
+    except BaseException:
+        await events.aclose()
+        slot.release()
+        raise
+    if not under_way:
+        await events.aclose()
+        slot.release()
+        await svc.cancel_abandoned(tenant_id=tenant_id, response_id=response_id)
+        return Response(status_code=499)  # nobody is listening any more
+    last = opening[-1]["type"] if opening else None
+    if last == "response.failed" and all(e["type"] in _OPENING for e in opening[:-1]):
+        await events.aclose()
+        slot.release()
+        return _failed(await svc.get(tenant_id=tenant_id, response_id=response_id), headers)
+    stream = _event_stream(svc, slot, tenant_id, response_id, opening, events, cancel_if_gone=True)
+    stream.headers.update(headers)
+    return stream
+
+
+async def _read_opening(
+    events: AsyncIterator[dict[str, Any]], opening: list[dict[str, Any]]
+) -> None:
+    """Read `events` into `opening` up to the first one past the stream's opening (its first
+    output event, or the terminal one); keep-alives are not kept (nothing is sent yet)."""
+    async for event in events:
+        if event:
+            opening.append(event)
+            if event["type"] not in _OPENING:
+                return
+
+
+async def _first_or_disconnect(task: asyncio.Task[Any], request: Request) -> bool:
+    """Wait for `task`; False (and the task cancelled) if the client disconnects first."""
+    gone = asyncio.create_task(_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # The server shutting down cancels this handler: the job is left alone (durable).
+        for pending in (task, gone):
+            if not pending.done():
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+    return task.done() and not task.cancelled()
 
 
 def _created_headers(outcome: SubmitOutcome) -> dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 from jobgate import errors
@@ -140,7 +140,7 @@ class ResponsesService:
 
     async def events(
         self, *, tenant_id: str, response_id: str, after: int
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any]]:
         """The stream events after sequence number `after`, then each new one as the job
         moves and its output log grows (live output streaming), until the terminal one.
         Every reader of the response in this process follows one feed of it
