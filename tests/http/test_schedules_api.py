@@ -56,3 +56,21 @@ async def test_bad_schedules_are_400(api: Api, payload: dict[str, Any]) -> None:
     key = await api.key("acme")
     response = await api.http.post("/v1/schedules", json=payload, headers=auth(key))
     assert response.status_code == 400, response.text
+
+
+# Dates no month has, in every form cron takes them: none of them ever fires.
+NEVER = ["0 0 30 2 *", "0 0 31 4 *", "15 6 31 6 *", "0 0 31 9 *", "0 0 31 11 *", "* * 30,31 2 *"]
+
+
+@pytest.mark.parametrize("cron", NEVER)
+async def test_a_cron_that_never_fires_is_400(api: Api, cron: str) -> None:
+    key = await api.key("acme")
+    response = await api.http.post(
+        "/v1/schedules", json={"cron": cron, "job": JOB}, headers=auth(key)
+    )
+    assert response.status_code == 400, response.text
+    problem = response.json()
+    assert problem["code"] == "invalid_cron" and problem["error"]["param"] == "cron"
+    assert "never fires" in problem["detail"]
+    listed = await api.http.get("/v1/schedules", headers=auth(key))
+    assert listed.json()["data"] == []

@@ -42,8 +42,17 @@ def check_cron(cron: str) -> None:
 
 
 def next_slot(cron: str, after: datetime) -> datetime:
-    """The first slot of `cron` strictly after `after`."""
-    slot: datetime = croniter(cron, after).get_next(datetime)
+    """The first slot of `cron` strictly after `after`. Raises errors.InvalidRequest when
+    there is none: a date no month has (`0 0 30 2 *`), or none before the last year a time
+    can hold."""
+    try:
+        slot: datetime = croniter(cron, after).get_next(datetime)
+    except (ValueError, OverflowError):  # croniter's "failed to find next date", year 10000
+        raise errors.InvalidRequest(
+            f"cron {cron!r} never fires: no date matches it (such as 30 February)",
+            param="cron",
+            code="invalid_cron",
+        ) from None
     return slot
 
 
