@@ -143,16 +143,17 @@ async def test_an_accepted_cancel_wins_over_a_pass_that_found_every_line_done(
     await runner.batches_once()
     await runner.batches_once()
     await runtime.worker().run_once(limit=10)
-    real_counts = runtime.storage.batch_counts
+    real_live = runtime.storage.batch_live_job_ids
     answered: list[str] = []
 
     async def cancelled_meanwhile(**kwargs: Any) -> Any:
-        counts = await real_counts(**kwargs)  # every line done: the pass will finalize...
-        cancelled = await batches(runtime).cancel(tenant_id=tenant.id, batch_id=batch_id)
-        answered.append(cancelled.status)  # ...but the client's cancel commits first
-        return counts
+        live = await real_live(**kwargs)  # every line done: the pass will finalize...
+        if not answered:
+            cancelled = await batches(runtime).cancel(tenant_id=tenant.id, batch_id=batch_id)
+            answered.append(cancelled.status)  # ...but the client's cancel commits first
+        return live
 
-    monkeypatch.setattr(runtime.storage, "batch_counts", cancelled_meanwhile)
+    monkeypatch.setattr(runtime.storage, "batch_live_job_ids", cancelled_meanwhile)
     await runner.batches_once()
     monkeypatch.undo()
     assert answered[:1] == ["cancelling"]

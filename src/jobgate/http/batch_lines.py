@@ -13,8 +13,7 @@ import pydantic
 
 from jobgate import errors
 from jobgate.domain import batches, ranges, response_requests
-from jobgate.http import jobs_routes, problems
-from jobgate.http.models import SubmitJobRequest
+from jobgate.http import bulk_submit_routes, problems
 from jobgate.http.responses_models import CreateResponseRequest
 from jobgate.services import responses as responses_service
 from jobgate.services.jobs import SubmitSpec
@@ -27,12 +26,8 @@ def check(endpoint: str, body: dict[str, Any]) -> SubmitSpec:
         ranges.check_json(body)  # the route's strict parse of its body
         return _response(body)
     request = {"endpoint": endpoint, "body": body}  # POST /v1/jobs with the line's url and body
-    ranges.check_json(request)
-    try:
-        payload = SubmitJobRequest.model_validate(request)
-    except pydantic.ValidationError as exc:
-        raise problems.invalid_request_of(exc) from None
-    return jobs_routes.submit_spec(payload, body, json_checked=True)
+    ranges.check_json(request)  # the route's strict parse
+    return bulk_submit_routes.spec_of(request)
 
 
 def _response(body: dict[str, Any]) -> SubmitSpec:

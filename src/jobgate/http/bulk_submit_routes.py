@@ -108,12 +108,27 @@ def _parse_item(index: int, item: Any) -> bulk_submit.BulkSubmit:
 def _model_item(fields: dict[str, Any], key: str | None) -> bulk_submit.BulkSubmit:
     """An item (minus its key) as SubmitJobRequest validates it: its spec or its refusal."""
     try:
+        spec = _model_spec(fields)
+    except errors.InvalidRequest as exc:
+        return bulk_submit.BulkSubmit(None, refused=exc)
+    return bulk_submit.BulkSubmit(spec, raw_body=fields, idempotency_key=key)
+
+
+def spec_of(fields: dict[str, Any]) -> SubmitSpec:
+    """A POST /v1/jobs body whose JSON limits were checked, as the route takes it (the plain
+    path or the model, as a bulk item); errors.InvalidRequest as the route refuses it. Shared
+    with a batch line (http/batch_lines.py)."""
+    spec = _plain_spec(fields)
+    return _model_spec(fields) if spec is None else spec
+
+
+def _model_spec(fields: dict[str, Any]) -> SubmitSpec:
+    try:
         payload = SubmitJobRequest.model_validate(fields)
     except pydantic.ValidationError as exc:
-        return bulk_submit.BulkSubmit(None, refused=problems.invalid_request_of(exc))
-    # parse_items' strict parse checked the JSON limits of the whole body, this item's too.
-    spec = jobs_routes.submit_spec(payload, fields["body"], json_checked=True)
-    return bulk_submit.BulkSubmit(spec, raw_body=fields, idempotency_key=key)
+        raise problems.invalid_request_of(exc) from None
+    # The caller's strict parse checked the JSON limits of the whole body, these fields' too.
+    return jobs_routes.submit_spec(payload, fields["body"], json_checked=True)
 
 
 # The members of the usual item, which _plain_spec reads without the model.

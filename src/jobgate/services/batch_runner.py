@@ -60,11 +60,15 @@ class BatchRunner:
         self.lease_s = jobs.settings.lease_ttl_s
         self._stopping = False
         self._wake = wakeups.Wakeup()
+        # Whether the last pass moved a batch on: a pass that only found batches waiting for
+        # their jobs is followed by a sleep, not at once by another pass.
+        self._moved = False
 
     # -- one pass -----------------------------------------------------------------------
 
     async def batches_once(self, *, now: datetime | None = None) -> int:
         """Work one step on each live batch no other batches role holds; answers how many."""
+        self._moved = False
         claimed = await self.storage.batch_claim_live(
             limit=BATCHES_PER_PASS, lease_s=self.lease_s, now=now
         )
@@ -103,6 +107,7 @@ class BatchRunner:
     async def step(self, batch: BatchRecord, *, now: datetime | None = None) -> None:
         """One step on a batch this pass holds (`batch.lease_token`)."""
         if batch.status == BatchStatus.VALIDATING:
+            self._moved = True
             await self._validate(batch, now)
             return  # a whole step: the next pass expands
         if batch.status == BatchStatus.IN_PROGRESS and batch.final_status is None:
@@ -113,14 +118,17 @@ class BatchRunner:
                 )
                 if expired is None:
                     return
+                self._moved = True
                 batch = expired
                 log.info("batch expired", extra={"batch_id": batch.id})
         if batch.status in (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING):
             moved = await self._settle(batch, now)
             if moved is None:
                 return
+            self._moved = True
             batch = moved
         if batch.status == BatchStatus.FINALIZING:
+            self._moved = True
             await batch_results.finalize(
                 self.storage,
                 self.jobs.ids,
@@ -177,8 +185,8 @@ class BatchRunner:
         if batch.final_status is None:
             if not await self._expand(batch, now):
                 return None  # more lines to expand next pass
-            counts = await self.storage.batch_counts(batch_id=batch.id)
-            if counts.live or counts.items < batch.total:
+            # Every chunk is expanded, each with all its lines: only the jobs may be running.
+            if await self.storage.batch_live_job_ids(batch_id=batch.id, limit=1):
                 return None
             return await self._update(
                 batch,
@@ -198,6 +206,7 @@ class BatchRunner:
         )
 
     async def _failed_pass(self, batch: BatchRecord, exc: Exception, now: datetime | None) -> None:
+        self._moved = True  # retried at once (a few times), not after a sleep
         failures = batch.failures + 1
         log.warning(
             "batch pass failed",
@@ -309,6 +318,7 @@ class BatchRunner:
         if moved is None:
             return False  # cancelled, expired or taken over meanwhile: nothing was stored
         failpoints.hit("batch_chunk_committed")
+        self._moved = True
         if jobs:
             self.jobs.limits.admitted(batch.tenant_id, len(jobs))
             log.info(
@@ -344,8 +354,8 @@ class BatchRunner:
             )
         if not live:
             return False
-        remaining = await self.storage.batch_counts(batch_id=batch.id)
-        return remaining.live > 0
+        self._moved = True
+        return bool(await self.storage.batch_live_job_ids(batch_id=batch.id, limit=1))
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -356,11 +366,11 @@ class BatchRunner:
     async def run(self) -> None:
         while not self._stopping:
             try:
-                worked = await self.batches_once()
+                await self.batches_once()
             except errors.StorageError as exc:
                 log.warning("batches pass failed: %s", type(exc).__name__)
-                worked = 0
-            if not worked:
+                self._moved = False
+            if not self._moved:
                 await self._wake.sleep(self.interval_s)
 
 
