@@ -288,7 +288,7 @@ def test_completion_with_a_refusal_and_without_choices() -> None:
 
 
 def test_request_to_messages() -> None:
-    body = responses_messages.to_messages(CONVERSATION)
+    body = responses_messages.to_messages(CONVERSATION, output_bound=128_000)
     request_matches(message_create_params.MessageCreateParamsNonStreaming, body)
     assert body["system"] == "be brief\n\nanswer in English"
     assert body["max_tokens"] == 300
@@ -326,11 +326,12 @@ def test_request_to_messages() -> None:
 
 
 def test_messages_defaults_and_refusals() -> None:
-    plain = responses_messages.to_messages({"model": "claude", "input": "hi"})
-    assert plain["max_tokens"] == responses_messages.DEFAULT_MAX_TOKENS
+    plain = responses_messages.to_messages({"model": "claude", "input": "hi"}, output_bound=9000)
+    assert plain["max_tokens"] == 9000  # an unknown model: the provider's bound
     assert plain["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     url = responses_messages.to_messages(
-        {
+        output_bound=128_000,
+        body={
             "model": "c",
             "input": [
                 {
@@ -338,16 +339,17 @@ def test_messages_defaults_and_refusals() -> None:
                     "content": [{"type": "input_image", "image_url": "https://x/i.png"}],
                 }
             ],
-        }
+        },
     )
     assert url["messages"][0]["content"][0]["source"] == {"type": "url", "url": "https://x/i.png"}
     structured = responses_messages.to_messages(
-        {
+        output_bound=128_000,
+        body={
             "model": "c",
             "input": "x",
             "text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}}},
             "reasoning": {"effort": "minimal"},
-        }
+        },
     )
     request_matches(message_create_params.MessageCreateParamsNonStreaming, structured)
     assert structured["output_config"] == {
@@ -365,8 +367,54 @@ def test_messages_defaults_and_refusals() -> None:
     ]
     for fields, param in cases:
         with pytest.raises(errors.InvalidRequest) as raised:
-            responses_messages.to_messages({"model": "c", "input": "x", **fields})
+            responses_messages.to_messages(
+                {"model": "c", "input": "x", **fields}, output_bound=128_000
+            )
         assert raised.value.param == param, fields
+
+
+@pytest.mark.parametrize(
+    ("model", "asked", "bound", "sent"),
+    [
+        ("claude-sonnet-4-5-20250929", None, 128_000, 64_000),
+        ("claude-opus-4-1-20250805", None, 128_000, 32_000),
+        ("claude-opus-4-6", None, 128_000, 128_000),
+        ("claude-3-5-haiku-latest", None, 128_000, 8_192),
+        ("claude-3-haiku-20240307", None, 128_000, 4_096),
+        ("claude-sonnet-4-5", None, 1_000, 1_000),  # the operator's bound is lower
+        ("claude-sonnet-4-5", 300, 128_000, 300),  # the request's own
+        ("claude-future-9", None, 50_000, 50_000),  # unknown: the provider's bound
+    ],
+)
+def test_messages_max_tokens_is_the_requests_or_the_models_limit(
+    model: str, asked: int | None, bound: int, sent: int
+) -> None:
+    """Messages requires `max_tokens`; Responses does not. Without `max_output_tokens` the
+    answer may be as long as the model allows (Anthropic's limit per model, within the
+    provider's configured bound), never cut at an arbitrary 4096."""
+    body: dict[str, Any] = {"model": model, "input": "hi"}
+    if asked is not None:
+        body["max_output_tokens"] = asked
+    assert responses_messages.to_messages(body, output_bound=bound)["max_tokens"] == sent
+
+
+def test_the_registry_front_sizes_max_tokens_from_the_provider_config() -> None:
+    config = ProviderConfig(
+        kind="anthropic",
+        base_url="http://127.0.0.1:9",
+        max_output_tokens=20_000,
+        model_limits={"claude-small": {"max_output_tokens": 2_000}},
+    )
+    registry = ProviderRegistry(
+        {"claude": AnthropicProvider("claude", config)},
+        configs={"claude": config},
+        default="claude",
+    )
+    front = registry.get("claude", api="responses")
+    assert isinstance(front, ResponsesFront)
+    for model, sent in (("claude-small", 2_000), ("claude-sonnet-4-5", 20_000)):
+        _, body = front.translate({"model": model, "input": "hi"})
+        assert body["max_tokens"] == sent
 
 
 MESSAGE: dict[str, Any] = {

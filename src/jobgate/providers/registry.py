@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 
 from jobgate import errors
 from jobgate.clock import Clock
-from jobgate.config import ProviderConfig, RouteConfig, Settings
+from jobgate.config import DEFAULT_MAX_OUTPUT_TOKENS, ProviderConfig, RouteConfig, Settings
 from jobgate.providers import calls
 from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.base import Provider
@@ -140,11 +140,23 @@ class ProviderRegistry:
         if front is None:
             config = self._configs.get(name)
             wire = wire_for(provider.kind, config.responses_api if config else "native")
-            front = self._fronts[name] = ResponsesFront(provider, wire, clock=self._clock)
+            front = self._fronts[name] = ResponsesFront(
+                provider, wire, clock=self._clock, output_bound=self._output_bound(name)
+            )
         return front
 
     def config(self, name: str) -> ProviderConfig:
         return self._configs[name]
+
+    def _output_bound(self, name: str) -> Callable[[str | None], int]:
+        """The provider's bound on a model's output cap, as its configuration says now (a
+        reload may change it)."""
+
+        def bound(model: str | None) -> int:
+            config = self._configs.get(name)
+            return config.output_bound(model) if config else DEFAULT_MAX_OUTPUT_TOKENS
+
+        return bound
 
     def configs(self) -> dict[str, ProviderConfig]:
         """Every configured provider's settings, by name."""

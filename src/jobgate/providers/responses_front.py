@@ -12,10 +12,12 @@ job stores as its result. Other endpoints pass through untouched.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Literal
 
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
+from jobgate.config import DEFAULT_MAX_OUTPUT_TOKENS
 from jobgate.domain import responses
 from jobgate.providers import background, responses_chat, responses_messages, streaming
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
@@ -27,14 +29,24 @@ FRONT_ONLY = frozenset({"background", "stream", "stream_options"})
 
 
 class ResponsesFront:
-    """A Provider that serves /v1/responses on `inner` over `wire`."""
+    """A Provider that serves /v1/responses on `inner` over `wire`; `output_bound` is the
+    largest output cap the provider allows a model (its configuration's), which sizes a
+    translated request that must name one."""
 
-    def __init__(self, inner: Provider, wire: Wire, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        inner: Provider,
+        wire: Wire,
+        *,
+        clock: Clock | None = None,
+        output_bound: Callable[[str | None], int] | None = None,
+    ) -> None:
         self.inner = inner
         self.wire = wire
         self.name = inner.name
         self.kind = inner.kind
         self._clock = clock or SystemClock()
+        self._output_bound = output_bound or (lambda _model: DEFAULT_MAX_OUTPUT_TOKENS)
 
     @property
     def idempotent_creates(self) -> bool:
@@ -46,7 +58,11 @@ class ResponsesFront:
         if self.wire == "chat_completions":
             return responses_chat.ENDPOINT, responses_chat.to_chat(sent)
         if self.wire == "messages":
-            return responses_messages.ENDPOINT, responses_messages.to_messages(sent)
+            model = sent.get("model")
+            bound = self._output_bound(model if isinstance(model, str) else None)
+            return responses_messages.ENDPOINT, responses_messages.to_messages(
+                sent, output_bound=bound
+            )
         return responses.ENDPOINT, sent
 
     def validate(self, endpoint: str, body: JSONObject) -> None:

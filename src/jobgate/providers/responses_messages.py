@@ -19,7 +19,19 @@ from jobgate.providers.base import JSONObject, ProviderResult, anthropic_usage
 
 TARGET = "Anthropic Messages"
 ENDPOINT = "/v1/messages"
-DEFAULT_MAX_TOKENS = 4096  # Messages requires a bound; Responses does not
+# Messages requires `max_tokens`; Responses does not. Without `max_output_tokens` the bound is
+# the model's own (Anthropic's models overview, "Max output"; the API names it when a request
+# asks more: "max_tokens: N > 64000, which is the maximum allowed number of output tokens for
+# claude-sonnet-4-5"), by the longest prefix of the model name; an unknown model gets the
+# provider's configured bound.
+MODEL_MAX_OUTPUT: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-8", 128_000), ("claude-opus-4-7", 128_000), ("claude-opus-4-6", 128_000),
+    ("claude-sonnet-4-6", 128_000),
+    ("claude-opus-4-5", 64_000), ("claude-sonnet-4-5", 64_000), ("claude-haiku-4-5", 64_000),
+    ("claude-opus-4-1", 32_000), ("claude-opus-4", 32_000), ("claude-sonnet-4", 64_000),
+    ("claude-3-7-sonnet", 64_000), ("claude-3-5-sonnet", 8_192), ("claude-3-5-haiku", 8_192),
+    ("claude-3-opus", 4_096), ("claude-3-sonnet", 4_096), ("claude-3-haiku", 4_096),
+)  # fmt: skip
 KNOWN = frozenset({
     "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
     "tool_choice", "parallel_tool_calls", "text", "reasoning", "user", "top_logprobs", "sim",
@@ -34,9 +46,21 @@ _INCOMPLETE = {
 }
 
 
-def to_messages(body: JSONObject) -> JSONObject:
-    """The Messages request for a Responses request; errors.InvalidRequest naming the
-    parameter when something cannot be expressed."""
+def model_max_output(model: Any, output_bound: int) -> int:
+    """The most a model may answer: its published limit within the provider's bound."""
+    name = model if isinstance(model, str) else ""
+    known = max(
+        (entry for entry in MODEL_MAX_OUTPUT if name.startswith(entry[0])),
+        key=lambda entry: len(entry[0]),
+        default=None,
+    )
+    return output_bound if known is None else min(known[1], output_bound)
+
+
+def to_messages(body: JSONObject, *, output_bound: int) -> JSONObject:
+    """The Messages request for a Responses request (`output_bound`: the largest output cap
+    the provider allows for its model); errors.InvalidRequest naming the parameter when
+    something cannot be expressed."""
     inputs.refuse_unknown(body, KNOWN, target=TARGET)
     system: list[str] = []
     messages: list[JSONObject] = []
@@ -54,7 +78,9 @@ def to_messages(body: JSONObject) -> JSONObject:
     max_tokens = body.get("max_output_tokens")
     request: JSONObject = {
         "model": body.get("model"),
-        "max_tokens": max_tokens if isinstance(max_tokens, int) else DEFAULT_MAX_TOKENS,
+        "max_tokens": max_tokens
+        if isinstance(max_tokens, int)
+        else model_max_output(body.get("model"), output_bound),
         "messages": messages,
     }
     if system:
