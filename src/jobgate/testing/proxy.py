@@ -167,6 +167,12 @@ class TcpProxy:
         try:
             loop.run_forever()
         finally:
+            # What is still pending (a link accepted while shutting down) ends here, not as
+            # "Task was destroyed but it is pending" when the interpreter exits.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
     async def _shutdown(self) -> None:
@@ -297,6 +303,8 @@ class TcpProxy:
                 else:
                     with contextlib.suppress(Exception):
                         await sender
+            elif not sender.cancelled():
+                sender.exception()  # a reset peer ended it: seen, not "never retrieved"
 
 
 async def _drain_forever(reader: asyncio.StreamReader) -> None:
