@@ -1,0 +1,155 @@
+"""What the soak prints about a job that did not end, or whose webhook never came, so that a late
+job can be told from a stuck one without running the soak again: each job's state, phase, last
+event, lease expiry and who holds it (and whether that process is alive), its broker
+publication, read twice a little apart; and the delivery rows of each missing webhook."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench.soak_checks import fetch
+
+_NOT_TERMINAL = """
+SELECT j.id, j.state, j.phase, j.attempt, j.event_seq, j.lease_owner, j.provider,
+       j.provider_job_id, j.concurrency_key, j.metadata->>'batch_id' AS batch_id,
+       extract(epoch FROM j.lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch FROM j.run_at)::float8 AS run_at,
+       extract(epoch FROM j.reconcile_at)::float8 AS reconcile_at,
+       extract(epoch FROM now())::float8 AS now,
+       last.from_state, last.to_state, last.actor, last.reason,
+       extract(epoch FROM last.created_at)::float8 AS last_at,
+       p.published_count, extract(epoch FROM p.republish_at)::float8 AS republish_at
+  FROM jobs AS j
+  LEFT JOIN LATERAL (SELECT * FROM job_event_log AS e WHERE e.job_id = j.id
+                      ORDER BY e.seq DESC LIMIT 1) AS last ON true
+  LEFT JOIN transport_publications AS p ON p.job_id = j.id
+ WHERE j.state NOT IN ('succeeded', 'failed', 'cancelled', 'expired')
+ ORDER BY j.created_at
+"""
+_OUTBOX = """
+SELECT o.job_id, o.event_type, o.state, o.attempts, o.last_status_code, o.last_error,
+       extract(epoch FROM o.next_attempt_at - now())::float8 AS next_in_s
+  FROM outbox AS o WHERE o.job_id = ANY($1::text[])
+"""
+_HISTORY = """
+SELECT seq, from_state, to_state, actor, reason, applied,
+       extract(epoch FROM created_at)::float8 AS at
+  FROM job_event_log WHERE job_id = $1 ORDER BY seq
+"""
+SHOWN = 20
+
+
+def history(dsn: str, job_id: str, since: float) -> list[str]:
+    """A job's event log, each event's time in seconds after `since`."""
+    return [
+        f"{row['at'] - since:+.3f} s #{row['seq']} {row['from_state']}->{row['to_state']} "
+        f"by {row['actor']} ({row['reason']}){'' if row['applied'] else ' not applied'}"
+        for row in fetch(dsn, _HISTORY, job_id)
+    ]
+
+
+def not_terminal(
+    dsn: str,
+    *,
+    grace_s: float,
+    holder: Callable[[str | None], str],
+    kinds: dict[str, str],
+    waiting: Callable[[str], str],
+) -> dict[str, Any]:
+    """Jobs not terminal, read twice `grace_s` apart: each one's verdict is `late` (it moved,
+    or it waits on a time that has not come, or a live process holds its lease) or `stuck`."""
+    first = {row["id"]: row for row in fetch(dsn, _NOT_TERMINAL)}
+    if not first:
+        return {"not_terminal": 0}
+    time.sleep(grace_s)
+    second = {row["id"]: row for row in fetch(dsn, _NOT_TERMINAL)}
+    verdicts: Counter[str] = Counter()
+    lines: list[str] = []
+    for job_id, before in first.items():
+        after = second.get(job_id)
+        verdict = _verdict(before, after, holder)
+        verdicts[verdict.split(":")[0]] += 1
+        if len(lines) < SHOWN:
+            row = after or before
+            kind = kinds.get(job_id, "batch line" if row["batch_id"] else "?")
+            lines.append(
+                f"{job_id} ({kind}): {_describe(row, holder)}, waiting {waiting(job_id)} "
+                f"=> {verdict}"
+            )
+    return {
+        "not_terminal": len(first),
+        "not_terminal_verdicts": dict(verdicts),
+        "not_terminal_jobs": lines,
+    }
+
+
+def _verdict(before: Any, after: Any, holder: Callable[[str | None], str]) -> str:
+    if after is None:
+        return "late: ended during the second look"
+    if after["event_seq"] != before["event_seq"]:
+        return "late: moved during the second look"
+    now = after["now"]
+    if after["state"] == "queued":
+        if after["run_at"] > now:
+            return f"late: due in {after['run_at'] - now:.1f} s"
+        return f"stuck: queued and due for {now - after['run_at']:.1f} s, nobody claims it"
+    if after["lease_owner"]:
+        if after["lease_expires_at"] <= now:
+            return (
+                f"stuck: lease expired {now - after['lease_expires_at']:.1f} s ago, not reclaimed"
+            )
+        if "dead" in holder(after["lease_owner"]):
+            return "late: its holder died, the lease runs out soon"
+        return "late: a live process holds its lease"
+    if after["provider_job_id"]:
+        due = after["reconcile_at"]
+        if due is None or due < now - 10:
+            return "stuck: at its provider, and no reconciler settles it"
+        return "late: at its provider, reconciled soon"
+    return "stuck: running without a lease or a provider job"
+
+
+def _describe(row: Any, holder: Callable[[str | None], str]) -> str:
+    now = row["now"]
+    parts = [f"state {row['state']}", f"phase {row['phase']}", f"attempt {row['attempt']}"]
+    if row["to_state"] is not None:
+        parts.append(
+            f"last event {row['from_state']}->{row['to_state']} by {row['actor']} "
+            f"({row['reason']}) {now - row['last_at']:.1f} s ago"
+        )
+    if row["lease_expires_at"] is not None:
+        parts.append(f"lease expires in {row['lease_expires_at'] - now:.1f} s")
+    parts.append(f"held by {holder(row['lease_owner'])}")
+    if row["provider_job_id"]:
+        parts.append(f"provider job {row['provider_job_id']}")
+    if row["concurrency_key"]:
+        parts.append(f"key {row['concurrency_key']}")
+    if row["published_count"] is not None:
+        parts.append(
+            f"published {row['published_count']}x, again in {row['republish_at'] - now:.1f} s"
+        )
+    return ", ".join(parts)
+
+
+def missing_webhooks(dsn: str, job_ids: Sequence[str]) -> dict[str, Any]:
+    """The outbox rows (delivery state, attempts, last answer) of the jobs whose webhook the
+    receiver never applied."""
+    if not job_ids:
+        return {}
+    rows = fetch(dsn, _OUTBOX, list(job_ids))
+    by_state: Counter[str] = Counter(row["state"] for row in rows)
+    with_rows = {row["job_id"] for row in rows}
+    lines = [
+        f"{row['job_id']} {row['event_type']}: {row['state']} after {row['attempts']} attempts, "
+        f"last answer {row['last_status_code']} {row['last_error'] or ''}, "
+        f"next attempt in {row['next_in_s']:.1f} s"
+        for row in rows[:SHOWN]
+    ]
+    return {
+        "webhook_missing_outbox_states": dict(by_state),
+        "webhook_missing_without_outbox_row": len(set(job_ids) - with_rows),
+        "webhook_missing_deliveries": lines,
+    }

@@ -1,0 +1,80 @@
+"""The soak's short variant (bench/soak.py, docs/reliability.md "The soak"): a run that mixes
+plain, streaming, background, batch, keyed and rate-limited jobs while it kills workers, batch
+runners, reconcilers and dispatchers and cuts the workers' database link: over the database
+transport with a PostgreSQL crash restart, and a very short one over RabbitMQ whose connections
+are cut. It fails when any invariant the soak checks is broken, printing what broke and the
+soak's verdict on each unfinished job. The long runs, one per transport, are in
+docs/reliability.md; Redis and SQS are left to them (and to the transport fixture's crash
+scenarios) to keep this under a minute and a half."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobgate.testing import pgcluster
+from tests.transports.brokers import require
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SHORT = [
+    "--rate", "5", "--workers", "2", "--batch-runners", "1", "--link-cut-s", "2",
+    "--batch-lines", "10", "--batch-cancel-share", "0.5", "--settle-timeout-s", "120",
+    "--grace-s", "3", "--json",
+    # Open: a batch's cancel leaves its queued jobs to the batches role's next pass, and
+    # workers start them meanwhile (python -m bench.soak --duration 25 --rate 3 --workers 2
+    # --batch-runners 1 --kill-every 0 --pg-restart-every 0 --link-cut-every 0
+    # --batch-every 8 --batch-lines 200 --batch-cancel-share 1 --batch-cancel-within-s 2
+    # --seed 7: hundreds). Remove this line with its fix.
+    "--known-defect", "cancelled_batch_jobs_started_after_cancel",
+]  # fmt: skip
+RUNS = {
+    "database": [
+        "--duration", "20", "--kill-every", "5", "--pg-restart-every", "12",
+        "--link-cut-every", "9", "--batch-every", "5", "--seed", "40",
+    ],
+    "amqp": [
+        "--duration", "12", "--kill-every", "4", "--pg-restart-every", "0",
+        "--link-cut-every", "7", "--broker-fault-every", "5", "--broker-outage-s", "1",
+        "--batch-every", "4", "--seed", "41",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", list(RUNS))
+def test_a_short_soak_breaks_no_invariant_postgres(tmp_path: Path, transport: str) -> None:
+    if not pgcluster.available():
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    if transport == "amqp":
+        require("RabbitMQ", "127.0.0.1", 5672)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
+    command = ["-m", "bench.soak", "--transport", transport, *SHORT, *RUNS[transport]]
+    done = subprocess.run(
+        [sys.executable, *command, "--keep", str(tmp_path / "soak")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.stdout.strip(), done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    broken = {name: result.get(name) for name in result["broken"]}
+    verdicts = {k: v for k, v in result.items() if k.endswith(("_jobs", "_sample", "_starts"))}
+    assert result["ok"], f"broken: {broken}; details: {verdicts}"
+    assert done.returncode == 0, done.stderr[-4000:]
+    # The run did what it says: every kind of job, batches, and each fault.
+    assert set(result["accepted_by_kind"]) == {"plain", "stream", "background", "keyed", "limited"}
+    assert result["batches"] >= 2 and result["streams_checked"] > 0
+    assert sum(result["kills"].values()) >= 2 and sum(result["database_link_cuts"].values()) >= 1
+    if transport == "database":
+        assert result["postgres_restarts"] >= 1
+    else:
+        assert result["broker_faults"] >= 1
