@@ -194,6 +194,8 @@ def _follow(api: BatchApi, batch: dict[str, Any], as_json: bool) -> dict[str, An
             time.sleep(POLL_S)
             batch = api.call("GET", f"/v1/batches/{batch['id']}")
             counts = batch.get("request_counts") or {}
+            if counts.get("total") and bar.length != counts["total"]:
+                bar.length = counts["total"]  # known once the file is validated
             done = counts.get("completed", 0) + counts.get("failed", 0)
             if done > shown and not as_json:
                 bar.update(done - shown)
