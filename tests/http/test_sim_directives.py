@@ -28,6 +28,8 @@ async def _submit(api: Api, key: str, sim: dict[str, Any]) -> Any:
     "sim",
     [
         {"fail_with": "quota"},
+        {"fail_with": "stream_rate_limit", "retry_after_s": 2},
+        {"fail_with": "stream_stall"},
         {"outcome": "rejected"},
         {"tool_calls": 2},
         {"chunks": 3, "progress": True},

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 from prometheus_client import REGISTRY
 
@@ -389,3 +391,33 @@ async def test_the_stall_timeout_defaults_to_the_setting(
     )
     first = await run_once(runtime, clock)
     assert first.error is not None and first.error["code"] == "stream_stalled"
+
+
+# -- n and logprobs ----------------------------------------------------------------------------
+
+
+async def test_a_job_stores_the_same_result_with_and_without_stream(
+    storage: Storage, settings: Settings, clock: FakeClock
+) -> None:
+    from tests.providers.test_chat_stream_assembly import BODY, COMPLETION, _chunks
+
+    plain_answer = upstreams.status(200, COMPLETION)
+    stream_answer = upstreams.stream(upstreams.openai_sse(_chunks()))
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked = orjson.loads(request.content).get("stream") is True
+        return (stream_answer if asked else plain_answer)(request)
+
+    upstream = Upstream(answer)
+    runtime = runtime_for(storage, settings, clock, upstream.openai(clock))
+    owner = (await runtime.tenants.create("acme")).tenant
+    ids = []
+    for stream in (False, True):
+        spec = SubmitSpec(endpoint=CHAT, body=dict(BODY), stream=stream)
+        ids.append((await runtime.jobs.submit(tenant_id=owner.id, spec=spec)).job.id)
+    await asyncio.wait_for(runtime.worker().run_once(), RUN_S)
+    plain, streamed = [await storage.job_get(job_id=job_id) for job_id in ids]
+    assert plain is not None and streamed is not None
+    assert plain.state is streamed.state is JobState.SUCCEEDED
+    assert plain.result == streamed.result == COMPLETION
+    assert plain.usage == streamed.usage

@@ -24,10 +24,12 @@ class SimDirectives(pydantic.BaseModel):
     )
     fail_with: (
         Literal[
-            "rate_limit", "quota", "server_error", "overloaded", "invalid_request", "hang", "drop"
+            "rate_limit", "quota", "server_error", "overloaded", "invalid_request", "hang", "drop",
+            "stream_rate_limit", "stream_server_error", "stream_overloaded", "stream_quota",
+            "stream_stall",
         ]
         | None
-    ) = None
+    ) = None  # fmt: skip
     fail_times: int | None = pydantic.Field(
         default=None,
         ge=0,

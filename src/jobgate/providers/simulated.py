@@ -9,18 +9,23 @@ It answers Chat Completions and Responses bodies (whole or streamed), and with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+
+import httpx
 
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
+from jobgate.providers import calls, error_codes
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
 from jobgate.providers.openai import response_snapshot
 from jobgate.providers.streaming import DeltaSink, output_text, split_evenly
-from jobgate.simulator import model, wire
+from jobgate.simulator import choices, model, stream_faults, wire
 from jobgate.simulator.engine import CancelRefused, SimEngine
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
+_HANGS = frozenset({"hang", stream_faults.STALL})  # a stall where nothing streams: a hang
 
 
 class SimProvider:
@@ -63,7 +68,9 @@ class SimProvider:
         return self._background and endpoint == RESPONSES
 
     async def _faults(self, plan: model.Directives, call: ProviderCall) -> None:
-        if plan.fails_on(call.run_count) and plan.fail_with == "hang":
+        """Raise the fault `plan` sets for this call before any answer (a stream fault, in a
+        call that does not stream: its HTTP twin), or wait for good (`hang`)."""
+        if plan.fails_on(call.run_count) and plan.fail_with in _HANGS:
             await asyncio.Event().wait()  # until cancelled or timed out
         self._raise_fault(plan, call)
 
@@ -85,7 +92,7 @@ class SimProvider:
         if call.endpoint != CHAT_COMPLETIONS:
             return None
         plan = model.directives(call.body)
-        if plan.latency_s or (plan.fail_with == "hang" and plan.fails_on(call.run_count)):
+        if plan.latency_s or (plan.fail_with in _HANGS and plan.fails_on(call.run_count)):
             return None
         self._raise_fault(plan, call)
         return self._chat_result(call)
@@ -102,7 +109,8 @@ class SimProvider:
     def _completion(self, call: ProviderCall) -> JSONObject:
         completion = model.chat_completion(call.body, created=int(self._clock.now().timestamp()))
         count = model.directives(call.body).tool_calls
-        return wire.with_chat_tool_calls(completion, call.body, count)
+        completion = wire.with_chat_tool_calls(completion, call.body, count)
+        return choices.with_choices(completion, call.body)
 
     async def call(self, call: ProviderCall) -> ProviderResult:
         plan = model.directives(call.body)
@@ -132,6 +140,11 @@ class SimProvider:
         spread evenly over `sim.latency_s` (one `latency_s / chunks` sleep before each), then
         the same whole answer `call` gives."""
         plan = model.directives(call.body)
+        mid_stream = plan.fail_with if plan.fail_with in model.STREAM_FAULTS else None
+        if mid_stream is not None and plan.fails_on(call.run_count):
+            plan = dataclasses.replace(plan, fail_with=None)  # reported halfway, below
+        else:
+            mid_stream = None
         await self._faults(plan, call)
         clock = self._clock
         if call.endpoint == CHAT_COMPLETIONS:
@@ -148,7 +161,9 @@ class SimProvider:
             )
             text = output_text(preview)
         pause_s = plan.latency_s / plan.chunks
-        for piece in split_evenly(text, plan.chunks):
+        for index, piece in enumerate(split_evenly(text, plan.chunks)):
+            if mid_stream is not None and index == plan.chunks // 2:
+                await self._stream_fault(mid_stream, plan, call)
             if pause_s:
                 await clock.sleep(pause_s)
             if piece:
@@ -169,6 +184,31 @@ class SimProvider:
                 f"the response ended {snapshot.status}", code=f"response_{snapshot.status}"
             )
         return snapshot.result
+
+    async def _stream_fault(self, fault: str, plan: model.Directives, call: ProviderCall) -> None:
+        """Report `fault` as the provider does inside its stream, classified as the adapters
+        classify it (providers.error_codes); a stall is silence for the call's stall timeout,
+        then the adapters' `stream_stalled`."""
+        if fault == stream_faults.STALL:
+            if call.stall_timeout_s is None:
+                await asyncio.Event().wait()  # until cancelled or timed out
+            await self._clock.sleep(call.stall_timeout_s or 0.0)
+            raise errors.ProviderRetryable(
+                f"the provider's stream sent nothing for {call.stall_timeout_s:g} s",
+                code=calls.STREAM_STALLED,
+            )
+        model_name = call.model or "sim-echo"
+        if call.endpoint == CHAT_COMPLETIONS:
+            error = stream_faults.chat_error(fault, model_name, plan.retry_after_s)["error"]
+        else:
+            error = stream_faults.responses_error(fault, model_name, plan.retry_after_s)
+            error = {"code": error["code"], "message": error["message"]}
+        raise error_codes.stream_error(
+            error,
+            response_headers=httpx.Headers(),
+            now=self._clock.now(),
+            default_retry_after_s=1.0,
+        )
 
     async def _until_done(self, response_id: str) -> None:
         """Answer a foreground response once the engine holds it terminal. The sleeps that

@@ -61,6 +61,14 @@ class Drop:
     """Close the connection at once, without an answer (the request was accepted)."""
 
 
+class _Stall(bytes):
+    """A Stream's chunk that sends nothing more: the answer stays open, silent, until the
+    client closes the connection (a provider's stream that stalled)."""
+
+
+STALL = _Stall()
+
+
 class Hang:
     """Never answer; wait until the client closes the connection."""
 
@@ -124,7 +132,8 @@ class H11Server:
                 while await reader.read(_READ_SIZE):
                     pass
                 return
-            await _send(conn, writer, answer)
+            if not await _send(conn, reader, writer, answer):
+                return
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                 return
             conn.start_next_cycle()
@@ -157,7 +166,13 @@ async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> R
             )
 
 
-async def _send(conn: h11.Connection, writer: asyncio.StreamWriter, answer: Reply | Stream) -> None:
+async def _send(
+    conn: h11.Connection,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    answer: Reply | Stream,
+) -> bool:
+    """Send `answer`; False when it stalled and the client has since gone (close)."""
     headers = [(k, v) for k, v in answer.headers.items()]
     if isinstance(answer, Reply):
         headers.append(("content-length", str(len(answer.body))))
@@ -166,12 +181,17 @@ async def _send(conn: h11.Connection, writer: asyncio.StreamWriter, answer: Repl
             writer.write(conn.send(h11.Data(data=answer.body)))
         writer.write(conn.send(h11.EndOfMessage()))
         await writer.drain()
-        return
+        return True
     writer.write(conn.send(h11.Response(status_code=answer.status, headers=headers)))
     await writer.drain()
     async for chunk in answer.chunks:
+        if chunk is STALL:
+            while await reader.read(_READ_SIZE):
+                pass
+            return False
         if chunk:
             writer.write(conn.send(h11.Data(data=chunk)))
             await writer.drain()
     writer.write(conn.send(h11.EndOfMessage()))
     await writer.drain()
+    return True

@@ -7,7 +7,11 @@ body they send stays valid for the real providers):
 - `latency_s`: how long the call (or, in background mode, the provider-side run) takes;
 - `fail_with`: `rate_limit`, `quota` (out of quota / over a spend limit: a 429 that is
   billing), `server_error`, `overloaded`, `invalid_request`, `hang` (never answer), `drop`
-  (accept the request, then close the connection without an answer);
+  (accept the request, then close the connection without an answer); or, inside a streamed
+  answer (a 200 first, the fault halfway through its text, in the provider's exact shape:
+  simulator.stream_faults), `stream_rate_limit`, `stream_server_error`, `stream_overloaded`,
+  `stream_quota`, `stream_stall` (nothing more is sent); a request that does not stream gets
+  the same fault as an HTTP answer;
 - `fail_times`: how many calls fail before one succeeds (default: all of them);
 - `retry_after_s`: for `rate_limit` (default 1; sent as `retry-after-ms` and `retry-after`);
 - `outcome`: how a background run ends: `completed` (default), `failed` (a server error),
@@ -36,6 +40,13 @@ from jobgate.domain import ranges
 
 JSONObject = dict[str, Any]
 FAULTS = ("rate_limit", "quota", "server_error", "overloaded", "invalid_request", "hang", "drop")
+STREAM_FAULTS = (
+    "stream_rate_limit",
+    "stream_server_error",
+    "stream_overloaded",
+    "stream_quota",
+    "stream_stall",
+)
 OUTCOMES = ("completed", "failed", "rejected", "incomplete", "never")
 WEBHOOK_MODES = ("send", "none", "duplicate", "out_of_order", "early")
 CANCEL_MODES = ("supported", "unsupported")
@@ -97,7 +108,7 @@ def directives(body: JSONObject) -> Directives:
     retry_after = _number(raw, "retry_after_s", 1.0)
     fail_with = raw.get("fail_with")
     if fail_with is not None:
-        _choice(raw, "fail_with", FAULTS)
+        _choice(raw, "fail_with", FAULTS + STREAM_FAULTS)
     fail_times = raw.get("fail_times")
     if fail_times is not None and (
         isinstance(fail_times, bool) or not isinstance(fail_times, int) or fail_times < 0
@@ -158,7 +169,9 @@ def _number(raw: JSONObject, field: str, default: float) -> float:
 
 
 def fault(kind: str, retry_after_s: float) -> errors.ProviderError:
-    """The classified error a simulated fault raises."""
+    """The classified error a simulated fault raises (a stream fault where the answer does
+    not stream: its HTTP twin)."""
+    kind = kind.removeprefix("stream_")
     if kind == "rate_limit":
         return errors.ProviderRateLimited("simulated rate limit", retry_after_s=retry_after_s)
     if kind == "quota":

@@ -27,7 +27,15 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.providers import signatures
-from jobgate.simulator import model, profiles, rate_limits, streams, wire
+from jobgate.simulator import (
+    choices,
+    model,
+    profiles,
+    rate_limits,
+    stream_faults,
+    streams,
+    wire,
+)
 from jobgate.simulator.enforcement import Charge, Enforcer, Limits, Refusal
 from jobgate.simulator.engine import (
     CancelRefused,
@@ -299,23 +307,30 @@ class Simulator:
 
     async def _begin(
         self, request: Request, body: dict[str, Any], route: str, anthropic: bool
-    ) -> tuple[Directives, str | None, Answer | None, bool]:
+    ) -> tuple[Directives, str | None, Answer | None, bool, str | None]:
         """Directives, where to remember the answer, the answer if this call is replayed or
-        faulted, and whether to drop the connection once the call has been accepted."""
+        faulted, whether to drop the connection once the call has been accepted, and the
+        fault to report inside the streamed answer (simulator.stream_faults)."""
         try:
             plan = self._plan(request, body)
         except (errors.InvalidRequest, orjson.JSONDecodeError) as exc:
-            return Directives(), None, _error(anthropic, "invalid_request", str(exc)), False
+            early = _error(anthropic, "invalid_request", str(exc))
+            return Directives(), None, early, False, None
         idempotency_key = request.headers.get("idempotency-key")
         key = replay_key(route, idempotency_key)
         replayed = self.engine.replay(key)
         if replayed is not None:
             status, stored = replayed
-            return plan, key, Reply.json(status, stored, {"idempotent-replayed": "true"}), False
+            early = Reply.json(status, stored, {"idempotent-replayed": "true"})
+            return plan, key, early, False, None
         call_number = self.engine.count_call(request_key(route, idempotency_key, body))
         fault = plan.fail_with if plan.fails_on(call_number) else None
+        if fault in model.STREAM_FAULTS:
+            if body.get("stream") is True:
+                return plan, key, None, False, fault
+            fault = stream_faults.AS_STATUS[fault]  # the same fault, as an HTTP answer
         if fault == "drop":
-            return plan, key, None, True
+            return plan, key, None, True, None
         if fault is not None:
             if fault != "hang" and plan.latency_s and route != "responses-bg":
                 await asyncio.sleep(plan.latency_s)
@@ -324,13 +339,14 @@ class Simulator:
                 key,
                 _fault_answer(fault, plan, anthropic, self.profile, self.engine.now()),
                 False,
+                None,
             )
-        return plan, key, None, False
+        return plan, key, None, False, None
 
     # -- OpenAI ------------------------------------------------------------------------------
 
     async def _chat(self, request: Request, body: dict[str, Any]) -> Answer:
-        plan, key, early, drop = await self._begin(request, body, "chat", anthropic=False)
+        plan, key, early, drop, fault = await self._begin(request, body, "chat", anthropic=False)
         if early is not None:
             return early
         try:
@@ -342,18 +358,19 @@ class Simulator:
             return _error(False, "invalid_request", problem, param="sim.tool_calls")
         completion = model.chat_completion(body, created=int(self.engine.now()))
         completion = wire.with_chat_tool_calls(completion, body, plan.tool_calls)
+        completion = choices.with_choices(completion, body)
         self._usage[id(request)] = completion["usage"]
         self.engine.created.append(completion["id"])
         self.engine.remember(key, 200, completion)
         if body.get("stream"):
-            return streams.chat_stream(completion, body, plan, drop=drop)
+            return streams.chat_stream(completion, body, plan, drop=drop, fault=fault)
         await asyncio.sleep(plan.latency_s)
         return Drop() if drop else Reply.json(200, completion)
 
     async def _responses_create(self, request: Request, body: dict[str, Any]) -> Answer:
         background = body.get("background") is True
         route = "responses-bg" if background else "responses"
-        plan, key, early, drop = await self._begin(request, body, route, anthropic=False)
+        plan, key, early, drop, fault = await self._begin(request, body, route, anthropic=False)
         if early is not None:
             return early
         problem = wire.validate_responses(body) or wire.tool_calls_problem(plan, body)
@@ -377,7 +394,7 @@ class Simulator:
             )
             self.engine.remember(key, 200, final)
             self._usage[id(request)] = final.get("usage")
-            return streams.responses_stream(final, plan, drop=drop)
+            return streams.responses_stream(final, plan, drop=drop, fault=fault)
         else:
             await asyncio.sleep(plan.latency_s)
             answer = self.engine.response(response_id)
@@ -399,7 +416,7 @@ class Simulator:
     # -- Anthropic ---------------------------------------------------------------------------
 
     async def _messages(self, request: Request, body: dict[str, Any]) -> Answer:
-        plan, key, early, drop = await self._begin(request, body, "messages", anthropic=True)
+        plan, key, early, drop, fault = await self._begin(request, body, "messages", anthropic=True)
         replayed = isinstance(early, Reply) and "idempotent-replayed" in early.headers
         if early is not None and not replayed:
             return early
@@ -417,7 +434,8 @@ class Simulator:
         if not body.get("stream"):
             await asyncio.sleep(plan.latency_s)
             return Drop() if drop else Reply.json(200, message)
-        return streams.messages_stream(message, plan, drop=drop)
+        now_s = self.engine.now()
+        return streams.messages_stream(message, plan, drop=drop, fault=fault, now_s=now_s)
 
     def _batch_create(self, request: Request, body: dict[str, Any]) -> Answer:
         try:

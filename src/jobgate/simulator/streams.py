@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from jobgate.providers.streaming import output_text, split_evenly
-from jobgate.simulator import wire
-from jobgate.simulator.http11 import Stream
+from jobgate.providers.streaming import split_evenly
+from jobgate.simulator import choices, stream_faults, wire
+from jobgate.simulator.http11 import STALL, Stream
 from jobgate.simulator.model import Directives
 
 JSONObject = dict[str, Any]
@@ -21,10 +21,17 @@ SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 
 
 def chat_stream(
-    completion: JSONObject, body: JSONObject, plan: Directives, *, drop: bool
+    completion: JSONObject,
+    body: JSONObject,
+    plan: Directives,
+    *,
+    drop: bool,
+    fault: str | None = None,
 ) -> Stream:
-    """A `chat.completion` as `chat.completion.chunk` events, then `[DONE]`; the usage chunk
-    (empty `choices`) only with `stream_options.include_usage`, as OpenAI does."""
+    """A `chat.completion` as `chat.completion.chunk` events, then `[DONE]`: every choice's
+    deltas by its `index` (with their tokens' logprobs when asked), the usage chunk (empty
+    `choices`) only with `stream_options.include_usage`, as OpenAI does. A `fault` is reported
+    halfway through the text (simulator.stream_faults)."""
     base = {
         "id": completion["id"],
         "object": "chat.completion.chunk",
@@ -34,24 +41,40 @@ def chat_stream(
         "service_tier": completion.get("service_tier"),
     }
 
-    def chunk(delta: JSONObject, finish_reason: str | None = None) -> JSONObject:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    def chunk(
+        index: int,
+        delta: JSONObject,
+        finish_reason: str | None = None,
+        logprobs: JSONObject | None = None,
+    ) -> JSONObject:
+        choice = {"index": index, "delta": delta, "logprobs": logprobs,
+                  "finish_reason": finish_reason}  # fmt: skip
         return {**base, "choices": [choice]}
 
-    head = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    every = completion["choices"]
+    head = [chunk(c["index"], {"role": "assistant", "content": "", "refusal": None}) for c in every]
+    pieces = [choices.stream_pieces(c, plan.chunks) for c in every]
     deltas = [
-        chunk({"content": piece}) for piece in split_evenly(output_text(completion), plan.chunks)
+        chunk(c["index"], {"content": part[step][0]}, logprobs=part[step][1])
+        for step in range(max(len(part) for part in pieces))
+        for c, part in zip(every, pieces, strict=True)
+        if step < len(part)
     ]
-    calls = completion["choices"][0]["message"].get("tool_calls") or []
-    tail = [chunk({"tool_calls": part}) for index, call in enumerate(calls)
-            for part in _tool_call_deltas(index, call)]  # fmt: skip
-    tail.append(chunk({}, completion["choices"][0]["finish_reason"]))
+    tail: list[JSONObject] = []
+    for c in every:
+        calls = c["message"].get("tool_calls") or []
+        tail += [chunk(c["index"], {"tool_calls": part}) for index, call in enumerate(calls)
+                 for part in _tool_call_deltas(index, call)]  # fmt: skip
+        tail.append(chunk(c["index"], {}, c["finish_reason"]))
     options = body.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage"):
         tail.append({**base, "choices": [], "usage": completion["usage"]})
     frames = [_data(event) for event in head] + [_data(event) for event in deltas]
     frames += [_data(event) for event in tail] + [b"data: [DONE]\n\n"]
-    return _stream(frames, len(head), len(deltas), plan.latency_s, drop)
+    failure = None
+    if fault is not None and fault != stream_faults.STALL:
+        failure = _data(stream_faults.chat_error(fault, completion["model"], plan.retry_after_s))
+    return _stream(frames, len(head), len(deltas), plan.latency_s, drop, fault, failure)
 
 
 def _tool_call_deltas(index: int, call: JSONObject) -> list[list[JSONObject]]:
@@ -63,8 +86,11 @@ def _tool_call_deltas(index: int, call: JSONObject) -> list[list[JSONObject]]:
     return [[opened], [{"index": index, "function": {"arguments": function["arguments"]}}]]
 
 
-def responses_stream(final: JSONObject, plan: Directives, *, drop: bool) -> Stream:
-    """A finished `response` as Responses stream events, numbered by `sequence_number`."""
+def responses_stream(
+    final: JSONObject, plan: Directives, *, drop: bool, fault: str | None = None
+) -> Stream:
+    """A finished `response` as Responses stream events, numbered by `sequence_number`; a
+    `fault` is reported halfway through the text (simulator.stream_faults)."""
     in_progress = {**final, "status": "in_progress", "output": [], "usage": None,
                    "completed_at": None, "incomplete_details": None, "error": None}  # fmt: skip
     head: list[JSONObject] = [
@@ -116,7 +142,12 @@ def responses_stream(final: JSONObject, plan: Directives, *, drop: bool) -> Stre
     frames = [
         _event(event["type"], {**event, "sequence_number": seq}) for seq, event in enumerate(events)
     ]
-    return _stream(frames, len(head), len(deltas), plan.latency_s, drop)
+    failure = None
+    if fault is not None and fault != stream_faults.STALL:
+        reported = stream_faults.responses_error(fault, final["model"], plan.retry_after_s)
+        number = len(head) + len(deltas) // 2  # numbered where it stands in the stream
+        failure = _event("error", {**reported, "sequence_number": number})
+    return _stream(frames, len(head), len(deltas), plan.latency_s, drop, fault, failure)
 
 
 def _function_call_events(index: int, item: JSONObject) -> list[JSONObject]:
@@ -130,15 +161,28 @@ def _function_call_events(index: int, item: JSONObject) -> list[JSONObject]:
     ]
 
 
-def messages_stream(message: JSONObject, plan: Directives, *, drop: bool) -> Stream:
-    """An Anthropic `message` as Messages stream events."""
+def messages_stream(
+    message: JSONObject,
+    plan: Directives,
+    *,
+    drop: bool,
+    fault: str | None = None,
+    now_s: float = 0.0,
+) -> Stream:
+    """An Anthropic `message` as Messages stream events; a `fault` is reported halfway
+    through the text (simulator.stream_faults)."""
     events = wire.anthropic_stream_events(message, chunks=plan.chunks)
     texts = [
         i for i, event in enumerate(events) if event.get("delta", {}).get("type") == "text_delta"
     ]
     head, deltas = texts[0], len(texts)  # the text deltas are paced, not a tool's input
     frames = [_event(event["type"], event) for event in events]
-    return _stream(frames, head, deltas, plan.latency_s, drop)
+    failure = headers = None
+    if fault is not None:
+        headers = stream_faults.messages_headers(fault, plan.retry_after_s, now_s)
+        if fault != stream_faults.STALL:
+            failure = _event("error", stream_faults.messages_error(fault))
+    return _stream(frames, head, deltas, plan.latency_s, drop, fault, failure, headers)
 
 
 def _data(event: JSONObject) -> bytes:
@@ -149,21 +193,42 @@ def _event(event_type: str, event: JSONObject) -> bytes:
     return f"event: {event_type}\ndata: ".encode() + orjson.dumps(event) + b"\n\n"
 
 
-def _stream(frames: list[bytes], head: int, deltas: int, latency_s: float, drop: bool) -> Stream:
-    return Stream(200, _paced(frames, head, deltas, latency_s, drop), dict(SSE_HEADERS))
+def _stream(
+    frames: list[bytes],
+    head: int,
+    deltas: int,
+    latency_s: float,
+    drop: bool,
+    fault: str | None = None,
+    failure: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> Stream:
+    paced = _paced(frames, head, deltas, latency_s, drop, fault, failure)
+    return Stream(200, paced, {**SSE_HEADERS, **(headers or {})})
 
 
 async def _paced(
-    frames: list[bytes], head: int, deltas: int, latency_s: float, drop: bool
+    frames: list[bytes],
+    head: int,
+    deltas: int,
+    latency_s: float,
+    drop: bool,
+    fault: str | None,
+    failure: bytes | None,
 ) -> AsyncIterator[bytes]:
     """The frames, pausing `latency_s / deltas` before each of the delta frames
-    `frames[head:head + deltas]`; with `drop`, the connection breaks halfway through."""
+    `frames[head:head + deltas]`; with `drop`, the connection breaks halfway through; with a
+    `fault`, halfway through the deltas comes its `failure` frame and the end of the answer,
+    or (a stall) nothing more."""
     pause_s = latency_s / deltas if deltas else 0.0
     if not deltas and latency_s:
         await asyncio.sleep(latency_s)
     for index, frame in enumerate(frames):
         if drop and index == len(frames) // 2:
             raise ConnectionAbortedError("simulated drop in the middle of a stream")
+        if fault is not None and index == head + deltas // 2:
+            yield STALL if failure is None else failure
+            return
         if head <= index < head + deltas and pause_s:
             await asyncio.sleep(pause_s)
         yield frame
