@@ -133,7 +133,7 @@ class HotRoutesMiddleware:
                 _text(headers.get(b"idempotency-key")),
             )
         except errors.JobgateError as exc:
-            response = problems.answer(exc)
+            response = problems.answer(exc, openai=True)
         await response(scope, receive, send)
 
 
@@ -174,7 +174,7 @@ async def read_answer(
         tenant = await tenant_of(ctx, _text(headers.get(b"authorization")) or "")
         return await reader(Request(scope, receive), ctx, tenant, object_id, wait)
     except errors.JobgateError as exc:
-        return problems.answer(exc)
+        return problems.answer(exc, openai=problems.openai_surface(scope["path"]))
 
 
 def _context(scope: Scope) -> AppContext:

@@ -39,6 +39,18 @@ TABLE: list[tuple[type[errors.JobgateError], int, str, str]] = [
 ]
 
 
+# The routes OpenAI itself defines: there a bad key and a missing object are answered as
+# OpenAI answers them (an `invalid_request_error`; `invalid_api_key`, or a null code), so a
+# client reading `error.type` and `error.code` sees what it would from OpenAI. The native API
+# keeps its own types.
+OPENAI_PREFIXES = ("/v1/responses", "/v1/files", "/v1/batches", "/v1/conversations")
+_SAME = object()  # `error.code` as the problem's `code`
+
+
+def openai_surface(path: str) -> bool:
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in OPENAI_PREFIXES)
+
+
 def problem(
     status: int,
     *,
@@ -49,14 +61,21 @@ def problem(
     param: str | None = None,
     headers: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
+    error_code: Any = _SAME,
 ) -> Response:
+    """The problem answer; `error_code` (default: `code`) is the OpenAI-shaped `error.code`."""
     body: dict[str, Any] = {
         "type": f"/problems/{code}",
         "title": title,
         "status": status,
         "detail": detail,
         "code": code,
-        "error": {"message": detail, "type": error_type, "code": code, "param": param},
+        "error": {
+            "message": detail,
+            "type": error_type,
+            "code": code if error_code is _SAME else error_code,
+            "param": param,
+        },
     }
     if extra:
         body.update(extra)
@@ -70,8 +89,13 @@ def _classify(exc: errors.JobgateError) -> tuple[int, str, str]:
     return 500, "Internal error", "server_error"
 
 
-def from_error(exc: errors.JobgateError) -> Response:
+def from_error(exc: errors.JobgateError, *, openai: bool = False) -> Response:
+    """The answer to `exc`; `openai`: on a route of the OpenAI-compatible surface."""
     status, title, error_type = _classify(exc)
+    error_code: Any = _SAME
+    if openai and isinstance(exc, errors.Unauthorized | errors.NotFound):
+        error_type = "invalid_request_error"
+        error_code = exc.code if isinstance(exc, errors.Unauthorized) else None
     headers: dict[str, str] = {}
     extra: dict[str, Any] = {}
     retry_after = getattr(exc, "retry_after_s", None)
@@ -93,19 +117,21 @@ def from_error(exc: errors.JobgateError) -> Response:
         param=getattr(exc, "param", None),
         headers=headers or None,
         extra=extra or None,
+        error_code=error_code,
     )
 
 
-async def handle_jobgate_error(_request: Request, exc: Exception) -> Response:
+async def handle_jobgate_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.JobgateError)
-    return answer(exc)
+    return answer(exc, openai=openai_surface(request.url.path))
 
 
-def answer(exc: errors.JobgateError) -> Response:
-    """The problem answer to a JobgateError a handler raised (an outage is logged too)."""
+def answer(exc: errors.JobgateError, *, openai: bool = False) -> Response:
+    """The problem answer to a JobgateError a handler raised (an outage is logged too);
+    `openai`: on a route of the OpenAI-compatible surface."""
     if isinstance(exc, errors.StorageUnavailable):
         log.warning("storage unavailable: %s", exc.message)
-    return from_error(exc)
+    return from_error(exc, openai=openai)
 
 
 def invalid_request_of(exc: pydantic.ValidationError) -> errors.InvalidRequest:
@@ -157,6 +183,7 @@ async def handle_http_error(request: Request, exc: Exception) -> Response:
         detail=str(exc.detail),
         error_type="invalid_request_error",
         headers=headers or None,
+        error_code=None if openai_surface(request.url.path) else _SAME,
     )
 
 
