@@ -4,7 +4,7 @@ delete."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Request
@@ -94,9 +94,12 @@ async def list_files(
         FileId | None, Query(description="Id of the last file of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 10_000,
+    order: Annotated[
+        Literal["asc", "desc"], Query(description="By creation time: `desc` (newest first)")
+    ] = "desc",
 ) -> Response:
     found, more = await files(ctx).list(
-        tenant_id=tenant.id, purpose=purpose, after=after, limit=limit
+        tenant_id=tenant.id, purpose=purpose, after=after, limit=limit, oldest_first=order == "asc"
     )
     data = [file_view(record) for record in found]
     return _json(

@@ -107,12 +107,22 @@ class FileService:
         return record
 
     async def list(
-        self, *, tenant_id: str, purpose: str | None, after: str | None, limit: int
+        self,
+        *,
+        tenant_id: str,
+        purpose: str | None,
+        after: str | None,
+        limit: int,
+        oldest_first: bool = False,
     ) -> tuple[list[FileRecord], bool]:
         if after is not None:
             await self.get(tenant_id=tenant_id, file_id=after)
         found = await self.storage.file_list(
-            tenant_id=tenant_id, purpose=purpose, after=after, limit=limit + 1
+            tenant_id=tenant_id,
+            purpose=purpose,
+            after=after,
+            limit=limit + 1,
+            oldest_first=oldest_first,
         )
         return found[:limit], len(found) > limit
 

@@ -228,10 +228,11 @@ class FilesStore(Protocol):
         purpose: str | None,
         after: str | None,
         limit: int,
+        oldest_first: bool = False,
         now: datetime | None = None,
     ) -> list[FileRecord]:
-        """A page of the tenant's processed files that have not expired, newest first, after
-        the file `after`."""
+        """A page of the tenant's processed files that have not expired, newest first (or
+        oldest first), after the file `after`."""
         ...
 
     async def file_usage(self, *, tenant_id: str) -> FileUsage:

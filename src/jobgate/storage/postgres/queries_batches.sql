@@ -47,6 +47,18 @@ SELECT * FROM files
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
+-- name: file_list_oldest_first
+-- A page of a tenant's processed files that have not expired, oldest first (order=asc).
+SELECT * FROM files
+ WHERE tenant_id = :tenant_id AND status = 'processed'
+   AND (expires_at IS NULL OR expires_at > coalesce(:now::timestamptz, now()))
+   AND (:purpose::text IS NULL OR purpose = :purpose::text)
+   AND (:after_id::text IS NULL
+        OR (created_at, id) > (SELECT a.created_at, a.id FROM files AS a
+                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
+ ORDER BY created_at, id
+ LIMIT :limit
+
 -- name: file_chunks
 -- Chunks of a file in order.
 SELECT seq, first_line, line_count, data FROM file_chunks

@@ -87,10 +87,11 @@ class BatchesQueries(SqlPart):
         purpose: str | None,
         after: str | None,
         limit: int,
+        oldest_first: bool = False,
         now: datetime | None = None,
     ) -> list[FileRecord]:
         rows = await self._sql.read(
-            "file_list",
+            "file_list_oldest_first" if oldest_first else "file_list",
             tenant_id=tenant_id,
             purpose=purpose,
             after_id=after,
