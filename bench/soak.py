@@ -68,6 +68,9 @@ SELECT (SELECT count(*) FROM jobs
          WHERE status NOT IN ('completed', 'failed', 'cancelled', 'expired')) AS batches
 """
 _BATCH_OF_JOB = "SELECT id, metadata->>'batch_id' AS batch_id FROM jobs WHERE metadata ? 'batch_id'"
+# What a worker logs when its consumer had no credit for a lease while messages waited (the
+# gauge it sets meanwhile may last less than a sample).
+STALL_WARNING = "the consumer has no credit left while messages wait"
 # Counts that must be 0 for the run to pass.
 MUST_BE_ZERO = (
     "lost",
@@ -161,6 +164,14 @@ class Soak:
                 samples.stop.set()
                 sampler.join()
             result.update(samples.report())
+            # Each stall is logged once, and the gauge shows it while it lasts (maybe less
+            # than a sample): per worker, the more of the two.
+            warned = stack.log_count(STALL_WARNING)
+            sampled = samples.stall_episodes
+            result["consumers_without_credit"] = sum(
+                max(warned.get(name, 0), sampled.get(name, 0)) for name in stack.metrics_ports
+            )
+            result["consumer_stall_warnings"] = warned
             result.update(faults.report())
             result["started_in_s"] = round(started_s, 1)
             result["settled_in_s"] = settled_s
@@ -296,7 +307,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add("--rate", type=float, default=10, help="submits per second")
     add("--transport", choices=TRANSPORTS, default="database")
     add("--workers", type=int, default=3)
-    add("--batch-runners", type=int, default=2)
+    add(
+        "--batch-runners",
+        type=int,
+        default=1,
+        help="processes of the batches role alone (each worker runs it too)",
+    )
     add(
         "--worker-concurrency",
         type=int,

@@ -72,11 +72,13 @@ class Load:
         webhook = {"url": self.webhook_url}
         if kind == "background":
             return self._background(n, latency_s, webhook), kind
-        if kind == "limited":
+        if kind == "limited":  # half of them streamed over HTTP from the simulator
+            streamed = {"latency_s": min(latency_s, 0.5), "chunks": self.rng.randint(2, 6)}
             return {
                 "provider": LIMITED,
                 "endpoint": CHAT,
-                "body": _chat(LIMITED_MODEL, f"soak {n}", {"latency_s": min(latency_s, 0.5)}),
+                "body": _chat(LIMITED_MODEL, f"soak {n}", streamed),
+                "stream": self.rng.random() < 0.5,
                 "webhook": webhook,
             }, kind
         sim: dict[str, Any] = {"latency_s": latency_s}
@@ -89,6 +91,8 @@ class Load:
         if kind == "stream" or (kind == "keyed" and self.rng.random() < 0.5):
             job["stream"] = True
             sim["chunks"] = self.rng.randint(2, 12)
+            if self.rng.random() < 0.2:  # the first attempt fails: retried, then streamed
+                sim |= {"fail_with": "server_error", "fail_times": 1}
         job["body"] = _chat("sim-echo", f"soak {n} {secrets.token_hex(3)}", sim)
         return job, kind
 

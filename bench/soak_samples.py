@@ -77,15 +77,15 @@ class Samples:
         except httpx.HTTPError:
             return  # a worker being restarted
         self.metric_reads += 1
+        if f"# TYPE {STALLED} gauge" not in text:
+            return  # a build without the gauge: nothing is checked
+        self.stall_gauge_seen = True
         values = [
             float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
             if line.startswith(STALLED + "{") or line.startswith(STALLED + " ")
         ]
-        if not values:
-            return
-        self.stall_gauge_seen = True
-        stalled = max(values) >= 1
+        stalled = max(values, default=0.0) >= 1
         if stalled:
             self.stalled[name] += 1
             if not self._was_stalled.get(name, False):
@@ -97,5 +97,5 @@ class Samples:
             "key_cap_samples": self.key_reads,
             "key_over_cap_samples": len(self.over_cap),
             "consumer_stall_checked": self.stall_gauge_seen,
-            "consumers_without_credit": sum(self.stall_episodes.values()),
+            "consumer_stalls_sampled": sum(self.stall_episodes.values()),
         }

@@ -225,6 +225,15 @@ class Stack:
             alive = any(p.alive and p.pid == pid for p in self.managed)
         return f"{name} (pid {pid}, {'alive' if alive else 'dead'})"
 
+    def log_count(self, message: str) -> dict[str, int]:
+        """How often each worker logged `message` (every incarnation's log)."""
+        counts = {}
+        for worker in self.workers:
+            found = sum(1 for r in worker.log_records() if r.get("message") == message)
+            if found:
+                counts[worker.name] = found
+        return counts
+
     def waiting(self, job_id: str) -> str:
         """Why the API says the job waits (its `waiting` member), as a user would ask."""
         try:
