@@ -239,8 +239,10 @@ def _check_purpose(purpose: str | None) -> None:
 
 
 def _check_filename(filename: str) -> None:
-    if not filename or len(filename) > MAX_FILENAME:
-        raise errors.InvalidRequest("file must have a name of 1-255 characters", param="file")
+    if not filename or len(filename) > MAX_FILENAME or "\x00" in filename:
+        raise errors.InvalidRequest(  # PostgreSQL's text cannot hold a NUL
+            "file must have a name of 1-255 characters, without NUL", param="file"
+        )
     if not filename.lower().endswith(EXTENSION):
         raise errors.InvalidRequest(
             f"a batch input file must be JSONL, named *{EXTENSION} (got {filename[:100]!r})",
