@@ -276,6 +276,8 @@ class Settings(pydantic.BaseModel):
     # Live stream readers (job output, job events, Responses streams) one tenant may hold open
     # on one API process; one more is answered 429. Readers of one job share one feed.
     stream_readers_per_tenant: int = pydantic.Field(default=500, gt=0)
+    # Recurring schedules one tenant may keep (POST /v1/schedules beyond it: 403).
+    schedules_max_per_tenant: int = pydantic.Field(default=1000, gt=0)
     # What carries "job ready" to workers (docs/transports.md): `database` (claims straight from
     # the job table), or a broker URL: redis://host:port/db, amqp://user:pass@host:port/vhost,
     # sqs://QUEUE?endpoint_url=…&region=…. The job row stays the truth either way.
@@ -361,6 +363,7 @@ _ENV_FIELDS = (
     "max_request_line_bytes", "dashboard_session_ttl_s", "dashboard_show_content",
     "files_max_bytes", "files_max_per_tenant", "files_max_bytes_per_tenant",
     "files_expire_after_s", "batch_max_lines", "batch_priority", "stream_readers_per_tenant",
+    "schedules_max_per_tenant",
     "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",
     "transport_window",
 )  # fmt: skip

@@ -20,6 +20,7 @@ CURSORS = [
     ("/v1/files", "after"),
     ("/v1/files", "purpose"),
     ("/v1/batches", "after"),
+    ("/v1/schedules", "after"),
     ("/v1/webhook_endpoints", "after"),
 ]
 

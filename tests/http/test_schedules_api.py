@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from jobgate.config import Settings
 from tests.api_server import Api
 
 JOB: dict[str, Any] = {
@@ -74,3 +75,52 @@ async def test_a_cron_that_never_fires_is_400(api: Api, cron: str) -> None:
     assert "never fires" in problem["detail"]
     listed = await api.http.get("/v1/schedules", headers=auth(key))
     assert listed.json()["data"] == []
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(database_url="sqlite:///unused.db", schedules_max_per_tenant=105)
+
+
+async def test_the_list_pages_past_a_hundred(api: Api) -> None:
+    key = await api.key("acme")
+    made = []
+    for n in range(105):
+        created = await api.http.post(
+            "/v1/schedules", json={"cron": f"{n % 60} * * * *", "job": JOB}, headers=auth(key)
+        )
+        assert created.status_code == 201, created.text
+        made.append(created.json()["id"])
+    seen: list[str] = []
+    pages = 0
+    after: dict[str, Any] = {"limit": 100}
+    while True:
+        page = (await api.http.get("/v1/schedules", params=after, headers=auth(key))).json()
+        pages += 1
+        seen += [s["id"] for s in page["data"]]
+        assert page["last_id"] == page["data"][-1]["id"]
+        if not page["has_more"]:
+            break
+        after = {"limit": 100, "after": page["last_id"]}
+    assert pages == 2 and seen == made
+    first = (await api.http.get("/v1/schedules", headers=auth(key))).json()
+    assert len(first["data"]) == 20 and first["has_more"]  # the default page
+    unknown = await api.http.get("/v1/schedules", params={"after": "sched_nope"}, headers=auth(key))
+    assert unknown.status_code == 404
+
+
+async def test_a_tenants_schedules_are_capped(api: Api, settings: Settings) -> None:
+    key, other = await api.key("acme"), await api.key("other")
+    body = {"cron": "0 3 * * *", "job": JOB}
+    made = []
+    for _ in range(settings.schedules_max_per_tenant):
+        made.append((await api.http.post("/v1/schedules", json=body, headers=auth(key))).json())
+    refused = await api.http.post("/v1/schedules", json=body, headers=auth(key))
+    assert refused.status_code == 403, refused.text
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert refused.json()["limit"] == "schedules_max_per_tenant"
+    theirs = await api.http.post("/v1/schedules", json=body, headers=auth(other))
+    assert theirs.status_code == 201  # a cap of each tenant's own
+    await api.http.delete(f"/v1/schedules/{made[0]['id']}", headers=auth(key))
+    again = await api.http.post("/v1/schedules", json=body, headers=auth(key))
+    assert again.status_code == 201

@@ -93,3 +93,24 @@ async def test_an_unrunnable_template_is_refused(runtime: Runtime) -> None:
         await ScheduleService(runtime.jobs).create(
             tenant_id=tenant.id, cron="* * * * *", template=template
         )
+
+
+async def test_one_tenants_thousands_of_slots_do_not_hold_anothers_back(
+    runtime: Runtime,
+) -> None:
+    """A busy tenant's 300 schedules due at the same minute (and created first) do not delay
+    a quiet tenant's one: it fires in the first page, and the pass fires every due slot."""
+    busy = (await runtime.tenants.create("busy")).tenant
+    quiet = (await runtime.tenants.create("quiet")).tenant
+    service = ScheduleService(runtime.jobs)
+    made = [
+        await service.create(tenant_id=busy.id, cron="* * * * *", template=TEMPLATE)
+        for _ in range(300)
+    ]
+    mine = await service.create(tenant_id=quiet.id, cron="* * * * *", template=TEMPLATE)
+    slot = max(s.next_run_at for s in [*made, mine])
+    first = await service.fire_once(now=slot, limit=50, pages=1)
+    assert len(first) == 50
+    assert quiet.id in {job.tenant_id for job in first}
+    rest = await service.fire_once(now=slot, limit=50)  # page after page, in one pass
+    assert len(first) + len(rest) == 301

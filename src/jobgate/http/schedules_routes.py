@@ -3,14 +3,15 @@ resume, delete. Each run is an ordinary job (services/schedules.py)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from jobgate import errors
 from jobgate.clock import to_unix
+from jobgate.domain import ranges
 from jobgate.http.context import Ctx, CurrentTenant
 from jobgate.http.json_response import json_response
 from jobgate.http.models import ProblemOut, SubmitJobRequest
@@ -22,7 +23,7 @@ from jobgate.storage.records import Schedule
 router = APIRouter(prefix="/v1", tags=["schedules"], route_class=StrictJsonRoute)
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
-    for status in (400, 401, 404, 413, 503)
+    for status in (400, 401, 403, 404, 413, 503)
 }
 
 
@@ -52,6 +53,8 @@ class ScheduleOut(pydantic.BaseModel):
 class ScheduleListOut(pydantic.BaseModel):
     object: Literal["list"]
     data: list[ScheduleOut]
+    has_more: bool
+    last_id: str | None
 
 
 def schedule_view(schedule: Schedule) -> dict[str, Any]:
@@ -94,11 +97,30 @@ async def create_schedule(
 
 
 @router.get(
-    "/schedules", response_model=ScheduleListOut, responses=_PROBLEMS, summary="List schedules"
+    "/schedules",
+    response_model=ScheduleListOut,
+    responses=_PROBLEMS,
+    summary="List schedules, oldest first",
+    description="A page of `limit` schedules after `after` (the `last_id` of the previous "
+    "page); `has_more` says whether another page follows.",
 )
-async def list_schedules(ctx: Ctx, tenant: CurrentTenant) -> Response:
-    found = await ctx.storage.schedule_list(tenant_id=tenant.id)
-    return json_response({"object": "list", "data": [schedule_view(s) for s in found]})
+async def list_schedules(
+    ctx: Ctx,
+    tenant: CurrentTenant,
+    after: Annotated[
+        ScheduleId | None, Query(description="Id of the last schedule of the previous page")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=ranges.MAX_PAGE)] = 20,
+) -> Response:
+    found, more = await _service(ctx).list(tenant_id=tenant.id, after=after, limit=limit)
+    return json_response(
+        {
+            "object": "list",
+            "data": [schedule_view(s) for s in found],
+            "has_more": more,
+            "last_id": found[-1].id if found else None,
+        }
+    )
 
 
 @router.get(

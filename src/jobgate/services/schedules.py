@@ -8,7 +8,9 @@ starts from the next slot, on purpose)."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any
@@ -24,6 +26,9 @@ from jobgate.storage.records import Schedule
 log = logging.getLogger(__name__)
 
 SUBMIT_ROUTE = "schedule"  # the scope of its runs' idempotency keys
+FIRE_PAGE = 100  # due slots read at once
+FIRE_PAGES = 100  # pages one pass may fire before the loop sleeps
+FIRE_CONCURRENCY = 32  # slots submitted at once (concurrent submits share commits)
 MAX_CRON_CHARS = 100
 _TEMPLATE_FIELDS = frozenset({
     "endpoint", "body", "provider", "metadata", "webhook", "priority", "max_attempts",
@@ -62,6 +67,15 @@ def spec_of(template: dict[str, Any]) -> SubmitSpec:
     return SubmitSpec(**fields)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fired:
+    """What firing one slot did: the job it stands for (None: not fired, or skipped), and
+    whether the schedule moved past the slot."""
+
+    job: Job | None
+    advanced: bool
+
+
 class ScheduleService:
     def __init__(self, jobs: JobService, *, interval_s: float = 1.0) -> None:
         self.jobs = jobs
@@ -90,7 +104,25 @@ class ScheduleService:
             next_run_at=next_slot(cron, now),
             created_at=now,
         )
-        return await self.storage.schedule_insert(schedule=schedule)
+        cap = self.jobs.settings.schedules_max_per_tenant
+        stored = await self.storage.schedule_insert(schedule=schedule, max_per_tenant=cap)
+        if stored is None:
+            raise errors.LimitExceeded(
+                "schedules_max_per_tenant",
+                f"this tenant keeps {cap} schedules, the most it may "
+                "(schedules_max_per_tenant); delete some first",
+            )
+        return stored
+
+    async def list(
+        self, *, tenant_id: str, after: str | None, limit: int
+    ) -> tuple[builtins.list[Schedule], bool]:
+        """A page of the tenant's schedules, oldest first, and whether more follow. An
+        `after` of no schedule of the tenant is not found."""
+        if after is not None:
+            await self.get(tenant_id=tenant_id, schedule_id=after)
+        found = await self.storage.schedule_list(tenant_id=tenant_id, after=after, limit=limit + 1)
+        return found[:limit], len(found) > limit
 
     async def get(self, *, tenant_id: str, schedule_id: str) -> Schedule:
         found = await self.storage.schedule_get(schedule_id=schedule_id, tenant_id=tenant_id)
@@ -116,17 +148,35 @@ class ScheduleService:
 
     # -- firing --------------------------------------------------------------------------
 
-    async def fire_once(self, *, now: datetime | None = None, limit: int = 100) -> list[Job]:
-        """Fire every due slot (one per schedule per pass; a schedule behind by several slots
-        catches up over the next passes). Answers the jobs the slots stand for."""
-        fired: list[Job] = []
-        for schedule in await self.storage.schedule_due(limit=limit, now=now):
-            job = await self._fire(schedule)
-            if job is not None:
-                fired.append(job)
+    async def fire_once(
+        self, *, now: datetime | None = None, limit: int = FIRE_PAGE, pages: int = FIRE_PAGES
+    ) -> builtins.list[Job]:
+        """Fire the due slots, one per schedule per page (a schedule behind by several slots
+        catches up over the next pages), `FIRE_CONCURRENCY` at a time (their submits share
+        commits), page after page while pages come full and move, at most `pages`. Each page
+        is read afresh in turns by tenant (storage.schedule_due), so a slot of a tenant with
+        one schedule is fired in the first page after it comes, whatever another tenant has
+        due. Answers the jobs the slots stand for."""
+        fired: builtins.list[Job] = []
+        gate = asyncio.Semaphore(FIRE_CONCURRENCY)
+
+        async def fire(schedule: Schedule) -> Fired:
+            async with gate:
+                return await self._fire(schedule)
+
+        for _ in range(pages):
+            due = await self.storage.schedule_due(limit=limit, now=now)
+            outcomes = await asyncio.gather(*(fire(s) for s in due), return_exceptions=True)
+            failed = [o for o in outcomes if isinstance(o, BaseException)]
+            if failed:  # every other slot of the page went its way first
+                raise failed[0]
+            done = [o for o in outcomes if not isinstance(o, BaseException)]
+            fired += [o.job for o in done if o.job is not None]
+            if len(due) < limit or not any(o.advanced for o in done):
+                break
         return fired
 
-    async def _fire(self, schedule: Schedule) -> Job | None:
+    async def _fire(self, schedule: Schedule) -> Fired:
         slot = schedule.next_run_at
         key = f"schedule:{schedule.id}:{int(slot.timestamp())}"
         job = None
@@ -140,16 +190,16 @@ class ScheduleService:
             )
             job = outcome.job
         except (errors.QueueFull, errors.IdempotencyInProgress, errors.StorageError):
-            return None  # not fired: the same slot is tried again on the next pass
+            return Fired(None, advanced=False)  # the same slot is tried again on the next pass
         except errors.JobgateError as exc:  # unrunnable now (e.g. its model is gone): skipped
             log.warning(
                 "schedule slot not fired",
                 extra={"schedule_id": schedule.id, "error_code": exc.code},
             )
-        await self.storage.schedule_advance(
+        advanced = await self.storage.schedule_advance(
             schedule_id=schedule.id, slot=slot, next_run_at=next_slot(schedule.cron, slot)
         )
-        return job
+        return Fired(job, advanced=advanced)
 
     def request_stop(self) -> None:
         self._stop.set()

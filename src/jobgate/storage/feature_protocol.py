@@ -143,10 +143,16 @@ class ScheduleStore(Protocol):
     deduplicated by its Idempotency-Key, and advancing a slot is a compare-and-set, so two
     schedulers (or a restart) never double or skip a run."""
 
-    async def schedule_insert(self, *, schedule: Schedule) -> Schedule: ...
+    async def schedule_insert(self, *, schedule: Schedule, max_per_tenant: int) -> Schedule | None:
+        """Store a schedule unless its tenant keeps `max_per_tenant` already (None, nothing
+        stored). Exact under concurrent creates, in any number of processes."""
+        ...
 
-    async def schedule_list(self, *, tenant_id: str, limit: int = 100) -> list[Schedule]:
-        """A tenant's schedules, oldest first."""
+    async def schedule_list(
+        self, *, tenant_id: str, after: str | None = None, limit: int = 100
+    ) -> list[Schedule]:
+        """A page of a tenant's schedules, oldest first, after the schedule `after` (keyset;
+        an `after` of no schedule of the tenant gives an empty page)."""
         ...
 
     async def schedule_get(self, *, schedule_id: str, tenant_id: str) -> Schedule | None:
@@ -170,8 +176,9 @@ class ScheduleStore(Protocol):
         ...
 
     async def schedule_due(self, *, limit: int, now: datetime | None = None) -> list[Schedule]:
-        """Unpaused schedules whose next slot has come (by the database's clock), oldest slot
-        first."""
+        """Unpaused schedules whose next slot has come (by the database's clock), fair between
+        tenants: each tenant's oldest slot, then each tenant's second, and so on; within a
+        turn, oldest slot first."""
         ...
 
     async def schedule_advance(

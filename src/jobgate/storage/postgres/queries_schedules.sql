@@ -1,14 +1,29 @@
 -- Recurring schedules (PostgreSQL).
 
+-- name: schedule_lock_tenant
+-- Serialise one tenant's schedule creations until commit, so that the count schedule_insert
+-- reads after it is exact (no overshoot of the cap by concurrent creates).
+SELECT pg_advisory_xact_lock(hashtextextended('jobgate.schedules:' || :tenant_id::text, 0))
+
 -- name: schedule_insert
--- Store a new schedule.
+-- Store a new schedule unless its tenant keeps :max_per_tenant already (then no row).
 INSERT INTO schedules (id, tenant_id, cron, template, paused, next_run_at, created_at)
-VALUES (:id, :tenant_id, :cron, :template, :paused, :next_run_at::timestamptz, :created_at::timestamptz)
+SELECT :id::text, :tenant_id::text, :cron::text, :template::jsonb, :paused::boolean,
+       :next_run_at::timestamptz, :created_at::timestamptz
+ WHERE (SELECT count(*) FROM schedules WHERE tenant_id = :tenant_id::text)
+       < :max_per_tenant::bigint
 RETURNING *
 
 -- name: schedule_list
--- A tenant's schedules, oldest first.
-SELECT * FROM schedules WHERE tenant_id = :tenant_id ORDER BY created_at, id LIMIT :limit
+-- A page of a tenant's schedules, oldest first, after the schedule :after_id (keyset).
+SELECT *
+  FROM schedules
+ WHERE tenant_id = :tenant_id
+   AND (:after_id::text IS NULL
+        OR (created_at, id) > (SELECT a.created_at, a.id FROM schedules AS a
+                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
+ ORDER BY created_at, id
+ LIMIT :limit
 
 -- name: schedule_get
 -- One schedule of a tenant.
@@ -26,10 +41,13 @@ RETURNING *
 DELETE FROM schedules WHERE id = :id AND tenant_id = :tenant_id
 
 -- name: schedule_due
--- Unpaused schedules whose next slot has come, oldest slot first.
-SELECT * FROM schedules
- WHERE NOT paused AND next_run_at <= coalesce(:now::timestamptz, now())
- ORDER BY next_run_at, id
+-- Unpaused schedules whose next slot has come, fairly: every tenant's oldest slot, then every
+-- tenant's second, and so on (one tenant's thousands never hold another's back).
+SELECT id, tenant_id, cron, template, paused, next_run_at, created_at
+  FROM (SELECT s.*, row_number() OVER (PARTITION BY tenant_id ORDER BY next_run_at, id) AS turn
+          FROM schedules AS s
+         WHERE NOT paused AND next_run_at <= coalesce(:now::timestamptz, now())) AS due
+ ORDER BY turn, next_run_at, id
  LIMIT :limit
 
 -- name: schedule_advance

@@ -38,6 +38,7 @@ from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import admit
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
+from jobgate.storage.postgres.schedules import PostgresSchedules
 from jobgate.storage.postgres.transport import PostgresTransport
 from jobgate.storage.records import (
     ClaimRequest,
@@ -81,6 +82,7 @@ class PostgresStorage(
     PostgresBulk,
     PostgresBulkInsert,
     PostgresTransport,
+    PostgresSchedules,
 ):
     dialect = "postgres"
     _sql: PostgresExecutor

@@ -1,14 +1,22 @@
 -- Recurring schedules (SQLite).
 
 -- name: schedule_insert
--- Store a new schedule.
+-- Store a new schedule unless its tenant keeps :max_per_tenant already (then no row).
 INSERT INTO schedules (id, tenant_id, cron, template, paused, next_run_at, created_at)
-VALUES (:id, :tenant_id, :cron, :template, :paused, :next_run_at, :created_at)
+SELECT :id, :tenant_id, :cron, :template, :paused, :next_run_at, :created_at
+ WHERE (SELECT count(*) FROM schedules WHERE tenant_id = :tenant_id) < :max_per_tenant
 RETURNING *
 
 -- name: schedule_list
--- A tenant's schedules, oldest first.
-SELECT * FROM schedules WHERE tenant_id = :tenant_id ORDER BY created_at, id LIMIT :limit
+-- A page of a tenant's schedules, oldest first, after the schedule :after_id (keyset).
+SELECT *
+  FROM schedules
+ WHERE tenant_id = :tenant_id
+   AND (:after_id IS NULL
+        OR (created_at, id) > (SELECT a.created_at, a.id FROM schedules AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at, id
+ LIMIT :limit
 
 -- name: schedule_get
 -- One schedule of a tenant.
@@ -26,10 +34,13 @@ RETURNING *
 DELETE FROM schedules WHERE id = :id AND tenant_id = :tenant_id
 
 -- name: schedule_due
--- Unpaused schedules whose next slot has come, oldest slot first.
-SELECT * FROM schedules
- WHERE NOT paused AND next_run_at <= :now
- ORDER BY next_run_at, id
+-- Unpaused schedules whose next slot has come, fairly: every tenant's oldest slot, then every
+-- tenant's second, and so on (one tenant's thousands never hold another's back).
+SELECT id, tenant_id, cron, template, paused, next_run_at, created_at
+  FROM (SELECT s.*, row_number() OVER (PARTITION BY tenant_id ORDER BY next_run_at, id) AS turn
+          FROM schedules AS s
+         WHERE NOT paused AND next_run_at <= :now) AS due
+ ORDER BY turn, next_run_at, id
  LIMIT :limit
 
 -- name: schedule_advance

@@ -3,29 +3,40 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from jobgate.storage.executor import SqlPart
+from jobgate.storage.executor import Row, SqlPart
 from jobgate.storage.records import Schedule
 
 
 class ScheduleQueries(SqlPart):
-    async def schedule_insert(self, *, schedule: Schedule) -> Schedule:
+    async def schedule_insert(self, *, schedule: Schedule, max_per_tenant: int) -> Schedule | None:
         codec = self._sql.codec
-        row = await self._sql.write_one(
-            "schedule_insert",
-            id=schedule.id,
-            tenant_id=schedule.tenant_id,
-            cron=schedule.cron,
-            template=codec.json(schedule.template),
-            paused=codec.flag(schedule.paused),
-            next_run_at=codec.time(schedule.next_run_at),
-            created_at=codec.time(schedule.created_at),
+        row = await self._schedule_insert_capped(
+            {
+                "id": schedule.id,
+                "tenant_id": schedule.tenant_id,
+                "cron": schedule.cron,
+                "template": codec.json(schedule.template),
+                "paused": codec.flag(schedule.paused),
+                "next_run_at": codec.time(schedule.next_run_at),
+                "created_at": codec.time(schedule.created_at),
+                "max_per_tenant": max_per_tenant,
+            }
         )
-        assert row is not None
-        return self._decode.record(Schedule, row)
+        return None if row is None else self._decode.record(Schedule, row)
 
-    async def schedule_list(self, *, tenant_id: str, limit: int = 100) -> list[Schedule]:
-        rows = await self._sql.read("schedule_list", tenant_id=tenant_id, limit=limit)
+    async def _schedule_insert_capped(self, params: dict[str, Any]) -> Row | None:
+        """The insert, counting the tenant's schedules in the same write: exact on SQLite's
+        one writer (PostgreSQL locks the tenant first)."""
+        return await self._sql.write_one("schedule_insert", **params)
+
+    async def schedule_list(
+        self, *, tenant_id: str, after: str | None = None, limit: int = 100
+    ) -> list[Schedule]:
+        rows = await self._sql.read(
+            "schedule_list", tenant_id=tenant_id, after_id=after, limit=limit
+        )
         return [self._decode.record(Schedule, row) for row in rows]
 
     async def schedule_get(self, *, schedule_id: str, tenant_id: str) -> Schedule | None:
