@@ -5,6 +5,7 @@ a head that trickles in is closed at its deadline; ordinary large bodies still p
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -134,3 +135,54 @@ async def test_normal_heads_and_large_bodies_still_pass(api: Api) -> None:
         length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
         await reader.readexactly(length)
     writer.close()
+
+
+def _problem(answer: bytes, status: int) -> dict[str, object]:
+    """The problem+json body of a whole raw answer (the connection closed after it)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d " % status), answer[:200]
+    assert b"content-type: application/problem+json" in head.lower(), head
+    problem = json.loads(body)
+    assert isinstance(problem, dict) and problem["status"] == status
+    assert problem["error"]["type"] == "invalid_request_error"
+    return problem
+
+
+async def _whole_answer(reader: asyncio.StreamReader) -> bytes:
+    try:
+        return await asyncio.wait_for(reader.read(), 5)
+    except ConnectionError:
+        return b""
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x7fb\r\n\r\n",  # DEL
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n",  # a control character
+        b"GET /healthz HTTP/1.1\r\nBad Name: 1\r\n\r\n",  # a space in a field name
+        b"GET /he\x00althz HTTP/1.1\r\nHost: x\r\n\r\n",  # NUL in the target
+        b"BREW /healthz HTTP/9.9\r\n\r\n",  # no HTTP version that exists
+    ],
+)
+async def test_a_request_the_parser_refuses_answers_a_problem(api: Api, head: bytes) -> None:
+    reader, writer = await _connect(api)
+    writer.write(head)
+    answer = await _whole_answer(reader)
+    writer.close()
+    problem = _problem(answer, 400)
+    assert problem["code"] == "invalid_http_request"
+
+
+async def test_the_head_bounds_answer_problems(api: Api) -> None:
+    reader, writer = await _connect(api)
+    headers = b"".join(b"X-H%d: 1\r\n" % i for i in range(150))
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+    problem = _problem(await _whole_answer(reader), 431)
+    writer.close()
+    assert problem["code"] == "request_header_fields_too_large"
+    reader, writer = await _connect(api)
+    writer.write(b"GET /healthz?" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    problem = _problem(await _whole_answer(reader), 414)
+    writer.close()
+    assert problem["code"] == "uri_too_long"

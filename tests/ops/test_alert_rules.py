@@ -185,3 +185,14 @@ def test_jobgate_alerts_prints_the_rules_with_thresholds() -> None:
     assert result.exit_code == 0, result.output
     assert result.output == alerts.render(alerts.Thresholds(oldest_queued_s=120))
     assert "jobgate_queue_oldest_age_seconds) > 120" in result.output
+
+
+@pytest.mark.parametrize("option", ["--oldest-queued-s", "--queue-wait-p95-s", "--budget-share"])
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999"])
+def test_a_threshold_that_could_never_fire_is_refused(option: str, value: str) -> None:
+    """A rule `> nan` or `> inf` never fires: such a threshold is a one-line error, no rule
+    is printed."""
+    result = CliRunner().invoke(cli, ["alerts", option, value])
+    assert result.exit_code == 2, result.output
+    assert "groups:" not in result.output
+    assert "finite" in result.output

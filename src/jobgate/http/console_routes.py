@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from jobgate import errors
 from jobgate.clock import from_unix
-from jobgate.domain import redaction, rollups
+from jobgate.domain import ranges, redaction, rollups
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.states import JobState
 from jobgate.http import console_charts as charts
@@ -275,8 +275,10 @@ def _counted_before(where: JobFilter, counted_ms: int) -> JobFilter:
 
 
 def _read_counted_ms(values: dict[str, str]) -> int:
+    """The moment of the count the form confirms (Unix milliseconds): one a time can hold,
+    its millisecond included (before the year 9999 ends), or a 400."""
     raw = values.get("counted_ms", "")
-    if not raw.isdigit() or len(raw) > 15:
+    if not raw.isdigit() or len(raw) > 15 or int(raw) >= ranges.RUN_AT_MAX * 1000:
         raise errors.InvalidRequest("confirm the count first", param="counted_ms")
     return int(raw)
 

@@ -26,14 +26,17 @@ import logging
 from typing import Any
 
 import httptools
+import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from jobgate.config import Settings
+from jobgate.http import problems
 from jobgate.http.receipt_timeout import ReceiptTimeoutProtocol
 
 log = logging.getLogger(__name__)
 LINGER_S = 1.0  # after a refusal: how long the connection drains before it closes
-_REASONS = {414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+_REASONS = {400: b"Bad Request", 414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+_CODES = {400: "invalid_http_request", 414: "uri_too_long", 431: "request_header_fields_too_large"}
 
 
 class _HeldHead:
@@ -186,7 +189,7 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
                 self._refuse(*self._refusal)
             else:
                 log.debug("invalid HTTP request received")
-                self.send_400_response("Invalid HTTP request received.")
+                self._refuse(400, "invalid HTTP request: malformed request line or header field")
             return
         # Checked after the feed: a head that completed inside this read is within bounds.
         if self._in_head and self._head_bytes > self.max_request_head_bytes:
@@ -249,11 +252,19 @@ class EdgeLimitsProtocol(ReceiptTimeoutProtocol):
         self._disarm_head_timer()
         self._disarm_receipt_timer()
         log.debug("refusing a request: %s", message)
-        body = message.encode()
+        body = orjson.dumps(
+            problems.problem_body(
+                status,
+                code=_CODES[status],
+                title=_REASONS[status].decode(),
+                detail=message,
+                error_type="invalid_request_error",
+            )
+        )
         self.transport.write(
-            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\n"
             b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-            % (status, _REASONS[status], len(body), body)
+            % (status, _REASONS[status], problems.MEDIA_TYPE.encode(), len(body), body)
         )
         # Closing with unread bytes would reset the connection and lose the answer: send it,
         # then read and drop what still comes, for a moment (nginx's lingering close).

@@ -64,22 +64,29 @@ def problem(
     error_code: Any = _SAME,
 ) -> Response:
     """The problem answer; `error_code` (default: `code`) is the OpenAI-shaped `error.code`."""
-    body: dict[str, Any] = {
+    body = problem_body(
+        status, code=code, title=title, detail=detail, error_type=error_type, param=param
+    )
+    if error_code is not _SAME:
+        body["error"]["code"] = error_code
+    if extra:
+        body.update(extra)
+    return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def problem_body(
+    status: int, *, code: str, title: str, detail: str, error_type: str, param: str | None = None
+) -> dict[str, Any]:
+    """An RFC 9457 problem with OpenAI's `error` member: every error answer's body, those the
+    HTTP protocol writes itself too (http.edge_limits)."""
+    return {
         "type": f"/problems/{code}",
         "title": title,
         "status": status,
         "detail": detail,
         "code": code,
-        "error": {
-            "message": detail,
-            "type": error_type,
-            "code": code if error_code is _SAME else error_code,
-            "param": param,
-        },
+        "error": {"message": detail, "type": error_type, "code": code, "param": param},
     }
-    if extra:
-        body.update(extra)
-    return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
 def _classify(exc: errors.JobgateError) -> tuple[int, str, str]:
