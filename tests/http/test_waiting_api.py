@@ -126,3 +126,26 @@ async def test_the_first_reason_the_claim_asks_wins(api: Api, clock: FakeClock) 
     clock.advance(1)  # the shared breakers are read at most once a second, as a worker does
     unscheduled = await found.tenant.submit()
     assert (await found.tenant.read(unscheduled))["waiting"]["reason"] == "breaker_open"
+
+
+async def test_a_queued_jobs_status_read_stays_one_statement(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The status read learns the pause and its time with the job (Storage.job_status): a
+    second read only for a tenant whose caps need its held slots counted."""
+    acme = await held.tenant(api)
+    job_id = await acme.submit()
+    storage = api.runtime.storage
+    extra: list[object] = []
+    read_facts = storage.job_wait_facts
+
+    async def counted(**kwargs: Any) -> Any:
+        extra.append(kwargs)
+        return await read_facts(**kwargs)
+
+    monkeypatch.setattr(storage, "job_wait_facts", counted)
+    assert (await acme.read(job_id))["waiting"] is None
+    assert extra == []
+    await held.limit(api, "acme", max_running=5)
+    assert (await acme.read(job_id))["waiting"] is None
+    assert len(extra) == 1

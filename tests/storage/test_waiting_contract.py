@@ -60,15 +60,15 @@ async def test_the_oldest_covering_pause_of_each_queued_job(
         now=clock.now(),
     )
     assert set(facts) == {echo, slow}  # another tenant's job, a missing one: left out
-    assert (facts[echo].pause_id, facts[echo].pause_reason) == ("pause_b", "bad outputs")
-    assert (facts[slow].pause_id, facts[slow].pause_reason) == ("pause_c", None)
+    assert facts[echo].pause == {"id": "pause_b", "reason": "bad outputs"}
+    assert facts[slow].pause == {"id": "pause_c", "reason": None}
     assert facts[echo].now == clock.now()
     assert facts[echo].running is None and facts[echo].key_running is None
     await storage.pause_delete(pause_id=None)
     facts = await storage.job_wait_facts(
         tenant_id=acme.id, job_ids=[echo], count_running=False, count_keys=False
     )
-    assert facts[echo].pause_id is None
+    assert facts[echo].pause is None
     assert abs((facts[echo].now - clock.now()).total_seconds()) < 3600  # the database's clock
 
 
@@ -120,13 +120,45 @@ async def test_groups_count_every_queued_job_once(storage: Storage, clock: FakeC
     assert sum(g.queued for g in groups) == 5 and len(groups) == 3
     now_group = by_shape[(acme.id, "sim-echo", False)]
     assert now_group.queued == 3 and now_group.concurrency_key is None  # keys not asked
-    assert now_group.running == 1 and now_group.pause_id is None
+    assert now_group.running == 1 and now_group.pause is None
     later = by_shape[(acme.id, "sim-echo", True)]
     assert later.queued == 1 and later.run_at == later_at
     paused = by_shape[(beta.id, "sim-slow", False)]
-    assert (paused.pause_id, paused.pause_reason, paused.running) == ("pause_b", "quota", None)
+    assert paused.pause == {"id": "pause_b", "reason": "quota"} and paused.running is None
     assert paused.now == clock.now()
 
     keyed = await storage.queued_wait_groups(keys=True, capped_tenants=[], limit=1, now=clock.now())
     assert len(keyed) == 1  # the largest group first
     assert (keyed[0].queued, keyed[0].concurrency_key, keyed[0].key_running) == (3, "k", 0)
+
+
+async def test_a_status_read_says_what_holds_a_queued_job(
+    storage: Storage, clock: FakeClock
+) -> None:
+    job_id = await _insert(storage, clock, "acme")
+    acme = await storage.tenant_get(name="acme")
+    assert acme is not None
+    status = await storage.job_status(job_id=job_id, tenant_id=acme.id, now=clock.now())
+    assert status is not None and status.wait is not None
+    assert (status.wait.pause, status.wait.queue_position) == (None, 1)
+    assert status.wait.now == clock.now()
+    await _pause(storage, clock, "pause_t", tenant_id=acme.id, reason="audit")
+    status = await storage.job_status(job_id=job_id, tenant_id=acme.id, now=clock.now())
+    assert status is not None and status.wait is not None
+    assert status.wait.pause == {"id": "pause_t", "reason": "audit"}
+    # What the wait queries read, the status read reads: the same pause, the same place.
+    (facts,) = (
+        await storage.job_wait_facts(
+            tenant_id=acme.id,
+            job_ids=[job_id],
+            count_running=False,
+            count_keys=False,
+            count_positions=True,
+            now=clock.now(),
+        )
+    ).values()
+    assert facts == status.wait
+    await storage.pause_delete(pause_id=None)
+    await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
+    running = await storage.job_status(job_id=job_id, tenant_id=acme.id, now=clock.now())
+    assert running is not None and running.wait is None

@@ -14,18 +14,21 @@ from jobgate.domain.states import JobState
 from jobgate.domain.waiting import Waiting
 from jobgate.http.context import AppContext
 from jobgate.services import output_progress
+from jobgate.storage.records import WaitRead
 
 
 async def annotate(
-    ctx: AppContext, job: Job, view: dict[str, Any], *, queue_position: int | None = None
+    ctx: AppContext, job: Job, view: dict[str, Any], *, read: WaitRead | None = None
 ) -> dict[str, Any]:
-    """`view` with what explains a wait (a queued job's `queue_position` is read here unless
-    the caller read it with the job: Storage.job_status)."""
+    """`view` with what explains a wait (of a queued job, read here unless the caller read it
+    with the job: Storage.job_status's `wait`)."""
     if job.state is JobState.QUEUED:
-        if queue_position is None:
-            queue_position = await ctx.storage.job_queue_position(job=job)
-        view["queue_position"] = queue_position
-        return _waiting(view, await ctx.waits.of_job(job, queue_position=queue_position))
+        if read is None:
+            read = (await ctx.waits.reads([job])).get(job.id)
+        if read is None:  # claimed since it was read: nothing holds it any more
+            return _waiting(view, None)
+        view["queue_position"] = read.queue_position
+        return _waiting(view, await ctx.waits.of_job(job, read=read))
     streamed = await output_progress.streamed_so_far(ctx.storage, job)
     if streamed is not None:
         view["output_tokens"] = streamed.output_tokens
@@ -33,7 +36,7 @@ async def annotate(
             view["progress"] = streamed.fraction
     if job.state is not JobState.RUNNING:
         return _waiting(view, None)
-    return _waiting(view, await ctx.waits.of_job(job, queue_position=None))
+    return _waiting(view, await ctx.waits.of_job(job))
 
 
 async def annotate_page(
@@ -46,7 +49,7 @@ async def annotate_page(
         if job.id in found:
             _waiting(view, found[job.id])
         elif job.state is JobState.RUNNING:
-            _waiting(view, await ctx.waits.of_job(job, queue_position=None))
+            _waiting(view, await ctx.waits.of_job(job))
         else:
             _waiting(view, None)  # a terminal job, or a queued one claimed since the page
     return views

@@ -178,11 +178,11 @@ async def read(
         )
         if waited is None:
             return Response(status_code=499)  # nobody is listening any more
-        job, position = waited, None
+        job, read = waited, None
     else:
         status = await ctx.jobs.status(tenant_id=tenant.id, job_id=job_id)
-        job, position = status.job, status.queue_position
-    view = await job_notes.annotate(ctx, job, job_view(job), queue_position=position)
+        job, read = status.job, status.wait
+    view = await job_notes.annotate(ctx, job, job_view(job), read=read)
     return json_response(view, 200, _job_headers(ctx, job))
 
 

@@ -108,6 +108,12 @@ class LimitsService:
         self._claims: deque[tuple[float, dict[str, int]]] = deque()
         self._budget_at = -1e18
         self._blocked: frozenset[str] = frozenset()
+        # The last claim policy, kept while the limits it was built from are (a claim and
+        # every status read of a queued job ask for it; building it walks every tenant).
+        self._policy: ClaimPolicy | None = None
+        self._limits_read = 0  # how many times the limits were read
+        self._policy_read = -1  # ... when the policy was built
+        self._policy_budgeted = False  # whether some tenant has a daily budget then
         self._prices = settings.prices()
         self._unpriced_logged: set[tuple[str, str | None]] = set()
         # One refresh of each cache at a time: the submits that find it stale while a refresh
@@ -132,6 +138,7 @@ class LimitsService:
                 for t in tenants
             }
             self._limits_at = self._clock.monotonic()
+            self._limits_read += 1
 
     def reconfigure(self, settings: Settings) -> None:
         """Tenant limits and prices from a reloaded configuration, from the next claim on."""
@@ -245,8 +252,14 @@ class LimitsService:
     # -- claims (workers) ------------------------------------------------------------------
 
     async def claim_policy(self) -> ClaimPolicy:
-        """Caps and weights per tenant, and the tenants over a daily budget."""
+        """Caps and weights per tenant, and the tenants over a daily budget: the same object
+        until the limits are read again or the budgets summed again."""
         await self._refresh_limits()
+        policy = self._policy
+        budgets_due = self._clock.monotonic() - self._budget_at >= self._refresh_s
+        if policy is not None and self._policy_read == self._limits_read:
+            if not (self._policy_budgeted and budgets_due):
+                return policy
         defaults = self._settings.tenant_defaults
         default = _share(defaults)
         shares = {
@@ -254,11 +267,17 @@ class LimitsService:
             for tenant_id, limits in self._by_tenant.items()
             if _share(limits) != default
         }
-        return ClaimPolicy(
+        policy = ClaimPolicy(
             default=default,
             tenants=shares,
             blocked_tenants=await self._over_budget(),
         )
+        self._policy, self._policy_read = policy, self._limits_read
+        self._policy_budgeted = any(
+            limits.daily_token_budget > 0 or limits.daily_cost_budget_usd > 0
+            for limits in self._by_tenant.values()
+        )
+        return policy
 
     async def _over_budget(self) -> frozenset[str]:
         tokens = {

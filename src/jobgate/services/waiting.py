@@ -10,6 +10,7 @@ read of the database is made only for jobs that are queued.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
@@ -43,15 +44,13 @@ class Waits:
     def _gates(self) -> ProviderGates:
         return self._jobs.providers.gates
 
-    async def of_job(self, job: Job, *, queue_position: int | None = None) -> Waiting | None:
+    async def of_job(self, job: Job, *, read: WaitRead | None = None) -> Waiting | None:
         """Why `job` waits: for a queued job the claim's first objection (None: a worker may
-        claim it now); for a background job at its provider, a missing reconciler. A queued
-        job's `queue_position` is read here unless the caller read it."""
+        claim it now); for a background job at its provider, a missing reconciler. `read`:
+        what the status read already learnt of a queued job (Storage.job_status), so that
+        nothing is read again unless its tenant's caps need counting."""
         if job.state is JobState.QUEUED:
-            positions: dict[str, int | None] | None = (
-                None if queue_position is None else {job.id: queue_position}
-            )
-            found = await self.of_queued([job], positions=positions)
+            found = await self.of_queued([job], reads=None if read is None else {job.id: read})
             return found.get(job.id)
         if job.state is JobState.RUNNING and job.phase == "awaiting_provider":
             missing = await self._presence.reconciler_missing()
@@ -59,25 +58,47 @@ class Waits:
                 return Waiting(waiting.NO_WORKER, f"waiting for a reconciler: {missing}")
         return None
 
+    async def reads(self, jobs: Sequence[Job]) -> dict[str, WaitRead]:
+        """What the claim would read about the queued jobs of `jobs` (one tenant's), with
+        their places in line, by id (a job no longer queued is left out)."""
+        queued = [job for job in jobs if job.state is JobState.QUEUED]
+        if not queued:
+            return {}
+        return await self._storage.job_wait_facts(
+            tenant_id=queued[0].tenant_id,
+            job_ids=[job.id for job in queued],
+            count_running=False,
+            count_keys=False,
+            count_positions=True,
+        )
+
     async def of_queued(
-        self, jobs: Sequence[Job], *, positions: dict[str, int | None] | None = None
+        self, jobs: Sequence[Job], *, reads: dict[str, WaitRead] | None = None
     ) -> dict[str, Waiting | None]:
         """Why each queued job of `jobs` (one tenant's) waits, by id; jobs that are not queued
-        are left out. `positions`: their places in line when the caller read them (else they
-        are read here)."""
+        are left out. `reads`: what a status read learnt of them (else it is read here, with
+        their places in line)."""
         queued = [job for job in jobs if job.state is JobState.QUEUED]
         if not queued:
             return {}
         tenant_id = queued[0].tenant_id
         policy = await self._policy()
         share = policy.share(tenant_id)
-        reads = await self._storage.job_wait_facts(
-            tenant_id=tenant_id,
-            job_ids=[job.id for job in queued],
-            count_running=share.max_running > 0,
-            count_keys=share.max_running_per_key > 0,
-            count_positions=positions is None,
-        )
+        count_running, count_keys = share.max_running > 0, share.max_running_per_key > 0
+        if reads is None or count_running or count_keys:  # slots held: read with the caps
+            counted = await self._storage.job_wait_facts(
+                tenant_id=tenant_id,
+                job_ids=[job.id for job in queued],
+                count_running=count_running,
+                count_keys=count_keys,
+                count_positions=reads is None,
+            )
+            reads = {
+                job_id: read
+                if reads is None or job_id not in reads
+                else dataclasses.replace(read, queue_position=reads[job_id].queue_position)
+                for job_id, read in counted.items()
+            }
         no_worker = await self._presence.missing(presence.WORKER)
         found: dict[str, Waiting | None] = {}
         for job in queued:
@@ -93,7 +114,7 @@ class Waits:
                 read=read,
                 policy=policy,
                 no_worker=no_worker,
-                position=read.queue_position if positions is None else positions.get(job.id),
+                position=read.queue_position,
             )
             found[job.id] = waiting.explain(facts)
         return found
@@ -156,7 +177,7 @@ class Waits:
             now=now,
             run_at=run_at.timestamp(),
             provider=provider,
-            pause=None if read.pause_id is None else PauseFact(read.pause_id, read.pause_reason),
+            pause=None if read.pause is None else PauseFact(read.pause["id"], read.pause["reason"]),
             no_worker=no_worker,
             over_budget_until=(
                 _next_midnight(read.now) if tenant_id in policy.blocked_tenants else None

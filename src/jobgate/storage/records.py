@@ -56,6 +56,7 @@ class JobStatus:
 
     job: Job
     queue_position: int | None
+    wait: WaitRead | None = None  # while it is queued: what explains its wait (services.waiting)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -355,8 +356,7 @@ class WaitRead:
 
     job_id: str
     now: datetime
-    pause_id: str | None
-    pause_reason: str | None
+    pause: dict[str, Any] | None  # the oldest covering pause: {"id", "reason"}
     queue_position: int | None  # job_queue_position's count (when asked)
     running: int | None
     key_running: int | None
@@ -376,8 +376,7 @@ class WaitGroup:
     run_at: datetime  # the earliest of the group
     queued: int
     now: datetime
-    pause_id: str | None
-    pause_reason: str | None
+    pause: dict[str, Any] | None  # the oldest covering pause: {"id", "reason"}
     running: int | None
     key_running: int | None
 

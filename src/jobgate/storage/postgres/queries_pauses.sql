@@ -1,12 +1,11 @@
 -- Pauses (PostgreSQL): the operator's holds on claims, and the rule every claim applies.
 
 -- fragment: pause_covers
--- THE scope rule of a pause `p` over a job `j`, included by every claim (job_claim,
--- job_claim_by_id), the relay's publications and the wait a job's view explains: each member
--- the pause names must match, a member it leaves out matches anything.
-((p.provider IS NULL OR p.provider = j.provider)
- AND (p.model IS NULL OR p.model = j.model)
- AND (p.tenant_id IS NULL OR p.tenant_id = j.tenant_id))
+-- THE scope rule of a pause `p` over a job `j` (migration 0041's function, inlined by the
+-- planner), included by every claim (job_claim, job_claim_by_id), the relay's publications
+-- and the wait a job's view explains: each member the pause names must match, a member it
+-- leaves out matches anything.
+jobgate_pause_covers(p.provider, p.model, p.tenant_id, j.provider, j.model, j.tenant_id)
 
 -- name: pause_insert
 -- Store a pause (its time the database's).

@@ -12,7 +12,8 @@
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 )
-SELECT j.id AS job_id, clock.now, p.id AS pause_id, p.reason AS pause_reason,
+SELECT j.id AS job_id, clock.now,
+       jobgate_covering_pause(j.provider, j.model, j.tenant_id) AS pause,
        CASE WHEN :count_positions::boolean THEN
            jobgate_queue_position(j.tenant_id, j.priority, j.run_at, j.id, clock.now, :counted)
        END AS queue_position,
@@ -27,11 +28,6 @@ SELECT j.id AS job_id, clock.now, p.id AS pause_id, p.reason AS pause_reason,
        END AS key_running
   FROM jobs AS j
  CROSS JOIN clock
-  LEFT JOIN LATERAL (
-       SELECT p.id, p.reason FROM pauses AS p
-        WHERE {{pause_covers}}
-        ORDER BY p.created_at, p.id
-        LIMIT 1) AS p ON true
  WHERE j.id = ANY(:ids::text[]) AND j.tenant_id = :tenant_id AND j.state = 'queued'
 
 -- name: queued_wait_groups
@@ -52,7 +48,8 @@ WITH clock AS (
      ORDER BY queued DESC
      LIMIT :limit
 )
-SELECT j.*, clock.now, p.id AS pause_id, p.reason AS pause_reason,
+SELECT j.*, clock.now,
+       jobgate_covering_pause(j.provider, j.model, j.tenant_id) AS pause,
        CASE WHEN j.tenant_id = ANY(:capped_tenants::text[]) THEN
            (SELECT count(*)::integer FROM jobs AS r
              WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
@@ -64,8 +61,3 @@ SELECT j.*, clock.now, p.id AS pause_id, p.reason AS pause_reason,
        END AS key_running
   FROM grouped AS j
  CROSS JOIN clock
-  LEFT JOIN LATERAL (
-       SELECT p.id, p.reason FROM pauses AS p
-        WHERE {{pause_covers}}
-        ORDER BY p.created_at, p.id
-        LIMIT 1) AS p ON true

@@ -100,7 +100,8 @@ SELECT {{job_columns}}
 
 -- name: job_status_for_tenant
 -- job_view_for_tenant, and for a queued job its place in its tenant's line as
--- job_queue_position counts it (at most :counted ahead).
+-- job_queue_position counts it (at most :counted ahead) and the oldest pause covering it
+-- (covering_pause), with the time read.
 SELECT {{job_columns}},
        CASE WHEN j.state = 'queued' THEN
            (SELECT count(*) + 1
@@ -109,7 +110,9 @@ SELECT {{job_columns}},
                      WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id AND a.run_at <= :now
                        AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
                      LIMIT :counted) AS ahead)
-       END AS queue_position
+       END AS queue_position,
+       CASE WHEN j.state = 'queued' THEN {{covering_pause}} END AS pause,
+       CASE WHEN j.state = 'queued' THEN :now END AS read_at
   FROM jobs AS j
  WHERE j.id = :id AND j.tenant_id = :tenant_id
 

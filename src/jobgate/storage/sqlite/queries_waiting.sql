@@ -6,15 +6,16 @@
 (r.state = 'running' AND r.lease_token IS NOT NULL)
 
 -- fragment: covering_pause
--- The id of the oldest pause covering job `j` (the claims' pause_covers).
-(SELECT p.id FROM pauses AS p WHERE {{pause_covers}} ORDER BY p.created_at, p.id LIMIT 1)
+-- The oldest pause covering job `j` (the claims' pause_covers) as {"id", "reason"}, or NULL.
+(SELECT json_object('id', p.id, 'reason', p.reason) FROM pauses AS p WHERE {{pause_covers}}
+  ORDER BY p.created_at, p.id LIMIT 1)
 
 -- name: job_wait_facts
 -- For a tenant's queued jobs: the time, the oldest pause covering each (the claims'
 -- pause_covers), and when asked the slots its tenant and its concurrency key hold and its
 -- place in line (job_queue_position's count).
 SELECT j.id AS job_id, :now AS now,
-       {{covering_pause}} AS pause_id,
+       {{covering_pause}} AS pause,
        CASE WHEN :count_positions THEN
            (SELECT count(*) + 1
               FROM (SELECT 1
@@ -23,7 +24,6 @@ SELECT j.id AS job_id, :now AS now,
                        AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
                      LIMIT :counted) AS ahead)
        END AS queue_position,
-       (SELECT p.reason FROM pauses AS p WHERE p.id = {{covering_pause}}) AS pause_reason,
        CASE WHEN :count_running THEN
            (SELECT count(*) FROM jobs AS r WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
        END AS running,
@@ -51,8 +51,7 @@ WITH grouped AS (
      LIMIT :limit
 )
 SELECT j.*, :now AS now,
-       {{covering_pause}} AS pause_id,
-       (SELECT p.reason FROM pauses AS p WHERE p.id = {{covering_pause}}) AS pause_reason,
+       {{covering_pause}} AS pause,
        CASE WHEN j.tenant_id IN (SELECT value FROM json_each(:capped_tenants)) THEN
            (SELECT count(*) FROM jobs AS r WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
        END AS running,

@@ -23,6 +23,7 @@ from jobgate.storage.records import (
     OutboxEntry,
     Tenant,
     UsageEntry,
+    WaitRead,
 )
 
 
@@ -116,8 +117,13 @@ class JobQueries(SqlPart):
             return None
         job = self._decode.job(row)
         position = row["queue_position"]  # counted where the stored state is 'queued'
-        queued = job.state is JobState.QUEUED and position is not None
-        return JobStatus(job, int(position) if queued else None)
+        if job.state is not JobState.QUEUED or position is None:
+            return JobStatus(job, None)
+        codec = self._sql.codec
+        read_at = codec.time_out(row["read_at"])
+        assert read_at is not None
+        wait = WaitRead(job.id, read_at, codec.json_out(row["pause"]), int(position), None, None)
+        return JobStatus(job, int(position), wait)
 
     async def job_without_input(self, *, job_id: str, tenant_id: str) -> Job | None:
         row = await self._sql.read_one(
