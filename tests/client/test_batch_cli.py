@@ -88,6 +88,11 @@ def test_the_python_examples_of_docs_batches_run(served: JobgateServer, tmp_path
     assert len(examples) == 2
     outputs = []
     for example in examples:
+        # The docs address the README's `jobgate serve` on its documented port and the key it
+        # saved; here the same code runs against this test's server.
+        example = example.replace(
+            'credentials.saved_key("http://127.0.0.1:8000")', repr(served.api_key)
+        ).replace("http://127.0.0.1:8000", served.url)
         result = subprocess.run(
             [sys.executable, "-c", example],
             env=served.env(JOBGATE_URL=served.url, JOBGATE_API_KEY=served.api_key),
