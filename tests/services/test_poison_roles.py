@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.reconciler import POISON_AFTER_FAILURES
+from jobgate.storage import text_escape
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, ScriptedProvider, Succeed
 from tests.services.test_background_mode import DUE_S, make_rig
@@ -239,49 +241,82 @@ async def test_dispatcher_fails_a_poison_delivery_alone_and_sends_the_rest(
     assert (await dispatcher.deliver_once(now=clock.advance(86_400))).claimed == 0
 
 
-async def test_a_verdict_the_database_refuses_fails_alone_not_its_batch(
-    runtime: Runtime, clock: FakeClock, scripted: ScriptedProvider
+REFUSED = "a value the database refuses"
+
+
+def refuse_results_naming(
+    storage: Storage, method: str, monkeypatch: pytest.MonkeyPatch, text: str
 ) -> None:
-    """PostgreSQL's jsonb cannot hold a NUL character: a provider answer with one used to sink
-    every verdict written in the same statement. SQLite stores it."""
+    """`storage.<method>` raises as a database that refuses a value would (not an outage) for
+    any verdict whose result carries `text`. Both stores hold every value a provider sends
+    today (NUL escaped, lone surrogates replaced), so the refusal is staged."""
+    real = getattr(storage, method)
+
+    async def refusing(**kwargs: Any) -> Any:
+        if text in repr(kwargs):
+            raise errors.StorageError(f"{method}: the database refused a value")
+        return await real(**kwargs)
+
+    monkeypatch.setattr(storage, method, refusing)
+
+
+async def test_a_verdict_the_database_refuses_fails_alone_not_its_batch(
+    runtime: Runtime, clock: FakeClock, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verdict the database refuses used to sink every verdict written in the same
+    statement: it is written alone, replaced by a poison verdict, and the others stand."""
     storage = runtime.storage
+    refuse_results_naming(storage, "job_finish_many", monkeypatch, REFUSED)
     tenant = await make_tenant(storage)
-    scripted.script.extend([Succeed({"text": "a\u0000b"}), Succeed({"ok": True})])
+    scripted.script.extend([Succeed({"text": REFUSED}), Succeed({"ok": True})])
     poison = await insert(storage, tenant, clock, provider="scripted", priority=0)
     healthy = await insert(storage, tenant, clock, provider="scripted", priority=9)
     done = {job.id: job for job in await runtime.worker().run_once() if job is not None}
     assert done[healthy.id].state is JobState.SUCCEEDED
-    if storage.dialect == "postgres":
-        assert_failed_alone(done[poison.id])
-        assert "could not be stored" in (done[poison.id].error or {})["message"]
-    else:
-        assert done[poison.id].result == {"text": "a\u0000b"}
+    assert_failed_alone(done[poison.id])
+    assert "could not be stored" in (done[poison.id].error or {})["message"]
+
+
+@pytest.mark.parametrize("text", ["a\u0000b", "a\ud800b", "\udfff\ud83d"])
+async def test_a_result_with_text_no_column_holds_is_stored(
+    runtime: Runtime, clock: FakeClock, scripted: ScriptedProvider, text: str
+) -> None:
+    """A NUL comes back exactly; a lone surrogate (a provider's JSON may escape one, and
+    Python decodes it as it is) cannot be written as UTF-8 and reads back as U+FFFD."""
+    storage = runtime.storage
+    tenant = await make_tenant(storage)
+    scripted.script.append(Succeed({"text": text, text: [text]}))
+    job = await insert(storage, tenant, clock, provider="scripted")
+    [done] = await runtime.worker().run_once()
+    assert done is not None and done.state is JobState.SUCCEEDED
+    stored = text_escape._without_surrogates(text)
+    assert done.result == {"text": stored, stored: [stored]}
+    read = await storage.job_get(job_id=job.id)
+    assert read is not None and read.result == done.result
 
 
 async def test_reconciler_fails_a_result_the_database_refuses(
     storage: Storage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A provider result PostgreSQL cannot store (a NUL character) used to be retried at every
-    claim forever; now it is retried a few times, then the job fails alone."""
+    """A provider result the database refuses used to be retried at every claim forever; now
+    it is retried a few times, then the job fails alone."""
     tenant = await make_tenant(storage)
     rig = make_rig(storage, clock, tenant)
     poison = await rig.start(sim={"latency_s": 1})
     healthy = await rig.start(sim={"latency_s": 1})
     real_retrieve = rig.provider.retrieve
+    refuse_results_naming(storage, "job_settle", monkeypatch, REFUSED)
 
     async def retrieve(ref: Any) -> Any:
         snapshot = await real_retrieve(ref)
         if ref.job_id != poison.id or snapshot.result is None:
             return snapshot
-        body = {**snapshot.result.body, "note": "a\u0000b"}
+        body = {**snapshot.result.body, "note": REFUSED}
         return dataclasses.replace(snapshot, result=dataclasses.replace(snapshot.result, body=body))
 
     monkeypatch.setattr(rig.provider, "retrieve", retrieve)
     await rig.sweep_at(DUE_S)
     assert (await rig.get(healthy.id)).state is JobState.SUCCEEDED
-    if storage.dialect == "sqlite":  # stores it
-        assert (await rig.get(poison.id)).state is JobState.SUCCEEDED
-        return
     for _ in range(POISON_AFTER_FAILURES - 1):
         assert (await rig.get(poison.id)).state is JobState.RUNNING
         await rig.sweep_at(600)

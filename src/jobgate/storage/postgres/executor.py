@@ -107,9 +107,9 @@ def _time_encode(value: datetime) -> tuple[int]:
 
 
 def _json_encode(value: Any) -> str:
-    encoded = orjson.dumps(value)
+    encoded = text_escape.json_dumps(value)
     if text_escape.json_needs_escape(encoded):  # jsonb refuses U+0000 (a model's output)
-        encoded = orjson.dumps(text_escape.escape_json(value))
+        encoded = text_escape.json_dumps(text_escape.escape_json(value))
     return encoded.decode()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from jobgate.clock import Clock
-from jobgate.storage import sql
+from jobgate.storage import sql, text_escape
 from jobgate.storage.executor import Codec, Row
 from jobgate.storage.rows import tolerant_json, unix_time
 from jobgate.storage.sqlite.database import SqliteDatabase
@@ -27,7 +27,7 @@ _loads = tolerant_json(orjson.loads)
 
 def json_text(value: Any) -> str | None:
     """A JSON parameter as SQLite stores it: text, or NULL."""
-    return None if value is None else orjson.dumps(value).decode()
+    return None if value is None else text_escape.json_dumps(value).decode()
 
 
 # How many decoded times SqliteCodec keeps: the jobs of one claim share their claim's times
