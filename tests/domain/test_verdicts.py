@@ -489,3 +489,24 @@ def test_uncounted_rate_limits_are_bounded_then_counted() -> None:
     last = _rate_limited(make_job(attempt=3, max_attempts=3, run_count=bound + 3), 5.0)
     assert last.state is F and last.dead_lettered and last.reason == "attempts_exhausted"
     assert last.error is not None and last.error["type"] == "rate_limit_error"
+
+
+def test_a_background_jobs_rate_limits_are_bounded_as_the_workers_are() -> None:
+    """The reconciler's rule is the worker's: a rate limit the provider reports for a
+    background job is free up to the bound, then counts, and then fails the job."""
+    limited = snapshot(Status.FAILED, errors.ProviderRateLimited("x", retry_after_s=5.0))
+    settings = Settings(retry_base_s=10.0, retry_max_s=10.0)
+
+    def settle(**fields: Any) -> Any:
+        job = make_job(**fields)
+        return settlements.from_snapshot(job, limited, None, cancel_wanted=False, settings=settings)
+
+    bound = verdicts.MAX_UNCOUNTED_RETRIES
+    free = settle(attempt=1, run_count=bound)
+    assert (free.state, free.reason, free.count_attempt) == (Q, "rate_limited", False)
+    counted = settle(attempt=1, run_count=bound + 1)
+    assert (counted.state, counted.reason, counted.count_attempt) == (Q, "rate_limited", True)
+    assert counted.retry_in_s >= 5.0
+    last = settle(attempt=3, max_attempts=3, run_count=bound + 3)
+    assert (last.state, last.reason, last.dead_lettered) == (F, "attempts_exhausted", True)
+    assert last.error is not None and last.error["type"] == "rate_limit_error"

@@ -280,6 +280,13 @@ def deadline_exceeded(job: Job, *, actor: str) -> Finish:
     )
 
 
+def rate_limit_counts(job: Job) -> bool:
+    """Whether a rate-limited run of `job` counts as an attempt. The provider said when to
+    come back, which is not a failed attempt, up to MAX_UNCOUNTED_RETRIES in a row; after
+    that each one counts, so max_attempts bounds a job that is rate limited for good."""
+    return job.run_count - job.attempt >= MAX_UNCOUNTED_RETRIES
+
+
 def failed(
     job: Job,
     exc: errors.ProviderError,
@@ -295,9 +302,8 @@ def failed(
     if isinstance(exc, errors.ProviderRateLimited):
         wait_s = max(RATE_LIMIT_MIN_WAIT_S, exc.retry_after_s)
         wait_s = max(wait_s, rate_limit_wait(wait_s)) if rate_limit_wait else wait_s
-        # The provider said when to come back: that is not a failed attempt, up to a point.
-        uncounted = job.run_count - job.attempt < MAX_UNCOUNTED_RETRIES
-        if not uncounted and job.attempt >= job.max_attempts:
+        counted = rate_limit_counts(job)
+        if counted and job.attempt >= job.max_attempts:
             return Finish(
                 lease=lease,
                 state=JobState.FAILED,
@@ -313,7 +319,7 @@ def failed(
             actor=actor,
             error=error,
             retry_in_s=wait_s,
-            count_attempt=not uncounted,
+            count_attempt=counted,
         )
     if isinstance(exc, errors.ProviderFatal):
         return Finish(

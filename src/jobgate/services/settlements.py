@@ -15,10 +15,12 @@ from jobgate.domain.verdicts import (
     POISON_JOB,
     PROVIDER_ERROR,
     PROVIDER_JOB_NOT_FOUND,
+    RATE_LIMIT_MIN_WAIT_S,
     deadline_error,
     error_body,
     error_type_of,
     poison_error,
+    rate_limit_counts,
 )
 from jobgate.providers.background import Snapshot, Status
 from jobgate.providers.base import ProviderResult
@@ -66,13 +68,15 @@ def from_snapshot(
     if cancel_wanted or isinstance(exc, errors.ProviderFatal):
         return failed
     if isinstance(exc, errors.ProviderRateLimited):
-        return dataclasses.replace(
-            failed,
-            state=JobState.QUEUED,
-            reason="rate_limited",
-            retry_in_s=max(exc.retry_after_s, 1.0),
-            count_attempt=False,
-        )
+        counted = rate_limit_counts(job)  # the worker's rule: bounded when uncounted
+        if not (counted and job.attempt >= job.max_attempts):
+            return dataclasses.replace(
+                failed,
+                state=JobState.QUEUED,
+                reason="rate_limited",
+                retry_in_s=max(exc.retry_after_s, RATE_LIMIT_MIN_WAIT_S),
+                count_attempt=counted,
+            )
     if job.attempt >= job.max_attempts:
         return dataclasses.replace(failed, reason="attempts_exhausted", dead_lettered=True)
     return dataclasses.replace(
