@@ -115,9 +115,10 @@ async def test_readiness_and_a_waiting_job_say_that_no_reconciler_runs(
     waiting = (await api.http.get(f"/v1/jobs/{claimed.id}", headers=headers)).json()
     assert waiting["status"] == "running" and waiting["phase"] == "awaiting_provider"
     assert waiting["note"].startswith("waiting for a reconciler: no reconciler has ever run")
+    assert waiting["waiting"] == {"reason": "no_worker", "detail": waiting["note"], "until": None}
 
     await presence.Heartbeat(storage, api.runtime.settings, clock_=clock).beat_once()
     clock.advance(timedelta(seconds=1).total_seconds())
     settled = (await api.http.get(f"/v1/jobs/{claimed.id}", headers=headers)).json()
-    assert "note" not in settled
+    assert "note" not in settled and settled["waiting"] is None
     assert "warnings" not in (await api.http.get("/readyz")).json()
