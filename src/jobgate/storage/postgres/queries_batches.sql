@@ -148,15 +148,22 @@ SELECT * FROM batches
 
 -- name: batch_claim_live
 -- Lease live batches no batches role holds, each with a new token (SKIP LOCKED: racing
--- claimers take others).
+-- claimers take others), in turns by tenant: every tenant's oldest batch, then every
+-- tenant's second, and so on, so one tenant's many live batches never keep another's out of
+-- a pass. (A window cannot be locked: the turns pick, the lock re-checks what they picked.)
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
-), due AS (
-    SELECT b.id FROM batches AS b, clock
+), turns AS (
+    SELECT b.id, b.created_at,
+           row_number() OVER (PARTITION BY b.tenant_id ORDER BY b.created_at, b.id) AS turn
+      FROM batches AS b, clock
      WHERE b.status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
        AND (b.lease_until IS NULL OR b.lease_until <= clock.now)
-     ORDER BY b.created_at
-     LIMIT :limit
+), due AS (
+    SELECT b.id FROM batches AS b, clock
+     WHERE b.id IN (SELECT id FROM turns ORDER BY turn, created_at, id LIMIT :limit)
+       AND b.status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
+       AND (b.lease_until IS NULL OR b.lease_until <= clock.now)
        FOR UPDATE OF b SKIP LOCKED
 )
 UPDATE batches AS b

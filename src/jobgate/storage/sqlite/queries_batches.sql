@@ -141,13 +141,18 @@ SELECT * FROM batches
 
 -- name: batch_claim_live
 -- Lease live batches no batches role holds, each with a new token (one writer: no race to
--- skip).
+-- skip), in turns by tenant: every tenant's oldest batch, then every tenant's second, and so
+-- on, so one tenant's many live batches never keep another's out of a pass.
 UPDATE batches
    SET lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16)))
- WHERE id IN (SELECT id FROM batches
-               WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
-                 AND (lease_until IS NULL OR lease_until <= :now)
-               ORDER BY created_at
+ WHERE id IN (SELECT id
+                FROM (SELECT id, created_at,
+                             row_number() OVER (PARTITION BY tenant_id
+                                                ORDER BY created_at, id) AS turn
+                        FROM batches
+                       WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
+                         AND (lease_until IS NULL OR lease_until <= :now)) AS live
+               ORDER BY turn, created_at, id
                LIMIT :limit)
 RETURNING *
 
