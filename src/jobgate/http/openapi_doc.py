@@ -40,7 +40,11 @@ PROBLEM_SCHEMA: dict[str, Any] = {
             "properties": {
                 "message": {"type": "string"},
                 "type": {"type": "string", "description": "OpenAI's error type"},
-                "code": {"type": "string"},
+                "code": {
+                    "anyOf": [{"type": "string"}, {"type": "null"}],
+                    "description": "OpenAI's error code (null where OpenAI sends none, as "
+                    "for a missing object on its routes)",
+                },
                 "param": {"anyOf": [{"type": "string"}, {"type": "null"}]},
             },
         },
