@@ -7,6 +7,7 @@ A bad value is a ConfigError whose message names the setting, e.g.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from decimal import Decimal
@@ -36,6 +37,8 @@ DEFAULT_PROVIDER_CONCURRENCY = DEFAULT_WORKER_CONCURRENCY
 # call, so an unbounded one would let one job hold a provider's bucket for everyone.
 DEFAULT_MAX_OUTPUT_TOKENS = 128_000
 _OutputTokens = Annotated[int, pydantic.Field(ge=1, le=ranges.MAX_OUTPUT_TOKENS)]
+# A browser origin as the Origin header carries it: scheme, host, optional port.
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
 
 
 def _number_only(value: Any) -> Any:
@@ -253,6 +256,9 @@ class Settings(pydantic.BaseModel):
     # auto: human-readable (coloured) on a terminal, one JSON object per line otherwise
     log_format: Literal["auto", "human", "json"] = "auto"
     access_log: bool = False  # one line per HTTP request (method, path, status, latency)
+    # Browser origins (`https://app.example.com`, or `*`) that may call the routes a job token
+    # reaches (http.cors); none by default: no other origin may.
+    cors_origins: tuple[str, ...] = ()
     credentials_path: str | None = None  # where `serve` saves the default tenant's key
     providers: dict[str, ProviderConfig] = pydantic.Field(default_factory=dict)
     tenants: dict[str, TenantLimits] = pydantic.Field(default_factory=dict)
@@ -300,6 +306,17 @@ class Settings(pydantic.BaseModel):
         if problem is not None:
             raise ValueError(problem)
         return url
+
+    @pydantic.field_validator("cors_origins")
+    @classmethod
+    def _cors_origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in origins:
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"{origin!r} is not an origin: scheme://host[:port], without a path or a "
+                    "trailing slash (or * for any origin)"
+                )
+        return tuple(origin.lower() for origin in origins)
 
     @pydantic.model_validator(mode="after")
     def _check_relations(self) -> Settings:
@@ -365,9 +382,9 @@ _ENV_FIELDS = (
     "files_expire_after_s", "batch_max_lines", "batch_priority", "stream_readers_per_tenant",
     "schedules_max_per_tenant",
     "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",
-    "transport_window",
+    "transport_window", "cors_origins",
 )  # fmt: skip
-_LIST_FIELDS = {"roles", "webhook_allow_cidrs"}
+_LIST_FIELDS = {"roles", "webhook_allow_cidrs", "cors_origins"}
 
 
 def _env_value(field: str, raw: str) -> Any:

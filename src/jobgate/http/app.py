@@ -19,6 +19,7 @@ from jobgate.http import (
     dashboard,
     files_routes,
     health,
+    job_tokens_routes,
     jobs_routes,
     metrics_route,
     openapi_doc,
@@ -33,6 +34,7 @@ from jobgate.http import (
 from jobgate.http.access_log import AccessLogMiddleware
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.context import AppContext
+from jobgate.http.cors import CorsMiddleware
 from jobgate.http.front import HotFront
 from jobgate.http.hot_routes import HotRoutesMiddleware
 from jobgate.http.request_id import RequestIdMiddleware
@@ -54,6 +56,7 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
     app.include_router(bulk_routes.router)  # /jobs/bulk_cancel etc., likewise
     app.include_router(jobs_routes.router)
     app.include_router(stream_routes.router)
+    app.include_router(job_tokens_routes.router)
     app.include_router(files_routes.router)
     app.include_router(batches_routes.router)
     app.include_router(responses_routes.router)
@@ -81,6 +84,8 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
         max_body_bytes=ctx.settings.max_body_bytes,
         path_limits=files_routes.body_limits(ctx.settings),
     )
+    if ctx.settings.cors_origins:  # inside the access log: preflights are logged too
+        app.add_middleware(CorsMiddleware, origins=ctx.settings.cors_origins)
     if ctx.settings.access_log:
         app.add_middleware(AccessLogMiddleware)
     app.add_middleware(dashboard.SecurityHeadersMiddleware)

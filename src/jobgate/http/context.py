@@ -12,6 +12,7 @@ from jobgate.config import Settings
 from jobgate.services import operators
 from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.dashboard_views import DashboardViews
+from jobgate.services.job_tokens import JobTokenService
 from jobgate.services.jobs import JobService
 from jobgate.services.live_feeds import LiveFeeds
 from jobgate.services.operators import OperatorService
@@ -32,6 +33,7 @@ class AppContext:
     tenants: TenantService
     webhooks: WebhookService
     operators: OperatorService
+    job_tokens: JobTokenService  # browser-safe credentials for one job
     batch_counts: RecentBatchCounts  # live batches' request counts, shared by the reads
     presence: Presence  # which roles have a live process
     waits: Waits  # why queued jobs wait

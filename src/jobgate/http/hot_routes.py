@@ -10,11 +10,12 @@ model check, authentication, handler (`jobs_routes.submit`, `jobs_routes.read`,
 `responses_routes.create`, `responses_routes.retrieve`) and problem table (`problems.answer`)
 as the FastAPI route. Anything unusual is handed to FastAPI untouched, with the body it
 already read replayed: a body that is not a JSON object or fails the model, another content
-type, an id or `wait` the route would refuse, any other query, a response read with a
-`Last-Event-ID` header (the route checks its form even without `stream`). FastAPI then
-answers it exactly as before, including which error wins, so the hot path never has to copy
-the framework's error ordering. The FastAPI routes stay declared, so `/openapi.json` is
-unchanged (tests/http/test_hot_routes.py holds the two paths equal).
+type, an id or `wait` the route would refuse, any other query (a job token's `?token=`), a job
+read with a job token (`Bearer jgt_…`), a response read with a `Last-Event-ID` header (the
+route checks its form even without `stream`). FastAPI then answers it exactly as before,
+including which error wins, so the hot path never has to copy the framework's error
+ordering. The FastAPI routes stay declared, so `/openapi.json` is unchanged
+(tests/http/test_hot_routes.py holds the two paths equal).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobgate import errors
 from jobgate.domain import ranges
-from jobgate.http import jobs_routes, problems, responses_routes, strict_json
+from jobgate.http import job_access, jobs_routes, problems, responses_routes, strict_json
 from jobgate.http.context import AppContext, tenant_of
 from jobgate.http.models import SubmitJobRequest
 from jobgate.http.responses_models import CreateResponseRequest
@@ -151,6 +152,8 @@ def read_target(scope: Scope) -> ReadTarget | None:
         return None
     reader: Reader
     if path.startswith(_JOB_PREFIX):
+        if _bears_job_token(scope):
+            return None  # the route's own dependency checks a job token
         reader, object_id = jobs_routes.read, path[len(_JOB_PREFIX) :]
     elif path.startswith(_RESPONSE_PREFIX) and not _has_header(scope, b"last-event-id"):
         reader, object_id = responses_routes.retrieve, path[len(_RESPONSE_PREFIX) :]
@@ -189,6 +192,14 @@ def _headers(scope: Scope) -> dict[bytes, bytes]:
     for name, value in scope["headers"]:
         found.setdefault(name, value)
     return found
+
+
+def _bears_job_token(scope: Scope) -> bool:
+    """Whether the (first) `Authorization` header carries a job token."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return job_access.is_job_token(value.decode("latin-1"))
+    return False
 
 
 def _has_header(scope: Scope, name: bytes) -> bool:

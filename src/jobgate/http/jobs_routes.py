@@ -16,6 +16,7 @@ from jobgate.domain.states import JobState
 from jobgate.http import job_notes, live_streams
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.disconnect import unless_disconnected
+from jobgate.http.job_access import JobCaller, JobCanceller, JobReader
 from jobgate.http.json_response import json_response
 from jobgate.http.models import (
     EventListOut,
@@ -147,12 +148,18 @@ def _prefer_wait(prefer: str | None) -> float | None:
     return None if match is None else min(float(match.group(1)), ranges.MAX_WAIT_S)
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut, responses=_PROBLEMS, summary="Get a job")
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses=_PROBLEMS,
+    summary="Get a job",
+    description="With the tenant's API key, or a job token of this job with scope `read`.",
+)
 async def get_job(
     job_id: JobId,
     request: Request,
     ctx: Ctx,
-    tenant: CurrentTenant,
+    caller: JobReader,
     wait: Annotated[
         float | None,
         Query(
@@ -163,25 +170,33 @@ async def get_job(
         ),
     ] = None,
 ) -> Response:
-    return await read(request, ctx, tenant, job_id, wait)
+    return await read_job(request, ctx, caller, job_id, wait)
 
 
 async def read(
     request: Request, ctx: AppContext, tenant: Tenant, job_id: str, wait: float | None
 ) -> Response:
+    """GET /v1/jobs/{id} by the tenant's key, for the hot path (http.hot_routes)."""
+    return await read_job(request, ctx, JobCaller(tenant.id), job_id, wait)
+
+
+async def read_job(
+    request: Request, ctx: AppContext, caller: JobCaller, job_id: str, wait: float | None
+) -> Response:
     """GET /v1/jobs/{id} (a long poll with `wait`) once the id and the caller are checked:
-    shared by the FastAPI route and the hot path (http.hot_routes)."""
+    shared by the FastAPI route and the hot path."""
+    tenant_id = caller.tenant_id
     if wait:
         waited = await unless_disconnected(
             request,
-            ctx.jobs.wait(tenant_id=tenant.id, job_id=job_id, timeout_s=wait, read_as="view"),
+            ctx.jobs.wait(tenant_id=tenant_id, job_id=job_id, timeout_s=wait, read_as="view"),
         )
         if waited is None:
             return Response(status_code=499)  # nobody is listening any more
-        job, read = waited, None
+        job, read = caller.admit(waited), None
     else:
-        status = await ctx.jobs.status(tenant_id=tenant.id, job_id=job_id)
-        job, read = status.job, status.wait
+        status = await ctx.jobs.status(tenant_id=tenant_id, job_id=job_id)
+        job, read = caller.admit(status.job), status.wait
     view = await job_notes.annotate(ctx, job, job_view(job), read=read)
     return json_response(view, 200, _job_headers(ctx, job))
 
@@ -192,13 +207,14 @@ async def read(
     responses=_PROBLEMS,
     summary="A job's transition log",
     description="JSON list, or with `Accept: text/event-stream` a live SSE stream that ends "
-    "after the terminal event; resume with `Last-Event-ID`.",
+    "after the terminal event; resume with `Last-Event-ID`. With the tenant's API key, or a "
+    "job token of this job with scope `read`.",
 )
 async def job_events(
     job_id: JobId,
     request: Request,
     ctx: Ctx,
-    tenant: CurrentTenant,
+    caller: JobReader,
     after: Annotated[
         int, Query(ge=0, le=ranges.MAX_SEQ, description="Events after this sequence number")
     ] = 0,
@@ -214,11 +230,13 @@ async def job_events(
                 raise errors.InvalidRequest(
                     "Last-Event-ID must be an event sequence number", param="Last-Event-ID"
                 ) from None
-        with live_streams.admitted(ctx.feeds, tenant.id) as slot:  # 429 beyond the bound
-            await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream
-            return live_streams.sse(_event_stream(ctx, tenant.id, job_id, start), slot)
+        with live_streams.admitted(ctx.feeds, caller.tenant_id) as slot:  # 429 beyond the bound
+            # 404 before the stream
+            caller.admit(await ctx.jobs.view(tenant_id=caller.tenant_id, job_id=job_id))
+            return live_streams.sse(_event_stream(ctx, caller.tenant_id, job_id, start), slot)
+    await caller.check(ctx.jobs, job_id)
     events = await ctx.jobs.events(
-        tenant_id=tenant.id, job_id=job_id, after_seq=after, limit=limit + 1
+        tenant_id=caller.tenant_id, job_id=job_id, after_seq=after, limit=limit + 1
     )
     return json_response(
         {
@@ -259,9 +277,12 @@ async def _event_stream(ctx: Ctx, tenant_id: str, job_id: str, after: int) -> As
     response_model=JobOut,
     responses=_PROBLEMS,
     summary="Cancel a job (idempotent, never 409)",
+    description="With the tenant's API key, or a job token of this job with scope `cancel`.",
 )
-async def cancel_job(job_id: JobId, ctx: Ctx, tenant: CurrentTenant) -> Response:
-    job = await ctx.jobs.cancel(tenant_id=tenant.id, job_id=job_id)
+async def cancel_job(job_id: JobId, ctx: Ctx, caller: JobCanceller) -> Response:
+    await caller.check(ctx.jobs, job_id)
+    actor = "api" if caller.grant is None else "api:job_token"
+    job = await ctx.jobs.cancel(tenant_id=caller.tenant_id, job_id=job_id, actor=actor)
     return json_response(job_view(job), 200, _job_headers(ctx, job))
 
 

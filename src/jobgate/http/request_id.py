@@ -22,8 +22,9 @@ HEADER = "X-Request-Id"
 MAX_MESSAGE_CHARS = 300
 MAX_FRAMES = 16  # the innermost ones; the outer ones are the framework's middleware
 log = logging.getLogger("jobgate.http.problems")
-# Anything shaped like a credential: jobgate keys, provider keys, webhook secrets, bearer tokens.
-_SECRET = re.compile(r"(?:jgo?_|sk-|whsec_|Bearer\s+)[A-Za-z0-9_\-+/=.]+", re.IGNORECASE)
+# Anything shaped like a credential: jobgate keys and job tokens, provider keys, webhook secrets,
+# bearer tokens.
+_SECRET = re.compile(r"(?:jg[ot]?_|sk-|whsec_|Bearer\s+)[A-Za-z0-9_\-+/=.]+", re.IGNORECASE)
 
 
 def new_id() -> str:

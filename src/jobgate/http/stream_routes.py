@@ -15,7 +15,8 @@ from starlette.responses import Response, StreamingResponse
 
 from jobgate import metrics
 from jobgate.http import live_streams
-from jobgate.http.context import Ctx, CurrentTenant
+from jobgate.http.context import Ctx
+from jobgate.http.job_access import JobStreamer
 from jobgate.http.models import ProblemOut
 from jobgate.http.object_ids import JobId
 from jobgate.http.views import job_view
@@ -47,12 +48,13 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     'with `"stream": true`; any other job gives its whole text as one delta when it finishes), '
     "then the terminal event. Served for finished jobs too. Resume with `Last-Event-ID` or "
     "`?starting_after=N` (the last `seq` received). A tenant's live streams are bounded per API "
-    "process (`JOBGATE_STREAM_READERS_PER_TENANT`): one more answers 429.",
+    "process (`JOBGATE_STREAM_READERS_PER_TENANT`): one more answers 429. With the tenant's API "
+    "key, or a job token of this job with scope `stream`.",
 )
 async def stream_job_output(
     job_id: JobId,
     ctx: Ctx,
-    tenant: CurrentTenant,
+    caller: JobStreamer,
     starting_after: Annotated[
         int, Query(ge=0, le=MAX_SEQ, description="Send the deltas after this seq")
     ] = 0,
@@ -68,10 +70,11 @@ async def stream_job_output(
     after = starting_after
     if last_event_id:
         after = max(after, min(int(last_event_id), MAX_SEQ))
-    with live_streams.admitted(ctx.feeds, tenant.id) as slot:  # 429 beyond the tenant's bound
-        await ctx.jobs.view(tenant_id=tenant.id, job_id=job_id)  # 404 before the stream starts
+    with live_streams.admitted(ctx.feeds, caller.tenant_id) as slot:  # 429 beyond the bound
+        # 404 before the stream starts
+        caller.admit(await ctx.jobs.view(tenant_id=caller.tenant_id, job_id=job_id))
         feed = output_feed.job_output(
-            ctx.jobs, ctx.feeds, tenant_id=tenant.id, job_id=job_id, after=after
+            ctx.jobs, ctx.feeds, tenant_id=caller.tenant_id, job_id=job_id, after=after
         )
         return live_streams.sse(_frames(feed), slot)
 

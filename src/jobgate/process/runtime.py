@@ -17,6 +17,7 @@ from jobgate.services import batch_runner, config_reload
 from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.dispatcher import Dispatcher
+from jobgate.services.job_tokens import JobTokenService
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
 from jobgate.services.live_feeds import LiveFeeds
@@ -81,6 +82,7 @@ class Runtime:
         # others' by their heartbeats.
         self.presence = Presence(self.storage, settings, clock_=self.clock)
         self.operators = OperatorService(storage=self.storage, ids=self.ids)
+        self.job_tokens = JobTokenService(storage=self.storage, clock=self.clock)
         self.supervisors: dict[str, RoleSupervisor] = {}  # by role, while run_roles runs
         self.webhooks = WebhookService(
             storage=self.storage,
@@ -120,6 +122,7 @@ class Runtime:
             tenants=self.tenants,
             webhooks=self.webhooks,
             operators=self.operators,
+            job_tokens=self.job_tokens,
             batch_counts=RecentBatchCounts(storage=self.storage),
             presence=self.presence,
             waits=Waits(storage=self.storage, jobs=self.jobs, presence_=self.presence),

@@ -51,6 +51,7 @@ from jobgate.storage.records import (
     HeartbeatResult,
     IdempotencyClaim,
     JobStatus,
+    JobTokenSecret,
     LimitOverrides,
     OutboxEntry,
     OutputChunk,
@@ -763,6 +764,34 @@ class PauseStore(Protocol):
         ...
 
 
+class JobTokenStore(Protocol):
+    """Storage for the secret that signs job tokens, one generation per rotation. API processes
+    read it rarely and cache it: a token is verified without a read."""
+
+    async def job_token_secrets(self) -> list[JobTokenSecret]:
+        """Every stored generation, oldest first. Read-only."""
+        ...
+
+    async def job_token_secret_first(self, *, secret: str, now: datetime | None = None) -> None:
+        """Store `secret` as generation 1 if no generation exists yet; idempotent (a
+        concurrent first store wins, the others store nothing)."""
+        ...
+
+    async def job_token_secret_rotate(
+        self, *, secret: str, revokes_older: bool, now: datetime | None = None
+    ) -> int | None:
+        """Store `secret` as the next generation (it signs from now on) and answer its number;
+        None when a concurrent rotation took that number (nothing stored: try again).
+        `revokes_older`: every token an older generation signed stops verifying."""
+        ...
+
+    async def job_token_secret_prune(self, *, max_ttl_s: float, now: datetime | None = None) -> int:
+        """Delete the generations that verify nothing any more: those a later rotation revoked,
+        and those replaced more than `max_ttl_s` ago (every token they signed has expired).
+        Idempotent; answers how many were deleted."""
+        ...
+
+
 class WaitStore(Protocol):
     """What the claim would read about queued jobs, read the way the claim reads it: the pauses
     covering them (`pause_covers`) and the worker slots their tenant and key hold."""
@@ -814,6 +843,7 @@ class Storage(
     RolesStore,
     PauseStore,
     WaitStore,
+    JobTokenStore,
     SessionStore,
     BulkStore,
     RetentionStore,
@@ -895,6 +925,7 @@ class ApiStorage(
     RolesStore,
     PauseStore,  # the operator's pauses
     WaitStore,  # why queued jobs wait
+    JobTokenStore,  # the secret that signs job tokens
     ScheduleStore,
     WebhookEndpointStore,
     FilesStore,

@@ -333,6 +333,17 @@ class Schedule:
     created_at: datetime
 
 
+# -- job tokens: the secrets that sign them (POST /v1/jobs/{id}/tokens) ----------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobTokenSecret:
+    """One generation of the job-token secret: the newest signs new tokens."""
+
+    generation: int
+    secret: str  # base64 of 32 random bytes
+    revokes_older: bool  # its rotation voided every token the older generations signed
+    created_at: datetime
+
+
 # -- pauses: an operator's hold on the claims of a scope (POST /v1/pauses) -----------------
 @dataclasses.dataclass(frozen=True, slots=True)
 class Pause:

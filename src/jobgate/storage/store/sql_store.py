@@ -14,6 +14,7 @@ from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.bulk import BulkQueries
 from jobgate.storage.store.bulk_insert import BulkInsertQueries
 from jobgate.storage.store.console import ConsoleQueries
+from jobgate.storage.store.job_tokens import JobTokenQueries
 from jobgate.storage.store.jobs import JobQueries
 from jobgate.storage.store.limits import LimitQueries
 from jobgate.storage.store.pauses import PauseQueries
@@ -35,6 +36,7 @@ class SqlStore(
     RoleQueries,
     PauseQueries,
     WaitQueries,
+    JobTokenQueries,
     LimitQueries,
     RateLimitQueries,
     ScheduleQueries,
