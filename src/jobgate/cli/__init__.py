@@ -30,6 +30,7 @@ COMMAND_MODULES: dict[str, str] = {
     "listen": "jobgate.cli.listen",
     "why": "jobgate.cli.why",
     **dict.fromkeys(("pause", "resume", "pauses"), "jobgate.cli.pauses"),
+    "job-tokens": "jobgate.cli.job_tokens",
 }
 # How `jobgate --help` groups the commands; one that is in no group is listed under "Other".
 HELP_SECTIONS: dict[str, tuple[str, ...]] = {
@@ -37,7 +38,7 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
         "serve", "api", "worker", "reaper", "dispatcher", "reconciler", "migrate", "simulator",
         "bench",
     ),
-    "Operators (against the database)": ("tenants", "keys", "operators"),
+    "Operators (against the database)": ("tenants", "keys", "operators", "job-tokens"),
     "Operators (against a server's API, with an operator key)": ("pause", "resume", "pauses"),
     "Clients (against a server's API)": (
         "submit", "status", "why", "wait", "cancel", "jobs", "events", "dlq", "login", "key",

@@ -40,6 +40,7 @@ from jobgate.client.models import (
     JobEvent,
     JobPage,
     JobStatus,
+    JobToken,
     JobWaiting,
     OutputDelta,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "JobEvent",
     "JobPage",
     "JobStatus",
+    "JobToken",
     "JobWaiting",
     "Journal",
     "NotDeadLetteredError",

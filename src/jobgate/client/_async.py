@@ -14,10 +14,17 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from jobgate.client import _steps, bulk
-from jobgate.client._base import IterJobsOptions, ListOptions, OnChange, SubmitOptions
+from jobgate.client._base import (
+    DEFAULT_TOKEN_SCOPES,
+    DEFAULT_TOKEN_TTL_S,
+    IterJobsOptions,
+    ListOptions,
+    OnChange,
+    SubmitOptions,
+)
 from jobgate.client._plans import Plans
 from jobgate.client.journal import Operation
-from jobgate.client.models import EventPage, Job, JobEvent, JobPage, OutputDelta
+from jobgate.client.models import EventPage, Job, JobEvent, JobPage, JobToken, OutputDelta
 
 T = TypeVar("T")
 
@@ -81,6 +88,16 @@ class AsyncClient(Plans[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     async def cancel(self, job_id: str) -> Job:
         """Cancel (idempotent; see Client.cancel)."""
         return await self._run(self._plan_job("POST", self._job_path(job_id, "/cancel")))
+
+    async def create_job_token(
+        self,
+        job_id: str,
+        *,
+        ttl_s: int = DEFAULT_TOKEN_TTL_S,
+        scopes: Iterable[str] = DEFAULT_TOKEN_SCOPES,
+    ) -> JobToken:
+        """A job token for one job (see Client.create_job_token)."""
+        return await self._run(self._plan_create_job_token(job_id, ttl_s, scopes))
 
     async def delete(self, job_id: str) -> Job:
         """Cancel if still live, then purge the job's data (see Client.delete)."""

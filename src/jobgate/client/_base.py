@@ -26,6 +26,8 @@ DEFAULT_MAX_RETRIES = 2
 DEFAULT_LONG_POLL_S = 30.0
 MAX_LONG_POLL_S = 60.0  # the server's limit for ?wait= and Prefer: wait
 MAX_RETRY_AFTER_S = 60.0  # a request's own retries; wait() honours any Retry-After in budget
+DEFAULT_TOKEN_TTL_S = 3_600  # a job token's life unless asked (the server's limit: a day)
+DEFAULT_TOKEN_SCOPES = ("read", "stream")  # cancel is a write: asked for explicitly
 STREAM_READ_TIMEOUT_S = 60.0  # the server sends a keep-alive comment every 15 s
 _NETWORK_SLACK_S = 10.0  # read timeout beyond the time the server was asked to hold a request
 _RETRY_STATUSES = frozenset({429, 503})  # the server did nothing: always safe to repeat
@@ -111,7 +113,9 @@ class BaseClient(Generic[HttpT, TransportT]):
     """Settings and pure helpers; `Client` and `AsyncClient` add the I/O.
 
     `base_url` and `api_key` default to JOBGATE_URL / JOBGATE_API_KEY, then to the key that
-    `jobgate serve` saved for that URL. `transport` replaces httpx's (a MockTransport in tests).
+    `jobgate serve` saved for that URL. `token` (a job token, `jgt_…`) instead of a key makes a
+    client for that one job: get, wait, events, stream and (with its `cancel` scope) cancel.
+    `transport` replaces httpx's (a MockTransport in tests).
     """
 
     _http: HttpT
@@ -121,6 +125,7 @@ class BaseClient(Generic[HttpT, TransportT]):
         base_url: str | None = None,
         api_key: str | None = None,
         *,
+        token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_retries: int = DEFAULT_MAX_RETRIES,
         long_poll_s: float = DEFAULT_LONG_POLL_S,
@@ -129,7 +134,11 @@ class BaseClient(Generic[HttpT, TransportT]):
         headers: Mapping[str, str] | None = None,
         transport: TransportT | None = None,
     ) -> None:
+        if token is not None and api_key is not None:
+            raise ValueError("pass api_key= or token=, not both")
         self.base_url, key = credentials.resolve(base_url, api_key)
+        if token is not None:
+            key = token  # a job token stands in for the key; no saved key is used
         if key is None:
             raise errors.CredentialsError(
                 f"no API key for {self.base_url}: pass api_key=, set JOBGATE_API_KEY, or run "

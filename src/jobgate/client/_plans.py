@@ -44,7 +44,7 @@ from jobgate.client._steps import (
 )
 from jobgate.client.backoff import Backoff
 from jobgate.client.journal import Operation, new_operation_id
-from jobgate.client.models import EventPage, Job, JobEvent, JobPage, OutputDelta
+from jobgate.client.models import EventPage, Job, JobEvent, JobPage, JobToken, OutputDelta
 from jobgate.client.sse import ServerSentEvent, SSEDecoder
 
 
@@ -275,6 +275,18 @@ class Plans(BaseClient[HttpT, TransportT]):
             if not page.has_more or page.last_id is None:
                 return
             after = page.last_id
+
+    def _plan_create_job_token(
+        self, job_id: str, ttl_s: int, scopes: Iterable[str]
+    ) -> Plan[JobToken]:
+        content = json.dumps({"ttl_s": ttl_s, "scopes": list(scopes)}).encode()
+        response = yield from self._plan_request(
+            "POST",
+            self._job_path(job_id, "/tokens"),
+            content=content,
+            headers={"Content-Type": "application/json"},
+        )
+        return JobToken.from_json(self._json(response))
 
     def _plan_event_log(self, job_id: str, after: int, limit: int | None) -> Plan[EventPage]:
         params: dict[str, Any] = {"after": after}

@@ -11,10 +11,17 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from jobgate.client import _steps, bulk
-from jobgate.client._base import IterJobsOptions, ListOptions, OnChange, SubmitOptions
+from jobgate.client._base import (
+    DEFAULT_TOKEN_SCOPES,
+    DEFAULT_TOKEN_TTL_S,
+    IterJobsOptions,
+    ListOptions,
+    OnChange,
+    SubmitOptions,
+)
 from jobgate.client._plans import Plans
 from jobgate.client.journal import Operation
-from jobgate.client.models import EventPage, Job, JobEvent, JobPage, OutputDelta
+from jobgate.client.models import EventPage, Job, JobEvent, JobPage, JobToken, OutputDelta
 
 T = TypeVar("T")
 
@@ -94,6 +101,20 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         """Cancel (idempotent): a queued job is cancelled at once, a running one once its
         worker has stopped the call; a finished job is answered unchanged."""
         return self._run(self._plan_job("POST", self._job_path(job_id, "/cancel")))
+
+    def create_job_token(
+        self,
+        job_id: str,
+        *,
+        ttl_s: int = DEFAULT_TOKEN_TTL_S,
+        scopes: Iterable[str] = DEFAULT_TOKEN_SCOPES,
+    ) -> JobToken:
+        """A short-lived token for this job only, to hand to a browser or a phone instead of
+        an API key: `scopes` among "read" (get, wait, events), "stream" (the output stream)
+        and "cancel"; `ttl_s` seconds of life, at most a day. The server refuses it anywhere
+        else, and once it expires or the job is purged. Use it as
+        `Client(base_url, token=job_token.token)`, or as `?token=` in a URL."""
+        return self._run(self._plan_create_job_token(job_id, ttl_s, scopes))
 
     def delete(self, job_id: str) -> Job:
         """Cancel if still live, then purge the job's input and result (the record stays)."""

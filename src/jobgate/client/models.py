@@ -205,6 +205,27 @@ class EventPage:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobToken:
+    """A job token (`POST /v1/jobs/{id}/tokens`): hand `token` to a browser or a phone, which
+    may then act on job `job_id` within `scopes` until `expires_at` (Unix seconds), and on
+    nothing else (`Client(base_url, token=...)`, or `?token=` in a URL)."""
+
+    token: str
+    job_id: str
+    scopes: tuple[str, ...]
+    expires_at: int
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> JobToken:
+        return cls(
+            token=str(data["token"]),
+            job_id=str(data["job_id"]),
+            scopes=tuple(str(scope) for scope in data.get("scopes") or ()),
+            expires_at=int(data["expires_at"]),
+        )
+
+
 def output_text(result: JSONObject | None) -> str | None:
     """The model's text in a Chat Completions, Anthropic Messages or Responses body."""
     if not isinstance(result, dict):

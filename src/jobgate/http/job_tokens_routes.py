@@ -34,16 +34,24 @@ class CreateJobTokenRequest(pydantic.BaseModel):
         default=job_tokens.DEFAULT_TTL_S,
         ge=1,
         le=job_tokens.MAX_TTL_S,
-        strict=True,
         description=f"Seconds the token lives (at most {job_tokens.MAX_TTL_S}: a day)",
     )
     scopes: list[Scope] = pydantic.Field(
         default_factory=lambda: list(_DEFAULT_SCOPES),
         min_length=1,
         max_length=len(job_tokens.SCOPES),
+        json_schema_extra={"uniqueItems": True},
         description="`read` (GET the job, its events), `stream` (its output stream), "
         "`cancel` (POST its cancel); each at most once",
     )
+
+    @pydantic.field_validator("ttl_s", mode="before")
+    @classmethod
+    def _a_number(cls, value: object) -> object:
+        # A whole number (3600 or 3600.0, as JSON Schema's integer), never a string or a bool.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("ttl_s must be a whole number of seconds")
+        return value
 
     @pydantic.field_validator("scopes")
     @classmethod
