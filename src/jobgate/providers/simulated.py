@@ -20,7 +20,7 @@ from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
 from jobgate.providers.openai import response_snapshot
 from jobgate.providers.streaming import DeltaSink, output_text, split_evenly
-from jobgate.simulator import choices, model, stream_faults, wire
+from jobgate.simulator import choices, model, parameters, stream_faults, wire
 from jobgate.simulator.engine import CancelRefused, SimEngine
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -53,6 +53,13 @@ class SimProvider:
                 f"(it serves {', '.join(sorted(self.endpoints))})",
                 param="endpoint",
                 code="unsupported_endpoint",
+            )
+        found = parameters.unknown(endpoint, body)
+        if found is not None:  # refused as the provider would (simulator.parameters)
+            raise errors.InvalidRequest(
+                f"body.{found.name}: {found.message}",
+                param=f"body.{found.name}",
+                code="unknown_parameter",
             )
         if endpoint == CHAT_COMPLETIONS:
             model.validate_chat(body)

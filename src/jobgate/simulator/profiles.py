@@ -32,6 +32,9 @@ class SimProfile:
     rate_limit_headers: bool
     # Every answer carries a request id (`x-request-id`; Anthropic's `request-id`).
     request_ids: bool
+    # A parameter the API does not know is refused (400) as the provider refuses it
+    # (simulator.parameters); the lenient simulator ignores it.
+    strict_parameters: bool
 
 
 PROFILES = {
@@ -42,6 +45,7 @@ PROFILES = {
         batch_counts_at_end=True,
         rate_limit_headers=True,
         request_ids=True,
+        strict_parameters=True,
     ),
     LENIENT: SimProfile(
         LENIENT,
@@ -50,6 +54,7 @@ PROFILES = {
         batch_counts_at_end=False,
         rate_limit_headers=False,
         request_ids=False,
+        strict_parameters=False,
     ),
 }
 

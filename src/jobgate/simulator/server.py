@@ -30,6 +30,7 @@ from jobgate.providers import signatures
 from jobgate.simulator import (
     choices,
     model,
+    parameters,
     profiles,
     rate_limits,
     stream_faults,
@@ -345,8 +346,18 @@ class Simulator:
 
     # -- OpenAI ------------------------------------------------------------------------------
 
+    def _unknown(
+        self, endpoint: str, body: dict[str, Any], *, anthropic: bool, where: str = ""
+    ) -> Answer | None:
+        """The refusal of a parameter `endpoint` does not know (realistic profile only)."""
+        if not self.profile.strict_parameters:
+            return None
+        found = parameters.unknown(endpoint, body, where=where)
+        return None if found is None else _unknown_answer(found, anthropic=anthropic)
+
     async def _chat(self, request: Request, body: dict[str, Any]) -> Answer:
         plan, key, early, drop, fault = await self._begin(request, body, "chat", anthropic=False)
+        early = early or self._unknown(request.path, body, anthropic=False)
         if early is not None:
             return early
         try:
@@ -371,6 +382,7 @@ class Simulator:
         background = body.get("background") is True
         route = "responses-bg" if background else "responses"
         plan, key, early, drop, fault = await self._begin(request, body, route, anthropic=False)
+        early = early or self._unknown(request.path, body, anthropic=False)
         if early is not None:
             return early
         problem = wire.validate_responses(body) or wire.tool_calls_problem(plan, body)
@@ -420,6 +432,9 @@ class Simulator:
         replayed = isinstance(early, Reply) and "idempotent-replayed" in early.headers
         if early is not None and not replayed:
             return early
+        refused = self._unknown(request.path, body, anthropic=True)
+        if refused is not None:
+            return refused
         problem = wire.validate_messages(body) or wire.tool_calls_problem(plan, body)
         if problem is not None:
             return _error(True, "invalid_request", problem)
@@ -450,6 +465,10 @@ class Simulator:
                 return _error(True, "invalid_request", f"requests.{index}.custom_id: required")
             params = dict(item.get("params") or {})
             params.pop("sim", None)
+            where = f"requests.{index}.params."
+            refused = self._unknown("/v1/messages", params, anthropic=True, where=where)
+            if refused is not None:
+                return refused
             problem = wire.validate_messages(params)
             if problem is not None:
                 return _error(True, "invalid_request", f"requests.{index}.params.{problem}")
@@ -566,3 +585,11 @@ def _error(
         else wire.openai_error(fault, message, param=param)
     )
     return Reply.json(status, body, headers)
+
+
+def _unknown_answer(found: parameters.Unknown, *, anthropic: bool) -> Reply:
+    """A 400 for a parameter the API does not know, in that API's words."""
+    if anthropic:
+        return _error(True, "invalid_request", found.message)
+    body = wire.openai_error("invalid_request", found.message, param=found.param, code=found.code)
+    return Reply.json(400, body)

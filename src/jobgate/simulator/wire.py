@@ -39,9 +39,16 @@ FAULT_STATUS: dict[str, tuple[int, str, str | None, str]] = {
 }
 
 
-def openai_error(fault: str, message: str, *, param: str | None = None) -> JSONObject:
-    _, kind, code, _ = FAULT_STATUS[fault]
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+_FAULT_CODE: Any = object()  # `code`: the fault's own
+
+
+def openai_error(
+    fault: str, message: str, *, param: str | None = None, code: Any = _FAULT_CODE
+) -> JSONObject:
+    """OpenAI's error body for `fault`; `code` replaces the fault's (None: null)."""
+    _, kind, fault_code, _ = FAULT_STATUS[fault]
+    chosen = fault_code if code is _FAULT_CODE else code
+    return {"error": {"message": message, "type": kind, "param": param, "code": chosen}}
 
 
 def anthropic_error(fault: str, message: str) -> JSONObject:
