@@ -207,13 +207,18 @@ def flows(setup: Setup, url: str, key: str, receiver: WebhookReceiver) -> None:
     assert [e.model_dump() for e in resumed] == [e.model_dump() for e in events[6:]]
     assert events[-1].type == "response.completed"
 
-    # 5. Every status validates strictly (the client is strict): failed and synchronous ones.
-    failed = client.responses.create(
-        model=model, input="no", extra_body={"sim": {"fail_with": "invalid_request"}}
-    )
+    # 5. A synchronous create that fails raises, as against OpenAI; the failed response stays
+    # retrievable, and every status validates strictly (the client is strict).
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model=model, input="no", extra_body={"sim": {"fail_with": "invalid_request"}}
+        )
+    location = refused.value.response.headers["location"]
+    failed = client.responses.retrieve(location.rsplit("/", 1)[-1])
     say(
         "client.responses.create(..., extra_body={'sim': {'fail_with': 'invalid_request'}})",
-        f"status={failed.status} error={failed.error}",
+        f"{refused.value.status_code} {refused.value.body}; then status={failed.status} "
+        f"error={failed.error}",
     )
     assert failed.status == "failed" and failed.error is not None
     assert failed.output == [] and failed.usage is None
