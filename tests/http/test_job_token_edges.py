@@ -146,3 +146,10 @@ def test_the_origins_are_read_from_the_environment() -> None:
     for bad in ("https://app.example.com/", "app.example.com", "https://a.com/path", "ftp://a"):
         with pytest.raises(errors.ConfigError, match="JOBGATE_CORS_ORIGINS"):
             load_settings({"JOBGATE_CORS_ORIGINS": bad})
+
+
+def test_an_error_message_quoting_a_token_is_redacted() -> None:
+    from jobgate.http import request_id
+
+    described = request_id.describe(ValueError("no job for jgt_MS4xLjE3OTY.-ekrB_aob here"))
+    assert described == "ValueError: no job for [redacted] here"
