@@ -55,10 +55,10 @@ async def test_why_explains_each_reason_in_one_paragraph(
     api: Api, clock: FakeClock, reason: str
 ) -> None:
     found = await held.SCENARIOS[reason](api, clock)
-    detail = (await found.tenant.read(found.job_id))["waiting"]["detail"]
+    detail = held.steady((await found.tenant.read(found.job_id))["waiting"]["detail"])
     result = await jobgate(api, found.tenant.key, "why", found.job_id)
     assert result.exit_code == 0, result.stderr
-    paragraph = result.stdout.strip()
+    paragraph = held.steady(result.stdout.strip())
     assert "\n" not in paragraph
     assert paragraph.startswith(f"Job {found.job_id} is queued, not claimed yet: ")
     assert detail in paragraph and REMEDIES[reason] in paragraph

@@ -34,9 +34,9 @@ async def test_the_job_page_and_the_overview_explain_each_reason(
     api: Api, clock: FakeClock, reason: str
 ) -> None:
     found = await held.SCENARIOS[reason](api, clock)
-    detail = (await found.tenant.read(found.job_id))["waiting"]["detail"]
+    detail = held.steady((await found.tenant.read(found.job_id))["waiting"]["detail"])
     await signed_in(api)
-    page = (await api.http.get(f"/dashboard/jobs/{found.job_id}")).text
+    page = held.steady((await api.http.get(f"/dashboard/jobs/{found.job_id}")).text)
     assert f'id="job-waiting" data-reason="{reason}"' in page
     assert str(escape(detail)) in page
     live = (await api.http.get(f"/dashboard/live/jobs/{found.job_id}")).text
