@@ -1,5 +1,5 @@
-"""`python -m bench`: the whole benchmark (`jobgate bench --all`); options as `jobgate bench`."""
+"""`python -m bench`: the whole benchmark; `--help` lists the options (bench/command.py)."""
 
-from jobgate.cli.bench import bench
+from bench.command import bench
 
-bench.main(prog_name="python -m bench", default_map={"everything": True})
+bench.main(prog_name="python -m bench")

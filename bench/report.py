@@ -282,7 +282,7 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
         "pip install -e '.[bench]'",
         "python -m bench            # everything, full size; rewrites this file and the chart",
         "python -m bench --quick    # the same shape, small sizes, results only",
-        "jobgate bench --only drain --backends sqlite   # one section, jobgate only",
+        "python -m bench --jobgate-only --only drain --backends sqlite   # one section",
         "python -m bench.responses_http --backend postgres  # on demand: the Responses routes' CPU",
         "```",
         "",

@@ -20,7 +20,7 @@ def test_smoke_run_measures_every_jobgate_section(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBGATE_")}
     done = subprocess.run(
         [
-            sys.executable, "-m", "jobgate.cli", "bench", "--size", "smoke",
+            sys.executable, "-m", "bench", "--jobgate-only", "--size", "smoke",
             "--backends", "sqlite", "--results-dir", str(tmp_path),
         ],
         cwd=ROOT,

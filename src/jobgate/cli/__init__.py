@@ -20,7 +20,6 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("tenants", "keys", "operators"), "jobgate.cli.admin"),
     "dispatcher": "jobgate.cli.webhooks",
     **dict.fromkeys(("simulator", "reconciler"), "jobgate.cli.providers"),
-    "bench": "jobgate.cli.bench",
     "alerts": "jobgate.cli.ops",
     "batch": "jobgate.cli.batch",
     **dict.fromkeys(
@@ -36,7 +35,6 @@ COMMAND_MODULES: dict[str, str] = {
 HELP_SECTIONS: dict[str, tuple[str, ...]] = {
     "Server roles (run these)": (
         "serve", "api", "worker", "reaper", "dispatcher", "reconciler", "migrate", "simulator",
-        "bench",
     ),
     "Operators (against the database)": ("tenants", "keys", "operators", "job-tokens"),
     "Operators (against a server's API, with an operator key)": ("pause", "resume", "pauses"),
