@@ -2,7 +2,10 @@
 
 PostgreSQL tests run against JOBGATE_TEST_DATABASE_URL (default: the local `test` database),
 each on its own database cloned from a migrated template. They skip when the server is not
-reachable, unless JOBGATE_TEST_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
+reachable, unless JOBGATE_TEST_REQUIRE_POSTGRES=1 (CI), which makes that a failure. The
+`postgres-pgbouncer` backend reaches the same clones through a private PgBouncer in transaction
+mode (jobgate.testing.pgbouncer); without `pgbouncer` installed it skips, unless
+JOBGATE_TEST_REQUIRE_PGBOUNCER=1 (CI).
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from jobgate.providers.simulated import SimProvider
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
-from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds
-from jobgate.testing.databases import PostgresTemplate, postgres_available
+from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, pgbouncer
+from jobgate.testing.databases import PostgresTemplate, admin_dsn, postgres_available
 from tests.api_server import api  # noqa: F401  (the `api` fixture, for every folder)
 
 T = TypeVar("T")
 REQUIRE_POSTGRES = os.environ.get("JOBGATE_TEST_REQUIRE_POSTGRES") == "1"
+REQUIRE_PGBOUNCER = os.environ.get("JOBGATE_TEST_REQUIRE_PGBOUNCER") == "1"
 _postgres_tests_run = 0
 _templates: list[PostgresTemplate] = []  # dropped at the session's end
 
@@ -56,10 +60,29 @@ def pg_template() -> Iterator[PostgresTemplate]:
     # (each DROP DATABASE checkpoints) outlasted it on a loaded machine.
 
 
+@pytest.fixture(scope="session")
+def pg_bouncer(pg_template: PostgresTemplate) -> Iterator[pgbouncer.PgBouncer]:
+    """One PgBouncer in transaction mode in front of the test server, for the session."""
+    if not pgbouncer.available():
+        message = "pgbouncer is not installed (Debian: apt-get install pgbouncer)"
+        if REQUIRE_PGBOUNCER:
+            pytest.fail(message + " and JOBGATE_TEST_REQUIRE_PGBOUNCER=1")
+        pytest.skip(message)
+    with pgbouncer.PgBouncer(upstream=admin_dsn()) as bouncer:
+        yield bouncer
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "postgres":
+    return _backend(request)
+
+
+def _backend(request: pytest.FixtureRequest) -> str:
+    """The backend a parametrized `backend` fixture names, its servers started."""
+    if request.param.startswith("postgres"):
         request.getfixturevalue("pg_template")
+    if request.param == "postgres-pgbouncer":
+        request.getfixturevalue("pg_bouncer")
     return str(request.param)
 
 
@@ -86,7 +109,11 @@ async def storage(
         return
     template: PostgresTemplate = request.getfixturevalue("pg_template")
     dsn = await template.clone()
-    store = PostgresStorage(dsn, pool_size=4)
+    if backend == "postgres-pgbouncer":  # every call through the pooler, LISTEN direct
+        bouncer: pgbouncer.PgBouncer = request.getfixturevalue("pg_bouncer")
+        store = PostgresStorage(bouncer.dsn_for(dsn), pool_size=4, listen_dsn=dsn)
+    else:
+        store = PostgresStorage(dsn, pool_size=4)
     await store.open()
     yield store
     await store.close()

@@ -203,6 +203,10 @@ class Settings(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     database_url: str = database_urls.DEFAULT_URL
+    # PostgreSQL only: when database_url is a transaction-mode pooler (PgBouncer), a direct
+    # (or session-mode) URL of the same database for the one connection that LISTENs; setting
+    # it also keeps every pooled call free of session state (storage.postgres.executor).
+    listen_database_url: str | None = None
     # Per process, whatever the calls in flight: claims, heartbeats and finishes are batched.
     database_pool_size: int = pydantic.Field(default=10, gt=0)
     host: str = "127.0.0.1"
@@ -318,6 +322,15 @@ class Settings(pydantic.BaseModel):
                 )
         return tuple(origin.lower() for origin in origins)
 
+    @pydantic.field_validator("listen_database_url")
+    @classmethod
+    def _postgres_url(cls, url: str | None) -> str | None:
+        if not url:
+            return None  # an empty variable: not set
+        if not url.startswith(database_urls.POSTGRES_SCHEMES):
+            raise ValueError("must be a PostgreSQL URL (postgresql://…)")
+        return url
+
     @pydantic.model_validator(mode="after")
     def _check_relations(self) -> Settings:
         if self.heartbeat_interval_s >= self.lease_ttl_s:
@@ -331,6 +344,9 @@ class Settings(pydantic.BaseModel):
                 f"({WEBHOOK_RETRY_WINDOW_S} s, about 3 days): raise JOBGATE_RETENTION_S, or set "
                 "JOBGATE_WEBHOOK_RETRY_PROFILE=short (retries within seconds, for development)"
             )
+        postgres = self.database_url.startswith(database_urls.POSTGRES_SCHEMES)
+        if self.listen_database_url and not postgres:
+            raise ValueError("listen_database_url needs a PostgreSQL database_url")
         if self.transport != "database" and "://" not in self.transport:
             raise ValueError(
                 "transport must be `database` or a broker URL (redis://, amqp://, sqs://)"
@@ -366,7 +382,8 @@ class Settings(pydantic.BaseModel):
 
 # Settings that JOBGATE_* variables may set; the rest come from jobgate.toml only.
 _ENV_FIELDS = (
-    "database_url", "database_pool_size", "host", "port", "roles", "lease_ttl_s",
+    "database_url", "listen_database_url", "database_pool_size", "host", "port", "roles",
+    "lease_ttl_s",
     "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "reconciler_interval_s",
     "worker_concurrency",
     "worker_poll_interval_s", "shutdown_grace_s", "retry_base_s", "retry_max_s", "max_attempts",

@@ -103,6 +103,20 @@ def test_the_database_urls_jobgate_opens_are_taken(url: str) -> None:
     assert load_settings({"JOBGATE_DATABASE_URL": url}).database_url == url
 
 
+def test_the_listen_url_is_postgresql_beside_postgresql() -> None:
+    pg = "postgresql://u@pooler:6432/d"
+    settings = load_settings({
+        "JOBGATE_DATABASE_URL": pg, "JOBGATE_LISTEN_DATABASE_URL": "postgres://u@primary/d"
+    })  # fmt: skip
+    assert settings.listen_database_url == "postgres://u@primary/d"
+    unset = load_settings({"JOBGATE_DATABASE_URL": pg, "JOBGATE_LISTEN_DATABASE_URL": ""})
+    assert unset.listen_database_url is None
+    with pytest.raises(errors.ConfigError, match=r"^JOBGATE_LISTEN_DATABASE_URL: .*PostgreSQL"):
+        load_settings({"JOBGATE_DATABASE_URL": pg, "JOBGATE_LISTEN_DATABASE_URL": "sqlite:///r"})
+    with pytest.raises(errors.ConfigError, match="needs a PostgreSQL database_url"):
+        load_settings({"JOBGATE_LISTEN_DATABASE_URL": pg})
+
+
 def test_bad_file_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "jobgate.toml"
     config.write_text('[providers.up]\nkind = "carrier-pigeon"\n')

@@ -211,7 +211,7 @@ async def test_a_cancel_begun_before_a_reconcile_claim_is_still_due_at_once(
         pytest.skip("SQLite has one writer: a cancel cannot straddle a claim")
     job = await _at_provider(storage, clock, tenant)
     await storage.job_reconcile_refresh()  # due now, by the database's clock
-    canceller = await asyncpg.connect(storage.dsn)
+    canceller = await asyncpg.connect(storage.listen_dsn)  # a session of its own
     try:
         tx = canceller.transaction()
         await tx.start()
@@ -239,7 +239,7 @@ async def test_a_provider_event_that_overlaps_the_accept_makes_the_job_due(
         pytest.skip("SQLite has one writer: the two cannot overlap")
     await storage.job_insert(job=new_job(tenant), now=clock.now())
     claimed = await _claim(storage, clock)
-    blocker = await asyncpg.connect(storage.dsn)
+    blocker = await asyncpg.connect(storage.listen_dsn)  # a session of its own
     try:
         tx = blocker.transaction()
         await tx.start()

@@ -120,7 +120,7 @@ async def test_other_processes_hear_of_appends(storage: Storage, clock: FakeCloc
     (about a second) on SQLite."""
     other: Storage
     if isinstance(storage, PostgresStorage):
-        other = PostgresStorage(storage.dsn, pool_size=1)
+        other = PostgresStorage(storage.listen_dsn, pool_size=1)  # direct, not pooled
     else:
         assert isinstance(storage, SqliteStorage)
         other = SqliteStorage(storage.path, clock=clock)

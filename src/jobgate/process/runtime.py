@@ -63,7 +63,10 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds(self.clock)
         self.storage = storage or storage_for_url(
-            settings.database_url, clock=self.clock, pool_size=settings.database_pool_size
+            settings.database_url,
+            clock=self.clock,
+            pool_size=settings.database_pool_size,
+            listen_url=settings.listen_database_url,
         )
         self.providers = providers or ProviderRegistry.from_settings(settings, clock=self.clock)
         self.limits = LimitsService(storage=self.storage, settings=settings, clock=self.clock)

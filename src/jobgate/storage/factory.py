@@ -7,8 +7,11 @@ from jobgate.clock import Clock
 from jobgate.storage.protocol import Storage
 
 
-def storage_for_url(url: str, *, clock: Clock | None = None, pool_size: int = 10) -> Storage:
-    """`sqlite:///path` or `postgresql://…` (also `postgres://…`)."""
+def storage_for_url(
+    url: str, *, clock: Clock | None = None, pool_size: int = 10, listen_url: str | None = None
+) -> Storage:
+    """`sqlite:///path` or `postgresql://…` (also `postgres://…`); `listen_url`: PostgreSQL's
+    LISTEN connection when `url` is a transaction-mode pooler (postgres.store.PostgresStorage)."""
     if url.startswith("sqlite:"):
         from jobgate.storage.sqlite.store import SqliteStorage
 
@@ -16,7 +19,7 @@ def storage_for_url(url: str, *, clock: Clock | None = None, pool_size: int = 10
     if url.startswith(("postgresql://", "postgres://")):
         from jobgate.storage.postgres.store import PostgresStorage
 
-        return PostgresStorage(url, pool_size=pool_size)
+        return PostgresStorage(url, pool_size=pool_size, listen_dsn=listen_url)
     raise errors.ConfigError(
         "JOBGATE_DATABASE_URL", f"unsupported database URL {url!r} (sqlite:/// or postgresql://)"
     )

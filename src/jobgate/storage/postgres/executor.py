@@ -140,7 +140,14 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     RESET ALL): one round trip per storage call saved. Safe because pooled connections carry
     no session state: every lock taken is transaction-scoped, LISTEN lives on its own
     connection, and nothing SETs a session variable. (asyncpg still rolls back a transaction
-    left open.) Keep it that way, or drop this."""
+    left open.) Keep it that way, or drop this: a transaction-mode pooler (PgBouncer) relies on
+    it too, since it lends each transaction a different server session."""
+
+
+def _pooler_refusal(exc: BaseException) -> bool:
+    """A transaction-mode pooler refuses the session settings of a connection's start-up (a
+    PostgreSQL server takes them)."""
+    return isinstance(exc, asyncpg.ProtocolViolationError) and "startup parameter" in str(exc)
 
 
 def _affected(status: str) -> int:
@@ -191,9 +198,15 @@ class PostgresExecutor:
         acquire_timeout_s: float,
         lock_timeout_ms: int,
         idle_in_transaction_ms: int,
+        via_pooler: bool = False,
     ) -> None:
         self.codec: Codec = PostgresCodec()
         self._dsn = dsn
+        # `dsn` is a transaction-mode pooler (PgBouncer): see _pool_options.
+        self.via_pooler = via_pooler
+        self._transaction_bounds = Q["transaction_bounds"].sql.format(
+            lock_timeout_ms=int(lock_timeout_ms), idle_in_transaction_ms=int(idle_in_transaction_ms)
+        )
         self._pool_size = pool_size
         self._acquire_timeout_s = acquire_timeout_s
         self._lock_timeout_ms = lock_timeout_ms
@@ -217,17 +230,39 @@ class PostgresExecutor:
                 init=_init_connection,
                 reset=_keep_session,
                 command_timeout=60,
-                server_settings={
-                    "lock_timeout": str(self._lock_timeout_ms),
-                    # A session idle inside a transaction is a client that is gone (jobgate
-                    # never waits on anything but the database within one): the server ends
-                    # it, and gives its locks back, instead of waiting for its TCP keepalive.
-                    "idle_in_transaction_session_timeout": str(self._idle_in_transaction_ms),
-                    "application_name": "jobgate",
-                },
+                **self._pool_options(),
             )
         except Exception as exc:
+            if _pooler_refusal(exc) and not self.via_pooler:
+                raise errors.ConfigError(
+                    "JOBGATE_DATABASE_URL",
+                    f"looks like a transaction-mode pooler ({exc}): set "
+                    "JOBGATE_LISTEN_DATABASE_URL to a direct (or session-mode) URL of the same "
+                    "database, so that jobgate sends nothing through the pooler that needs a "
+                    "session of its own",
+                ) from exc
             raise translate(exc) from exc
+
+    def _pool_options(self) -> dict[str, Any]:
+        """The connections' session. Direct: the bounds are session settings sent at start-up,
+        and asyncpg prepares each statement once per connection (named, cached). Through a
+        transaction-mode pooler a connection's server session changes from one transaction to
+        the next, so nothing may live in it: statements are unnamed, parsed again at each call
+        (asyncpg's statement_cache_size=0, one more round trip per call), and the bounds are
+        set anew inside each transaction (`_transaction_bounds`); a statement outside one
+        waits on a lock at most command_timeout."""
+        if self.via_pooler:
+            return {"statement_cache_size": 0, "server_settings": {"application_name": "jobgate"}}
+        return {
+            "server_settings": {
+                "lock_timeout": str(self._lock_timeout_ms),
+                # A session idle inside a transaction is a client that is gone (jobgate
+                # never waits on anything but the database within one): the server ends
+                # it, and gives its locks back, instead of waiting for its TCP keepalive.
+                "idle_in_transaction_session_timeout": str(self._idle_in_transaction_ms),
+                "application_name": "jobgate",
+            }
+        }
 
     async def close(self) -> None:
         if self._trimming is not None:
@@ -275,6 +310,8 @@ class PostgresExecutor:
                     result = await work(conn)
                 else:
                     async with conn.transaction():
+                        if self.via_pooler:
+                            await conn.execute(self._transaction_bounds)
                         result = await work(conn)
                 clean = True
                 return result

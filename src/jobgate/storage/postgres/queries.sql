@@ -25,6 +25,10 @@ INSERT INTO schema_migrations (version, name) VALUES (:version, :name)
 -- The database's clock.
 SELECT now() AS now
 
+-- name: transaction_bounds
+-- Through a transaction-mode pooler: a transaction's lock wait and idle bounds, set inside it (the executor fills in the two integers; SET LOCAL ends with the transaction).
+SET LOCAL lock_timeout = {lock_timeout_ms}; SET LOCAL idle_in_transaction_session_timeout = {idle_in_transaction_ms}
+
 -- name: tenant_insert
 -- Create a tenant (nothing when the name is taken).
 INSERT INTO tenants (id, name, webhook_secret, created_at)

@@ -95,8 +95,13 @@ class PostgresStorage(
         acquire_timeout_s: float = 5.0,
         lock_timeout_ms: int = 5000,
         idle_in_transaction_ms: int = 10_000,
+        listen_dsn: str | None = None,
     ) -> None:
+        """`listen_dsn`: the LISTEN connection's direct (or session-mode) URL, given when `dsn`
+        is a transaction-mode pooler (PgBouncer), which cannot carry a LISTEN: the pool then
+        keeps no state in a session (executor.PostgresExecutor._pool_options)."""
         self.dsn = dsn
+        self.listen_dsn = listen_dsn or dsn  # a session of its own: `dsn` unless pooled
         super().__init__(
             PostgresExecutor(
                 dsn,
@@ -104,6 +109,7 @@ class PostgresStorage(
                 acquire_timeout_s=acquire_timeout_s,
                 lock_timeout_ms=lock_timeout_ms,
                 idle_in_transaction_ms=idle_in_transaction_ms,
+                via_pooler=listen_dsn is not None,
             )
         )
         self._listening = asyncio.Event()
@@ -162,7 +168,7 @@ class PostgresStorage(
             lost = asyncio.Event()
             conn: asyncpg.Connection | None = None
             try:
-                conn = await asyncpg.connect(self.dsn, timeout=5)
+                conn = await asyncpg.connect(self.listen_dsn, timeout=5)
                 conn.add_termination_listener(_setter(lost))
                 await conn.add_listener(CHANNEL, self._on_notify)
                 self._listening.set()
