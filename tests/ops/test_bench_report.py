@@ -4,10 +4,16 @@ target shows neither."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
 from bench import report
 from bench.results import Case
 from bench.targets import drain_budget
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def drain(system: str, jobs_per_s: float, worker_ms: float, database_ms: float) -> Case:
@@ -46,3 +52,39 @@ def test_why_a_target_is_missed_is_shown_only_when_one_is(jobgate_rate: float, s
     text = "\n".join(lines)
     assert ("Drain as a CPU budget" in text) is shown
     assert ("### Why a target is missed" in text) is shown
+
+
+def results(date: str) -> dict[str, Any]:
+    """The smallest run record report.markdown reads."""
+    machine = {"cpu": "x", "cpus": 2, "cpus_usable": 2, "memory_gib": 1, "os": "Linux"}
+    machine |= {"python": "3.11", "packages": {}}
+    run = {"date": date, "command": "python -m bench", "size": "full", "seconds": 60}
+    return {"run": run, "machine": machine, "postgres": {}, "cases": []}
+
+
+def test_the_page_shows_how_figures_are_taken_and_the_analysis_of_its_own_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    analysis = tmp_path / "analysis.md"
+    analysis.write_text("<!-- analysis of the run of 2030-01-02 03:04 UTC: -->\n## Shows\n\nWhy.\n")
+    monkeypatch.setattr(report, "ANALYSIS", analysis)
+    page = report.markdown(results("2030-01-02 03:04 UTC"), None)
+    assert "## How the numbers are taken" in page
+    assert page.endswith("## Shows\n\nWhy.\n")
+    assert "analysis of the run" not in page
+    other = report.markdown(results("2030-02-01 00:00 UTC"), None)
+    assert "Why." not in other
+    assert "Not analysed yet: bench/analysis.md analyses another run" in other
+
+
+def test_the_committed_page_holds_its_sources_text_and_no_diary() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    measured = re.search(r"^Measured on (.+?) with ", page, re.MULTILINE)
+    assert measured is not None
+    first, _, analysis = report.ANALYSIS.read_text().partition("\n")
+    assert f"the run of {measured[1]}:" in first, "bench/analysis.md analyses another run"
+    assert report.METHOD.read_text().strip() in page
+    assert page.endswith(analysis.strip() + "\n"), "regenerate: python -m bench.report"
+    assert not (ROOT / "bench" / "notes.md").exists()
+    assert not (ROOT / "bench" / "prototypes").exists()
+    assert len(page.splitlines()) < 400

@@ -4,7 +4,7 @@ and the live jobs keep working where they stood (a lease taken before the upgrad
 and finishes after it, an expired lease is reaped, a requested cancel is still seen, queued
 jobs are claimed under the tenant's cap counted from the jobs already running, terminal jobs
 stay terminal). While 0021 is the newest migration this holds the current schema to the same;
-a migration that reshapes `jobs` (bench/notes.md: the narrow queue prototype) must pass it."""
+a migration that reshapes `jobs` (e.g. a narrow queue table beside it) must pass it."""
 
 from __future__ import annotations
 

@@ -3,10 +3,10 @@
 Each job that leaves 'running' leaves an entry in jobs_running until a vacuum. With statistics
 that count few running jobs (taken while the queue filled), the planner read all running jobs
 through that index for every claim (the count of each tenant's running jobs) and every finish
-(the verdicts joined against them), in bitmap scans, which never mark such entries dead: at
-3,000 submits/s each small claim and finish revisited ~3,000 heap pages (bench/notes.md,
-2026-12-03 11:45). Now the finish finds its jobs by primary key, and the claim counts a tenant's
-running jobs only where the count decides something (under a cap, or between two tenants)."""
+(the verdicts joined against them), in bitmap scans, which never mark such entries dead: under
+a steady stream of submits each small claim and finish revisited thousands of heap pages. Now
+the finish finds its jobs by primary key, and the claim counts a tenant's running jobs only
+where the count decides something (under a cap, or between two tenants)."""
 
 from __future__ import annotations
 

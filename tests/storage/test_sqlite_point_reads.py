@@ -1,6 +1,6 @@
 """SQLite point reads (a job by id, an API key's tenant, a queued job's place) run inline on
-the calling thread's own connection, not on a reader thread: the hand-off cost more than the
-read (bench/notes.md, 2026-12-03 11:45). That connection never waits for a lock: on
+the calling thread's own connection, not on a reader thread: the hand-off to a thread costs
+more than the read itself. That connection never waits for a lock: on
 SQLITE_BUSY the read moves to a reader thread, so the event loop is never the one waiting."""
 
 from __future__ import annotations
