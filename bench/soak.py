@@ -342,7 +342,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add("--background", type=float, default=0.15, help="weight of background jobs")
     add("--keyed", type=float, default=0.25, help="weight of jobs with a concurrency_key")
     add("--limited", type=float, default=0.04, help="weight of jobs at the rate-limited provider")
-    add("--keys", type=int, default=2, help="distinct concurrency keys")
+    add("--keys", type=int, default=4, help="distinct concurrency keys")
     add("--key-cap", type=int, default=2, help="max_running_per_key")
     add("--rpm", type=int, default=30, help="the rate-limited provider's rpm")
     add("--batch-every", type=float, default=20, help="a batch every (s; 0: none)")

@@ -57,36 +57,59 @@ def not_terminal(
     grace_s: float,
     holder: Callable[[str | None], str],
     kinds: dict[str, str],
-    waiting: Callable[[str], str],
+    waiting: Callable[[str], Any],
 ) -> dict[str, Any]:
-    """Jobs not terminal, read twice `grace_s` apart: each one's verdict is `late` (it moved,
-    or it waits on a time that has not come, or a live process holds its lease) or `stuck`."""
+    """Jobs not terminal, read twice `grace_s` apart: each one's verdict is `late` (it moved;
+    it waits on a time that has not come; a live process holds its lease; or it waits its
+    turn, as the API's `waiting` says, behind jobs that moved meanwhile) or `stuck`."""
     first = {row["id"]: row for row in fetch(dsn, _NOT_TERMINAL)}
     if not first:
         return {"not_terminal": 0}
     time.sleep(grace_s)
     second = {row["id"]: row for row in fetch(dsn, _NOT_TERMINAL)}
+    moved = [
+        row for job_id, row in first.items()
+        if job_id not in second or second[job_id]["event_seq"] != row["event_seq"]
+    ]  # fmt: skip
+    moved_by_key = Counter(row["concurrency_key"] for row in moved if row["concurrency_key"])
     verdicts: Counter[str] = Counter()
     lines: list[str] = []
     for job_id, before in first.items():
         after = second.get(job_id)
-        verdict = _verdict(before, after, holder)
+        wait = waiting(job_id) if after is not None and after["state"] == "queued" else None
+        turn = _turn(wait, len(moved), moved_by_key.get(after and after["concurrency_key"], 0))
+        verdict = _verdict(before, after, holder, turn)
         verdicts[verdict.split(":")[0]] += 1
         if len(lines) < SHOWN:
             row = after or before
             kind = kinds.get(job_id, "batch line" if row["batch_id"] else "?")
             lines.append(
-                f"{job_id} ({kind}): {_describe(row, holder)}, waiting {waiting(job_id)} "
-                f"=> {verdict}"
+                f"{job_id} ({kind}): {_describe(row, holder)}, waiting {wait} => {verdict}"
             )
     return {
         "not_terminal": len(first),
+        "not_terminal_moved_during_the_look": len(moved),
         "not_terminal_verdicts": dict(verdicts),
         "not_terminal_jobs": lines,
     }
 
 
-def _verdict(before: Any, after: Any, holder: Callable[[str | None], str]) -> str:
+# What `waiting` says of a job that waits its turn (a cap, the queue, a limit, a time).
+TURNS = ("queue", "key_cap", "tenant_cap", "rate_limited", "scheduled")
+
+
+def _turn(wait: Any, moved: int, moved_of_key: int) -> str | None:
+    """Why a due queued job is late rather than stuck, or None: it waits its turn and the
+    jobs it waits behind moved during the look (those of its key, for a key's cap)."""
+    if not isinstance(wait, dict) or wait.get("reason") not in TURNS:
+        return None
+    behind = moved_of_key if wait["reason"] == "key_cap" else moved
+    if not behind:
+        return None
+    return f"waits its turn ({wait['reason']}), {behind} jobs ahead moved during the look"
+
+
+def _verdict(before: Any, after: Any, holder: Callable[[str | None], str], turn: str | None) -> str:
     if after is None:
         return "late: ended during the second look"
     if after["event_seq"] != before["event_seq"]:
@@ -95,6 +118,8 @@ def _verdict(before: Any, after: Any, holder: Callable[[str | None], str]) -> st
     if after["state"] == "queued":
         if after["run_at"] > now:
             return f"late: due in {after['run_at'] - now:.1f} s"
+        if turn is not None:
+            return f"late: {turn}"
         return f"stuck: queued and due for {now - after['run_at']:.1f} s, nobody claims it"
     if after["lease_owner"]:
         if after["lease_expires_at"] <= now:

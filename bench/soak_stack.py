@@ -234,8 +234,9 @@ class Stack:
                 counts[worker.name] = found
         return counts
 
-    def waiting(self, job_id: str) -> str:
-        """Why the API says the job waits (its `waiting` member), as a user would ask."""
+    def waiting(self, job_id: str) -> Any:
+        """Why the API says the job waits (its `waiting` member, a dict or None), as a user
+        would ask; a string when the API did not answer."""
         try:
             response = httpx.get(
                 f"{self.api_url}/v1/jobs/{job_id}",
@@ -246,7 +247,7 @@ class Stack:
             return f"unknown ({type(exc).__name__})"
         if response.status_code != 200:
             return f"unknown ({response.status_code})"
-        return str(response.json().get("waiting"))
+        return response.json().get("waiting")
 
     def restart_postgres(self) -> None:
         self.cluster.restart(mode="immediate")
