@@ -167,6 +167,19 @@ def check_batches(
         output = _lines(client, view.get("output_file_id"))
         errors = _lines(client, view.get("error_file_id"))
         counts = view["request_counts"]
+        if view["status"] == "cancelled" and view["in_progress_at"] is None:
+            # Cancelled while its file was validated (as OpenAI): no line was read, so none
+            # is counted and neither file holds one.
+            statuses["cancelled while validating"] += 1
+            if counts["total"] or output or errors or jobs[batch.id].total():
+                problems["counts_differ"].append(
+                    f"{batch.id}: cancelled while validating, yet counts {counts}, "
+                    f"{len(output)} output lines, {len(errors)} error lines, "
+                    f"{jobs[batch.id].total()} jobs"
+                )
+            if applied.get(batch.id, 0) == 0:
+                problems["webhook_missing"].append(batch.id)
+            continue
         succeeded = jobs[batch.id]["succeeded"]
         if not _counts_agree(counts, len(batch.custom_ids), output, errors, succeeded):
             problems["counts_differ"].append(

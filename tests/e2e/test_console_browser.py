@@ -310,6 +310,7 @@ async def test_batches_with_progress_counts_and_failed_lines(
     assert created.status_code == 200, created.text
     batch_id = created.json()["id"]
     runner = api.runtime.batch_runner()
+    await runner.batches_once()  # validated: its lines are checked
     await runner.batches_once()  # expanded: six queued jobs
 
     page = await signed_in_page(api, browser)

@@ -18,7 +18,7 @@ from jobgate import errors
 from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import CancelOutcome, Lease
 from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import Finish
+from jobgate.domain.verdicts import RATE_LIMIT_MIN_WAIT_S, Finish
 from jobgate.providers.background import ProviderJobRef, Snapshot
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.limits import LimitsService
@@ -208,7 +208,7 @@ async def test_a_reclaimed_job_keeps_its_heartbeat(
     reclaimed = []
 
     async def reclaim() -> None:  # the claim loop wins the race against execute()'s cleanup
-        clock.advance(0.001)
+        clock.advance(RATE_LIMIT_MIN_WAIT_S * 1.2 + 0.001)  # the shortest wait and its jitter
         reclaimed.extend(await worker.claim())
 
     faulty.after("job_finish_many", reclaim)
