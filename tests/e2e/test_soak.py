@@ -27,12 +27,6 @@ SHORT = [
     "--rate", "5", "--workers", "2", "--batch-runners", "1", "--link-cut-s", "2",
     "--batch-lines", "10", "--batch-cancel-share", "0.5", "--settle-timeout-s", "120",
     "--grace-s", "3", "--json",
-    # Open: a batch's cancel leaves its queued jobs to the batches role's next pass, and
-    # workers start them meanwhile (python -m bench.soak --duration 25 --rate 3 --workers 2
-    # --batch-runners 1 --kill-every 0 --pg-restart-every 0 --link-cut-every 0
-    # --batch-every 8 --batch-lines 200 --batch-cancel-share 1 --batch-cancel-within-s 2
-    # --seed 7: hundreds). Remove this line with its fix.
-    "--known-defect", "cancelled_batch_jobs_started_after_cancel",
 ]  # fmt: skip
 RUNS = {
     # One link cut each, refused: a blackholed one strands the connections it held until

@@ -192,3 +192,24 @@ async def test_a_cancel_reaches_the_jobs_of_a_chunk_whose_pass_died_mid_way(
     assert [job.state for job in jobs if job.state != "cancelled"] == []
     ended = await runtime.storage.batch_get(batch_id=batch_id)
     assert ended is not None and ended.status == "cancelled"
+
+
+async def test_no_job_of_a_batch_starts_once_its_cancel_is_answered(runtime: Runtime) -> None:
+    """The cancel's answer is the line: its queued jobs are cancelled in the same transaction
+    (not by the batches role's next pass, which a worker could beat), running ones asked to
+    stop, and a worker claiming right after the answer gets none of them."""
+    tenant = (await runtime.tenants.create("acme")).tenant
+    batch_id = await make_batch(runtime, tenant.id, 4)
+    runner = runtime.batch_runner()
+    for _ in range(2):  # validated, expanded: four queued jobs
+        await runner.batches_once()
+    worker = runtime.worker()
+    [running] = await worker.claim(limit=1)
+    answered = await batches(runtime).cancel(tenant_id=tenant.id, batch_id=batch_id)
+    assert answered.status == "cancelling"
+    assert await worker.claim(limit=10) == []  # before any batches pass
+    jobs = {job.id: job for job in await runtime.storage.job_list(tenant_id=tenant.id, limit=10)}
+    assert sorted(str(job.state) for job in jobs.values()) == ["cancelled"] * 3 + ["running"]
+    assert jobs[running.id].cancel_requested_at is not None
+    events = await runtime.storage.job_events(job_id=next(j for j in jobs if j != running.id))
+    assert [(e.to_state, e.actor) for e in events][-1] == ("cancelled", "batch:cancelled")

@@ -110,16 +110,15 @@ class BatchService:
     async def cancel(
         self, *, tenant_id: str | None, batch_id: str, actor: str = "api"
     ) -> BatchRecord:
-        """Queued lines are cancelled (by the batches role, at once), running ones stopped,
-        finished ones kept. Idempotent while cancelling; a batch that ended, or whose window
-        passed first, is a conflict. `tenant_id` None: an operator's cancel, of any tenant's."""
+        """Queued lines are cancelled with the batch's move to cancelling (none can start
+        once the cancel is answered), running ones asked to stop, finished ones kept.
+        Idempotent while cancelling; a batch that ended, or whose window passed first, is a
+        conflict. `tenant_id` None: an operator's cancel, of any tenant's."""
         batch = await self.get(tenant_id=tenant_id, batch_id=batch_id)
-        changed = await self.storage.batch_update(
+        changed = await self.storage.batch_cancel(
             batch_id=batch_id,
             from_statuses=(BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS),
-            status=BatchStatus.CANCELLING,
-            final_status=BatchStatus.CANCELLED,
-            unsettled=True,
+            actor=f"batch:{BatchStatus.CANCELLED}",  # as the batches role names it
         )
         if changed is not None:
             log.info(

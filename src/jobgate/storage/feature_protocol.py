@@ -324,6 +324,22 @@ class BatchesStore(Protocol):
         `lease_s` renews the lease from now; `release` drops it and its token."""
         ...
 
+    async def batch_cancel(
+        self,
+        *,
+        batch_id: str,
+        from_statuses: Sequence[str],
+        actor: str,
+        now: datetime | None = None,
+    ) -> BatchRecord | None:
+        """A cancel the API accepted, in one transaction: the batch moves to cancelling with
+        final status cancelled (only from one of `from_statuses`, with no final status yet;
+        None otherwise, and nothing written), every job of its lines still queued is
+        cancelled and every running one asked to stop, as job_cancel does for each. No job
+        of the batch can be claimed once the cancel committed; a chunk being stored commits
+        first (its jobs are then cancelled here) or sees the cancel and stores nothing."""
+        ...
+
     async def batch_chunk_insert(
         self,
         *,

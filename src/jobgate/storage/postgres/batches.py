@@ -11,6 +11,7 @@ from typing import Any
 from jobgate import failpoints
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.batch import insert_many_on
+from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import BatchChunk, QueueLimit
 from jobgate.storage.store.batches import BatchesQueries
@@ -41,6 +42,27 @@ class PostgresBatches(BatchesQueries):
             return row
 
         return await sql.run(write, transaction=True)
+
+    async def _cancel_write(
+        self, update: dict[str, Any], change: dict[str, Any]
+    ) -> tuple[Row, list[tuple[str, str]]] | None:
+        """The batch's row first (a chunk being stored commits before, and its jobs are then
+        seen here), then its jobs locked in id order as a bulk chunk locks them; run again
+        if PostgreSQL aborts it to break a deadlock with a worker's heartbeat."""
+        sql = self._sql
+
+        async def cancel(conn: Conn) -> tuple[Row, list[tuple[str, str]]] | None:
+            updated = await sql.fetch(conn, "batch_update", **update)
+            if not updated:
+                return None
+            picked = await sql.fetch(conn, "batch_cancel_pick", batch_id=update["id"])
+            if not picked:
+                return updated[0], []
+            ids = sql.codec.json([row["id"] for row in picked])
+            rows = await sql.fetch(conn, "job_bulk_cancel", **change, ids=ids)
+            return updated[0], sorted((row["id"], row["state"]) for row in rows)
+
+        return await retry_deadlocks(lambda: sql.run(cancel, transaction=True), "batch cancel")
 
     async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
         sql = self._sql

@@ -43,6 +43,24 @@ class SqliteBatches(BatchesQueries):
 
         return await self._db.write(write)
 
+    async def _cancel_write(
+        self, update: dict[str, Any], change: dict[str, Any]
+    ) -> tuple[Row, list[tuple[str, str]]] | None:
+        json = self._sql.codec.json
+
+        def cancel(conn: sqlite3.Connection) -> tuple[Row, list[tuple[str, str]]] | None:
+            row: Row | None = conn.execute(Q["batch_update"].sql, update).fetchone()
+            if row is None:
+                return None
+            picked = conn.execute(Q["batch_cancel_pick"].sql, {"batch_id": update["id"]})
+            ids = [found["id"] for found in picked]
+            if not ids:
+                return row, []
+            changed = conn.execute(Q["job_bulk_cancel"].sql, {**change, "ids": json(ids)})
+            return row, sorted((job["id"], job["state"]) for job in changed.fetchall())
+
+        return await self._db.write(cancel)
+
     async def _fail_write(self, params: dict[str, Any]) -> Row | None:
         def fail(conn: sqlite3.Connection) -> Row | None:
             row: Row | None = conn.execute(Q["batch_fail_update"].sql, params).fetchone()

@@ -290,6 +290,15 @@ SELECT j.id
  ORDER BY i.line
  LIMIT :limit
 
+-- name: batch_cancel_pick
+-- The batch's jobs that a cancel changes (queued, or running with no cancel request yet);
+-- job_bulk_cancel then cancels them by id, in the same write.
+SELECT j.id
+  FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
+ WHERE i.batch_id = :batch_id
+   AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
+ ORDER BY j.id
+
 -- name: batch_event_insert
 -- Queue a batch's webhook event for each of the tenant's endpoints that wants it (idempotent).
 INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,

@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 
 from jobgate import errors
+from jobgate.domain.batches import BatchStatus
+from jobgate.domain.states import JobState
 from jobgate.storage.executor import Row, SqlPart
 from jobgate.storage.records import (
     BatchChunk,
@@ -188,11 +190,9 @@ class BatchesQueries(SqlPart):
         unsettled: bool = False,
         now: datetime | None = None,
     ) -> BatchRecord | None:
-        codec = self._sql.codec
-        row = await self._sql.write_one(
-            "batch_update",
-            id=batch_id,
-            from_statuses=codec.json(list(from_statuses)),
+        params = self._update_params(
+            batch_id=batch_id,
+            from_statuses=from_statuses,
             status=status,
             final_status=final_status,
             expanded_chunks=expanded_chunks,
@@ -200,17 +200,101 @@ class BatchesQueries(SqlPart):
             failed_count=failed_count,
             output_file_id=output_file_id,
             error_file_id=error_file_id,
-            errors=codec.json(errors),
+            errors=errors,
             failures=failures,
             total=total,
             model=model,
             lease_token=lease_token,
             lease_s=lease_s,
-            release=codec.flag(release),
-            unsettled=codec.flag(unsettled),
-            now=codec.now(now),
+            release=release,
+            unsettled=unsettled,
+            now=now,
         )
+        row = await self._sql.write_one("batch_update", **params)
         return None if row is None else self._decode.record(BatchRecord, row)
+
+    def _update_params(
+        self,
+        *,
+        batch_id: str,
+        from_statuses: Sequence[str],
+        status: str | None = None,
+        final_status: str | None = None,
+        expanded_chunks: int | None = None,
+        completed_count: int | None = None,
+        failed_count: int | None = None,
+        output_file_id: str | None = None,
+        error_file_id: str | None = None,
+        errors: dict[str, Any] | None = None,
+        failures: int | None = None,
+        total: int | None = None,
+        model: str | None = None,
+        lease_token: str | None = None,
+        lease_s: float | None = None,
+        release: bool = False,
+        unsettled: bool = False,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The `batch_update` query's parameters."""
+        codec = self._sql.codec
+        return {
+            "id": batch_id,
+            "from_statuses": codec.json(list(from_statuses)),
+            "status": status,
+            "final_status": final_status,
+            "expanded_chunks": expanded_chunks,
+            "completed_count": completed_count,
+            "failed_count": failed_count,
+            "output_file_id": output_file_id,
+            "error_file_id": error_file_id,
+            "errors": codec.json(errors),
+            "failures": failures,
+            "total": total,
+            "model": model,
+            "lease_token": lease_token,
+            "lease_s": lease_s,
+            "release": codec.flag(release),
+            "unsettled": codec.flag(unsettled),
+            "now": codec.now(now),
+        }
+
+    async def batch_cancel(
+        self,
+        *,
+        batch_id: str,
+        from_statuses: Sequence[str],
+        actor: str,
+        now: datetime | None = None,
+    ) -> BatchRecord | None:
+        update = self._update_params(
+            batch_id=batch_id,
+            from_statuses=from_statuses,
+            status=BatchStatus.CANCELLING,
+            final_status=BatchStatus.CANCELLED,
+            unsettled=True,
+            now=now,
+        )
+        change = {"actor": actor, "reason": "batch cancelled", "now": update["now"]}
+        found = await self._cancel_write(update, change)
+        if found is None:
+            return None
+        row, changed = found
+        if changed:
+            self.changes.jobs_changed(job_id for job_id, _ in changed)
+            running = [job_id for job_id, state in changed if state == JobState.RUNNING]
+            if running:
+                self.changes.cancel_requested(running)
+            self.changes.outbox_available()
+        return self._decode.record(BatchRecord, row)
+
+    async def _cancel_write(
+        self, update: dict[str, Any], change: dict[str, Any]
+    ) -> tuple[Row, list[tuple[str, str]]] | None:
+        """In one transaction: the batch's move to cancelling (`batch_update` with `update`;
+        None when it does not apply, and nothing written), then every job of its lines still
+        queued cancelled and every running one asked to stop (`batch_cancel_pick`, then
+        `job_bulk_cancel` with `change`); the batch's row and the changed (job id, state)."""
+        raise NotImplementedError
 
     async def batch_chunk_insert(
         self,
