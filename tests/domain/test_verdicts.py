@@ -4,6 +4,8 @@ one condition gets one error body whoever noticed it."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from jobgate import errors
 from jobgate.config import Settings
 from jobgate.domain import verdicts
+from jobgate.domain.backoff import full_jitter_s
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
@@ -510,3 +513,100 @@ def test_a_background_jobs_rate_limits_are_bounded_as_the_workers_are() -> None:
     last = settle(attempt=3, max_attempts=3, run_count=bound + 3)
     assert (last.state, last.reason, last.dead_lettered) == (F, "attempts_exhausted", True)
     assert last.error is not None and last.error["type"] == "rate_limit_error"
+
+
+# -- one retry ladder for the worker and the reconciler ------------------------------------------
+
+BOUND = verdicts.MAX_UNCOUNTED_RETRIES
+LADDER_TABLE: list[tuple[str, errors.ProviderError, dict[str, Any], verdicts.Step]] = [
+    (
+        "a retryable error with attempts left waits the retry delay",
+        errors.ProviderRetryable("x"),
+        {"attempt": 1},
+        verdicts.Step(Q, "retryable_error", retry_in_s=7.0),
+    ),
+    (
+        "a retryable error on the last attempt dead-letters",
+        errors.ProviderRetryable("x"),
+        {"attempt": 3},
+        verdicts.Step(F, "attempts_exhausted", dead_lettered=True),
+    ),
+    (
+        "an unknown outcome retried climbs the same ladder",
+        errors.ProviderOutcomeUnknown("x"),
+        {"attempt": 3},
+        verdicts.Step(F, "attempts_exhausted", dead_lettered=True),
+    ),
+    (
+        "a rate limit within the bound is free, even on the last attempt",
+        errors.ProviderRateLimited("x", retry_after_s=5.0),
+        {"attempt": 3, "run_count": 3 + BOUND - 1},
+        verdicts.Step(Q, "rate_limited", retry_in_s=5.0, count_attempt=False),
+    ),
+    (
+        "a rate limit past the bound counts",
+        errors.ProviderRateLimited("x", retry_after_s=0.0),
+        {"attempt": 1, "run_count": 1 + BOUND},
+        verdicts.Step(Q, "rate_limited", retry_in_s=verdicts.RATE_LIMIT_MIN_WAIT_S),
+    ),
+    (
+        "a counted rate limit on the last attempt dead-letters",
+        errors.ProviderRateLimited("x", retry_after_s=5.0),
+        {"attempt": 3, "run_count": 3 + BOUND},
+        verdicts.Step(F, "attempts_exhausted", dead_lettered=True),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("exc", "fields", "expected"),
+    [c[1:] for c in LADDER_TABLE],
+    ids=[c[0] for c in LADDER_TABLE],
+)
+def test_the_retry_ladder(
+    exc: errors.ProviderError, fields: dict[str, Any], expected: verdicts.Step
+) -> None:
+    step = verdicts.retry_step(make_job(**fields), exc, retry_delay=lambda _: 7.0)
+    assert step == expected
+
+
+@pytest.mark.parametrize(
+    ("exc", "fields"), [c[1:3] for c in LADDER_TABLE], ids=[c[0] for c in LADDER_TABLE]
+)
+def test_the_worker_and_the_reconciler_climb_the_one_ladder(
+    exc: errors.ProviderError, fields: dict[str, Any]
+) -> None:
+    """The same failure on the same job is the same step for a worker's call and for a
+    background job's answer (each with its own error body and its reason for a fatal error)."""
+    job = make_job(**fields)
+    settings = Settings(retry_base_s=4.0, retry_max_s=4.0)
+
+    def delay(attempt: int) -> float:
+        return full_jitter_s(attempt, base_s=4.0, cap_s=4.0, rng=random.Random(7))
+
+    expected = verdicts.retry_step(job, exc, retry_delay=delay)
+    worker = verdicts.failed(job, exc, actor="w", retry_delay=delay, unknown_outcome="retry")
+    reconciler = settlements.from_snapshot(
+        job,
+        snapshot(Status.FAILED, exc),
+        None,
+        cancel_wanted=False,
+        settings=settings,
+        rng=random.Random(7),
+    )
+    for verdict in (worker, reconciler):
+        got = verdicts.Step(
+            verdict.state,
+            verdict.reason,
+            retry_in_s=verdict.retry_in_s,
+            count_attempt=verdict.count_attempt,
+            dead_lettered=verdict.dead_lettered,
+        )
+        assert got == expected
+
+
+def test_the_ladder_is_decided_in_the_domain_only() -> None:
+    """The reconciler names no attempt bound of its own: it asks verdicts.retry_step."""
+    source = inspect.getsource(settlements)
+    assert "max_attempts" not in source and "rate_limit_counts" not in source
+    assert "retry_step" in source

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from importlib import resources
+
 import pytest
 
+from jobgate.domain import states
+from jobgate.domain.states import JobState
 from jobgate.storage import sql
 
 
@@ -46,3 +51,36 @@ def test_finish_and_settle_share_the_retry_after_cancel_rule(package: str) -> No
     for name in ("job_finish", "job_settle"):
         assert rule in " ".join(queries[name].sql.split()), name
         assert "{{" not in queries[name].sql
+
+
+# -- job states in SQL come from the domain ------------------------------------------------------
+
+_JOB_STATE = "|".join(state.value for state in JobState)
+# A parenthesised list of two or more quoted job states, as `state IN (...)` would write it.
+_HAND_LIST = re.compile(rf"\(\s*'(?:{_JOB_STATE})'(?:\s*,\s*'(?:{_JOB_STATE})')+\s*\)")
+
+
+def test_the_domain_state_sets_are_fragments_in_the_enum_order() -> None:
+    queries = sql.parse(
+        "-- name: q\n-- d\nSELECT 1 WHERE a IN ({{live_states}}) OR b IN ({{terminal_states}})"
+    )
+    assert queries["q"].sql == (
+        "SELECT 1 WHERE a IN ('queued', 'running') "
+        "OR b IN ('succeeded', 'failed', 'cancelled', 'expired')"
+    )
+    assert states.in_order(states.TERMINAL_STATES)[0] is JobState.SUCCEEDED
+
+
+def test_a_file_cannot_redefine_a_domain_fragment() -> None:
+    with pytest.raises(ValueError, match="fragment live_states is the domain's"):
+        sql.parse("-- fragment: live_states\n-- d\n'queued'\n\n-- name: q\n-- d\nSELECT 1")
+
+
+@pytest.mark.parametrize("package", ["jobgate.storage.sqlite", "jobgate.storage.postgres"])
+def test_no_statement_lists_job_states_by_hand(package: str) -> None:
+    """A set of states (the live ones, the terminal ones) is the domain's fragment; only
+    migrations, which are history and never change, keep theirs written out."""
+    for entry in resources.files(package).iterdir():
+        if entry.name.startswith("queries") and entry.name.endswith(".sql"):
+            found = _HAND_LIST.findall(entry.read_text())
+            assert not found, f"{entry.name}: {found}"

@@ -24,7 +24,8 @@ class JobState(enum.StrEnum):
     # failed; a confirmed cancel -> cancelled; execution deadline -> failed. Once a cancel was
     # requested, a verdict of queued (a retry, from whoever) is the cancellation instead: only
     # the row as the write locks it knows whether a cancel arrived, so storage applies this
-    # rule inside the write (the SQL fragment `retry_unless_cancelled`, one per dialect).
+    # rule inside the write (the SQL fragment `retry_unless_cancelled`, one per dialect; its
+    # oracle is `verdicts.as_applied`).
     RUNNING = "running"
     # Terminal. The result is stored. Nobody moves it out.
     SUCCEEDED = "succeeded"
@@ -43,6 +44,14 @@ class JobState(enum.StrEnum):
 TERMINAL_STATES: frozenset[JobState] = frozenset(
     {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED}
 )
+# The states a job can still leave by itself (not terminal), in the enum's order.
+LIVE_STATES: tuple[JobState, ...] = tuple(s for s in JobState if s not in TERMINAL_STATES)
+
+
+def in_order(states: frozenset[JobState] | tuple[JobState, ...]) -> tuple[JobState, ...]:
+    """`states` in the enum's order, for a list written out (SQL's `IN (...)`, a schema)."""
+    return tuple(s for s in JobState if s in states)
+
 
 # Every transition the system may apply; anything else is rejected.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {

@@ -199,7 +199,7 @@ def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
             error=deadline_error(),
             lost=True,
         )
-    if job.attempt >= job.max_attempts:
+    if attempts_exhausted(job):
         code = WORKER_LOST_REPEATEDLY if job.lost_count >= 1 else WORKER_LOST
         return Finish(
             lease=lease,
@@ -225,6 +225,56 @@ def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
             WORKER_LOST, f"the worker running attempt {job.attempt} stopped heartbeating"
         ),
     )
+
+
+# -- the retry ladder: every role that retries a failed attempt climbs this one -----------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Step:
+    """Where a failure that may be retried sends its job: back to the queue after `retry_in_s`
+    (the attempt refunded when `count_attempt` is False), or failed and dead-lettered."""
+
+    state: JobState  # queued | failed
+    reason: str
+    retry_in_s: float = 0.0
+    count_attempt: bool = True
+    dead_lettered: bool = False
+
+
+def attempts_exhausted(job: Job) -> bool:
+    """Whether the attempt that just ended was the job's last one."""
+    return job.attempt >= job.max_attempts
+
+
+def rate_limit_counts(job: Job) -> bool:
+    """Whether a rate-limited run of `job` counts as an attempt. The provider said when to
+    come back, which is not a failed attempt, up to MAX_UNCOUNTED_RETRIES in a row; after
+    that each one counts, so max_attempts bounds a job that is rate limited for good."""
+    return job.run_count - job.attempt >= MAX_UNCOUNTED_RETRIES
+
+
+def retry_step(
+    job: Job,
+    exc: errors.ProviderError,
+    *,
+    retry_delay: RetryDelay,
+    rate_limit_wait: RateLimitWait | None = None,
+) -> Step:
+    """The ladder for a provider error that is not fatal, whoever saw it (the worker on its
+    call, the reconciler on a background job's answer): a rate limit waits at least the
+    provider's wait, uncounted up to MAX_UNCOUNTED_RETRIES in a row; any other failure, or a
+    counted rate limit on the last attempt, ends the job dead-lettered once the attempts are
+    spent, and otherwise waits `retry_delay`."""
+    if isinstance(exc, errors.ProviderRateLimited):
+        wait_s = max(RATE_LIMIT_MIN_WAIT_S, exc.retry_after_s)
+        wait_s = max(wait_s, rate_limit_wait(wait_s)) if rate_limit_wait else wait_s
+        counted = rate_limit_counts(job)
+        if not (counted and attempts_exhausted(job)):
+            return Step(JobState.QUEUED, "rate_limited", retry_in_s=wait_s, count_attempt=counted)
+    if attempts_exhausted(job):
+        return Step(JobState.FAILED, "attempts_exhausted", dead_lettered=True)
+    return Step(JobState.QUEUED, "retryable_error", retry_in_s=retry_delay(job.attempt))
 
 
 # -- the worker: each way a provider call can end -------------------------------------------------
@@ -280,13 +330,6 @@ def deadline_exceeded(job: Job, *, actor: str) -> Finish:
     )
 
 
-def rate_limit_counts(job: Job) -> bool:
-    """Whether a rate-limited run of `job` counts as an attempt. The provider said when to
-    come back, which is not a failed attempt, up to MAX_UNCOUNTED_RETRIES in a row; after
-    that each one counts, so max_attempts bounds a job that is rate limited for good."""
-    return job.run_count - job.attempt >= MAX_UNCOUNTED_RETRIES
-
-
 def failed(
     job: Job,
     exc: errors.ProviderError,
@@ -299,28 +342,6 @@ def failed(
     """Retry, reschedule or fail, by the class the adapter gave the error."""
     error = provider_error_body(exc)
     lease = _lease(job)
-    if isinstance(exc, errors.ProviderRateLimited):
-        wait_s = max(RATE_LIMIT_MIN_WAIT_S, exc.retry_after_s)
-        wait_s = max(wait_s, rate_limit_wait(wait_s)) if rate_limit_wait else wait_s
-        counted = rate_limit_counts(job)
-        if counted and job.attempt >= job.max_attempts:
-            return Finish(
-                lease=lease,
-                state=JobState.FAILED,
-                reason="attempts_exhausted",
-                actor=actor,
-                error=error,
-                dead_lettered=True,
-            )
-        return Finish(
-            lease=lease,
-            state=JobState.QUEUED,
-            reason="rate_limited",
-            actor=actor,
-            error=error,
-            retry_in_s=wait_s,
-            count_attempt=counted,
-        )
     if isinstance(exc, errors.ProviderFatal):
         return Finish(
             lease=lease, state=JobState.FAILED, reason="fatal_error", actor=actor, error=error
@@ -340,23 +361,16 @@ def failed(
                 error=error,
                 creation_outcome=creation_outcome,
             )
-    if job.attempt >= job.max_attempts:
-        return Finish(
-            lease=lease,
-            state=JobState.FAILED,
-            reason="attempts_exhausted",
-            actor=actor,
-            error=error,
-            dead_lettered=True,
-            creation_outcome=creation_outcome,
-        )
+    step = retry_step(job, exc, retry_delay=retry_delay, rate_limit_wait=rate_limit_wait)
     return Finish(
         lease=lease,
-        state=JobState.QUEUED,
-        reason="retryable_error",
+        state=step.state,
+        reason=step.reason,
         actor=actor,
         error=error,
-        retry_in_s=retry_delay(job.attempt),
+        retry_in_s=step.retry_in_s,
+        count_attempt=step.count_attempt,
+        dead_lettered=step.dead_lettered,
         creation_outcome=creation_outcome,
     )
 
@@ -386,7 +400,7 @@ def output_not_stored(job: Job, *, actor: str, retry_delay: RetryDelay) -> Finis
         OUTPUT_NOT_STORED, "the database refused to store the job's live output (see the logs)"
     )
     lease = _lease(job)
-    if job.attempt >= job.max_attempts:
+    if attempts_exhausted(job):
         return Finish(
             lease=lease,
             state=JobState.FAILED,
@@ -422,6 +436,27 @@ def died_mid_create(job: Job, *, actor: str) -> Finish:
             kind=PROVIDER_ERROR,
         ),
     )
+
+
+# -- a verdict as storage applies it --------------------------------------------------------------
+
+
+def as_applied(
+    state: JobState, reason: str, cancel_outcome: str | None, *, cancel_requested: bool
+) -> tuple[JobState, str, str | None]:
+    """The (state, reason, cancel outcome) a verdict leaves on its job: a retry (whoever sent
+    it: a worker, the reaper, the reconciler) of a job whose cancel was requested is the
+    cancellation instead (`interrupted`), so that nothing starts again after a cancel arrived.
+
+    The oracle, not the enforcer: storage applies this rule inside the write (the SQL fragment
+    `retry_unless_cancelled`, one per dialect). A verdict is decided from the row as it was
+    claimed, a cancel request may commit between that read and the write, and only the row as
+    the write locks it knows; deciding here would take the row read again under that lock, a
+    round trip more for every verdict. tests/storage/test_cancel_rule_contract.py holds both
+    dialects, through finish and settle, to this function."""
+    if state is JobState.QUEUED and cancel_requested:
+        return JobState.CANCELLED, "cancel_requested", CancelOutcome.INTERRUPTED
+    return state, reason, cancel_outcome
 
 
 # -- redrive --------------------------------------------------------------------------------------

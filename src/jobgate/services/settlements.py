@@ -15,12 +15,11 @@ from jobgate.domain.verdicts import (
     POISON_JOB,
     PROVIDER_ERROR,
     PROVIDER_JOB_NOT_FOUND,
-    RATE_LIMIT_MIN_WAIT_S,
     deadline_error,
     error_body,
     error_type_of,
     poison_error,
-    rate_limit_counts,
+    retry_step,
 )
 from jobgate.providers.background import Snapshot, Status
 from jobgate.providers.base import ProviderResult
@@ -39,7 +38,9 @@ def from_snapshot(
     rng: random.Random | None = None,
 ) -> Settlement:
     """The verdict for a terminal snapshot. A cancel that came too late keeps the real
-    outcome; a retryable failure at the provider is a new attempt (created anew)."""
+    outcome; a failure at the provider that is not fatal climbs the worker's retry ladder
+    (`verdicts.retry_step`, the rate limit's wait without the worker's jitter), a retry
+    being a new attempt created anew."""
     base = Settlement(
         job_id=job.id,
         provider_job_id=snapshot.provider_job_id,
@@ -67,25 +68,20 @@ def from_snapshot(
     )
     if cancel_wanted or isinstance(exc, errors.ProviderFatal):
         return failed
-    if isinstance(exc, errors.ProviderRateLimited):
-        counted = rate_limit_counts(job)  # the worker's rule: bounded when uncounted
-        if not (counted and job.attempt >= job.max_attempts):
-            return dataclasses.replace(
-                failed,
-                state=JobState.QUEUED,
-                reason="rate_limited",
-                retry_in_s=max(exc.retry_after_s, RATE_LIMIT_MIN_WAIT_S),
-                count_attempt=counted,
-            )
-    if job.attempt >= job.max_attempts:
-        return dataclasses.replace(failed, reason="attempts_exhausted", dead_lettered=True)
+    step = retry_step(
+        job,
+        exc,
+        retry_delay=lambda attempt: full_jitter_s(
+            attempt, base_s=settings.retry_base_s, cap_s=settings.retry_max_s, rng=rng
+        ),
+    )
     return dataclasses.replace(
         failed,
-        state=JobState.QUEUED,
-        reason="retryable_error",
-        retry_in_s=full_jitter_s(
-            job.attempt, base_s=settings.retry_base_s, cap_s=settings.retry_max_s, rng=rng
-        ),
+        state=step.state,
+        reason=step.reason,
+        retry_in_s=step.retry_in_s,
+        count_attempt=step.count_attempt,
+        dead_lettered=step.dead_lettered,
     )
 
 

@@ -4,7 +4,9 @@ A block starts with `-- name: block_name`, then one `-- description` line, then 
 Parameters are written `:name` in both dialects; for PostgreSQL they are rewritten to `$n`.
 A `-- fragment: fragment_name` block is a piece of SQL that several statements share (a rule
 that must live in one place); a statement, or another fragment, includes it by writing
-`{{fragment_name}}`.
+`{{fragment_name}}`. The fragments `live_states` and `terminal_states` are the domain's state
+sets (`jobgate.domain.states`) written out, so that no statement lists job states by hand:
+`WHERE j.state IN ({{terminal_states}})`.
 """
 
 from __future__ import annotations
@@ -15,9 +17,22 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
+from jobgate.domain import states
+
 _NAME = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"\{\{(\w+)\}\}")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def _listed(of: frozenset[states.JobState] | tuple[states.JobState, ...]) -> str:
+    return ", ".join(f"'{state.value}'" for state in states.in_order(of))
+
+
+# Fragments every statement may include, derived from the domain's state sets.
+DOMAIN_FRAGMENTS: dict[str, str] = {
+    "live_states": _listed(states.LIVE_STATES),
+    "terminal_states": _listed(states.TERMINAL_STATES),
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,7 +102,12 @@ def _parse_files(files: Iterable[tuple[str, str]]) -> dict[str, Query]:
     """Every statement of the (source, text) `files`; a fragment defined in any of them may be
     included by a statement of any other."""
     blocks = [(source, *block) for source, text in files for block in _blocks(text, source)]
-    fragments = {name: sql for _, kind, name, _, sql in blocks if kind == "fragment"}
+    fragments = dict(DOMAIN_FRAGMENTS)
+    for source, kind, name, _, sql in blocks:
+        if kind == "fragment":
+            if name in DOMAIN_FRAGMENTS:
+                raise ValueError(f"{source}: fragment {name} is the domain's, not a file's")
+            fragments[name] = sql
     queries: dict[str, Query] = {}
     for source, kind, name, description, sql in blocks:
         if kind == "fragment":

@@ -17,7 +17,9 @@ from typing import Any
 
 import asyncpg
 
-TERMINAL = ("succeeded", "failed", "cancelled", "expired")
+from jobgate.domain import states
+
+TERMINAL = tuple(str(state) for state in states.in_order(states.TERMINAL_STATES))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

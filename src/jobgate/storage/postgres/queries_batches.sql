@@ -322,7 +322,7 @@ ON CONFLICT (batch_id, line) DO NOTHING
 SELECT count(*)::integer AS items,
        count(*) FILTER (WHERE j.state = 'succeeded')::integer AS completed,
        count(*) FILTER (WHERE i.error IS NOT NULL OR j.state = 'failed')::integer AS failed,
-       count(*) FILTER (WHERE j.state IN ('queued', 'running'))::integer AS live,
+       count(*) FILTER (WHERE j.state IN ({{live_states}}))::integer AS live,
        least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'input_tokens') = 'number'
                          THEN (j.usage ->> 'input_tokens')::numeric END), 0), 9223372036854775807)::bigint AS input_tokens,
        least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'output_tokens') = 'number'
@@ -345,7 +345,7 @@ SELECT i.line, i.custom_id_json AS custom_id, i.job_id, i.error AS item_error, j
 -- The batch's jobs still queued or running.
 SELECT j.id
   FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
- WHERE i.batch_id = :batch_id AND j.state IN ('queued', 'running')
+ WHERE i.batch_id = :batch_id AND j.state IN ({{live_states}})
  ORDER BY i.line
  LIMIT :limit
 

@@ -87,7 +87,7 @@ WITH clock AS (
            completed_at = CASE j.state WHEN 'queued' THEN clock.now ELSE j.completed_at END,
            cancel_outcome = CASE j.state WHEN 'queued' THEN 'not_started'
                                  ELSE j.cancel_outcome END,
-           cancel_requested_at = CASE WHEN j.state IN ('queued', 'running')
+           cancel_requested_at = CASE WHEN j.state IN ({{live_states}})
                                       THEN coalesce(j.cancel_requested_at, clock.now)
                                       ELSE j.cancel_requested_at END,
            request = NULL,

@@ -10,7 +10,7 @@
 WITH picked AS (
     SELECT j.id
       FROM jobs AS j
-     WHERE j.state IN ('succeeded', 'failed', 'cancelled', 'expired')
+     WHERE j.state IN ({{terminal_states}})
        AND j.completed_at < :completed_before::timestamptz
        AND NOT EXISTS (SELECT 1 FROM outbox AS o
                         WHERE o.job_id = j.id AND o.state = 'pending')

@@ -98,7 +98,7 @@ WITH clock AS (
       FROM jobs AS j
      CROSS JOIN clock
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
-     WHERE j.state IN ('queued', 'running')
+     WHERE j.state IN ({{live_states}})
      GROUP BY j.tenant_id
 ), due AS (
     SELECT j.id, j.event_seq, j.priority, j.run_at,

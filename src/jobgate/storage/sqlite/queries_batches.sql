@@ -263,7 +263,7 @@ ON CONFLICT (batch_id, line) DO NOTHING
 SELECT count(*) AS items,
        coalesce(sum(j.state = 'succeeded'), 0) AS completed,
        coalesce(sum(i.error IS NOT NULL OR j.state = 'failed'), 0) AS failed,
-       coalesce(sum(j.state IN ('queued', 'running')), 0) AS live,
+       coalesce(sum(j.state IN ({{live_states}})), 0) AS live,
        CAST(min(total(CASE WHEN json_type(j.usage, '$.input_tokens') = 'integer'
                          THEN j.usage ->> '$.input_tokens' END), 9.0e18) AS INTEGER) AS input_tokens,
        CAST(min(total(CASE WHEN json_type(j.usage, '$.output_tokens') = 'integer'
@@ -286,7 +286,7 @@ SELECT i.line, i.custom_id_json AS custom_id, i.job_id, i.error AS item_error, j
 -- The batch's jobs still queued or running.
 SELECT j.id
   FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
- WHERE i.batch_id = :batch_id AND j.state IN ('queued', 'running')
+ WHERE i.batch_id = :batch_id AND j.state IN ({{live_states}})
  ORDER BY i.line
  LIMIT :limit
 

@@ -81,7 +81,7 @@ UPDATE jobs
    SET state = CASE state WHEN 'queued' THEN 'cancelled' ELSE state END,
        completed_at = CASE state WHEN 'queued' THEN :now ELSE completed_at END,
        cancel_outcome = CASE state WHEN 'queued' THEN 'not_started' ELSE cancel_outcome END,
-       cancel_requested_at = CASE WHEN state IN ('queued', 'running')
+       cancel_requested_at = CASE WHEN state IN ({{live_states}})
                                   THEN coalesce(cancel_requested_at, :now)
                                   ELSE cancel_requested_at END,
        request = NULL,

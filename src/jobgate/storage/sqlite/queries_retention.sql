@@ -6,7 +6,7 @@
 -- delivery or named by an idempotency key live at :now).
 SELECT j.id
   FROM jobs AS j
- WHERE j.state IN ('succeeded', 'failed', 'cancelled', 'expired')
+ WHERE j.state IN ({{terminal_states}})
    AND j.completed_at < :completed_before
    AND NOT EXISTS (SELECT 1 FROM outbox AS o WHERE o.job_id = j.id AND o.state = 'pending')
    AND NOT EXISTS (SELECT 1 FROM idempotency_keys AS k

@@ -34,7 +34,7 @@ WITH shares AS (
                AS outstanding
       FROM jobs AS j
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
-     WHERE j.state IN ('queued', 'running')
+     WHERE j.state IN ({{live_states}})
      GROUP BY j.tenant_id
 ), due AS (
     SELECT j.id, j.event_seq, j.priority, j.run_at,
