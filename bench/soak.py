@@ -27,11 +27,16 @@ receiver (every count below must be 0 unless it says "reported"):
   output or error file line missing or doubled, a batch event missing, a job of a cancelled
   batch started after the cancel committed;
 - a succeeded streaming job whose streamed text differs from its final text;
+- with `--stream-faults SHARE`, a job meeting a fault inside its stream (rate limit, server
+  error, overload, quota, stall; bench/soak_stream_faults.py) that ended otherwise than its
+  fault's class (retryable: succeeded, or failed with every attempt spent; quota: failed as
+  insufficient_quota at once), or that drew more than 60 upstream calls in a minute;
 - a concurrency key over its cap (sampled, and from the event log in commit order);
 - a rate limit exceeded in any window (from the claims' start times);
 - a consumer left without credit while work waited (each worker's jobgate_transport_stalled).
 
     python -m bench.soak --duration 1200 --rate 10 --transport redis
+    python -m bench.soak --duration 300 --rate 5 --stream 0.4 --stream-faults 0.5
 
 Exits 1 when an invariant is broken. Needs the PostgreSQL server binaries (initdb, pg_ctl) and,
 as root, a `postgres` user; redis-server for `redis`, RabbitMQ on 127.0.0.1:5672 for `amqp`,
@@ -52,7 +57,7 @@ from typing import Any
 
 import httpx
 
-from bench import soak_checks, soak_diagnosis
+from bench import soak_checks, soak_diagnosis, soak_stream_faults
 from bench.soak_brokers import TRANSPORTS
 from bench.soak_faults import Faults
 from bench.soak_load import Load
@@ -90,6 +95,8 @@ MUST_BE_ZERO = (
     "batch_webhooks_missing",
     "cancelled_batch_jobs_started_after_cancel",
     "streams_differing",
+    "stream_fault_outcomes_wrong",
+    "stream_fault_jobs_over_call_bound",
     "key_over_cap_samples",
     "keys_over_cap",
     "rate_limit_windows_over",
@@ -260,11 +267,26 @@ class Soak:
         ]
         result.update(soak_checks.keys_over_cap(dsn, args.key_cap))
         result.update(soak_checks.rate_windows(limited, args.rpm))
-        at_provider = [r["at"] for r in state["request_log"] if r["path"] == "/v1/chat/completions"]
+        faulted = set(load.faulted)
+        at_provider = [
+            r["at"]
+            for r in state["request_log"]
+            if r["path"] == "/v1/chat/completions"
+            and (r["idempotency_key"] or "").split(":", 1)[0] not in faulted
+        ]
         provider_side = soak_checks.rate_windows(at_provider, args.rpm)
         result["rate_limit_windows_over_at_provider_reported"] = provider_side[
             "rate_limit_windows_over"
         ]
+        if load.faulted:
+            result.update(
+                soak_stream_faults.check(
+                    soak_checks.fetch(dsn, soak_stream_faults.JOBS, list(load.faulted)),
+                    load.faulted,
+                    state["request_log"],
+                )
+            )
+            result["stream_faults_checked"] = sum(1 for i in streams if i in faulted)
         return result
 
     def report(self, result: dict[str, Any], load: Load) -> dict[str, Any]:
@@ -342,6 +364,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add("--background", type=float, default=0.15, help="weight of background jobs")
     add("--keyed", type=float, default=0.25, help="weight of jobs with a concurrency_key")
     add("--limited", type=float, default=0.04, help="weight of jobs at the rate-limited provider")
+    add(
+        "--stream-faults",
+        type=float,
+        default=0,
+        metavar="SHARE",
+        help="share of streaming jobs meeting a fault inside their stream, over HTTP from the "
+        "simulator (rate limit, server error, overload, quota, stall)",
+    )
     add("--keys", type=int, default=4, help="distinct concurrency keys")
     add("--key-cap", type=int, default=2, help="max_running_per_key")
     add("--rpm", type=int, default=30, help="the rate-limited provider's rpm")

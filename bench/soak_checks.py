@@ -292,7 +292,10 @@ def _sse(lines: Iterable[str]) -> Iterable[tuple[str, dict[str, Any]]]:
 
 
 def _content(result: Any) -> str:
+    """The text of a Chat Completion's first choice, or of a Message's text blocks."""
     try:
+        if isinstance(result, dict) and result.get("type") == "message":
+            return "".join(b["text"] for b in result["content"] if b["type"] == "text")
         return str(result["choices"][0]["message"]["content"] or "")
     except (KeyError, IndexError, TypeError):
         return ""

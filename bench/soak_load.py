@@ -1,8 +1,9 @@
 """The soak's clients: submits at a fixed rate a mix of plain, streaming, background, keyed
 (`concurrency_key`) and rate-limited jobs, each with its own Idempotency-Key and webhook URL and
 retried like a careful client; and OpenAI batches (`/v1/files`, `/v1/batches`) now and then,
-a share of them cancelled soon after. Records what was accepted, of which kind, and when each
-batch cancel was answered."""
+a share of them cancelled soon after; with `--stream-faults`, a share of the streaming jobs meets
+a fault inside its stream (bench/soak_stream_faults.py). Records what was accepted, of which
+kind, which fault each faulted job meets, and when each batch cancel was answered."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+
+from bench import soak_stream_faults
+from bench.soak_stream_faults import Planned
 
 PROVIDER = "upstream"  # background mode at the simulator
 LIMITED = "limited"  # sync calls at the simulator under a shared rpm
@@ -57,6 +61,7 @@ class Load:
         self.stop = threading.Event()
         self.kinds: dict[str, str] = {}  # accepted job id -> kind
         self.streams: set[str] = set()  # accepted jobs submitted with "stream": true
+        self.faulted: dict[str, Planned] = {}  # accepted jobs meeting a stream fault
         self.batches: dict[str, SoakBatch] = {}
         self.gave_up = 0  # submits that never got a 2xx within their retry budget
         self.answers: Counter[str] = Counter()
@@ -66,10 +71,25 @@ class Load:
 
     # -- jobs ------------------------------------------------------------------------
 
-    def body(self, n: int) -> tuple[dict[str, Any], str]:
+    def body(self, n: int) -> tuple[dict[str, Any], str, Planned | None]:
+        """A job to submit: its body, its kind and the stream fault it meets (if any)."""
         kind = self.rng.choices(KINDS, self.weights)[0]
         latency_s = round(self.rng.uniform(0.1, self.args.max_latency_s), 2)
         webhook = {"url": self.webhook_url}
+        if (
+            kind == "stream"
+            and self.args.stream_faults
+            and self.rng.random() < self.args.stream_faults
+        ):
+            planned = soak_stream_faults.plan(self.rng)
+            content = f"soak {n} {secrets.token_hex(3)}"
+            faulted = soak_stream_faults.job(planned, content, self.rng.randint(2, 12))
+            return {**faulted, "webhook": webhook}, kind, planned
+        return (*self._body(n, kind, latency_s, webhook), None)
+
+    def _body(
+        self, n: int, kind: str, latency_s: float, webhook: dict[str, str]
+    ) -> tuple[dict[str, Any], str]:
         if kind == "background":
             return self._background(n, latency_s, webhook), kind
         if kind == "limited":  # half of them streamed over HTTP from the simulator
@@ -107,7 +127,7 @@ class Load:
 
     def submit_one(self, client: httpx.Client, n: int) -> None:
         with self.lock:
-            body, kind = self.body(n)
+            body, kind, planned = self.body(n)
         headers = {"Idempotency-Key": f"soak-{n}-{secrets.token_hex(4)}"}
         answer = self._post(client, "/v1/jobs", body, headers, self.answers)
         with self.lock:
@@ -117,6 +137,8 @@ class Load:
             self.kinds[answer["id"]] = kind
             if body.get("stream"):
                 self.streams.add(answer["id"])
+            if planned is not None:
+                self.faulted[answer["id"]] = planned
 
     def _post(
         self,

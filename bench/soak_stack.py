@@ -19,6 +19,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from bench import soak_stream_faults
 from bench.soak_brokers import Broker, open_broker
 from bench.soak_load import LIMITED, PROVIDER
 from jobgate.testing.pgcluster import PrivateCluster
@@ -163,6 +164,7 @@ class Stack:
             "request_timeout_s = 30\n"
             "\n[tenants.soak]\n"
             f"max_running_per_key = {args.key_cap}\n"
+            + (soak_stream_faults.config(self.simulator_url) if args.stream_faults else "")
         )
 
     def _track(self, process: JobgateProcess) -> None:

@@ -31,9 +31,12 @@ SHORT = [
 RUNS = {
     # One link cut each, refused: a blackholed one strands the connections it held until
     # their statements time out (60 s), longer than this test should take.
+    # Half its streaming jobs meet a fault inside their stream (rate limit, server error,
+    # overload, quota, stall: bench/soak_stream_faults.py), streamed from the simulator.
     "database": [
         "--duration", "20", "--kill-every", "5", "--pg-restart-every", "8",
         "--link-cut-every", "15", "--batch-every", "5", "--seed", "40",
+        "--stream-faults", "0.5",
     ],
     "amqp": [
         "--duration", "10", "--kill-every", "4", "--pg-restart-every", "0",
@@ -72,5 +75,6 @@ def test_a_short_soak_breaks_no_invariant_postgres(tmp_path: Path, transport: st
     assert sum(result["kills"].values()) >= 2 and sum(result["database_link_cuts"].values()) >= 1
     if transport == "database":
         assert result["postgres_restarts"] >= 1
+        assert result["stream_fault_jobs"] >= 3 and result["stream_faults_checked"] >= 1
     else:
         assert result["broker_faults"] >= 1
