@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from jobgate.client import credentials
-from jobgate.domain import webhooks
 from jobgate.testing.processes import free_port
+from jobgate.wire import standard_webhooks
 from tests.cli.test_admin import run_one_job
 
 pytestmark = pytest.mark.timeout(120)
@@ -186,7 +186,7 @@ def test_listen_prints_verified_events_once_and_refuses_forged_ones(tmp_path: Pa
 
         def deliver(event_id: str, *, key: str = secret) -> int:
             body = json.dumps({"id": event_id, "type": "job.succeeded"}).encode()
-            headers = webhooks.signed_headers([key], event_id, int(time.time()), body)
+            headers = standard_webhooks.signed_headers([key], event_id, int(time.time()), body)
             return httpx.post(url, content=body, headers=headers, timeout=10).status_code
 
         forged = "whsec_" + base64.b64encode(b"x" * 32).decode()

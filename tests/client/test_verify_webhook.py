@@ -15,8 +15,8 @@ import standardwebhooks
 import svix.webhooks
 
 from jobgate.client.webhooks import WebhookVerificationError, verify_webhook
-from jobgate.domain import webhooks
 from jobgate.services.tenants import new_webhook_secret
+from jobgate.wire import standard_webhooks
 
 OLD = new_webhook_secret()
 NEW = new_webhook_secret()
@@ -31,7 +31,7 @@ BODY = orjson.dumps(EVENT)
 
 
 def signed(secrets: list[str], *, body: bytes = BODY, age_s: int = 0) -> dict[str, str]:
-    return webhooks.signed_headers(secrets, EVENT["id"], int(time.time()) - age_s, body)
+    return standard_webhooks.signed_headers(secrets, EVENT["id"], int(time.time()) - age_s, body)
 
 
 def third_party_verifiers(secret: str):  # type: ignore[no-untyped-def]
@@ -45,7 +45,7 @@ def third_party_verifiers(secret: str):  # type: ignore[no-untyped-def]
 
 
 def test_secrets_have_the_standard_shape() -> None:
-    assert NEW.startswith("whsec_") and len(webhooks.secret_key(NEW)) == 32
+    assert NEW.startswith("whsec_") and len(standard_webhooks.secret_bytes(NEW)) == 32
 
 
 @pytest.mark.parametrize("secrets", [[NEW], [NEW, OLD]], ids=["one", "rotating"])

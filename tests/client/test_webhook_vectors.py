@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobgate.client.webhooks import WebhookVerificationError, verify_webhook
-from jobgate.domain import webhooks as signing
+from jobgate.wire import standard_webhooks as signing
 
 VECTORS = json.loads((Path(__file__).parent / "webhook_vectors.json").read_text())
 

@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from jobgate.providers import signatures
+from jobgate.wire import standard_webhooks
 from tests.e2e.gateway import SECRET_ENV, WEBHOOK_SECRET, eventually, gateway
 
 pytestmark = pytest.mark.e2e
@@ -106,9 +106,9 @@ async def test_webhook_signature_and_window_are_enforced(tmp_path: Path) -> None
         )  # fmt: skip
         now = int(gw.runtime.clock.now().timestamp())
         url = "/v1/provider_webhooks/upstream"
-        good = signatures.headers_for(WEBHOOK_SECRET, "wh_1", now, body)
+        good = standard_webhooks.signed_headers([WEBHOOK_SECRET], "wh_1", now, body)
         bad = {**good, "webhook-signature": "v1,AAAA"}
-        stale = signatures.headers_for(WEBHOOK_SECRET, "wh_1", now - 301, body)
+        stale = standard_webhooks.signed_headers([WEBHOOK_SECRET], "wh_1", now - 301, body)
         tampered = body.replace(b"resp_x", b"resp_y")
         async with httpx.AsyncClient(base_url=str(gw.client.base_url)) as anonymous:
             assert (await anonymous.post(url, content=body, headers=bad)).status_code == 400

@@ -18,10 +18,10 @@ import httpx
 import orjson
 import pytest
 
-from jobgate.providers import signatures
 from jobgate.testing.processes import ProcessHarness, wait_until
 from jobgate.testing.proxy import TcpProxy
 from jobgate.testing.receiver import WebhookReceiver
+from jobgate.wire import standard_webhooks
 from tests.e2e.provider_stack import (
     PROVIDER,
     PROVIDER_SECRET,
@@ -104,15 +104,20 @@ def test_invalid_webhook_signature(
     body = orjson.dumps(event)
     url = f"{stack.api_process.url}/v1/provider_webhooks/{PROVIDER}"
     attempts = {
-        "wh_forged": (body, signatures.headers_for(FORGER_SECRET, "wh_forged", now, body)),
+        "wh_forged": (
+            body,
+            standard_webhooks.signed_headers([FORGER_SECRET], "wh_forged", now, body),
+        ),
         "wh_tampered": (
             body.replace(b"evt_forged", b"evt_altered"),
-            signatures.headers_for(PROVIDER_SECRET, "wh_tampered", now, body),
+            standard_webhooks.signed_headers([PROVIDER_SECRET], "wh_tampered", now, body),
         ),
         "wh_unsigned": (body, {"webhook-id": "wh_unsigned", "webhook-timestamp": str(now)}),
         "wh_replayed_late": (
             body,
-            signatures.headers_for(PROVIDER_SECRET, "wh_replayed_late", now - 3600, body),
+            standard_webhooks.signed_headers(
+                [PROVIDER_SECRET], "wh_replayed_late", now - 3600, body
+            ),
         ),
     }
     for webhook_id, (content, headers) in attempts.items():
@@ -126,7 +131,7 @@ def test_invalid_webhook_signature(
     assert _status_checks(stack, provider_job_id) == asked
     assert stack.api_process.log_lines_matching("provider webhook rejected")
     # The genuine event, signed with the provider's secret, is acted on at once.
-    genuine = signatures.headers_for(PROVIDER_SECRET, "wh_genuine", now, body)
+    genuine = standard_webhooks.signed_headers([PROVIDER_SECRET], "wh_genuine", now, body)
     answer = httpx.post(url, content=body, headers=genuine, timeout=30)
     assert answer.status_code == 200 and answer.json()["status"] == "accepted"
     stack.assert_settled_once(job_id)

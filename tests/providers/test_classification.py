@@ -13,9 +13,10 @@ import pytest
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.providers import calls, signatures
+from jobgate.providers import calls
 from jobgate.providers.anthropic import MESSAGES, AnthropicProvider
 from jobgate.providers.base import ProviderCall
+from jobgate.wire import standard_webhooks
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -100,11 +101,11 @@ SECRET = "whsec_" + "dGVzdC1zZWNyZXQtZm9yLXNpZ25hdHVyZXM="
 
 def test_signatures_round_trip_and_rotation() -> None:
     body = b'{"id":"evt_1"}'
-    headers = signatures.headers_for(SECRET, "wh_1", 1_000, body)
-    assert signatures.verify(SECRET, headers, body, now_s=1_000) == "wh_1"
-    other = signatures.sign("whsec_" + "b3RoZXI=", "wh_1", 1_000, body)
+    headers = standard_webhooks.signed_headers([SECRET], "wh_1", 1_000, body)
+    assert standard_webhooks.verify(SECRET, headers, body, now_s=1_000) == "wh_1"
+    other = standard_webhooks.sign("whsec_" + "b3RoZXI=", "wh_1", 1_000, body)
     rotated = {**headers, "webhook-signature": f"{other} {headers['webhook-signature']}"}
-    assert signatures.verify(SECRET, rotated, body, now_s=1_100) == "wh_1"
+    assert standard_webhooks.verify(SECRET, rotated, body, now_s=1_100) == "wh_1"
 
 
 @pytest.mark.parametrize(
@@ -119,15 +120,15 @@ def test_signatures_round_trip_and_rotation() -> None:
 )
 def test_signature_rejections(change: dict[str, str], reason: str) -> None:
     body = b"{}"
-    headers = {**signatures.headers_for(SECRET, "wh_1", 1_000, body), **change}
-    with pytest.raises(signatures.SignatureError, match=reason):
-        signatures.verify(SECRET, headers, body, now_s=1_100)
+    headers = {**standard_webhooks.signed_headers([SECRET], "wh_1", 1_000, body), **change}
+    with pytest.raises(standard_webhooks.SignatureError, match=reason):
+        standard_webhooks.verify(SECRET, headers, body, now_s=1_100)
 
 
 def test_a_changed_byte_fails_verification() -> None:
-    headers = signatures.headers_for(SECRET, "wh_1", 1_000, b'{"a":1}')
-    with pytest.raises(signatures.SignatureError):
-        signatures.verify(SECRET, headers, b'{"a":2}', now_s=1_000)
+    headers = standard_webhooks.signed_headers([SECRET], "wh_1", 1_000, b'{"a":1}')
+    with pytest.raises(standard_webhooks.SignatureError):
+        standard_webhooks.verify(SECRET, headers, b'{"a":2}', now_s=1_000)
 
 
 # -- the Anthropic stream assembler ----------------------------------------------------------

@@ -21,10 +21,10 @@ from openai.types.responses import Response
 from openai.types.shared import ErrorObject
 from openai.types.webhooks import UnwrapWebhookEvent
 
-from jobgate.providers import signatures
 from jobgate.simulator.http11 import H11Server, Reply, Request
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock
+from jobgate.wire import standard_webhooks
 from tests.providers.sdk import anthropic_strict, openai_strict
 
 pytestmark = pytest.mark.asyncio
@@ -358,6 +358,6 @@ async def test_webhooks_are_signed_openai_events(
         event = verifier.webhooks.unwrap(body, headers)
         assert event.type == "response.completed" and event.data.id == created.id
         openai_strict(UnwrapWebhookEvent, orjson.loads(body))  # type: ignore[arg-type]
-        signatures.verify(SECRET, headers, body, now_s=int(headers["webhook-timestamp"]))
+        standard_webhooks.verify(SECRET, headers, body, now_s=int(headers["webhook-timestamp"]))
     assert received[0][1]["webhook-id"] == received[1][1]["webhook-id"]
     verifier.close()

@@ -3,14 +3,10 @@ what an HTTP answer means for a delivery."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import email.utils
-import hashlib
-import hmac
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -93,39 +89,6 @@ def judge_answer(status_code: int, headers: Mapping[str, str], *, now: datetime)
     if status_code in (429, 503):
         retry_after_s = parse_retry_after(headers.get("retry-after"), now=now)
     return AnswerVerdict("retry", f"HTTP {status_code}", retry_after_s)
-
-
-# -- signatures (Standard Webhooks) -----------------------------------------------------------
-
-
-def secret_key(secret: str) -> bytes:
-    """The HMAC key of a `whsec_<base64>` secret."""
-    encoded = secret.removeprefix("whsec_")
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("a webhook secret is 'whsec_' followed by base64") from None
-
-
-def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
-    """One `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` entry."""
-    signed = f"{msg_id}.{timestamp}.".encode() + body
-    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
-
-
-def signed_headers(
-    secrets: Sequence[str], msg_id: str, timestamp: int, body: bytes
-) -> dict[str, str]:
-    """The Standard Webhooks headers; one signature per secret (two during a rotation)."""
-    if not secrets:
-        raise ValueError("no secret to sign with")
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": " ".join(sign(s, msg_id, timestamp, body) for s in secrets),
-        "content-type": "application/json",
-    }
 
 
 # -- payloads -------------------------------------------------------------------------------

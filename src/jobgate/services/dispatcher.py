@@ -31,6 +31,7 @@ from jobgate.storage.records import (
     Delivery,
     DeliveryOutcome,
 )
+from jobgate.wire import standard_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -220,9 +221,9 @@ class Dispatcher:
         entry = delivery.entry
         body = await self._body(delivery)
         moment = now or self._clock.now()
-        headers = webhooks.signed_headers(
+        headers = standard_webhooks.signed_headers(
             delivery.secrets, entry.event_id, int(moment.timestamp()), body
-        )
+        ) | {"content-type": "application/json"}
         with tracing.span(
             "jobgate.webhook_delivery",
             job_id=entry.job_id,

@@ -18,10 +18,10 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.domain.states import JobState
-from jobgate.providers import signatures
 from jobgate.providers.background import BackgroundProvider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.storage import protocol
+from jobgate.wire import standard_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +72,10 @@ class ProviderEventService:
     async def receive(self, name: str, headers: Mapping[str, str], body: bytes) -> Receipt:
         provider, secret = self._verifier(name)
         try:
-            event_id = signatures.verify(secret, headers, body, now_s=self._clock.now().timestamp())
-        except signatures.SignatureError as exc:
+            event_id = standard_webhooks.verify(
+                secret, headers, body, now_s=self._clock.now().timestamp()
+            )
+        except standard_webhooks.SignatureError as exc:
             log.warning("provider webhook rejected: %s", exc, extra={"provider": name})
             raise WebhookRejected(str(exc), code="invalid_signature") from None
         try:

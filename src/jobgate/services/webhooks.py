@@ -30,6 +30,7 @@ from jobgate.storage.records import (
     OutboxEntry,
     WebhookEndpoint,
 )
+from jobgate.wire import standard_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,8 @@ class WebhookService:
         expires = endpoint.previous_secret_expires_at
         if endpoint.previous_secret and expires is not None and expires > now:
             signing.append(endpoint.previous_secret)
-        headers = webhooks.signed_headers(signing, event_id, int(now.timestamp()), body)
+        headers = standard_webhooks.signed_headers(signing, event_id, int(now.timestamp()), body)
+        headers["content-type"] = "application/json"
         async with WebhookSender(
             self.guard,
             timeout_s=self.settings.webhook_timeout_s,

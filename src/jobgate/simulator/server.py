@@ -26,7 +26,6 @@ import orjson
 
 from jobgate import errors
 from jobgate.clock import Clock
-from jobgate.providers import signatures
 from jobgate.simulator import (
     choices,
     model,
@@ -48,6 +47,7 @@ from jobgate.simulator.engine import (
 from jobgate.simulator.http11 import Answer, Drop, H11Server, Hang, Reply, Request, Stream
 from jobgate.simulator.model import Directives
 from jobgate.simulator.profiles import SimProfile
+from jobgate.wire import standard_webhooks
 
 log = logging.getLogger(__name__)
 SIM_HEADER = "x-jobgate-sim"
@@ -525,8 +525,8 @@ class Simulator:
         status: int | None = None
         for attempt in range(WEBHOOK_ATTEMPTS):
             timestamp = int(self.engine.now())
-            headers = signatures.headers_for(
-                self.webhook_secret, outgoing.webhook_id, timestamp, body
+            headers = standard_webhooks.signed_headers(
+                [self.webhook_secret], outgoing.webhook_id, timestamp, body
             )
             try:
                 response = await self._http.post(

@@ -1,7 +1,8 @@
-"""Standard Webhooks signatures (the scheme OpenAI's webhooks use): HMAC-SHA256 over
-`{webhook-id}.{webhook-timestamp}.{raw body}` with the bytes of a `whsec_…` secret, sent as
-`webhook-signature: v1,<base64>` (several space-separated entries during a secret rotation).
-"""
+"""Standard Webhooks signatures, the one implementation for both directions: the webhooks
+jobgate sends, the provider webhooks it verifies (OpenAI's scheme is this one) and those the
+simulator sends. HMAC-SHA256 over `{webhook-id}.{webhook-timestamp}.{raw body}` keyed by the
+bytes of the secret, sent as `webhook-signature: v1,<base64>` (several space-separated entries
+during a secret rotation)."""
 
 from __future__ import annotations
 
@@ -9,24 +10,25 @@ import base64
 import binascii
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-TOLERANCE_S = 300
+TOLERANCE_S = 300  # a delivery whose timestamp is further from now is refused (replays)
 
 
 class SignatureError(ValueError):
-    """The signature, its headers or its timestamp do not check out (the reason says which)."""
+    """The secret, the signature, its headers or its timestamp do not check out (the reason
+    says which)."""
 
 
 def secret_bytes(secret: str) -> bytes:
-    """The HMAC key of a secret: base64 after `whsec_`, else the text itself (as OpenAI's
-    SDK treats a secret without the prefix)."""
-    if secret.startswith("whsec_"):
-        try:
-            return base64.b64decode(secret.removeprefix("whsec_"), validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise SignatureError("the webhook secret is not valid base64 after whsec_") from exc
-    return secret.encode()
+    """The HMAC key of a secret: the base64 after `whsec_`, else the text itself (as the
+    Standard Webhooks libraries and OpenAI's SDK read a secret without the prefix)."""
+    if not secret.startswith("whsec_"):
+        return secret.encode()
+    try:
+        return base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+    except (binascii.Error, ValueError):
+        raise SignatureError("a webhook secret is 'whsec_' followed by base64") from None
 
 
 def _mac(secret: str, webhook_id: str, timestamp: str, body: bytes) -> bytes:
@@ -35,15 +37,21 @@ def _mac(secret: str, webhook_id: str, timestamp: str, body: bytes) -> bytes:
 
 
 def sign(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
-    """The `webhook-signature` header value for one delivery."""
+    """One `v1,<base64 HMAC-SHA256>` entry of the `webhook-signature` header."""
     return "v1," + _mac(secret, webhook_id, str(timestamp), body).decode()
 
 
-def headers_for(secret: str, webhook_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+def signed_headers(
+    secrets: Sequence[str], webhook_id: str, timestamp: int, body: bytes
+) -> dict[str, str]:
+    """The Standard Webhooks headers of one delivery: one signature per secret (two during a
+    rotation)."""
+    if not secrets:
+        raise ValueError("no secret to sign with")
     return {
         "webhook-id": webhook_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(secret, webhook_id, timestamp, body),
+        "webhook-signature": " ".join(sign(s, webhook_id, timestamp, body) for s in secrets),
     }
 
 
@@ -56,7 +64,7 @@ def verify(
     tolerance_s: int = TOLERANCE_S,
 ) -> str:
     """Check a delivery over its raw bytes, before anything parses them; return its
-    webhook-id. Raises SignatureError. Comparison is constant-time."""
+    webhook-id. Raises SignatureError. The comparison is constant-time."""
     webhook_id = headers.get("webhook-id")
     timestamp = headers.get("webhook-timestamp")
     signature = headers.get("webhook-signature")
