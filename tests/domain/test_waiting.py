@@ -37,6 +37,19 @@ def test_the_rest_of_the_line_waits_its_turn() -> None:
     assert unknown is not None and unknown.reason == "queue"
 
 
+def test_a_floor_of_a_place_is_never_first() -> None:
+    """A place walked to its bound is a floor: 1 then says only that no claimable job was among
+    those walked, so the job is not first (it waits its turn), and 101 reads "at least 100"."""
+    floor = waiting.explain(dataclasses.replace(FREE, queue_position_exact=False))
+    assert floor is not None and floor.reason == "queue"
+    deep = waiting.explain(
+        dataclasses.replace(FREE, queue_position=101, queue_position_exact=False)
+    )
+    assert deep == waiting.Waiting(
+        "queue", "at least 100 jobs of its tenant are ahead of it in the queue"
+    )
+
+
 def test_every_reason_but_queue_has_a_fact() -> None:
     assert (*HOLDING, "queue") == waiting.REASONS
 

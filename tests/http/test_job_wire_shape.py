@@ -22,7 +22,7 @@ from jobgate.http.views import job_view
 
 # http.job_notes adds these on GET /v1/jobs/{id}: a queued job's place in line, a streaming
 # job's tokens so far, and a note on what holds a job up (no reconciler, a rate limit).
-ADDED_BY_NOTES = {"queue_position", "output_tokens", "note", "waiting"}
+ADDED_BY_NOTES = {"queue_position", "queue_position_exact", "output_tokens", "note", "waiting"}
 
 
 class StrictJobOut(JobOut):
@@ -148,6 +148,7 @@ def test_an_annotated_job_validates_against_jobout(state: JobState) -> None:
     view = {
         **job_view(full_job(state)),
         "queue_position": 3,
+        "queue_position_exact": True,
         "output_tokens": 120,
         "phase": "rate_limited",
         "note": "waiting for the shared rate limit of sim (~2 s)",

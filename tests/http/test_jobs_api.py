@@ -133,7 +133,7 @@ async def test_status_reads_and_long_polls_leave_the_prompt_in_the_database(
     answers = (read, polled, waited, events, page)
     assert [a.status_code for a in answers] == [200, 200, 202, 200, 200]
     assert whole_reads == []
-    added_by_reads = {"queue_position", "waiting", "note"}  # http.job_notes
+    added_by_reads = {"queue_position", "queue_position_exact", "waiting", "note"}  # job_notes
     for answer in (read.json(), polled.json()):
         assert {k: v for k, v in answer.items() if k not in added_by_reads} == {
             k: v for k, v in job.items() if k not in added_by_reads

@@ -57,6 +57,7 @@ async def test_a_job_first_in_line_waits_for_nothing_the_next_for_its_turn(api: 
     first, second = await acme.submit(), await acme.submit()
     view = await acme.read(first)
     assert view["waiting"] is None and view["queue_position"] == 1 and "note" not in view
+    assert view["queue_position_exact"] is True
     behind = await waiting_of(held.Held("queue", acme, second))
     assert behind["reason"] == "queue" and behind["until"] is None
     assert "1 job of its tenant is ahead" in behind["detail"]

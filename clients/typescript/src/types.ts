@@ -48,6 +48,8 @@ export interface Job {
   purged?: boolean;
   waiting?: JobWaiting | null;
   queue_position?: number | null;
+  /** false: `queue_position` is a floor (at least that place: the server walks 100 jobs ahead). */
+  queue_position_exact?: boolean | null;
   [member: string]: unknown;
 }
 

@@ -96,6 +96,8 @@ class Job:
     raw: JSONObject = dataclasses.field(repr=False, compare=False)
     waiting: JobWaiting | None = None
     queue_position: int | None = None
+    # False: queue_position is a floor (at least that place; the server walks 100 jobs ahead)
+    queue_position_exact: bool | None = None
 
     @property
     def terminal(self) -> bool:
@@ -136,6 +138,7 @@ class Job:
             raw=data,
             waiting=JobWaiting.from_json(waiting) if isinstance(waiting, dict) else None,
             queue_position=data.get("queue_position"),
+            queue_position_exact=data.get("queue_position_exact"),
         )
 
 

@@ -86,6 +86,7 @@ class WaitFacts:
     tenant_cap: CapFact | None = None  # its tenant holds max_running slots
     key_cap: CapFact | None = None  # its concurrency key holds max_running_per_key slots
     queue_position: int | None = None  # its place in its tenant's line (None: not known)
+    queue_position_exact: bool = True  # False: queue_position is a floor (at least that place)
 
 
 def explain(facts: WaitFacts) -> Waiting | None:
@@ -96,11 +97,15 @@ def explain(facts: WaitFacts) -> Waiting | None:
         if found is not None:
             return found
     position = facts.queue_position
-    if position is not None and position <= 1:
-        return None
+    if position is not None and position <= 1 and facts.queue_position_exact:
+        return None  # first only when the walk saw the whole line ahead of it
     if position is None:
         return Waiting(QUEUE, "nothing holds it back: it waits for a worker's free slot")
     ahead = position - 1
+    if not facts.queue_position_exact:  # the walk stopped at its bound: a floor
+        if ahead == 0:
+            return Waiting(QUEUE, "its tenant's jobs nearest ahead of it wait for their run_at")
+        return Waiting(QUEUE, f"at least {ahead} jobs of its tenant are ahead of it in the queue")
     jobs = "1 job of its tenant is" if ahead == 1 else f"{ahead} jobs of its tenant are"
     return Waiting(QUEUE, f"{jobs} ahead of it in the queue")
 

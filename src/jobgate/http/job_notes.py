@@ -1,8 +1,9 @@
 """What a job read adds to the stored view: `waiting` (services.waiting: why a queued job is not
 claimed yet, or a background job has nobody to settle it; null when nothing holds it) with its
-sentence as `note`; a queued job's `queue_position`, and `phase: "rate_limited"` while a shared
-rate limit holds it; a running streaming job's output tokens so far and, when its request
-capped its output, `progress` as their fraction of the cap."""
+sentence as `note`; a queued job's `queue_position` (and whether it is exact), and
+`phase: "rate_limited"` while a shared rate limit holds it; a running streaming job's output
+tokens so far and, when its request capped its output, `progress` as their fraction of the
+cap."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ async def annotate(
         if read is None:  # claimed since it was read: nothing holds it any more
             return _waiting(view, None)
         view["queue_position"] = read.queue_position
+        view["queue_position_exact"] = read.queue_position_exact
         return _waiting(view, await ctx.waits.of_job(job, read=read))
     streamed = await output_progress.streamed_so_far(ctx.storage, job)
     if streamed is not None:

@@ -214,8 +214,15 @@ class JobOut(pydantic.BaseModel):
     queue_position: int | None = pydantic.Field(
         default=None,
         description="GET of a queued job: 1 + the tenant's claimable jobs ahead of it in claim "
-        "order, counted up to 1,000 (a job farther back reads 1001; an estimate: fair share "
-        "across tenants decides how fast the line moves)",
+        "order, among the 100 nearest ahead (a job farther back reads a floor, 101 in a line "
+        "of claimable jobs: see `queue_position_exact`; an estimate: fair share across tenants "
+        "decides how fast the line moves)",
+    )
+    queue_position_exact: bool | None = pydantic.Field(
+        default=None,
+        description="GET of a queued job: true when `queue_position` is its place, false when "
+        "it is a floor (at least that place: `101+`); the place is walked over at most 100 "
+        "jobs ahead, so that a status read costs the same behind any backlog",
     )
     output_tokens: int | None = pydantic.Field(
         default=None,

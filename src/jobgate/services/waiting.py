@@ -96,7 +96,11 @@ class Waits:
             reads = {
                 job_id: read
                 if reads is None or job_id not in reads
-                else dataclasses.replace(read, queue_position=reads[job_id].queue_position)
+                else dataclasses.replace(
+                    read,
+                    queue_position=reads[job_id].queue_position,
+                    queue_position_exact=reads[job_id].queue_position_exact,
+                )
                 for job_id, read in counted.items()
             }
         no_worker = await self._presence.missing(presence.WORKER)
@@ -115,6 +119,7 @@ class Waits:
                 policy=policy,
                 no_worker=no_worker,
                 position=read.queue_position,
+                exact=read.queue_position_exact,
             )
             found[job.id] = waiting.explain(facts)
         return found
@@ -143,6 +148,7 @@ class Waits:
                 policy=policy,
                 no_worker=no_worker,
                 position=None,
+                exact=False,
             )
             found = waiting.explain(facts)
             counts[waiting.QUEUE if found is None else found.reason] += group.queued
@@ -164,6 +170,7 @@ class Waits:
         policy: ClaimPolicy,
         no_worker: str | None,
         position: int | None,
+        exact: bool,
     ) -> WaitFacts:
         now = read.now.timestamp()
         share = policy.share(tenant_id)
@@ -196,6 +203,7 @@ class Waits:
                 else None
             ),
             queue_position=position,
+            queue_position_exact=exact,
         )
 
     async def _rate_wait_s(self, provider: str, model: str | None) -> float:

@@ -171,7 +171,8 @@ class JobReadStore(Protocol):
         self, *, job_id: str, tenant_id: str, now: datetime | None = None
     ) -> JobStatus | None:
         """What a status read shows: `job_view`, and for a queued job its place in its
-        tenant's line (`job_queue_position`'s answer), read together (one statement)."""
+        tenant's line (`job_queue_position`'s answer, and whether it is exact or a floor),
+        read together (one statement)."""
         ...
 
     async def job_without_input(self, *, job_id: str, tenant_id: str) -> Job | None:
@@ -652,7 +653,8 @@ class RateLimitStore(Protocol):
 
     async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
         """1 + the claimable queued jobs of the job's tenant ahead of it in claim order
-        (priority, run_at, id), counting at most ranges.QUEUE_POSITION_COUNTED of them. An
+        (priority, run_at, id) among at most ranges.QUEUE_POSITION_COUNTED entries of the line
+        walked back from it: a floor when the walk stops there (job_status says which). An
         estimate: other tenants' fair shares, caps and limits decide how fast that line
         moves."""
         ...
@@ -809,7 +811,7 @@ class WaitStore(Protocol):
         """For those of `job_ids` that are `tenant_id`'s and queued (others are left out):
         the database's time (or `now`), the oldest pause covering each, the slots held by its
         tenant (`count_running`) and by its concurrency key (`count_keys`; None for a job
-        without one), and its place in line as job_queue_position counts it
+        without one), and its place in line as job_queue_position walks it, exact or a floor
         (`count_positions`). Read-only."""
         ...
 

@@ -57,6 +57,7 @@ class JobStatus:
     job: Job
     queue_position: int | None
     wait: WaitRead | None = None  # while it is queued: what explains its wait (services.waiting)
+    queue_position_exact: bool = False  # False: queue_position is a floor (or None)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -368,9 +369,10 @@ class WaitRead:
     job_id: str
     now: datetime
     pause: dict[str, Any] | None  # the oldest covering pause: {"id", "reason"}
-    queue_position: int | None  # job_queue_position's count (when asked)
+    queue_position: int | None  # job_queue_position's walk (when asked)
     running: int | None
     key_running: int | None
+    queue_position_exact: bool  # False: queue_position is a floor (the walk's bound), or None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

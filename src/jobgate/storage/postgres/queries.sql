@@ -158,15 +158,16 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
 
 -- name: job_status_for_tenant
 -- job_view_for_tenant, and for a queued job its place in its tenant's line as
--- job_queue_position counts it (at most the given number ahead) and the oldest pause covering
--- it (what explains its wait: services.waiting), with the time read: a status read in one
--- statement. Both are functions (migrations 0029, 0041), called for a queued job only: as
--- subqueries they would be subplans that every read initialises, taken or not.
+-- job_queue_position walks it (at most :counted entries back from the job; signed: negative,
+-- a floor) and the oldest pause covering it (what explains its wait: services.waiting), with
+-- the time read: a status read in one statement. Both are functions (migrations 0053, 0041),
+-- called for a queued job only: as subqueries they would be subplans that every read
+-- initialises, taken or not.
 SELECT {{job_view_request}} AS request, {{job_columns_but_request}},
        CASE WHEN j.state = 'queued' THEN
-           jobgate_queue_position(j.tenant_id, j.priority, j.run_at, j.id,
-                                  coalesce(:now::timestamptz, now()), :counted)
-       END AS queue_position,
+           jobgate_queue_place(j.tenant_id, j.priority, j.run_at, j.id,
+                               coalesce(:now::timestamptz, now()), :counted)
+       END AS queue_place,
        CASE WHEN j.state = 'queued' THEN
            jobgate_covering_pause(j.provider, j.model, j.tenant_id)
        END AS pause,

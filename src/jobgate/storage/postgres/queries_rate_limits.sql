@@ -64,12 +64,13 @@ SELECT id, event_seq, 'running', 'running', :actor, :reason, true, updated_at FR
 RETURNING job_id
 
 -- name: job_queue_position
--- Claimable queued jobs of the tenant ahead of this one in claim order, plus one; at most
--- :counted of them are counted (the scan is bounded: a status read of a job deep in a queue).
--- The count is the function job_status_for_tenant calls (migration 0029).
-SELECT jobgate_queue_position(:tenant_id, :priority::integer, :run_at::timestamptz, :id,
-                              coalesce(:now::timestamptz, now()), :counted::integer)
-       AS position
+-- Claimable queued jobs of the tenant ahead of this one in claim order, plus one, among at
+-- most :counted entries walked back from the job (the walk is bounded: a status read costs
+-- the same behind any backlog); negative when the walk stopped there (a floor). The walk is
+-- the function job_status_for_tenant calls (migration 0053).
+SELECT jobgate_queue_place(:tenant_id, :priority::integer, :run_at::timestamptz, :id,
+                           coalesce(:now::timestamptz, now()), :counted::integer)
+       AS place
 
 -- name: breaker_open
 -- A process opened a provider's breaker: no process calls it for open_s seconds.

@@ -8,27 +8,30 @@
 -- name: job_wait_facts
 -- For a tenant's queued jobs: the database's time, the oldest pause covering each (the claims'
 -- pause_covers), and when asked the slots its tenant and its concurrency key hold and its
--- place in line (job_queue_position's count).
+-- place in line (job_queue_position's walk: the place, and whether it is exact or a floor).
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 )
-SELECT j.id AS job_id, clock.now,
-       jobgate_covering_pause(j.provider, j.model, j.tenant_id) AS pause,
-       CASE WHEN :count_positions::boolean THEN
-           jobgate_queue_position(j.tenant_id, j.priority, j.run_at, j.id, clock.now, :counted)
-       END AS queue_position,
-       CASE WHEN :count_running::boolean THEN
-           (SELECT count(*)::integer FROM jobs AS r
-             WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
-       END AS running,
-       CASE WHEN :count_keys::boolean AND j.concurrency_key IS NOT NULL THEN
-           (SELECT count(*)::integer FROM jobs AS r
-             WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
-               AND {{holds_slot}})
-       END AS key_running
-  FROM jobs AS j
- CROSS JOIN clock
- WHERE j.id = ANY(:ids::text[]) AND j.tenant_id = :tenant_id AND j.state = 'queued'
+SELECT f.*, abs(f.place) AS queue_position, f.place > 0 AS queue_position_exact
+  FROM (SELECT j.id AS job_id, clock.now,
+               jobgate_covering_pause(j.provider, j.model, j.tenant_id) AS pause,
+               CASE WHEN :count_positions::boolean THEN
+                   jobgate_queue_place(j.tenant_id, j.priority, j.run_at, j.id, clock.now,
+                                       :counted)
+               END AS place,
+               CASE WHEN :count_running::boolean THEN
+                   (SELECT count(*)::integer FROM jobs AS r
+                     WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
+               END AS running,
+               CASE WHEN :count_keys::boolean AND j.concurrency_key IS NOT NULL THEN
+                   (SELECT count(*)::integer FROM jobs AS r
+                     WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
+                       AND {{holds_slot}})
+               END AS key_running
+          FROM jobs AS j
+         CROSS JOIN clock
+         WHERE j.id = ANY(:ids::text[]) AND j.tenant_id = :tenant_id
+           AND j.state = 'queued') AS f
 
 -- name: queued_wait_groups
 -- Queued jobs grouped by what every claim rule reads (tenant, provider, model, the concurrency

@@ -100,17 +100,10 @@ SELECT {{job_columns}}
 
 -- name: job_status_for_tenant
 -- job_view_for_tenant, and for a queued job its place in its tenant's line as
--- job_queue_position counts it (at most :counted ahead) and the oldest pause covering it
--- (covering_pause), with the time read.
+-- job_queue_position walks it (queue_place: signed, negative a floor) and the oldest pause
+-- covering it (covering_pause), with the time read.
 SELECT {{job_columns}},
-       CASE WHEN j.state = 'queued' THEN
-           (SELECT count(*) + 1
-              FROM (SELECT 1
-                      FROM jobs AS a
-                     WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id AND a.run_at <= :now
-                       AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
-                     LIMIT :counted) AS ahead)
-       END AS queue_position,
+       CASE WHEN j.state = 'queued' THEN {{queue_place}} END AS queue_place,
        CASE WHEN j.state = 'queued' THEN {{covering_pause}} END AS pause,
        CASE WHEN j.state = 'queued' THEN :now END AS read_at
   FROM jobs AS j

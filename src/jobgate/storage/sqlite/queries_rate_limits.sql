@@ -55,14 +55,12 @@ INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applie
 VALUES (:id, :seq, 'running', 'running', :actor, :reason, 1, :now)
 
 -- name: job_queue_position
--- Claimable queued jobs of the tenant ahead of this one in claim order, plus one; at most
--- :counted of them are counted (the scan is bounded: a status read of a job deep in a queue).
-SELECT count(*) + 1 AS position
-  FROM (SELECT 1
-          FROM jobs
-         WHERE state = 'queued' AND tenant_id = :tenant_id AND run_at <= :now
-           AND (priority, run_at, id) < (:priority, :run_at, :id)
-         LIMIT :counted) AS ahead
+-- Claimable queued jobs of the tenant ahead of this one in claim order, plus one, among at
+-- most :counted entries walked back from it; negative when the walk stopped there (a floor).
+-- The walk of the queue_place fragment, for a job given by its sort key.
+SELECT {{queue_place}} AS place
+  FROM (SELECT :tenant_id AS tenant_id, :priority AS priority, :run_at AS run_at,
+               :id AS id) AS j
 
 -- name: breaker_open
 -- A process opened a provider's breaker: no process calls it for open_s seconds.

@@ -13,28 +13,41 @@
 -- name: job_wait_facts
 -- For a tenant's queued jobs: the time, the oldest pause covering each (the claims'
 -- pause_covers), and when asked the slots its tenant and its concurrency key hold and its
--- place in line (job_queue_position's count).
-SELECT j.id AS job_id, :now AS now,
-       {{covering_pause}} AS pause,
-       CASE WHEN :count_positions THEN
-           (SELECT count(*) + 1
-              FROM (SELECT 1
-                      FROM jobs AS a
-                     WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id AND a.run_at <= :now
-                       AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
-                     LIMIT :counted) AS ahead)
-       END AS queue_position,
-       CASE WHEN :count_running THEN
-           (SELECT count(*) FROM jobs AS r WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
-       END AS running,
-       CASE WHEN :count_keys AND j.concurrency_key IS NOT NULL THEN
-           (SELECT count(*) FROM jobs AS r
-             WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
-               AND {{holds_slot}})
-       END AS key_running
-  FROM jobs AS j
- WHERE j.id IN (SELECT value FROM json_each(:ids)) AND j.tenant_id = :tenant_id
-   AND j.state = 'queued'
+-- place in line (job_queue_position's walk: the place, and whether it is exact or a floor).
+SELECT f.*, abs(f.place) AS queue_position, f.place > 0 AS queue_position_exact
+  FROM (SELECT j.id AS job_id, :now AS now,
+               {{covering_pause}} AS pause,
+               CASE WHEN :count_positions THEN {{queue_place}} END AS place,
+               CASE WHEN :count_running THEN
+                   (SELECT count(*) FROM jobs AS r
+                     WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
+               END AS running,
+               CASE WHEN :count_keys AND j.concurrency_key IS NOT NULL THEN
+                   (SELECT count(*) FROM jobs AS r
+                     WHERE r.tenant_id = j.tenant_id AND r.concurrency_key = j.concurrency_key
+                       AND {{holds_slot}})
+               END AS key_running
+          FROM jobs AS j
+         WHERE j.id IN (SELECT value FROM json_each(:ids)) AND j.tenant_id = :tenant_id
+           AND j.state = 'queued') AS f
+
+-- fragment: queue_place
+-- Job `j`'s place in its tenant's line, walked backward from it in claim order (priority,
+-- run_at, id) over at most :counted entries of jobs_claimable: 1 + the claimable ones walked
+-- (run_at come by :now), negated when the walk stopped at :counted entries (a floor, not the
+-- place). Walked forward from the head of the line, a row comparison bounds the scan on its
+-- first column only: the head of a line at one priority walked the whole line. The job's
+-- columns lose their affinity (unary +): SQLite bounds an index range by a row value only
+-- when its members' affinity is the index columns' own, and a column compared with a column
+-- has NUMERIC or BLOB affinity (a scan of every job behind it at its priority otherwise).
+(SELECT CASE WHEN count(*) < :counted THEN 1 ELSE -1 END
+        * (count(CASE WHEN w.run_at <= :now THEN 1 END) + 1)
+   FROM (SELECT a.run_at
+           FROM jobs AS a
+          WHERE a.state = 'queued' AND a.tenant_id = j.tenant_id
+            AND (a.priority, a.run_at, a.id) < (+j.priority, +j.run_at, +j.id)
+          ORDER BY a.priority DESC, a.run_at DESC, a.id DESC
+          LIMIT :counted) AS w)
 
 -- name: queued_wait_groups
 -- Queued jobs grouped by what every claim rule reads (tenant, provider, model, the concurrency

@@ -116,14 +116,16 @@ class JobQueries(SqlPart):
         if row is None:
             return None
         job = self._decode.job(row)
-        position = row["queue_position"]  # counted where the stored state is 'queued'
-        if job.state is not JobState.QUEUED or position is None:
+        place = row["queue_place"]  # walked where the stored state is 'queued'
+        if job.state is not JobState.QUEUED or place is None:
             return JobStatus(job, None)
         codec = self._sql.codec
         read_at = codec.time_out(row["read_at"])
         assert read_at is not None
-        wait = WaitRead(job.id, read_at, codec.json_out(row["pause"]), int(position), None, None)
-        return JobStatus(job, int(position), wait)
+        position, exact = abs(int(place)), int(place) > 0  # negative: a floor
+        pause = codec.json_out(row["pause"])
+        wait = WaitRead(job.id, read_at, pause, position, None, None, exact)
+        return JobStatus(job, position, wait, exact)
 
     async def job_without_input(self, *, job_id: str, tenant_id: str) -> Job | None:
         row = await self._sql.read_one(

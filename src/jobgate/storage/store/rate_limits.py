@@ -152,7 +152,7 @@ class RateLimitQueries(SqlPart):
             counted=ranges.QUEUE_POSITION_COUNTED,
         )
         assert row is not None  # a count answers one row
-        return int(row["position"])
+        return abs(int(row["place"]))  # negative: a floor (the walk stopped at its bound)
 
     async def breaker_open(
         self, *, provider: str, open_s: float, opened_by: str, now: datetime | None = None
