@@ -30,7 +30,7 @@ receiver (every count below must be 0 unless it says "reported"):
 - with `--stream-faults SHARE`, a job meeting a fault inside its stream (rate limit, server
   error, overload, quota, stall; bench/soak_stream_faults.py) that ended otherwise than its
   fault's class (retryable: succeeded, or failed with every attempt spent; quota: failed as
-  insufficient_quota at once), or that drew more than 60 upstream calls in a minute;
+  insufficient_quota), or that drew more than 60 upstream calls in a minute;
 - a concurrency key over its cap (sampled, and from the event log in commit order);
 - a rate limit exceeded in any window (from the claims' start times);
 - a consumer left without credit while work waited (each worker's jobgate_transport_stalled).

@@ -9,7 +9,7 @@ settled it checks, for each such job (each count must be 0):
 
 - its outcome is its fault's class: a retryable fault that ended succeeds, or fails counted
   (every attempt spent, not as quota); one that fails every call fails counted; a quota fault
-  fails at once as `insufficient_quota`;
+  fails as `insufficient_quota`, not retried as a rate limit;
 - the upstream calls it drew (the simulator's request log, by the Idempotency-Key jobgate
   sends: the job id) stay bounded: at most `CALLS_PER_MINUTE` in any minute;
 - and, as for every succeeded streaming job (bench/soak_checks.py `check_streams`), the text it
