@@ -250,7 +250,7 @@ def _lease_lost_lines(log_path: Path) -> int:
     return sum(1 for line in text.splitlines() if "lease lost" in line or "lease about" in line)
 
 
-async def _hold(
+async def _hold(  # noqa: C901 -- a benchmark case's steps, in order
     ctx: RunContext,
     backend: str,
     database_url: str,

@@ -122,7 +122,7 @@ class ModelProvider(SimProvider):
         return self._snapshot(ref.provider_job_id)
 
 
-def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) -> type:
+def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) -> type:  # noqa: C901 -- the model: a branch per rule
     class Races(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()

@@ -64,7 +64,7 @@ class ModelJob:
     stale_tokens: list[str] = dataclasses.field(default_factory=list)
 
 
-def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) -> type:
+def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) -> type:  # noqa: C901 -- the model: a branch per rule
     class JobLifecycle(RuleBasedStateMachine):
         jobs = Bundle("jobs")
 

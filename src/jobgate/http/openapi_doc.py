@@ -365,13 +365,9 @@ def sample(
         if ref_name in EXAMPLES:
             return EXAMPLES[ref_name]
         return sample(schemas.get(ref_name, {}), schemas, name=name, depth=depth + 1)
-    for key in ("example", "const", "default"):
-        if key in schema:
-            return schema[key]
-    if schema.get("examples"):
-        return schema["examples"][0]
-    if schema.get("enum"):
-        return schema["enum"][0]
+    given = _given(schema)
+    if given is not _NONE_GIVEN:
+        return given
     for key in ("anyOf", "oneOf"):
         choices = schema.get(key, [])
         options = [option for option in choices if option.get("type") != "null"]
@@ -381,6 +377,27 @@ def sample(
             return sample(options[0], schemas, name=name, depth=depth + 1)
     if schema.get("allOf"):
         return sample(schema["allOf"][0], schemas, name=name, depth=depth + 1)
+    return _of_type(schema, schemas, name=name, depth=depth)
+
+
+_NONE_GIVEN = object()
+
+
+def _given(schema: dict[str, Any]) -> Any:
+    """The value `schema` names itself (example, const, default, examples, enum), else
+    _NONE_GIVEN."""
+    for key in ("example", "const", "default"):
+        if key in schema:
+            return schema[key]
+    if schema.get("examples"):
+        return schema["examples"][0]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    return _NONE_GIVEN
+
+
+def _of_type(schema: dict[str, Any], schemas: dict[str, Any], *, name: str, depth: int) -> Any:
+    """The simplest value of `schema`'s type (an object's properties each sampled)."""
     kind = schema.get("type")
     if kind == "object" or "properties" in schema:
         properties = schema.get("properties", {})

@@ -189,6 +189,35 @@ async def run_roles(
     parts = Parts(runtime=runtime, sock=sock)
     if Need.TRANSPORT in needs:
         await _open_transport(parts)
+    running, tasks = _launch(chosen, parts, runtime)
+    freeze_start_up_heap()
+    stopped = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    crashed = [task for task in done if task is not stopped and task.exception() is not None]
+    for task in crashed:
+        log.error("role %s crashed", task.get_name(), exc_info=task.exception())
+    stop.set()
+    for role in running:
+        role.request_stop()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    stopped.cancel()
+    runtime.presence.local.difference_update(spec.name for spec in chosen)
+    if parts.transport is not None:
+        await parts.transport.close()
+    for task, result in zip(tasks, results, strict=True):
+        if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            log.error("role %s ended with %s", task.get_name(), type(result).__name__)
+    if crashed:
+        # Exit non-zero, so that a supervisor restarts the process instead of believing
+        # it was stopped on purpose.
+        raise errors.JobgateError(f"role {crashed[0].get_name()} crashed")
+
+
+def _launch(
+    chosen: list[RoleSpec], parts: Parts, runtime: Runtime
+) -> tuple[list[Role], list[asyncio.Task[None]]]:
+    """Start the presence heartbeat, every loop of the chosen roles and the configuration
+    watcher: the roles running and their tasks."""
     tasks: list[asyncio.Task[None]] = []
     running: list[Role] = []
     # Every role but the API beats its presence, so that work no live process would take
@@ -213,27 +242,7 @@ async def run_roles(
         )
         running.append(watcher)
         tasks.append(asyncio.create_task(watcher.run(), name="config-watcher"))
-    freeze_start_up_heap()
-    stopped = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    crashed = [task for task in done if task is not stopped and task.exception() is not None]
-    for task in crashed:
-        log.error("role %s crashed", task.get_name(), exc_info=task.exception())
-    stop.set()
-    for role in running:
-        role.request_stop()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    stopped.cancel()
-    runtime.presence.local.difference_update(spec.name for spec in chosen)
-    if parts.transport is not None:
-        await parts.transport.close()
-    for task, result in zip(tasks, results, strict=True):
-        if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-            log.error("role %s ended with %s", task.get_name(), type(result).__name__)
-    if crashed:
-        # Exit non-zero, so that a supervisor restarts the process instead of believing
-        # it was stopped on purpose.
-        raise errors.JobgateError(f"role {crashed[0].get_name()} crashed")
+    return running, tasks
 
 
 def _start(loop: Loop, parts: Parts, runtime: Runtime) -> Role | None:

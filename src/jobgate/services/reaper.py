@@ -63,6 +63,20 @@ class Reaper:
     async def reap_once(self, *, now: datetime | None = None) -> ReapPass:
         """One pass: reclaim every expired lease and expire every overdue queued job."""
         total = ReapPass(ReapResult(), [])
+        await self._reclaim(total, now)
+        while True:
+            expired = await self._storage.job_expire_due(limit=self._batch_size, now=now)
+            total.expired += expired
+            if len(expired) < self._batch_size:
+                break
+        # Delete what retention allows before purging, so no row is purged then deleted.
+        total.deleted = (await self._retention.sweep_once(now=now))["jobs"]
+        await self._purge(total, now)
+        self._report(total)
+        return total
+
+    async def _reclaim(self, total: ReapPass, now: datetime | None) -> None:
+        """Every expired lease, a batch at a time."""
         while True:
             reaped = await self._storage.job_reap_expired(
                 limit=self._batch_size, retry_delay=self._retry_delay, now=now
@@ -76,13 +90,9 @@ class Reaper:
             total.reaped.poisonings += reaped.poisonings
             if reaped.total < self._batch_size:
                 break
-        while True:
-            expired = await self._storage.job_expire_due(limit=self._batch_size, now=now)
-            total.expired += expired
-            if len(expired) < self._batch_size:
-                break
-        # Delete what retention allows before purging, so no row is purged then deleted.
-        total.deleted = (await self._retention.sweep_once(now=now))["jobs"]
+
+    async def _purge(self, total: ReapPass, now: datetime | None) -> None:
+        """The inputs of jobs completed past retention, then the idempotency keys expired."""
         cut_off = await self._storage.database_now() if now is None else now
         cut_off -= timedelta(seconds=self._settings.retention_s)
         while True:
@@ -99,21 +109,22 @@ class Reaper:
             total.keys_forgotten += forgotten
             if forgotten < self._batch_size:
                 break
+
+    def _report(self, total: ReapPass) -> None:
+        """The pass's metrics and log lines."""
+        moved = {
+            "queued": total.reaped.requeued,
+            "failed": total.reaped.failed,
+            "cancelled": total.reaped.cancelled,
+            "expired": total.expired,
+        }
         facts = {
-            "requeued": len(total.reaped.requeued),
-            "failed": len(total.reaped.failed),
-            "cancelled": len(total.reaped.cancelled),
-            "expired": len(total.expired),
+            "requeued" if state == "queued" else state: len(ids) for state, ids in moved.items()
         }
         metrics.REAPER_RECLAIMED.observe(total.reaped.total)
         if total.reaped.poisoned:  # each logged with its traceback above
             metrics.POISON_JOBS.labels("reaper").inc(len(total.reaped.poisoned))
-        for state, ids in (
-            ("queued", total.reaped.requeued),
-            ("failed", total.reaped.failed),
-            ("cancelled", total.reaped.cancelled),
-            ("expired", total.expired),
-        ):
+        for state, ids in moved.items():
             if ids:
                 metrics.TRANSITIONS.labels(state).inc(len(ids))
         if total.reaped.total > self._settings.reaper_warn_threshold:
@@ -132,7 +143,6 @@ class Reaper:
                     "reason": "worker_lost",
                 },
             )
-        return total
 
     def request_stop(self) -> None:
         self._stopping.set()

@@ -558,14 +558,9 @@ class Worker:
         except errors.UnknownProvider as exc:
             fatal = errors.ProviderFatal(exc.message, code="unknown_provider")
             return self._verdicts.failed(job, fatal)
-        timeout_s = None
-        if job.deadline_at is not None:
-            # Measured on the database's clock (the claim stamped updated_at), then on this
-            # host's monotonic clock since the claim: a skewed wall clock cannot shorten it.
-            since_claim_s = self._clock.monotonic() - entry.renewed_at
-            timeout_s = (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
-            if timeout_s <= 0:
-                return verdicts.deadline_exceeded(job, actor=actor)
+        timeout_s = self._time_left_s(entry)
+        if timeout_s is not None and timeout_s <= 0:
+            return verdicts.deadline_exceeded(job, actor=actor)
         call = call_of(job, stall_timeout_s=self._settings.stall_timeout_s)
         failpoints.hit("before_provider_call", job.model)
         in_background = provider_background.background_for(provider, job.endpoint)
@@ -608,6 +603,14 @@ class Worker:
         if entry.abort_reason is not None and task.cancelling():
             task.uncancel()  # the adapter swallowed our cancellation: its answer stands
         failpoints.hit("after_provider_response")
+        return self._judged(entry, outcome, started)
+
+    def _judged(
+        self, entry: InFlight, outcome: ProviderResult | BaseException, started: float
+    ) -> Finish | None:
+        """The verdict on a call that ended with `outcome` (None: the lease is no longer this
+        worker's), its duration observed."""
+        job = entry.job
         if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
             return None
         if entry.abort_reason == ABORT_OUTPUT_NOT_STORED:  # its answer would lack the output
@@ -620,6 +623,16 @@ class Worker:
             else (verdict.error or {}).get("type", "error"),
         ).observe(self._clock.monotonic() - started)
         return verdict
+
+    def _time_left_s(self, entry: InFlight) -> float | None:
+        """Seconds left before the job's execution deadline (None: it has none). Measured on
+        the database's clock (the claim stamped updated_at), then on this host's monotonic
+        clock since the claim: a skewed wall clock cannot shorten it."""
+        job = entry.job
+        if job.deadline_at is None:
+            return None
+        since_claim_s = self._clock.monotonic() - entry.renewed_at
+        return (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
 
     def _provider_call(
         self, provider: Provider, call: ProviderCall, entry: InFlight

@@ -259,23 +259,7 @@ class TcpProxy:
     ) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
-
-        async def deliver() -> None:
-            while True:
-                due, chunk = await queue.get()
-                wait_s = due - loop.time()
-                if wait_s > 0:
-                    await asyncio.sleep(wait_s)
-                if not chunk:
-                    with contextlib.suppress(OSError):
-                        writer.write_eof()
-                    return
-                if link.blackholed:
-                    continue
-                writer.write(chunk)
-                await writer.drain()
-
-        sender = asyncio.create_task(deliver())
+        sender = asyncio.create_task(_deliver(queue, writer, link))
         try:
             while True:
                 chunk = await reader.read(65536)
@@ -311,3 +295,23 @@ async def _drain_forever(reader: asyncio.StreamReader) -> None:
     with contextlib.suppress(ConnectionError, OSError):
         while await reader.read(65536):
             pass
+
+
+async def _deliver(
+    queue: asyncio.Queue[tuple[float, bytes]], writer: asyncio.StreamWriter, link: _Link
+) -> None:
+    """Write each (due time, chunk) when due; an empty chunk is the end of the stream."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due, chunk = await queue.get()
+        wait_s = due - loop.time()
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        if not chunk:
+            with contextlib.suppress(OSError):
+                writer.write_eof()
+            return
+        if link.blackholed:
+            continue
+        writer.write(chunk)
+        await writer.drain()

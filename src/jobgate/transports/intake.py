@@ -89,6 +89,21 @@ class Intake:
             status.mark_fallback(name, active=False)
         status.mark(name, up=True)
 
+    async def _by_job(self, deliveries: Sequence[Delivery]) -> dict[str, list[Delivery]]:
+        """The deliveries naming a well-formed job id, by job (redeliveries counted, the
+        malformed ones acknowledged away)."""
+        redelivered = sum(1 for d in deliveries if d.delivery_count > 1)
+        if redelivered:
+            metrics.TRANSPORT_REDELIVERIES.labels(self.transport.name).inc(redelivered)
+        malformed = [d for d in deliveries if not well_formed(d.job_id)]
+        if malformed:
+            await self._ack_malformed(malformed)
+        by_job: dict[str, list[Delivery]] = {}
+        for delivery in deliveries:
+            if well_formed(delivery.job_id):
+                by_job.setdefault(delivery.job_id, []).append(delivery)
+        return by_job
+
     async def claim(
         self,
         *,
@@ -111,16 +126,7 @@ class Intake:
             await self._give_back(await self._stall.starved(self._settling))
             return []
         self._stall.heard()
-        redelivered = sum(1 for d in deliveries if d.delivery_count > 1)
-        if redelivered:
-            metrics.TRANSPORT_REDELIVERIES.labels(name).inc(redelivered)
-        malformed = [d for d in deliveries if not well_formed(d.job_id)]
-        if malformed:
-            await self._ack_malformed(malformed)
-        by_job: dict[str, list[Delivery]] = {}
-        for delivery in deliveries:
-            if well_formed(delivery.job_id):
-                by_job.setdefault(delivery.job_id, []).append(delivery)
+        by_job = await self._by_job(deliveries)
         if not by_job:
             return []
         try:

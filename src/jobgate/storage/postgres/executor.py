@@ -274,7 +274,7 @@ class PostgresExecutor:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(_release_all_and_close(pool, kept), timeout=5)
 
-    async def run(self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False) -> T:
+    async def run(self, work: Callable[[Conn], Awaitable[T]], *, transaction: bool = False) -> T:  # noqa: C901 -- one pooled connection's whole life in one frame, on every storage call
         """`work` on a pooled connection (in a transaction if asked), driver errors translated."""
         pool = self._pool
         if pool is None:

@@ -195,7 +195,7 @@ class SqliteDatabase:
                 _deliver(loop, future, None, translate(exc))
         return stopping
 
-    def _run_transaction(
+    def _run_transaction(  # noqa: C901 -- the one writer's group commit and each way it can fail, in one frame
         self, conn: sqlite3.Connection, group: list[Any], outside: list[Any]
     ) -> bool:
         outcomes: list[tuple[Any, BaseException | None]] = []
