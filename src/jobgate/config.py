@@ -272,7 +272,7 @@ class Settings(pydantic.BaseModel):
     max_output_tokens_mode: Literal["clamp", "reject"] = "clamp"
     metrics_public: bool = False  # /metrics without an operator key (a private network only)
     metrics_port: int = pydantic.Field(default=0, ge=0, le=65535)  # roles without the API
-    # Batches (issue 17): an uploaded file's size and line bounds, and the batch jobs' priority
+    # Batches: an uploaded file's size and line bounds, and the batch jobs' priority
     # (0 runs first; interactive submits default to 5).
     files_max_bytes: int = pydantic.Field(default=200 * 1024 * 1024, gt=0)
     # What one tenant may keep uploaded (its result files not counted): files and their bytes;

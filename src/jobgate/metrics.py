@@ -36,7 +36,7 @@ WEBHOOK_ATTEMPT_SECONDS = Histogram(
 )
 
 
-# -- jobs (cluster-wide, from the database at scrape time) --------------------------------------
+# -- jobs (cluster-wide, from the database at scrape time) -----------------------------------------
 
 JOBS = Gauge("jobgate_jobs", "Jobs queued or running, by tenant", ["tenant", "state"])
 QUEUE_OLDEST_AGE_SECONDS = Gauge(
@@ -51,7 +51,7 @@ TENANT_SPEND_USD_TODAY = Gauge(
     ["tenant"],
 )
 
-# -- this process ------------------------------------------------------------------------------
+# -- this process ----------------------------------------------------------------------------------
 
 QUEUE_WAIT_SECONDS = Histogram(
     "jobgate_queue_wait_seconds",
@@ -100,7 +100,7 @@ PROVIDER_CONCURRENCY_ALLOWED = Gauge(
     ["provider"],
 )
 
-# -- operations (issue 20) ---------------------------------------------------------------------
+# -- operations ------------------------------------------------------------------------------------
 
 # The queue-wait histogram's tenant label is bounded: each process labels the first
 # MAX_TENANT_LABELS tenants it sees by name and every later one OTHER_TENANT, so one histogram
@@ -149,7 +149,7 @@ TENANT_DAILY_COST_BUDGET_USD = Gauge(
     ["tenant"],
 )
 
-# -- robustness --------------------------------------------------------------------------------
+# -- robustness ------------------------------------------------------------------------------------
 
 ROLE_RESTARTS = Counter(
     "jobgate_role_restarts",
@@ -162,7 +162,7 @@ POISON_JOBS = Counter(
     ["role"],
 )
 
-# -- live output streaming (issue 16) ---------------------------------------------------------
+# -- live output streaming -------------------------------------------------------------------------
 
 OUTPUT_CHUNKS = Counter(
     "jobgate_output_chunks", "Output chunks appended by this process's streaming jobs"
@@ -183,7 +183,7 @@ STREAM_READERS_REFUSED = Counter(
     "Live streams refused (429) because the tenant held stream_readers_per_tenant already",
 )
 
-# -- shared rate limits (issue 19) -------------------------------------------------------------
+# -- shared rate limits ----------------------------------------------------------------------------
 
 RATE_LIMIT_WAITS = Counter(
     "jobgate_rate_limit_waits",
@@ -197,7 +197,7 @@ RATE_LIMITED_JOBS = Gauge(
     ["provider", "model"],
 )
 
-# -- transports (issue 18; JOBGATE_TRANSPORT other than `database`) ---------------------------
+# -- transports (JOBGATE_TRANSPORT other than `database`) ------------------------------------------
 
 TRANSPORT_PUBLISHED = Counter(
     "jobgate_transport_published",

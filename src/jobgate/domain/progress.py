@@ -1,4 +1,4 @@
-"""Honest progress (issue 19): a fraction from 0 to 1 taken only from what a provider reports
+"""Honest progress: a fraction from 0 to 1 taken only from what a provider reports
 about its job, never invented from elapsed time. Anthropic Message Batches report request
 counts; the simulator (and any provider) may report a `progress` number; others report none
 (None)."""

@@ -1,6 +1,6 @@
 """The range of every value a client may send, in one place: JSON shape limits and the bounds
 of each numeric field. The HTTP models, the strict JSON parse and the submit checks all read
-these; docs/reliability.md ("Limits (issue 13)") lists them.
+these; docs/reliability.md ("Limits") lists them.
 
 A value that parses is not a value that fits: a number past these bounds would overflow a
 datetime, a 64-bit column or a sleep, so it is refused at the edge with 400 naming the field.
@@ -29,7 +29,7 @@ MAX_STALL_TIMEOUT_S = 86_400.0
 MAX_METADATA_ITEMS = 64
 MAX_OUTPUT_TOKENS = 2**31 - 1  # /v1/responses `max_output_tokens` (usage columns are 32-bit)
 MAX_TOOL_CALLS = 1_000
-# Scheduling (`run_at` Unix seconds, `delay_s`) and concurrency keys (issue 19).
+# Scheduling (`run_at` Unix seconds, `delay_s`) and concurrency keys.
 MAX_DELAY_S = 366 * 86_400.0  # a delay of at most a year (and a day)
 RUN_AT_MAX = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a datetime holds
 MAX_CONCURRENCY_KEY_CHARS = 255

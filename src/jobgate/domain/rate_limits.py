@@ -1,4 +1,4 @@
-"""Shared rate limits (issue 19): requests and tokens per minute for a provider or one of its
+"""Shared rate limits: requests and tokens per minute for a provider or one of its
 models, as GCRA schedules without a burst. Each bucket keeps the time at which its next request
 may start (`requests_at`) and at which its token debt is paid (`tokens_at`), in Unix seconds by
 the database's clock; storage locks the bucket rows, these rules say what a claim may do.

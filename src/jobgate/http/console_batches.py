@@ -1,5 +1,5 @@
 """The console's batches page: every tenant's recent batches with their status and request
-counts as a progress bar, each linking to the jobs of its failed lines (issue 17)."""
+counts as a progress bar, each linking to the jobs of its failed lines."""
 
 from __future__ import annotations
 

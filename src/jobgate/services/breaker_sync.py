@@ -1,4 +1,4 @@
-"""Circuit breakers shared across worker processes (issue 19): the breaker changes this process
+"""Circuit breakers shared across worker processes: the breaker changes this process
 made since the last claim are written to the database, and the breakers open in the database
 are read back at most once every READ_EVERY_S, so a provider one process found broken is left
 alone by every process within about a second (providers.gates has the breaker itself)."""

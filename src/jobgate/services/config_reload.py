@@ -1,4 +1,4 @@
-"""Hot reload of traffic settings (issue 19): every jobgate process watches its configuration
+"""Hot reload of traffic settings: every jobgate process watches its configuration
 file (`$JOBGATE_CONFIG`, else `./jobgate.toml`) and, when the file's modification time or
 size changes, reads it again and applies what can change under running workers:
 

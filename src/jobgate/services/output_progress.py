@@ -1,4 +1,4 @@
-"""Progress of a streaming job while it runs (issue 19): the output tokens streamed so far by
+"""Progress of a streaming job while it runs: the output tokens streamed so far by
 its current attempt, read from its durable output log (so any API process can answer), and
 the fraction of the request's output cap they make (domain.progress.streamed)."""
 

@@ -1,4 +1,4 @@
-"""The worker's side of shared rate limits (issue 19): which claims a rate-limited provider or
+"""The worker's side of shared rate limits: which claims a rate-limited provider or
 model needs, one request taken from its buckets before each (so a job that must wait stays
 queued: no lease, no attempt spent), and the token estimate settled against the usage after
 the call. The buckets live in the database: every worker process draws on the same budget.

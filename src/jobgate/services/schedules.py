@@ -1,4 +1,4 @@
-"""Recurring schedules (issue 19): a cron expression (five fields, UTC) and a job template.
+"""Recurring schedules: a cron expression (five fields, UTC) and a job template.
 Each slot fires an ordinary job, submitted with the Idempotency-Key `schedule:ID:SLOT`; the
 schedule then moves to its next slot by compare-and-set. A restart between the two, or two
 schedulers at once, fire the same key again and get the same job back: no run is doubled, and

@@ -1,6 +1,6 @@
 """Single submits logged as one aggregated info line per interval, each job's own line at
-debug: at thousands of submits a second a line per job was ~7 % of the API process's CPU
-(issue 15; the worker's finishes are summed the same way, services.finish_summary)."""
+debug: at thousands of submits a second a line per job costs the API process a noticeable
+share of its CPU (the worker's finishes are summed the same way, services.finish_summary)."""
 
 from __future__ import annotations
 

@@ -383,7 +383,7 @@ class BulkInsertStore(Protocol):
 
 
 class TransportStore(Protocol):
-    """Storage for transports (issue 18): claiming the job a "job ready" message names, and the
+    """Storage for transports: claiming the job a "job ready" message names, and the
     publication ledger the relay and its sweep read."""
 
     async def job_claim_by_id(

@@ -1,4 +1,4 @@
-"""Transports (DESIGN §9, issue 18): what carries "job ready" messages to workers. The job row
+"""Transports (DESIGN §9): what carries "job ready" messages to workers. The job row
 stays the truth; see transports.base for the seam and docs/transports.md for the choice."""
 
 from __future__ import annotations

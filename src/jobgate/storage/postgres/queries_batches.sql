@@ -1,4 +1,4 @@
--- OpenAI-compatible files and batches on PostgreSQL (issue 17).
+-- OpenAI-compatible files and batches on PostgreSQL.
 
 -- name: file_create
 -- Insert a file while it uploads (invisible until file_finish), expiring :expires_after_s from

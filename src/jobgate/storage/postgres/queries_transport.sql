@@ -1,4 +1,4 @@
--- Transports (issue 18): claims by id and the publication ledger (PostgreSQL).
+-- Transports: claims by id and the publication ledger (PostgreSQL).
 
 -- name: job_claim_by_id
 -- Lease the named jobs that are claimable, within each tenant's free slots and, under a

@@ -1,4 +1,4 @@
--- OpenAI-compatible files and batches on SQLite (issue 17).
+-- OpenAI-compatible files and batches on SQLite.
 
 -- name: file_create
 -- Insert a file while it uploads (invisible until file_finish), expiring :expires_after_s from

@@ -1,4 +1,4 @@
--- Transports (issue 18): claims by id and the publication ledger (SQLite).
+-- Transports: claims by id and the publication ledger (SQLite).
 
 -- name: job_claim_by_id_candidates
 -- The named jobs that are claimable now, best first (caps are applied in Python: one writer).
