@@ -246,7 +246,7 @@ TRANSPORT_STALLED = Gauge(
 def observe_all(histogram: Any, amounts: Sequence[float]) -> None:
     """`histogram.observe(amount)` for each amount (not NaN) of one labelled histogram, taking
     one lock per bucket reached and one for the sum instead of two per amount: the worker
-    observes two histograms per job (~1.6 us each, 2026-12-02). Reads prometheus_client's
+    observes two histograms per job, on its hottest path. Reads prometheus_client's
     histogram internals (`_upper_bounds`, `_buckets`, `_sum`, as `Histogram.observe` does);
     tests/services/test_worker_metrics_batch.py holds it to `observe`."""
     if not amounts:

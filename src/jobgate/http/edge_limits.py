@@ -9,14 +9,14 @@ a 64 MB header would be buffered whole before any answer).
   opening): a slow-loris client is closed then, while a slow body has the whole
   `request_receipt_timeout_s` (http.receipt_timeout).
 
-Two costs per request are saved on the way (bench/notes.md, branch http-status): a request
-that arrives whole in one read never arms the head and receipt timers (they are armed after
-the read, only for a request still incomplete then), and a response with a Content-Length
-leaves in one write, its head held until its body's first bytes (uvicorn writes them apart:
-two sends and two TCP segments on every answer). The keep-alive clock is lazy: uvicorn arms a
-timer after every answer and cancels it at the next request; here one timer per connection
-runs, and when it fires while the connection has been busy since, it is re-armed for the rest
-(the same deadline: `timeout_keep_alive` after the last answer, with no byte since).
+Two costs per request are saved on the way: a request that arrives whole in one read never arms
+the head and receipt timers (they are armed after the read, only for a request still incomplete
+then), and a response with a Content-Length leaves in one write, its head held until its body's
+first bytes (uvicorn writes them apart: two sends and two TCP segments on every answer). The
+keep-alive clock is lazy: uvicorn arms a timer after every answer and cancels it at the next
+request; here one timer per connection runs, and when it fires while the connection has been
+busy since, it is re-armed for the rest (the same deadline: `timeout_keep_alive` after the last
+answer, with no byte since).
 """
 
 from __future__ import annotations

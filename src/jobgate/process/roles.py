@@ -165,7 +165,7 @@ def check_needs(runtime: Runtime, roles: tuple[str, ...]) -> None:
 def freeze_start_up_heap() -> None:
     """Keep what start-up built (modules, settings, the roles' objects) out of the cyclic
     garbage collector's full collections, once per process: otherwise each of them walks that
-    whole heap, a fifth of a SQLite worker's CPU while it drains (bench/notes.md). Garbage
+    whole heap, a fifth of a SQLite worker's CPU while it drains. Garbage
     left by start-up is collected first, so nothing but live objects is frozen."""
     if gc.get_freeze_count() == 0:
         gc.collect()

@@ -1,7 +1,7 @@
 """A live batch's request counts for reads, counted at most once per FRESH_S per process.
 
-Counting is a join of every line of the batch with its job: ~110 ms of PostgreSQL for a
-50,000-line batch (bench/notes.md), on every `GET /v1/batches/{id}` and for each live batch of
+Counting is a join of every line of the batch with its job (a tenth of a second of
+PostgreSQL for a 50,000-line batch), on every `GET /v1/batches/{id}` and for each live batch of
 a `GET /v1/batches` page, so a client polling its batches could keep the database busy. The
 reads share one count per batch per second; callers that find it stale together wait for one
 count. The batches role counts afresh (it decides when a batch is done)."""

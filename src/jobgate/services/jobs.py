@@ -227,9 +227,9 @@ class JobService:
     def preparer(self, tenant_id: str) -> Callable[[SubmitSpec, str | None], NewJob]:
         """`prepare` for the items of one call, as `preparer(spec, job_id)`: what routing
         answers for each (provider, model, api) is looked up once per call, not per item
-        (routing, the provider's configuration and the model route were ~1 us of each item's
-        ~5, 2026-12-03). A model route is still routed per item: its first target is picked
-        by the breakers, job by job, as before."""
+        (routing, the provider's configuration and the model route are a fifth of preparing
+        an item). A model route is still routed per item: its first target is picked by the
+        breakers, job by job."""
         return functools.partial(self._prepare, tenant_id, {})
 
     def _prepare(
@@ -454,9 +454,8 @@ class JobService:
 # A batched enqueue is stored in chunks: a small first one, so that the database starts early,
 # then larger ones, each prepared while the database inserts the one before. Since PostgreSQL
 # stopped writing first events (migration 0028) its share per job is nearer this process's,
-# and fewer, larger chunks pay less per statement: wall per job of submit_many(500), three
-# alternated rounds each, 50/150 13.8-14.4 us, 50/225 13.8-14.2, 75/225 13.5-13.8
-# (2026-12-03, bench/notes.md).
+# and fewer, larger chunks pay less per statement: of the sizes tried for submit_many(500)
+# (50/150, 50/225, 75/225), 75/225 cost the least wall time per job.
 FIRST_CHUNK = 75
 CHUNK = 225
 

@@ -900,8 +900,8 @@ class Worker:
             # A claim answered in full may have left more queued: claim again at once. One
             # answered short found all there was to take then (a job committed since has sent
             # a wake-up, which `clear` above did not miss), so the next claim waits for the
-            # wake-up instead of running to find nothing: at 1,000 submits/s that was every
-            # other claim (bench/notes.md, 2026-12-03 11:45).
+            # wake-up instead of running to find nothing (under a steady trickle of submits,
+            # every other claim would otherwise be an empty one).
             full = bool(jobs) and len(jobs) >= asked
             if (full or self._receive_waited) and self.busy < self.concurrency:
                 continue  # the queue may hold more (or the broker's receive was the wait)

@@ -326,10 +326,10 @@ def _job_fast_at(columns: tuple[str, ...]) -> FastDecoder:
 
 def _job_decoder(column: Callable[[str], str], *, unpack: str | None = None) -> FastDecoder:
     """A job decoder for rows that hold nothing damaged (nearly all), generated from `Job`'s
-    fields: each column read inline, without `_Reading`'s call per column (a claimed job's
-    decode took ~8 us, 2026-12-02). It raises for any value `_Reading` would record as damaged
-    (or refuse), and `RowDecoder.job` then decodes the row through the guard: the answers are
-    the same by construction (tests/storage/test_row_decoder_fast.py holds them equal)."""
+    fields: each column read inline, without `_Reading`'s call per column. It raises for any
+    value `_Reading` would record as damaged (or refuse), and `RowDecoder.job` then decodes the
+    row through the guard: the answers are the same by construction
+    (tests/storage/test_row_decoder_fast.py holds them equal)."""
     lines = ["def decode(row, time_, json_, clean):"]
     if unpack is not None:
         lines.append(unpack)

@@ -35,8 +35,7 @@ def insert_payload(job: NewJob, codec: Codec) -> dict[str, Any]:
     value the statements would read as they read a missing one: jsonb_to_recordset reads a
     missing member as NULL, as it reads a null, and the insert takes a NULL delay_s as 0 and a
     NULL metadata as {} (the new_job_insert and new_job_run_at fragments). The usual job has
-    about half its members left: fewer to write, and less for PostgreSQL to parse (its CPU
-    per job of a batch -15 to -20 %, 2026-12-03)."""
+    about half its members left: fewer to write, and less for PostgreSQL to parse."""
     payload = _row(job, codec)  # the members not in SHARED
     for name in SHARED:
         if (value := getattr(job, name)) is not None:
@@ -63,14 +62,13 @@ _member_of = {name: attrgetter(name) for name in SHARED}
 def insert_payloads(
     jobs: Sequence[NewJob], codec: Codec
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """`jobs` (not empty) as job_insert_many and job_insert_many_counted take them: a JSON
-    array of one object per job (:jobs) and one object of the SHARED members every job has
-    alike (:shared), each such member left out of the jobs' objects: the statements coalesce
-    the two (the new_job_columns fragment). Otherwise as insert_payload: a member the
-    statements read as a missing one is left out (a null among them). PostgreSQL parses what
-    the jobs share once per statement instead of once per job: its CPU per job of a one-tenant
-    batch of 500 -15 to -28 % (2026-12-03). Members alike are equal values (NewJob's fields
-    are typed: str, int, float or None), sent as the first job has them."""
+    """`jobs` (not empty) as job_insert_many and job_insert_many_counted take them: a JSON array
+    of one object per job (:jobs) and one object of the SHARED members every job has alike
+    (:shared), each such member left out of the jobs' objects: the statements coalesce the two
+    (the new_job_columns fragment). Otherwise as insert_payload: a member the statements read as
+    a missing one is left out (a null among them). PostgreSQL parses what the jobs share once
+    per statement instead of once per job. Members alike are equal values (NewJob's fields are
+    typed: str, int, float or None), sent as the first job has them."""
     if len(set(map(_shared_of, jobs))) == 1:  # the usual batch: one tenant, one endpoint
         first = jobs[0]
         shared = {name: value for name in SHARED if (value := getattr(first, name)) is not None}

@@ -79,7 +79,8 @@ _EARLIEST_US = (EARLIEST - _PG_EPOCH) // _MICROSECOND
 # The times decoded last, by their stored microseconds: the rows of one claim share their
 # claim's times (updated_at, started_at, lease_expires_at) and often their submit batch's
 # (created_at, run_at), so most of a claimed job's times are a lookup, not a datetime built
-# (~5 % of the worker's CPU in the drain, 2026-12-02). Datetimes are immutable: shared freely.
+# (building them is a visible share of the worker's CPU in a drain). Datetimes are immutable:
+# shared freely.
 _RECENT_TIMES: dict[int, datetime] = {}
 _RECENT_TIMES_MAX = 256
 
@@ -182,13 +183,12 @@ async def _release_all_and_close(
 class PostgresExecutor:
     """The pool, and every statement's way to a connection (`run`).
 
-    A connection given back by a call that ended cleanly (no error, no transaction left open)
-    is kept here for the next call rather than released to asyncpg's pool, unless a caller is
+    A connection given back by a call that ended cleanly (no error, no transaction left open) is
+    kept here for the next call rather than released to asyncpg's pool, unless a caller is
     waiting in the pool: asyncpg's acquire and release cost more CPU than a short statement's
     round trip takes in the process (a task and a shield per release, a timer disarmed at each
-    acquire and armed at each release, a timeout per acquire: 25-30 us per call, bench/notes.md,
-    branch api-read). The pool still opens, caps and closes the connections, and every wait
-    for one keeps its bound (`acquire_timeout_s`)."""
+    acquire and armed at each release, a timeout per acquire). The pool still opens, caps and
+    closes the connections, and every wait for one keeps its bound (`acquire_timeout_s`)."""
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 -- Batched enqueue on PostgreSQL: many jobs per statement, bound as one JSON array of jobs
 -- (postgres.batch.insert_payload). Typed arrays, one per column, unnested (as PgQueuer binds
--- them) save PostgreSQL ~5-10 us per job of JSON parsing but cost asyncpg more than that to
--- encode (~13 us per job for 17 arrays against ~2 for one jsonb, 2026-12-02): not taken.
+-- them), would save PostgreSQL its JSON parsing but cost asyncpg more than that to encode (an
+-- array per column against one jsonb per batch): not taken.
 
 -- fragment: new_job_fields
 -- The fields of a new job in the JSON array of new jobs (postgres.batch.insert_payload).

@@ -8,9 +8,8 @@ back the whole transaction (SQLITE_FULL, IOERR): then every operation of the gro
 failed, which is true. No caller is answered before the COMMIT that made its write durable.
 Reads run on a small pool of reader threads, each with its own connection; WAL lets them
 proceed while the writer writes. A point read (one row by its key: `read_point`) runs inline
-on the calling thread's own connection instead: handing it to a reader thread and back cost
-more than the read (about 0.15 ms of CPU per status read at 3,000/s, GIL hand-offs included;
-bench/notes.md).
+on the calling thread's own connection instead: handing it to a reader thread and back costs
+more CPU than the read itself (GIL hand-offs included).
 """
 
 from __future__ import annotations
