@@ -292,10 +292,19 @@ def _sse(lines: Iterable[str]) -> Iterable[tuple[str, dict[str, Any]]]:
 
 
 def _content(result: Any) -> str:
-    """The text of a Chat Completion's first choice, or of a Message's text blocks."""
+    """The text of a Chat Completion's first choice, of a Message's text blocks or of a
+    Response's output messages."""
     try:
         if isinstance(result, dict) and result.get("type") == "message":
             return "".join(b["text"] for b in result["content"] if b["type"] == "text")
+        if isinstance(result, dict) and result.get("object") == "response":
+            return "".join(
+                part["text"]
+                for item in result["output"]
+                if item["type"] == "message"
+                for part in item["content"]
+                if part["type"] == "output_text"
+            )
         return str(result["choices"][0]["message"]["content"] or "")
     except (KeyError, IndexError, TypeError):
         return ""

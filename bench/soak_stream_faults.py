@@ -1,11 +1,11 @@
 """The soak's stream faults (`--stream-faults SHARE`): that share of the streaming jobs is
-streamed over HTTP from the provider simulator, as OpenAI Chat Completions or Anthropic
-Messages, and carries a fault the simulator reports inside the 200's stream halfway through
-its text (`sim.fail_with`: `stream_rate_limit`, `stream_server_error`, `stream_overloaded`,
-`stream_quota`, `stream_stall`, docs/providers.md), through the real adapters. A retryable
-fault fails the job's first one to three calls (its `fail_times`) or, for a share of them,
-every call (those jobs ask for 3 attempts, so that they end within the run). Once everything
-settled it checks, for each such job (each count must be 0):
+streamed over HTTP from the provider simulator, as OpenAI Chat Completions, an OpenAI Responses
+create or Anthropic Messages, and carries a fault the simulator reports inside the 200's stream
+halfway through its text (`sim.fail_with`: `stream_rate_limit`, `stream_server_error`,
+`stream_overloaded`, `stream_quota`, `stream_stall`, docs/providers.md), through the real
+adapters. A retryable fault fails the job's first one to three calls (its `fail_times`) or, for
+a share of them, every call (those jobs ask for 3 attempts, so that they end within the run).
+Once everything settled it checks, for each such job (each count must be 0):
 
 - its outcome is its fault's class: a retryable fault that ended succeeds, or fails counted
   (every attempt spent, not as quota); one that fails every call fails counted; a quota fault
@@ -26,8 +26,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-OPENAI = "faulty"  # sync Chat Completions at the simulator
+OPENAI = "faulty"  # sync Chat Completions and Responses at the simulator
 ANTHROPIC = "faulty_claude"  # sync Messages at the simulator
+CHAT, RESPONSES, MESSAGES = "/v1/chat/completions", "/v1/responses", "/v1/messages"
+ROUTES = ((OPENAI, CHAT), (OPENAI, RESPONSES), (ANTHROPIC, MESSAGES))
 FAULTS = (
     "stream_rate_limit",
     "stream_server_error",
@@ -49,6 +51,7 @@ class Planned:
     fault: str
     provider: str
     fail_times: int | None  # None: every call fails
+    endpoint: str = CHAT
 
     @property
     def expected(self) -> str:
@@ -60,10 +63,10 @@ class Planned:
 
 def plan(rng: random.Random) -> Planned:
     fault = rng.choice(FAULTS)
-    provider = rng.choice((OPENAI, ANTHROPIC))
+    provider, endpoint = rng.choice(ROUTES)
     if fault == "stream_quota" or rng.random() < ALWAYS_SHARE:
-        return Planned(fault, provider, None)
-    return Planned(fault, provider, rng.randint(1, 3))
+        return Planned(fault, provider, None, endpoint)
+    return Planned(fault, provider, rng.randint(1, 3), endpoint)
 
 
 def job(planned: Planned, content: str, chunks: int) -> dict[str, Any]:
@@ -74,15 +77,15 @@ def job(planned: Planned, content: str, chunks: int) -> dict[str, Any]:
     if planned.fault == "stream_rate_limit":
         sim["retry_after_s"] = 1
     messages = [{"role": "user", "content": content}]
-    if planned.provider == ANTHROPIC:
-        endpoint = "/v1/messages"
+    if planned.endpoint == MESSAGES:
         body = {"model": "claude-sim", "max_tokens": 256, "messages": messages, "sim": sim}
+    elif planned.endpoint == RESPONSES:
+        body = {"model": "gpt-4.1-mini", "input": content, "sim": sim}
     else:
-        endpoint = "/v1/chat/completions"
         body = {"model": "gpt-4.1-mini", "messages": messages, "sim": sim}
     submit: dict[str, Any] = {
         "provider": planned.provider,
-        "endpoint": endpoint,
+        "endpoint": planned.endpoint,
         "body": body,
         "stream": True,
     }
@@ -169,7 +172,8 @@ def check(
         if not fits(want.expected, got):
             code = (error or {}).get("code")
             wrong.append(
-                f"{row['id']} ({want.fault} at {want.provider}, fail_times {want.fail_times}): "
+                f"{row['id']} ({want.fault} at {want.provider} {want.endpoint}, fail_times "
+                f"{want.fail_times}): "
                 f"expected {want.expected}, ended {got} (error.code {code})"
             )
     calls = calls_by_job(request_log, set(planned))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from bench import soak_checks
 from bench import soak_stream_faults as faults
 from bench.soak_stream_faults import Planned
 
@@ -52,7 +53,7 @@ def test_a_planned_job_carries_its_fault_to_the_simulator() -> None:
     rng = random.Random(7)
     seen = {faults.plan(rng).fault for _ in range(200)}
     assert seen == set(faults.FAULTS)
-    stall = faults.job(Planned("stream_stall", faults.ANTHROPIC, 1), "hi", 4)
+    stall = faults.job(Planned("stream_stall", faults.ANTHROPIC, 1, faults.MESSAGES), "hi", 4)
     assert stall["endpoint"] == "/v1/messages" and stall["stream"] is True
     assert stall["stall_timeout_s"] == faults.STALL_TIMEOUT_S
     assert stall["body"]["sim"] == {
@@ -86,3 +87,29 @@ def test_the_check_counts_wrong_ends_missing_jobs_and_calls_over_the_bound() -> 
     assert result["stream_fault_jobs_over_call_bound"] == 1
     assert result["stream_fault_calls_max_per_job_minute"] == 61
     assert result["stream_fault_outcomes"]["stream_quota quota"] == 1
+
+
+def test_faults_meet_every_streaming_api_each_in_its_own_body() -> None:
+    rng = random.Random(3)
+    assert {faults.plan(rng).endpoint for _ in range(100)} == {
+        "/v1/chat/completions", "/v1/responses", "/v1/messages",
+    }  # fmt: skip
+    responses = faults.job(Planned("stream_overloaded", faults.OPENAI, 1, "/v1/responses"), "hi", 3)
+    assert responses["endpoint"] == "/v1/responses" and responses["provider"] == faults.OPENAI
+    assert responses["body"]["input"] == "hi" and "messages" not in responses["body"]
+
+
+def test_the_stream_check_reads_the_text_of_each_apis_result() -> None:
+    chat = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "a b"}}]}
+    message = {
+        "type": "message",
+        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": " b"}],
+    }
+    response = {
+        "object": "response",
+        "output": [
+            {"type": "reasoning", "summary": []},
+            {"type": "message", "content": [{"type": "output_text", "text": "a b"}]},
+        ],
+    }
+    assert {soak_checks._content(r) for r in (chat, message, response)} == {"a b"}
