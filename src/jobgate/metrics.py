@@ -26,7 +26,7 @@ WEBHOOK_DELIVERIES_SUCCEEDED = Counter(
 WEBHOOK_DELIVERIES_FAILED = Counter(
     "jobgate_webhook_deliveries_failed",
     "Webhook deliveries given up (schedule spent, 410 Gone, endpoint disabled or deleted, "
-    "URL refused for good)",
+    "URL refused for good; a job.progress not retried, or superseded by the job's end)",
     ["reason"],
 )
 WEBHOOK_ATTEMPT_SECONDS = Histogram(

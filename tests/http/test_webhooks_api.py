@@ -191,6 +191,42 @@ async def test_malformed_urls_and_event_types_are_400(make_api: Any) -> None:
     assert bad_type.status_code == 400 and bad_type.json()["error"]["param"] == "event_types"
 
 
+async def test_progress_interval_is_kept_and_bounded(make_api: Any) -> None:
+    api = await make_api(**DEV)
+    created = await api.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        json={
+            "url": "https://1.1.1.1/",
+            "event_types": ["job.progress"],
+            "progress_interval_s": 2,
+        },
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["progress_interval_s"] == 2
+    path = f"/v1/webhook_endpoints/{created.json()['id']}"
+    for bad in (0.5, 3601, "fast"):
+        refused = await api.call("PATCH", path, json={"progress_interval_s": bad})
+        assert refused.status_code == 400, bad
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert refused.json()["error"]["param"] == "progress_interval_s"
+    patched = await api.call("PATCH", path, json={"progress_interval_s": 30})
+    assert patched.json()["progress_interval_s"] == 30
+    plain = await api.call("POST", "/v1/webhook_endpoints", json={"url": "https://1.1.1.1/"})
+    assert plain.json()["progress_interval_s"] == 5 and plain.json()["event_types"] == []
+
+
+async def test_a_jobs_own_webhook_cannot_take_progress(make_api: Any) -> None:
+    """Progress goes to endpoints only: their interval throttles it."""
+    api = await make_api(**DEV)
+    refused = await api.call(
+        "POST",
+        "/v1/jobs",
+        json={**CHAT, "webhook": {"url": "https://1.1.1.1/", "event_types": ["job.progress"]}},
+    )
+    assert refused.status_code == 400, refused.text
+
+
 async def test_rotate_secret_shows_the_new_secret_once(make_api: Any, clock: FakeClock) -> None:
     api = await make_api(**DEV)
     created = (

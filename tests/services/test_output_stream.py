@@ -195,6 +195,8 @@ class FakeLog:
         self.fail_after_commit = 0  # the next N appends commit, then raise (reply lost)
         self.fail_before = 0  # the next N appends raise without storing
         self.gate: asyncio.Event | None = None  # appends wait for it
+        self.armed = 0  # progress webhooks armed
+        self.arm_fails = False
 
     async def job_output_append(
         self, *, lease: Lease, text: str, now: datetime | None = None
@@ -219,6 +221,12 @@ class FakeLog:
 
     async def job_output_chars(self, *, job_id: str, generation: int) -> int:
         return sum(len(c.text) for c in self.chunks if c.generation == generation)
+
+    async def outbox_progress_arm(self, *, job_id: str, now: datetime | None = None) -> int:
+        self.armed += 1
+        if self.arm_fails:
+            raise errors.StorageUnavailable("down")
+        return 1
 
 
 async def _nothing() -> None:
@@ -386,3 +394,48 @@ def test_the_provider_never_gets_the_stream_request() -> None:
     assert wants_stream(streaming) and provider_body(streaming) == {"input": "x"}
     plain = make_job(JobState.QUEUED, request={"input": "x"})
     assert not wants_stream(plain) and provider_body(plain) is plain.request
+
+
+# -- progress webhooks ----------------------------------------------------------------------
+
+
+async def _write(batcher: OutputBatcher, log: FakeLog, text: str) -> None:
+    before = len(log.chunks)
+    await batcher.add(text)
+    for _ in range(100):
+        if len(log.chunks) > before:
+            break
+        await asyncio.sleep(0)
+    assert len(log.chunks) == before + 1
+
+
+async def test_progress_is_armed_at_most_once_a_second_per_job() -> None:
+    log, clock = FakeLog(), FakeClock()
+    batcher = OutputBatcher(
+        log, Lease("job_1", "t"), generation=1, clock=clock,
+        on_fenced=_nothing, on_failed=lambda _: None, max_delay_s=0,
+    )  # fmt: skip
+    await _write(batcher, log, "first")  # the first token: at once
+    assert log.armed == 1
+    clock.advance(0.5)
+    await _write(batcher, log, "half a second later")
+    assert log.armed == 1
+    clock.advance(0.5)
+    await _write(batcher, log, "a second after the first")
+    assert log.armed == 2
+    await batcher.close()
+
+
+async def test_a_progress_that_cannot_be_armed_leaves_the_stream_alone() -> None:
+    log, clock = FakeLog(), FakeClock()
+    log.arm_fails = True
+    batcher = OutputBatcher(
+        log, Lease("job_1", "t"), generation=1, clock=clock,
+        on_fenced=_nothing, on_failed=lambda _: None, max_delay_s=0,
+    )  # fmt: skip
+    await _write(batcher, log, "a")
+    clock.advance(1)
+    await _write(batcher, log, "b")
+    await batcher.close()
+    assert log.armed == 2 and not batcher.stopped
+    assert "".join(c.text for c in log.chunks) == "ab"

@@ -30,6 +30,10 @@ BATCH_EVENT_TYPES = frozenset(
 EVENT_TYPES = frozenset(
     {*_NATIVE.values(), *_RESPONSES.values(), "response.incomplete", *BATCH_EVENT_TYPES}
 )
+# A running streaming job's output so far, to webhook endpoints that list it (never to a job's
+# own URL: the throttle is an endpoint's `progress_interval_s`). Sent while the job runs.
+PROGRESS = "job.progress"
+ENDPOINT_EVENT_TYPES = EVENT_TYPES | {PROGRESS}
 
 
 def event_type_for(api: str, state: JobState, result_status: str | None = None) -> str | None:

@@ -23,8 +23,18 @@ JITTER = 0.2  # each delay is drawn from [0.8, 1.2] x its nominal value
 RETRY_AFTER_CAP_S = 3_600.0
 MAX_PAYLOAD_BYTES = 256 * 1024
 PING = "ping"
+PROGRESS = "job.progress"  # domain.events.PROGRESS
+DEFAULT_PROGRESS_INTERVAL_S = 5.0
+PROGRESS_INTERVAL_RANGE_S = (1.0, 3600.0)
 
 Verdict = Literal["succeeded", "retry", "failed"]
+
+
+def retried(event_type: str) -> bool:
+    """Whether a failed attempt at this event is tried again on the schedule. A progress is
+    not: its next one (after the endpoint's interval, with newer figures) stands in for the
+    retry, so a receiver that is down never faces three days of stale progress."""
+    return event_type != PROGRESS
 
 
 def max_attempts(profile: str) -> int:
@@ -118,3 +128,24 @@ def encode_full(thin: dict[str, Any], job_fields: Mapping[str, Any]) -> bytes:
     if len(body) <= MAX_PAYLOAD_BYTES:
         return body
     return orjson.dumps({**thin, "data": {**thin["data"], "result_truncated": True}})
+
+
+def progress_payload(
+    *,
+    event_id: str,
+    created_at: int,
+    job_id: str,
+    output_tokens: int,
+    progress: float | None,
+) -> dict[str, Any]:
+    """A `job.progress` event: the running job's output tokens so far and, when known, its
+    `progress` fraction, as the job read shows them."""
+    thin = thin_payload(
+        event_id=event_id,
+        event_type=PROGRESS,
+        created_at=created_at,
+        job_id=job_id,
+        status="running",
+    )
+    thin["data"] |= {"output_tokens": output_tokens, "progress": progress}
+    return thin

@@ -6,9 +6,17 @@ from typing import Literal
 
 import pydantic
 
+from jobgate.domain import webhooks
 from jobgate.services.webhooks import DEFAULT_ROTATION_GRACE_S, MAX_ROTATION_GRACE_S
 
-_EVENT_TYPES = "Events to send; empty means every terminal event (job.running is opt-in)"
+_EVENT_TYPES = (
+    "Events to send; empty means every terminal event (job.running and job.progress are opt-in)"
+)
+_MIN_INTERVAL_S, _MAX_INTERVAL_S = webhooks.PROGRESS_INTERVAL_RANGE_S
+_PROGRESS_INTERVAL = (
+    "job.progress: at most one per job per this many seconds (a running streaming job's "
+    "output_tokens and progress)"
+)
 
 
 class CreateEndpointRequest(pydantic.BaseModel):
@@ -29,6 +37,12 @@ class CreateEndpointRequest(pydantic.BaseModel):
         description="Send the job's result, error and usage in `data` (results above 256 KiB "
         "are left out and `data.result_truncated` is true)",
     )
+    progress_interval_s: float = pydantic.Field(
+        default=webhooks.DEFAULT_PROGRESS_INTERVAL_S,
+        ge=_MIN_INTERVAL_S,
+        le=_MAX_INTERVAL_S,
+        description=_PROGRESS_INTERVAL,
+    )
     disabled: bool = False
 
 
@@ -41,6 +55,9 @@ class UpdateEndpointRequest(pydantic.BaseModel):
     event_types: list[str] | None = pydantic.Field(default=None, max_length=16)
     description: str | None = pydantic.Field(default=None, max_length=500)
     include_result: bool | None = None
+    progress_interval_s: float | None = pydantic.Field(
+        default=None, ge=_MIN_INTERVAL_S, le=_MAX_INTERVAL_S, description=_PROGRESS_INTERVAL
+    )
     disabled: bool | None = None
 
 
@@ -72,6 +89,7 @@ class EndpointOut(pydantic.BaseModel):
     description: str
     event_types: list[str]
     include_result: bool
+    progress_interval_s: float
     disabled: bool
     disabled_reason: str | None
     previous_secret_expires_at: int | None = pydantic.Field(

@@ -54,6 +54,7 @@ def endpoint_view(endpoint: WebhookEndpoint, *, with_secret: bool = False) -> di
         "description": endpoint.description,
         "event_types": list(endpoint.event_types),
         "include_result": endpoint.include_result,
+        "progress_interval_s": endpoint.progress_interval_s,
         "disabled": endpoint.disabled,
         "disabled_reason": endpoint.disabled_reason,
         "previous_secret_expires_at": to_unix(endpoint.previous_secret_expires_at)
@@ -115,6 +116,7 @@ async def create_endpoint(
         description=payload.description,
         include_result=payload.include_result,
         disabled=payload.disabled,
+        progress_interval_s=payload.progress_interval_s,
     )
     return json_response(
         endpoint_view(endpoint, with_secret=True),
@@ -181,6 +183,7 @@ async def update_endpoint(
         event_types=None if payload.event_types is None else tuple(payload.event_types),
         include_result=payload.include_result,
         disabled=payload.disabled,
+        progress_interval_s=payload.progress_interval_s,
     )
     endpoint = await webhooks.update(tenant_id=tenant.id, endpoint_id=endpoint_id, changes=changes)
     return json_response(endpoint_view(endpoint))

@@ -21,6 +21,7 @@ from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
+from jobgate.services import output_progress
 from jobgate.services.poison_log import traceback_text
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.services.webhook_transport import SendResult, WebhookSender
@@ -36,6 +37,7 @@ from jobgate.wire import standard_webhooks
 log = logging.getLogger(__name__)
 
 _GATHER_S = 0.02  # how long a full dispatcher waits for slots to free before claiming again
+_SUPERSEDED = "superseded"  # a job.progress whose job stopped running before it was sent
 
 
 @dataclasses.dataclass(slots=True)
@@ -174,7 +176,9 @@ class Dispatcher:
             metrics.WEBHOOK_DELIVERIES_SUCCEEDED.inc()
         elif verdict.give_up_reason is not None:
             metrics.WEBHOOK_DELIVERIES_FAILED.labels(verdict.give_up_reason).inc()
-            log.warning(
+            # A progress overtaken by the job's end is routine, not a failure to look at.
+            log.log(
+                logging.INFO if verdict.give_up_reason == _SUPERSEDED else logging.WARNING,
                 "webhook delivery failed for good",
                 extra=_facts(delivery, outcome, reason=verdict.give_up_reason),
             )
@@ -219,7 +223,13 @@ class Dispatcher:
         if delivery.url is None or not delivery.secrets:
             return _give_up("no URL or secret to deliver with", "misconfigured", attempted=False)
         entry = delivery.entry
-        body = await self._body(delivery)
+        if entry.event_type == webhooks.PROGRESS:
+            progress_body = await self._progress_body(delivery)
+            if progress_body is None:
+                return _give_up("superseded: the job is no longer running", _SUPERSEDED)
+            body = progress_body
+        else:
+            body = await self._body(delivery)
         moment = now or self._clock.now()
         headers = standard_webhooks.signed_headers(
             delivery.secrets, entry.event_id, int(moment.timestamp()), body
@@ -273,6 +283,8 @@ class Dispatcher:
                 disable = "gone" if delivery.entry.endpoint_id is not None else None
                 return _Verdict(attempt("failed", answer.error, disable_endpoint=disable), "gone")
             retry_after_s, error = answer.retry_after_s, answer.error
+        if not webhooks.retried(delivery.entry.event_type):
+            return _Verdict(attempt("failed", error), "not_retried")
         delay_s = webhooks.retry_delay_s(delivery.attempt, self.profile, self._rng)
         if delay_s is None:
             return _Verdict(attempt("failed", error), "exhausted")
@@ -306,6 +318,28 @@ class Dispatcher:
             }
         )
         return webhooks.encode_full(thin, fields)
+
+    async def _progress_body(self, delivery: Delivery) -> bytes | None:
+        """A `job.progress` with the figures of this moment (so a newer progress supersedes
+        an unsent one), or None once the job stopped running: progress is never sent after the
+        job left `running` (the claim holds its later events while one is in flight)."""
+        entry = delivery.entry
+        job = await self._storage.job_get(job_id=entry.job_id)
+        if job is None:
+            return None
+        streamed = await output_progress.streamed_so_far(self._storage, job)
+        if streamed is None:
+            return None
+        fraction = streamed.fraction if streamed.fraction is not None else job.progress
+        return orjson.dumps(
+            webhooks.progress_payload(
+                event_id=entry.event_id,
+                created_at=int(entry.created_at.timestamp()),
+                job_id=entry.job_id,
+                output_tokens=streamed.output_tokens,
+                progress=fraction,
+            )
+        )
 
     async def _response_body(self, delivery: Delivery) -> bytes:
         """A /v1/responses job's event, in OpenAI's shape (the SDK's `webhooks.unwrap()`
@@ -388,7 +422,7 @@ class Dispatcher:
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-def _give_up(error: str, reason: str, *, attempted: bool) -> _Verdict:
+def _give_up(error: str, reason: str, *, attempted: bool = False) -> _Verdict:
     return _Verdict(DeliveryOutcome(state="failed", attempted=attempted, error=error), reason)
 
 

@@ -9,6 +9,10 @@ is unavailable is waited for (the lease bounds the wait); any other storage erro
 pass by retrying, so it stops the call at once (`on_failed`) and the attempt fails. Memory
 stays bounded: past `max_buffer_bytes` unwritten, `add` waits for the write (the provider's
 stream waits with it).
+
+After a write, at most once per `progress_every_s` (1 s), the batcher arms the job's
+`job.progress` webhooks (Storage.outbox_progress_arm; each endpoint's own interval applies
+there). Progress is best effort: a failure to arm is logged and the stream goes on.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ log = logging.getLogger(__name__)
 MAX_DELAY_S = 0.05
 BATCH_BYTES = 4096
 MAX_BUFFER_BYTES = 256 * 1024
+PROGRESS_EVERY_S = 1.0
 _RETRY_MAX_S = 1.0
 
 
@@ -63,6 +68,7 @@ class OutputBatcher:
         max_delay_s: float = MAX_DELAY_S,
         batch_bytes: int = BATCH_BYTES,
         max_buffer_bytes: int = MAX_BUFFER_BYTES,
+        progress_every_s: float = PROGRESS_EVERY_S,
     ) -> None:
         self._storage = storage
         self._lease = lease
@@ -73,6 +79,8 @@ class OutputBatcher:
         self._max_delay_s = max_delay_s
         self._batch_bytes = batch_bytes
         self._max_buffer_bytes = max_buffer_bytes
+        self._progress_every_s = progress_every_s
+        self._progress_at = -math.inf
         self._pending: list[str] = []
         self._pending_bytes = 0
         self._last_seq = 0
@@ -187,6 +195,21 @@ class OutputBatcher:
         del self._pending[:count]
         self._pending_bytes = sum(len(piece.encode()) for piece in self._pending)
         self._drained.set()
+        await self._arm_progress()
+
+    async def _arm_progress(self) -> None:
+        """Arm the job's progress webhooks, at most once per `progress_every_s`."""
+        if self._clock.monotonic() - self._progress_at < self._progress_every_s:
+            return
+        self._progress_at = self._clock.monotonic()
+        try:
+            await self._storage.outbox_progress_arm(job_id=self._lease.job_id)
+        except errors.StorageError as exc:
+            log.warning(
+                "progress webhooks not armed: %s",
+                type(exc).__name__,
+                extra={"job_id": self._lease.job_id},
+            )
 
     async def _landed(self, text: str) -> bool:
         try:

@@ -60,12 +60,19 @@ class JobDelivery:
 
 
 def check_event_types(event_types: Sequence[str], *, param: str = "event_types") -> tuple[str, ...]:
-    unknown = [t for t in event_types if t not in domain_events.EVENT_TYPES]
+    unknown = [t for t in event_types if t not in domain_events.ENDPOINT_EVENT_TYPES]
     if unknown:
         raise errors.InvalidRequest(f"unknown webhook event type {unknown[0]!r}", param=param)
     if len(event_types) > MAX_EVENT_TYPES:
         raise errors.InvalidRequest(f"at most {MAX_EVENT_TYPES} event types", param=param)
     return tuple(dict.fromkeys(event_types))
+
+
+def check_progress_interval(value: float, *, param: str = "progress_interval_s") -> float:
+    low, high = webhooks.PROGRESS_INTERVAL_RANGE_S
+    if not low <= value <= high:
+        raise errors.InvalidRequest(f"{param} must be between {low:g} and {high:g}", param=param)
+    return float(value)
 
 
 class WebhookService:
@@ -97,10 +104,12 @@ class WebhookService:
         description: str = "",
         include_result: bool = False,
         disabled: bool = False,
+        progress_interval_s: float = webhooks.DEFAULT_PROGRESS_INTERVAL_S,
     ) -> WebhookEndpoint:
         """Register an endpoint after the SSRF guard resolved and vetted its URL. The answer
         carries the secret; it is not shown again."""
         types = check_event_types(event_types)
+        interval_s = check_progress_interval(progress_interval_s)
         await self.guard.resolve(url)
         endpoint = await self.storage.webhook_endpoint_create(
             endpoint=NewWebhookEndpoint(
@@ -112,6 +121,7 @@ class WebhookService:
                 event_types=types,
                 include_result=include_result,
                 disabled=disabled,
+                progress_interval_s=interval_s,
             )
         )
         log.info(
@@ -144,6 +154,8 @@ class WebhookService:
             changes = dataclasses.replace(
                 changes, event_types=check_event_types(changes.event_types)
             )
+        if changes.progress_interval_s is not None:
+            check_progress_interval(changes.progress_interval_s)
         if changes.url is not None:
             await self.guard.resolve(changes.url)
             changes = dataclasses.replace(changes, url=changes.url.strip())

@@ -115,7 +115,9 @@ class DeliveryStore(Protocol):
     ) -> list[Delivery]:
         """Lease up to `limit` pending deliveries due at `now`, oldest due first, counting the
         attempt. Skips rows whose limit key (an endpoint id, or `url:` + a per-job URL) is in
-        `busy`. Never hands one row to two concurrent callers (SKIP LOCKED on PostgreSQL)."""
+        `busy`. Never hands one row to two concurrent callers (SKIP LOCKED on PostgreSQL).
+        A row to an endpoint waits while a `job.progress` of the same job to that endpoint is
+        in flight (leased, its lease not run out): progress never overtakes a later event."""
         ...
 
     async def delivery_record(

@@ -464,6 +464,15 @@ class OutputStreamStore(Protocol):
         by the database. No tenant check: the caller has read the job first."""
         ...
 
+    async def outbox_progress_arm(self, *, job_id: str, now: datetime | None = None) -> int:
+        """Arm the running job's `job.progress` delivery to each enabled endpoint of its tenant
+        that lists that event type: a new outbox row, or a sent (or dropped) one made pending
+        again under a new event id, due once the endpoint's `progress_interval_s` has passed
+        since its last send. A pending row is left as it is (its body is built when it is
+        sent, so it carries the newest progress). Answers the rows armed; none for a job that
+        is not running. Idempotent within an interval."""
+        ...
+
 
 class BackgroundStartStore(Protocol):
     """Handing a job to a provider that runs it on its side (background mode, in the worker)."""
@@ -890,8 +899,9 @@ class RetentionStorage(RetentionStore, FilesStore, DatabaseClock, Protocol):
     """The retention sweep (run by the reaper): finished jobs, and files whose time ran out."""
 
 
-class DispatcherStorage(DeliveryStore, JobReadStore, ChangeFeed, Protocol):
-    """The webhook dispatcher: leased deliveries, and the job a delivery's body may include."""
+class DispatcherStorage(DeliveryStore, JobReadStore, OutputStreamStore, ChangeFeed, Protocol):
+    """The webhook dispatcher: leased deliveries, and the job a delivery's body may include
+    (with its output so far, for a `job.progress`)."""
 
 
 class ReconcilerStorage(

@@ -476,6 +476,7 @@ class WebhookEndpoint:
     previous_secret_expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    progress_interval_s: float = 5.0  # job.progress: at most one per job per this many seconds
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -488,6 +489,7 @@ class NewWebhookEndpoint:
     event_types: tuple[str, ...] = ()
     include_result: bool = False
     disabled: bool = False
+    progress_interval_s: float = 5.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -499,6 +501,7 @@ class EndpointChanges:
     event_types: tuple[str, ...] | None = None
     include_result: bool | None = None
     disabled: bool | None = None
+    progress_interval_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -4,9 +4,9 @@
 -- name: webhook_endpoint_insert
 -- Create an endpoint.
 INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, include_result,
-                               disabled, secret, created_at, updated_at)
+                               disabled, secret, progress_interval_s, created_at, updated_at)
 SELECT :id, :tenant_id, :url, :description, :event_types, :include_result, :disabled, :secret,
-       clock.now, clock.now
+       :progress_interval_s, clock.now, clock.now
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
 
@@ -36,6 +36,8 @@ UPDATE webhook_endpoints AS e
        description = coalesce(:description::text, e.description),
        event_types = coalesce(:event_types::jsonb, e.event_types),
        include_result = coalesce(:include_result::boolean, e.include_result),
+       progress_interval_s = coalesce(:progress_interval_s::double precision,
+                                      e.progress_interval_s),
        disabled = coalesce(:disabled::boolean, e.disabled),
        disabled_reason = CASE WHEN :disabled::boolean IS NULL THEN e.disabled_reason
                               WHEN :disabled::boolean
@@ -85,6 +87,14 @@ WITH clock AS (
        AND o.next_attempt_at <= clock.now
        AND coalesce(o.endpoint_id, 'url:' || coalesce(o.url, ''))
            <> ALL(ARRAY(SELECT jsonb_array_elements_text(:busy::jsonb)))
+       -- An event after a progress in flight to the same endpoint waits for that send to be
+       -- recorded: progress never arrives after the job's terminal event.
+       AND (o.endpoint_id IS NULL OR o.event_type = 'job.progress'
+            OR NOT EXISTS (SELECT 1 FROM outbox AS p
+                            WHERE p.job_id = o.job_id AND p.event_type = 'job.progress'
+                              AND p.target = o.target AND p.series = o.series
+                              AND p.state = 'pending' AND p.lease_token IS NOT NULL
+                              AND p.next_attempt_at > clock.now))
      ORDER BY o.next_attempt_at, o.id
      LIMIT :limit
        FOR UPDATE OF o SKIP LOCKED
@@ -166,3 +176,33 @@ UPDATE outbox AS o
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.
 SELECT * FROM webhook_attempts WHERE job_id = :job_id ORDER BY created_at, attempt, id
+
+-- name: outbox_progress_arm
+-- Arm a running job's `job.progress` delivery to each enabled endpoint of its tenant that lists
+-- it: one row per (job, endpoint, series), due once the endpoint's interval has passed since
+-- its last send. A pending row is left alone: its body is built when it is sent, so it carries
+-- the newest progress then (a newer progress supersedes an undelivered one). A sent or dropped
+-- row is pending again under a new event id.
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+)
+INSERT INTO outbox AS o (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                         series, job_status, created_at, next_attempt_at)
+SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''),
+       'evt_' || left(replace(gen_random_uuid()::text, '-', ''), 24),
+       j.tenant_id, j.id, 'job.progress', e.id, e.id, NULL, j.series, j.state, clock.now,
+       greatest(clock.now, p.completed_at + make_interval(secs => e.progress_interval_s))
+  FROM clock
+  JOIN jobs AS j ON j.id = :job_id AND j.state = 'running'
+  JOIN webhook_endpoints AS e
+    ON e.tenant_id = j.tenant_id AND NOT e.disabled AND e.event_types @> '["job.progress"]'
+  LEFT JOIN outbox AS p
+    ON p.job_id = j.id AND p.event_type = 'job.progress' AND p.target = e.id
+   AND p.series = j.series
+ WHERE p.id IS NULL OR p.state <> 'pending'
+ON CONFLICT (job_id, event_type, target, series) DO UPDATE
+   SET event_id = excluded.event_id, state = 'pending', attempts = 0,
+       created_at = excluded.created_at, next_attempt_at = excluded.next_attempt_at,
+       lease_token = NULL, last_status_code = NULL, last_error = NULL, completed_at = NULL
+ WHERE o.state <> 'pending'
+RETURNING o.id

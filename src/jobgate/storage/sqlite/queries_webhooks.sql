@@ -4,9 +4,9 @@
 -- name: webhook_endpoint_insert
 -- Create an endpoint.
 INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, include_result,
-                               disabled, secret, created_at, updated_at)
+                               disabled, secret, progress_interval_s, created_at, updated_at)
 VALUES (:id, :tenant_id, :url, :description, :event_types, :include_result, :disabled, :secret,
-        :now, :now)
+        :progress_interval_s, :now, :now)
 RETURNING *
 
 -- name: webhook_endpoint_get
@@ -35,6 +35,7 @@ UPDATE webhook_endpoints
        description = coalesce(:description, description),
        event_types = coalesce(:event_types, event_types),
        include_result = coalesce(:include_result, include_result),
+       progress_interval_s = coalesce(:progress_interval_s, progress_interval_s),
        disabled = coalesce(:disabled, disabled),
        disabled_reason = CASE WHEN :disabled IS NULL THEN disabled_reason
                               WHEN :disabled = 1 THEN coalesce(disabled_reason, 'disabled by request')
@@ -76,13 +77,22 @@ UPDATE outbox
    SET attempts = attempts + 1,
        next_attempt_at = :now + :lease_s,
        lease_token = lower(hex(randomblob(16)))
- WHERE id IN (SELECT id
-                FROM outbox
-               WHERE state = 'pending'
-                 AND next_attempt_at <= :now
-                 AND coalesce(endpoint_id, 'url:' || coalesce(url, ''))
+ WHERE id IN (SELECT o.id
+                FROM outbox AS o
+               WHERE o.state = 'pending'
+                 AND o.next_attempt_at <= :now
+                 AND coalesce(o.endpoint_id, 'url:' || coalesce(o.url, ''))
                      NOT IN (SELECT value FROM json_each(:busy))
-               ORDER BY next_attempt_at, id
+                 -- An event after a progress in flight to the same endpoint waits for that
+                 -- send to be recorded: progress never arrives after the terminal event.
+                 AND (o.endpoint_id IS NULL OR o.event_type = 'job.progress'
+                      OR NOT EXISTS (SELECT 1 FROM outbox AS p
+                                      WHERE p.job_id = o.job_id
+                                        AND p.event_type = 'job.progress'
+                                        AND p.target = o.target AND p.series = o.series
+                                        AND p.state = 'pending' AND p.lease_token IS NOT NULL
+                                        AND p.next_attempt_at > :now))
+               ORDER BY o.next_attempt_at, o.id
                LIMIT :limit)
 RETURNING *,
           (SELECT e.url FROM webhook_endpoints AS e WHERE e.id = outbox.endpoint_id)
@@ -138,3 +148,30 @@ UPDATE outbox
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.
 SELECT * FROM webhook_attempts WHERE job_id = :job_id ORDER BY created_at, attempt, id
+
+-- name: outbox_progress_arm
+-- Arm a running job's `job.progress` delivery to each enabled endpoint of its tenant that lists
+-- it: one row per (job, endpoint, series), due once the endpoint's interval has passed since
+-- its last send. A pending row is left alone: its body is built when it is sent, so it carries
+-- the newest progress then (a newer progress supersedes an undelivered one). A sent or dropped
+-- row is pending again under a new event id.
+INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                    series, job_status, created_at, next_attempt_at)
+SELECT 'msg_' || lower(hex(randomblob(12))), 'evt_' || lower(hex(randomblob(12))),
+       j.tenant_id, j.id, 'job.progress', e.id, e.id, NULL, j.series, j.state, :now,
+       max(:now, coalesce(p.completed_at + e.progress_interval_s, :now))
+  FROM jobs AS j
+  JOIN webhook_endpoints AS e
+    ON e.tenant_id = j.tenant_id AND e.disabled = 0
+   AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = 'job.progress')
+  LEFT JOIN outbox AS p
+    ON p.job_id = j.id AND p.event_type = 'job.progress' AND p.target = e.id
+   AND p.series = j.series
+ WHERE j.id = :job_id AND j.state = 'running'
+   AND (p.id IS NULL OR p.state <> 'pending')
+ON CONFLICT (job_id, event_type, target, series) DO UPDATE
+   SET event_id = excluded.event_id, state = 'pending', attempts = 0,
+       created_at = excluded.created_at, next_attempt_at = excluded.next_attempt_at,
+       lease_token = NULL, last_status_code = NULL, last_error = NULL, completed_at = NULL
+ WHERE outbox.state <> 'pending'
+RETURNING id

@@ -34,6 +34,7 @@ class WebhookQueries(SqlPart):
             include_result=codec.flag(endpoint.include_result),
             disabled=codec.flag(endpoint.disabled),
             secret=endpoint.secret,
+            progress_interval_s=float(endpoint.progress_interval_s),
             now=codec.now(now),
         )
         assert row is not None
@@ -82,6 +83,9 @@ class WebhookQueries(SqlPart):
             event_types=codec.json(event_types),
             include_result=codec.flag(changes.include_result),
             disabled=codec.flag(changes.disabled),
+            progress_interval_s=(
+                None if changes.progress_interval_s is None else float(changes.progress_interval_s)
+            ),
             now=codec.now(now),
         )
         return None if row is None else self._decode.record(WebhookEndpoint, row)
@@ -116,6 +120,14 @@ class WebhookQueries(SqlPart):
             now=self._sql.codec.now(now),
         )
         return None if row is None else self._decode.record(WebhookEndpoint, row)
+
+    async def outbox_progress_arm(self, *, job_id: str, now: datetime | None = None) -> int:
+        rows = await self._sql.write(
+            "outbox_progress_arm", job_id=job_id, now=self._sql.codec.now(now)
+        )
+        if rows:
+            self.changes.outbox_available()
+        return len(rows)
 
     async def delivery_claim_due(
         self,
