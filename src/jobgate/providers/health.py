@@ -1,4 +1,4 @@
-"""Latency-aware backpressure (issue 19): a provider's recent calls in one worker process, and
+"""Latency-aware backpressure: a provider's recent calls in one worker process, and
 the concurrency they leave it. When the mean latency of recent successful calls climbs past
 `backpressure_latency_s`, or their error rate past `backpressure_error_rate`, the provider's
 per-worker concurrency shrinks in proportion, down to 1, so claims slow down before the

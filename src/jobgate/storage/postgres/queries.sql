@@ -332,8 +332,7 @@ WITH RECURSIVE clock AS (
       -- holds, so its count is skipped (a gate evaluated before the scan). Counted per tenant,
       -- which plans as a plain index scan of jobs_running: it marks the entries of jobs that
       -- have left 'running' dead as it passes them, where the one bitmap scan of every running
-      -- job it replaces revisited each such heap page on every claim until a vacuum
-      -- (bench/notes.md, 2026-12-03 11:45).
+      -- job it replaces revisited each such heap page on every claim until a vacuum.
       LEFT JOIN LATERAL (
            SELECT count(*)::integer AS running
              FROM jobs AS j
@@ -482,8 +481,8 @@ WITH clock AS (
      -- Found by primary key: with `state = 'running'` as written elsewhere, the planner
      -- (estimating few running jobs) read every running job through jobs_running instead, a
      -- bitmap scan that revisits the heap page of each entry left by a job since finished until
-     -- a vacuum: ~3,000 pages per small finish at 3,000 submits/s (bench/notes.md, 2026-12-03
-     -- 11:45). `state || ''` is the same test in a form no partial index's predicate matches.
+     -- a vacuum (thousands of pages per small finish under a steady load). `state || ''` is the
+     -- same test in a form no partial index's predicate matches.
      WHERE j.id = ANY (ARRAY(SELECT id FROM verdict))
        AND j.id = v.id AND j.lease_token = v.token AND j.state || '' = 'running'
        AND (NOT :expired_only::boolean OR j.lease_expires_at < clock.now)
