@@ -6,7 +6,7 @@ http.hot_routes answers `POST /v1/jobs`, `POST /v1/responses` and the status rea
 (request id, security headers, access log, body limit), but every request first went through
 FastAPI's and Starlette's outer layers: the native telemetry check (three OpenTelemetry
 provider lookups, each reading os.environ), the server-error and exception-telemetry layers and
-FastAPI's own body limit, about 7 % of the API's CPU per status read (bench/notes.md). For those
+FastAPI's own body limit, a visible share of the API's CPU per status read. For those
 method and path shapes this front calls jobgate's outermost middleware directly, as
 Starlette would (with `scope["app"]` set), so they are answered exactly as before: the hot path
 still hands anything unusual to FastAPI's router, and an unexpected error is answered by the
@@ -19,7 +19,7 @@ A status read without a body (no Content-Length, no Transfer-Encoding: what ever
 sends) is answered here in one step when jobgate's layers are the request id, the security
 headers and the body limit only (no access log): those would do nothing to it but add the
 request id, so the answer gets its id here, without four coroutine layers and three send
-wrappers on every read (bench/notes.md, branch http-status). The security headers are for
+wrappers on every read. The security headers are for
 /dashboard paths only and a body limit has nothing to count."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 polls while it runs), without FastAPI's layers.
 
 FastAPI's routing, dependency solving and request wrapping cost more CPU than the work of a
-submit or a status read (bench/notes.md). This middleware sits innermost among jobgate's own
+submit or a status read. This middleware sits innermost among jobgate's own
 (so the request id, access log and body limit still wrap it) and answers exactly those
 method + path pairs in their ordinary form: one strict parse (http.strict_json), the same
 model check, authentication, handler (`jobs_routes.submit`, `jobs_routes.read`,
