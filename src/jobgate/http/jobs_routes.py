@@ -11,7 +11,8 @@ from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import Response
 
 from jobgate import errors, failpoints
-from jobgate.domain import ranges
+from jobgate.domain import job_search, ranges
+from jobgate.domain.bulk import MAX_METADATA_KEYS
 from jobgate.domain.states import JobState
 from jobgate.http import job_notes, live_streams
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
@@ -286,8 +287,63 @@ async def cancel_job(job_id: JobId, ctx: Ctx, caller: JobCanceller) -> Response:
     return json_response(job_view(job), 200, _job_headers(ctx, job))
 
 
-@router.get("/jobs", response_model=JobListOut, responses=_PROBLEMS, summary="List jobs")
+_TIME = (
+    "Unix seconds (`1796133600`) or an RFC 3339 date-time with its offset (`2026-12-01T14:00:00Z`)"
+)
+_SEARCH_DOC = {
+    "parameters": [
+        {
+            "name": "metadata",
+            "in": "query",
+            "style": "deepObject",
+            "explode": True,
+            "required": False,
+            "description": "`metadata[KEY]=VALUE`, repeatable: jobs whose metadata holds each "
+            f"KEY (a top-level member, at most {job_search.MAX_METADATA_KEY_CHARS} characters) "
+            "with exactly this string value (at most "
+            f"{job_search.MAX_METADATA_VALUE_CHARS}); at most {MAX_METADATA_KEYS} pairs",
+            "schema": {
+                "type": "object",
+                "maxProperties": MAX_METADATA_KEYS,
+                "propertyNames": {
+                    "minLength": 1,
+                    "maxLength": job_search.MAX_METADATA_KEY_CHARS,
+                    "pattern": r"^[^\x00]*$",
+                },
+                "additionalProperties": {
+                    "type": "string",
+                    "maxLength": job_search.MAX_METADATA_VALUE_CHARS,
+                    "pattern": r"^[^\x00]*$",
+                },
+            },
+        }
+    ]
+}
+
+
+def _name_query(description: str) -> Any:
+    # Bounds shown, not checked here: job_search.read checks every criterion, naming it.
+    bounds = {"minLength": 1, "maxLength": job_search.MAX_NAME_CHARS}
+    return Query(description=description, json_schema_extra=bounds)
+
+
+def _time_query(description: str) -> Any:
+    pattern = {"pattern": job_search.TIME_PATTERN}
+    return Query(description=description, json_schema_extra=pattern)
+
+
+@router.get(
+    "/jobs",
+    response_model=JobListOut,
+    responses=_PROBLEMS,
+    summary="List and search jobs",
+    description="Newest first. Every filter given must hold; pages chain by `after` (the "
+    "previous page's `last_id`) with the same filters. An unknown parameter is refused (400), "
+    "so a misspelt filter never lists every job.",
+    openapi_extra=_SEARCH_DOC,
+)
 async def list_jobs(
+    request: Request,
     ctx: Ctx,
     tenant: CurrentTenant,
     status: Annotated[list[JobState] | None, Query(description="Filter by status")] = None,
@@ -296,13 +352,23 @@ async def list_jobs(
         JobId | None, Query(description="Id of the last job of the previous page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=ranges.MAX_PAGE)] = 20,
+    model: Annotated[str | None, _name_query("The job's model, exactly")] = None,
+    provider: Annotated[str | None, _name_query("The job's provider, exactly")] = None,
+    created_after: Annotated[
+        str | None, _time_query(f"Created at or after this time: {_TIME}")
+    ] = None,
+    created_before: Annotated[str | None, _time_query(f"Created before this time: {_TIME}")] = None,
 ) -> Response:
+    # The search is read from the whole query string in one place (job_search.read), which
+    # checks each criterion, refuses unknown names and reads metadata[KEY]; the parameters
+    # above declare the criteria for the OpenAPI document.
     jobs, has_more = await ctx.jobs.list(
         tenant_id=tenant.id,
         states=status,
         dead_lettered=dead_lettered,
         after=after,
         limit=limit,
+        search=job_search.read(request.query_params.multi_items()),
     )
     views = await job_notes.annotate_page(ctx, jobs, [job_view(job) for job in jobs])
     return json_response(

@@ -19,6 +19,7 @@ from jobgate.domain import events as domain_events
 from jobgate.domain import idempotency, ranges
 from jobgate.domain import limits as limit_rules
 from jobgate.domain.job import Job, JobEvent, NewJob, fast_init, new_job_of
+from jobgate.domain.job_search import JobSearch
 from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
 from jobgate.providers import streaming
@@ -379,18 +380,25 @@ class JobService:
         dead_lettered: bool | None = None,
         after: str | None = None,
         limit: int = 20,
+        search: JobSearch | None = None,
     ) -> tuple[builtins.list[Job], bool]:
-        """A page (newest first) and whether more follow, each job as `view` reads it. The
-        cursor must name one of the tenant's jobs: any other id is NotFound, like every other
-        unknown or foreign id."""
+        """A page (newest first) and whether more follow, each job as `view` reads it, of the
+        jobs matching `search` if given. The cursor must name one of the tenant's jobs: any
+        other id is NotFound, like every other unknown or foreign id."""
         if after is not None:
             await self.view(tenant_id=tenant_id, job_id=after)
+        search = search or JobSearch()
         jobs = await self.storage.job_list(
             tenant_id=tenant_id,
             states=states,
             dead_lettered=dead_lettered,
             after=after,
             limit=limit + 1,
+            provider=search.provider,
+            model=search.model,
+            created_after=search.created_after,
+            created_before=search.created_before,
+            metadata=search.metadata,
         )
         return jobs[:limit], len(jobs) > limit
 

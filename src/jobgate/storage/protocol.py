@@ -17,7 +17,7 @@ Rules every method keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Protocol
 
@@ -189,9 +189,19 @@ class JobReadStore(Protocol):
         dead_lettered: bool | None = None,
         after: str | None = None,
         limit: int = 20,
+        provider: str | None = None,
+        model: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[Job]:
         """Newest first; `after` is the id of the last job of the previous page. Each job as
-        `job_view` reads it (its request may hold only VIEW_REQUEST_MEMBERS)."""
+        `job_view` reads it (its request may hold only VIEW_REQUEST_MEMBERS). Every filter
+        given must hold: `created_after` inclusive, `created_before` exclusive, `metadata`
+        pairs each a top-level member of the job's metadata with this string value. Without
+        provider, model, times or metadata it is one read of jobs_by_tenant; with them, one
+        read through the index of the first of model, provider, metadata given. Raises
+        InvalidRequest for an `after` that is not one of the tenant's jobs."""
         ...
 
     async def job_events(

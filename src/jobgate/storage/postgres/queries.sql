@@ -215,6 +215,49 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
+-- fragment: job_search_page
+-- The rest of a job search (job_list with a filter): job_filter's criteria, the :after_id
+-- cursor (one of the tenant's jobs), newest first.
+{{job_filter}}
+   AND (:after_id::text IS NULL
+        OR (j.created_at, j.id) < (SELECT a.created_at, a.id FROM jobs AS a
+                                    WHERE a.id = :after_id::text
+                                      AND a.tenant_id = :tenant_id::text))
+ ORDER BY j.created_at DESC, j.id DESC
+ LIMIT :limit
+
+-- name: job_search
+-- A page of a tenant's jobs matching a filter without model, provider or metadata, through
+-- jobs_by_tenant (a time range bounds its walk).
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
+  FROM jobs AS j
+ WHERE j.tenant_id = :tenant_id::text
+   AND {{job_search_page}}
+
+-- name: job_search_by_model
+-- A page of a tenant's jobs of one model matching a filter, through jobs_by_tenant_model (the
+-- criterion written outright, so that a generic plan can use that index too).
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
+  FROM jobs AS j
+ WHERE j.tenant_id = :tenant_id::text AND j.model = :model::text
+   AND {{job_search_page}}
+
+-- name: job_search_by_provider
+-- A page of a tenant's jobs of one provider matching a filter, through jobs_by_tenant_provider.
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
+  FROM jobs AS j
+ WHERE j.tenant_id = :tenant_id::text AND j.provider = :provider::text
+   AND {{job_search_page}}
+
+-- name: job_search_by_metadata
+-- A page of a tenant's jobs holding metadata pairs matching a filter, through jobs_by_metadata
+-- (its predicate written out, so that the planner may use that partial index).
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
+  FROM jobs AS j
+ WHERE j.tenant_id = :tenant_id::text
+   AND j.metadata <> '{}'::jsonb AND j.metadata @> :metadata::jsonb
+   AND {{job_search_page}}
+
 -- name: job_events
 -- A job's event log after a sequence number (job_event_log: the stored events and the first
 -- event its row implies, migration 0028).

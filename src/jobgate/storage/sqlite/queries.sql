@@ -129,6 +129,47 @@ SELECT {{job_columns}}
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
+-- fragment: job_search_page
+-- The rest of a job search (job_list with a filter): job_filter's criteria, the :after_id
+-- cursor (one of the tenant's jobs), newest first.
+{{job_filter}}
+   AND (:after_id IS NULL
+        OR (j.created_at, j.id) < (SELECT a.created_at, a.id FROM jobs AS a
+                                    WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY j.created_at DESC, j.id DESC
+ LIMIT :limit
+
+-- name: job_search
+-- A page of a tenant's jobs matching a filter without model or provider, through
+-- jobs_by_tenant (a time range bounds its walk; metadata is checked job by job).
+SELECT {{job_columns}}
+  FROM jobs AS j INDEXED BY jobs_by_tenant
+ WHERE j.tenant_id = :tenant_id
+   AND {{job_search_page}}
+
+-- name: job_search_by_model
+-- A page of a tenant's jobs of one model matching a filter, through jobs_by_tenant_model.
+SELECT {{job_columns}}
+  FROM jobs AS j INDEXED BY jobs_by_tenant_model
+ WHERE j.tenant_id = :tenant_id AND j.model = :model
+   AND {{job_search_page}}
+
+-- name: job_search_by_provider
+-- A page of a tenant's jobs of one provider matching a filter, through jobs_by_tenant_provider.
+SELECT {{job_columns}}
+  FROM jobs AS j INDEXED BY jobs_by_tenant_provider
+ WHERE j.tenant_id = :tenant_id AND j.provider = :provider
+   AND {{job_search_page}}
+
+-- name: job_search_by_metadata
+-- A page of a tenant's jobs holding metadata pairs matching a filter: SQLite has no index over
+-- JSON members, so it walks jobs_by_tenant newest first, checking each job, until the page is
+-- full (or a time range ends the walk).
+SELECT {{job_columns}}
+  FROM jobs AS j INDEXED BY jobs_by_tenant
+ WHERE j.tenant_id = :tenant_id
+   AND {{job_search_page}}
+
 -- name: job_events
 -- A job's event log after a sequence number.
 SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit

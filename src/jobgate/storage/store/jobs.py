@@ -7,14 +7,16 @@ way (SKIP LOCKED on PostgreSQL, the one writer on SQLite).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from jobgate import errors
 from jobgate.domain import ranges, verdicts
+from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, JobEvent, Lease
 from jobgate.domain.states import JobState
+from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import (
     ApiKey,
@@ -141,17 +143,40 @@ class JobQueries(SqlPart):
         dead_lettered: bool | None = None,
         after: str | None = None,
         limit: int = 20,
+        provider: str | None = None,
+        model: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[Job]:
         if after is not None and await self.job_view(job_id=after, tenant_id=tenant_id) is None:
             raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
-        rows = await self._sql.read(
-            "job_list",
+        codec = self._sql.codec
+        where = JobFilter(
             tenant_id=tenant_id,
-            states=None if states is None else self._sql.codec.json([str(s) for s in states]),
-            dead_lettered=self._sql.codec.flag(dead_lettered),
-            after_id=after,
-            limit=limit,
+            states=None if states is None else tuple(states),
+            provider=provider,
+            model=model,
+            created_after=created_after,
+            created_before=created_before,
+            metadata=metadata or None,
+            dead_lettered=dead_lettered,
         )
+        searched = (provider, model, created_after, created_before, where.metadata)
+        if all(criterion is None for criterion in searched):
+            rows = await self._sql.read(  # the plain list keeps its own statement and plan
+                "job_list",
+                tenant_id=tenant_id,
+                states=None if states is None else codec.json([str(s) for s in states]),
+                dead_lettered=codec.flag(dead_lettered),
+                after_id=after,
+                limit=limit,
+            )
+        else:
+            params = base.bulk_filter_params(
+                where, BulkAction.CANCEL, time=codec.time, json=codec.json
+            )
+            rows = await self._sql.read(_search_query(where), **params, after_id=after, limit=limit)
         return [self._decode.job(row) for row in rows]
 
     async def job_events(
@@ -249,3 +274,17 @@ class JobQueries(SqlPart):
             "job_purge", id=job_id, tenant_id=tenant_id, now=self._sql.codec.now(now)
         )
         return None if row is None else self._decode.job(row)
+
+
+def _search_query(where: JobFilter) -> str:
+    """The job_search statement whose index drives the page: a model's, then a provider's
+    (a B-tree walk in the page's order, stopping at its limit), then metadata's (PostgreSQL's
+    GIN index), else the tenant's jobs in order. Each statement writes its criterion outright,
+    so that PostgreSQL's generic plan of the prepared statement can use the index too."""
+    if where.model is not None:
+        return "job_search_by_model"
+    if where.provider is not None:
+        return "job_search_by_provider"
+    if where.metadata is not None:
+        return "job_search_by_metadata"
+    return "job_search"

@@ -1,0 +1,137 @@
+"""Job search reads through an index on both stores: a tenant's jobs of a model or provider
+through jobs_by_tenant_model / jobs_by_tenant_provider (in the page's order: no sort, nothing
+walked past), a time range through jobs_by_tenant, metadata through the GIN index
+jobs_by_metadata on PostgreSQL; under PostgreSQL's custom and generic plans alike (asyncpg
+settles on the generic plan of a prepared statement after five runs)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from jobgate.domain.bulk import BulkAction, JobFilter
+from jobgate.storage import base
+from jobgate.storage.postgres.executor import Q as PG
+from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.protocol import Storage
+from jobgate.storage.sqlite.executor import Q as LITE
+from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.store.jobs import _search_query
+from jobgate.testing import FakeClock
+from tests.storage.helpers import make_tenant, new_job
+from tests.storage.pg_plans import PLAN_MODES, explained, nodes
+
+TENANTS = ("acme", "beta", "gamma")
+PER_TENANT = 1200
+MODELS = 12  # model-3 is one job in twelve of each tenant's
+PROVIDERS = 6
+PAGE = 21  # a page of 20 and the look-ahead for has_more
+
+# A search by each index, as the store sends it.
+SEARCHES: dict[str, dict[str, Any]] = {
+    "jobs_by_tenant_model": {"model": "model-3"},
+    "jobs_by_tenant_provider": {"provider": "prov-2"},
+    "jobs_by_tenant": {"created_before": datetime(2026, 1, 1, 0, 30, tzinfo=UTC)},
+    "jobs_by_metadata": {"metadata": {"user": "u-7"}},
+}
+
+
+async def fill(storage: Storage) -> str:
+    """Three tenants' jobs, created in turns (every tenant submits all along); the first
+    tenant's id."""
+    clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
+    tenants = [await make_tenant(storage, name) for name in TENANTS]
+    for start in range(0, PER_TENANT, 400):
+        for tenant in tenants:
+            jobs = [
+                new_job(
+                    tenant,
+                    model=f"model-{n % MODELS}",
+                    provider=f"prov-{n % PROVIDERS}",
+                    metadata={"user": f"u-{n % 40}"} if n % 4 else {},
+                )
+                for n in range(start, start + 400)
+            ]
+            await storage.job_insert_many(jobs=jobs, now=clock.now())
+        clock.advance(1200)
+    return tenants[0].id
+
+
+def params(tenant_id: str, search: dict[str, Any], *, time: Any, json: Any) -> dict[str, Any]:
+    where = JobFilter(tenant_id=tenant_id, **search)
+    found = base.bulk_filter_params(where, BulkAction.CANCEL, time=time, json=json)
+    return {**found, "after_id": None, "limit": PAGE}
+
+
+@pytest.mark.asyncio
+@pytest.mark.postgres
+async def test_postgres_search_reads_through_its_index(pg_dsn: str) -> None:
+    storage = PostgresStorage(pg_dsn, pool_size=2)
+    await storage.open()
+    try:
+        tenant_id = await fill(storage)
+    finally:
+        await storage.close()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute("ANALYZE jobs")
+        for index, search in SEARCHES.items():
+            query = _search_query(JobFilter(**search))
+            values = params(tenant_id, search, time=lambda t: t, json=_json_text)
+            for mode in PLAN_MODES:
+                plan = await explained(conn, query, values, mode)
+                used = {node.get("Index Name") for node in nodes(plan)}
+                scanned = {node["Node Type"] for node in nodes(plan)}
+                assert index in used and "Seq Scan" not in scanned, (query, mode, used, scanned)
+                assert plan["Actual Rows"] == PAGE, (query, mode)
+                if index != "jobs_by_metadata":  # a B-tree walk in the page's order
+                    assert "Sort" not in scanned, (query, mode, scanned)
+        plain = {"tenant_id": tenant_id, "states": None, "dead_lettered": None}
+        for mode in PLAN_MODES:  # the plain list is unchanged: jobs_by_tenant, no sort
+            plan = await explained(conn, "job_list", {**plain, "after_id": None, "limit": 21}, mode)
+            found = {(n["Node Type"], n.get("Index Name")) for n in nodes(plan)}
+            assert ("Index Scan", "jobs_by_tenant") in found and ("Sort", None) not in found
+    finally:
+        await conn.close()
+
+
+def _json_text(value: Any) -> Any:
+    return None if value is None else json.dumps(value)  # no jsonb codec on this connection
+
+
+@pytest.mark.asyncio
+async def test_sqlite_search_reads_through_its_index(tmp_path: Path) -> None:
+    path = tmp_path / "jobgate.db"
+    storage = SqliteStorage(str(path), clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    await storage.open()
+    await storage.migrate()
+    try:
+        tenant_id = await fill(storage)
+    finally:
+        await storage.close()
+    conn = sqlite3.connect(path)
+    try:
+        for index, search in SEARCHES.items():
+            query = _search_query(JobFilter(**search))
+            values = params(tenant_id, search, time=lambda t: t and t.timestamp(), json=_json_text)
+            plan = " | ".join(
+                row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + LITE[query].sql, values)
+            )
+            expected = "jobs_by_tenant" if index == "jobs_by_metadata" else index
+            assert f"USING INDEX {expected} " in plan + " ", (query, plan)
+            assert "TEMP B-TREE" not in plan, (query, plan)  # in the page's order: no sort
+            assert len(conn.execute(LITE[query].sql, values).fetchall()) == PAGE, query
+    finally:
+        conn.close()
+
+
+def test_every_search_statement_exists_in_both_dialects() -> None:
+    for search in SEARCHES.values():
+        query = _search_query(JobFilter(**search))
+        assert query in PG and query in LITE
