@@ -11,6 +11,9 @@ from bench.results import Case, select
 
 MISSES = Path(__file__).with_name("misses.md")  # why a missed target is missed
 METHOD = Path(__file__).with_name("method.md")  # how each figure is taken
+# The last on-demand run of bench/backlog.py (status reads behind 1,000 to 1,000,000 queued
+# jobs), kept as it wrote it: its own date and command, not this run's.
+BACKLOG = Path(__file__).with_name("backlog.md")
 # What the latest documented run shows. Its first line names that run: a page regenerated from
 # another run's results says the analysis is still to write rather than show one that fits
 # other figures.
@@ -285,6 +288,8 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
             *_table(("system", "backend", "what", "config", *headers), rows),
             "",
         ]
+    if BACKLOG.exists():
+        out += [BACKLOG.read_text().rstrip(), ""]
     out += [
         "## Machine",
         "",
@@ -303,6 +308,7 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
         "python -m bench --quick    # the same shape, small sizes, results only",
         "python -m bench --jobgate-only --only drain --backends sqlite   # one section",
         "python -m bench.responses_http --backend postgres  # on demand: the Responses routes' CPU",
+        "python -m bench.backlog --docs    # on demand: status reads behind a backlog",
         "```",
         "",
         "Raw results (every configuration, every child process's log) are written to "

@@ -88,3 +88,18 @@ def test_the_committed_page_holds_its_sources_text_and_no_diary() -> None:
     assert not (ROOT / "bench" / "notes.md").exists()
     assert not (ROOT / "bench" / "prototypes").exists()
     assert len(page.splitlines()) < 400
+
+
+def test_the_backlog_run_is_shown_as_it_was_written_before_the_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/backlog.md (python -m bench.backlog --docs, on demand) keeps its own date and
+    command; every regenerated page shows it, before the machine it ran on."""
+    backlog = tmp_path / "backlog.md"
+    backlog.write_text("## Status reads behind a backlog\n\nMeasured on then.\n")
+    monkeypatch.setattr(report, "BACKLOG", backlog)
+    page = report.markdown(results("2030-01-02 03:04 UTC"), None)
+    assert "## Status reads behind a backlog\n\nMeasured on then.\n\n## Machine" in page
+    committed = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = (ROOT / "bench" / "backlog.md").read_text().rstrip()
+    assert section + "\n\n## Machine" in committed
