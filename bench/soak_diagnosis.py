@@ -77,7 +77,12 @@ def not_terminal(
     for job_id, before in first.items():
         after = second.get(job_id)
         wait = waiting(job_id) if after is not None and after["state"] == "queued" else None
-        turn = _turn(wait, len(moved), moved_by_key.get(after and after["concurrency_key"], 0))
+        turn = _turn(
+            wait,
+            len(moved),
+            moved_by_key.get(after and after["concurrency_key"], 0),
+            after["now"] if after is not None else None,
+        )
         verdict = _verdict(before, after, holder, turn)
         verdicts[verdict.split(":")[0]] += 1
         if len(lines) < SHOWN:
@@ -98,10 +103,17 @@ def not_terminal(
 TURNS = ("queue", "key_cap", "tenant_cap", "rate_limited", "scheduled")
 
 
-def _turn(wait: Any, moved: int, moved_of_key: int) -> str | None:
-    """Why a due queued job is late rather than stuck, or None: it waits its turn and the
-    jobs it waits behind moved during the look (those of its key, for a key's cap)."""
-    if not isinstance(wait, dict) or wait.get("reason") not in TURNS:
+def _turn(wait: Any, moved: int, moved_of_key: int, now: float | None) -> str | None:
+    """Why a due queued job is late rather than stuck, or None: what it waits for ends by
+    itself later (a breaker, a rate limit, a pause with an end: `waiting.until` still ahead),
+    or it waits its turn and the jobs it waits behind moved during the look (those of its
+    key, for a key's cap)."""
+    if not isinstance(wait, dict):
+        return None
+    until = wait.get("until")
+    if isinstance(until, int | float) and now is not None and until > now:
+        return f"waits {until - now:.1f} s more ({wait.get('reason')})"
+    if wait.get("reason") not in TURNS:
         return None
     behind = moved_of_key if wait["reason"] == "key_cap" else moved
     if not behind:

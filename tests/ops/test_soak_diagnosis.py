@@ -1,0 +1,34 @@
+"""The soak's verdict on a job that did not end: a queued job whose `waiting` names a time still
+ahead (an open breaker, a rate limit, a pause with an end) is late, not stuck."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import soak_diagnosis
+
+NOW = 1_000_000.0
+
+
+def queued(**changes: Any) -> dict[str, Any]:
+    row = {"state": "queued", "event_seq": 3, "run_at": NOW - 60, "now": NOW, "lease_owner": None}
+    return row | changes
+
+
+def verdict(wait: Any, moved: int = 0) -> str:
+    row = queued()
+    turn = soak_diagnosis._turn(wait, moved, 0, row["now"])
+    return soak_diagnosis._verdict(row, row, lambda _owner: "-", turn)
+
+
+def test_a_job_behind_an_open_breaker_is_late_until_the_breaker_may_close() -> None:
+    breaker = {"reason": "breaker_open", "detail": "...", "until": NOW + 25}
+    assert verdict(breaker) == "late: waits 25.0 s more (breaker_open)"
+    assert verdict(breaker | {"until": NOW - 1}).startswith("stuck: queued and due")
+
+
+def test_a_job_waiting_its_turn_is_late_only_when_the_line_moved() -> None:
+    turn = {"reason": "queue", "detail": "...", "until": None}
+    assert verdict(turn, moved=4).startswith("late: waits its turn (queue)")
+    assert verdict(turn, moved=0).startswith("stuck:")
+    assert verdict(None).startswith("stuck:")
