@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import pytest
 from jobgate.client import (
     AsyncClient,
     AuthenticationError,
+    BadRequestError,
     Client,
     IdempotencyKeyReusedError,
     Job,
@@ -109,6 +111,23 @@ def test_dead_letter_list_and_redrive(served: JobgateServer) -> None:
         client.wait(ok.id, timeout_s=60)
         with pytest.raises(NotDeadLetteredError):
             client.retry(ok.id)
+
+
+def test_list_and_iter_jobs_search(served: JobgateServer) -> None:
+    with Client(served.url, served.api_key) as client:
+        tag = {"search": uuid.uuid4().hex}  # this test's jobs among the server's others
+        ids = [
+            client.submit("/v1/chat/completions", chat(f"n{i}"), metadata=tag).id for i in range(3)
+        ]
+        found = [j.id for j in client.iter_jobs(metadata=tag, page_size=2, model="sim-echo")]
+        assert found == ids[::-1]
+        created = client.get(ids[0]).created_at
+        page = client.list(metadata=tag, created_after=created, provider="sim", limit=10)
+        assert {j.id for j in page.data} == set(ids)
+        assert client.list(metadata=tag, created_before=created).data == []
+        assert client.list(metadata={**tag, "other": "x"}).data == []
+        with pytest.raises(BadRequestError):
+            client.list(metadata={"k" * 65: "v"})
 
 
 def test_list_pages_delete_and_errors(served: JobgateServer) -> None:

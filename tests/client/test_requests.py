@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -210,6 +211,35 @@ def test_list_sends_repeated_status_and_pages_through_iter_jobs() -> None:
     assert ids == ["job_3", "job_2", "job_1"]
     assert seen[0].url.params.get_list("status") == ["queued", "running"]
     assert seen[1].url.params["after"] == "job_2" and seen[1].url.params["limit"] == "2"
+
+
+def test_list_and_iter_jobs_send_the_search() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"object": "list", "data": [], "has_more": False})
+
+    since = datetime(2026, 12, 1, 14, 0, tzinfo=UTC)
+    search = {
+        "model": "gpt-4.1-mini",
+        "provider": "openai",
+        "created_after": since,
+        "created_before": 1796140800,
+        "metadata": {"user": "alice", "a&b": "c=d"},
+    }
+    with FakeTimeClient(handler, FakeClock()) as client:
+        client.list(**search, limit=5)  # type: ignore[arg-type]
+        list(client.iter_jobs(**{**search, "created_before": 1796140800.5}))  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="time zone"):
+            client.list(created_after=datetime(2026, 12, 1))  # noqa: DTZ001 (the point)
+    for request in seen:
+        params = request.url.params
+        assert params["model"] == "gpt-4.1-mini" and params["provider"] == "openai"
+        assert params["created_after"] == "2026-12-01T14:00:00+00:00"
+        assert params["metadata[user]"] == "alice" and params["metadata[a&b]"] == "c=d"
+    assert [r.url.params["created_before"] for r in seen] == ["1796140800", "1796140800.5"]
+    assert len(seen) == 2  # the naive datetime is refused before any request
 
 
 def test_job_ids_are_escaped_in_paths() -> None:

@@ -9,23 +9,19 @@ tenant's (`--where tenant=NAME` narrows it).
 from __future__ import annotations
 
 import json
-import re
 import sys
-from datetime import datetime
 from typing import Any
 
 import click
 
-from jobgate import clock
 from jobgate.cli import client_verbs as verbs
+from jobgate.cli import moments
 from jobgate.client import Client
 
 WHERE_KEYS = (
     "tenant", "status", "provider", "model", "error_code", "created_after", "created_before",
     "dead_lettered", "metadata.KEY",
 )  # fmt: skip
-_AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 _DONE = {"cancel": "cancelled", "redrive": "redriven", "delete": "deleted"}
 
 
@@ -36,21 +32,10 @@ def _usage(message: str, as_json: bool) -> verbs.VerbError:
 
 
 def _moment(key: str, value: str, as_json: bool) -> int:
-    """Unix seconds from unix seconds, ISO 8601, or an age such as `2h` (two hours ago)."""
-    if value.isdigit():
-        return int(value)
-    ago = _AGO.match(value)
-    if ago:
-        now = clock.SystemClock().now().timestamp()
-        return int(now - float(ago.group(1)) * _UNIT_S[ago.group(2)])
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        message = f"{key} wants unix seconds, ISO 8601 or an age like 2h: {value!r}"
-        raise _usage(message, as_json) from None
-    if moment.tzinfo is None:
-        raise _usage(f"{key} needs a time zone (e.g. 2026-12-01T00:00:00Z)", as_json)
-    return int(moment.timestamp())
+        return moments.unix_seconds(key, value)
+    except ValueError as exc:
+        raise _usage(str(exc), as_json) from None
 
 
 def parse_where(items: tuple[str, ...], as_json: bool) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import contextlib
 import difflib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ import click
 
 from jobgate import clock
 from jobgate.cli import client_output as out
-from jobgate.cli import help_format
+from jobgate.cli import help_format, moments
 from jobgate.client import AsyncClient, Client, Job, JobStatus, credentials
 from jobgate.client import errors as client_errors
 
@@ -493,6 +494,21 @@ class _JobsGroup(click.Group):
     type=click.Choice(STATUSES),
     help="Only jobs in this status (repeatable).",
 )
+@click.option(
+    "--meta",
+    "meta",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only jobs whose metadata holds KEY with exactly this value (repeatable: all).",
+)
+@click.option("--model", help="Only jobs of this model.")
+@click.option("--provider", help="Only jobs of this provider.")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="Only jobs created at or after WHEN: unix seconds, ISO 8601 or an age (90m, 2h, 7d).",
+)
+@click.option("--until", metavar="WHEN", help="Only jobs created before WHEN (as --since).")
 @click.option("--limit", type=click.IntRange(1, 100), default=20, show_default=True)
 @click.option(
     "--after", metavar="JOB_ID", help="Continue after this job (the previous page's last)."
@@ -503,6 +519,11 @@ class _JobsGroup(click.Group):
 def jobs(
     ctx: click.Context,
     statuses: tuple[str, ...],
+    meta: tuple[str, ...],
+    model: str | None,
+    provider: str | None,
+    since: str | None,
+    until: str | None,
     limit: int,
     after: str | None,
     all_pages: bool,
@@ -510,30 +531,78 @@ def jobs(
     api_key: str | None,
     as_json: bool,
 ) -> None:
-    """List jobs, newest first; or act on many by filter: jobs cancel|redrive|delete."""
+    """List jobs, newest first, or search them (--meta, --model, --provider, --since,
+    --until, --status: every one given must hold); or act on many by filter:
+    jobs cancel|redrive|delete."""
     if ctx.invoked_subcommand is not None:
         return
-    _list_jobs(url, api_key, as_json, statuses or None, None, limit, after, all_pages)
+    search = _search(meta, model, provider, since, until, as_json)
+    search["status"] = statuses or None
+    _list_jobs(url, api_key, as_json, search, limit, after, all_pages)
+
+
+def _search(
+    meta: tuple[str, ...],
+    model: str | None,
+    provider: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+) -> dict[str, Any]:
+    """list()'s filters from `jobgate jobs`' options (a usage error for a malformed one)."""
+    search: dict[str, Any] = {"model": model, "provider": provider}
+    pairs: dict[str, str] = {}
+    for item in meta:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _usage(f"--meta wants KEY=VALUE, not {item!r}", as_json)
+        pairs[key] = value
+    search["metadata"] = pairs or None
+    times = (("created_after", "--since", since), ("created_before", "--until", until))
+    for name, option, when in times:
+        try:
+            search[name] = None if when is None else moments.unix_seconds(option, when)
+        except ValueError as exc:
+            raise _usage(str(exc), as_json) from None
+    return search
+
+
+def _jobs_command(search: dict[str, Any]) -> str:
+    """`jobgate jobs` with the options of `search`, times as the unix seconds they were read
+    as (an age such as 2h would have moved on by the next page)."""
+    words = ["jobgate", "jobs"]
+    for status in search.get("status") or ():
+        words += ["--status", status]
+    for key, value in (search.get("metadata") or {}).items():
+        words += ["--meta", f"{key}={value}"]
+    options = [("--model", "model"), ("--provider", "provider")]
+    options += [("--since", "created_after"), ("--until", "created_before")]
+    for option, name in options:
+        if search.get(name) is not None:
+            words += [option, str(search[name])]
+    return shlex.join(words)
+
+
+def _usage(message: str, as_json: bool) -> VerbError:
+    return VerbError(message, exit_code=EXIT_USAGE, as_json=as_json, detail={"code": "usage"})
 
 
 def _list_jobs(
     url: str,
     api_key: str | None,
     as_json: bool,
-    statuses: tuple[str, ...] | None,
-    dead_lettered: bool | None,
+    search: dict[str, Any],
     limit: int,
     after: str | None,
     all_pages: bool,
 ) -> None:
+    dead_lettered = search.get("dead_lettered")
     with connect(url, api_key, as_json) as client:
         if all_pages:
-            found = list(client.iter_jobs(status=statuses, dead_lettered=dead_lettered))
+            found = list(client.iter_jobs(**search))
             has_more, last_id = False, found[-1].id if found else None
         else:
-            page = client.list(
-                status=statuses, dead_lettered=dead_lettered, after=after, limit=limit
-            )
+            page = client.list(**search, after=after, limit=limit)
             found, has_more, last_id = page.data, page.has_more, page.last_id
     if as_json:
         listing = {"object": "list", "data": [j.raw for j in found], "has_more": has_more}
@@ -548,7 +617,7 @@ def _list_jobs(
     rows = out.job_rows(found, _now_s(), with_error=bool(dead_lettered))
     click.echo(out.table(headers, rows, colour_column=1, colour=_colour()))
     if has_more:
-        command = "jobgate dlq list" if dead_lettered else "jobgate jobs"
+        command = "jobgate dlq list" if dead_lettered else _jobs_command(search)
         click.echo(f"more: {command} --after {last_id}  (or --all)", err=True)
 
 
@@ -566,7 +635,8 @@ def dlq_list(
     limit: int, after: str | None, all_pages: bool, url: str, api_key: str | None, as_json: bool
 ) -> None:
     """List jobs that failed for good (attempts exhausted or poison)."""
-    _list_jobs(url, api_key, as_json, ("failed",), True, limit, after, all_pages)
+    search = {"status": ("failed",), "dead_lettered": True}
+    _list_jobs(url, api_key, as_json, search, limit, after, all_pages)
 
 
 @dlq.command("redrive")

@@ -10,6 +10,7 @@ import math
 import os
 import random
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from importlib import metadata
 from typing import Any, Generic, TypeAlias, TypedDict, TypeVar
 from urllib.parse import quote
@@ -65,10 +66,18 @@ class SubmitOptions(TypedDict, total=False):
 
 
 class JobFilter(TypedDict, total=False):
-    """Which jobs list() and iter_jobs() answer: any of these statuses, dead-lettered or not."""
+    """Which jobs list() and iter_jobs() answer: any of these statuses, dead-lettered or not,
+    of this model and provider, created at or after `created_after` and before
+    `created_before` (an aware datetime, or Unix seconds), whose metadata holds every pair of
+    `metadata` (string values, exactly)."""
 
     status: str | Iterable[str] | None
     dead_lettered: bool | None
+    model: str | None
+    provider: str | None
+    created_after: datetime | float | None
+    created_before: datetime | float | None
+    metadata: Mapping[str, str] | None
 
 
 class ListOptions(JobFilter, total=False):
@@ -215,20 +224,29 @@ class BaseClient(Generic[HttpT, TransportT]):
         return f"/v1/jobs/{quote(job_id, safe='')}{suffix}"
 
     @staticmethod
-    def _list_params(
-        status: str | Iterable[str] | None,
-        dead_lettered: bool | None,
-        after: str | None,
-        limit: int | None,
-    ) -> list[tuple[str, str]]:
+    def _list_params(options: ListOptions) -> list[tuple[str, str]]:
+        """The query of GET /v1/jobs for list()'s keywords (None: left out)."""
         params: list[tuple[str, str]] = []
+        status = options.get("status")
         if status is not None:
             statuses = [status] if isinstance(status, str) else list(status)
             params += [("status", str(s)) for s in statuses]
+        dead_lettered = options.get("dead_lettered")
         if dead_lettered is not None:
             params.append(("dead_lettered", "true" if dead_lettered else "false"))
-        if after is not None:
-            params.append(("after", after))
+        for name in ("model", "provider", "after"):
+            value = options.get(name)
+            if value is not None:
+                params.append((name, str(value)))
+        for name, moment in (
+            ("created_after", options.get("created_after")),
+            ("created_before", options.get("created_before")),
+        ):
+            if moment is not None:
+                params.append((name, _query_time(name, moment)))
+        for key, value in (options.get("metadata") or {}).items():
+            params.append((f"metadata[{key}]", value))
+        limit = options.get("limit")
         if limit is not None:
             params.append(("limit", str(limit)))
         return params
@@ -422,3 +440,15 @@ class WaitState:
             assert self.timeout_s is not None
             raise errors.WaitTimeout(self.job_id, self.timeout_s, self.last)
         return delay_s
+
+
+def _query_time(name: str, moment: datetime | float) -> str:
+    """A search time as the server reads it: RFC 3339 for a datetime (which must say its
+    time zone: a naive one would be read in no zone at all), else Unix seconds."""
+    if isinstance(moment, datetime):
+        if moment.tzinfo is None:
+            raise ValueError(f"{name} needs a time zone (datetime.now(UTC), not datetime.now())")
+        return moment.isoformat()
+    if isinstance(moment, bool) or not isinstance(moment, int | float):
+        raise TypeError(f"{name} is a datetime or Unix seconds, not {type(moment).__name__}")
+    return repr(int(moment)) if float(moment).is_integer() else repr(float(moment))

@@ -250,19 +250,13 @@ class Plans(BaseClient[HttpT, TransportT]):
 
     def _plan_list(self, options: ListOptions) -> Plan[JobPage]:
         check_options("list", options, ListOptions)
-        params = self._list_params(
-            options.get("status"),
-            options.get("dead_lettered"),
-            options.get("after"),
-            options.get("limit"),
-        )
+        params = self._list_params(options)
         response = yield from self._plan_request("GET", "/v1/jobs", params=params)
         return JobPage.from_json(self._json(response))
 
     def _plan_iter_jobs(self, options: IterJobsOptions) -> Plan[None]:
         check_options("iter_jobs", options, IterJobsOptions)  # now, not at the first page
-        filters: JobFilter = {"status": options.get("status")}
-        filters["dead_lettered"] = options.get("dead_lettered")
+        filters = JobFilter(**{k: v for k, v in options.items() if k != "page_size"})  # type: ignore[typeddict-item]
         return self._plan_pages(filters, options.get("page_size", 100))
 
     def _plan_pages(self, filters: JobFilter, page_size: int) -> Plan[None]:

@@ -126,13 +126,16 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         return self._run(self._plan_job("POST", path, idempotent=False))
 
     def list(self, **options: Unpack[ListOptions]) -> JobPage:
-        """One page of jobs, newest first. Keywords: `status` (one or several) and
-        `dead_lettered` say which jobs, `after` (a job id) and `limit` which page."""
+        """One page of jobs, newest first. Keywords: `status` (one or several),
+        `dead_lettered`, `model`, `provider`, `created_after`, `created_before` (an aware
+        datetime or Unix seconds; after inclusive, before exclusive) and `metadata` (pairs
+        the job's metadata must all hold) say which jobs, `after` (a job id) and `limit`
+        which page."""
         return self._run(self._plan_list(options))
 
     def iter_jobs(self, **options: Unpack[IterJobsOptions]) -> Iterator[Job]:
-        """Every matching job, newest first, fetching pages as it goes. Keywords: `status` and
-        `dead_lettered` as in list(), `page_size` jobs per request (100)."""
+        """Every matching job, newest first, fetching pages as it goes. Keywords: the filters
+        of list(), `page_size` jobs per request (100)."""
         return self._iterate(_steps.Run(self._plan_iter_jobs(options)))
 
     def event_log(self, job_id: str, *, after: int = 0, limit: int | None = None) -> EventPage:
