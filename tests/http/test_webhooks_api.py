@@ -214,6 +214,11 @@ async def test_progress_interval_is_kept_and_bounded(make_api: Any) -> None:
     assert patched.json()["progress_interval_s"] == 30
     plain = await api.call("POST", "/v1/webhook_endpoints", json={"url": "https://1.1.1.1/"})
     assert plain.json()["progress_interval_s"] == 5 and plain.json()["event_types"] == []
+    schemas = (await api.call("GET", "/openapi.json")).json()["components"]["schemas"]
+    for name in ("CreateEndpointRequest", "UpdateEndpointRequest", "EndpointOut"):
+        assert "progress_interval_s" in schemas[name]["properties"], name
+    created_schema = schemas["CreateEndpointRequest"]["properties"]["progress_interval_s"]
+    assert (created_schema["minimum"], created_schema["maximum"]) == (1, 3600)
 
 
 async def test_a_jobs_own_webhook_cannot_take_progress(make_api: Any) -> None:
@@ -225,6 +230,8 @@ async def test_a_jobs_own_webhook_cannot_take_progress(make_api: Any) -> None:
         json={**CHAT, "webhook": {"url": "https://1.1.1.1/", "event_types": ["job.progress"]}},
     )
     assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "webhook.event_types"
+    assert "/v1/webhook_endpoints" in refused.json()["error"]["message"]
 
 
 async def test_rotate_secret_shows_the_new_secret_once(make_api: Any, clock: FakeClock) -> None:

@@ -306,6 +306,12 @@ class JobService:
             )
         url = self.webhook_guard.check_static(url, param="webhook.url").url
         event_types = webhook.get("event_types") or []
+        if domain_events.PROGRESS in event_types:
+            raise errors.InvalidRequest(
+                f"{domain_events.PROGRESS} goes to webhook endpoints only (their "
+                "progress_interval_s throttles it): register one at /v1/webhook_endpoints",
+                param="webhook.event_types",
+            )
         unknown = [t for t in event_types if t not in domain_events.EVENT_TYPES]
         if unknown:
             raise errors.InvalidRequest(
