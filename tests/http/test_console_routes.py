@@ -181,6 +181,34 @@ async def test_search_finds_by_provider_job_id_and_unknown_tenants_match_nothing
     assert '<strong id="bulk-count">0</strong>' in confirm.text and " disabled>" in confirm.text
 
 
+async def test_the_search_box_finds_by_model_provider_and_metadata(api: Api) -> None:
+    await signed_in(api)
+    key = await api.key("acme")
+    ids = []
+    for provider, user in (("sim", "a"), ("scripted", "a"), ("scripted", "b")):
+        payload = {
+            "endpoint": "/v1/chat/completions",
+            "provider": provider,
+            "metadata": {"user": user},
+            "body": {"model": "sim-echo", "messages": [{"role": "user", "content": "x"}]},
+        }
+        answer = await api.http.post(
+            "/v1/jobs", json=payload, headers={"Authorization": f"Bearer {key}"}
+        )
+        ids.append(answer.json()["id"])
+    for q, shown in [
+        ("provider=scripted user=a", [ids[1]]),
+        ("provider=scripted", [ids[1], ids[2]]),
+        ("model=sim-echo, metadata[user]=a", [ids[0], ids[1]]),
+        ("model=other", []),
+    ]:
+        page = await api.http.get("/dashboard/live/jobs", params={"q": q})
+        assert page.status_code == 200, q
+        assert sorted(re.findall(r'data-job="(job_[^"]+)"', page.text)) == sorted(shown), q
+    clash = await api.http.get("/dashboard/jobs", params={"q": "model=a", "model": "b"})
+    assert clash.status_code == 400
+
+
 NASTY = ["'", '"', "%", "\\", "a=b=c", "=", "k=", "ünï=cødé", "$.x=1", "a.b=1", "*", "<script>"]
 
 

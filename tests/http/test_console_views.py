@@ -72,6 +72,21 @@ def test_the_search_box_reads_ids_and_metadata() -> None:
             views.ConsoleFilter.read(bad).job_filter(None, T0)
 
 
+def test_the_search_box_reads_model_provider_and_any_metadata_key() -> None:
+    box = views.ConsoleFilter.read({"q": "model=gpt-4.1 provider=openai user=alice"})
+    where = box.job_filter(None, T0)
+    assert (where.model, where.provider, where.metadata) == ("gpt-4.1", "openai", {"user": "alice"})
+    assert box.identifier() is None and box.metadata() == {"user": "alice"}
+    keyed = views.ConsoleFilter.read({"q": "metadata[model]=x, metadata[]=y"})
+    assert keyed.job_filter(None, T0).metadata == {"model": "x", "metadata[]": "y"}
+    assert keyed.job_filter(None, T0).model is None
+    same = views.ConsoleFilter.read({"q": "model=m", "model": "m"}).job_filter(None, T0)
+    assert same.model == "m"
+    for bad in ({"q": "model=a", "model": "b"}, {"q": "provider="}):
+        with pytest.raises(errors.InvalidRequest):
+            views.ConsoleFilter.read(bad).job_filter(None, T0)
+
+
 def test_charts_break_at_gaps_dot_lone_points_and_escape_labels() -> None:
     svg = str(
         charts.line_chart(

@@ -18,6 +18,8 @@ from jobgate.storage.records import UsageEntry
 MAX_FIELD_CHARS = 200
 FILTER_FIELDS = ("q", "tenant", "status", "provider", "model", "error_code", "dead", "since")
 # "Created within": the choices of the filter, in seconds.
+# Criteria the search box reads as `name=value` (any other key is a metadata pair).
+SEARCH_TERMS = ("model", "provider")
 SINCE_S = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86_400, "7d": 7 * 86_400}
 
 
@@ -127,18 +129,41 @@ class ConsoleFilter:
         return {k: v for k, v in dataclasses.asdict(self).items() if v}
 
     def metadata(self) -> dict[str, str] | None:
-        """`key=value` pairs of the search box (separated by spaces or commas), if any."""
-        if "=" not in self.q:
-            return None
+        """The search box's metadata pairs, if any (see `terms`)."""
+        return self.terms()[0] or None
+
+    def terms(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The search box's `key=value` terms (separated by spaces or commas), as GET /v1/jobs
+        reads them: `model=…` and `provider=…` are those criteria, `metadata[KEY]=…` is a
+        metadata pair (whatever KEY is, `model` too), and any other `key=value` a metadata
+        pair. (metadata pairs, criteria)."""
         pairs: dict[str, str] = {}
+        criteria: dict[str, str] = {}
+        if "=" not in self.q:
+            return pairs, criteria
         for token in self.q.replace(",", " ").split():
             key, sep, value = token.partition("=")
             if not sep or not key:
                 raise errors.InvalidRequest("search by metadata as key=value", param="q")
-            pairs[key] = value
+            if key in SEARCH_TERMS:
+                if not value:
+                    raise errors.InvalidRequest(f"{key}= needs a value", param="q")
+                criteria[key] = value
+            elif key.startswith("metadata[") and key.endswith("]") and len(key) > 10:
+                pairs[key[9:-1]] = value
+            else:
+                pairs[key] = value
         if len(pairs) > MAX_METADATA_KEYS:
             raise errors.InvalidRequest(f"at most {MAX_METADATA_KEYS} pairs", param="q")
-        return pairs
+        return pairs, criteria
+
+    def _criterion(self, name: str, criteria: Mapping[str, str]) -> str | None:
+        """A criterion given in its own field or in the search box; both, differing, is an
+        error (no job could match)."""
+        field, term = str(getattr(self, name)), criteria.get(name, "")
+        if field and term and field != term:
+            raise errors.InvalidRequest(f"{name} is {field!r} and {term!r}", param="q")
+        return field or term or None
 
     def identifier(self) -> str | None:
         """The search box as an id (a job's or the provider's), when it is not metadata."""
@@ -147,14 +172,15 @@ class ConsoleFilter:
     def job_filter(self, tenant_id: str | None, now: datetime) -> JobFilter:
         """The criteria as a bulk filter; `tenant_id` is the named tenant's id ("" for an
         unknown name: it matches nothing), `now` the moment a time range counts back from."""
+        pairs, criteria = self.terms()
         return JobFilter(
             created_after=now - timedelta(seconds=SINCE_S[self.since]) if self.since else None,
             tenant_id=tenant_id,
             states=(JobState(self.status),) if self.status else None,
-            provider=self.provider or None,
-            model=self.model or None,
+            provider=self._criterion("provider", criteria),
+            model=self._criterion("model", criteria),
             error_code=self.error_code or None,
-            metadata=self.metadata(),
+            metadata=pairs or None,
             dead_lettered=True if self.dead == "1" else None,
         )
 
