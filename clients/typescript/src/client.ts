@@ -13,6 +13,8 @@ import { readEvents } from "./sse.js";
 import {
   isTerminal,
   type Job,
+  type JobFilter,
+  type JobPage,
   type JobToken,
   type JobTokenScope,
   type OutputDelta,
@@ -89,11 +91,25 @@ export interface CreateJobTokenOptions {
   scopes?: JobTokenScope[];
 }
 
+export interface ListOptions extends JobFilter {
+  /** The previous page's `last_id`. */
+  after?: string;
+  /** Jobs per page (1 to 100, default 20). */
+  limit?: number;
+  signal?: AbortSignal;
+}
+
+export interface IterJobsOptions extends JobFilter {
+  /** Jobs per request (1 to 100, default 100). */
+  pageSize?: number;
+  signal?: AbortSignal;
+}
+
 /** One item's answer in `submitMany()`: its job, or the error that refused it alone. */
 export type BulkResult = Job | APIError;
 
 interface RequestOptions {
-  query?: Record<string, string | number>;
+  query?: Record<string, string | number> | Array<[string, string]>;
   json?: unknown;
   headers?: Record<string, string>;
   idempotent?: boolean;
@@ -202,6 +218,26 @@ export class JobGate {
    * has stopped the call; a finished job is answered unchanged. */
   async cancel(jobId: string, options: { signal?: AbortSignal } = {}): Promise<Job> {
     return (await this.request("POST", jobPath(jobId, "/cancel"), { signal: options.signal })) as Job;
+  }
+
+  /** One page of the tenant's jobs, newest first, of those matching every filter given. */
+  async list(options: ListOptions = {}): Promise<JobPage> {
+    const query = listQuery(options);
+    if (options.after !== undefined) query.push(["after", options.after]);
+    if (options.limit !== undefined) query.push(["limit", String(options.limit)]);
+    return (await this.request("GET", "/v1/jobs", { query, signal: options.signal })) as JobPage;
+  }
+
+  /** Every matching job, newest first, fetching pages (`pageSize` jobs each) as it goes. */
+  async *iterJobs(options: IterJobsOptions = {}): AsyncGenerator<Job, void, undefined> {
+    const { pageSize = 100, ...filter } = options;
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.list({ ...filter, limit: pageSize, ...(after === undefined ? {} : { after }) });
+      yield* page.data;
+      if (!page.has_more || page.last_id === null) return;
+      after = page.last_id;
+    }
   }
 
   /** A job token for one job, to hand to a browser or a phone instead of an API key (needs
@@ -375,8 +411,9 @@ export class JobGate {
    * abort is rethrown as it is. The timeout covers the answer's start, not its body. */
   private async send(method: string, path: string, options: RequestOptions): Promise<Response> {
     const url = new URL(this.baseUrl + path);
-    for (const [name, value] of Object.entries(options.query ?? {})) {
-      url.searchParams.set(name, String(value));
+    const query = options.query ?? {};
+    for (const [name, value] of Array.isArray(query) ? query : Object.entries(query)) {
+      url.searchParams.append(name, String(value));
     }
     const headers: Record<string, string> = {
       Authorization: this.authorization,
@@ -415,6 +452,25 @@ export class JobGate {
       outer?.removeEventListener("abort", onAbort);
     }
   }
+}
+
+/** The query of `GET /v1/jobs` for a filter: a Date as RFC 3339 (UTC), a number as Unix
+ * seconds, each metadata pair as `metadata[KEY]=VALUE`. */
+function listQuery(filter: JobFilter): Array<[string, string]> {
+  const query: Array<[string, string]> = [];
+  const statuses = filter.status === undefined ? [] : [filter.status].flat();
+  for (const status of statuses) query.push(["status", status]);
+  if (filter.deadLettered !== undefined) query.push(["dead_lettered", String(filter.deadLettered)]);
+  if (filter.model !== undefined) query.push(["model", filter.model]);
+  if (filter.provider !== undefined) query.push(["provider", filter.provider]);
+  for (const [name, moment] of [
+    ["created_after", filter.createdAfter],
+    ["created_before", filter.createdBefore],
+  ] as const) {
+    if (moment !== undefined) query.push([name, moment instanceof Date ? moment.toISOString() : String(moment)]);
+  }
+  for (const [key, value] of Object.entries(filter.metadata ?? {})) query.push([`metadata[${key}]`, value]);
+  return query;
 }
 
 function jobPath(jobId: string, suffix = ""): string {

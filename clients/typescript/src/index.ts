@@ -19,7 +19,9 @@ export {
   newIdempotencyKey,
   type BulkResult,
   type CreateJobTokenOptions,
+  type IterJobsOptions,
   type JobGateOptions,
+  type ListOptions,
   type StreamOptions,
   type WaitOptions,
 } from "./client.js";
@@ -47,6 +49,8 @@ export {
   TERMINAL_STATUSES,
   type Job,
   type JobError,
+  type JobFilter,
+  type JobPage,
   type JobStatus,
   type JobToken,
   type JobTokenScope,

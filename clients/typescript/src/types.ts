@@ -105,3 +105,28 @@ export interface OutputDelta {
   seq: number;
   reset: boolean;
 }
+
+/** Which jobs `list()` and `iterJobs()` answer: every filter given must hold. */
+export interface JobFilter {
+  /** Any of these statuses. */
+  status?: JobStatus | JobStatus[];
+  deadLettered?: boolean;
+  /** The model and the provider the job runs on, exactly. */
+  model?: string;
+  provider?: string;
+  /** Created at or after this time (a Date, or Unix seconds). */
+  createdAfter?: Date | number;
+  /** Created before this time (exclusive). */
+  createdBefore?: Date | number;
+  /** Pairs the job's metadata must all hold (top-level members, string values, exactly). */
+  metadata?: Record<string, string>;
+}
+
+/** One page of `GET /v1/jobs`, newest first. */
+export interface JobPage {
+  object: "list";
+  data: Job[];
+  has_more: boolean;
+  /** The last job's id: pass it as `after` for the next page. */
+  last_id: string | null;
+}

@@ -48,6 +48,20 @@ describe("against jobgate serve", () => {
     assert.equal((await client.get(job.id)).status, "succeeded");
   });
 
+  test("list and iterJobs search by metadata, model, provider and creation time", async () => {
+    const tag = { search: `ts-${Date.now()}-${Math.random()}` };
+    const made: string[] = [];
+    for (let n = 0; n < 3; n++) made.push((await client.submit(CHAT, chat(`n${n}`), { metadata: tag })).id);
+    const found: string[] = [];
+    for await (const job of client.iterJobs({ metadata: tag, model: "sim-echo", pageSize: 2 })) found.push(job.id);
+    assert.deepEqual(found, [...made].reverse());
+    const created = (await client.get(made[0] as string)).created_at;
+    const since = await client.list({ metadata: tag, provider: "sim", createdAfter: new Date(created * 1000) });
+    assert.deepEqual(new Set(since.data.map((j) => j.id)), new Set(made));
+    assert.deepEqual((await client.list({ metadata: tag, createdBefore: created })).data, []);
+    await assert.rejects(client.list({ metadata: { ["k".repeat(65)]: "v" } }), BadRequestError);
+  });
+
   test("a submit repeated with its idempotency key answers the same job", async () => {
     const first = await client.submit(CHAT, chat("once"), { idempotencyKey: "ts-key-1" });
     const again = await client.submit(CHAT, chat("once"), { idempotencyKey: "ts-key-1" });

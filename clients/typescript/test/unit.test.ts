@@ -329,3 +329,36 @@ test("the SSE reader gives up on a silent stream", async () => {
     for await (const _ of readEvents(silent, 50)) assert.fail("no event");
   }, /no data on the stream/);
 });
+
+test("list sends the search, iterJobs follows last_id with the same filters", async () => {
+  const page = (ids: string[], more: boolean): Response =>
+    Response.json({ object: "list", data: ids.map((id) => ({ id })), has_more: more, last_id: ids.at(-1) ?? null });
+  const { client, sent } = scripted([page(["job_3", "job_2"], true), page(["job_1"], false), page([], false)]);
+  const filter = {
+    status: ["queued", "running"] as Array<"queued" | "running">,
+    model: "gpt-4.1-mini",
+    provider: "openai",
+    createdAfter: new Date(Date.UTC(2026, 11, 1, 14)),
+    createdBefore: 1796140800,
+    metadata: { user: "alice", "a&b": "c=d" },
+  };
+  const ids: string[] = [];
+  for await (const found of client.iterJobs({ ...filter, pageSize: 2 })) ids.push(found.id);
+  assert.deepEqual(ids, ["job_3", "job_2", "job_1"]);
+  assert.equal(sent.length, 2);
+  for (const { url } of sent) {
+    assert.deepEqual(url.searchParams.getAll("status"), ["queued", "running"]);
+    assert.equal(url.searchParams.get("model"), "gpt-4.1-mini");
+    assert.equal(url.searchParams.get("provider"), "openai");
+    assert.equal(url.searchParams.get("created_after"), "2026-12-01T14:00:00.000Z");
+    assert.equal(url.searchParams.get("created_before"), "1796140800");
+    assert.equal(url.searchParams.get("metadata[user]"), "alice");
+    assert.equal(url.searchParams.get("metadata[a&b]"), "c=d");
+    assert.equal(url.searchParams.get("limit"), "2");
+  }
+  assert.equal(sent[0]?.url.searchParams.get("after"), null);
+  assert.equal(sent[1]?.url.searchParams.get("after"), "job_2");
+  const one = await client.list({ deadLettered: true, after: "job_9", limit: 5 });
+  assert.equal(one.has_more, false);
+  assert.equal(sent[2]?.url.search, "?dead_lettered=true&after=job_9&limit=5");
+});
