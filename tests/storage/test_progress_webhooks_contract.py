@@ -136,3 +136,26 @@ async def test_an_endpoint_keeps_its_progress_interval(storage: Storage, clock: 
         endpoint_id=endpoint.id, tenant_id=acme.id, changes=EndpointChanges(progress_interval_s=60)
     )
     assert changed is not None and changed.progress_interval_s == 60
+
+
+async def test_a_dropped_progress_is_not_an_endpoint_failure_in_its_health(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """Progress is best effort (sent once, dropped when superseded or refused): the console's
+    endpoint health counts the deliveries that are retried, so a dropped progress is neither a
+    failed delivery nor the endpoint's last error."""
+    acme = await make_tenant(storage)
+    endpoint = await make_endpoint(storage, acme, clock, event_types=(PROGRESS,))
+    lease = await running_job(storage, clock, acme)
+    assert await storage.outbox_progress_arm(job_id=lease.job_id, now=clock.now()) == 1
+    [delivery] = await claim(storage, clock.now())
+    dropped = DeliveryOutcome(
+        state="failed", attempted=False, status_code=None, latency_ms=None,
+        error="superseded: the job is no longer running",
+    )  # fmt: skip
+    assert await storage.delivery_record(delivery=delivery, outcome=dropped, now=clock.now())
+    [health] = await storage.admin_endpoint_health(min_attempts=3)
+    assert health.endpoint_id == endpoint.id
+    assert (health.failing, health.pending, health.failed, health.last_error) == (
+        False, 0, 0, None,
+    )  # fmt: skip
