@@ -20,8 +20,8 @@ MAX_METADATA_VALUE_CHARS = 512
 RFC3339 = r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})"
 UNIX_SECONDS = r"\d{1,12}(?:\.\d{1,9})?"
 TIME_PATTERN = f"^(?:{UNIX_SECONDS}|{RFC3339})$"  # the syntax; the value must be a real time too
-_RFC3339 = re.compile(f"^{RFC3339}$")
-_UNIX_SECONDS = re.compile(f"^{UNIX_SECONDS}$")
+_RFC3339 = re.compile(f"^{RFC3339}$", re.ASCII)  # ASCII: \d is 0-9, no other script's digits
+_UNIX_SECONDS = re.compile(f"^{UNIX_SECONDS}$", re.ASCII)
 _METADATA = re.compile(r"^metadata\[(.*)\]$", re.DOTALL)
 # The parameters that are not search criteria.
 PAGE_PARAMS = frozenset({"status", "dead_lettered", "after", "limit"})
@@ -55,6 +55,8 @@ def read(params: Iterable[tuple[str, str]]) -> JobSearch:
             if name in names:
                 raise errors.InvalidRequest(f"{name} is given twice", param=name)
             names[name] = value
+        elif not name:
+            raise errors.InvalidRequest("a query parameter without a name")
         else:
             hint = " (metadata is searched as metadata[KEY]=VALUE)" if "metadata" in name else ""
             raise errors.InvalidRequest(f"unknown parameter {name[:80]!r}{hint}", param=name[:80])
