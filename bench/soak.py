@@ -247,7 +247,9 @@ class Soak:
         )
         state = httpx.get(f"{stack.simulator_url}/_simulator/state", timeout=60).json()
         recorded = {f.provider_job_id for f in facts.values() if f.provider_job_id}
-        created = [c for c in state["created"] if c.startswith("resp")]
+        # Background creates only: a synchronous stream (the stream faults' Responses jobs)
+        # creates a response on each attempt, billed and expected.
+        created = state["created_background"]
         result["background_created_at_provider"] = len(created)
         result["duplicate_provider_creates"] = sum(1 for c in created if c not in recorded)
         headers = {"Authorization": f"Bearer {stack.key}"}

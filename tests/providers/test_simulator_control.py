@@ -56,3 +56,16 @@ async def test_inject_rejects_what_it_cannot_do(simulator: Simulator) -> None:
         assert incomplete.status_code == 400
         assert (await client.get("/_simulator/nothing")).status_code == 404
         assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
+
+
+async def test_state_tells_background_creates_from_synchronous_ones(simulator: Simulator) -> None:
+    """A synchronous response is billed on each call (a retried stream creates one per
+    attempt); only a background create is a provider job that a job must record."""
+    body = {"model": "m", "input": "hi"}
+    async with httpx.AsyncClient(base_url=simulator.url) as client:
+        sync = await client.post("/v1/responses", json=body)
+        background = await client.post("/v1/responses", json=body | {"background": True})
+        assert sync.status_code == 200 and background.status_code == 200
+        state = (await client.get("/_simulator/state")).json()
+    assert state["created"] == [sync.json()["id"], background.json()["id"]]
+    assert state["created_background"] == [background.json()["id"]]

@@ -153,6 +153,7 @@ class SimEngine:
         self.idempotent = chosen.idempotent  # replay a create's answer for a repeated key
         self.requests: list[RecordedRequest] = []
         self.created: list[str] = []  # every object the provider accepted: billed work
+        self.created_background: list[str] = []  # the responses created in background mode
         self.cancel_calls: list[str] = []
         self._calls: dict[str, int] = {}
         self._answers: dict[str, tuple[int, JSONObject]] = {}
@@ -196,6 +197,8 @@ class SimEngine:
         run = _Response(response_id, body, plan, now, done_at, background)
         self._responses[response_id] = run
         self.created.append(response_id)
+        if background:
+            self.created_background.append(response_id)
         if background and done_at is not None:
             outcome = "failed" if plan.outcome == "rejected" else plan.outcome
             self._schedule(run, _OUTCOME_EVENT[outcome], done_at)

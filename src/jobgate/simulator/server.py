@@ -217,10 +217,12 @@ class Simulator:
     # -- test hooks, for a simulator running in another process ------------------------------
 
     def state(self) -> dict[str, Any]:
-        """What the provider saw and did: objects created (billed work), cancels, every request
+        """What the provider saw and did: objects created (billed work; those in background
+        mode apart), cancels, every request
         (method, path, Idempotency-Key) and every webhook delivery (its final status)."""
         return {
             "created": list(self.engine.created),
+            "created_background": list(self.engine.created_background),
             "cancel_calls": list(self.engine.cancel_calls),
             "requests": len(self.engine.requests),
             "request_log": [
