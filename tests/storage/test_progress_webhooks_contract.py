@@ -150,7 +150,7 @@ async def test_a_dropped_progress_is_not_an_endpoint_failure_in_its_health(
     assert await storage.outbox_progress_arm(job_id=lease.job_id, now=clock.now()) == 1
     [delivery] = await claim(storage, clock.now())
     dropped = DeliveryOutcome(
-        state="failed", attempted=False, status_code=None, latency_ms=None,
+        state="failed", attempted=False, status_code=None, latency_ms=0,
         error="superseded: the job is no longer running",
     )  # fmt: skip
     assert await storage.delivery_record(delivery=delivery, outcome=dropped, now=clock.now())
