@@ -75,6 +75,9 @@ class LeaseKeeper:
         # How long a renewal's answer can still save a lease: beyond this from its sending,
         # check_lease_expiry has stopped the calls it would have renewed.
         self._renewal_window_s = lease_ttl_s - self._safety_margin_s
+        # The broker call that keeps the held messages invisible (one at a time, never awaited
+        # by a renewal: a slow broker must not hold up the database's leases).
+        self._extending: asyncio.Task[None] | None = None
 
     def claimed(self, sent_at: float) -> None:
         """Leases were taken by a claim sent at `sent_at` (monotonic)."""
@@ -115,8 +118,30 @@ class LeaseKeeper:
             if answer.cancel_requested:
                 entry.stop(ABORT_CANCEL)
         if self._intake is not None:  # the messages' visibility follows the leases
-            await self._intake.extend([entry.lease for entry in entries])
+            self._extend_visibility(self._intake, [entry.lease for entry in entries])
         return True
+
+    def _extend_visibility(self, intake: Intake, leases: list[Lease]) -> None:
+        """Extend the held messages' visibility beside the renewals, not in their way: a beat
+        that waited on a slow broker (an overloaded SQS endpoint answering in seconds) sent no
+        renewal meanwhile, every lease of the worker ran out, the jobs went back to the queue
+        and were swept to the broker again, loading it more. An extension still running when
+        the next beat comes is left to finish (the next one covers every held message); a
+        message that became visible meanwhile is redelivered and dropped, its job running."""
+        if self._extending is not None and not self._extending.done():
+            return
+        self._extending = asyncio.create_task(self._extend(intake, leases), name="visibility")
+
+    async def _extend(self, intake: Intake, leases: list[Lease]) -> None:
+        try:
+            async with asyncio.timeout(self._renewal_window_s):
+                await intake.extend(leases)
+        except Exception as exc:  # a task nobody awaits: say what failed, keep the worker
+            log.warning(
+                "message visibility not extended: %s",
+                type(exc).__name__,
+                extra={"worker_id": self._worker_id, "count": len(leases)},
+            )
 
     def check_lease_expiry(self) -> None:
         """Stop calls whose lease will run out before another renewal could land.
@@ -172,6 +197,8 @@ class LeaseKeeper:
         finally:
             if beat is not None:
                 beat.cancel()
+            if self._extending is not None:
+                self._extending.cancel()
 
 
 def _renewed(beat: asyncio.Task[bool]) -> bool:
