@@ -178,7 +178,6 @@ class Worker:
         if count <= 0 or self._stopping:
             return []
         policy = None if self._limits is None else await self._limits.claim_policy()
-        sent_at = self._clock.monotonic()
         # Per-provider backpressure: providers whose breaker is open or whose concurrency cap
         # is full are left out of the claim (their jobs wait in the queue); in the common case
         # the plan is one claim exactly as before.
@@ -188,6 +187,10 @@ class Worker:
             self._rate_limits.reconfigure(self._providers.configs())
         await self._breakers.sync()  # breakers other processes opened (cached up to 1 s)
         jobs: list[Job] = []
+        # When each job's claim was sent (monotonic): its lease runs from then. A claim by id
+        # follows a receive that may wait seconds for the broker; counted from before that
+        # wait, its leases looked about to expire at once and their calls were stopped.
+        claim_sent: dict[str, float] = {}
         limited = self._rate_limits.limited
         self._rate_limits.wait_s = 0.0
         with tracing.span("jobgate.claim", worker_id=self.worker_id) as claim_span:
@@ -208,6 +211,7 @@ class Worker:
                 allowed = None if unfiltered and not limited else sorted(wanted - limited)
                 if allowed != []:
                     jobs = await intake.claim(count=count, providers=allowed, policy=policy)
+                    claim_sent = dict.fromkeys((job.id for job in jobs), intake.claim_sent_at)
                     self._receive_waited = not intake.broker_down
                 plan = [
                     (
@@ -219,6 +223,7 @@ class Worker:
                 plan = [(providers, quota) for providers, quota in plan if providers]
             elif intake is not None and self._settings.transport_fallback == "fail":
                 plan = []  # the broker is down and claims wait for it (docs/transports.md)
+            planned_at = self._clock.monotonic()
             try:
                 await self._claim_planned(plan, jobs, count=count, policy=policy)
             except errors.StorageError as exc:
@@ -234,10 +239,11 @@ class Worker:
                 )
             claim_span.set_attribute("jobgate.claimed", len(jobs))
         if jobs:
-            self._leases.claimed(sent_at)
+            self._leases.claimed(min(claim_sent.get(job.id, planned_at) for job in jobs))
         for job in jobs:
             assert job.lease_token is not None
-            self._inflight[job.id] = InFlight(job, Lease(job.id, job.lease_token), sent_at)
+            lease = Lease(job.id, job.lease_token)
+            self._inflight[job.id] = InFlight(job, lease, claim_sent.get(job.id, planned_at))
             gates.started(job.provider, job.id)
         waits: dict[str, list[float]] = {}  # tenant id: its jobs' waits, both times the
         for job in jobs:  # database's (when the job became claimable, and the claim)

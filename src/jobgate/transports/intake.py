@@ -47,6 +47,9 @@ class Intake:
         self._storage = storage
         self._settings = settings
         self._clock = clock
+        # When the last claim by id was sent (monotonic): its leases run from then, not from
+        # the receive before it, which may have waited seconds for the broker.
+        self.claim_sent_at = clock.monotonic()
         self._worker_id = worker_id
         # By lease: the messages to ack once that lease's verdict committed.
         self._held: dict[Lease, list[Delivery]] = {}
@@ -129,6 +132,7 @@ class Intake:
         by_job = await self._by_job(deliveries)
         if not by_job:
             return []
+        self.claim_sent_at = self._clock.monotonic()
         try:
             result = await self._storage.job_claim_by_id(
                 worker_id=self._worker_id,
