@@ -67,12 +67,14 @@ def test_columns_are_converted_by_annotation() -> None:
         "previous_secret_expires_at": None,
         "created_at": 0.0,
         "updated_at": 1.5,
+        "progress_interval_s": 5,
     }
     endpoint = DECODER.record(records.WebhookEndpoint, stored)
     assert endpoint.event_types == ("job.succeeded",)
     assert (endpoint.include_result, endpoint.disabled) == (True, False)
     assert endpoint.updated_at == datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
     assert endpoint.previous_secret_expires_at is None
+    assert endpoint.progress_interval_s == 5.0 and isinstance(endpoint.progress_interval_s, float)
     with pytest.raises(ValueError, match="required time"):
         DECODER.record(records.WebhookEndpoint, {**stored, "created_at": None})
 

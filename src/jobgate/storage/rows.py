@@ -254,6 +254,7 @@ _CONVERT: dict[str, Convert] = {
     "date": lambda d, value: date.fromisoformat(str(value)),  # a date, or ISO text (SQLite)
     "bool": lambda d, value: bool(value),
     "int": lambda d, value: int(value or 0),  # a SUM over no rows is NULL
+    "float": lambda d, value: float(value),  # SQLite gives back a whole REAL as it was stored
     "bytes": lambda d, value: bytes(value),
     "JobState": lambda d, value: JobState(value),
     "JobState | None": lambda d, value: JobState(value) if value else None,
