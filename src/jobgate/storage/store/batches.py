@@ -26,6 +26,12 @@ from jobgate.storage.records import (
     QueueLimit,
 )
 
+# The batch columns batch_update sets as given (None: left as it is).
+_UPDATED = (
+    "status", "final_status", "expanded_chunks", "completed_count", "failed_count",
+    "output_file_id", "error_file_id", "failures", "total", "model", "lease_token", "lease_s",
+)  # fmt: skip
+
 
 class BatchesQueries(SqlPart):
     # -- files ----------------------------------------------------------------------------
@@ -193,6 +199,10 @@ class BatchesQueries(SqlPart):
         params = self._update_params(
             batch_id=batch_id,
             from_statuses=from_statuses,
+            errors=errors,
+            release=release,
+            unsettled=unsettled,
+            now=now,
             status=status,
             final_status=final_status,
             expanded_chunks=expanded_chunks,
@@ -200,15 +210,11 @@ class BatchesQueries(SqlPart):
             failed_count=failed_count,
             output_file_id=output_file_id,
             error_file_id=error_file_id,
-            errors=errors,
             failures=failures,
             total=total,
             model=model,
             lease_token=lease_token,
             lease_s=lease_s,
-            release=release,
-            unsettled=unsettled,
-            now=now,
         )
         row = await self._sql.write_one("batch_update", **params)
         return None if row is None else self._decode.record(BatchRecord, row)
@@ -218,41 +224,21 @@ class BatchesQueries(SqlPart):
         *,
         batch_id: str,
         from_statuses: Sequence[str],
-        status: str | None = None,
-        final_status: str | None = None,
-        expanded_chunks: int | None = None,
-        completed_count: int | None = None,
-        failed_count: int | None = None,
-        output_file_id: str | None = None,
-        error_file_id: str | None = None,
         errors: dict[str, Any] | None = None,
-        failures: int | None = None,
-        total: int | None = None,
-        model: str | None = None,
-        lease_token: str | None = None,
-        lease_s: float | None = None,
         release: bool = False,
         unsettled: bool = False,
         now: datetime | None = None,
+        **columns: Any,
     ) -> dict[str, Any]:
-        """The `batch_update` query's parameters."""
+        """The `batch_update` query's parameters: `columns` are those of _UPDATED (None: left
+        as it is), the others encoded."""
         codec = self._sql.codec
         return {
             "id": batch_id,
             "from_statuses": codec.json(list(from_statuses)),
-            "status": status,
-            "final_status": final_status,
-            "expanded_chunks": expanded_chunks,
-            "completed_count": completed_count,
-            "failed_count": failed_count,
-            "output_file_id": output_file_id,
-            "error_file_id": error_file_id,
+            **dict.fromkeys(_UPDATED),
+            **columns,
             "errors": codec.json(errors),
-            "failures": failures,
-            "total": total,
-            "model": model,
-            "lease_token": lease_token,
-            "lease_s": lease_s,
             "release": codec.flag(release),
             "unsettled": codec.flag(unsettled),
             "now": codec.now(now),
