@@ -206,6 +206,35 @@ async def test_the_sweep_republishes_what_stays_unclaimed(
     assert [(p.job_id, p.published_count) for p in swept] == [(ids[1], 2)]
 
 
+async def test_republishing_one_transition_backs_off(storage: Storage, clock: FakeClock) -> None:
+    """The n-th republish of one transition waits republish_after_s * 2^(n-1), at most 16
+    times; a new transition (a retry, a reclaim) starts again from republish_after_s."""
+    (job_id,) = await _jobs(storage, clock, "acme", 1)
+    await storage.transport_publish_due(limit=10, republish_after_s=10, now=clock.now())
+    counts = []
+    for wait in (10, 20, 40, 80, 160, 160, 160):
+        clock.advance(wait - 0.5)
+        assert (
+            await storage.transport_publish_due(limit=10, republish_after_s=10, now=clock.now())
+            == []
+        ), f"republished before {wait} s"
+        clock.advance(0.5)
+        swept = await storage.transport_publish_due(limit=10, republish_after_s=10, now=clock.now())
+        counts += [p.published_count for p in swept]
+    assert counts == [2, 3, 4, 5, 6, 7, 8]
+
+    (job,) = (await _claim(storage, clock, [job_id])).claimed
+    assert job.lease_token is not None
+    await release(
+        storage, leases=[Lease(job.id, job.lease_token)], reason="shutdown", now=clock.now()
+    )
+    moved = await storage.transport_publish_due(limit=10, republish_after_s=10, now=clock.now())
+    assert [(p.job_id, p.published_count) for p in moved] == [(job_id, 1)]
+    clock.advance(10)
+    again = await storage.transport_publish_due(limit=10, republish_after_s=10, now=clock.now())
+    assert [(p.job_id, p.published_count) for p in again] == [(job_id, 2)]
+
+
 async def test_defer_delays_the_next_publication(storage: Storage, clock: FakeClock) -> None:
     (job_id,) = await _jobs(storage, clock, "acme", 1)
     await storage.transport_publish_due(limit=10, republish_after_s=30, now=clock.now())

@@ -132,7 +132,14 @@ SELECT picked.id, picked.event_seq,
   FROM picked, clock
 ON CONFLICT (job_id) DO UPDATE
    SET event_seq = excluded.event_seq,
-       republish_at = excluded.republish_at,
+       -- A republish of the same transition backs off: the n-th waits republish_after_s
+       -- times 2^(n-1), capped at 16 times, so a broker slow to deliver is not flooded with
+       -- duplicates of its own backlog.
+       republish_at = CASE WHEN p.event_seq = excluded.event_seq
+                           THEN coalesce(:now::timestamptz, now())
+                                + make_interval(secs => :republish_after_s::double precision
+                                                        * (1 << least(p.published_count, 4)))
+                           ELSE excluded.republish_at END,
        published_count = CASE WHEN p.event_seq = excluded.event_seq
                               THEN p.published_count + 1 ELSE 1 END
  WHERE p.event_seq <> excluded.event_seq OR p.republish_at <= coalesce(:now::timestamptz, now())

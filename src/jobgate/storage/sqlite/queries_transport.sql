@@ -63,7 +63,13 @@ SELECT id, event_seq, :now + :republish_after_s
  LIMIT max(0, min(:limit, :window - (SELECT coalesce(sum(outstanding), 0) FROM held)))
 ON CONFLICT (job_id) DO UPDATE
    SET event_seq = excluded.event_seq,
-       republish_at = excluded.republish_at,
+       -- A republish of the same transition backs off: the n-th waits republish_after_s
+       -- times 2^(n-1), capped at 16 times, so a broker slow to deliver is not flooded with
+       -- duplicates of its own backlog.
+       republish_at = CASE WHEN transport_publications.event_seq = excluded.event_seq
+                           THEN :now + :republish_after_s
+                                       * (1 << min(transport_publications.published_count, 4))
+                           ELSE excluded.republish_at END,
        published_count = CASE WHEN transport_publications.event_seq = excluded.event_seq
                               THEN transport_publications.published_count + 1 ELSE 1 END
 RETURNING job_id, published_count
