@@ -38,7 +38,11 @@ WEBHOOK_ATTEMPT_SECONDS = Histogram(
 
 # -- jobs (cluster-wide, from the database at scrape time) -----------------------------------------
 
-JOBS = Gauge("jobgate_jobs", "Jobs queued or running, by tenant", ["tenant", "state"])
+JOBS = Gauge(
+    "jobgate_jobs",
+    "Jobs queued (counted up to 10,000 per tenant: a floor beyond) or running, by tenant",
+    ["tenant", "state"],
+)
 QUEUE_OLDEST_AGE_SECONDS = Gauge(
     "jobgate_queue_oldest_age_seconds",
     "How long the longest-waiting claimable job of each tenant has waited (alert on this)",

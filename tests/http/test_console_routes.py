@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobgate.domain import ranges
 from jobgate.domain.states import JobState
 from jobgate.http import console_routes
 from jobgate.testing import FakeClock
@@ -248,3 +249,40 @@ async def test_the_time_range_counts_back_from_now(
     assert '<strong id="bulk-count">2</strong>' in confirm.text
     confirm = await api.http.get("/dashboard/bulk", params={"action": "redrive", "since": "15m"})
     assert '<strong id="bulk-count">1</strong>' in confirm.text
+
+
+async def test_the_overview_shows_a_deep_queue_as_a_floor(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queued jobs are counted over at most ranges.QUEUE_COUNTED of each tenant's line: a
+    longer line reads "N+" in the totals, the tenants' table, the breakdown and the reasons,
+    with a note that the depth chart is a floor; a line within the bound reads its count."""
+    await signed_in(api)
+    monkeypatch.setattr(ranges, "QUEUE_COUNTED", 2)
+    for tenant, count in (("deep", 3), ("short", 1)):
+        key = await api.key(tenant)
+        for _ in range(count):
+            payload = {
+                "endpoint": "/v1/chat/completions",
+                "body": {"model": "sim-echo", "messages": [{"role": "user", "content": "x"}]},
+            }
+            answer = await api.http.post(
+                "/v1/jobs", json=payload, headers={"Authorization": f"Bearer {key}"}
+            )
+            assert answer.status_code == 202
+    live = (await api.http.get("/dashboard/live/overview")).text
+    assert '<div class="value" id="total-queued">3+</div>' in live
+    deep = live.split('data-tenant="deep"')[1].split("</tr>")[0]
+    short = live.split('data-tenant="short"')[1].split("</tr>")[0]
+    assert '<td class="num queued">2+</td>' in deep
+    assert '<td class="num queued">1</td>' in short
+    assert 'data-series="deep/sim">' in live
+    assert '<td class="num">2+</td>' in live.split('data-series="deep/sim">')[1].split("</tr>")[0]
+    reasons = live.split('id="waiting-reasons"')[1].split("</table>")[0]
+    assert re.search(r'<td class="num">\d+\+</td>', reasons), reasons
+    assert 'id="depth-floor"' in live
+
+    monkeypatch.setattr(ranges, "QUEUE_COUNTED", 10)  # every line within the walk: exact
+    live = (await api.http.get("/dashboard/live/overview")).text
+    assert '<div class="value" id="total-queued">4</div>' in live and "+</td>" not in live
+    assert 'id="depth-floor"' not in live

@@ -45,6 +45,10 @@ MAX_CURSOR_CHARS = 255  # `after` cursors are ids
 # place, one farther back reads a floor (`queue_position_exact: false`; 101 for a line of
 # claimable jobs). 100 entries walked cost ~0.1 ms of index-only scan on PostgreSQL.
 QUEUE_POSITION_COUNTED = 100
+# The operator's counts of queued jobs (console overview, /metrics' queued gauge, why jobs wait)
+# walk at most this many entries of each tenant's line, from its head in claim order, so that a
+# refresh costs the same behind any backlog: a tenant with more reads a floor ("10000+").
+QUEUE_COUNTED = 10_000
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,255}$"  # object ids in paths and cursors (`job_…`, `we_…`)
 
 # -- simulator directives (`sim` in a provider body) ------------------------------------------

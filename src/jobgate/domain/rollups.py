@@ -2,8 +2,10 @@
 transitions: throughput, errors, queue depth and queue wait (p50/p95), for all jobs or one
 tenant and/or provider. Pure: the caller reads the transitions and the depth now.
 
-Queue depth is walked back from the exact depth now: each arrival into the queue after a
+Queue depth is walked back from the depth now: each arrival into the queue after a
 moment was not yet queued then, each departure from it still was; a minute shows its peak.
+The depth now is counted over the head of each tenant's line only (QueueDepth.exact): past
+that bound the depth and every minute walked back from it are floors (`depth_exact`).
 Queue wait is the time from a job's last entry into the queue (or its run_at, if later: a
 scheduled job or a retry backoff is not waiting) to its claim.
 """
@@ -42,6 +44,7 @@ class QueueDepth:
     tenant_id: str
     provider: str
     queued: int
+    exact: bool = True  # False: `queued` is a floor (its tenant's line was walked to a bound)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,6 +70,7 @@ class Rollup:
     wait_p50_s: list[float | None]
     wait_p95_s: list[float | None]
     complete: bool  # False: the read was capped, the oldest minutes miss transitions
+    depth_exact: bool = True  # False: the depth now is a floor, and so is each minute's
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,6 +84,7 @@ class Summary:
     errors: int
     wait_p50_s: float | None
     wait_p95_s: float | None
+    queued_exact: bool = True  # False: `queued` is a floor (QueueDepth.exact)
 
     @property
     def error_rate(self) -> float | None:
@@ -153,7 +158,9 @@ def rollup(
     # Walk back from the depth now, newest transition first: before an arrival the queue held
     # one job fewer, before a departure one more. Each minute shows its peak.
     scoped.sort(key=lambda t: t.at, reverse=True)
+    depth_now = list(depth_now)
     level = sum(d.queued for d in depth_now if scope.holds(d.tenant_id, d.provider))
+    floors = _walked_partly(depth_now)
     depth = [0] * buckets
     walked = 0
     for index in range(buckets - 1, -1, -1):
@@ -175,7 +182,14 @@ def rollup(
         wait_p50_s=[percentile(w, 0.5) for w in waits],
         wait_p95_s=[percentile(w, 0.95) for w in waits],
         complete=not capped,
+        depth_exact=not any(scope.tenant_id in (None, t) for t in floors),
     )
+
+
+def _walked_partly(depth_now: Iterable[QueueDepth]) -> set[str]:
+    """The tenants whose line was longer than the depth's walk: any of their providers may
+    have more queued than counted (or some queued that the walk never reached)."""
+    return {d.tenant_id for d in depth_now if not d.exact}
 
 
 def summaries(transitions: Iterable[Transition], depth_now: Iterable[QueueDepth]) -> list[Summary]:
@@ -192,6 +206,8 @@ def summaries(transitions: Iterable[Transition], depth_now: Iterable[QueueDepth]
         wait = wait_s(t)
         if wait is not None:
             waits.setdefault(key, []).append(wait)
+    depth_now = list(depth_now)
+    floors = _walked_partly(depth_now)
     for d in depth_now:
         counts.setdefault((d.tenant_id, d.provider), [0, 0, 0])[0] += d.queued
     rows = [
@@ -203,6 +219,7 @@ def summaries(transitions: Iterable[Transition], depth_now: Iterable[QueueDepth]
             errors=bad,
             wait_p50_s=percentile(waits.get((tenant_id, provider), []), 0.5),
             wait_p95_s=percentile(waits.get((tenant_id, provider), []), 0.95),
+            queued_exact=tenant_id not in floors,
         )
         for (tenant_id, provider), (queued, ok, bad) in counts.items()
     ]

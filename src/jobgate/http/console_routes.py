@@ -59,12 +59,14 @@ async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, An
     waits = await ctx.waits.counts()
     return {
         "tenants": tenants,
-        "waits": {reason: count for reason, count in waits.items() if count},
+        "waits": {reason: count for reason, count in waits.by_reason.items() if count},
+        "waits_exact": waits.exact,
         "pauses": len(await ctx.pauses.all()),
         "storage_ok": read.storage_ok,
         "dialect": read.dialect,
         "totals": {
             "queued": sum(t.queued for t in tenants),
+            "queued_exact": all(t.queued_exact for t in tenants),
             "running": sum(t.running for t in tenants),
             "dead_lettered": sum(t.dead_lettered for t in tenants),
             "failing_endpoints": sum(1 for e in read.endpoints if e.disabled or e.failing),
@@ -72,6 +74,8 @@ async def _overview(ctx: AppContext, tenant: str, provider: str) -> dict[str, An
         "oldest": min((t.oldest_due_at for t in tenants if t.oldest_due_at), default=None),
         "charts": _charts(rolled),
         "complete": rolled.complete,
+        "depth_exact": rolled.depth_exact,
+        "queue_counted": ranges.QUEUE_COUNTED,
         "summaries": rollups.summaries(transitions, depth),
         "names": names,
         "scope": {"tenant": tenant, "provider": provider},

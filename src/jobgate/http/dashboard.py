@@ -81,7 +81,13 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
 
+def _count(value: int, exact: bool = True) -> str:
+    """A count as read: `10000+` when it is a floor (the walk stopped at its bound)."""
+    return str(value) if exact else f"{value}+"
+
+
 _templates.filters["time"] = _time
+_templates.filters["count"] = _count
 _templates.filters["pretty"] = _pretty
 
 

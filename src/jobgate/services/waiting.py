@@ -28,6 +28,15 @@ from jobgate.storage.records import ClaimPolicy, WaitGroup, WaitRead
 MAX_GROUPS = 1_000  # the console's count reads at most this many groups of alike jobs
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class WaitCounts:
+    """How many queued jobs wait for each reason (REASONS order), over the head of each
+    tenant's line (Storage.queued_wait_groups)."""
+
+    by_reason: dict[str, int]
+    exact: bool  # False: some tenant's line is longer than the walk, so every count is a floor
+
+
 class WaitStorage(WaitStore, RateLimitStore, Protocol):
     """What explaining a wait reads: the claim's facts, and the shared rate-limit buckets."""
 
@@ -124,9 +133,11 @@ class Waits:
             found[job.id] = waiting.explain(facts)
         return found
 
-    async def counts(self) -> dict[str, int]:
+    async def counts(self) -> WaitCounts:
         """How many queued jobs wait for each reason (REASONS order; `queue`: nothing holds
-        them but their turn), from groups of alike jobs: the console's overview."""
+        them but their turn), from groups of alike jobs at the head of each tenant's line:
+        the console's overview. A reason's count is a floor when not `exact` (a reason seen
+        only behind the walk's bound is not counted at all)."""
         policy = await self._policy()
         tenant_ids: list[str] = list(policy.tenants)
         if policy.default.max_running > 0:  # every tenant without a share of its own
@@ -152,7 +163,8 @@ class Waits:
             )
             found = waiting.explain(facts)
             counts[waiting.QUEUE if found is None else found.reason] += group.queued
-        return counts
+        complete = len(groups) < MAX_GROUPS and all(group.exact for group in groups)
+        return WaitCounts(counts, exact=complete)
 
     async def _policy(self) -> ClaimPolicy:
         await self._jobs.breakers.sync()  # the breakers every worker reads (cached ~1 s)

@@ -476,7 +476,9 @@ class AdminStore(Protocol):
     async def operator_key_count(self) -> int: ...
 
     async def admin_overview(self, *, now: datetime | None = None) -> list[TenantOverview]:
-        """Every tenant's queue depth, running jobs, longest wait and dead letters."""
+        """Every tenant's queue depth, running jobs, longest wait and dead letters, each read
+        at a cost independent of the backlog: the queued jobs counted are at most
+        ranges.QUEUE_COUNTED entries of the tenant's line (`queued_exact` False: a floor)."""
         ...
 
     async def admin_job_list(
@@ -508,7 +510,9 @@ class ConsoleStore(Protocol):
         ...
 
     async def console_queue_depth(self) -> list[QueueDepth]:
-        """Queued jobs now, by tenant and provider."""
+        """Queued jobs now, by tenant and provider, counted over the head of each tenant's
+        line in claim order: at most ranges.QUEUE_COUNTED jobs of a tenant (`exact` False on
+        each of its rows when its line is longer: floors). Read-only."""
         ...
 
     async def console_job_search(

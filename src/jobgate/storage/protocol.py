@@ -842,10 +842,12 @@ class WaitStore(Protocol):
         limit: int,
         now: datetime | None = None,
     ) -> list[WaitGroup]:
-        """Every queued job counted once, in at most `limit` groups (the largest first) alike
-        for every claim rule: tenant, provider, model, concurrency key (only with `keys`) and
-        whether run_at is still ahead; each with its oldest covering pause and the slots its
-        tenant (tenants of `capped_tenants` only) and key hold. Read-only."""
+        """The head of each tenant's line (at most ranges.QUEUE_COUNTED queued jobs of a
+        tenant, in claim order) counted once, in at most `limit` groups (the largest first)
+        alike for every claim rule: tenant, provider, model, concurrency key (only with `keys`)
+        and whether run_at is still ahead; each with its oldest covering pause and the slots
+        its tenant (tenants of `capped_tenants` only) and key hold, and `exact` False when its
+        tenant's line is longer than the walk (its count a floor). Read-only."""
         ...
 
 

@@ -301,10 +301,11 @@ class UsageDay:
 class TenantOverview:
     tenant_id: str
     tenant_name: str
-    queued: int
+    queued: int  # counted up to ranges.QUEUE_COUNTED: a floor unless queued_exact
     running: int
     oldest_due_at: datetime | None  # run_at of the longest-waiting claimable job
     dead_lettered: int
+    queued_exact: bool  # False: `queued` is a floor (the walk stopped at its bound)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -388,6 +389,7 @@ class WaitGroup:
     scheduled: bool  # run_at is still ahead
     run_at: datetime  # the earliest of the group
     queued: int
+    exact: bool  # False: `queued` is a floor (its tenant's line was walked to the bound only)
     now: datetime
     pause: dict[str, Any] | None  # the oldest covering pause: {"id", "reason"}
     running: int | None

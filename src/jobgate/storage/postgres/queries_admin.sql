@@ -14,19 +14,32 @@ SELECT name FROM operator_keys WHERE key_hash = :key_hash AND revoked_at IS NULL
 SELECT count(*)::integer AS keys FROM operator_keys WHERE revoked_at IS NULL
 
 -- name: admin_overview
--- Per tenant: queued, running, the longest-waiting claimable job, dead letters.
-SELECT t.id AS tenant_id, t.name AS tenant_name,
-       (SELECT count(*)::integer FROM jobs AS j
-         WHERE j.tenant_id = t.id AND j.state = 'queued') AS queued,
-       (SELECT count(*)::integer FROM jobs AS j
-         WHERE j.tenant_id = t.id AND j.state = 'running') AS running,
-       (SELECT min(j.run_at) FROM jobs AS j
-         WHERE j.tenant_id = t.id AND j.state = 'queued'
-           AND j.run_at <= coalesce(:now::timestamptz, now())) AS oldest_due_at,
-       (SELECT count(*)::integer FROM jobs AS j
-         WHERE j.tenant_id = t.id AND j.dead_lettered AND j.state = 'failed') AS dead_lettered
-  FROM tenants AS t
- ORDER BY t.name
+-- Per tenant: queued (at most :counted entries of jobs_claimable walked: `queued_exact` when
+-- the walk reached the end of the line, else a floor), running, the longest-waiting claimable
+-- job (the earliest come run_at at each priority of :priorities, one index probe each, rather
+-- than a walk of the whole line), dead letters. Each read costs the same behind any backlog.
+SELECT o.*, o.queued < :counted AS queued_exact
+  FROM (SELECT t.id AS tenant_id, t.name AS tenant_name,
+               (SELECT count(*)::integer
+                  FROM (SELECT 1 FROM jobs AS j
+                         WHERE j.tenant_id = t.id AND j.state = 'queued'
+                         LIMIT :counted) AS w) AS queued,
+               (SELECT count(*)::integer FROM jobs AS j
+                 WHERE j.tenant_id = t.id AND j.state = 'running') AS running,
+               (SELECT min(d.run_at)
+                  FROM jsonb_array_elements(:priorities::jsonb) AS p(priority)
+                 CROSS JOIN LATERAL
+                       (SELECT j.run_at FROM jobs AS j
+                         WHERE j.tenant_id = t.id AND j.state = 'queued'
+                           AND j.priority = p.priority::integer
+                           AND j.run_at <= coalesce(:now::timestamptz, now())
+                         ORDER BY j.run_at
+                         LIMIT 1) AS d) AS oldest_due_at,
+               (SELECT count(*)::integer FROM jobs AS j
+                 WHERE j.tenant_id = t.id AND j.dead_lettered AND j.state = 'failed')
+                   AS dead_lettered
+          FROM tenants AS t) AS o
+ ORDER BY o.tenant_name
 
 -- name: admin_job_list
 -- Jobs of one tenant or all, newest first.

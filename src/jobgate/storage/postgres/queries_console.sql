@@ -33,10 +33,21 @@ SELECT e.job_id, e.tenant_id, e.provider, e.from_state, e.to_state, e.reason,
  LIMIT :limit
 
 -- name: console_queue_depth
--- Queued jobs now, by tenant and provider.
-SELECT tenant_id, provider, count(*)::integer AS queued
-  FROM jobs
- WHERE state = 'queued'
+-- Queued jobs now, by tenant and provider, from the head of each tenant's line: at most
+-- :counted entries of jobs_claimable walked per tenant in claim order, so the read costs the
+-- same behind any backlog. `exact`: the walk reached the end of the tenant's line (else each of
+-- its counts is a floor).
+WITH walked AS (
+    SELECT t.id AS tenant_id, w.provider
+      FROM tenants AS t
+     CROSS JOIN LATERAL (SELECT j.provider FROM jobs AS j
+                          WHERE j.tenant_id = t.id AND j.state = 'queued'
+                          ORDER BY j.priority, j.run_at, j.id
+                          LIMIT :counted) AS w
+)
+SELECT tenant_id, provider, count(*)::integer AS queued,
+       sum(count(*)) OVER (PARTITION BY tenant_id) < :counted AS exact
+  FROM walked
  GROUP BY tenant_id, provider
 
 -- name: console_job_by_provider_job_id

@@ -36,17 +36,27 @@ SELECT f.*, abs(f.place) AS queue_position, f.place > 0 AS queue_position_exact
 -- name: queued_wait_groups
 -- Queued jobs grouped by what every claim rule reads (tenant, provider, model, the concurrency
 -- key while :keys, run_at come or not), the largest groups first, each with the oldest pause
--- covering it and the slots held by its tenant (for :capped_tenants) and key.
+-- covering it and the slots held by its tenant (for :capped_tenants) and key. The jobs counted
+-- are the head of each tenant's line: at most :counted entries of jobs_claimable walked per
+-- tenant in claim order, so the read costs the same behind any backlog; `exact`: the walk
+-- reached the end of the tenant's line (else the group's count is a floor).
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
+), walked AS (
+    SELECT t.id AS tenant_id, q.*, count(*) OVER (PARTITION BY t.id) AS walked
+      FROM tenants AS t
+     CROSS JOIN LATERAL (SELECT j.provider, j.model, j.concurrency_key, j.run_at
+                           FROM jobs AS j
+                          WHERE j.tenant_id = t.id AND j.state = 'queued'
+                          ORDER BY j.priority, j.run_at, j.id
+                          LIMIT :counted) AS q
 ), grouped AS (
     SELECT q.tenant_id, q.provider, q.model,
            CASE WHEN :keys::boolean THEN q.concurrency_key END AS concurrency_key,
            q.run_at > clock.now AS scheduled, min(q.run_at) AS run_at,
-           count(*)::integer AS queued
-      FROM jobs AS q
+           count(*)::integer AS queued, max(q.walked) < :counted AS exact
+      FROM walked AS q
      CROSS JOIN clock
-     WHERE q.state = 'queued'
      GROUP BY 1, 2, 3, 4, 5
      ORDER BY queued DESC
      LIMIT :limit

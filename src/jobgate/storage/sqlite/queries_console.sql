@@ -16,11 +16,18 @@ SELECT e.job_id, j.tenant_id, j.provider, e.from_state, e.to_state, e.reason,
  LIMIT :limit
 
 -- name: console_queue_depth
--- Queued jobs now, by tenant and provider.
-SELECT tenant_id, provider, count(*) AS queued
-  FROM jobs
- WHERE state = 'queued'
- GROUP BY tenant_id, provider
+-- Queued jobs now, by tenant and provider, from the head of each tenant's line: at most
+-- :counted entries of jobs_claimable walked per tenant in claim order, so the read costs the
+-- same behind any backlog. `exact`: the walk reached the end of the tenant's line (else each of
+-- its counts is a floor).
+SELECT t.id AS tenant_id, j.provider, count(*) AS queued,
+       sum(count(*)) OVER (PARTITION BY t.id) < :counted AS exact
+  FROM tenants AS t
+  JOIN jobs AS j ON j.id IN (SELECT h.id FROM jobs AS h INDEXED BY jobs_claimable
+                              WHERE h.tenant_id = t.id AND h.state = 'queued'
+                              ORDER BY h.priority, h.run_at, h.id
+                              LIMIT :counted)
+ GROUP BY t.id, j.provider
 
 -- name: console_job_by_provider_job_id
 -- Jobs carrying a provider's job id, newest first.

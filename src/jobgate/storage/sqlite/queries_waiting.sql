@@ -2,7 +2,8 @@
 
 -- fragment: holds_slot
 -- Whether job `r` holds a worker slot, as the claims count them (background jobs at a
--- provider hold none).
+-- provider hold none). Counts over it read jobs_running (INDEXED BY: left to itself the
+-- planner walks jobs_by_tenant_provider, every job of the tenant).
 (r.state = 'running' AND r.lease_token IS NOT NULL)
 
 -- fragment: covering_pause
@@ -19,7 +20,7 @@ SELECT f.*, abs(f.place) AS queue_position, f.place > 0 AS queue_position_exact
                {{covering_pause}} AS pause,
                CASE WHEN :count_positions THEN {{queue_place}} END AS place,
                CASE WHEN :count_running THEN
-                   (SELECT count(*) FROM jobs AS r
+                   (SELECT count(*) FROM jobs AS r INDEXED BY jobs_running
                      WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
                END AS running,
                CASE WHEN :count_keys AND j.concurrency_key IS NOT NULL THEN
@@ -52,13 +53,23 @@ SELECT f.*, abs(f.place) AS queue_position, f.place > 0 AS queue_position_exact
 -- name: queued_wait_groups
 -- Queued jobs grouped by what every claim rule reads (tenant, provider, model, the concurrency
 -- key while :keys, run_at come or not), the largest groups first, each with the oldest pause
--- covering it and the slots held by its tenant (for :capped_tenants) and key.
-WITH grouped AS (
+-- covering it and the slots held by its tenant (for :capped_tenants) and key. The jobs counted
+-- are the head of each tenant's line: at most :counted entries of jobs_claimable walked per
+-- tenant in claim order, so the read costs the same behind any backlog; `exact`: the walk
+-- reached the end of the tenant's line (else the group's count is a floor).
+WITH walked AS (
+    SELECT q.*, count(*) OVER (PARTITION BY t.id) AS walked
+      FROM tenants AS t
+      JOIN jobs AS q ON q.id IN (SELECT h.id FROM jobs AS h INDEXED BY jobs_claimable
+                                  WHERE h.tenant_id = t.id AND h.state = 'queued'
+                                  ORDER BY h.priority, h.run_at, h.id
+                                  LIMIT :counted)
+), grouped AS (
     SELECT q.tenant_id, q.provider, q.model,
            CASE WHEN :keys THEN q.concurrency_key END AS concurrency_key,
-           q.run_at > :now AS scheduled, min(q.run_at) AS run_at, count(*) AS queued
-      FROM jobs AS q
-     WHERE q.state = 'queued'
+           q.run_at > :now AS scheduled, min(q.run_at) AS run_at, count(*) AS queued,
+           max(q.walked) < :counted AS exact
+      FROM walked AS q
      GROUP BY 1, 2, 3, 4, 5
      ORDER BY queued DESC
      LIMIT :limit
@@ -66,7 +77,8 @@ WITH grouped AS (
 SELECT j.*, :now AS now,
        {{covering_pause}} AS pause,
        CASE WHEN j.tenant_id IN (SELECT value FROM json_each(:capped_tenants)) THEN
-           (SELECT count(*) FROM jobs AS r WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
+           (SELECT count(*) FROM jobs AS r INDEXED BY jobs_running
+             WHERE r.tenant_id = j.tenant_id AND {{holds_slot}})
        END AS running,
        CASE WHEN j.concurrency_key IS NOT NULL THEN
            (SELECT count(*) FROM jobs AS r

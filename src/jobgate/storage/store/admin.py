@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from jobgate import errors
+from jobgate.domain import ranges
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import SqlPart
@@ -64,7 +65,13 @@ class AdminQueries(SqlPart):
         await self._sql.write_count("dashboard_session_delete", id_hash=id_hash)
 
     async def admin_overview(self, *, now: datetime | None = None) -> list[TenantOverview]:
-        rows = await self._sql.read("admin_overview", now=self._sql.codec.now(now))
+        codec = self._sql.codec
+        rows = await self._sql.read(
+            "admin_overview",
+            now=codec.now(now),
+            counted=ranges.QUEUE_COUNTED,
+            priorities=codec.json(list(range(ranges.PRIORITY_MIN, ranges.PRIORITY_MAX + 1))),
+        )
         return [self._decode.record(TenantOverview, row) for row in rows]
 
     async def admin_job_list(

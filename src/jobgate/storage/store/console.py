@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from jobgate import errors
+from jobgate.domain import ranges
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job
 from jobgate.domain.rollups import QueueDepth, Transition
@@ -19,7 +20,7 @@ class ConsoleQueries(SqlPart):
         return [self._decode.record(Transition, row) for row in rows]
 
     async def console_queue_depth(self) -> list[QueueDepth]:
-        rows = await self._sql.read("console_queue_depth")
+        rows = await self._sql.read("console_queue_depth", counted=ranges.QUEUE_COUNTED)
         return [self._decode.record(QueueDepth, row) for row in rows]
 
     async def console_job_search(

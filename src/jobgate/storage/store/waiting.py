@@ -53,6 +53,7 @@ class WaitQueries(SqlPart):
             keys=codec.flag(keys),
             capped_tenants=codec.json(list(capped_tenants)),
             limit=limit,
+            counted=ranges.QUEUE_COUNTED,
             now=codec.now(now),
         )
         return [self._decode.record(WaitGroup, row) for row in rows]
