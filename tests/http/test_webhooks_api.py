@@ -221,17 +221,23 @@ async def test_progress_interval_is_kept_and_bounded(make_api: Any) -> None:
     assert (created_schema["minimum"], created_schema["maximum"]) == (1, 3600)
 
 
-async def test_a_jobs_own_webhook_cannot_take_progress(make_api: Any) -> None:
+@pytest.mark.parametrize("progress", ["job.progress", "batch.progress"])
+async def test_a_jobs_own_webhook_cannot_take_progress(make_api: Any, progress: str) -> None:
     """Progress goes to endpoints only: their interval throttles it."""
     api = await make_api(**DEV)
     refused = await api.call(
         "POST",
         "/v1/jobs",
-        json={**CHAT, "webhook": {"url": "https://1.1.1.1/", "event_types": ["job.progress"]}},
+        json={**CHAT, "webhook": {"url": "https://1.1.1.1/", "event_types": [progress]}},
     )
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["param"] == "webhook.event_types"
+    assert progress in refused.json()["error"]["message"]
     assert "/v1/webhook_endpoints" in refused.json()["error"]["message"]
+    listed = await api.call(
+        "POST", "/v1/webhook_endpoints", json={"url": "https://1.1.1.1/", "event_types": [progress]}
+    )
+    assert listed.status_code == 201, listed.text
 
 
 async def test_rotate_secret_shows_the_new_secret_once(make_api: Any, clock: FakeClock) -> None:

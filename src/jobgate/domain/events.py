@@ -33,7 +33,11 @@ EVENT_TYPES = frozenset(
 # A running streaming job's output so far, to webhook endpoints that list it (never to a job's
 # own URL: the throttle is an endpoint's `progress_interval_s`). Sent while the job runs.
 PROGRESS = "job.progress"
-ENDPOINT_EVENT_TYPES = EVENT_TYPES | {PROGRESS}
+# An in-progress batch's request_counts, to webhook endpoints that list it, under the same
+# throttle and delivery rules as job.progress.
+BATCH_PROGRESS = "batch.progress"
+PROGRESS_EVENT_TYPES = frozenset({PROGRESS, BATCH_PROGRESS})
+ENDPOINT_EVENT_TYPES = EVENT_TYPES | PROGRESS_EVENT_TYPES
 
 
 def event_type_for(api: str, state: JobState, result_status: str | None = None) -> str | None:

@@ -24,6 +24,7 @@ RETRY_AFTER_CAP_S = 3_600.0
 MAX_PAYLOAD_BYTES = 256 * 1024
 PING = "ping"
 PROGRESS = "job.progress"  # domain.events.PROGRESS
+BATCH_PROGRESS = "batch.progress"  # domain.events.BATCH_PROGRESS
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
 PROGRESS_INTERVAL_RANGE_S = (1.0, 3600.0)
 
@@ -34,7 +35,7 @@ def retried(event_type: str) -> bool:
     """Whether a failed attempt at this event is tried again on the schedule. A progress is
     not: its next one (after the endpoint's interval, with newer figures) stands in for the
     retry, so a receiver that is down never faces three days of stale progress."""
-    return event_type != PROGRESS
+    return event_type not in (PROGRESS, BATCH_PROGRESS)
 
 
 def max_attempts(profile: str) -> int:
@@ -148,4 +149,20 @@ def progress_payload(
         status="running",
     )
     thin["data"] |= {"output_tokens": output_tokens, "progress": progress}
+    return thin
+
+
+def batch_progress_payload(
+    *, event_id: str, created_at: int, batch_id: str, request_counts: Mapping[str, int]
+) -> dict[str, Any]:
+    """A `batch.progress` event: the in-progress batch's `request_counts` as
+    `GET /v1/batches/{id}` shows them."""
+    thin = thin_payload(
+        event_id=event_id,
+        event_type=BATCH_PROGRESS,
+        created_at=created_at,
+        job_id=batch_id,
+        status="in_progress",
+    )
+    thin["data"] |= {"object": "batch", "request_counts": dict(request_counts)}
     return thin

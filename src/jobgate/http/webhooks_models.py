@@ -10,12 +10,13 @@ from jobgate.domain import webhooks
 from jobgate.services.webhooks import DEFAULT_ROTATION_GRACE_S, MAX_ROTATION_GRACE_S
 
 _EVENT_TYPES = (
-    "Events to send; empty means every terminal event (job.running and job.progress are opt-in)"
+    "Events to send; empty means every terminal event (job.running, job.progress and "
+    "batch.progress are opt-in)"
 )
 _MIN_INTERVAL_S, _MAX_INTERVAL_S = webhooks.PROGRESS_INTERVAL_RANGE_S
 _PROGRESS_INTERVAL = (
-    "job.progress: at most one per job per this many seconds (a running streaming job's "
-    "output_tokens and progress)"
+    "job.progress and batch.progress: at most one per job or batch per this many seconds (a "
+    "running streaming job's output_tokens and progress; an in-progress batch's request_counts)"
 )
 
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import orjson
 
 from jobgate import errors, failpoints, wakeups
-from jobgate.domain import batches
+from jobgate.domain import batches, events
 from jobgate.domain.batches import BatchStatus
 from jobgate.domain.job import NewJob
 from jobgate.services import batch_results
@@ -37,6 +37,12 @@ CANCELS_PER_PASS = 500
 # failed with an error: it must not hold up the others, nor be retried forever; a passing
 # glitch costs a retry.
 MAX_FAILED_PASSES = 3
+# An in-progress batch's counts are read for its `batch.progress` webhooks at most this often
+# (each endpoint's progress_interval_s throttles the sends), and only for a tenant with an
+# endpoint that lists the event.
+PROGRESS_EVERY_S = 1.0
+ENDPOINTS_PAGE = 100
+PROGRESS_FORGET_S = 600.0  # a batch not seen for this long is forgotten (it ended elsewhere)
 
 
 class LineCheck(Protocol):
@@ -60,6 +66,9 @@ class BatchRunner:
         self.lease_s = jobs.settings.lease_ttl_s
         self._stopping = False
         self._wake = wakeups.Wakeup()
+        # Per in-progress batch: when its counts were last read, and the figures last armed.
+        self._progress: dict[str, tuple[float, tuple[int, int] | None]] = {}
+        self._subscribed: dict[str, bool] = {}  # per tenant: an endpoint lists batch.progress
         # Whether the last pass moved a batch on: a pass that only found batches waiting for
         # their jobs is followed by a sleep, not at once by another pass.
         self._moved = False
@@ -72,8 +81,16 @@ class BatchRunner:
         claimed = await self.storage.batch_claim_live(
             limit=BATCHES_PER_PASS, lease_s=self.lease_s, now=now
         )
+        self._subscribed = {}
         for batch in claimed:
             await self._work_on(batch, now)
+        moment = self.jobs.clock.monotonic()
+        for stale in [
+            batch_id
+            for batch_id, (read_at, _) in self._progress.items()
+            if moment - read_at > PROGRESS_FORGET_S
+        ]:
+            del self._progress[stale]
         return len(claimed)
 
     async def _work_on(self, claimed: BatchRecord, now: datetime | None) -> None:
@@ -124,6 +141,7 @@ class BatchRunner:
         if batch.status in (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING):
             moved = await self._settle(batch, now)
             if moved is None:
+                await self._note_progress(batch, now)
                 return
             self._moved = True
             batch = moved
@@ -204,6 +222,50 @@ class BatchRunner:
             status=BatchStatus.FINALIZING,
             now=now,
         )
+
+    async def _note_progress(self, batch: BatchRecord, now: datetime | None) -> None:
+        """Arm the batch's `batch.progress` webhooks when its counts moved since the last
+        arming (at most once per PROGRESS_EVERY_S). Best effort: a failure is logged."""
+        if batch.status != BatchStatus.IN_PROGRESS:
+            return
+        moment = self.jobs.clock.monotonic()
+        read_at, armed = self._progress.get(batch.id, (None, None))
+        if read_at is not None and moment - read_at < PROGRESS_EVERY_S:
+            return
+        try:
+            if not await self._wants_progress(batch.tenant_id):
+                return
+            self._progress[batch.id] = (moment, armed)
+            counts = await self.storage.batch_counts(batch_id=batch.id)
+            figures = (counts.completed, counts.failed)
+            if figures == armed:
+                return
+            await self.storage.outbox_batch_progress_arm(batch_id=batch.id, now=now)
+            self._progress[batch.id] = (moment, figures)
+        except errors.StorageError as exc:
+            log.warning(
+                "batch progress webhooks not armed: %s",
+                type(exc).__name__,
+                extra={"batch_id": batch.id},
+            )
+
+    async def _wants_progress(self, tenant_id: str) -> bool:
+        """Whether an enabled endpoint of the tenant lists `batch.progress` (asked once per
+        tenant per pass)."""
+        if tenant_id not in self._subscribed:
+            self._subscribed[tenant_id] = False
+            after = None
+            while True:
+                page = await self.storage.webhook_endpoint_list(
+                    tenant_id=tenant_id, after=after, limit=ENDPOINTS_PAGE
+                )
+                if any(not e.disabled and events.BATCH_PROGRESS in e.event_types for e in page):
+                    self._subscribed[tenant_id] = True
+                    break
+                if len(page) < ENDPOINTS_PAGE:
+                    break
+                after = page[-1].id
+        return self._subscribed[tenant_id]
 
     async def _failed_pass(self, batch: BatchRecord, exc: Exception, now: datetime | None) -> None:
         self._moved = True  # retried at once (a few times), not after a sleep

@@ -21,6 +21,7 @@ from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
+from jobgate.domain.batches import BatchStatus
 from jobgate.services import output_progress
 from jobgate.services.poison_log import traceback_text
 from jobgate.services.webhook_guard import UrlGuard
@@ -37,7 +38,8 @@ from jobgate.wire import standard_webhooks
 log = logging.getLogger(__name__)
 
 _GATHER_S = 0.02  # how long a full dispatcher waits for slots to free before claiming again
-_SUPERSEDED = "superseded"  # a job.progress whose job stopped running before it was sent
+# A progress (job.progress, batch.progress) whose job or batch stopped running before it was sent
+_SUPERSEDED = "superseded"
 
 
 @dataclasses.dataclass(slots=True)
@@ -228,6 +230,11 @@ class Dispatcher:
             if progress_body is None:
                 return _give_up("superseded: the job is no longer running", _SUPERSEDED)
             body = progress_body
+        elif entry.event_type == webhooks.BATCH_PROGRESS:
+            batch_body = await self._batch_progress_body(delivery)
+            if batch_body is None:
+                return _give_up("superseded: the batch is no longer in progress", _SUPERSEDED)
+            body = batch_body
         else:
             body = await self._body(delivery)
         moment = now or self._clock.now()
@@ -338,6 +345,27 @@ class Dispatcher:
                 job_id=entry.job_id,
                 output_tokens=streamed.output_tokens,
                 progress=fraction,
+            )
+        )
+
+    async def _batch_progress_body(self, delivery: Delivery) -> bytes | None:
+        """A `batch.progress` with the request_counts of this moment, or None once the batch
+        left `in_progress` (its terminal event, held while this is in flight, comes last)."""
+        entry = delivery.entry
+        batch = await self._storage.batch_get(batch_id=entry.job_id)
+        if batch is None or batch.status != BatchStatus.IN_PROGRESS:
+            return None
+        counts = await self._storage.batch_counts(batch_id=batch.id)
+        return orjson.dumps(
+            webhooks.batch_progress_payload(
+                event_id=entry.event_id,
+                created_at=int(entry.created_at.timestamp()),
+                batch_id=batch.id,
+                request_counts={
+                    "total": batch.total,
+                    "completed": counts.completed,
+                    "failed": counts.failed,
+                },
             )
         )
 

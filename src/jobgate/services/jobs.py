@@ -306,9 +306,10 @@ class JobService:
             )
         url = self.webhook_guard.check_static(url, param="webhook.url").url
         event_types = webhook.get("event_types") or []
-        if domain_events.PROGRESS in event_types:
+        progress = [t for t in event_types if t in domain_events.PROGRESS_EVENT_TYPES]
+        if progress:
             raise errors.InvalidRequest(
-                f"{domain_events.PROGRESS} goes to webhook endpoints only (their "
+                f"{progress[0]} goes to webhook endpoints only (their "
                 "progress_interval_s throttles it): register one at /v1/webhook_endpoints",
                 param="webhook.event_types",
             )

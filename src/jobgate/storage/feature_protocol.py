@@ -264,7 +264,19 @@ class FilesStore(Protocol):
         ...
 
 
-class BatchesStore(Protocol):
+class BatchReadStore(Protocol):
+    """A batch and its lines' counts, as they stand."""
+
+    async def batch_get(
+        self, *, batch_id: str, tenant_id: str | None = None
+    ) -> BatchRecord | None: ...
+
+    async def batch_counts(self, *, batch_id: str) -> BatchCounts:
+        """The batch's lines by their jobs' states, as they stand."""
+        ...
+
+
+class BatchesStore(BatchReadStore, Protocol):
     """Storage for OpenAI-compatible batches: a batch's lines become jobs, tracked per line."""
 
     async def batch_create(
@@ -274,10 +286,6 @@ class BatchesStore(Protocol):
         lines are its total (keys: id, tenant_id, endpoint, input_file_id, completion_window,
         window_s, metadata, priority); None when there is no such file (deleted meanwhile)."""
         ...
-
-    async def batch_get(
-        self, *, batch_id: str, tenant_id: str | None = None
-    ) -> BatchRecord | None: ...
 
     async def batch_list(
         self, *, tenant_id: str | None, after: str | None, limit: int, status: str | None = None
@@ -380,10 +388,6 @@ class BatchesStore(Protocol):
         event queued once per endpoint of the tenant that wants it."""
         ...
 
-    async def batch_counts(self, *, batch_id: str) -> BatchCounts:
-        """The batch's lines by their jobs' states, as they stand."""
-        ...
-
     async def batch_items_page(
         self, *, batch_id: str, after_line: int, limit: int
     ) -> list[BatchItemResult]:
@@ -405,6 +409,13 @@ class BatchesStore(Protocol):
     ) -> None:
         """Queue the batch's webhook event (`batch.completed` ...) in the outbox, once per
         endpoint of the tenant that wants it; idempotent (a repeat queues nothing more)."""
+        ...
+
+    async def outbox_batch_progress_arm(self, *, batch_id: str, now: datetime | None = None) -> int:
+        """Arm the in-progress batch's `batch.progress` delivery to each enabled endpoint of
+        its tenant that lists it, under outbox_progress_arm's rules (one row per endpoint,
+        due once its `progress_interval_s` passed since the last send, a pending row left
+        as it is). Answers the rows armed; none for a batch that is not in progress."""
         ...
 
 

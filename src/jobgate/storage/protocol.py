@@ -29,6 +29,7 @@ from jobgate.domain.verdicts import Finish, RetryDelay
 from jobgate.storage.feature_protocol import (
     AdminStore,
     BatchesStore,
+    BatchReadStore,
     BulkStore,
     ConsoleStore,
     DeliveryStore,
@@ -875,6 +876,7 @@ class Storage(
     BulkInsertStore,
     FilesStore,
     BatchesStore,
+    BatchReadStore,
     ConsoleStore,
     TransportStore,
     Protocol,
@@ -911,7 +913,9 @@ class RetentionStorage(RetentionStore, FilesStore, DatabaseClock, Protocol):
     """The retention sweep (run by the reaper): finished jobs, and files whose time ran out."""
 
 
-class DispatcherStorage(DeliveryStore, JobReadStore, OutputStreamStore, ChangeFeed, Protocol):
+class DispatcherStorage(
+    DeliveryStore, JobReadStore, OutputStreamStore, BatchReadStore, ChangeFeed, Protocol
+):
     """The webhook dispatcher: leased deliveries, and the job a delivery's body may include
     (with its output so far, for a `job.progress`)."""
 
@@ -930,8 +934,11 @@ class ProviderEventStorage(ProviderEventStore, JobLogStore, Protocol):
     """Inbound provider webhooks: recorded once, a late one logged as ignored."""
 
 
-class BatchRunnerStorage(BatchFilesStorage, JobReadStore, DatabaseClock, Protocol):
-    """The batches role: expands input files into jobs and writes result files."""
+class BatchRunnerStorage(
+    BatchFilesStorage, WebhookEndpointStore, JobReadStore, DatabaseClock, Protocol
+):
+    """The batches role: expands input files into jobs, arms their progress webhooks and
+    writes result files."""
 
 
 class ScheduleStorage(ScheduleStore, DatabaseClock, Protocol):
@@ -954,6 +961,7 @@ class ApiStorage(
     WebhookEndpointStore,
     FilesStore,
     BatchesStore,
+    BatchReadStore,
     BulkStore,  # bulk actions from the API and the console
     AdminStore,
     ConsoleStore,

@@ -89,9 +89,10 @@ WITH clock AS (
            <> ALL(ARRAY(SELECT jsonb_array_elements_text(:busy::jsonb)))
        -- An event after a progress in flight to the same endpoint waits for that send to be
        -- recorded: progress never arrives after the job's terminal event.
-       AND (o.endpoint_id IS NULL OR o.event_type = 'job.progress'
+       AND (o.endpoint_id IS NULL OR o.event_type IN ('job.progress', 'batch.progress')
             OR NOT EXISTS (SELECT 1 FROM outbox AS p
-                            WHERE p.job_id = o.job_id AND p.event_type = 'job.progress'
+                            WHERE p.job_id = o.job_id
+                              AND p.event_type IN ('job.progress', 'batch.progress')
                               AND p.target = o.target AND p.series = o.series
                               AND p.state = 'pending' AND p.lease_token IS NOT NULL
                               AND p.next_attempt_at > clock.now))
@@ -176,6 +177,34 @@ UPDATE outbox AS o
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.
 SELECT * FROM webhook_attempts WHERE job_id = :job_id ORDER BY created_at, attempt, id
+
+-- name: outbox_batch_progress_arm
+-- Arm an in-progress batch's `batch.progress` delivery to each enabled endpoint of its tenant
+-- that lists it, as outbox_progress_arm does for a running job: one row per (batch, endpoint),
+-- due once the endpoint's interval has passed since its last send; a pending row is left alone
+-- (its request_counts are read when it is sent).
+WITH clock AS (
+    SELECT coalesce(:now::timestamptz, now()) AS now
+)
+INSERT INTO outbox AS o (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                         series, job_status, created_at, next_attempt_at)
+SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''),
+       'evt_' || left(replace(gen_random_uuid()::text, '-', ''), 24),
+       b.tenant_id, b.id, 'batch.progress', e.id, e.id, NULL, 0, b.status, clock.now,
+       greatest(clock.now, p.completed_at + make_interval(secs => e.progress_interval_s))
+  FROM clock
+  JOIN batches AS b ON b.id = :batch_id AND b.status = 'in_progress'
+  JOIN webhook_endpoints AS e
+    ON e.tenant_id = b.tenant_id AND NOT e.disabled AND e.event_types @> '["batch.progress"]'
+  LEFT JOIN outbox AS p
+    ON p.job_id = b.id AND p.event_type = 'batch.progress' AND p.target = e.id AND p.series = 0
+ WHERE p.id IS NULL OR p.state <> 'pending'
+ON CONFLICT (job_id, event_type, target, series) DO UPDATE
+   SET event_id = excluded.event_id, state = 'pending', attempts = 0,
+       created_at = excluded.created_at, next_attempt_at = excluded.next_attempt_at,
+       lease_token = NULL, last_status_code = NULL, last_error = NULL, completed_at = NULL
+ WHERE o.state <> 'pending'
+RETURNING o.id
 
 -- name: outbox_progress_arm
 -- Arm a running job's `job.progress` delivery to each enabled endpoint of its tenant that lists

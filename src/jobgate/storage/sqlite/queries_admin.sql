@@ -52,7 +52,7 @@ SELECT *
 
 -- name: admin_endpoint_health
 -- Webhook endpoints with their deliveries by state, whether one is failing (a delivery pending
--- after :min_attempts failures) and the last failure. job.progress deliveries are best effort
+-- after :min_attempts failures) and the last failure. Progress deliveries are best effort
 -- (sent once, dropped when superseded): they count in none of these.
 SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled_reason,
        coalesce(max({{delivery_failing}}), 0) AS failing,
@@ -60,15 +60,15 @@ SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled
        coalesce(sum(o.state = 'succeeded'), 0) AS succeeded,
        coalesce(sum(o.state = 'failed'), 0) AS failed,
        (SELECT o2.last_status_code FROM outbox AS o2
-         WHERE o2.endpoint_id = e.id AND o2.attempts > 0 AND o2.event_type <> 'job.progress'
+         WHERE o2.endpoint_id = e.id AND o2.attempts > 0 AND o2.event_type NOT IN ('job.progress', 'batch.progress')
          ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_status_code,
        (SELECT o2.last_error FROM outbox AS o2
          WHERE o2.endpoint_id = e.id AND o2.last_error IS NOT NULL
-           AND o2.event_type <> 'job.progress'
+           AND o2.event_type NOT IN ('job.progress', 'batch.progress')
          ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_error
   FROM webhook_endpoints AS e
   JOIN tenants AS t ON t.id = e.tenant_id
-  LEFT JOIN outbox AS o ON o.endpoint_id = e.id AND o.event_type <> 'job.progress'
+  LEFT JOIN outbox AS o ON o.endpoint_id = e.id AND o.event_type NOT IN ('job.progress', 'batch.progress')
  GROUP BY e.id
  ORDER BY t.name, e.created_at
 

@@ -85,10 +85,11 @@ UPDATE outbox
                      NOT IN (SELECT value FROM json_each(:busy))
                  -- An event after a progress in flight to the same endpoint waits for that
                  -- send to be recorded: progress never arrives after the terminal event.
-                 AND (o.endpoint_id IS NULL OR o.event_type = 'job.progress'
+                 AND (o.endpoint_id IS NULL
+                      OR o.event_type IN ('job.progress', 'batch.progress')
                       OR NOT EXISTS (SELECT 1 FROM outbox AS p
                                       WHERE p.job_id = o.job_id
-                                        AND p.event_type = 'job.progress'
+                                        AND p.event_type IN ('job.progress', 'batch.progress')
                                         AND p.target = o.target AND p.series = o.series
                                         AND p.state = 'pending' AND p.lease_token IS NOT NULL
                                         AND p.next_attempt_at > :now))
@@ -148,6 +149,31 @@ UPDATE outbox
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.
 SELECT * FROM webhook_attempts WHERE job_id = :job_id ORDER BY created_at, attempt, id
+
+-- name: outbox_batch_progress_arm
+-- Arm an in-progress batch's `batch.progress` delivery to each enabled endpoint of its tenant
+-- that lists it, as outbox_progress_arm does for a running job: one row per (batch, endpoint),
+-- due once the endpoint's interval has passed since its last send; a pending row is left alone
+-- (its request_counts are read when it is sent).
+INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
+                    series, job_status, created_at, next_attempt_at)
+SELECT 'msg_' || lower(hex(randomblob(12))), 'evt_' || lower(hex(randomblob(12))),
+       b.tenant_id, b.id, 'batch.progress', e.id, e.id, NULL, 0, b.status, :now,
+       max(:now, coalesce(p.completed_at + e.progress_interval_s, :now))
+  FROM batches AS b
+  JOIN webhook_endpoints AS e
+    ON e.tenant_id = b.tenant_id AND e.disabled = 0
+   AND EXISTS (SELECT 1 FROM json_each(e.event_types) WHERE value = 'batch.progress')
+  LEFT JOIN outbox AS p
+    ON p.job_id = b.id AND p.event_type = 'batch.progress' AND p.target = e.id AND p.series = 0
+ WHERE b.id = :batch_id AND b.status = 'in_progress'
+   AND (p.id IS NULL OR p.state <> 'pending')
+ON CONFLICT (job_id, event_type, target, series) DO UPDATE
+   SET event_id = excluded.event_id, state = 'pending', attempts = 0,
+       created_at = excluded.created_at, next_attempt_at = excluded.next_attempt_at,
+       lease_token = NULL, last_status_code = NULL, last_error = NULL, completed_at = NULL
+ WHERE outbox.state <> 'pending'
+RETURNING id
 
 -- name: outbox_progress_arm
 -- Arm a running job's `job.progress` delivery to each enabled endpoint of its tenant that lists

@@ -129,6 +129,14 @@ class WebhookQueries(SqlPart):
             self.changes.outbox_available()
         return len(rows)
 
+    async def outbox_batch_progress_arm(self, *, batch_id: str, now: datetime | None = None) -> int:
+        rows = await self._sql.write(
+            "outbox_batch_progress_arm", batch_id=batch_id, now=self._sql.codec.now(now)
+        )
+        if rows:
+            self.changes.outbox_available()
+        return len(rows)
+
     async def delivery_claim_due(
         self,
         *,
