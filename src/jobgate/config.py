@@ -207,6 +207,11 @@ class Settings(pydantic.BaseModel):
     # (or session-mode) URL of the same database for the one connection that LISTENs; setting
     # it also keeps every pooled call free of session state (storage.postgres.executor).
     listen_database_url: str | None = None
+    # PostgreSQL only: a streaming replica of the same database for status, list, events and
+    # long-poll reads (services.replica_reads); a read that must see the caller's own write,
+    # a replica behind by more than read_max_lag_s, or one that errs, is answered by the primary.
+    read_database_url: str | None = None
+    read_max_lag_s: float = pydantic.Field(default=1.0, gt=0, le=60, allow_inf_nan=False)
     # Per process, whatever the calls in flight: claims, heartbeats and finishes are batched.
     database_pool_size: int = pydantic.Field(default=10, gt=0)
     host: str = "127.0.0.1"
@@ -322,7 +327,7 @@ class Settings(pydantic.BaseModel):
                 )
         return tuple(origin.lower() for origin in origins)
 
-    @pydantic.field_validator("listen_database_url")
+    @pydantic.field_validator("listen_database_url", "read_database_url")
     @classmethod
     def _postgres_url(cls, url: str | None) -> str | None:
         if not url:
@@ -347,6 +352,8 @@ class Settings(pydantic.BaseModel):
         postgres = self.database_url.startswith(database_urls.POSTGRES_SCHEMES)
         if self.listen_database_url and not postgres:
             raise ValueError("listen_database_url needs a PostgreSQL database_url")
+        if self.read_database_url and not postgres:
+            raise ValueError("read_database_url needs a PostgreSQL database_url")
         if self.transport != "database" and "://" not in self.transport:
             raise ValueError(
                 "transport must be `database` or a broker URL (redis://, amqp://, sqs://)"
@@ -382,7 +389,8 @@ class Settings(pydantic.BaseModel):
 
 # Settings that JOBGATE_* variables may set; the rest come from jobgate.toml only.
 _ENV_FIELDS = (
-    "database_url", "listen_database_url", "database_pool_size", "host", "port", "roles",
+    "database_url", "listen_database_url", "read_database_url", "read_max_lag_s",
+    "database_pool_size", "host", "port", "roles",
     "lease_ttl_s",
     "heartbeat_interval_s", "reaper_interval_s", "reaper_warn_threshold", "reconciler_interval_s",
     "worker_concurrency",

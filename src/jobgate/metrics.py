@@ -43,6 +43,13 @@ JOBS = Gauge(
     "Jobs queued (counted up to 10,000 per tenant: a floor beyond) or running, by tenant",
     ["tenant", "state"],
 )
+LAGGING_READS = Counter(
+    "jobgate_replica_reads",
+    "Reads a read replica may answer (status, list, events, a long poll's first read), by who "
+    "answered: replica, primary (the caller wrote, or the replica lags or is down), "
+    "primary_after_miss, primary_after_error",
+    ["answered_by"],
+)
 QUEUE_OLDEST_AGE_SECONDS = Gauge(
     "jobgate_queue_oldest_age_seconds",
     "How long the longest-waiting claimable job of each tenant has waited (alert on this)",

@@ -117,6 +117,29 @@ def test_the_listen_url_is_postgresql_beside_postgresql() -> None:
         load_settings({"JOBGATE_LISTEN_DATABASE_URL": pg})
 
 
+def test_a_read_replica_url_and_its_lag_bound() -> None:
+    """JOBGATE_READ_DATABASE_URL: a PostgreSQL URL beside a PostgreSQL database (empty: not
+    set); JOBGATE_READ_MAX_LAG_S: a positive number of seconds, at most 60."""
+    pg = "postgresql://u@primary/d"
+    settings = load_settings({
+        "JOBGATE_DATABASE_URL": pg, "JOBGATE_READ_DATABASE_URL": "postgresql://u@replica/d",
+        "JOBGATE_READ_MAX_LAG_S": "2.5",
+    })  # fmt: skip
+    assert (settings.read_database_url, settings.read_max_lag_s) == (
+        "postgresql://u@replica/d",
+        2.5,
+    )
+    unset = load_settings({"JOBGATE_DATABASE_URL": pg, "JOBGATE_READ_DATABASE_URL": ""})
+    assert (unset.read_database_url, unset.read_max_lag_s) == (None, 1.0)
+    with pytest.raises(errors.ConfigError, match=r"^JOBGATE_READ_DATABASE_URL: .*PostgreSQL"):
+        load_settings({"JOBGATE_DATABASE_URL": pg, "JOBGATE_READ_DATABASE_URL": "sqlite:///r"})
+    with pytest.raises(errors.ConfigError, match="needs a PostgreSQL database_url"):
+        load_settings({"JOBGATE_READ_DATABASE_URL": pg})
+    for bad in ("0", "-1", "61", "nan", "soon"):
+        with pytest.raises(errors.ConfigError, match=r"^JOBGATE_READ_MAX_LAG_S"):
+            load_settings({"JOBGATE_DATABASE_URL": pg, "JOBGATE_READ_MAX_LAG_S": bad})
+
+
 def test_bad_file_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "jobgate.toml"
     config.write_text('[providers.up]\nkind = "carrier-pigeon"\n')

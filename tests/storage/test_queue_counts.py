@@ -211,3 +211,20 @@ def _steps(conn: sqlite3.Connection, now: float) -> list[int]:
         assert rows, name
         counted.append(counter[0])
     return counted
+
+
+@pytest.mark.postgres
+async def test_jobgate_sessions_never_compile_a_statement_postgres(pg_dsn: str) -> None:
+    """A bounded walk is estimated at its bound (10,000 rows a tenant): past jit_above_cost the
+    server would compile the statement before running it, ~0.3 s for a read of milliseconds
+    at 1,000,000 queued. jobgate's sessions turn JIT off."""
+    storage = PostgresStorage(pg_dsn, pool_size=1)
+    await storage.open()
+    try:
+
+        async def show(conn: object) -> str:
+            return str(await conn.fetchval("SHOW jit"))  # type: ignore[attr-defined]
+
+        assert await storage._sql.run(show) == "off"
+    finally:
+        await storage.close()

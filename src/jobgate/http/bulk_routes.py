@@ -86,6 +86,8 @@ async def _act(
         after=payload.after,
         max_jobs=payload.limit,
     )
+    if caller.tenant_id is not None:  # its next reads see the change (replica_reads)
+        ctx.jobs.reads.wrote(caller.tenant_id)
     body |= {"dry_run": False, "matched": None, "changed": outcome.changed}
     return json_response(body | {"last_id": outcome.last_id, "has_more": outcome.has_more})
 

@@ -9,6 +9,7 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.ids import IdGenerator, RandomIds
@@ -25,6 +26,7 @@ from jobgate.services.operators import OperatorService
 from jobgate.services.presence import Presence
 from jobgate.services.reaper import Reaper
 from jobgate.services.reconciler import Reconciler
+from jobgate.services.replica_reads import ReplicaReads
 from jobgate.services.schedules import ScheduleService
 from jobgate.services.supervisor import RoleSupervisor
 from jobgate.services.tenants import TenantService
@@ -70,6 +72,7 @@ class Runtime:
         )
         self.providers = providers or ProviderRegistry.from_settings(settings, clock=self.clock)
         self.limits = LimitsService(storage=self.storage, settings=settings, clock=self.clock)
+        reads = replica_reads(settings, self.storage, self.clock)
         self.jobs = JobService(
             storage=self.storage,
             providers=self.providers,
@@ -77,6 +80,7 @@ class Runtime:
             clock=self.clock,
             ids=self.ids,
             limits=self.limits,
+            reads=reads,
         )
         # One per process: every live stream reader of a job here shares one feed of it.
         self.feeds = LiveFeeds(self.jobs, readers_per_tenant=settings.stream_readers_per_tenant)
@@ -104,6 +108,7 @@ class Runtime:
 
     async def close(self) -> None:
         await self.providers.aclose()
+        await self.jobs.reads.close()
         await self.storage.close()
 
     def reconfigure(self, settings: Settings) -> None:
@@ -184,3 +189,24 @@ class Runtime:
         from jobgate.process import roles as process_roles
 
         await process_roles.run_roles(self, roles, stop, sock=sock)
+
+
+def replica_reads(settings: Settings, primary: Storage, clock: Clock) -> ReplicaReads:
+    """The routing of reads that may lag: to JOBGATE_READ_DATABASE_URL's replica when set
+    (its pool as large as the primary's), else every read to the primary."""
+    if not settings.read_database_url:
+        return ReplicaReads(primary=primary, clock=clock)
+    from jobgate.storage.postgres.store import PostgresStorage
+
+    if not isinstance(primary, PostgresStorage):
+        raise errors.ConfigError(
+            "JOBGATE_READ_DATABASE_URL", "a read replica needs a PostgreSQL JOBGATE_DATABASE_URL"
+        )
+    replica = PostgresStorage(settings.read_database_url, pool_size=settings.database_pool_size)
+    return ReplicaReads(
+        primary=primary,
+        clock=clock,
+        replica=replica,
+        primary_wal=primary,
+        max_lag_s=settings.read_max_lag_s,
+    )

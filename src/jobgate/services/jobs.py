@@ -27,6 +27,7 @@ from jobgate.providers.base import Provider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
+from jobgate.services.replica_reads import LaggingStore, ReplicaReads
 from jobgate.services.submit_batcher import SubmitBatcher
 from jobgate.services.submit_summary import SubmitSummary
 from jobgate.services.webhook_guard import UrlGuard
@@ -82,8 +83,11 @@ class JobService:
         clock: Clock,
         ids: IdGenerator,
         limits: LimitsService | None = None,
+        reads: ReplicaReads | None = None,
     ) -> None:
         self.storage = storage
+        # Status, list, events and a long poll's first read: a read replica may answer them.
+        self.reads = reads or ReplicaReads(primary=storage, clock=clock)
         self.limits = limits or LimitsService(storage=storage, settings=settings, clock=clock)
         self.providers = providers
         self.settings = settings
@@ -143,6 +147,7 @@ class JobService:
                 raise self.limits.queue_full(exc, tenant_id) from None
             submit_span.set_attribute("jobgate.job_id", outcome.job.id)
             submit_span.set_attribute("jobgate.replayed", outcome.replayed)
+        self.reads.wrote(tenant_id)
         if not outcome.replayed:
             self.limits.admitted(tenant_id)
             self.submits.submitted(
@@ -192,6 +197,7 @@ class JobService:
                 stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=admission.bounds)
         except errors.QueueFull as exc:
             raise self.limits.queue_full(exc, tenant_id) from None
+        self.reads.wrote(tenant_id)
         self.limits.admitted(tenant_id, len(stored))
         log.info(
             "jobs submitted",
@@ -337,8 +343,11 @@ class JobService:
         return job
 
     async def status(self, *, tenant_id: str, job_id: str) -> JobStatus:
-        """`view`, and for a queued job its place in its tenant's line, read together."""
-        status = await self.storage.job_status(job_id=job_id, tenant_id=tenant_id)
+        """`view`, and for a queued job its place in its tenant's line, read together (a read
+        replica may answer: `reads`)."""
+        status = await self.reads.read(
+            tenant_id, lambda store: store.job_status(job_id=job_id, tenant_id=tenant_id)
+        )
         if status is None:
             raise errors.NotFound("job", job_id)
         return status
@@ -369,7 +378,14 @@ class JobService:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(timeout_s, MAX_WAIT_S)
         with self.storage.changes.watch_job(job_id) as changed:
-            job = await read(tenant_id=tenant_id, job_id=job_id)
+            # The first read may be a replica's; each read after a wake-up is the primary's,
+            # where the change that woke it is committed.
+            first = await self.reads.read(
+                tenant_id, lambda store: _read_as(store, read_as, tenant_id, job_id)
+            )
+            if first is None:
+                raise errors.NotFound("job", job_id)
+            job = first
             initial = job.state
             while not job.terminal and (until_terminal or job.state is initial):
                 remaining = deadline - loop.time()
@@ -391,29 +407,47 @@ class JobService:
     ) -> tuple[builtins.list[Job], bool]:
         """A page (newest first) and whether more follow, each job as `view` reads it, of the
         jobs matching `search` if given. The cursor must name one of the tenant's jobs: any
-        other id is NotFound, like every other unknown or foreign id."""
-        if after is not None:
-            await self.view(tenant_id=tenant_id, job_id=after)
+        other id is NotFound, like every other unknown or foreign id. One server answers the
+        cursor and the page (a read replica may: `reads`)."""
         search = search or JobSearch()
-        jobs = await self.storage.job_list(
-            tenant_id=tenant_id,
-            states=states,
-            dead_lettered=dead_lettered,
-            after=after,
-            limit=limit + 1,
-            provider=search.provider,
-            model=search.model,
-            created_after=search.created_after,
-            created_before=search.created_before,
-            metadata=search.metadata,
-        )
+
+        async def page(store: LaggingStore) -> builtins.list[Job] | None:
+            if after is not None:
+                if await store.job_view(job_id=after, tenant_id=tenant_id) is None:
+                    return None
+            return await store.job_list(
+                tenant_id=tenant_id,
+                states=states,
+                dead_lettered=dead_lettered,
+                after=after,
+                limit=limit + 1,
+                provider=search.provider,
+                model=search.model,
+                created_after=search.created_after,
+                created_before=search.created_before,
+                metadata=search.metadata,
+            )
+
+        jobs = await self.reads.read(tenant_id, page)
+        if jobs is None:
+            raise errors.NotFound("job", str(after))
         return jobs[:limit], len(jobs) > limit
 
     async def events(
         self, *, tenant_id: str, job_id: str, after_seq: int = 0, limit: int = 1000
     ) -> builtins.list[JobEvent]:
-        await self.view(tenant_id=tenant_id, job_id=job_id)
-        return await self.storage.job_events(job_id=job_id, after_seq=after_seq, limit=limit)
+        """The job's transitions after `after_seq`; one server answers whether the job is the
+        tenant's and its events (a read replica may: `reads`)."""
+
+        async def log_of(store: LaggingStore) -> builtins.list[JobEvent] | None:
+            if await store.job_view(job_id=job_id, tenant_id=tenant_id) is None:
+                return None
+            return await store.job_events(job_id=job_id, after_seq=after_seq, limit=limit)
+
+        events = await self.reads.read(tenant_id, log_of)
+        if events is None:
+            raise errors.NotFound("job", job_id)
+        return events
 
     # -- change -------------------------------------------------------------------------
 
@@ -421,6 +455,7 @@ class JobService:
         """Idempotent: queued -> cancelled now; running -> the worker stops the call and
         confirms; terminal -> unchanged. Never a conflict."""
         job = await self.storage.job_cancel(job_id=job_id, tenant_id=tenant_id, actor=actor)
+        self.reads.wrote(tenant_id)
         if job is None:
             raise errors.NotFound("job", job_id)
         log.info(
@@ -438,12 +473,14 @@ class JobService:
         """Cancel if still live, then purge input and result (the tombstone stays)."""
         await self.cancel(tenant_id=tenant_id, job_id=job_id, actor="api:delete")
         job = await self.storage.job_purge(job_id=job_id, tenant_id=tenant_id)
+        self.reads.wrote(tenant_id)
         if job is None:
             raise errors.NotFound("job", job_id)
         return job
 
     async def retry(self, *, tenant_id: str, job_id: str, actor: str = "operator") -> Job:
         job = await self.storage.job_redrive(job_id=job_id, tenant_id=tenant_id, actor=actor)
+        self.reads.wrote(tenant_id)
         if job is None:
             raise errors.NotFound("job", job_id)
         metrics.REDRIVES.labels("single").inc()
@@ -524,3 +561,14 @@ def _check_numbers(spec: SubmitSpec) -> None:
             param="max_attempts",
             code="number_out_of_range",
         )
+
+
+async def _read_as(
+    store: LaggingStore, read_as: JobRead, tenant_id: str, job_id: str
+) -> Job | None:
+    """A job as `wait`'s `read_as` reads it: whole, as its views read it, or without input."""
+    if read_as == "view":
+        return await store.job_view(job_id=job_id, tenant_id=tenant_id)
+    if read_as == "without_input":
+        return await store.job_without_input(job_id=job_id, tenant_id=tenant_id)
+    return await store.job_get(job_id=job_id, tenant_id=tenant_id)

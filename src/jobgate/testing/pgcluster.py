@@ -8,6 +8,11 @@ that must never touch a shared server:
 initdb runs as the `postgres` user when the tests run as root (PostgreSQL refuses root), into
 a temporary directory; the server listens on 127.0.0.1 on a free port, with its socket in the
 same directory. `close()` stops it (immediate) and deletes everything.
+
+`standby()` makes a streaming replica of a running cluster (pg_basebackup -R, over
+replication on 127.0.0.1, which initdb's trust rules allow), started like any other:
+
+    replica = cluster.standby().start()   # hot standby on its own port, replaying the WAL
 """
 
 from __future__ import annotations
@@ -87,11 +92,7 @@ class PrivateCluster:
 
     def start(self) -> PrivateCluster:
         if not self.data_dir.exists():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            if self._as_postgres:
-                user = _postgres_user()
-                assert user is not None
-                os.chown(self.directory, user.pw_uid, user.pw_gid)
+            self._make_directory()
             self._run(
                 "initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
                 "--no-sync", "-E", "UTF8", "--locale=C",
@@ -99,6 +100,25 @@ class PrivateCluster:
         self._pg_ctl("start", "-w", "-t", "60", "-l", str(self.log_path), "-o", self._options())
         self.started = True
         return self
+
+    def standby(self, directory: Path | None = None) -> PrivateCluster:
+        """A streaming replica of this (running) cluster, not started: its data directory is
+        a base backup with the standby's settings (`-R`: standby.signal and primary_conninfo
+        naming this cluster's port), so `start()` runs it as a hot standby on its own port."""
+        replica = PrivateCluster(directory)
+        replica._make_directory()
+        replica._run(
+            "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+            "-D", str(replica.data_dir), "-R", "-X", "stream", "--no-sync", "-c", "fast",
+        )  # fmt: skip
+        return replica
+
+    def _make_directory(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self._as_postgres:
+            user = _postgres_user()
+            assert user is not None
+            os.chown(self.directory, user.pw_uid, user.pw_gid)
 
     def _options(self) -> str:
         return (

@@ -260,6 +260,10 @@ class PostgresExecutor:
                 # never waits on anything but the database within one): the server ends
                 # it, and gives its locks back, instead of waiting for its TCP keepalive.
                 "idle_in_transaction_session_timeout": str(self._idle_in_transaction_ms),
+                # Every statement is short, but a bounded walk over a deep queue is estimated
+                # at its bound: past jit_above_cost the server compiles it to machine code
+                # first, ~0.3-1.5 s for a statement that then runs in milliseconds.
+                "jit": "off",
                 "application_name": "jobgate",
             }
         }

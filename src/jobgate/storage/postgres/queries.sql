@@ -25,6 +25,14 @@ INSERT INTO schema_migrations (version, name) VALUES (:version, :name)
 -- The database's clock.
 SELECT now() AS now
 
+-- name: wal_position
+-- Where this server's write-ahead log stands, in bytes from 0/0: on a standby, how far it has
+-- replayed (every transaction committed before that point is visible there); on a primary,
+-- where the next record will be inserted (every commit that has returned lies before it).
+SELECT pg_is_in_recovery() AS in_recovery,
+       (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
+             ELSE pg_current_wal_insert_lsn() END - '0/0'::pg_lsn)::bigint AS lsn
+
 -- name: transaction_bounds
 -- Through a transaction-mode pooler: a transaction's lock wait and idle bounds, set inside it (the executor fills in the two integers; SET LOCAL ends with the transaction).
 SET LOCAL lock_timeout = {lock_timeout_ms}; SET LOCAL idle_in_transaction_session_timeout = {idle_in_transaction_ms}

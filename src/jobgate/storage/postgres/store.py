@@ -46,6 +46,7 @@ from jobgate.storage.records import (
     IdempotencyClaim,
     QueueLimit,
     SubmitOutcome,
+    WalPosition,
 )
 from jobgate.storage.store.bulk_insert import stored_job
 from jobgate.storage.store.sql_store import SqlStore
@@ -154,6 +155,13 @@ class PostgresStorage(
         assert row is not None
         moment: datetime = row["now"]
         return moment
+
+    async def wal_position(self) -> WalPosition:
+        """Where this server's WAL stands (services.replica_reads compares a standby's replay
+        with a primary's insert position). Read-only; raises errors.StorageError."""
+        row = await self._sql.read_one("wal_position")
+        assert row is not None
+        return WalPosition(in_recovery=bool(row["in_recovery"]), lsn=row["lsn"])
 
     async def listen(self) -> None:
         """Keep a LISTEN connection open (reconnecting with backoff) feeding `changes`."""
