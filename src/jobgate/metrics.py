@@ -235,6 +235,12 @@ TRANSPORT_LAG = Gauge(
     "relay last read it",
     ["transport"],
 )
+TRANSPORT_SWEEP_HELD = Gauge(
+    "jobgate_transport_sweep_held",
+    "1 while the relay's sweep holds because the broker reports a backlog of at least "
+    "JOBGATE_TRANSPORT_WINDOW messages (slow, not lossy: republishing would add duplicates)",
+    ["transport"],
+)
 TRANSPORT_UP = Gauge(
     "jobgate_transport_up",
     "1 while this process reaches its broker, 0 during an outage",

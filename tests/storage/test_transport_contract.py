@@ -235,6 +235,23 @@ async def test_republishing_one_transition_backs_off(storage: Storage, clock: Fa
     assert [(p.job_id, p.published_count) for p in again] == [(job_id, 2)]
 
 
+async def test_with_the_sweep_held_only_new_transitions_are_published(
+    storage: Storage, clock: FakeClock
+) -> None:
+    ids = await _jobs(storage, clock, "acme", 2)
+    await storage.transport_publish_due(limit=10, republish_after_s=10, now=clock.now())
+    (fresh,) = await _jobs(storage, clock, "acme", 1)
+    clock.advance(11)  # the first two are due again, the new one never published
+    held = await storage.transport_publish_due(
+        limit=10, republish_after_s=10, now=clock.now(), sweep=False
+    )
+    assert [(p.job_id, p.published_count) for p in held] == [(fresh, 1)]
+    swept = await storage.transport_publish_due(limit=10, republish_after_s=10, now=clock.now())
+    assert sorted((p.job_id, p.published_count) for p in swept) == sorted(
+        (job_id, 2) for job_id in ids
+    )
+
+
 async def test_defer_delays_the_next_publication(storage: Storage, clock: FakeClock) -> None:
     (job_id,) = await _jobs(storage, clock, "acme", 1)
     await storage.transport_publish_due(limit=10, republish_after_s=30, now=clock.now())

@@ -425,6 +425,7 @@ class TransportStore(Protocol):
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
         skip_providers: Sequence[str] | None = None,
+        sweep: bool = True,
     ) -> list[Publication]:
         """Record, and answer, up to `limit` ready jobs (queued, due, before their start
         deadline) that need a message: never published; published for an earlier transition
@@ -437,7 +438,8 @@ class TransportStore(Protocol):
         the window by a batch); the caller publishes after this commits, so a crash in
         between delays a message by `republish_after_s` (the sweep) but never loses it.
         Jobs of `skip_providers` (the rate-limited ones, claimed from the table) are never
-        answered."""
+        answered. With `sweep` off, jobs already published for their transition are not
+        answered again, whatever their republish time."""
         ...
 
     async def transport_defer(

@@ -1,5 +1,8 @@
 """The transport relay: publishes a "job ready" message for every ready transition after it
 committed, and republishes ready jobs still unclaimed past their republish time (the sweep).
+The sweep holds while the broker reports a backlog of at least the window: it cannot tell a
+lost message from one still waiting, and a broker that holds that many is slow, not lossy;
+republishing then would only pile duplicates on its backlog.
 
 Every worker process runs one; Storage.transport_publish_due hands each publication to one
 relay only. A publish that fails is deferred briefly (tried again soon), never lost: the
@@ -51,6 +54,7 @@ class Relay:
         self._limits = limits  # the tenants' weights, for a fair window
         self._stop = asyncio.Event()
         self._claimed = asyncio.Event()
+        self._broker_backlog: int | None = None  # the broker's last reported lag
 
     def wake(self) -> None:
         """Messages were claimed: the window has room again (this process's intake calls it;
@@ -61,6 +65,7 @@ class Relay:
         """Publish one batch of due publications; the number published."""
         policy = None if self._limits is None else await self._limits.claim_policy()
         due = await self._storage.transport_publish_due(
+            sweep=not self.sweep_held(),
             limit=RELAY_BATCH_MAX,
             republish_after_s=self._settings.transport_sweep_after_s,
             window=self._settings.transport_window,
@@ -90,6 +95,27 @@ class Relay:
             log.info("republished unclaimed ready jobs", extra={"count": swept})
         return len(due)
 
+    def sweep_held(self) -> bool:
+        """Whether the sweep holds: the broker's last reported backlog is at least the
+        window."""
+        backlog = self._broker_backlog
+        return backlog is not None and backlog >= self._settings.transport_window
+
+    async def read_lag(self) -> None:
+        """Ask the broker for its backlog (the lag gauge, and whether the sweep holds)."""
+        held = self.sweep_held()
+        lag = await self._transport.lag()
+        metrics.TRANSPORT_LAG.labels(self._transport.name).set(lag)
+        self._broker_backlog = lag
+        if self.sweep_held() != held:
+            log.info(
+                "sweep held: the broker's backlog is at least the window"
+                if not held
+                else "sweep resumed: the broker's backlog is below the window",
+                extra={"count": lag},
+            )
+        metrics.TRANSPORT_SWEEP_HELD.labels(self._transport.name).set(int(self.sweep_held()))
+
     def request_stop(self) -> None:
         self._stop.set()
 
@@ -104,8 +130,7 @@ class Relay:
                     while await self.relay_once() == RELAY_BATCH_MAX:
                         pass
                     with contextlib.suppress(TransportUnavailable):
-                        lag = await self._transport.lag()
-                        metrics.TRANSPORT_LAG.labels(self._transport.name).set(lag)
+                        await self.read_lag()
                     backoff_s = 0.1
                 except Exception as exc:  # storage or broker down: keep going, slower
                     log.warning("relay pass failed: %s", type(exc).__name__)

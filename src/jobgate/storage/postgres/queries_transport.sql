@@ -113,7 +113,9 @@ WITH clock AS (
      WHERE j.state = 'queued'
        AND j.run_at <= clock.now
        AND (j.expires_at IS NULL OR j.expires_at > clock.now)
-       AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= clock.now)
+       AND (p.job_id IS NULL OR p.event_seq <> j.event_seq
+            -- The sweep: unless :sweep is off (the broker holds a backlog as big as the window).
+            OR (:sweep::boolean AND p.republish_at <= clock.now))
        -- Rate-limited providers are claimed from the table, their buckets taken first.
        AND j.provider <> ALL(ARRAY(SELECT jsonb_array_elements_text(:skip_providers::jsonb)))
        -- A paused job is not published (no claim could take it); its resume wakes the relay.

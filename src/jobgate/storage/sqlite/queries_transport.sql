@@ -48,7 +48,9 @@ WITH shares AS (
      WHERE j.state = 'queued'
        AND j.run_at <= :now
        AND (j.expires_at IS NULL OR j.expires_at > :now)
-       AND (p.job_id IS NULL OR p.event_seq <> j.event_seq OR p.republish_at <= :now)
+       AND (p.job_id IS NULL OR p.event_seq <> j.event_seq
+            -- The sweep: unless :sweep is off (the broker holds a backlog as big as the window).
+            OR (:sweep AND p.republish_at <= :now))
        -- Rate-limited providers are claimed from the table, their buckets taken first.
        AND j.provider NOT IN (SELECT value FROM json_each(:skip_providers))
        -- A paused job is not published (no claim could take it); its resume wakes the relay.

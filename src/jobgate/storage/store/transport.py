@@ -63,6 +63,7 @@ class TransportQueries(SqlPart):
         policy: ClaimPolicy | None = None,
         now: datetime | None = None,
         skip_providers: Sequence[str] | None = None,
+        sweep: bool = True,
     ) -> list[Publication]:
         rules = policy or ClaimPolicy()
         weights = [
@@ -79,6 +80,7 @@ class TransportQueries(SqlPart):
             default_weight=rules.default.weight,
             now=codec.now(now),
             skip_providers=codec.json(list(skip_providers or ())),
+            sweep=sweep,
         )
         return [Publication(row["job_id"], int(row["published_count"])) for row in rows]
 
