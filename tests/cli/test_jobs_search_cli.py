@@ -72,6 +72,23 @@ async def test_the_next_page_command_keeps_the_search(api: Api) -> None:
     assert listed(rest) == tagged[:1]
 
 
+async def test_a_partial_page_still_tells_the_next_command(api: Api) -> None:
+    """A search page that read its bound of jobs without a match shows none, and still the
+    command for the next page, from the last job it read; --all pages through to the end."""
+    api.runtime.jobs.search_walk_rows = 2
+    key = await api.key("acme")
+    wanted = await submit(api, key, {}, model="sim-rare")
+    for _ in range(3):
+        await submit(api, key, {})
+    empty = await jobgate(api, key, "jobs", "--model", "sim-rare", "--since", "1h")
+    assert empty.exit_code == 0, empty.stderr
+    assert empty.stdout.strip() == "no jobs in this page"
+    hint = "more: jobgate jobs --model sim-rare --since "
+    assert empty.stderr.startswith(hint) and " --after job_" in empty.stderr, empty.stderr
+    every = await jobgate(api, key, "jobs", "--json", "--all", "--model", "sim-rare")
+    assert listed(every) == [wanted]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -213,6 +213,29 @@ def test_list_sends_repeated_status_and_pages_through_iter_jobs() -> None:
     assert seen[1].url.params["after"] == "job_2" and seen[1].url.params["limit"] == "2"
 
 
+def test_iter_jobs_pages_on_through_partial_pages() -> None:
+    """A search's page may be partial: fewer jobs than asked, even none, with has_more and a
+    last_id that names a job not shown (where the server's walk stopped); iter_jobs pages on
+    from it until has_more is false."""
+    pages = {
+        None: {"data": [job_json("job_9")], "has_more": True, "last_id": "job_7"},
+        "job_7": {"data": [], "has_more": True, "last_id": "job_4"},
+        "job_4": {"data": [job_json("job_2")], "has_more": False, "last_id": "job_2"},
+    }
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        after = request.url.params.get("after")
+        seen.append(after)
+        return httpx.Response(200, json={**pages[after], "object": "list"})
+
+    with FakeTimeClient(handler, FakeClock()) as client:
+        assert [j.id for j in client.iter_jobs(model="m", page_size=2)] == ["job_9", "job_2"]
+        page = client.list(model="m", after="job_7")
+    assert seen == [None, "job_7", "job_4", "job_7"]
+    assert page.data == [] and page.has_more and page.last_id == "job_4"
+
+
 def test_list_and_iter_jobs_send_the_search() -> None:
     seen: list[httpx.Request] = []
 

@@ -4,6 +4,8 @@ string is a search or an InvalidRequest naming a parameter, never another error.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from jobgate import errors
 from jobgate.domain import job_search
+from jobgate.domain.job import Job
 
 DEC_1 = datetime(2026, 12, 1, 14, 0, tzinfo=UTC)
 
@@ -93,3 +96,26 @@ def test_any_query_is_a_search_or_a_named_refusal(query: list[tuple[str, str]]) 
         assert moment is None or moment.tzinfo is not None
     if search.created_after and search.created_before:
         assert search.created_after <= search.created_before
+
+
+def _jobs(*ids: str) -> list[Job]:
+    return [cast(Job, SimpleNamespace(id=job_id)) for job_id in ids]  # page() reads ids only
+
+
+def test_a_page_read_with_its_look_ahead_has_more_after_its_last_job() -> None:
+    page = job_search.page(_jobs("c", "b", "a"), limit=2, walked_to="a")
+    assert [j.id for j in page.jobs] == ["c", "b"] and page.has_more and page.last_id == "b"
+
+
+def test_a_partial_page_continues_after_the_last_job_walked() -> None:
+    page = job_search.page(_jobs("c"), limit=2, walked_to="x")
+    assert [j.id for j in page.jobs] == ["c"] and page.has_more and page.last_id == "x"
+    empty = job_search.page([], limit=2, walked_to="y")
+    assert empty.jobs == [] and empty.has_more and empty.last_id == "y"
+
+
+def test_a_walk_that_met_every_job_ends_the_pages() -> None:
+    page = job_search.page(_jobs("c", "b"), limit=2)
+    assert [j.id for j in page.jobs] == ["c", "b"]
+    assert not page.has_more and page.last_id == "b"
+    assert job_search.page([], limit=2) == job_search.Page([], False, None)

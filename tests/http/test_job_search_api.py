@@ -103,6 +103,34 @@ async def test_filtered_pages_chain_by_last_id(api: Api) -> None:
     assert seen == wanted[::-1]
 
 
+async def test_a_partial_page_says_where_the_next_one_starts(api: Api) -> None:
+    """A search page reads at most search_walk_rows of the tenant's jobs: a stretch without
+    a match answers a partial page (fewer jobs than the limit, even none) with has_more and
+    last_id, the last job read, which the page does not show; paging on by last_id meets
+    every match once."""
+    api.runtime.jobs.search_walk_rows = 3
+    key = await api.key("acme")
+    wanted = [await submit(api, key, model="sim-rare")]
+    for _ in range(6):
+        await submit(api, key)
+    wanted.append(await submit(api, key, model="sim-rare"))
+    pages: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"model": "sim-rare", "limit": 2}
+    while not pages or pages[-1]["has_more"]:
+        response = await api.http.get("/v1/jobs", params=params, headers=auth(key))
+        assert response.status_code == 200, response.text
+        pages.append(response.json())
+        params["after"] = pages[-1]["last_id"]
+    assert [job["id"] for page in pages for job in page["data"]] == wanted[::-1]
+    shown = [[job["id"] for job in page["data"]] for page in pages]
+    # newest first: the newer match and two others read, then three others (none shown),
+    # then two others and the older match, which ends the walk
+    assert [len(ids) for ids in shown] == [1, 0, 1]
+    assert pages[0]["has_more"] and pages[0]["last_id"] not in shown[0]
+    assert pages[1]["has_more"] and pages[1]["last_id"] is not None
+    assert not pages[2]["has_more"] and pages[2]["last_id"] == wanted[0]
+
+
 REFUSED = [
     ({"metadata": "user=alice"}, "metadata"),  # not metadata[KEY]
     ({"metadata.user": "alice"}, "metadata.user"),

@@ -1,14 +1,18 @@
-"""Job search: job_list's filters by model, provider, creation time and metadata, each alone
-and together, tenant-scoped and keyset-paginated, on SQLite and PostgreSQL alike."""
+"""Job search: job_search's filters by model, provider, creation time and metadata, each alone
+and together, tenant-scoped and keyset-paginated by a bounded walk (a page may be partial and
+says where the next one starts), on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from jobgate import errors
+from jobgate.domain import job_search
+from jobgate.domain.job_search import JobSearch
 from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
@@ -25,8 +29,40 @@ async def made(storage: Storage, tenant: Tenant, clock: FakeClock, **fields: Any
     return job.id
 
 
+def split(filters: dict[str, Any]) -> tuple[JobSearch, dict[str, Any]]:
+    """The search criteria of `filters`, and the rest (states, dead_lettered, paging)."""
+    names = {f.name for f in dataclasses.fields(JobSearch)}
+    search = JobSearch(**{k: v for k, v in filters.items() if k in names})
+    return search, {k: v for k, v in filters.items() if k not in names}
+
+
 async def ids(storage: Storage, tenant: Tenant, **filters: Any) -> list[str]:
-    return [j.id for j in await storage.job_list(tenant_id=tenant.id, limit=100, **filters)]
+    search, rest = split(filters)
+    found = await storage.job_search(tenant_id=tenant.id, search=search, limit=100, **rest)
+    assert found.walked_to is None  # a handful of jobs: the walk meets them all
+    return [j.id for j in found.jobs]
+
+
+async def walked_pages(
+    storage: Storage, tenant: Tenant, *, limit: int, walk_limit: int, **filters: Any
+) -> list[job_search.Page]:
+    """Every page of a search, chained by `after` while `has_more` (as the clients page)."""
+    search, rest = split(filters)
+    pages: list[job_search.Page] = []
+    after: str | None = None
+    while not pages or pages[-1].has_more:
+        assert len(pages) < 100, "the pages never end"
+        found = await storage.job_search(
+            tenant_id=tenant.id,
+            search=search,
+            after=after,
+            limit=limit + 1,
+            walk_limit=walk_limit,
+            **rest,
+        )
+        pages.append(job_search.page(found.jobs, limit, found.walked_to))
+        after = pages[-1].last_id
+    return pages
 
 
 async def test_model_and_provider_filter_exactly(storage: Storage, clock: FakeClock) -> None:
@@ -87,7 +123,7 @@ async def test_search_is_scoped_to_the_tenant(storage: Storage, clock: FakeClock
         assert await ids(storage, acme, **filters) == [mine]
         assert await ids(storage, beta, **filters) == [theirs]
     with pytest.raises(errors.InvalidRequest):  # the other tenant's job is no cursor
-        await storage.job_list(tenant_id=acme.id, model="m", after=theirs)
+        await storage.job_search(tenant_id=acme.id, search=JobSearch(model="m"), after=theirs)
 
 
 async def test_search_combines_with_status_and_dead_letters(
@@ -136,13 +172,54 @@ async def test_filtered_pages_follow_the_cursor(
     if "created_before" in filters:
         filters = {"created_before": clock.now() + timedelta(seconds=1)}
     expected = matching[::-1]  # ids grow with each insert
-    pages: list[list[str]] = []
-    after: str | None = None
-    while True:
-        page = await storage.job_list(tenant_id=acme.id, after=after, limit=2, **filters)
-        if not page:
-            break
-        pages.append([j.id for j in page])
-        after = page[-1].id
-    assert [i for page in pages for i in page] == expected
-    assert all(len(page) == 2 for page in pages[:-1])
+    for walk_limit in (1, 2, 3, 1000):  # a walk shorter, as long as and longer than a page
+        pages = await walked_pages(storage, acme, limit=2, walk_limit=walk_limit, **filters)
+        assert [j.id for page in pages for j in page.jobs] == expected, walk_limit
+        assert all(len(page.jobs) <= 2 for page in pages)
+        if walk_limit == 1000:
+            assert all(len(page.jobs) == 2 for page in pages[:-1])
+
+
+async def test_a_walk_that_reaches_its_bound_gives_a_partial_page(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """A search reads at most walk_limit of the tenant's jobs: when none of them matches, its
+    page holds no job and names the last job walked, after which the next page reads on."""
+    acme = await make_tenant(storage)
+    match = await made(storage, acme, clock, model="m")
+    others = [await made(storage, acme, clock, model="x") for _ in range(5)]
+    newest_first = others[::-1]
+    found = await storage.job_search(
+        tenant_id=acme.id, search=JobSearch(model="m"), limit=3, walk_limit=4
+    )
+    assert found.jobs == [] and found.walked_to == newest_first[3]
+    found = await storage.job_search(
+        tenant_id=acme.id, search=JobSearch(model="m"), after=found.walked_to, limit=3, walk_limit=4
+    )
+    assert [j.id for j in found.jobs] == [match] and found.walked_to is None
+
+
+async def test_the_walk_counts_only_jobs_inside_the_created_range(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """The created range bounds the walk itself: jobs outside it are not read, so they do not
+    use up the walk (a range far back in a busy tenant's history is found in one page)."""
+    acme = await make_tenant(storage)
+    old = [await made(storage, acme, clock, model="m") for _ in range(2)]
+    end = clock.now()
+    for _ in range(6):
+        await made(storage, acme, clock, model="x")
+    pages = await walked_pages(storage, acme, limit=5, walk_limit=2, model="m", created_before=end)
+    assert [[j.id for j in page.jobs] for page in pages] == [old[::-1], []]
+    assert pages[0].has_more  # the walk reached its bound exactly at the range's end
+
+
+async def test_the_cursor_may_be_a_job_that_does_not_match(
+    storage: Storage, clock: FakeClock
+) -> None:
+    acme = await make_tenant(storage)
+    first = await made(storage, acme, clock, model="m")
+    other = await made(storage, acme, clock, model="x")
+    await made(storage, acme, clock, model="m")
+    found = await storage.job_search(tenant_id=acme.id, search=JobSearch(model="m"), after=other)
+    assert [j.id for j in found.jobs] == [first]

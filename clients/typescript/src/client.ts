@@ -228,7 +228,8 @@ export class JobGate {
     return (await this.request("GET", "/v1/jobs", { query, signal: options.signal })) as JobPage;
   }
 
-  /** Every matching job, newest first, fetching pages (`pageSize` jobs each) as it goes. */
+  /** Every matching job, newest first, fetching pages (`pageSize` jobs at most each) as it
+   * goes, through a search's partial pages too (fewer jobs, even none, and more after). */
   async *iterJobs(options: IterJobsOptions = {}): AsyncGenerator<Job, void, undefined> {
     const { pageSize = 100, ...filter } = options;
     let after: string | undefined;

@@ -126,7 +126,10 @@ export interface JobFilter {
 export interface JobPage {
   object: "list";
   data: Job[];
+  /** More jobs may follow: page on with `last_id`. */
   has_more: boolean;
-  /** The last job's id: pass it as `after` for the next page. */
+  /** Pass it as `after` for the next page: the last job this page read. A search's page may
+   * be partial (fewer jobs than its limit, even none, with `has_more` true), and its
+   * `last_id` then names a job not in `data`. */
   last_id: string | null;
 }

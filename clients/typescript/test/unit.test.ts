@@ -362,3 +362,20 @@ test("list sends the search, iterJobs follows last_id with the same filters", as
   assert.equal(one.has_more, false);
   assert.equal(sent[2]?.url.search, "?dead_lettered=true&after=job_9&limit=5");
 });
+
+test("iterJobs pages on through a search's partial pages, empty ones too", async () => {
+  const page = (ids: string[], more: boolean, last: string | null): Response =>
+    Response.json({ object: "list", data: ids.map((id) => ({ id })), has_more: more, last_id: last });
+  const { client, sent } = scripted([
+    page(["job_9"], true, "job_7"),
+    page([], true, "job_4"),
+    page(["job_2"], false, "job_2"),
+  ]);
+  const ids: string[] = [];
+  for await (const found of client.iterJobs({ model: "m", pageSize: 2 })) ids.push(found.id);
+  assert.deepEqual(ids, ["job_9", "job_2"]);
+  assert.deepEqual(
+    sent.map(({ url }) => url.searchParams.get("after")),
+    [null, "job_7", "job_4"],
+  );
+});

@@ -608,14 +608,15 @@ def _list_jobs(
         listing = {"object": "list", "data": [j.raw for j in found], "has_more": has_more}
         out.print_json({**listing, "last_id": last_id})
         return
-    if not found:
-        click.echo("no dead-lettered jobs" if dead_lettered else "no jobs")
-        return
-    headers = ["ID", "STATUS", "MODEL", "ATTEMPT", "CREATED"]
-    if dead_lettered:
-        headers.append("ERROR")
-    rows = out.job_rows(found, _now_s(), with_error=bool(dead_lettered))
-    click.echo(out.table(headers, rows, colour_column=1, colour=_colour()))
+    if not found:  # a search's partial page may hold none and still have more after it
+        nothing = "no dead-lettered jobs" if dead_lettered else "no jobs"
+        click.echo(f"{nothing} in this page" if has_more else nothing)
+    else:
+        headers = ["ID", "STATUS", "MODEL", "ATTEMPT", "CREATED"]
+        if dead_lettered:
+            headers.append("ERROR")
+        rows = out.job_rows(found, _now_s(), with_error=bool(dead_lettered))
+        click.echo(out.table(headers, rows, colour_column=1, colour=_colour()))
     if has_more:
         command = "jobgate dlq list" if dead_lettered else _jobs_command(search)
         click.echo(f"more: {command} --after {last_id}  (or --all)", err=True)

@@ -178,7 +178,9 @@ class JobEvent:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobPage:
-    """One page of `GET /v1/jobs`, newest first; pass `last_id` as `after` for the next."""
+    """One page of `GET /v1/jobs`, newest first; while `has_more`, pass `last_id` as `after`
+    for the next. A search's page may be partial: fewer jobs than its limit, even none, with
+    `has_more` true and `last_id` the last job the server read (not always one in `data`)."""
 
     data: list[Job]
     has_more: bool

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from jobgate import errors
 from jobgate.domain import ranges
 from jobgate.domain.bulk import MAX_METADATA_KEYS
+from jobgate.domain.job import Job
 
 MAX_NAME_CHARS = 200  # a model's or a provider's name
 MAX_METADATA_KEY_CHARS = 64  # OpenAI's bounds on metadata (/v1/responses keeps them)
@@ -26,6 +27,10 @@ _METADATA = re.compile(r"^metadata\[(.*)\]$", re.DOTALL)
 # The parameters that are not search criteria.
 PAGE_PARAMS = frozenset({"status", "dead_lettered", "after", "limit"})
 SEARCH_PARAMS = frozenset({"model", "provider", "created_after", "created_before"})
+# The most of a tenant's jobs one search page walks (inside its created range), matching or
+# not: the bound of a page's cost, whatever share of the jobs match. A page that reaches it
+# first is partial, and the next continues where it stopped.
+WALK_ROWS = 1000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +42,33 @@ class JobSearch:
     created_after: datetime | None = None  # inclusive
     created_before: datetime | None = None  # exclusive
     metadata: Mapping[str, str] | None = None  # top-level members holding these strings
+
+    @property
+    def is_empty(self) -> bool:
+        """No criterion at all: the plain list."""
+        return self == JobSearch()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Page:
+    """A page of `GET /v1/jobs`, newest first: its jobs, whether more may follow, and the
+    cursor the next page passes as `after` (`last_id`): the last job the page walked, which on
+    a partial page (a search's walk that reached WALK_ROWS first) is a job not shown."""
+
+    jobs: list[Job]
+    has_more: bool
+    last_id: str | None
+
+
+def page(found: list[Job], limit: int, walked_to: str | None = None) -> Page:
+    """The page of `found`, read with a look-ahead (up to `limit` + 1 jobs: one past the
+    page says more follow), and of `walked_to`, where a search's walk stopped short of
+    filling the page (partial: more may follow after that job, even with no job shown)."""
+    if len(found) > limit:
+        return Page(found[:limit], True, found[limit - 1].id)
+    if walked_to is not None:
+        return Page(found, True, walked_to)
+    return Page(found, False, found[-1].id if found else None)
 
 
 def read(params: Iterable[tuple[str, str]]) -> JobSearch:

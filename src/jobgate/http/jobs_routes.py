@@ -338,8 +338,12 @@ def _time_query(description: str) -> Any:
     responses=_PROBLEMS,
     summary="List and search jobs",
     description="Newest first. Every filter given must hold; pages chain by `after` (the "
-    "previous page's `last_id`) with the same filters. An unknown parameter is refused (400), "
-    "so a misspelt filter never lists every job.",
+    "previous page's `last_id`) with the same filters, while `has_more` is true. A search "
+    "(model, provider, metadata, created_after/before) reads at most "
+    f"{job_search.WALK_ROWS:,} of the tenant's jobs per page, so its page may be partial: "
+    "fewer jobs than `limit`, even none, with `has_more` true and `last_id` the last job read "
+    "(not always one shown); keep paging. An unknown parameter is refused (400), so a "
+    "misspelt filter never lists every job.",
     openapi_extra=_SEARCH_DOC,
 )
 async def list_jobs(
@@ -362,7 +366,7 @@ async def list_jobs(
     # The search is read from the whole query string in one place (job_search.read), which
     # checks each criterion, refuses unknown names and reads metadata[KEY]; the parameters
     # above declare the criteria for the OpenAPI document.
-    jobs, has_more = await ctx.jobs.list(
+    page = await ctx.jobs.list(
         tenant_id=tenant.id,
         states=status,
         dead_lettered=dead_lettered,
@@ -370,14 +374,9 @@ async def list_jobs(
         limit=limit,
         search=job_search.read(request.query_params.multi_items()),
     )
-    views = await job_notes.annotate_page(ctx, jobs, [job_view(job) for job in jobs])
+    views = await job_notes.annotate_page(ctx, page.jobs, [job_view(job) for job in page.jobs])
     return json_response(
-        {
-            "object": "list",
-            "data": views,
-            "has_more": has_more,
-            "last_id": jobs[-1].id if jobs else None,
-        }
+        {"object": "list", "data": views, "has_more": page.has_more, "last_id": page.last_id}
     )
 
 

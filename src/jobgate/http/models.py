@@ -254,8 +254,11 @@ class JobOut(pydantic.BaseModel):
 class JobListOut(pydantic.BaseModel):
     object: Literal["list"]
     data: list[JobOut]
-    has_more: bool
-    last_id: str | None
+    has_more: bool = pydantic.Field(description="More jobs may follow: page on with `after`")
+    last_id: str | None = pydantic.Field(
+        description="The next page's `after`: the last job this page read (on a search's "
+        "partial page, a job not in `data`)"
+    )
 
 
 class EventOut(pydantic.BaseModel):

@@ -16,7 +16,7 @@ from jobgate import errors, metrics, tracing
 from jobgate.clock import Clock, from_unix
 from jobgate.config import Settings
 from jobgate.domain import events as domain_events
-from jobgate.domain import idempotency, ranges
+from jobgate.domain import idempotency, job_search, ranges
 from jobgate.domain import limits as limit_rules
 from jobgate.domain.job import Job, JobEvent, NewJob, fast_init, new_job_of
 from jobgate.domain.job_search import JobSearch
@@ -103,6 +103,7 @@ class JobService:
         # A waiter is woken by the change itself (this process's commits, NOTIFY on PostgreSQL,
         # the data_version watch on SQLite); re-reading on this period is only a safety net.
         self.poll_fallback_s = 30.0
+        self.search_walk_rows = job_search.WALK_ROWS  # the bound of a search page's walk
 
     # -- submit -------------------------------------------------------------------------
 
@@ -399,39 +400,48 @@ class JobService:
         self,
         *,
         tenant_id: str,
-        states: list[JobState] | None = None,
+        states: builtins.list[JobState] | None = None,
         dead_lettered: bool | None = None,
         after: str | None = None,
         limit: int = 20,
         search: JobSearch | None = None,
-    ) -> tuple[builtins.list[Job], bool]:
-        """A page (newest first) and whether more follow, each job as `view` reads it, of the
-        jobs matching `search` if given. The cursor must name one of the tenant's jobs: any
-        other id is NotFound, like every other unknown or foreign id. One server answers the
-        cursor and the page (a read replica may: `reads`)."""
+    ) -> job_search.Page:
+        """A page (newest first) of the jobs matching `search` if given, each job as `view`
+        reads it. A search's page walks at most `search_walk_rows` of the tenant's jobs, so it
+        may be partial (fewer jobs than `limit`, none at all, and more to follow after its
+        `last_id`). The cursor must name one of the tenant's jobs: any other id is NotFound,
+        like every other unknown or foreign id. One server answers the cursor and the page (a
+        read replica may: `reads`)."""
         search = search or JobSearch()
 
-        async def page(store: LaggingStore) -> builtins.list[Job] | None:
+        async def page(store: LaggingStore) -> job_search.Page | None:
             if after is not None:
                 if await store.job_view(job_id=after, tenant_id=tenant_id) is None:
                     return None
-            return await store.job_list(
+            if search.is_empty:
+                jobs = await store.job_list(
+                    tenant_id=tenant_id,
+                    states=states,
+                    dead_lettered=dead_lettered,
+                    after=after,
+                    limit=limit + 1,
+                )
+                return job_search.page(jobs, limit)
+            found = await store.job_search(
                 tenant_id=tenant_id,
+                search=search,
                 states=states,
                 dead_lettered=dead_lettered,
                 after=after,
                 limit=limit + 1,
-                provider=search.provider,
-                model=search.model,
-                created_after=search.created_after,
-                created_before=search.created_before,
-                metadata=search.metadata,
+                walk_limit=self.search_walk_rows,
             )
+            return job_search.page(found.jobs, limit, found.walked_to)
 
-        jobs = await self.reads.read(tenant_id, page)
-        if jobs is None:
+        answered = await self.reads.read(tenant_id, page)
+        if answered is None:
             raise errors.NotFound("job", str(after))
-        return jobs[:limit], len(jobs) > limit
+        return answered
 
     async def events(
         self, *, tenant_id: str, job_id: str, after_seq: int = 0, limit: int = 1000

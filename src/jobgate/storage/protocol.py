@@ -17,12 +17,13 @@ Rules every method keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Protocol
 
-from jobgate.domain import costs, progress
+from jobgate.domain import costs, job_search, progress
 from jobgate.domain.job import Job, JobEvent, JSONObject, Lease, NewJob
+from jobgate.domain.job_search import JobSearch
 from jobgate.domain.rate_limits import Bucket, Take
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish, RetryDelay
@@ -51,6 +52,7 @@ from jobgate.storage.records import (
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
+    JobSearchPage,
     JobStatus,
     JobTokenSecret,
     LimitOverrides,
@@ -190,18 +192,32 @@ class JobReadStore(Protocol):
         dead_lettered: bool | None = None,
         after: str | None = None,
         limit: int = 20,
-        provider: str | None = None,
-        model: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        metadata: Mapping[str, str] | None = None,
     ) -> list[Job]:
         """Newest first; `after` is the id of the last job of the previous page. Each job as
-        `job_view` reads it (its request may hold only VIEW_REQUEST_MEMBERS). Every filter
-        given must hold: `created_after` inclusive, `created_before` exclusive, `metadata`
-        pairs each a top-level member of the job's metadata with this string value. Without
-        provider, model, times or metadata it is one read of jobs_by_tenant; with them, one
-        read through the index of the first of model, provider, metadata given. Raises
+        `job_view` reads it (its request may hold only VIEW_REQUEST_MEMBERS). One read of
+        jobs_by_tenant. Raises InvalidRequest for an `after` that is not one of the tenant's
+        jobs."""
+        ...
+
+    async def job_search(
+        self,
+        *,
+        tenant_id: str,
+        search: JobSearch,
+        states: Sequence[JobState] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int = 20,
+        walk_limit: int = job_search.WALK_ROWS,
+    ) -> JobSearchPage:
+        """The jobs after `after` matching every criterion of `search` (and `states`,
+        `dead_lettered`), newest first, each as `job_view` reads it: `created_after`
+        inclusive, `created_before` exclusive, `metadata` pairs each a top-level member of
+        the job's metadata with this string value. Bounded: it walks at most `walk_limit` of
+        the tenant's jobs in the created range (jobs_by_tenant; no index per criterion, which
+        every claim and finish would write), so a page may hold fewer than `limit` jobs, none
+        at all, with `walked_to` saying where the next walk starts. A metadata search on
+        PostgreSQL reads the GIN index jobs_by_metadata instead and is never partial. Raises
         InvalidRequest for an `after` that is not one of the tenant's jobs."""
         ...
 

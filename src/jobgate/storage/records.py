@@ -61,6 +61,17 @@ class JobStatus:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class JobSearchPage:
+    """A job search's page (Storage.job_search): the matching jobs its walk met, newest first,
+    and, when the walk reached its bound first, the id of the last job it walked (`walked_to`,
+    matching or not), after which the next page's walk starts. None: the walk met every job
+    left, or `jobs` is full."""
+
+    jobs: list[Job]
+    walked_to: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Finished:
     """A fenced verdict as applied: what the lease holder counts and logs, without the job's
     request and result. `state` is the state written (a retry of a job whose cancel was

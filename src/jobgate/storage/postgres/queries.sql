@@ -223,48 +223,63 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
--- fragment: job_search_page
--- The rest of a job search (job_list with a filter): job_filter's criteria, the :after_id
--- cursor (one of the tenant's jobs), newest first.
-{{job_filter}}
+-- fragment: job_search_cursor
+-- A job search reads the tenant's jobs after the :after_id cursor (one of the tenant's jobs),
+-- or from the tenant's newest: one row comparison that is never NULL, so that it bounds the
+-- index scan itself under a generic plan too.
+(j.tenant_id, j.created_at, j.id)
+    < (:tenant_id::text,
+       coalesce((SELECT a.created_at FROM jobs AS a
+                  WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id::text), 'infinity'),
+       coalesce(:after_id::text, ''))
+
+-- name: job_search
+-- A page of a tenant's jobs matching a filter, read by a bounded walk of jobs_by_tenant: the
+-- tenant's jobs newest first after the cursor and inside the created_after/before range,
+-- at most :walk_limit of them, each checked against the filter (model, provider, status,
+-- metadata... need no index of their own, which every claim and finish would write). It
+-- answers the walked jobs that match (matched), at most :limit, and the walk's last job when
+-- the walk reaches its bound (walk_end: where the next page starts). The tenant is held by
+-- row comparisons on jobs_by_tenant's columns rather than an equality, so that the walk's
+-- order (tenant_id, created_at, id) comes from that index alone: with tenant_id known
+-- constant, the planner may walk jobs_by_creation instead, skipping other tenants' jobs that
+-- the walk's limit does not count.
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}},
+       w.matched, w.walked = :walk_limit AS walk_end
+  FROM (SELECT s.walk_tenant, s.walk_created_at, s.walk_id, s.matched,
+               row_number() OVER (ORDER BY s.walk_tenant DESC, s.walk_created_at DESC,
+                                           s.walk_id DESC) AS walked
+          FROM (SELECT j.tenant_id AS walk_tenant, j.created_at AS walk_created_at,
+                       j.id AS walk_id, coalesce({{job_filter}}, false) AS matched
+                  FROM jobs AS j
+                 WHERE (j.tenant_id, j.created_at)
+                       >= (:tenant_id::text, coalesce(:created_after::timestamptz, '-infinity'))
+                   AND (j.tenant_id, j.created_at)
+                       < (:tenant_id::text, coalesce(:created_before::timestamptz, 'infinity'))
+                   AND {{job_search_cursor}}
+                 ORDER BY j.tenant_id DESC, j.created_at DESC, j.id DESC
+                 LIMIT :walk_limit) AS s) AS w
+  JOIN jobs AS j ON j.id = w.walk_id
+ WHERE w.matched OR w.walked = :walk_limit
+ ORDER BY w.walk_tenant DESC, w.walk_created_at DESC, w.walk_id DESC
+ LIMIT :limit
+
+-- name: job_search_by_metadata
+-- A page of a tenant's jobs holding metadata pairs matching a filter, through jobs_by_metadata
+-- (its predicate written out, so that the planner may use that partial index): the jobs
+-- holding the pairs, sorted, so a page is never partial (walk_end is false).
+SELECT {{job_view_request}} AS request, {{job_columns_but_request}},
+       true AS matched, false AS walk_end
+  FROM jobs AS j
+ WHERE j.tenant_id = :tenant_id::text
+   AND j.metadata <> '{}'::jsonb AND j.metadata @> :metadata::jsonb
+   AND {{job_filter}}
    AND (:after_id::text IS NULL
         OR (j.created_at, j.id) < (SELECT a.created_at, a.id FROM jobs AS a
                                     WHERE a.id = :after_id::text
                                       AND a.tenant_id = :tenant_id::text))
  ORDER BY j.created_at DESC, j.id DESC
  LIMIT :limit
-
--- name: job_search
--- A page of a tenant's jobs matching a filter without model, provider or metadata, through
--- jobs_by_tenant (a time range bounds its walk).
-SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
-  FROM jobs AS j
- WHERE j.tenant_id = :tenant_id::text
-   AND {{job_search_page}}
-
--- name: job_search_by_model
--- A page of a tenant's jobs of one model matching a filter, through jobs_by_tenant_model (the
--- criterion written outright, so that a generic plan can use that index too).
-SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
-  FROM jobs AS j
- WHERE j.tenant_id = :tenant_id::text AND j.model = :model::text
-   AND {{job_search_page}}
-
--- name: job_search_by_provider
--- A page of a tenant's jobs of one provider matching a filter, through jobs_by_tenant_provider.
-SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
-  FROM jobs AS j
- WHERE j.tenant_id = :tenant_id::text AND j.provider = :provider::text
-   AND {{job_search_page}}
-
--- name: job_search_by_metadata
--- A page of a tenant's jobs holding metadata pairs matching a filter, through jobs_by_metadata
--- (its predicate written out, so that the planner may use that partial index).
-SELECT {{job_view_request}} AS request, {{job_columns_but_request}}
-  FROM jobs AS j
- WHERE j.tenant_id = :tenant_id::text
-   AND j.metadata <> '{}'::jsonb AND j.metadata @> :metadata::jsonb
-   AND {{job_search_page}}
 
 -- name: job_events
 -- A job's event log after a sequence number (job_event_log: the stored events and the first

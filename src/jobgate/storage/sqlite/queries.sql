@@ -129,46 +129,47 @@ SELECT {{job_columns}}
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
--- fragment: job_search_page
--- The rest of a job search (job_list with a filter): job_filter's criteria, the :after_id
--- cursor (one of the tenant's jobs), newest first.
-{{job_filter}}
-   AND (:after_id IS NULL
-        OR (j.created_at, j.id) < (SELECT a.created_at, a.id FROM jobs AS a
-                                    WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
- ORDER BY j.created_at DESC, j.id DESC
+-- fragment: job_search_cursor
+-- The walk of a job search starts after the :after_id cursor (one of the tenant's jobs), or at
+-- the tenant's newest job: one row comparison that is never NULL, so that it bounds the walk
+-- of the index itself.
+(j.created_at, j.id) < (coalesce((SELECT a.created_at FROM jobs AS a
+                                   WHERE a.id = :after_id AND a.tenant_id = :tenant_id), 1e999),
+                        coalesce(:after_id, ''))
+
+-- fragment: job_search_walk
+-- A page of a tenant's jobs matching a filter, read by a bounded walk of jobs_by_tenant: the
+-- tenant's jobs newest first after the cursor and inside the created_after/before range (the
+-- index walk's own bounds), at most :walk_limit of them, each checked against the filter
+-- (model, provider, status, metadata... need no index of their own, which every claim and
+-- finish would write; SQLite has no index over JSON members anyway). It answers the walked
+-- jobs that match (matched), at most :limit, and the walk's last job when the walk reaches
+-- its bound (walk_end: where the next page starts).
+SELECT {{job_columns}}, w.matched, w.walked = :walk_limit AS walk_end
+  FROM (SELECT s.walk_id, s.walk_created_at, s.matched,
+               row_number() OVER (ORDER BY s.walk_created_at DESC, s.walk_id DESC) AS walked
+          FROM (SELECT j.id AS walk_id, j.created_at AS walk_created_at,
+                       coalesce({{job_filter}}, 0) AS matched
+                  FROM jobs AS j INDEXED BY jobs_by_tenant
+                 WHERE j.tenant_id = :tenant_id
+                   AND j.created_at >= coalesce(:created_after, -1e999)
+                   AND j.created_at < coalesce(:created_before, 1e999)
+                   AND {{job_search_cursor}}
+                 ORDER BY j.created_at DESC, j.id DESC
+                 LIMIT :walk_limit) AS s) AS w
+  JOIN jobs ON jobs.id = w.walk_id
+ WHERE w.matched OR w.walked = :walk_limit
+ ORDER BY w.walk_created_at DESC, w.walk_id DESC
  LIMIT :limit
 
 -- name: job_search
--- A page of a tenant's jobs matching a filter without model or provider, through
--- jobs_by_tenant (a time range bounds its walk; metadata is checked job by job).
-SELECT {{job_columns}}
-  FROM jobs AS j INDEXED BY jobs_by_tenant
- WHERE j.tenant_id = :tenant_id
-   AND {{job_search_page}}
-
--- name: job_search_by_model
--- A page of a tenant's jobs of one model matching a filter, through jobs_by_tenant_model.
-SELECT {{job_columns}}
-  FROM jobs AS j INDEXED BY jobs_by_tenant_model
- WHERE j.tenant_id = :tenant_id AND j.model = :model
-   AND {{job_search_page}}
-
--- name: job_search_by_provider
--- A page of a tenant's jobs of one provider matching a filter, through jobs_by_tenant_provider.
-SELECT {{job_columns}}
-  FROM jobs AS j INDEXED BY jobs_by_tenant_provider
- WHERE j.tenant_id = :tenant_id AND j.provider = :provider
-   AND {{job_search_page}}
+-- A page of a tenant's jobs matching a filter (job_search_walk).
+{{job_search_walk}}
 
 -- name: job_search_by_metadata
--- A page of a tenant's jobs holding metadata pairs matching a filter: SQLite has no index over
--- JSON members, so it walks jobs_by_tenant newest first, checking each job, until the page is
--- full (or a time range ends the walk).
-SELECT {{job_columns}}
-  FROM jobs AS j INDEXED BY jobs_by_tenant
- WHERE j.tenant_id = :tenant_id
-   AND {{job_search_page}}
+-- A page of a tenant's jobs holding metadata pairs, and matching the rest of a filter: SQLite
+-- has no index over JSON members, so this is the same bounded walk (job_search_walk).
+{{job_search_walk}}
 
 -- name: job_events
 -- A job's event log after a sequence number.

@@ -7,20 +7,22 @@ way (SKIP LOCKED on PostgreSQL, the one writer on SQLite).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import ranges, verdicts
+from jobgate.domain import job_search, ranges, verdicts
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, JobEvent, Lease
+from jobgate.domain.job_search import JobSearch
 from jobgate.domain.states import JobState
 from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import (
     ApiKey,
     HeartbeatResult,
+    JobSearchPage,
     JobStatus,
     OutboxEntry,
     Tenant,
@@ -143,41 +145,52 @@ class JobQueries(SqlPart):
         dead_lettered: bool | None = None,
         after: str | None = None,
         limit: int = 20,
-        provider: str | None = None,
-        model: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        metadata: Mapping[str, str] | None = None,
     ) -> list[Job]:
-        if after is not None and await self.job_view(job_id=after, tenant_id=tenant_id) is None:
-            raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
+        await self._check_cursor(tenant_id, after)
+        rows = await self._sql.read(
+            "job_list",
+            tenant_id=tenant_id,
+            states=None if states is None else self._sql.codec.json([str(s) for s in states]),
+            dead_lettered=self._sql.codec.flag(dead_lettered),
+            after_id=after,
+            limit=limit,
+        )
+        return [self._decode.job(row) for row in rows]
+
+    async def job_search(
+        self,
+        *,
+        tenant_id: str,
+        search: JobSearch,
+        states: Sequence[JobState] | None = None,
+        dead_lettered: bool | None = None,
+        after: str | None = None,
+        limit: int = 20,
+        walk_limit: int = job_search.WALK_ROWS,
+    ) -> JobSearchPage:
+        await self._check_cursor(tenant_id, after)
         codec = self._sql.codec
         where = JobFilter(
             tenant_id=tenant_id,
             states=None if states is None else tuple(states),
-            provider=provider,
-            model=model,
-            created_after=created_after,
-            created_before=created_before,
-            metadata=metadata or None,
+            provider=search.provider,
+            model=search.model,
+            created_after=search.created_after,
+            created_before=search.created_before,
+            metadata=search.metadata or None,
             dead_lettered=dead_lettered,
         )
-        searched = (provider, model, created_after, created_before, where.metadata)
-        if all(criterion is None for criterion in searched):
-            rows = await self._sql.read(  # the plain list keeps its own statement and plan
-                "job_list",
-                tenant_id=tenant_id,
-                states=None if states is None else codec.json([str(s) for s in states]),
-                dead_lettered=codec.flag(dead_lettered),
-                after_id=after,
-                limit=limit,
-            )
-        else:
-            params = base.bulk_filter_params(
-                where, BulkAction.CANCEL, time=codec.time, json=codec.json
-            )
-            rows = await self._sql.read(_search_query(where), **params, after_id=after, limit=limit)
-        return [self._decode.job(row) for row in rows]
+        params = base.bulk_filter_params(where, BulkAction.CANCEL, time=codec.time, json=codec.json)
+        rows = await self._sql.read(
+            _search_query(where), **params, after_id=after, limit=limit, walk_limit=walk_limit
+        )
+        jobs = [self._decode.job(row) for row in rows if row["matched"]]
+        ends = [row["id"] for row in rows if row["walk_end"]]
+        return JobSearchPage(jobs, ends[0] if ends else None)
+
+    async def _check_cursor(self, tenant_id: str, after: str | None) -> None:
+        if after is not None and await self.job_view(job_id=after, tenant_id=tenant_id) is None:
+            raise errors.InvalidRequest(f"no job with id {after!r} to page after", param="after")
 
     async def job_events(
         self, *, job_id: str, after_seq: int = 0, limit: int = 1000
@@ -277,14 +290,7 @@ class JobQueries(SqlPart):
 
 
 def _search_query(where: JobFilter) -> str:
-    """The job_search statement whose index drives the page: a model's, then a provider's
-    (a B-tree walk in the page's order, stopping at its limit), then metadata's (PostgreSQL's
-    GIN index), else the tenant's jobs in order. Each statement writes its criterion outright,
-    so that PostgreSQL's generic plan of the prepared statement can use the index too."""
-    if where.model is not None:
-        return "job_search_by_model"
-    if where.provider is not None:
-        return "job_search_by_provider"
-    if where.metadata is not None:
-        return "job_search_by_metadata"
-    return "job_search"
+    """The job_search statement of a filter: metadata's where PostgreSQL's GIN index finds the
+    jobs holding the pairs (on SQLite the bounded walk, as every other search), else the
+    bounded walk of the tenant's jobs."""
+    return "job_search" if where.metadata is None else "job_search_by_metadata"
