@@ -188,6 +188,30 @@ async def test_reads_come_from_the_replica_and_a_writer_reads_its_own_writes(
         assert (await _get(http, f"/v1/jobs/{second['id']}", key))["status"] == "cancelled"
 
 
+async def test_a_response_status_read_comes_from_the_replica_and_its_cancel_reads_back(
+    clusters: tuple[PrivateCluster, PrivateCluster],
+) -> None:
+    """GET /v1/responses/{id} (what OpenAI's SDK polls for a background response) is a status
+    read too: the replica answers it, and the tenant's own cancel reads back at once."""
+    async with _api(clusters, max_lag_s=30) as (http, runtime, _):
+        issued = await runtime.tenants.create("acme")
+        key, tenant_id = issued.api_key, issued.tenant.id
+        auth = {"Authorization": f"Bearer {key}"}
+        body = {"model": "sim-echo", "input": "hi", "background": True}
+        created = await http.post("/v1/responses", json=body, headers=auth)
+        assert created.status_code == 200, created.text
+        path = f"/v1/responses/{created.json()['id']}"
+        await _until_the_replica_answers(http, path, key)
+        database = (runtime.settings.read_database_url or "").rsplit("/", 1)[1]
+        async with _replay_paused(clusters[1], database):
+            job_id = created.json()["id"]
+            await runtime.storage.job_cancel(job_id=job_id, tenant_id=tenant_id, actor="t")
+            assert (await _get(http, path, key))["status"] == "queued"  # the replica's
+            cancel = await http.post(f"{path}/cancel", headers=auth)
+            assert cancel.status_code == 200 and cancel.json()["status"] == "cancelled"
+            assert (await _get(http, path, key))["status"] == "cancelled"
+
+
 async def test_a_long_poll_woken_by_a_change_reads_it_from_the_primary(
     clusters: tuple[PrivateCluster, PrivateCluster],
 ) -> None:

@@ -362,8 +362,8 @@ async def _retrieve(
 ) -> Response:
     if wait:
         job = await svc.wait(tenant_id=tenant_id, response_id=response_id, timeout_s=wait)
-    else:
-        job = await svc.get(tenant_id=tenant_id, response_id=response_id)
+    else:  # a status read: a read replica may answer it
+        job = await svc.get(tenant_id=tenant_id, response_id=response_id, may_lag=True)
     return json_response(responses.render(job), 200, _headers(svc, job))
 
 

@@ -353,13 +353,20 @@ class JobService:
             raise errors.NotFound("job", job_id)
         return status
 
-    async def without_input(self, *, tenant_id: str, job_id: str) -> Job:
+    async def without_input(self, *, tenant_id: str, job_id: str, may_lag: bool = False) -> Job:
         """`get` as a Response renders it (storage.job_without_input): its request may lack
-        the `input` (the prompt) a Response never shows."""
-        job = await self.storage.job_without_input(job_id=job_id, tenant_id=tenant_id)
-        if job is None:
+        the `input` (the prompt) a Response never shows. `may_lag`: a status read, which a
+        read replica may answer (`reads`); never a read that follows a change."""
+        if may_lag:
+            found = await self.reads.read(
+                tenant_id,
+                lambda store: store.job_without_input(job_id=job_id, tenant_id=tenant_id),
+            )
+        else:
+            found = await self.storage.job_without_input(job_id=job_id, tenant_id=tenant_id)
+        if found is None:
             raise errors.NotFound("job", job_id)
-        return job
+        return found
 
     async def wait(
         self,

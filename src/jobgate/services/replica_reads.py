@@ -106,8 +106,9 @@ class ReplicaReads:
         return self._replica
 
     def wrote(self, tenant_id: str) -> None:
-        """Call after a write of the tenant returned: its reads go to the primary until the
-        replica has replayed past it."""
+        """Call after a write of the tenant returned (or a write that found nothing to change,
+        answered from the primary): its reads go to the primary until the replica has
+        replayed past what that answer showed."""
         if self._replica is not None:
             self._wrote[tenant_id] = self._clock.monotonic()
 

@@ -61,12 +61,15 @@ class ResponsesService:
             raise errors.NotFound("response", outcome.job.id)
         return outcome
 
-    async def get(self, *, tenant_id: str, response_id: str) -> Job:
+    async def get(self, *, tenant_id: str, response_id: str, may_lag: bool = False) -> Job:
         """The response's job, as a Response renders it (its request may lack the `input`, the
-        prompt: JobService.without_input). A job of the native API, or a deleted response, is
-        not found (as OpenAI answers for a deleted response)."""
+        prompt: JobService.without_input; `may_lag`: a status read a read replica may answer).
+        A job of the native API, or a deleted response, is not found (as OpenAI answers for a
+        deleted response)."""
         try:
-            job = await self.jobs.without_input(tenant_id=tenant_id, job_id=response_id)
+            job = await self.jobs.without_input(
+                tenant_id=tenant_id, job_id=response_id, may_lag=may_lag
+            )
         except errors.NotFound:
             raise errors.NotFound("response", response_id) from None
         if job.api != responses.API or job.purged_at is not None:
@@ -101,7 +104,8 @@ class ResponsesService:
         is cancelled; the answer waits up to `wait_s` for the cancellation to take effect (a
         worker stops its call at once; a provider's background job takes a status check)."""
         job = await self.get(tenant_id=tenant_id, response_id=response_id)
-        if job.terminal:
+        if job.terminal:  # the primary's answer: the caller's next reads never go behind it
+            self.jobs.reads.wrote(tenant_id)
             return job
         job = await self.jobs.cancel(tenant_id=tenant_id, job_id=response_id, actor=actor)
         if not job.terminal and wait_s > 0:

@@ -18,7 +18,7 @@ SELECT count(*) AS keys FROM operator_keys WHERE revoked_at IS NULL
 -- the walk reached the end of the line, else a floor), running, the longest-waiting claimable
 -- job (the earliest come run_at at each priority of :priorities, one index probe each, rather
 -- than a walk of the whole line), dead letters. Each read costs the same behind any backlog.
--- INDEXED BY: left to itself the planner walks jobs_by_tenant_provider, every job of the tenant.
+-- INDEXED BY: left to itself the planner may walk an index of every job of the tenant.
 SELECT o.*, o.queued < :counted AS queued_exact
   FROM (SELECT t.id AS tenant_id, t.name AS tenant_name,
                (SELECT count(*) FROM (SELECT 1 FROM jobs AS j INDEXED BY jobs_claimable

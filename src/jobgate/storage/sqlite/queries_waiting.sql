@@ -3,7 +3,7 @@
 -- fragment: holds_slot
 -- Whether job `r` holds a worker slot, as the claims count them (background jobs at a
 -- provider hold none). Counts over it read jobs_running (INDEXED BY: left to itself the
--- planner walks jobs_by_tenant_provider, every job of the tenant).
+-- planner may walk an index of every job of the tenant).
 (r.state = 'running' AND r.lease_token IS NOT NULL)
 
 -- fragment: covering_pause
