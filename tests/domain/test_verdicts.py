@@ -14,7 +14,7 @@ import pytest
 from jobgate import errors
 from jobgate.config import Settings
 from jobgate.domain import verdicts
-from jobgate.domain.backoff import full_jitter_s
+from jobgate.domain.backoff import full_jitter_s, jittered_wait_s
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
@@ -515,6 +515,22 @@ def test_a_background_jobs_rate_limits_are_bounded_as_the_workers_are() -> None:
     assert last.error is not None and last.error["type"] == "rate_limit_error"
 
 
+def test_a_background_jobs_rate_limit_wait_is_jittered_as_the_workers_is() -> None:
+    """Jobs a provider rate-limited together come back spread over a fifth more than the
+    provider's wait, never sooner, whether the worker or the reconciler saw the limit."""
+    limited = snapshot(Status.FAILED, errors.ProviderRateLimited("x", retry_after_s=10.0))
+    settings = Settings(retry_base_s=1.0, retry_max_s=1.0)
+    job = make_job(attempt=1, run_count=1)
+    waits = [
+        settlements.from_snapshot(
+            job, limited, None, cancel_wanted=False, settings=settings, rng=random.Random(seed)
+        ).retry_in_s
+        for seed in range(20)
+    ]
+    assert all(10.0 <= wait <= 12.0 for wait in waits)
+    assert len(set(waits)) == len(waits)
+
+
 # -- one retry ladder for the worker and the reconciler ------------------------------------------
 
 BOUND = verdicts.MAX_UNCOUNTED_RETRIES
@@ -584,8 +600,13 @@ def test_the_worker_and_the_reconciler_climb_the_one_ladder(
     def delay(attempt: int) -> float:
         return full_jitter_s(attempt, base_s=4.0, cap_s=4.0, rng=random.Random(7))
 
-    expected = verdicts.retry_step(job, exc, retry_delay=delay)
-    worker = verdicts.failed(job, exc, actor="w", retry_delay=delay, unknown_outcome="retry")
+    def jitter(wait_s: float) -> float:
+        return jittered_wait_s(wait_s, rng=random.Random(7))
+
+    expected = verdicts.retry_step(job, exc, retry_delay=delay, rate_limit_wait=jitter)
+    worker = verdicts.failed(
+        job, exc, actor="w", retry_delay=delay, unknown_outcome="retry", rate_limit_wait=jitter
+    )
     reconciler = settlements.from_snapshot(
         job,
         snapshot(Status.FAILED, exc),

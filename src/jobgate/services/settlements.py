@@ -8,7 +8,7 @@ import random
 
 from jobgate import errors
 from jobgate.config import Settings
-from jobgate.domain.backoff import full_jitter_s
+from jobgate.domain.backoff import full_jitter_s, jittered_wait_s
 from jobgate.domain.job import CancelOutcome, Job
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import (
@@ -39,8 +39,9 @@ def from_snapshot(
 ) -> Settlement:
     """The verdict for a terminal snapshot. A cancel that came too late keeps the real
     outcome; a failure at the provider that is not fatal climbs the worker's retry ladder
-    (`verdicts.retry_step`, the rate limit's wait without the worker's jitter), a retry
-    being a new attempt created anew."""
+    (`verdicts.retry_step`, the rate limit's wait jittered as the worker's is, so that jobs
+    told to come back at one moment come back spread out), a retry being a new attempt
+    created anew."""
     base = Settlement(
         job_id=job.id,
         provider_job_id=snapshot.provider_job_id,
@@ -74,6 +75,7 @@ def from_snapshot(
         retry_delay=lambda attempt: full_jitter_s(
             attempt, base_s=settings.retry_base_s, cap_s=settings.retry_max_s, rng=rng
         ),
+        rate_limit_wait=lambda wait_s: jittered_wait_s(wait_s, rng=rng),
     )
     return dataclasses.replace(
         failed,
