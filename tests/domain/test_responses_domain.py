@@ -415,8 +415,8 @@ def test_parse_create_splits_stored_body_from_transport_and_extensions() -> None
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"previous_response_id": "resp_1"}, "previous_response_id"),
-        ({"conversation": "conv_1"}, "conversation"),
+        ({"previous_response_id": "resp_1", "conversation": "conv_1"}, "conversation"),
+        ({"jobgate_context": {"items": []}}, "jobgate_context"),
         ({"background": True, "store": False}, "store"),
         ({"tools": [{"name": "x"}]}, "tools[0].type"),
         ({"tools": [{"type": "function", "name": "bad name!"}]}, "tools[0].name"),

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from jobgate import errors
+from jobgate.domain import continuation
 
 JSONObject = dict[str, Any]
 # Transport, not content: never stored (a stream is asked for per request).
@@ -61,14 +62,7 @@ class CreateRequest:
 def parse_create(payload: JSONObject) -> CreateRequest:
     """Check a create body whose member types the schema already checked; raise
     errors.InvalidRequest naming the parameter."""
-    for unsupported in ("previous_response_id", "conversation"):
-        if payload.get(unsupported) is not None:
-            raise errors.InvalidRequest(
-                f"{unsupported}: jobgate does not keep conversations between responses; send "
-                "the earlier turns in `input`",
-                param=unsupported,
-                code="unsupported_parameter",
-            )
+    continuation.check(payload)
     if not payload.get("input"):
         raise errors.InvalidRequest(
             "input must be a non-empty string or array of input items", param="input"

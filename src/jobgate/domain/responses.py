@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from jobgate.clock import to_unix
+from jobgate.domain import continuation
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 
@@ -263,7 +264,7 @@ def skeleton(
         "model": model or _pick(request, "model", (str,), ""),
         "output": [],
         "parallel_tool_calls": _pick(request, "parallel_tool_calls", (bool,), True),
-        "previous_response_id": None,
+        "previous_response_id": _pick(request, "previous_response_id", (str,), None),
         "prompt_cache_key": prompt_cache_key if isinstance(prompt_cache_key, str) else None,
         "reasoning": reasoning if isinstance(reasoning, dict) else None,
         "safety_identifier": _pick(request, "safety_identifier", (str,), None),
@@ -277,7 +278,14 @@ def skeleton(
         "truncation": truncation if _member(truncation, TRUNCATIONS) else "disabled",
         "usage": None,
         "user": _pick(request, "user", (str,), None),
+        **_conversation(request),
     }
+
+
+def _conversation(request: JSONObject) -> JSONObject:
+    """`conversation` of a response created on one (left out otherwise, as OpenAI does)."""
+    conversation = continuation.conversation_id(request)
+    return {} if conversation is None else {"conversation": {"id": conversation}}
 
 
 def error_object(error: JSONObject | None) -> JSONObject:

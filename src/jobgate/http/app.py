@@ -16,6 +16,7 @@ from jobgate.http import (
     console_batches,
     console_pauses,
     console_routes,
+    conversations_routes,
     dashboard,
     files_routes,
     health,
@@ -60,6 +61,7 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
     app.include_router(files_routes.router)
     app.include_router(batches_routes.router)
     app.include_router(responses_routes.router)
+    app.include_router(conversations_routes.router)
     app.include_router(schedules_routes.router)
     app.include_router(pauses_routes.router)
     app.include_router(webhooks_routes.router)

@@ -44,6 +44,13 @@ def _response(body: dict[str, Any]) -> SubmitSpec:
         raise errors.InvalidRequest(
             "webhook: a batch sends its own batch.* events; leave webhook out", param="webhook"
         )
+    for member in ("previous_response_id", "conversation"):
+        if body.get(member) is not None:
+            raise errors.InvalidRequest(
+                f"{member}: a batch line cannot continue earlier turns; send them in input",
+                param=member,
+                code="unsupported_parameter",
+            )
     try:
         CreateResponseRequest.model_validate(body)
     except pydantic.ValidationError as exc:

@@ -23,6 +23,8 @@ FileId = Annotated[str, _ID, pydantic.Field(description="A file id (`file_…`)"
 BatchId = Annotated[str, _ID, pydantic.Field(description="A batch id (`batch_…`)")]
 ScheduleId = Annotated[str, _ID, pydantic.Field(description="A schedule id (`sched_…`)")]
 EndpointId = Annotated[str, _ID, pydantic.Field(description="A webhook endpoint id (`ep_…`)")]
+ConversationId = Annotated[str, _ID, pydantic.Field(description="A conversation id (`conv_…`)")]
+ItemId = Annotated[str, _ID, pydantic.Field(description="A conversation item id (`msg_…`)")]
 PauseId = Annotated[str, _ID, pydantic.Field(description="A pause id (`pause_…`)")]
 
 # A file's purpose as a list filter: a lower-case word (`batch`, `batch_output`), nothing else.

@@ -19,6 +19,12 @@ MetadataValue = Annotated[str, pydantic.Field(max_length=512)]
 ShortText = Annotated[str, pydantic.Field(max_length=512)]
 
 
+class ConversationRef(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(strict=True, extra="forbid")
+
+    id: str = pydantic.Field(max_length=256)
+
+
 class CreateResponseRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(strict=True, extra="allow")
 
@@ -68,7 +74,16 @@ class CreateResponseRequest(pydantic.BaseModel):
     safety_identifier: ShortText | None = None
     prompt_cache_key: ShortText | None = None
     previous_response_id: str | None = pydantic.Field(
-        default=None, description="Not supported: send the earlier turns in `input`"
+        default=None,
+        max_length=256,
+        description="Continue from this earlier response: its input and output come before "
+        "`input` (jobgate assembles them, for every provider)",
+    )
+    conversation: str | ConversationRef | None = pydantic.Field(
+        default=None,
+        description='Continue this conversation (an id, or `{"id": …}`): its items come '
+        "before `input`, and this response's input and output are added to it once it "
+        "completes",
     )
     sim: SimDirectives | None = pydantic.Field(
         default=None, description="jobgate extension: directives for the built-in simulator"
@@ -102,6 +117,7 @@ class ResponseOut(pydantic.BaseModel):
     output: list[dict[str, Any]]
     parallel_tool_calls: bool
     previous_response_id: str | None
+    conversation: dict[str, Any] | None = None
     prompt_cache_key: str | None
     reasoning: dict[str, Any] | None
     safety_identifier: str | None

@@ -2,7 +2,9 @@
 the wire it speaks (Chat Completions, Anthropic Messages) and back, so that every provider
 behind jobgate answers Responses.
 
-The stored request is the client's Responses body. A native provider gets it without the
+The stored request is the client's Responses body. A response that continues earlier turns
+(`previous_response_id`, `conversation`) carries them in its stored request: every wire gets
+them joined to its `input` (wire.response_items.upstream). A native provider gets it without the
 members that only concern jobgate (`background`: jobgate runs every response as a job, and
 the provider's configured mode decides how it reaches the provider). A translated provider
 gets the translated request; its answer comes back as a Response object, which is what the
@@ -22,6 +24,7 @@ from jobgate.domain import responses
 from jobgate.providers import background, responses_chat, responses_messages, streaming
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult
+from jobgate.wire import response_items
 
 Wire = Literal["native", "chat_completions", "messages"]
 # Members of a stored Responses body that never go to a provider.
@@ -54,7 +57,9 @@ class ResponsesFront:
 
     def translate(self, body: JSONObject) -> tuple[str, JSONObject]:
         """The endpoint and body the provider receives for a Responses body."""
-        sent = {key: value for key, value in body.items() if key not in FRONT_ONLY}
+        sent = response_items.upstream(
+            {key: value for key, value in body.items() if key not in FRONT_ONLY}
+        )
         if self.wire == "chat_completions":
             return responses_chat.ENDPOINT, responses_chat.to_chat(sent)
         if self.wire == "messages":

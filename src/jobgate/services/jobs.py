@@ -115,9 +115,11 @@ class JobService:
         raw_body: Any = None,
         idempotency_key: str | None = None,
         route: str = SUBMIT_ROUTE,
+        job_id: str | None = None,
     ) -> SubmitOutcome:
-        """Validate, route and store a job. With an Idempotency-Key, a repeat of the same
-        request answers the original job; nothing invalid is ever stored."""
+        """Validate, route and store a job (its id `job_id` if given, minted by `ids`). With an
+        Idempotency-Key, a repeat of the same request answers the original job; nothing
+        invalid is ever stored."""
         claim = None
         if idempotency_key is not None:
             if not idempotency.key_is_valid(idempotency_key):
@@ -136,7 +138,8 @@ class JobService:
         await self.fresh_breakers([spec])
         with tracing.span("jobgate.submit", tenant_id=tenant_id, api=spec.api) as submit_span:
             new_job, queue_limit = await self.limits.admit(
-                self.prepare(tenant_id=tenant_id, spec=spec), may_replay=claim is not None
+                self.prepare(tenant_id=tenant_id, spec=spec, job_id=job_id),
+                may_replay=claim is not None,
             )
             if new_job.webhook is not None:  # resolve and vet the host (delivery does again)
                 await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")

@@ -12,12 +12,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import ranges, response_stream, responses
+from jobgate.domain import continuation, ranges, response_stream, responses
 from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
 from jobgate.domain.states import JobState
 from jobgate.services import live_feeds
+from jobgate.services.conversations import ConversationService
 from jobgate.services.jobs import MAX_WAIT_S, JobService, SubmitSpec
+from jobgate.services.response_context import ResponseContexts
 from jobgate.storage.records import OutputChunk, SubmitOutcome
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,10 @@ class ResponsesService:
     def __init__(self, jobs: JobService, feeds: live_feeds.LiveFeeds) -> None:
         self.jobs = jobs
         self.feeds = feeds
+        self.conversations = ConversationService(storage=jobs.storage, jobs=jobs, ids=jobs.ids)
+        self.contexts = ResponseContexts(
+            jobs=jobs, conversations=self.conversations, new_id=jobs.ids.new
+        )
 
     async def create(
         self,
@@ -42,7 +48,16 @@ class ResponsesService:
         idempotency_key: str | None = None,
     ) -> SubmitOutcome:
         """Store the response as a job (an Idempotency-Key replays the original; a replay of
-        a response deleted since is not found, as it would be on retrieve)."""
+        a response deleted since is not found, as it would be on retrieve). A response that
+        continues earlier turns is stored with them (services.response_context); one created
+        on a conversation has its turn remembered first, so that no crash after the store
+        leaves the conversation without it."""
+        request = await self.contexts.resolve(tenant_id=tenant_id, request=request)
+        job_id = None
+        conversation = continuation.conversation_id(request.body)
+        if conversation is not None:
+            job_id = self.jobs.ids.new(responses.ID_PREFIX)
+            await self.conversations.remember_turn(conversation_id=conversation, response_id=job_id)
         spec = spec_of(request)
         try:
             outcome = await self.jobs.submit(
@@ -51,6 +66,7 @@ class ResponsesService:
                 raw_body=raw_body,
                 idempotency_key=idempotency_key,
                 route=SUBMIT_ROUTE,
+                job_id=job_id,
             )
         except errors.InvalidRequest as exc:
             # The create body is the provider body itself: `body.model` is `model` here.

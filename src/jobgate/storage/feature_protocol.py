@@ -20,6 +20,8 @@ from jobgate.storage.records import (
     BatchItemResult,
     BatchRecord,
     BulkChunk,
+    Conversation,
+    ConversationItem,
     Delivery,
     DeliveryAttempt,
     DeliveryOutcome,
@@ -571,4 +573,82 @@ class SignalStore(Protocol):
     async def webhook_endpoints_failing(self, *, min_attempts: int) -> dict[str, int]:
         """Per tenant id: enabled endpoints with a delivery still pending after at least
         `min_attempts` failed attempts. Reads only pending outbox rows."""
+        ...
+
+
+class ConversationStore(Protocol):
+    """Conversations: a tenant's items in order, and the responses whose turn is still to be
+    added to one. Every method is one statement; another tenant's conversation is as absent
+    as a missing one."""
+
+    async def conversation_insert(
+        self,
+        *,
+        conversation_id: str,
+        tenant_id: str,
+        metadata: dict[str, Any],
+        now: datetime | None = None,
+    ) -> Conversation:
+        """Store an empty conversation and answer it. Not idempotent (a new id each call)."""
+        ...
+
+    async def conversation_get(
+        self, *, tenant_id: str, conversation_id: str
+    ) -> Conversation | None:
+        """The tenant's conversation, or None. Read-only."""
+        ...
+
+    async def conversation_delete(self, *, tenant_id: str, conversation_id: str) -> bool:
+        """Delete the tenant's conversation with its items and turns; False if there was
+        none. Idempotent."""
+        ...
+
+    async def conversation_item_append(
+        self,
+        *,
+        tenant_id: str,
+        conversation_id: str,
+        items: Sequence[dict[str, Any]],
+        response_id: str | None = None,
+        now: datetime | None = None,
+    ) -> list[ConversationItem]:
+        """Add `items` (each with a string `id`) after the conversation's last, in order, and
+        answer those added: an item whose id the conversation already holds is left out, so
+        adding the same items again adds nothing (idempotent). Empty if the tenant has no
+        such conversation. Concurrent appends to one conversation never share a position."""
+        ...
+
+    async def conversation_item_page(
+        self,
+        *,
+        tenant_id: str,
+        conversation_id: str,
+        after: str | None,
+        limit: int,
+        descending: bool,
+    ) -> list[ConversationItem]:
+        """Up to `limit` items after the item `after` (None, or an id the conversation does
+        not hold: from the start) in position order, newest first if `descending`. Read-only."""
+        ...
+
+    async def conversation_turn_insert(
+        self, *, conversation_id: str, response_id: str, now: datetime | None = None
+    ) -> None:
+        """Remember that `response_id`'s turn goes to the conversation once it finishes.
+        Idempotent."""
+        ...
+
+    async def conversation_turn_list(self, *, conversation_id: str) -> list[str]:
+        """The responses whose turn is still to be added, oldest first. Read-only."""
+        ...
+
+    async def conversation_turn_delete(self, *, conversation_id: str, response_id: str) -> None:
+        """Forget a turn (added, or never to be). Idempotent."""
+        ...
+
+    async def conversation_turn_prune(
+        self, *, conversation_id: str, grace_s: float, now: datetime | None = None
+    ) -> int:
+        """Forget the turns older than `grace_s` whose response does not exist (its create
+        failed after the turn was remembered); answers how many. Idempotent."""
         ...

@@ -33,6 +33,7 @@ from jobgate.storage.feature_protocol import (
     BatchReadStore,
     BulkStore,
     ConsoleStore,
+    ConversationStore,
     DeliveryStore,
     FilesStore,
     RetentionStore,
@@ -897,6 +898,7 @@ class Storage(
     BatchReadStore,
     ConsoleStore,
     TransportStore,
+    ConversationStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

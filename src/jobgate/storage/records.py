@@ -705,3 +705,25 @@ class BatchCounts:
     input_tokens: int = 0  # the lines' usage so far, summed
     output_tokens: int = 0
     cached_tokens: int = 0
+
+
+# -- conversations: OpenAI's Conversations API (POST /v1/conversations) ----------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Conversation:
+    id: str
+    tenant_id: str
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConversationItem:
+    """One item of a conversation, as the Conversations API answers it (`item`), at its
+    place (`position` orders a conversation's items; numbers may skip)."""
+
+    conversation_id: str
+    position: int
+    id: str
+    item: dict[str, Any]
+    response_id: str | None  # the response whose turn added it (None: added directly)
+    created_at: datetime

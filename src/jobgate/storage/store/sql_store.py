@@ -14,6 +14,7 @@ from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.bulk import BulkQueries
 from jobgate.storage.store.bulk_insert import BulkInsertQueries
 from jobgate.storage.store.console import ConsoleQueries
+from jobgate.storage.store.conversations import ConversationQueries
 from jobgate.storage.store.job_tokens import JobTokenQueries
 from jobgate.storage.store.jobs import JobQueries
 from jobgate.storage.store.limits import LimitQueries
@@ -51,6 +52,7 @@ class SqlStore(
     BatchesQueries,
     ConsoleQueries,
     TransportQueries,
+    ConversationQueries,
 ):
     def __init__(self, sql: Executor) -> None:
         self.changes = ChangeHub()

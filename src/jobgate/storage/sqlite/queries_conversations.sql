@@ -1,0 +1,81 @@
+-- Conversations (SQLite): a tenant's ordered items and the turns still to add to them. The one
+-- writer runs each append alone, so a position is one past the largest.
+
+-- name: conversation_insert
+-- Store a conversation.
+INSERT INTO conversations (id, tenant_id, metadata, created_at)
+VALUES (:id, :tenant_id, :metadata, :now)
+RETURNING id, tenant_id, metadata, created_at
+
+-- name: conversation_get
+-- One conversation of a tenant.
+SELECT id, tenant_id, metadata, created_at
+  FROM conversations
+ WHERE id = :id AND tenant_id = :tenant_id
+
+-- name: conversation_delete
+-- Delete a conversation of a tenant, its items and turns with it.
+DELETE FROM conversations WHERE id = :id AND tenant_id = :tenant_id RETURNING id
+
+-- name: conversation_item_append
+-- Add items (a JSON array, each with its `id`) after the last of a tenant's conversation, in
+-- their order; an item whose id the conversation has already is left out.
+INSERT INTO conversation_items (conversation_id, position, id, item, response_id, created_at)
+SELECT c.id,
+       (SELECT coalesce(max(i.position), 0) FROM conversation_items AS i
+         WHERE i.conversation_id = c.id) + e.key + 1,
+       e.value ->> '$.id', e.value, :response_id, :now
+  FROM conversations AS c, json_each(:items) AS e
+ WHERE c.id = :conversation_id AND c.tenant_id = :tenant_id
+ON CONFLICT DO NOTHING
+RETURNING conversation_id, position, id, item, response_id, created_at
+
+-- name: conversation_item_page_asc
+-- Items of a tenant's conversation after the item `after` (None: from the first), oldest
+-- first.
+SELECT i.conversation_id, i.position, i.id, i.item, i.response_id, i.created_at
+  FROM conversation_items AS i
+  JOIN conversations AS c ON c.id = i.conversation_id AND c.tenant_id = :tenant_id
+ WHERE i.conversation_id = :conversation_id
+   AND i.position > coalesce((SELECT a.position FROM conversation_items AS a
+                               WHERE a.conversation_id = :conversation_id AND a.id = :after), 0)
+ ORDER BY i.position
+ LIMIT :limit
+
+-- name: conversation_item_page_desc
+-- Items of a tenant's conversation before the item `after` (None: from the last), newest
+-- first.
+SELECT i.conversation_id, i.position, i.id, i.item, i.response_id, i.created_at
+  FROM conversation_items AS i
+  JOIN conversations AS c ON c.id = i.conversation_id AND c.tenant_id = :tenant_id
+ WHERE i.conversation_id = :conversation_id
+   AND i.position < coalesce((SELECT a.position FROM conversation_items AS a
+                               WHERE a.conversation_id = :conversation_id AND a.id = :after),
+                             9223372036854775807)
+ ORDER BY i.position DESC
+ LIMIT :limit
+
+-- name: conversation_turn_insert
+-- Remember a response whose turn the conversation takes once it finishes.
+INSERT INTO conversation_turns (conversation_id, response_id, created_at)
+VALUES (:conversation_id, :response_id, :now)
+ON CONFLICT DO NOTHING
+
+-- name: conversation_turn_list
+-- The responses whose turn a conversation has still to take, oldest first.
+SELECT response_id FROM conversation_turns
+ WHERE conversation_id = :conversation_id
+ ORDER BY created_at, response_id
+
+-- name: conversation_turn_delete
+-- Forget a turn (taken, or never to be taken).
+DELETE FROM conversation_turns
+ WHERE conversation_id = :conversation_id AND response_id = :response_id
+
+-- name: conversation_turn_prune
+-- Forget the turns older than :grace_s whose response was never stored (a create that
+-- failed, or answered an earlier one's replay).
+DELETE FROM conversation_turns
+ WHERE conversation_id = :conversation_id
+   AND created_at < :now - :grace_s
+   AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = conversation_turns.response_id)
