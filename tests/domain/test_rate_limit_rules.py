@@ -140,3 +140,10 @@ def test_schedules_are_in_range_or_refused(run_at: float | None, delay_s: float 
     assert run_at is None or delay_s is None
     assert run_at is None or 0 <= run_at <= ranges.RUN_AT_MAX
     assert delay_s is None or 0 <= delay_s <= ranges.MAX_DELAY_S
+
+
+def test_the_earlier_turns_a_response_continues_count_in_its_estimate() -> None:
+    alone = {"model": "m", "input": "next", "max_output_tokens": 10}
+    turns = [{"type": "message", "role": "user", "content": "x" * 4000}]
+    continued = {**alone, "jobgate_context": {"items": turns, "responses": ["resp_1"]}}
+    assert rules.estimate_tokens(continued) >= rules.estimate_tokens(alone) + 1000

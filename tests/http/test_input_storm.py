@@ -145,7 +145,8 @@ ID_ROUTES = [
     ("DELETE", "/v1/files/{}"), ("POST", "/v1/batches/{}/cancel"),
     ("POST", "/v1/schedules/{}/pause"), ("POST", "/v1/schedules/{}/resume"),
     ("DELETE", "/v1/schedules/{}"), ("DELETE", "/v1/webhook_endpoints/{}"),
-    ("POST", "/v1/webhook_endpoints/{}/rotate_secret"),
+    ("POST", "/v1/webhook_endpoints/{}/rotate_secret"), ("DELETE", "/v1/conversations/{}"),
+    ("POST", "/v1/conversations/{}/items"),
 ]  # fmt: skip
 LINE_URLS = ["/v1/chat/completions", "/v1/responses"]
 BATCH_STATUSES = {"validating", "in_progress", "finalizing", "completed", "failed", "cancelling",

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from jobgate.domain.limits import OUTPUT_CAPS
+from jobgate.wire import response_items
 
 PROVIDER_WIDE = ""  # the model of a provider-wide bucket
 CHARS_PER_TOKEN = 4
@@ -104,12 +105,17 @@ def spend(bucket: Bucket, state: BucketState, tokens: int, now: float) -> Bucket
     return dataclasses.replace(state, tokens_at=start + tokens * 60.0 / bucket.tpm)
 
 
+# The members of a request body that reach the model as its prompt.
+PROMPT_MEMBERS = ("messages", "input", "system", "prompt", "tools", response_items.CONTEXT)
+
+
 def estimate_tokens(body: Mapping[str, Any] | None) -> int:
     """Tokens a request may use before it is sent: its prompt's characters / 4 (the JSON of
-    `messages`, `input`, `system` and `prompt`), plus its output cap."""
+    `messages`, `input`, `system`, `prompt`, `tools`, and the earlier turns a response
+    continues), plus its output cap."""
     if not body:
         return DEFAULT_OUTPUT_TOKENS
-    prompt = {k: body[k] for k in ("messages", "input", "system", "prompt", "tools") if k in body}
+    prompt = {k: body[k] for k in PROMPT_MEMBERS if k in body}
     try:
         chars = len(orjson.dumps(prompt)) if prompt else 0
     except TypeError:  # not JSON orjson writes (stored bodies are checked; a caller's may not be)
