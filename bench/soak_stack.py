@@ -93,6 +93,8 @@ class Stack:
             "JOBGATE_RETENTION_S": "86400",
             "JOBGATE_WORKER_CONCURRENCY": str(args.worker_concurrency),
             "JOBGATE_TRANSPORT_SWEEP_AFTER_S": str(args.sweep_after_s),
+            # docs/transports.md: a window of about twice the fleet's worker slots.
+            "JOBGATE_TRANSPORT_WINDOW": str(2 * args.workers * args.worker_concurrency),
             "JOBGATE_SIMULATOR_WEBHOOK_SECRET": PROVIDER_SECRET,
             "SOAK_PROVIDER_WEBHOOK_SECRET": PROVIDER_SECRET,
             **self.broker.env(),
