@@ -19,6 +19,7 @@ import orjson
 from jobgate.clock import Clock, SystemClock
 from jobgate.simulator import model, profiles, wire
 from jobgate.simulator.model import Directives
+from jobgate.simulator.openai_batches import OpenAIBatches
 from jobgate.simulator.profiles import SimProfile
 
 JSONObject = dict[str, Any]
@@ -98,13 +99,14 @@ class _Batch:
     id: str
     created_at: float
     items: list[_BatchItem]
+    expires_at: float
     cancel_at: float | None = None
 
     def outcomes(self, now: float) -> list[str]:
         """Each request's state at `now`: processing, succeeded, errored, rejected, canceled,
-        or expired (not finished within 24 hours of the batch's creation)."""
+        or expired (not finished by the batch's expiry, 24 hours after its creation)."""
         states = []
-        expires_at = self.created_at + profiles.BATCH_EXPIRY_S
+        expires_at = self.expires_at
         for item in self.items:
             done_at = item.done_at
             if done_at is None or done_at > expires_at:
@@ -160,6 +162,7 @@ class SimEngine:
         self._responses: dict[str, _Response] = {}
         self._batches: dict[str, _Batch] = {}
         self._outbox: list[Outgoing] = []
+        self.openai_batches = OpenAIBatches(self.now)  # OpenAI Files and Batch API
 
     def now(self) -> float:
         return self._clock.now().timestamp()
@@ -297,18 +300,27 @@ class SimEngine:
     # -- Anthropic Message Batches ---------------------------------------------------------
 
     def create_batch(self, body: JSONObject, plan: Directives) -> str:
+        """A new batch: its requests finish one after another over the batch's `latency_s`
+        (a request with its own `sim` takes its own latency and outcome)."""
         now = self.now()
         items = []
-        for index, request in enumerate(body.get("requests") or []):
+        requests = body.get("requests") or []
+        for index, request in enumerate(requests):
             params = request.get("params") or {}
             item_plan = model.directives(params) if "sim" in params else plan
-            done_at = None if item_plan.outcome == "never" else now + item_plan.latency_s
+            latency_s = item_plan.latency_s
+            if item_plan is plan:
+                latency_s = plan.latency_s * (index + 1) / len(requests)
+            done_at = None if item_plan.outcome == "never" else now + latency_s
             outcome = {"failed": "errored", "rejected": "rejected"}.get(
                 item_plan.outcome, "succeeded"
             )
             items.append(_BatchItem(str(request.get("custom_id", index)), params, done_at, outcome))
         batch_id = wire.new_id("msgbatch_")
-        self._batches[batch_id] = _Batch(batch_id, now, items)
+        expires_after_s = plan.expires_after_s
+        if expires_after_s is None:
+            expires_after_s = profiles.BATCH_EXPIRY_S
+        self._batches[batch_id] = _Batch(batch_id, now, items, now + expires_after_s)
         self.created.append(batch_id)
         return batch_id
 
@@ -336,11 +348,12 @@ class SimEngine:
             if batch.cancel_at is not None and "canceled" in states:
                 moments.append(batch.cancel_at + CANCEL_GRACE_S)
             if "expired" in states:
-                moments.append(batch.created_at + profiles.BATCH_EXPIRY_S)
+                moments.append(batch.expires_at)
             ended_at = max((m for m in moments if m is not None), default=batch.created_at)
         return wire.message_batch(
             batch_id=batch.id,
             created_at=batch.created_at,
+            expires_at=batch.expires_at,
             processing_status="ended"
             if ended
             else ("canceling" if batch.cancel_at is not None else "in_progress"),
@@ -349,6 +362,26 @@ class SimEngine:
             cancel_initiated_at=batch.cancel_at,
             results_url=f"{base_url}/v1/messages/batches/{batch.id}/results" if ended else None,
         )
+
+    def batch_page(
+        self, *, before_id: str | None, after_id: str | None, limit: int, base_url: str
+    ) -> JSONObject:
+        """A page of the batches, newest first: after `after_id`, or before `before_id`."""
+        ids = list(reversed(self._batches))
+        if before_id is not None:
+            ids = ids[: ids.index(before_id)] if before_id in ids else []
+            chosen = ids[-limit:]
+        else:
+            if after_id is not None:
+                ids = ids[ids.index(after_id) + 1 :] if after_id in ids else []
+            chosen = ids[:limit]
+        data = [self.batch(batch_id, base_url=base_url) for batch_id in chosen]
+        return {
+            "data": data,
+            "has_more": len(ids) > limit,
+            "first_id": chosen[0] if chosen else None,
+            "last_id": chosen[-1] if chosen else None,
+        }
 
     def cancel_batch(self, batch_id: str, *, base_url: str) -> JSONObject | None:
         batch = self._batches.get(batch_id)

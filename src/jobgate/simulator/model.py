@@ -62,6 +62,7 @@ _FIELDS = frozenset(
         "chunks",
         "progress",
         "tool_calls",
+        "expires_after_s",
     }
 )
 DEFAULT_CHUNKS = 10
@@ -81,6 +82,9 @@ class Directives:
     chunks: int = DEFAULT_CHUNKS  # deltas of a streamed answer (live output streaming)
     progress: bool = False  # a running background response reports a `progress` fraction
     tool_calls: int = 0  # function calls after the text, to the request's function tools
+    # A batch's requests not finished this long after its creation expire (None: the
+    # provider's 24 hours); with `latency_s` spread over the requests, a batch expires part done.
+    expires_after_s: float | None = None
 
     def fails_on(self, call_number: int) -> bool:
         """Whether the `call_number`-th call (1-based) fails."""
@@ -136,6 +140,9 @@ def directives(body: JSONObject) -> Directives:
             f"body.sim.tool_calls must be an integer from 0 to {MAX_TOOL_CALLS}",
             param="body.sim.tool_calls",
         )
+    expires_after = raw.get("expires_after_s")
+    if expires_after is not None:
+        expires_after = _number(raw, "expires_after_s", 0.0)
     return Directives(
         latency,
         fail_with,
@@ -147,6 +154,7 @@ def directives(body: JSONObject) -> Directives:
         chunks=chunks,
         progress=progress,
         tool_calls=tool_calls,
+        expires_after_s=expires_after,
     )
 
 
@@ -161,7 +169,12 @@ def _choice(raw: JSONObject, field: str, allowed: tuple[str, ...]) -> str:
 
 def _number(raw: JSONObject, field: str, default: float) -> float:
     value = raw.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise errors.InvalidRequest(
             f"body.sim.{field} must be a non-negative number", param=f"body.sim.{field}"
         )

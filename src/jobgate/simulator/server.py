@@ -29,6 +29,7 @@ from jobgate.clock import Clock
 from jobgate.simulator import (
     choices,
     model,
+    openai_batch_routes,
     parameters,
     profiles,
     rate_limits,
@@ -156,7 +157,8 @@ class Simulator:
             return self._control(request)
         anthropic = request.path.startswith("/v1/messages")
         try:
-            body = request.json()
+            multipart = request.headers.get("content-type", "").startswith("multipart/")
+            body = None if multipart else request.json()
         except orjson.JSONDecodeError:
             return _error(anthropic, "invalid_request", "the body is not valid JSON")
         self.engine.record(request.method, request.path, request.headers, body)
@@ -291,15 +293,22 @@ class Simulator:
                 return self._found(self.engine.response(match.group(1)), anthropic=False)
             if method == "POST" and match.group(2):
                 return self._responses_cancel(match.group(1))
+        if openai_batch_routes.serves(path):
+            try:
+                plan = openai_batch_routes.plan_of(request)
+            except errors.InvalidRequest as exc:
+                return _error(False, "invalid_request", str(exc))
+            return openai_batch_routes.route(self.engine, request, plan, self._openai_fault)
         if path.startswith("/v1/messages") and "anthropic-version" not in request.headers:
             return _error(True, "invalid_request", "anthropic-version: header is required")
         if method == "POST" and path == "/v1/messages":
             return await self._messages(request, body)
-        if method == "POST" and path == "/v1/messages/batches":
-            return self._batch_create(request, body)
-        if (match := _BATCH.match(path)) is not None:
-            return self._batch_route(method, match.group(1), match.group(2))
+        if path == "/v1/messages/batches" or _BATCH.match(path) is not None:
+            return self._batch_routes(request, body)
         return _error(path.startswith("/v1/messages"), "not_found", f"no route {method} {path}")
+
+    def _openai_fault(self, fault: str, plan: Directives) -> Answer:
+        return _fault_answer(fault, plan, False, self.profile, self.engine.now())
 
     def _plan(self, request: Request, body: dict[str, Any]) -> Directives:
         raw = body.pop("sim", None)
@@ -454,6 +463,17 @@ class Simulator:
         now_s = self.engine.now()
         return streams.messages_stream(message, plan, drop=drop, fault=fault, now_s=now_s)
 
+    def _batch_routes(self, request: Request, body: dict[str, Any]) -> Answer:
+        method, path = request.method, request.path
+        if method == "POST" and path == "/v1/messages/batches":
+            return self._batch_create(request, body)
+        if method == "GET" and path == "/v1/messages/batches":
+            return self._batch_list(request)
+        match = _BATCH.match(path)
+        if match is None:
+            return _error(True, "not_found", f"no route {method} {path}")
+        return self._batch_route(method, match.group(1), match.group(2))
+
     def _batch_create(self, request: Request, body: dict[str, Any]) -> Answer:
         try:
             plan = self._plan(request, body)
@@ -474,14 +494,35 @@ class Simulator:
             problem = wire.validate_messages(params)
             if problem is not None:
                 return _error(True, "invalid_request", f"requests.{index}.params.{problem}")
-        key = replay_key("batches", request.headers.get("idempotency-key"))
+        idempotency_key = request.headers.get("idempotency-key")
+        key = replay_key("batches", idempotency_key)
         replayed = self.engine.replay(key)
         if replayed is not None:
             return Reply.json(replayed[0], replayed[1], {"idempotent-replayed": "true"})
+        call_number = self.engine.count_call(request_key("batches", idempotency_key, body))
+        fault = plan.fail_with if plan.fails_on(call_number) else None
+        if fault is not None and fault != "drop":
+            return _fault_answer(fault, plan, True, self.profile, self.engine.now())
         batch = self.engine.batch(self.engine.create_batch(body, plan), base_url=self.url)
         assert batch is not None
         self.engine.remember(key, 200, batch)
-        return Reply.json(200, batch)
+        # `drop`: the batch exists, and the answer is lost on the way back.
+        return Drop() if fault == "drop" else Reply.json(200, batch)
+
+    def _batch_list(self, request: Request) -> Answer:
+        try:
+            limit = int(request.query.get("limit", "20"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            return _error(True, "invalid_request", "limit: must be from 1 to 1000")
+        page = self.engine.batch_page(
+            before_id=request.query.get("before_id"),
+            after_id=request.query.get("after_id"),
+            limit=limit,
+            base_url=self.url,
+        )
+        return Reply.json(200, page)
 
     def _batch_route(self, method: str, batch_id: str, action: str | None) -> Answer:
         if method == "GET" and action is None:

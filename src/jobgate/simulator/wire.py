@@ -442,6 +442,7 @@ def message_batch(
     *,
     batch_id: str,
     created_at: float,
+    expires_at: float,
     processing_status: str,
     counts: dict[str, int],
     ended_at: float | None,
@@ -458,7 +459,7 @@ def message_batch(
             for key in ("processing", "succeeded", "errored", "canceled", "expired")
         },
         "created_at": rfc3339(created_at),
-        "expires_at": rfc3339(created_at + 86_400),
+        "expires_at": rfc3339(expires_at),
         "ended_at": None if ended_at is None else rfc3339(ended_at),
         "cancel_initiated_at": None
         if cancel_initiated_at is None
