@@ -56,6 +56,21 @@ def price_for(prices: Prices, *, provider: str, model: str | None) -> Price | No
     return table.get(ANY_MODEL)
 
 
+def discounted(price: Price, discount: Decimal) -> Price:
+    """The price of the same tokens sent in a provider-native batch: every rate times
+    `discount` (a provider's `batch_discount`, 0.5 for OpenAI's and Anthropic's batch APIs)."""
+
+    def scaled(rate: Decimal | None) -> Decimal | None:
+        return None if rate is None else rate * discount
+
+    return Price(
+        price.input_per_mtok * discount,
+        price.output_per_mtok * discount,
+        scaled(price.cache_read_per_mtok),
+        scaled(price.cache_write_per_mtok),
+    )
+
+
 def cost_usd(
     price: Price,
     *,
