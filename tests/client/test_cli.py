@@ -246,6 +246,8 @@ def test_submit_reads_a_whole_request_or_a_body_from_a_file_or_stdin(
 
 def test_jobs_table_filter_paging_and_json(served: JobgateServer) -> None:
     hung = submit_id(served, {**HELLO, "sim": {"fail_with": "hang"}})
+    for _ in range(2):  # pages of one need more than one job, whatever ran before
+        submit_id(served, HELLO)
     table = invoke(served, "jobs", "--status", "running", "--status", "queued")
     assert table.exit_code == 0
     header, *rows = table.stdout.splitlines()
