@@ -31,6 +31,7 @@ from jobgate.storage.records import (
     FileRecord,
     FileUsage,
     NewWebhookEndpoint,
+    ProviderBatch,
     QueueLimit,
     RetentionBatch,
     Schedule,
@@ -573,6 +574,37 @@ class SignalStore(Protocol):
     async def webhook_endpoints_failing(self, *, min_attempts: int) -> dict[str, int]:
         """Per tenant id: enabled endpoints with a delivery still pending after at least
         `min_attempts` failed attempts. Reads only pending outbox rows."""
+        ...
+
+
+class ProviderBatchStore(Protocol):
+    """A batch's parts sent as provider batches (native batches). The part is written before
+    its create is sent and its provider id recorded after, so a crash between the two leaves a
+    part without an id: found again by listing the provider's batches for the part's key,
+    never created twice. Every method is one statement."""
+
+    async def provider_batch_intend(
+        self,
+        *,
+        part_key: str,
+        batch_id: str,
+        provider: str,
+        lines: Sequence[int],
+        now: datetime | None = None,
+    ) -> ProviderBatch:
+        """Record a part before its create is sent, and answer it. Idempotent: a part already
+        recorded under `part_key` is answered as it stands (its lines and id unchanged)."""
+        ...
+
+    async def provider_batch_record(
+        self, *, part_key: str, provider_batch_id: str, now: datetime | None = None
+    ) -> ProviderBatch | None:
+        """Name the part's provider batch. Idempotent for the same id; None when the part is
+        unknown or already names another provider batch (which is never overwritten)."""
+        ...
+
+    async def provider_batches_of(self, *, batch_id: str) -> list[ProviderBatch]:
+        """The batch's parts in the order they were recorded. Read-only."""
         ...
 
 

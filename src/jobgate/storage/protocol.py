@@ -36,6 +36,7 @@ from jobgate.storage.feature_protocol import (
     ConversationStore,
     DeliveryStore,
     FilesStore,
+    ProviderBatchStore,
     RetentionStore,
     ScheduleStore,
     SessionStore,
@@ -899,6 +900,7 @@ class Storage(
     ConsoleStore,
     TransportStore,
     ConversationStore,
+    ProviderBatchStore,
     Protocol,
 ):
     """Everything jobgate keeps. Feature stores add their protocol to this list."""

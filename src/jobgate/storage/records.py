@@ -717,6 +717,21 @@ class Conversation:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ProviderBatch:
+    """One part of a batch sent as a provider batch (domain.provider_batches): `lines` are the
+    caller's line numbers it carries; `provider_batch_id` is None from the intent until the
+    create's answer, or a listing of the provider's batches, names it."""
+
+    part_key: str
+    batch_id: str
+    provider: str
+    lines: tuple[int, ...]
+    provider_batch_id: str | None
+    created_at: datetime
+    recorded_at: datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ConversationItem:
     """One item of a conversation, as the Conversations API answers it (`item`), at its
     place (`position` orders a conversation's items; numbers may skip)."""

@@ -261,6 +261,7 @@ _CONVERT: dict[str, Convert] = {
     "dict[str, Any]": lambda d, value: d._json(value),
     "dict[str, Any] | None": lambda d, value: d._json(value),
     "tuple[str, ...]": lambda d, value: tuple(d._json(value) or ()),
+    "tuple[int, ...]": lambda d, value: tuple(int(n) for n in d._json(value) or ()),
     "tuple[str, ...] | None": lambda d, value: _tuple(d._json(value)),
 }
 

@@ -19,6 +19,7 @@ from jobgate.storage.store.job_tokens import JobTokenQueries
 from jobgate.storage.store.jobs import JobQueries
 from jobgate.storage.store.limits import LimitQueries
 from jobgate.storage.store.pauses import PauseQueries
+from jobgate.storage.store.provider_batches import ProviderBatchQueries
 from jobgate.storage.store.providers import ProviderQueries
 from jobgate.storage.store.rate_limits import RateLimitQueries
 from jobgate.storage.store.retention import RetentionQueries
@@ -53,6 +54,7 @@ class SqlStore(
     ConsoleQueries,
     TransportQueries,
     ConversationQueries,
+    ProviderBatchQueries,
 ):
     def __init__(self, sql: Executor) -> None:
         self.changes = ChangeHub()
