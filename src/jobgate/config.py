@@ -36,6 +36,11 @@ DEFAULT_PROVIDER_CONCURRENCY = DEFAULT_WORKER_CONCURRENCY
 # current models offer. A cap is also what a token estimate charges a shared tpm before the
 # call, so an unbounded one would let one job hold a provider's bucket for everyone.
 DEFAULT_MAX_OUTPUT_TOKENS = 128_000
+# Bounds of the per-key limits: far above any real use, and within what the stores and a
+# bucket's spacing (60 / rpm seconds) hold exactly.
+MAX_RPM = 10_000_000
+MAX_DAILY_TOKENS = 10**15
+MAX_DAILY_COST_USD = 1_000_000_000
 _OutputTokens = Annotated[int, pydantic.Field(ge=1, le=ranges.MAX_OUTPUT_TOKENS)]
 # A browser origin as the Origin header carries it: scheme, host, optional port.
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
@@ -197,6 +202,16 @@ class TenantLimits(pydantic.BaseModel):
     daily_cost_budget_usd: float = pydantic.Field(default=0.0, ge=0, allow_inf_nan=False)
     # Running jobs per `concurrency_key` (e.g. per end user of the tenant); 0 = no cap
     max_running_per_key: int = pydantic.Field(default=0, ge=0)
+    # Per `concurrency_key` too, shared by every worker process (0 = none): job starts a minute
+    # (a shared rate limit's bucket, as a provider's `rpm`), and daily budgets as the tenant's.
+    # Strict: a quoted number or a boolean is a mistake, not a limit.
+    rpm_per_key: int = pydantic.Field(default=0, ge=0, le=MAX_RPM, strict=True)
+    daily_token_budget_per_key: int = pydantic.Field(
+        default=0, ge=0, le=MAX_DAILY_TOKENS, strict=True
+    )
+    daily_cost_budget_usd_per_key: float = pydantic.Field(
+        default=0.0, ge=0, le=MAX_DAILY_COST_USD, allow_inf_nan=False, strict=True
+    )
 
 
 class Settings(pydantic.BaseModel):
@@ -307,6 +322,16 @@ class Settings(pydantic.BaseModel):
     # While the broker is unreachable: `database` claims from the job table meanwhile;
     # `fail` claims nothing and reports the outage (/readyz 503, jobgate_transport_up 0).
     transport_fallback: Literal["database", "fail"] = "database"
+
+    @pydantic.field_validator("providers")
+    @classmethod
+    def _provider_names(cls, providers: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
+        # A route target is "provider:model", and a shared bucket of a concurrency key is named
+        # "key:TENANT" (domain.rate_limits.key_bucket): a provider name never holds a colon.
+        for name in providers:
+            if not name or ":" in name:
+                raise ValueError(f"provider name {name!r} must be non-empty and hold no ':'")
+        return providers
 
     @pydantic.field_validator("database_url")
     @classmethod

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from decimal import Decimal
 from typing import Any
 
 import click
 
+from jobgate import config
 from jobgate.cli import help_format
 from jobgate.cli.common import emit, load_for_operator, with_runtime
 from jobgate.process.runtime import Runtime
@@ -67,6 +69,13 @@ def tenants_list(as_json: bool, database_url: str | None) -> None:
     )
 
 
+def _finite(_ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A USD amount is a number: nan passes FloatRange's bounds, so it is refused here."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter("must be a finite number", param=param)
+    return value
+
+
 def _names(value: str | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
 
@@ -83,12 +92,29 @@ def _names(value: str | None) -> tuple[str, ...] | None:
 @click.option(
     "--daily-cost-budget-usd",
     type=click.FloatRange(min=0),
+    callback=_finite,
     help="USD a UTC day, priced with the providers' prices (0: none).",
 )
 @click.option(
     "--max-running-per-key",
     type=click.IntRange(min=0),
     help="Running jobs per concurrency_key, e.g. per end user (0: no cap).",
+)
+@click.option(
+    "--rpm-per-key",
+    type=click.IntRange(min=0, max=config.MAX_RPM),
+    help="Job starts a minute per concurrency_key, in every worker process (0: none).",
+)
+@click.option(
+    "--daily-token-budget-per-key",
+    type=click.IntRange(min=0, max=config.MAX_DAILY_TOKENS),
+    help="Tokens a UTC day per concurrency_key (0: none).",
+)
+@click.option(
+    "--daily-cost-budget-usd-per-key",
+    type=click.FloatRange(min=0, max=config.MAX_DAILY_COST_USD),
+    callback=_finite,
+    help="USD a UTC day per concurrency_key, priced with the providers' prices (0: none).",
 )
 @click.option("--reset", is_flag=True, help="Drop every override first (back to jobgate.toml).")
 @_json
@@ -142,7 +168,8 @@ def tenants_show(name: str, as_json: bool, database_url: str | None) -> None:
 # Limits whose 0 (or empty list) means "no limit".
 _UNLIMITED_WHEN_ZERO = frozenset({
     "max_running", "max_queued", "max_output_tokens", "daily_token_budget",
-    "daily_cost_budget_usd", "max_running_per_key",
+    "daily_cost_budget_usd", "max_running_per_key", "rpm_per_key",
+    "daily_token_budget_per_key", "daily_cost_budget_usd_per_key",
 })  # fmt: skip
 
 

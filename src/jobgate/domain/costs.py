@@ -38,12 +38,19 @@ class UsageTotal:
     output_tokens: int
     cache_read_tokens: int = 0  # of input_tokens
     cache_write_tokens: int = 0  # of input_tokens
+    concurrency_key: str | None = None  # the jobs' key, when usage is read per key
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Spend:
     by_tenant: dict[str, Decimal]  # USD; tenants without usage are absent
     unpriced: frozenset[tuple[str, str | None]]  # (provider, model) counted at 0: no price
+    # USD per (tenant, concurrency key), of the usage read per key (else empty)
+    by_key: dict[tuple[str, str], Decimal] = dataclasses.field(default_factory=dict)
 
 
 def price_for(prices: Prices, *, provider: str, model: str | None) -> Price | None:
@@ -98,9 +105,11 @@ def cost_usd(
 
 
 def spend(usage: Iterable[UsageTotal], prices: Prices) -> Spend:
-    """Each tenant's spend over the usage given. Usage without a price counts 0 and is named
+    """Each tenant's spend over the usage given (and each concurrency key's, for usage read
+    per key). Usage without a price counts 0 and is named
     in `unpriced`, so that the caller can make it visible."""
     by_tenant: dict[str, Decimal] = {}
+    by_key: dict[tuple[str, str], Decimal] = {}
     unpriced: set[tuple[str, str | None]] = set()
     for row in usage:
         price = price_for(prices, provider=row.provider, model=row.model)
@@ -117,7 +126,10 @@ def spend(usage: Iterable[UsageTotal], prices: Prices) -> Spend:
                 cache_write_tokens=row.cache_write_tokens,
             )
         by_tenant[row.tenant_id] = by_tenant.get(row.tenant_id, Decimal(0)) + amount
-    return Spend(by_tenant, frozenset(unpriced))
+        if row.concurrency_key is not None:
+            key = (row.tenant_id, row.concurrency_key)
+            by_key[key] = by_key.get(key, Decimal(0)) + amount
+    return Spend(by_tenant, frozenset(unpriced), by_key)
 
 
 def usd(amount: float) -> Decimal:

@@ -1,9 +1,12 @@
 """Per-tenant limits as pure rules: model allow-lists, output-token caps, the Retry-After of a
-full queue."""
+full queue, the daily budgets of each concurrency key."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from jobgate import errors
@@ -86,3 +89,31 @@ def retry_after_s(*, excess: int, drain_per_s: float | None) -> int:
     if drain_per_s <= 0:
         return MAX_RETRY_AFTER_S
     return max(1, min(MAX_RETRY_AFTER_S, math.ceil(max(excess, 1) / drain_per_s)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeyBudget:
+    """A tenant's daily budgets per concurrency key (0: none)."""
+
+    tokens: int
+    usd: Decimal
+
+
+def keys_over_budget(
+    budgets: Mapping[str, KeyBudget],
+    tokens: Mapping[tuple[str, str], int],
+    spend: Mapping[tuple[str, str], Decimal],
+) -> dict[tuple[str, str], str]:
+    """THE per-key budget rule: each (tenant, concurrency key) whose tokens or spend since UTC
+    midnight reached a budget per key of its tenant, with the name of the limit it reached
+    (the token budget first). A key exactly at its budget is over it, as a tenant is."""
+    blocked: dict[tuple[str, str], str] = {}
+    for key in sorted(tokens.keys() | spend.keys()):
+        budget = budgets.get(key[0])
+        if budget is None:
+            continue
+        if 0 < budget.tokens <= tokens.get(key, 0):
+            blocked[key] = "daily_token_budget_per_key"
+        elif 0 < budget.usd <= spend.get(key, Decimal(0)):
+            blocked[key] = "daily_cost_budget_usd_per_key"
+    return blocked

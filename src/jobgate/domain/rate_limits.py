@@ -25,6 +25,9 @@ from jobgate.domain.limits import OUTPUT_CAPS
 from jobgate.wire import response_items
 
 PROVIDER_WIDE = ""  # the model of a provider-wide bucket
+# The provider of a concurrency key's bucket is this prefix and its tenant's id (its model is
+# the key): no provider name holds a colon (config), so the two never meet.
+KEY_BUCKET_PREFIX = "key:"
 CHARS_PER_TOKEN = 4
 # The output allowance of a request that names no cap: enough that a tpm limit means something.
 DEFAULT_OUTPUT_TOKENS = 256
@@ -36,6 +39,12 @@ class Bucket:
     model: str  # PROVIDER_WIDE, or the model its own limits apply to
     rpm: int = 0
     tpm: int = 0
+
+
+def key_bucket(tenant_id: str, key: str, rpm: int) -> Bucket:
+    """The shared bucket of one concurrency key of a tenant (`rpm_per_key`): the same rules as
+    a provider's, taken by the claim that starts one of the key's jobs."""
+    return Bucket(KEY_BUCKET_PREFIX + tenant_id, key, rpm)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Why a job waits: the `waiting` member of a job's view, from the facts the claim decides on.
 
 A queued job is claimable when its run_at has come, no pause covers it, a worker is alive, its
-tenant is within its daily budget, its provider's breaker is closed, the shared rate limits
-admit it and its tenant (and concurrency key) have a free slot: the same tests, in the same
+tenant (and concurrency key) are within their daily budgets, its provider's breaker is closed,
+the shared rate limits (its provider's, its key's rpm_per_key) admit it and its tenant (and
+concurrency key) have a free slot: the same tests, in the same
 terms, as the claim statements (services.waiting reads them the way the claim does). The first
 one that fails is the reason; when none fails the job waits only for its turn (`queue`), or not
 at all (None: first in its tenant's line, a worker may claim it now).
@@ -70,6 +71,18 @@ class CapFact:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class KeyLimitFact:
+    """A limit per concurrency key that holds the job's key: its name (`rpm_per_key`,
+    `daily_token_budget_per_key`, `daily_cost_budget_usd_per_key`), its value, and when it
+    lets the key go (Unix seconds)."""
+
+    key: str
+    limit: str
+    value: float
+    until: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class WaitFacts:
     """What the claim would find for one queued job (or a group of alike jobs) now. Times are
     Unix seconds by the database's clock."""
@@ -80,9 +93,11 @@ class WaitFacts:
     pause: PauseFact | None = None
     no_worker: str | None = None  # why no live process would claim it (None: one would)
     over_budget_until: float | None = None  # its tenant is over a daily budget until then
+    key_over_budget: KeyLimitFact | None = None  # its key is over a daily budget per key
     breaker_open_until: float | None = None  # its provider's breaker lets no call through
     rate_limited_s: float = 0.0  # the shared rate limits admit it after this long
     provider_paused_s: float = 0.0  # its provider answered 429: claims wait this long
+    key_rate_limited: KeyLimitFact | None = None  # its key's rpm_per_key admits it later
     tenant_cap: CapFact | None = None  # its tenant holds max_running slots
     key_cap: CapFact | None = None  # its concurrency key holds max_running_per_key slots
     queue_position: int | None = None  # its place in its tenant's line (None: not known)
@@ -129,10 +144,17 @@ def _no_worker(facts: WaitFacts) -> Waiting | None:
 
 
 def _budget(facts: WaitFacts) -> Waiting | None:
-    if facts.over_budget_until is None:
+    if facts.over_budget_until is not None:
+        detail = "its tenant is over its daily token or cost budget: claims resume at UTC midnight"
+        return Waiting(BUDGET_EXHAUSTED, detail, facts.over_budget_until)
+    held = facts.key_over_budget
+    if held is None:
         return None
-    detail = "its tenant is over its daily token or cost budget: claims resume at UTC midnight"
-    return Waiting(BUDGET_EXHAUSTED, detail, facts.over_budget_until)
+    detail = (
+        f"concurrency key {held.key!r} has used its tenant's {held.limit} ({held.value:g}) "
+        "today: its jobs are claimed again at UTC midnight"
+    )
+    return Waiting(BUDGET_EXHAUSTED, detail, held.until)
 
 
 def _breaker(facts: WaitFacts) -> Waiting | None:
@@ -147,6 +169,13 @@ def _breaker(facts: WaitFacts) -> Waiting | None:
 
 def _rate_limited(facts: WaitFacts) -> Waiting | None:
     wait_s = max(facts.rate_limited_s, facts.provider_paused_s)
+    held = facts.key_rate_limited
+    if held is not None and held.until - facts.now >= wait_s:  # the key's wait is the longest
+        detail = (
+            f"concurrency key {held.key!r} is at its tenant's rpm_per_key ({held.value:g}): "
+            f"its next job starts in ~{held.until - facts.now:.0f} s"
+        )
+        return Waiting(RATE_LIMITED, detail, held.until)
     if wait_s <= 0:
         return None
     if facts.rate_limited_s >= facts.provider_paused_s:

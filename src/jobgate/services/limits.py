@@ -2,7 +2,7 @@
 `jobgate tenants set` overrides from the database, which win. Answers are cached for a couple of
 seconds, so a change takes effect across every process within that time. Daily budgets (tokens,
 or USD priced from the usage ledger and what retention rolled up of it today) pause a tenant's
-claims until the next UTC midnight.
+claims until the next UTC midnight; the budgets per concurrency key pause that key's jobs alike.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import deque
+from collections.abc import Mapping
 from datetime import UTC, date
 from decimal import Decimal
 
@@ -49,7 +50,20 @@ def apply_overrides(base: TenantLimits, overrides: LimitOverrides | None) -> Ten
 
 
 def _share(limits: TenantLimits) -> TenantShare:
-    return TenantShare(limits.max_running, limits.weight, limits.max_running_per_key)
+    return TenantShare(
+        limits.max_running, limits.weight, limits.max_running_per_key, limits.rpm_per_key
+    )
+
+
+def _budgeted(limits: TenantLimits) -> bool:
+    """Whether a tenant has a daily budget of its own or per concurrency key."""
+    return (
+        limits.daily_token_budget > 0 or limits.daily_cost_budget_usd > 0 or _key_budgeted(limits)
+    )
+
+
+def _key_budgeted(limits: TenantLimits) -> bool:
+    return limits.daily_token_budget_per_key > 0 or limits.daily_cost_budget_usd_per_key > 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -108,6 +122,7 @@ class LimitsService:
         self._claims: deque[tuple[float, dict[str, int]]] = deque()
         self._budget_at = -1e18
         self._blocked: frozenset[str] = frozenset()
+        self._blocked_keys: Mapping[tuple[str, str], str] = {}
         # The last claim policy, kept while the limits it was built from are (a claim and
         # every status read of a queued job ask for it; building it walks every tenant).
         self._policy: ClaimPolicy | None = None
@@ -267,19 +282,19 @@ class LimitsService:
             for tenant_id, limits in self._by_tenant.items()
             if _share(limits) != default
         }
+        blocked, blocked_keys = await self._over_budget()
         policy = ClaimPolicy(
             default=default,
             tenants=shares,
-            blocked_tenants=await self._over_budget(),
+            blocked_tenants=blocked,
+            blocked_keys=blocked_keys,
         )
         self._policy, self._policy_read = policy, self._limits_read
-        self._policy_budgeted = any(
-            limits.daily_token_budget > 0 or limits.daily_cost_budget_usd > 0
-            for limits in self._by_tenant.values()
-        )
+        self._policy_budgeted = any(_budgeted(limits) for limits in self._by_tenant.values())
         return policy
 
-    async def _over_budget(self) -> frozenset[str]:
+    async def _over_budget(self) -> tuple[frozenset[str], Mapping[tuple[str, str], str]]:
+        """The tenants over a daily budget, and the concurrency keys over one per key."""
         tokens = {
             t: lim.daily_token_budget
             for t, lim in self._by_tenant.items()
@@ -290,16 +305,18 @@ class LimitsService:
             for t, lim in self._by_tenant.items()
             if lim.daily_cost_budget_usd > 0
         }
-        if not tokens and not usd:
-            return frozenset()
-        if self._clock.monotonic() - self._budget_at < self._refresh_s:
-            return self._blocked
-        async with self._budget_lock:
-            if self._clock.monotonic() - self._budget_at >= self._refresh_s:
-                await self._sum_budgets(tokens, usd)
-        return self._blocked
+        keyed = {t: lim for t, lim in self._by_tenant.items() if _key_budgeted(lim)}
+        if not tokens and not usd and not keyed:
+            return frozenset(), {}
+        if self._clock.monotonic() - self._budget_at >= self._refresh_s:
+            async with self._budget_lock:
+                if self._clock.monotonic() - self._budget_at >= self._refresh_s:
+                    await self._sum_budgets(tokens, usd, keyed)
+        return self._blocked, self._blocked_keys
 
-    async def _sum_budgets(self, tokens: dict[str, int], usd: dict[str, Decimal]) -> None:
+    async def _sum_budgets(
+        self, tokens: dict[str, int], usd: dict[str, Decimal], keyed: dict[str, TenantLimits]
+    ) -> None:
         today = await self._today()
         blocked: set[str] = set()
         if tokens:
@@ -314,7 +331,35 @@ class LimitsService:
                 extra={"count": len(blocked)},
             )
         self._blocked = frozenset(blocked)
+        self._blocked_keys = await self._keys_over_budget(today, keyed)
         self._budget_at = self._clock.monotonic()
+
+    async def _keys_over_budget(
+        self, today: date, keyed: dict[str, TenantLimits]
+    ) -> dict[tuple[str, str], str]:
+        if not keyed:
+            return {}
+        usage = await self._storage.usage_by_key_since(day=today, tenant_ids=list(keyed))
+        budgets = {
+            tenant_id: rules.KeyBudget(
+                lim.daily_token_budget_per_key, costs.usd(lim.daily_cost_budget_usd_per_key)
+            )
+            for tenant_id, lim in keyed.items()
+        }
+        tokens: dict[tuple[str, str], int] = {}
+        for row in usage:
+            if row.concurrency_key is not None:
+                key = (row.tenant_id, row.concurrency_key)
+                tokens[key] = tokens.get(key, 0) + row.tokens
+        priced = any(budget.usd > 0 for budget in budgets.values())
+        spend = self._priced(usage).by_key if priced else {}
+        blocked = rules.keys_over_budget(budgets, tokens, spend)
+        if blocked and blocked.keys() != self._blocked_keys.keys():
+            log.warning(
+                "concurrency keys over their daily budget: their claims paused",
+                extra={"count": len(blocked)},
+            )
+        return blocked
 
     # -- spend -----------------------------------------------------------------------------
 
@@ -329,7 +374,10 @@ class LimitsService:
         return await self._spend_since(await self._today())
 
     async def _spend_since(self, day: date) -> dict[str, Decimal]:
-        usage = await self._storage.usage_by_model_since(day=day)
+        return self._priced(await self._storage.usage_by_model_since(day=day)).by_tenant
+
+    def _priced(self, usage: list[costs.UsageTotal]) -> costs.Spend:
+        """The usage priced; a (provider, model) without a price is logged once."""
         spend = costs.spend(usage, self._prices)
         for provider, model in sorted(spend.unpriced - self._unpriced_logged, key=str):
             # Once per (provider, model) and process: the operator should add a price (or a
@@ -339,7 +387,7 @@ class LimitsService:
                 extra={"provider": provider, "model": model},
             )
         self._unpriced_logged.update(spend.unpriced)
-        return spend.by_tenant
+        return spend
 
     async def _today(self) -> date:
         """Today, UTC, by the database's clock (usage is stamped by it; a host whose clock is

@@ -2,10 +2,11 @@
 
 Each fact comes from the code the claim itself runs: the pause covering a job and the slots
 its tenant and key hold from the storage (the claims' SQL fragments), the tenant's caps and
-budget from LimitsService.claim_policy, the breaker from the provider gates (shared through
-the database like the workers'), the rate limit from the shared buckets, a live worker from
-role presence. The cheap facts are in process and cached as the claim caches them; the one
-read of the database is made only for jobs that are queued.
+budgets (and its keys' budgets) from LimitsService.claim_policy, the breaker from the provider
+gates (shared through the database like the workers'), the rate limits (the provider's, the
+key's rpm_per_key) from the shared buckets, a live worker from role presence. The cheap facts
+are in process and cached as the claim caches them; the one read of the database is made only
+for jobs that are queued.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
+from jobgate.domain import rate_limits as rate_rules
 from jobgate.domain import waiting
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.domain.waiting import CapFact, PauseFact, WaitFacts, Waiting
+from jobgate.domain.waiting import CapFact, KeyLimitFact, PauseFact, WaitFacts, Waiting
 from jobgate.providers.gates import ProviderGates
 from jobgate.services import presence, rate_limits
 from jobgate.services.jobs import JobService
@@ -144,7 +146,7 @@ class Waits:
             tenant_ids = [t.id for t in await self._jobs.storage.tenant_list()]
         capped = [t for t in tenant_ids if policy.share(t).max_running > 0]
         groups = await self._storage.queued_wait_groups(
-            keys=policy.keys_capped, capped_tenants=capped, limit=MAX_GROUPS
+            keys=policy.keys_limited, capped_tenants=capped, limit=MAX_GROUPS
         )
         no_worker = await self._presence.missing(presence.WORKER)
         counts = dict.fromkeys(waiting.REASONS, 0)
@@ -201,9 +203,11 @@ class Waits:
             over_budget_until=(
                 _next_midnight(read.now) if tenant_id in policy.blocked_tenants else None
             ),
+            key_over_budget=await self._key_budget(tenant_id, key, policy, read.now),
             breaker_open_until=breaker_until,
             rate_limited_s=await self._rate_wait_s(provider, model),
             provider_paused_s=provider_paused_s or 0.0,
+            key_rate_limited=await self._key_rate(tenant_id, key, share.rpm_per_key, read.now),
             tenant_cap=(
                 CapFact(read.running, share.max_running)
                 if read.running is not None and share.tenant_full(read.running)
@@ -217,6 +221,29 @@ class Waits:
             queue_position=position,
             queue_position_exact=exact,
         )
+
+    async def _key_budget(
+        self, tenant_id: str, key: str | None, policy: ClaimPolicy, now: datetime
+    ) -> KeyLimitFact | None:
+        """The daily budget per key that holds `key` (None: none does), as the claim found."""
+        limit = None if key is None else policy.blocked_keys.get((tenant_id, key))
+        if key is None or limit is None:
+            return None
+        value = float(getattr(await self._jobs.limits.for_tenant(tenant_id), limit))
+        return KeyLimitFact(key, limit, value, _next_midnight(now))
+
+    async def _key_rate(
+        self, tenant_id: str, key: str | None, rpm: int, now: datetime
+    ) -> KeyLimitFact | None:
+        """The key's rpm_per_key bucket, when it admits no start yet (no read without one)."""
+        if key is None or rpm <= 0:
+            return None
+        bucket = rate_rules.key_bucket(tenant_id, key, rpm)
+        waits = await self._storage.rate_limit_waits(buckets=[bucket], now=now)
+        wait_s = max(waits.values(), default=0.0)
+        if wait_s <= 0:
+            return None
+        return KeyLimitFact(key, "rpm_per_key", rpm, now.timestamp() + wait_s)
 
     async def _rate_wait_s(self, provider: str, model: str | None) -> float:
         """The shared buckets' wait for a job of `model` (0 without a rate limit: no read)."""

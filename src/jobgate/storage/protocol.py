@@ -744,6 +744,14 @@ class LimitsStore(Protocol):
         particular order. Read-only; pricing them is the caller's business."""
         ...
 
+    async def usage_by_key_since(
+        self, *, day: date, tenant_ids: Sequence[str]
+    ) -> list[costs.UsageTotal]:
+        """As usage_by_model_since, per (tenant, concurrency key, provider, model) of the
+        `tenant_ids` given, for jobs with a concurrency key only (each total names its
+        `concurrency_key`); retention's deletions are counted through their rollup."""
+        ...
+
 
 class RolesStore(Protocol):
     """Storage for role heartbeats: which roles have a live process."""

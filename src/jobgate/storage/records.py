@@ -144,6 +144,7 @@ class TenantShare:
     max_running: int = 0  # 0: no cap
     weight: float = 1.0
     max_running_per_key: int = 0  # running jobs per concurrency key (0: no cap)
+    rpm_per_key: int = 0  # job starts a minute per concurrency key (0: none)
 
     def tenant_full(self, running: int) -> bool:
         """THE cap rule of every claim: a tenant holding max_running slots gets no more (the
@@ -163,14 +164,31 @@ class ClaimPolicy:
     default: TenantShare = TenantShare()
     tenants: Mapping[str, TenantShare] = dataclasses.field(default_factory=dict)  # by tenant id
     blocked_tenants: frozenset[str] = frozenset()  # e.g. over their daily budget
+    # (tenant id, concurrency key) over a daily budget per key -> the limit's name
+    blocked_keys: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
 
     def share(self, tenant_id: str) -> TenantShare:
         return self.tenants.get(tenant_id, self.default)
 
     @property
     def capped(self) -> bool:
-        """Whether any cap applies (then claims must be serialised to enforce it exactly)."""
-        return self.keys_capped or self.running_capped
+        """Whether any cap applies (then claims must be serialised to enforce it exactly: a
+        claim reads the running counts and the per-key buckets that the one before it wrote)."""
+        return self.keys_capped or self.running_capped or self.keys_rated
+
+    @property
+    def keys_rated(self) -> bool:
+        """Whether any tenant limits its job starts per concurrency key (rpm_per_key)."""
+        return any(share.rpm_per_key > 0 for share in self._shares())
+
+    @property
+    def keys_limited(self) -> bool:
+        """Whether a concurrency key can hold a job back (a cap, a rate or a budget)."""
+        return self.keys_capped or self.keys_rated or bool(self.blocked_keys)
+
+    def blocked_key_list(self) -> list[list[str]]:
+        """The blocked keys as [tenant id, key] pairs, sorted (for a claim's parameters)."""
+        return [[tenant_id, key] for tenant_id, key in sorted(self.blocked_keys)]
 
     @property
     def running_capped(self) -> bool:
@@ -215,6 +233,9 @@ class LimitOverrides:
     daily_token_budget: int | None = None
     daily_cost_budget_usd: float | None = None
     max_running_per_key: int | None = None
+    rpm_per_key: int | None = None
+    daily_token_budget_per_key: int | None = None
+    daily_cost_budget_usd_per_key: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

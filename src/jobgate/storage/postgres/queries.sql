@@ -293,11 +293,11 @@ SELECT pg_advisory_xact_lock(7146012)
 
 -- fragment: claim_shares
 -- A claim policy's tenant shares (a JSON array) as rows s(tenant_id, max_running, weight,
--- max_running_per_key); a tenant without a row takes the policy's defaults.
+-- max_running_per_key, rpm_per_key); a tenant without a row takes the policy's defaults.
 SELECT *
   FROM jsonb_to_recordset(:shares::jsonb)
        AS s(tenant_id text, max_running integer, weight double precision,
-            max_running_per_key integer)
+            max_running_per_key integer, rpm_per_key integer)
 
 -- fragment: claim_max_running
 -- A tenant's cap on running jobs (0: none), from its share row `s` or the default.
@@ -306,6 +306,31 @@ coalesce(s.max_running, :default_max_running::integer)
 -- fragment: claim_per_key
 -- A tenant's cap on running jobs per concurrency key (0: none), from `s` or the default.
 coalesce(s.max_running_per_key, :default_max_running_per_key::integer)
+
+-- fragment: claim_rpm_per_key
+-- A tenant's job starts a minute per concurrency key (0: none), from `s` or the default.
+coalesce(s.rpm_per_key, :default_rpm_per_key::integer)
+
+-- fragment: claim_key_admits
+-- THE per-key rate limit and budgets of every claim (job_claim, job_claim_by_id), for a queued
+-- job `j` whose tenant's rpm_per_key is `rpm_key` (a column the statement provides): a key
+-- over a daily budget per key (:blocked_keys, a JSON array of [tenant id, key]) is passed
+-- over, and under rpm_per_key so is a key whose shared bucket (domain.rate_limits.key_bucket)
+-- admits no start at `clock.now` yet. The claim takes that bucket for each key it starts
+-- (storage.postgres.transport), serialised by job_claim_lock; at most one start per key per
+-- claim (`claim_key_rate`).
+(j.concurrency_key IS NULL
+ OR (NOT EXISTS (SELECT 1 FROM jsonb_array_elements(:blocked_keys::jsonb) AS bk(pair)
+                  WHERE bk.pair ->> 0 = j.tenant_id AND bk.pair ->> 1 = j.concurrency_key)
+     AND (rpm_key <= 0 OR NOT EXISTS (
+          SELECT 1 FROM rate_limit_buckets AS rb
+           WHERE rb.provider = 'key:' || j.tenant_id AND rb.model = j.concurrency_key
+             AND rb.requests_at > extract(epoch FROM clock.now)))))
+
+-- fragment: claim_key_rate
+-- Under rpm_per_key, one start per concurrency key per claim: a candidate `sc` (rpm_key,
+-- concurrency_key, key_rank) is kept only as its key's first (its bucket admits one start).
+(sc.rpm_key <= 0 OR sc.concurrency_key IS NULL OR sc.key_rank = 1)
 
 -- fragment: claim_key_cap
 -- THE per-key cap of every claim (job_claim, job_claim_by_id): a candidate `sc` (per_key,
@@ -352,7 +377,8 @@ ON CONFLICT (tenant_id) DO UPDATE SET claimed_total = t.claimed_total + excluded
 -- they are scanned (LIMIT with SKIP LOCKED on the scan itself), so concurrent claimers pass
 -- over each other's rows instead of colliding on the same few. Under a tenant's
 -- max_running_per_key, jobs of a concurrency key already at its cap are not scanned, and no more
--- of a key are taken than its free slots (the fair-share rank counts only jobs kept).
+-- of a key are taken than its free slots (the fair-share rank counts only jobs kept); jobs of
+-- a key over its budget or its rpm_per_key are not scanned either (claim_key_admits).
 WITH RECURSIVE clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), waiting AS (
@@ -387,6 +413,7 @@ WITH RECURSIVE clock AS (
            coalesce(b.running, 0) AS running,
            coalesce(s.weight, :default_weight::double precision) AS weight,
            {{claim_per_key}} AS per_key,
+           {{claim_rpm_per_key}} AS rpm_key,
            CASE WHEN {{claim_max_running}} > 0
                 THEN greatest({{claim_max_running}} - coalesce(b.running, 0), 0)
                 ELSE :limit::integer END AS free
@@ -409,7 +436,7 @@ WITH RECURSIVE clock AS (
      WHERE w.tenant_id IS NOT NULL
        AND NOT w.tenant_id = ANY(:blocked_tenants::text[])
 ), scanned AS (
-    SELECT sl.tenant_id, sl.running, sl.weight, sl.per_key,
+    SELECT sl.tenant_id, sl.running, sl.weight, sl.per_key, sl.rpm_key,
            c.id, c.priority, c.run_at, c.concurrency_key,
            row_number() OVER (PARTITION BY sl.tenant_id, c.concurrency_key
                               ORDER BY c.priority, c.run_at, c.id) AS key_rank
@@ -430,6 +457,7 @@ WITH RECURSIVE clock AS (
                    SELECT 1 FROM key_busy AS kb
                     WHERE kb.tenant_id = sl.tenant_id AND kb.concurrency_key = j.concurrency_key
                       AND kb.running >= sl.per_key))
+              AND {{claim_key_admits}}
               -- An operator's pause holds the jobs it covers in the queue.
               AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
             ORDER BY j.priority, j.run_at, j.id
@@ -445,7 +473,7 @@ WITH RECURSIVE clock AS (
       FROM scanned AS sc
       LEFT JOIN key_busy AS kb
         ON kb.tenant_id = sc.tenant_id AND kb.concurrency_key = sc.concurrency_key
-     WHERE {{claim_key_cap}}
+     WHERE {{claim_key_cap}} AND {{claim_key_rate}}
 ), next AS (
     SELECT id FROM candidates ORDER BY share, priority, run_at, id LIMIT :limit
 ), claimed AS (

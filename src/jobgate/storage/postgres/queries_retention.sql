@@ -5,10 +5,11 @@
 -- Delete up to :limit terminal jobs past the horizon (oldest completion first; rows another
 -- reaper holds are skipped), their events, outbox rows, delivery attempts and usage rows,
 -- adding that usage to usage_daily in the same statement (today's too: the budgets read it
--- there). Jobs with a pending delivery or named by an idempotency key live at :now stay.
+-- there), and that of jobs with a concurrency key to usage_daily_keys too. Jobs with a
+-- pending delivery or named by an idempotency key live at :now stay.
 -- A job's output chunks go with it: migration 0010's trigger deletes them with the job row.
 WITH picked AS (
-    SELECT j.id
+    SELECT j.id, j.concurrency_key
       FROM jobs AS j
      WHERE j.state IN ({{terminal_states}})
        AND j.completed_at < :completed_before::timestamptz
@@ -35,6 +36,27 @@ WITH picked AS (
     ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
        SET jobs = d.jobs + excluded.jobs,
            input_tokens = d.input_tokens + excluded.input_tokens,
+           output_tokens = d.output_tokens + excluded.output_tokens,
+           cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
+           cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+    RETURNING 1
+), rolled_keys AS (
+    -- The usage of jobs with a concurrency key, per key too: the per-key budgets read it.
+    INSERT INTO usage_daily_keys AS d (day, tenant_id, concurrency_key, provider, model,
+                                       input_tokens, output_tokens, cache_read_tokens,
+                                       cache_write_tokens)
+    SELECT (u.created_at AT TIME ZONE 'UTC')::date, u.tenant_id, p.concurrency_key, u.provider,
+           coalesce(u.model, ''),
+           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens),
+           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens),
+           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens),
+           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens)
+      FROM usage AS u
+      JOIN picked AS p ON p.id = u.job_id
+     WHERE p.concurrency_key IS NOT NULL
+     GROUP BY 1, 2, 3, 4, 5
+    ON CONFLICT (day, tenant_id, concurrency_key, provider, model) DO UPDATE
+       SET input_tokens = d.input_tokens + excluded.input_tokens,
            output_tokens = d.output_tokens + excluded.output_tokens,
            cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
            cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens

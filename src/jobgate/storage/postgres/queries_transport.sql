@@ -3,12 +3,20 @@
 -- name: job_claim_by_id
 -- Lease the named jobs that are claimable, within each tenant's free slots and, under a
 -- tenant's max_running_per_key, each concurrency key's free slots (best first by priority,
--- run_at, id); rows another claimer holds are skipped, not waited for.
+-- run_at, id), and no key over its budget or its rpm_per_key (claim_key_admits); rows another
+-- claimer holds are skipped, not waited for.
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
+), shares AS (
+    {{claim_shares}}
 ), wanted AS (
-    SELECT j.id, j.tenant_id, j.priority, j.run_at, j.concurrency_key
-      FROM jobs AS j, clock
+    SELECT j.id, j.tenant_id, j.priority, j.run_at, j.concurrency_key, kr.rpm_key
+      FROM jobs AS j
+     CROSS JOIN clock
+     CROSS JOIN LATERAL (
+           SELECT coalesce((SELECT s.rpm_per_key FROM shares AS s
+                             WHERE s.tenant_id = j.tenant_id),
+                           :default_rpm_per_key::integer) AS rpm_key) AS kr
      WHERE j.id = ANY(:ids::text[])
        AND j.state = 'queued'
        AND j.run_at <= clock.now
@@ -18,10 +26,9 @@ WITH clock AS (
        AND NOT j.tenant_id = ANY(:blocked_tenants::text[])
        -- An operator's pause holds the jobs it covers (their messages are deferred).
        AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
+       AND {{claim_key_admits}}
      ORDER BY j.id
        FOR UPDATE OF j SKIP LOCKED
-), shares AS (
-    {{claim_shares}}
 ), busy AS (
     -- Read only under a cap on running jobs (nothing else here depends on them): each read
     -- visits the entries jobs that have left 'running' leave in jobs_running until a vacuum.
@@ -51,7 +58,7 @@ WITH clock AS (
               LEFT JOIN shares AS s ON s.tenant_id = w.tenant_id) AS sc
       LEFT JOIN key_busy AS kb
         ON kb.tenant_id = sc.tenant_id AND kb.concurrency_key = sc.concurrency_key
-     WHERE {{claim_key_cap}}
+     WHERE {{claim_key_cap}} AND {{claim_key_rate}}
 ), ranked AS (
     SELECT w.id,
            coalesce(b.running, 0)

@@ -15,28 +15,38 @@ def _keys(buckets: Sequence[Bucket]) -> dict[str, list[str]]:
     return {"providers": [b.provider for b in buckets], "models": [b.model for b in buckets]}
 
 
+async def buckets_changed(
+    sql: PostgresExecutor,
+    conn: Conn,
+    buckets: list[Bucket],
+    now: datetime | None,
+    change: Change[A],
+) -> A:
+    """Within the caller's transaction on `conn`: lock `buckets` (in this order, created if
+    missing), apply `change` at the database's time and write the new states."""
+    keys = _keys(buckets)
+    await sql.fetch(conn, "rate_limit_ensure", **keys)
+    (clock,) = await sql.fetch(conn, "rate_limit_now", now=now)
+    rows = await sql.fetch(conn, "rate_limit_lock", **keys)
+    states, answer = change(held_states(buckets, rows), clock["now"])
+    if states is not None:
+        await sql.fetch(
+            conn,
+            "rate_limit_write",
+            **keys,
+            requests_at=[s.requests_at for s in states],
+            tokens_at=[s.tokens_at for s in states],
+        )
+    return answer
+
+
 class PostgresRateLimits(RateLimitQueries):
     _sql: PostgresExecutor
 
     async def _buckets_locked(
         self, buckets: list[Bucket], now: datetime | None, change: Change[A]
     ) -> A:
-        keys = _keys(buckets)
-        fetch = self._sql.fetch
-
-        async def locked(conn: Conn) -> A:
-            await fetch(conn, "rate_limit_ensure", **keys)
-            (clock,) = await fetch(conn, "rate_limit_now", now=now)
-            rows = await fetch(conn, "rate_limit_lock", **keys)
-            states, answer = change(held_states(buckets, rows), clock["now"])
-            if states is not None:
-                await fetch(
-                    conn,
-                    "rate_limit_write",
-                    **keys,
-                    requests_at=[s.requests_at for s in states],
-                    tokens_at=[s.tokens_at for s in states],
-                )
-            return answer
-
-        return await self._sql.run(locked, transaction=True)
+        return await self._sql.run(
+            lambda conn: buckets_changed(self._sql, conn, buckets, now, change),
+            transaction=True,
+        )

@@ -9,7 +9,9 @@ from typing import Any
 from jobgate.domain.job import Job
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
+from jobgate.storage.postgres.rate_limits import buckets_changed
 from jobgate.storage.records import ClaimRequest
+from jobgate.storage.store.rate_limits import key_buckets, started
 from jobgate.storage.store.transport import TransportQueries
 
 
@@ -23,6 +25,7 @@ def claim_params(claim: ClaimRequest) -> dict[str, Any]:
             "max_running": share.max_running,
             "weight": share.weight,
             "max_running_per_key": share.max_running_per_key,
+            "rpm_per_key": share.rpm_per_key,
         }
         for tenant_id, share in rules.tenants.items()
     ]
@@ -32,6 +35,8 @@ def claim_params(claim: ClaimRequest) -> dict[str, Any]:
         "default_weight": rules.default.weight,
         "default_max_running": rules.default.max_running,
         "default_max_running_per_key": rules.default.max_running_per_key,
+        "default_rpm_per_key": rules.default.rpm_per_key,
+        "blocked_keys": rules.blocked_key_list(),
         "keys_capped": rules.keys_capped,
         "running_capped": rules.running_capped,
         "blocked_tenants": sorted(rules.blocked_tenants),
@@ -43,13 +48,20 @@ class PostgresTransport(TransportQueries):
 
     async def _claimed(self, query: str, claim: ClaimRequest) -> list[Job]:
         """One claim statement (job_claim, job_claim_by_id); while a cap applies, behind
-        job_claim_lock in the same transaction: two statements, hence the dialect's own."""
+        job_claim_lock in the same transaction: two statements, hence the dialect's own. Under
+        rpm_per_key, the buckets of the keys it started are taken in that transaction too."""
         capped = claim.rules.capped
 
         async def run(conn: Conn) -> list[Row]:
             if capped:
                 await self._sql.fetch(conn, "job_claim_lock")
-            return await self._sql.fetch(conn, query, **claim_params(claim))
+            rows = await self._sql.fetch(conn, query, **claim_params(claim))
+            if claim.rules.keys_rated:
+                pairs = ((row["tenant_id"], row["concurrency_key"]) for row in rows)
+                buckets = key_buckets(pairs, claim.rules)
+                if buckets:
+                    await buckets_changed(self._sql, conn, buckets, claim.now, started)
+            return rows
 
         return [self._decode.job(row) for row in await self._sql.run(run, transaction=capped)]
 

@@ -1,7 +1,8 @@
 """The steps of a claim that SQLite runs in Python inside one write operation (the single writer
 makes the counts exact): the slots held per tenant and per concurrency key, the caps checked
-against them, and the lease of the chosen jobs. job_claim_by_id applies the caps through these;
-job_claim (sqlite/store.py) reads and leases the same way, in fair order."""
+against them, the per-key rate limit and budgets, and the lease of the chosen jobs.
+job_claim_by_id applies the caps through these; job_claim (sqlite/store.py) reads and leases
+the same way, in fair order."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from typing import Any
 
 from jobgate.clock import from_unix
 from jobgate.domain.fairness import Candidate
+from jobgate.domain.rate_limits import KEY_BUCKET_PREFIX
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite.executor import Q, json_text
+from jobgate.storage.sqlite.rate_limits import buckets_changed
+from jobgate.storage.store.rate_limits import key_buckets, started
 
 _EPOCH = from_unix(0)  # a candidate's run_at that is no time at all sorts first
 
@@ -50,6 +54,64 @@ class RunningSlots:
         if slot is not None:
             self.keys[slot] = self.keys.get(slot, 0) + 1
         return True
+
+
+@dataclasses.dataclass(slots=True)
+class KeyLimits:
+    """The per-key rate limit and budgets of one claim at `now` (Unix seconds): the keys of a
+    tenant it passes over (over a daily budget per key, or their rpm_per_key bucket not open
+    yet), at most one start per key under rpm_per_key, and the buckets of the keys it started
+    taken in the same write operation (the one writer serialises it with every other claim)."""
+
+    rules: ClaimPolicy
+    now: float
+    rated: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # kept this claim
+
+    def passed_over(self, conn: sqlite3.Connection, tenant: str) -> list[str]:
+        keys = [key for (t, key) in self.rules.blocked_keys if t == tenant]
+        if self.rules.share(tenant).rpm_per_key > 0:
+            params = {"provider": KEY_BUCKET_PREFIX + tenant, "now": self.now}
+            keys += [row["model"] for row in conn.execute(Q["key_buckets_closed"].sql, params)]
+        return keys
+
+    def admits(self, tenant: str, key: str | None) -> bool:
+        """Whether a job of `key` may start in this claim: the first of its key only, under
+        its tenant's rpm_per_key (its bucket admits one start)."""
+        if key is None or self.rules.share(tenant).rpm_per_key <= 0:
+            return True
+        if (tenant, key) in self.rated:
+            return False
+        self.rated.add((tenant, key))
+        return True
+
+    def take(self, conn: sqlite3.Connection, leased: Leased) -> None:
+        """Take one start from the bucket of each key under rpm_per_key the claim started."""
+        if not self.rules.keys_rated or not leased.rows:
+            return
+        at_tenant = leased.columns.index("tenant_id")
+        at_key = leased.columns.index("concurrency_key")
+        pairs = ((row[at_tenant], row[at_key]) for row in leased.rows)
+        buckets = key_buckets(pairs, self.rules)
+        if buckets:
+            buckets_changed(conn, buckets, self.now, started)
+
+
+def keeper(
+    slots: RunningSlots, keys: KeyLimits, share: TenantShare, tenant: str
+) -> Callable[[str | None], bool] | None:
+    """What a tenant's candidates must pass, best first, given their concurrency key: a free
+    slot of the key under max_running_per_key, a start of its own under rpm_per_key (None:
+    the tenant has neither)."""
+    capped, rated = share.max_running_per_key > 0, share.rpm_per_key > 0
+    if not capped and not rated:
+        return None
+
+    def keep(key: str | None) -> bool:
+        if rated and not keys.admits(tenant, key):
+            return False
+        return not capped or slots.take(share, tenant, key)
+
+    return keep
 
 
 def candidates(

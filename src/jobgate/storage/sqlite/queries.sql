@@ -195,8 +195,14 @@ SELECT tenant_id, concurrency_key, count(*) AS running
 -- The next tenant, in id order, with queued jobs (one index probe).
 SELECT min(tenant_id) AS tenant_id FROM jobs WHERE state = 'queued' AND tenant_id > :after
 
+-- name: key_buckets_closed
+-- The concurrency keys of a tenant (bucket provider :provider, domain.rate_limits.key_bucket)
+-- whose rpm_per_key bucket admits no start at :now yet.
+SELECT model FROM rate_limit_buckets WHERE provider = :provider AND requests_at > :now
+
 -- name: job_claim_candidates
--- A tenant's claimable jobs, best first, leaving out the concurrency keys at their cap.
+-- A tenant's claimable jobs, best first, leaving out the concurrency keys at their cap, over a
+-- budget per key or waiting for their rpm_per_key (:full_keys, a JSON array).
 SELECT id, priority, run_at, concurrency_key
   FROM jobs AS j
  WHERE state = 'queued'

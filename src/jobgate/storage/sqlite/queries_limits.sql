@@ -4,9 +4,12 @@
 -- Replace a tenant's stored overrides.
 INSERT INTO tenant_limits (tenant_id, max_running, max_queued, weight, allowed_models,
                            allowed_providers, max_output_tokens, daily_token_budget,
-                           daily_cost_budget_usd, max_running_per_key, updated_at)
+                           daily_cost_budget_usd, max_running_per_key, rpm_per_key,
+                           daily_token_budget_per_key, daily_cost_budget_usd_per_key,
+                           updated_at)
 VALUES (:tenant_id, :max_running, :max_queued, :weight, :allowed_models, :allowed_providers,
         :max_output_tokens, :daily_token_budget, :daily_cost_budget_usd, :max_running_per_key,
+        :rpm_per_key, :daily_token_budget_per_key, :daily_cost_budget_usd_per_key,
         :now)
 ON CONFLICT (tenant_id) DO UPDATE
    SET max_running = excluded.max_running, max_queued = excluded.max_queued,
@@ -15,7 +18,11 @@ ON CONFLICT (tenant_id) DO UPDATE
        max_output_tokens = excluded.max_output_tokens,
        daily_token_budget = excluded.daily_token_budget,
        daily_cost_budget_usd = excluded.daily_cost_budget_usd,
-       max_running_per_key = excluded.max_running_per_key, updated_at = excluded.updated_at
+       max_running_per_key = excluded.max_running_per_key,
+       rpm_per_key = excluded.rpm_per_key,
+       daily_token_budget_per_key = excluded.daily_token_budget_per_key,
+       daily_cost_budget_usd_per_key = excluded.daily_cost_budget_usd_per_key,
+       updated_at = excluded.updated_at
 RETURNING *
 
 -- name: tenant_limits_all
@@ -80,6 +87,39 @@ SELECT tenant_id, provider, model,
          WHERE day >= date(:since, 'unixepoch')
          GROUP BY tenant_id, provider, model) AS billed
  GROUP BY tenant_id, provider, model
+
+-- name: usage_by_key_since
+-- Tokens billed per tenant, concurrency key, provider and model since a UTC midnight, for the
+-- tenants named (:tenant_ids, JSON) and jobs with a key: completions minus refunds, in the
+-- ledger (a job's key read from its row) and in what retention rolled up (usage_daily_keys).
+SELECT tenant_id, concurrency_key, provider, model,
+       sum(input_tokens) AS input_tokens,
+       sum(output_tokens) AS output_tokens,
+       sum(cache_read_tokens) AS cache_read_tokens,
+       sum(cache_write_tokens) AS cache_write_tokens
+  FROM (SELECT u.tenant_id, j.concurrency_key, u.provider, u.model,
+               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens)
+                   AS input_tokens,
+               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens)
+                   AS output_tokens,
+               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens)
+                   AS cache_read_tokens,
+               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens)
+                   AS cache_write_tokens
+          FROM usage_ledger AS u
+          JOIN jobs AS j ON j.id = u.job_id
+         WHERE u.created_at >= :since
+           AND u.tenant_id IN (SELECT value FROM json_each(:tenant_ids))
+           AND j.concurrency_key IS NOT NULL
+         GROUP BY u.tenant_id, j.concurrency_key, u.provider, u.model
+        UNION ALL
+        SELECT tenant_id, concurrency_key, provider, nullif(model, ''), sum(input_tokens),
+               sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens)
+          FROM usage_daily_keys
+         WHERE day >= date(:since, 'unixepoch')
+           AND tenant_id IN (SELECT value FROM json_each(:tenant_ids))
+         GROUP BY tenant_id, concurrency_key, provider, model) AS billed
+ GROUP BY tenant_id, concurrency_key, provider, model
 
 -- name: job_purge_expired
 -- Erase input and result of jobs completed before the cut-off, oldest first.

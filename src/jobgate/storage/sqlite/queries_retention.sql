@@ -35,6 +35,28 @@ ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
        cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
        cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
 
+-- name: retention_rollup_keys
+-- Add the usage of the picked jobs that have a concurrency key to usage_daily_keys (per UTC
+-- day, tenant, key, provider and model): the per-key budgets read today's there.
+INSERT INTO usage_daily_keys AS d (day, tenant_id, concurrency_key, provider, model,
+                                   input_tokens, output_tokens, cache_read_tokens,
+                                   cache_write_tokens)
+SELECT date(u.created_at, 'unixepoch'), u.tenant_id, j.concurrency_key, u.provider,
+       coalesce(u.model, ''),
+       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens),
+       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens),
+       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens),
+       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens)
+  FROM usage_ledger AS u
+  JOIN jobs AS j ON j.id = u.job_id
+ WHERE u.job_id IN (SELECT value FROM json_each(:ids)) AND j.concurrency_key IS NOT NULL
+ GROUP BY 1, 2, 3, 4, 5
+ON CONFLICT (day, tenant_id, concurrency_key, provider, model) DO UPDATE
+   SET input_tokens = d.input_tokens + excluded.input_tokens,
+       output_tokens = d.output_tokens + excluded.output_tokens,
+       cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+
 -- name: retention_delete_usage
 -- The picked jobs' usage ledger rows (already summed).
 DELETE FROM usage_ledger WHERE job_id IN (SELECT value FROM json_each(:ids))

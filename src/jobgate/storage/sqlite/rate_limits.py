@@ -10,8 +10,28 @@ from typing import Any
 
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.executor import Q
+from jobgate.storage.sqlite.executor import Q, json_text
 from jobgate.storage.store.rate_limits import A, Change, RateLimitQueries, held_states
+
+
+def buckets_changed(
+    conn: sqlite3.Connection, buckets: list[Bucket], now: float, change: Change[A]
+) -> A:
+    """Within the caller's write operation on `conn`: apply `change` to `buckets` at `now`
+    (Unix seconds) and write the new states (rows created if missing)."""
+    keys = [{"provider": b.provider, "model": b.model} for b in buckets]
+    read = {"buckets": json_text(keys), "now": now}
+    rows = conn.execute(Q["rate_limit_read"].sql, read).fetchall()
+    states, answer = change(held_states(buckets, rows), now)
+    if states is None:
+        return answer
+    for key, state in zip(keys, states, strict=True):
+        conn.execute(Q["rate_limit_ensure"].sql, key)
+        conn.execute(
+            Q["rate_limit_write"].sql,
+            {**key, "requests_at": state.requests_at, "tokens_at": state.tokens_at},
+        )
+    return answer
 
 
 class SqliteRateLimits(RateLimitQueries):
@@ -20,23 +40,8 @@ class SqliteRateLimits(RateLimitQueries):
     async def _buckets_locked(
         self, buckets: list[Bucket], now: datetime | None, change: Change[A]
     ) -> A:
-        read = {"buckets": self._bucket_keys(buckets), "now": self._sql.codec.now(now)}
-
-        def locked(conn: sqlite3.Connection) -> A:
-            rows = conn.execute(Q["rate_limit_read"].sql, read).fetchall()
-            states, answer = change(held_states(buckets, rows), read["now"])
-            if states is None:
-                return answer
-            for bucket, state in zip(buckets, states, strict=True):
-                key = {"provider": bucket.provider, "model": bucket.model}
-                conn.execute(Q["rate_limit_ensure"].sql, key)
-                conn.execute(
-                    Q["rate_limit_write"].sql,
-                    {**key, "requests_at": state.requests_at, "tokens_at": state.tokens_at},
-                )
-            return answer
-
-        return await self._db.write(locked)
+        at = self._sql.codec.now(now)
+        return await self._db.write(lambda conn: buckets_changed(conn, buckets, at, change))
 
     async def _reroute(self, move: dict[str, Any], event: dict[str, Any]) -> bool:
         """Two statements in one write: SQLite's UPDATE cannot also insert the event."""

@@ -16,7 +16,8 @@ class SqliteRetention(RetentionQueries):
     _db: SqliteDatabase
 
     async def _retention_write(self, params: dict[str, Any]) -> RetentionBatch:
-        """Pick the jobs, sum their usage into usage_daily, then delete them and their rows."""
+        """Pick the jobs, sum their usage into usage_daily (and, of jobs
+        with a concurrency key, usage_daily_keys), then delete them and their rows."""
 
         def delete(conn: sqlite3.Connection) -> RetentionBatch:
             ids = [row["id"] for row in conn.execute(Q["retention_pick"].sql, params)]
@@ -24,6 +25,7 @@ class SqliteRetention(RetentionQueries):
                 return RetentionBatch()
             batch = {"ids": json_text(ids)}
             conn.execute(Q["retention_rollup"].sql, batch)
+            conn.execute(Q["retention_rollup_keys"].sql, batch)
 
             def rows(name: str) -> int:
                 return conn.execute(Q[name].sql, batch).rowcount

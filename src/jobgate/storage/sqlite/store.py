@@ -8,7 +8,6 @@ but wake-ups then cross processes only by polling: scale out on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -34,9 +33,11 @@ from jobgate.storage.sqlite.bulk import SqliteBulk
 from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.claims import (
     NOTHING_LEASED,
+    KeyLimits,
     Leased,
     RunningSlots,
     candidates,
+    keeper,
     lease,
     mapped_rows,
 )
@@ -197,6 +198,7 @@ class SqliteStorage(
             # One writer: reading the running counts and claiming are one atomic step, so
             # caps hold exactly.
             slots = RunningSlots.read(conn, rules)
+            keys = KeyLimits(rules, at)
             running, by_key = slots.tenants, slots.keys
             times: dict[Any, datetime] = {}  # stored run_at -> its time, for this claim
             queues: list[TenantQueue] = []
@@ -215,6 +217,7 @@ class SqliteStorage(
                     continue
                 key_cap = share.max_running_per_key
                 full = [k for (t, k), n in by_key.items() if t == tenant and n >= key_cap]
+                full = (full if key_cap > 0 else []) + keys.passed_over(conn, tenant)
                 found = candidates(
                     conn,
                     {
@@ -223,11 +226,11 @@ class SqliteStorage(
                         "providers": provider_filter,
                         "models": model_filter,
                         "skip_models": model_skips,
-                        "full_keys": json(full) if key_cap > 0 else None,
+                        "full_keys": json(full) if full else None,
                         "limit": min(free, limit),
                     },
-                    # best first, while the key has a slot left
-                    keep=functools.partial(slots.take, share, tenant) if key_cap > 0 else None,
+                    # best first, while the key has a slot (and a start) left
+                    keep=keeper(slots, keys, share, tenant),
                     times=times,
                 )
                 if found:
@@ -235,9 +238,11 @@ class SqliteStorage(
             chosen = fair_order(queues, limit)
             if not chosen:
                 return NOTHING_LEASED
-            return lease(
+            leased = lease(
                 conn, chosen, worker_id=claim.worker_id, lease_ttl_s=claim.lease_ttl_s, now=at
             )
+            keys.take(conn, leased)
+            return leased
 
         leased = await self._db.write(take)
         return self._decode.jobs_at(leased.rows, leased.columns)

@@ -4,6 +4,7 @@ for budgets, and purging what has expired."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -20,8 +21,9 @@ class LimitQueries(SqlPart):
         params = dataclasses.asdict(overrides)
         for name in ("allowed_models", "allowed_providers"):  # JSON arrays
             params[name] = codec.json(None if params[name] is None else list(params[name]))
-        cost = overrides.daily_cost_budget_usd
-        params["daily_cost_budget_usd"] = None if cost is None else float(cost)
+        for name in ("daily_cost_budget_usd", "daily_cost_budget_usd_per_key"):
+            cost = params[name]
+            params[name] = None if cost is None else float(cost)
         row = await self._sql.write_one(
             "tenant_limits_upsert", tenant_id=tenant_id, now=codec.now(now), **params
         )
@@ -49,6 +51,18 @@ class LimitQueries(SqlPart):
 
     async def usage_by_model_since(self, *, day: date) -> list[costs.UsageTotal]:
         rows = await self._sql.read("usage_by_model_since", since=self._midnight(day))
+        return [self._decode.record(costs.UsageTotal, row) for row in rows]
+
+    async def usage_by_key_since(
+        self, *, day: date, tenant_ids: Sequence[str]
+    ) -> list[costs.UsageTotal]:
+        if not tenant_ids:
+            return []
+        rows = await self._sql.read(
+            "usage_by_key_since",
+            since=self._midnight(day),
+            tenant_ids=self._sql.codec.json(sorted(set(tenant_ids))),
+        )
         return [self._decode.record(costs.UsageTotal, row) for row in rows]
 
     async def job_purge_expired(

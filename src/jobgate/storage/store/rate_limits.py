@@ -4,7 +4,7 @@ and writes them in one transaction, so each dialect supplies `_buckets_locked`."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ from jobgate.domain import rate_limits as rules
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket, BucketState, Take
 from jobgate.storage.executor import Row, SqlPart
+from jobgate.storage.records import ClaimPolicy
 
 Held = list[tuple[Bucket, BucketState]]
 A = TypeVar("A")
@@ -28,6 +29,24 @@ def _ordered(buckets: Sequence[Bucket]) -> list[Bucket]:
 
 def _key(bucket: Bucket) -> tuple[str, str]:
     return (bucket.provider, bucket.model)
+
+
+def key_buckets(started: Iterable[tuple[str, str | None]], policy: ClaimPolicy) -> list[Bucket]:
+    """The buckets of the concurrency keys under rpm_per_key among the (tenant id, key) of the
+    jobs a claim started, in lock order: the claim takes one start from each (one job per key
+    at most: the claim keeps only a key's first)."""
+    found = []
+    for tenant_id, key in started:
+        rpm = policy.share(tenant_id).rpm_per_key
+        if key is not None and rpm > 0:
+            found.append(rules.key_bucket(tenant_id, key, rpm))
+    return _ordered(found)
+
+
+def started(held: Held, at: float) -> tuple[list[BucketState] | None, None]:
+    """The Change of a claim's key buckets: one start taken from each (the claim found each
+    open at `at`, serialised with every other claim, so each admits it)."""
+    return [rules.take(bucket, state, at) for bucket, state in held], None
 
 
 def held_states(buckets: list[Bucket], rows: Sequence[Row]) -> Held:
