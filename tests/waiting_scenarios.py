@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
-from jobgate.config import ModelLimits, ProviderConfig, Settings
+from jobgate.config import ModelLimits, ModelPrice, ProviderConfig, Settings
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
@@ -24,16 +25,19 @@ LIMITED_MODEL = "sim-limited"  # one request a minute
 
 
 def limited_runtime(storage: Storage, settings: Settings, clock: FakeClock) -> Runtime:
-    """The built-in simulator, its model `sim-limited` held to one request a minute."""
+    """The built-in simulator, its model `sim-limited` held to one request a minute, and
+    `sim-echo` priced (for cost budgets)."""
     config = ProviderConfig(
         kind="sim",
         model_prefixes=("sim-",),
         model_limits={LIMITED_MODEL: ModelLimits(rpm=1)},
+        prices={"sim-echo": ModelPrice(input_per_mtok=Decimal(1), output_per_mtok=Decimal(1))},
     )
     registry = ProviderRegistry(
         {"sim": SimProvider("sim", clock=clock)}, configs={"sim": config}, default="sim"
     )
-    return Runtime(settings, storage=storage, clock=clock, ids=SequentialIds(), providers=registry)
+    priced = settings.model_copy(update={"providers": {"sim": config}})
+    return Runtime(priced, storage=storage, clock=clock, ids=SequentialIds(), providers=registry)
 
 
 @dataclasses.dataclass
@@ -166,6 +170,34 @@ async def queue(api: Api, clock: FakeClock) -> Held:
     return Held("queue", acme, await acme.submit())
 
 
+async def rpm_per_key(api: Api, clock: FakeClock) -> Held:
+    acme = await tenant(api)
+    await limit(api, "acme", rpm_per_key=1)
+    first = await acme.submit(concurrency_key="user-7")
+    second = await acme.submit(concurrency_key="user-7")
+    assert [job.id for job in await api.runtime.worker().claim()] == [first]
+    return Held("rate_limited", acme, second)
+
+
+async def _key_over_budget(api: Api, reason: str, **budget: Any) -> Held:
+    acme = await tenant(api)
+    await limit(api, "acme", **budget)
+    await acme.submit(concurrency_key="user-7")
+    [done] = await api.runtime.worker().run_once()  # spends 3 tokens, $0.000003
+    assert done is not None
+    job_id = await acme.submit(concurrency_key="user-7")
+    api.runtime.limits.invalidate()
+    return Held(reason, acme, job_id)
+
+
+async def daily_token_budget_per_key(api: Api, clock: FakeClock) -> Held:
+    return await _key_over_budget(api, "budget_exhausted", daily_token_budget_per_key=3)
+
+
+async def daily_cost_budget_usd_per_key(api: Api, clock: FakeClock) -> Held:
+    return await _key_over_budget(api, "budget_exhausted", daily_cost_budget_usd_per_key=3e-6)
+
+
 def steady(detail: str) -> str:
     """A wait's sentence without its count of seconds left (`~60 s`), which a later read
     on PostgreSQL's moving clock may put a second lower."""
@@ -182,4 +214,11 @@ SCENARIOS: dict[str, Callable[[Api, FakeClock], Awaitable[Held]]] = {
     "tenant_cap": tenant_cap,
     "key_cap": key_cap,
     "queue": queue,
+}
+
+# A job held by each limit per concurrency key, by the limit's name (its reason is in `Held`).
+KEY_SCENARIOS: dict[str, Callable[[Api, FakeClock], Awaitable[Held]]] = {
+    "rpm_per_key": rpm_per_key,
+    "daily_token_budget_per_key": daily_token_budget_per_key,
+    "daily_cost_budget_usd_per_key": daily_cost_budget_usd_per_key,
 }

@@ -140,3 +140,39 @@ def test_tenant_cost_budget_and_spend_today(database_url: str, tmp_path: Path) -
         "max_running_per_key    2"
         in jobgate("tenants", "show", "acme", cwd=tmp_path, env=env).stdout
     )
+
+
+def test_limits_per_key_are_set_shown_and_bounded(database_url: str, tmp_path: Path) -> None:
+    env = {"JOBGATE_DATABASE_URL": database_url}
+    assert jobgate("tenants", "create", "acme", cwd=tmp_path, env=env).returncode == 0
+    changed = jobgate(
+        "tenants", "set", "acme", "--rpm-per-key", "30", "--daily-token-budget-per-key",
+        "50000", "--daily-cost-budget-usd-per-key", "0.5", "--json", cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    shown = json.loads(changed.stdout)
+    assert (shown["rpm_per_key"], shown["daily_token_budget_per_key"]) == (30, 50_000)
+    assert shown["daily_cost_budget_usd_per_key"] == 0.5
+    text = jobgate("tenants", "show", "acme", cwd=tmp_path, env=env).stdout
+    assert "rpm_per_key            30" in text
+    assert "daily_cost_budget_usd_per_key 0.5" in text
+    kept = jobgate("tenants", "set", "acme", "--max-running", "4", "--json", cwd=tmp_path, env=env)
+    assert json.loads(kept.stdout)["rpm_per_key"] == 30  # other overrides stay
+    reset = jobgate("tenants", "set", "acme", "--reset", "--json", cwd=tmp_path, env=env)
+    assert json.loads(reset.stdout)["rpm_per_key"] == 0
+    assert (
+        "rpm_per_key            0 (unlimited)"
+        in jobgate("tenants", "show", "acme", cwd=tmp_path, env=env).stdout
+    )
+    for flag, value in [
+        ("--rpm-per-key", "-1"),
+        ("--rpm-per-key", "10000001"),
+        ("--rpm-per-key", "1.5"),
+        ("--daily-token-budget-per-key", "many"),
+        ("--daily-token-budget-per-key", str(10**15 + 1)),
+        ("--daily-cost-budget-usd-per-key", "nan"),
+        ("--daily-cost-budget-usd-per-key", "-0.01"),
+        ("--daily-cost-budget-usd-per-key", "1e10"),
+    ]:
+        refused = jobgate("tenants", "set", "acme", flag, value, cwd=tmp_path, env=env)
+        assert refused.returncode == 2 and flag in refused.stderr, (flag, value, refused.stderr)

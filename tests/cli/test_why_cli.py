@@ -71,6 +71,18 @@ async def test_why_explains_each_reason_in_one_paragraph(
     )
 
 
+@pytest.mark.parametrize("limit", list(held.KEY_SCENARIOS))
+async def test_why_names_the_limit_per_key_that_holds_a_job(
+    api: Api, clock: FakeClock, limit: str
+) -> None:
+    found = await held.KEY_SCENARIOS[limit](api, clock)
+    result = await jobgate(api, found.tenant.key, "why", found.job_id)
+    assert result.exit_code == 0, result.stderr
+    paragraph = result.stdout.strip()
+    assert "\n" not in paragraph and limit in paragraph and "'user-7'" in paragraph
+    assert REMEDIES[found.reason] in paragraph and "(until " in paragraph
+
+
 async def test_why_says_when_a_timed_wait_ends(api: Api, clock: FakeClock) -> None:
     found = await held.scheduled(api, clock)
     paragraph = (await jobgate(api, found.tenant.key, "why", found.job_id)).stdout

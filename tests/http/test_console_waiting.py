@@ -45,6 +45,21 @@ async def test_the_job_page_and_the_overview_explain_each_reason(
     assert reasons_counted(overview).get(reason, 0) >= 1, overview
 
 
+@pytest.mark.parametrize("limit", list(held.KEY_SCENARIOS))
+async def test_the_job_page_and_the_overview_name_a_limit_per_key(
+    api: Api, clock: FakeClock, limit: str
+) -> None:
+    found = await held.KEY_SCENARIOS[limit](api, clock)
+    detail = held.steady((await found.tenant.read(found.job_id))["waiting"]["detail"])
+    assert limit in detail
+    await signed_in(api)
+    page = held.steady((await api.http.get(f"/dashboard/jobs/{found.job_id}")).text)
+    assert f'id="job-waiting" data-reason="{found.reason}"' in page
+    assert str(escape(detail)) in page
+    overview = (await api.http.get("/dashboard/live/overview")).text
+    assert reasons_counted(overview).get(found.reason, 0) >= 1, overview
+
+
 async def test_the_overview_counts_every_queued_job_once(api: Api, clock: FakeClock) -> None:
     found = await held.tenant_cap(api, clock)  # one running, one held by the cap
     for _ in range(3):

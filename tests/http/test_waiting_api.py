@@ -117,6 +117,29 @@ async def test_a_key_cap_names_the_key_and_spares_the_others(api: Api, clock: Fa
     assert (await found.tenant.read(other))["waiting"]["reason"] == "queue"  # its key has room
 
 
+@pytest.mark.parametrize("limit", list(held.KEY_SCENARIOS))
+async def test_a_limit_per_key_names_itself_and_the_key_and_spares_the_others(
+    api: Api, clock: FakeClock, limit: str
+) -> None:
+    found = await held.KEY_SCENARIOS[limit](api, clock)
+    shown = await waiting_of(found)
+    assert shown["reason"] == found.reason
+    assert limit in shown["detail"] and "'user-7'" in shown["detail"]
+    assert shown["until"] is not None
+    if found.reason == "budget_exhausted":
+        assert shown["until"] % 86_400 == 0  # UTC midnight
+    else:
+        created = (await found.tenant.read(found.job_id))["created_at"]
+        assert created < shown["until"] <= created + 61  # one start a minute
+    page = await api.http.get("/v1/jobs", headers=found.tenant.headers)
+    listed = {job["id"]: job["waiting"] for job in page.json()["data"]}[found.job_id]
+    assert listed["reason"] == found.reason and limit in listed["detail"]
+    other = await found.tenant.submit(concurrency_key="user-8")
+    unkeyed = await found.tenant.submit()
+    for job_id in (other, unkeyed):
+        assert (await found.tenant.read(job_id))["waiting"]["reason"] == "queue"
+
+
 async def test_the_first_reason_the_claim_asks_wins(api: Api, clock: FakeClock) -> None:
     found = await held.scheduled(api, clock)
     await held.operator_pause(api, tenant="acme")

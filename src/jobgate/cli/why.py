@@ -17,10 +17,12 @@ _REMEDY: dict[str, str] = {
     "paused": "`jobgate pauses` lists the pauses; `jobgate resume ID` lifts one (an operator key).",
     "no_worker": "Start the missing process; nothing is lost meanwhile.",
     "budget_exhausted": "It is claimed when the budget resets, or sooner if an operator raises "
-    "it (`jobgate tenants set NAME --daily-token-budget N`).",
+    "it (`jobgate tenants set NAME --daily-token-budget N`, or the budget the sentence names, "
+    "e.g. --daily-token-budget-per-key N).",
     "breaker_open": "jobgate sends the provider one probe call when the breaker half-opens and "
     "resumes claims once a call succeeds; check the provider's status meanwhile.",
-    "rate_limited": "It is claimed as soon as the provider's shared rate limit admits it.",
+    "rate_limited": "It is claimed as soon as the shared rate limit (its provider's, or its "
+    "concurrency key's rpm_per_key) admits it.",
     "tenant_cap": "It starts when one of its tenant's running jobs finishes (or an operator "
     "raises the cap: `jobgate tenants set NAME --max-running N`).",
     "key_cap": "It starts when a running job of the same concurrency key finishes.",
