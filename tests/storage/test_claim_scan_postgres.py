@@ -42,6 +42,7 @@ async def test_a_drains_claims_do_not_walk_its_finished_jobs(pg_dsn: str) -> Non
         claim = ClaimRequest("w", 64, 60.0, ClaimPolicy(), None, None)
         params = claim_params(claim)
         params["shares"] = json.dumps(params["shares"])  # jsonb: the pool's codec is not here
+        params["blocked_keys"] = json.dumps(params["blocked_keys"])
         for mode in PLAN_MODES:  # both must read jobs_claimable
             plan = await explained(conn, "job_claim", params, mode)
             assert plan["Actual Rows"] == 64

@@ -140,6 +140,7 @@ async def test_postgres_reaper_and_running_counts_read_jobs_running(pg_dsn: str)
         reap = {"limit": 500, "now": await conn.fetchval("SELECT now() + interval '1 hour'")}
         claim = claim_params(ClaimRequest("w", 64, 60.0, ClaimPolicy(), None, None))
         claim["shares"] = json.dumps(claim["shares"])  # jsonb: the pool's codec is not here
+        claim["blocked_keys"] = json.dumps(claim["blocked_keys"])
         for name, params, found in (
             ("job_leases_expired", reap, RUNNING),
             ("job_claim", claim, 64),

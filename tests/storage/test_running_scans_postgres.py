@@ -70,6 +70,7 @@ async def _churned(dsn: str, tenants: int = 1) -> list[tuple[str, str]]:
 def _claim(limit: int, policy: ClaimPolicy, ids: list[str] | None = None) -> dict[str, Any]:
     params = claim_params(ClaimRequest("w2", limit, 60.0, policy, None, None, ids=ids))
     params["shares"] = json.dumps(params["shares"])  # jsonb: the pool's codec is not here
+    params["blocked_keys"] = json.dumps(params["blocked_keys"])
     return params
 
 

@@ -239,7 +239,7 @@ class NewJob:
     # the database's clock; a time in the past means now. The start deadline counts from then.
     run_at: datetime | None = None
     delay_s: float = 0.0
-    concurrency_key: str | None = None  # capped by the tenant's max_running_per_key
+    concurrency_key: str | None = None  # held by the tenant's limits per key
     model_route: str | None = None  # the `[routes."ALIAS"]` submitted for, if any
 
     def queued(

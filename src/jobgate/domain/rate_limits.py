@@ -36,7 +36,7 @@ DEFAULT_OUTPUT_TOKENS = 256
 @dataclasses.dataclass(frozen=True, slots=True)
 class Bucket:
     provider: str
-    model: str  # PROVIDER_WIDE, or the model its own limits apply to
+    model: str  # PROVIDER_WIDE, the model its own limits apply to, or a concurrency key
     rpm: int = 0
     tpm: int = 0
 

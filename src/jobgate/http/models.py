@@ -148,8 +148,8 @@ class SubmitJobRequest(pydantic.BaseModel):
         default=None,
         min_length=1,
         max_length=ranges.MAX_CONCURRENCY_KEY_CHARS,
-        description="Jobs sharing a key (e.g. one end user) run at most the tenant's "
-        "max_running_per_key at once",
+        description="Jobs sharing a key (e.g. one end user) share the tenant's limits per key: "
+        "max_running_per_key, rpm_per_key and the daily budgets per key",
     )
 
     @pydantic.model_validator(mode="after")

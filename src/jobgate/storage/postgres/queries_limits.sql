@@ -74,7 +74,7 @@ SELECT tenant_id, sum(tokens)::bigint AS tokens
 -- name: usage_by_model_since
 -- Tokens billed per tenant, provider and model since a UTC midnight: completions minus
 -- refunds, in the ledger and in what retention rolled up (usage_daily's '' model is none).
-SELECT tenant_id, provider, model,
+SELECT tenant_id, NULL AS concurrency_key, provider, model,
        sum(input_tokens)::bigint AS input_tokens,
        sum(output_tokens)::bigint AS output_tokens,
        sum(cache_read_tokens)::bigint AS cache_read_tokens,
