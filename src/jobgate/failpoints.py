@@ -11,7 +11,9 @@ Points in the code: after_submit_commit_before_response, before_provider_call (t
 model), after_provider_response, before_finish_commit, after_finish_commit,
 after_webhook_sent_before_mark, role_run (tag: the role; each start of a supervised role),
 batch_chunk_jobs_stored (inside the transaction of each input chunk a batch expands, its jobs
-written and not yet its lines) and batch_chunk_committed (right after that transaction).
+written and not yet its lines), batch_chunk_committed (right after that transaction),
+provider_batch_intended (a native batch's part written, nothing sent) and
+provider_batch_created (its provider batch created, the id not yet recorded).
 """
 
 from __future__ import annotations
