@@ -173,3 +173,24 @@ async def test_a_queued_jobs_status_read_stays_one_statement(
     await held.limit(api, "acme", max_running=5)
     assert (await acme.read(job_id))["waiting"] is None
     assert len(extra) == 1
+
+
+async def test_a_page_of_jobs_reads_every_keys_rate_limit_at_once(
+    api: Api, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = await held.rpm_per_key(api, clock)
+    for key in ("user-7", "user-8", "user-9"):
+        await found.tenant.submit(concurrency_key=key)
+    storage = api.runtime.storage
+    reads: list[int] = []
+    read_waits = storage.rate_limit_waits
+
+    async def counted(**kwargs: Any) -> Any:
+        reads.append(len(kwargs["buckets"]))
+        return await read_waits(**kwargs)
+
+    monkeypatch.setattr(storage, "rate_limit_waits", counted)
+    page = (await api.http.get("/v1/jobs", headers=found.tenant.headers)).json()["data"]
+    held_by_rate = [job for job in page if (job["waiting"] or {}).get("reason") == "rate_limited"]
+    assert {job["id"] for job in held_by_rate} >= {found.job_id}
+    assert reads == [3]  # user-7, user-8, user-9: one read of their three buckets

@@ -12,7 +12,7 @@ for jobs that are queued.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 
@@ -115,6 +115,10 @@ class Waits:
                 for job_id, read in counted.items()
             }
         no_worker = await self._presence.missing(presence.WORKER)
+        key_waits = await self._key_waits(
+            ((job.tenant_id, job.concurrency_key) for job in queued if job.id in reads),
+            policy,
+        )
         found: dict[str, Waiting | None] = {}
         for job in queued:
             read = reads.get(job.id)
@@ -128,6 +132,7 @@ class Waits:
                 run_at=job.run_at,
                 read=read,
                 policy=policy,
+                key_waits=key_waits,
                 no_worker=no_worker,
                 position=read.queue_position,
                 exact=read.queue_position_exact,
@@ -149,6 +154,9 @@ class Waits:
             keys=policy.keys_limited, capped_tenants=capped, limit=MAX_GROUPS
         )
         no_worker = await self._presence.missing(presence.WORKER)
+        key_waits = await self._key_waits(
+            ((group.tenant_id, group.concurrency_key) for group in groups), policy
+        )
         counts = dict.fromkeys(waiting.REASONS, 0)
         for group in groups:
             facts = await self._facts(
@@ -159,6 +167,7 @@ class Waits:
                 run_at=group.run_at,
                 read=group,
                 policy=policy,
+                key_waits=key_waits,
                 no_worker=no_worker,
                 position=None,
                 exact=False,
@@ -182,6 +191,7 @@ class Waits:
         run_at: datetime,
         read: WaitRead | WaitGroup,
         policy: ClaimPolicy,
+        key_waits: Mapping[tuple[str, str], float],
         no_worker: str | None,
         position: int | None,
         exact: bool,
@@ -207,7 +217,7 @@ class Waits:
             breaker_open_until=breaker_until,
             rate_limited_s=await self._rate_wait_s(provider, model),
             provider_paused_s=provider_paused_s or 0.0,
-            key_rate_limited=await self._key_rate(tenant_id, key, share.rpm_per_key, read.now),
+            key_rate_limited=_key_rate(key_waits, tenant_id, key, share.rpm_per_key, now),
             tenant_cap=(
                 CapFact(read.running, share.max_running)
                 if read.running is not None and share.tenant_full(read.running)
@@ -232,18 +242,24 @@ class Waits:
         value = float(getattr(await self._jobs.limits.for_tenant(tenant_id), limit))
         return KeyLimitFact(key, limit, value, _next_midnight(now))
 
-    async def _key_rate(
-        self, tenant_id: str, key: str | None, rpm: int, now: datetime
-    ) -> KeyLimitFact | None:
-        """The key's rpm_per_key bucket, when it admits no start yet (no read without one)."""
-        if key is None or rpm <= 0:
-            return None
-        bucket = rate_rules.key_bucket(tenant_id, key, rpm)
-        waits = await self._storage.rate_limit_waits(buckets=[bucket], now=now)
-        wait_s = max(waits.values(), default=0.0)
-        if wait_s <= 0:
-            return None
-        return KeyLimitFact(key, "rpm_per_key", rpm, now.timestamp() + wait_s)
+    async def _key_waits(
+        self, pairs: Iterable[tuple[str, str | None]], policy: ClaimPolicy
+    ) -> dict[tuple[str, str], float]:
+        """Seconds until each (tenant, key) under rpm_per_key among `pairs` may start a job
+        (absent: it may now), from its shared bucket, all in one read (none without one)."""
+        buckets = {
+            (tenant_id, key): rate_rules.key_bucket(tenant_id, key, rpm)
+            for tenant_id, key in pairs
+            if key is not None and (rpm := policy.share(tenant_id).rpm_per_key) > 0
+        }
+        if not buckets:
+            return {}
+        waits = await self._storage.rate_limit_waits(buckets=list(buckets.values()))
+        return {
+            pair: waits[(bucket.provider, bucket.model)]
+            for pair, bucket in buckets.items()
+            if (bucket.provider, bucket.model) in waits
+        }
 
     async def _rate_wait_s(self, provider: str, model: str | None) -> float:
         """The shared buckets' wait for a job of `model` (0 without a rate limit: no read)."""
@@ -253,6 +269,16 @@ class Waits:
         except KeyError:
             return 0.0
         return await rate_limits.wait_of(self._storage, provider, config, model)
+
+
+def _key_rate(
+    waits: Mapping[tuple[str, str], float], tenant_id: str, key: str | None, rpm: int, now: float
+) -> KeyLimitFact | None:
+    """The key's rpm_per_key, when its bucket admits no start yet (`waits`: _key_waits)."""
+    wait_s = 0.0 if key is None else waits.get((tenant_id, key), 0.0)
+    if key is None or wait_s <= 0:
+        return None
+    return KeyLimitFact(key, "rpm_per_key", rpm, now + wait_s)
 
 
 def _next_midnight(now: datetime) -> float:
