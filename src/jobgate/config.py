@@ -101,6 +101,11 @@ class ProviderConfig(pydantic.BaseModel):
     # `openai` and `sim`, Messages for `anthropic`), or, for OpenAI-compatible servers that
     # have no Responses API, translated to Chat Completions.
     responses_api: Literal["native", "chat_completions"] = "native"
+    # An OpenAI-compatible server that continues a trailing assistant message of a Chat
+    # Completions body (vLLM's continue_final_message, llama.cpp, ...): a retry of a job that
+    # asked `"on_retry": "continue"` then goes on from its partial output. OpenAI's own API
+    # answers after such a message instead, so it stays false there. Anthropic always does.
+    assistant_prefill: bool = False
     concurrency: int = pydantic.Field(default=DEFAULT_PROVIDER_CONCURRENCY, gt=0)
     connect_timeout_s: float = pydantic.Field(default=10.0, gt=0)
     request_timeout_s: float = pydantic.Field(default=600.0, gt=0)
@@ -159,6 +164,11 @@ class ProviderConfig(pydantic.BaseModel):
     def _check_responses_api(self) -> ProviderConfig:
         if self.kind == "anthropic" and self.responses_api != "native":
             raise ValueError("responses_api: anthropic providers speak Messages (native) only")
+        if self.assistant_prefill and self.kind != "openai":
+            raise ValueError(
+                "assistant_prefill: only for kind openai (anthropic and sim always continue a "
+                "trailing assistant message)"
+            )
         return self
 
 

@@ -199,7 +199,7 @@ class FakeLog:
         self.arm_fails = False
 
     async def job_output_append(
-        self, *, lease: Lease, text: str, now: datetime | None = None
+        self, *, lease: Lease, text: str, continued_chars: int = 0, now: datetime | None = None
     ) -> OutputChunk:
         self.calls += 1
         if self.gate is not None:
@@ -207,7 +207,8 @@ class FakeLog:
         if self.fail_before:
             self.fail_before -= 1
             raise errors.StorageUnavailable("down")
-        chunk = OutputChunk(lease.job_id, len(self.chunks) + 1, 1, text, datetime.now())  # noqa: DTZ005
+        now = datetime.now()  # noqa: DTZ005
+        chunk = OutputChunk(lease.job_id, len(self.chunks) + 1, 1, text, now, continued_chars)
         self.chunks.append(chunk)
         if self.fail_after_commit:
             self.fail_after_commit -= 1
@@ -324,7 +325,7 @@ async def test_a_fenced_append_drops_the_buffer_and_tells_the_worker() -> None:
 
     class Fenced(FakeLog):
         async def job_output_append(
-            self, *, lease: Lease, text: str, now: datetime | None = None
+            self, *, lease: Lease, text: str, continued_chars: int = 0, now: datetime | None = None
         ) -> OutputChunk:
             self.calls += 1
             raise errors.LeaseLost(lease.job_id)
@@ -350,7 +351,7 @@ async def test_an_append_refused_for_good_is_not_retried() -> None:
 
     class Refusing(FakeLog):
         async def job_output_append(
-            self, *, lease: Lease, text: str, now: datetime | None = None
+            self, *, lease: Lease, text: str, continued_chars: int = 0, now: datetime | None = None
         ) -> OutputChunk:
             self.calls += 1
             raise errors.StorageError("postgres: CharacterNotInRepertoireError")

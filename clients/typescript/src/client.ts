@@ -319,7 +319,8 @@ export class JobGate {
    * iterator of deltas (`for await (const delta of client.stream(id))`). A dropped
    * connection is resumed where it broke (`starting_after` the last `seq` received), so no
    * text is lost or repeated. A delta with `reset` true starts a new attempt's text: discard
-   * what came before. A job submitted without `stream: true` gives its whole text as one
+   * what came before (or, with `continuedChars` n, keep its first n characters and skip the
+   * delta's first n, which repeat them). A job submitted without `stream: true` gives its whole text as one
    * delta when it finishes. Gives up after `maxReconnects` failures in a row.
    */
   async *stream(jobId: string, options: StreamOptions = {}): AsyncGenerator<OutputDelta, void, undefined> {
@@ -327,6 +328,7 @@ export class JobGate {
     const maxReconnects = options.maxReconnects ?? 8;
     let last = options.startingAfter ?? 0;
     let reset = false;
+    let continuedChars = 0; // of the reset: the new attempt repeats that much text first
     let done = false;
     for (;;) {
       let delayS: number | null = null;
@@ -345,13 +347,21 @@ export class JobGate {
           for await (const sse of readEvents(response.body, STREAM_IDLE_MS)) {
             if (sse.event === "output.reset") {
               reset = true;
+              const data = JSON.parse(sse.data) as { continued_chars?: unknown };
+              continuedChars = typeof data.continued_chars === "number" ? data.continued_chars : 0;
             } else if (sse.event === "output.delta") {
               const data = JSON.parse(sse.data) as { seq: number; text: string };
               if (data.seq > last) {
                 last = data.seq;
                 backoff.reset();
-                const delta: OutputDelta = { text: data.text, seq: data.seq, reset };
+                const delta: OutputDelta = {
+                  text: data.text,
+                  seq: data.seq,
+                  reset,
+                  continuedChars: reset ? continuedChars : 0,
+                };
                 reset = false;
+                continuedChars = 0;
                 yield delta;
               }
             } else if (sse.event.startsWith("job.")) {

@@ -99,11 +99,16 @@ export interface JobToken {
 }
 
 /** One piece of a job's output text. `reset`: a new attempt starts over, so discard the
- * text received so far before this one. */
+ * text received so far before this one. `continuedChars` (a reset delta only; else 0): the new
+ * attempt continues the text so far (`on_retry: "continue"`) and this delta begins with its
+ * first `continuedChars` characters again; replacing the text as for any reset gives the right
+ * text, and a display that keeps its text does
+ * `text = text.slice(0, n) + delta.text.slice(n)` instead. */
 export interface OutputDelta {
   text: string;
   seq: number;
   reset: boolean;
+  continuedChars: number;
 }
 
 /** Which jobs `list()` and `iterJobs()` answer: every filter given must hold. */

@@ -76,22 +76,31 @@ class EventReader:
 
 class OutputReader:
     """What `stream()` hands out of an SSE stream: each text delta once, past the cursor
-    `last`; an `output.reset` marks the next delta as a new attempt's start."""
+    `last`; an `output.reset` marks the next delta as a new attempt's start (with the
+    characters of the text so far it continues, `continued_chars`)."""
 
     def __init__(self, starting_after: int) -> None:
         self.last = starting_after
         self.reset = False
+        self.continued_chars = 0  # of the reset: the new attempt repeats that much text first
         self.done = False
 
     def read(self, sse: ServerSentEvent) -> OutputDelta | None:
         if sse.event == "output.reset":
             self.reset = True
+            continued = json.loads(sse.data).get("continued_chars")
+            self.continued_chars = continued if isinstance(continued, int) else 0
         elif sse.event == "output.delta":
             data = json.loads(sse.data)
             seq = int(data["seq"])
             if seq > self.last:
-                delta = OutputDelta(str(data["text"]), seq=seq, reset=self.reset)
-                self.last, self.reset = seq, False
+                delta = OutputDelta(
+                    str(data["text"]),
+                    seq=seq,
+                    reset=self.reset,
+                    continued_chars=self.continued_chars if self.reset else 0,
+                )
+                self.last, self.reset, self.continued_chars = seq, False, 0
                 return delta
         elif sse.event.startswith("job."):
             self.done = True

@@ -154,7 +154,9 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
         """Follow the job's output live (SSE) as its worker produces it, until the job is
         terminal; each item is a text delta (an `OutputDelta`, a str). A dropped stream is
         resumed where it broke (Last-Event-ID), so no text is lost or repeated. A delta with
-        `reset` True starts a new attempt's text: discard what came before. A job submitted
+        `reset` True starts a new attempt's text: discard what came before (or, with
+        `continued_chars` n, keep its first n characters and skip the delta's first n, which
+        repeat them: `text = text[:n] + delta[n:]`). A job submitted
         without `stream=True` gives its whole text as one delta when it finishes. Gives up
         after `max_reconnects` failures in a row."""
         return self._iterate(_steps.Run(self._plan_stream(job_id, starting_after, max_reconnects)))

@@ -256,14 +256,24 @@ def output_text(result: JSONObject | None) -> str | None:
 class OutputDelta(str):
     """A piece of a job's live output (`Client.stream`): the text itself, plus `seq` (its place
     in the job's output log) and `reset`: True on the first delta of a new attempt, whose text
-    replaces everything received before it (a retried or reclaimed job starts over)."""
+    replaces everything received before it (a retried or reclaimed job starts over).
 
-    __slots__ = ("reset", "seq")
+    `continued_chars` (on a reset delta only; else 0): the new attempt continues the text so
+    far (`on_retry="continue"`) and this delta begins with its first `continued_chars`
+    characters again. Replacing the text with the new attempt's, as for any reset, gives the
+    right text; a display that keeps its text keeps that many characters of it instead and
+    appends this delta from that point on: `text = text[:n] + delta[n:]`."""
+
+    __slots__ = ("continued_chars", "reset", "seq")
     seq: int
     reset: bool
+    continued_chars: int
 
-    def __new__(cls, text: str, *, seq: int, reset: bool = False) -> OutputDelta:
+    def __new__(
+        cls, text: str, *, seq: int, reset: bool = False, continued_chars: int = 0
+    ) -> OutputDelta:
         delta = super().__new__(cls, text)
         delta.seq = seq
         delta.reset = reset
+        delta.continued_chars = continued_chars
         return delta

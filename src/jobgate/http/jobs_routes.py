@@ -68,6 +68,7 @@ def submit_spec(
         execution_timeout_s=payload.execution_timeout_s,
         stream=payload.stream,
         stall_timeout_s=payload.stall_timeout_s,
+        on_retry=payload.on_retry,
         run_at=payload.run_at,
         delay_s=payload.delay_s,
         concurrency_key=payload.concurrency_key,

@@ -42,6 +42,14 @@ class SimDirectives(pydantic.BaseModel):
     outcome: Literal["completed", "failed", "rejected", "incomplete", "never"] | None = None
     webhooks: Literal["send", "none", "duplicate", "out_of_order", "early"] | None = None
     cancel: Literal["supported", "unsupported"] | None = None
+    cut_at: float | None = pydantic.Field(
+        default=None,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Where a stream_* fault cuts a streamed answer, as a fraction of its "
+        "deltas (default 0.5)",
+    )
     tool_calls: int | None = pydantic.Field(
         default=None,
         ge=0,
@@ -128,6 +136,13 @@ class SubmitJobRequest(pydantic.BaseModel):
         allow_inf_nan=False,
         description="A streamed answer silent this long ends the attempt as a retryable "
         "timeout (`stream_stalled`); default JOBGATE_STALL_TIMEOUT_S (120)",
+    )
+    on_retry: Literal["continue", "restart"] | None = pydantic.Field(
+        default=None,
+        description="Streaming chat, Responses and Messages jobs: `continue` makes a retried "
+        "attempt go on from the partial output already streamed, where the provider takes an "
+        "assistant prefix (else it starts over, `output.reset`); `restart` (default) starts "
+        "over",
     )
     run_at: float | None = pydantic.Field(
         default=None,

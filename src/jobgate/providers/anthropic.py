@@ -106,6 +106,10 @@ class AnthropicProvider:
     def streams(self, endpoint: str) -> bool:
         return endpoint == MESSAGES
 
+    def prefills(self, endpoint: str) -> bool:
+        """Messages continues a trailing assistant turn (prefill) that ends in no whitespace."""
+        return endpoint == MESSAGES
+
     async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
         """`call`, handing each text delta of the Messages stream on (live output)."""
         return await self._messages(call, on_delta)

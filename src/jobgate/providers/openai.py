@@ -134,6 +134,11 @@ class OpenAIProvider:
     def streams(self, endpoint: str) -> bool:
         return endpoint in (CHAT_COMPLETIONS, RESPONSES) and not self.runs_in_background(endpoint)
 
+    def prefills(self, endpoint: str) -> bool:
+        """A trailing assistant message is continued only where the configuration says the
+        server does so (`assistant_prefill`), and only on Chat Completions."""
+        return self._config.assistant_prefill and endpoint == CHAT_COMPLETIONS
+
     async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
         """`call` with `stream: true`, handing each text delta on as it arrives."""
         if call.endpoint == CHAT_COMPLETIONS:

@@ -142,6 +142,10 @@ class SimProvider:
     def streams(self, endpoint: str) -> bool:
         return endpoint in self.endpoints
 
+    def prefills(self, endpoint: str) -> bool:
+        """A trailing assistant message of a chat body is continued (simulator.model)."""
+        return endpoint == CHAT_COMPLETIONS
+
     async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
         """`call`, streamed (live output streaming): the answer arrives as `sim.chunks` deltas
         spread evenly over `sim.latency_s` (one `latency_s / chunks` sleep before each), then
@@ -169,7 +173,7 @@ class SimProvider:
             text = output_text(preview)
         pause_s = plan.latency_s / plan.chunks
         for index, piece in enumerate(split_evenly(text, plan.chunks)):
-            if mid_stream is not None and index == plan.chunks // 2:
+            if mid_stream is not None and index == plan.cut_index(plan.chunks):
                 await self._stream_fault(mid_stream, plan, call)
             if pause_s:
                 await clock.sleep(pause_s)

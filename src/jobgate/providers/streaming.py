@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
+from jobgate.domain import on_retry
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult
 
 DeltaSink = Callable[[str], Awaitable[None]]
@@ -19,7 +20,7 @@ DeltaSink = Callable[[str], Awaitable[None]]
 STALL_TIMEOUT = "stall_timeout_s"
 # Members of a job's stored body that ask jobgate for a stream; never sent to a provider as
 # they are (a streaming adapter sets its own).
-STREAM_MEMBERS = frozenset({"stream", "stream_options", STALL_TIMEOUT})
+STREAM_MEMBERS = frozenset({"stream", "stream_options", STALL_TIMEOUT, on_retry.ON_RETRY})
 
 
 @runtime_checkable
@@ -32,6 +33,23 @@ class StreamingProvider(Protocol):
         """Like Provider.call, handing output text to `on_delta` as it arrives (in order,
         never twice). Raises only classified errors.ProviderError; cancellable."""
         ...
+
+
+@runtime_checkable
+class PrefillingProvider(Protocol):
+    def prefills(self, endpoint: str) -> bool:
+        """Whether this provider continues a trailing assistant message of a body for
+        `endpoint` (an assistant prefix) instead of answering after it."""
+        ...
+
+
+def prefills(provider: object, endpoint: str) -> bool:
+    """Whether `provider` takes an assistant prefix on `endpoint` (continue on retry)."""
+    return (
+        endpoint in on_retry.PREFIX_ENDPOINTS
+        and isinstance(provider, PrefillingProvider)
+        and provider.prefills(endpoint)
+    )
 
 
 def streaming_for(provider: object, endpoint: str) -> StreamingProvider | None:

@@ -16,7 +16,7 @@ from jobgate import errors, metrics, tracing
 from jobgate.clock import Clock, from_unix
 from jobgate.config import Settings
 from jobgate.domain import events as domain_events
-from jobgate.domain import idempotency, job_search, ranges
+from jobgate.domain import idempotency, job_search, on_retry, ranges
 from jobgate.domain import limits as limit_rules
 from jobgate.domain.job import Job, JobEvent, NewJob, fast_init, new_job_of
 from jobgate.domain.job_search import JobSearch
@@ -68,6 +68,7 @@ class SubmitSpec:
     id_prefix: str = "job"
     stream: bool = False  # live output: the worker streams the call into the output log
     stall_timeout_s: float | None = None  # None: the setting (JOBGATE_STALL_TIMEOUT_S)
+    on_retry: str | None = None  # "continue" | "restart" (None: restart); streaming jobs only
     # body and metadata already passed ranges.check_json (the HTTP layer's strict parse of
     # the whole request): prepare does not walk them again.
     json_checked: bool = False
@@ -273,6 +274,8 @@ class JobService:
             body = {**body, "stream": True}  # kept with the job: the worker reads it there
         if spec.stall_timeout_s is not None:
             body = {**body, streaming.STALL_TIMEOUT: spec.stall_timeout_s}  # read there too
+        if spec.on_retry == on_retry.CONTINUE:
+            body = {**body, on_retry.ON_RETRY: spec.on_retry}  # the worker reads it there
         return new_job_of(  # NewJob(...)'s fields by position, in order
             self.ids.new(spec.id_prefix) if job_id is None else job_id,  # id
             tenant_id,
@@ -553,6 +556,7 @@ def _check_ranges(spec: SubmitSpec) -> None:
         and spec.delay_s is None
         and spec.concurrency_key is None
         and spec.stall_timeout_s is None
+        and spec.on_retry is None
     ):
         _check_numbers(spec)
     if not spec.json_checked:
@@ -566,6 +570,7 @@ def _check_numbers(spec: SubmitSpec) -> None:
     ranges.check_schedule(spec.run_at, spec.delay_s)
     ranges.check_concurrency_key(spec.concurrency_key)
     ranges.check_stall_timeout(spec.stall_timeout_s)
+    on_retry.check_option(spec.on_retry, stream=spec.stream, endpoint=spec.endpoint)
     if (
         spec.priority is not None
         and not ranges.PRIORITY_MIN <= spec.priority <= ranges.PRIORITY_MAX

@@ -1,16 +1,18 @@
 """Live output streaming, reader side (native API): a job's output deltas from its durable
 output log as they are appended, then one terminal event, from any API process.
 
-A reader follows the job's feed (services.live_feeds: one per job and process, shared by
-every reader of it) and sends only what comes after the client's last sequence number. The
-feed reads the job before the chunks (the worker writes every chunk before the verdict), so a
-terminal snapshot's chunks are complete. A chunk of a new generation (a reclaimed or retried
-attempt) is announced by a reset event first: the text so far is void. So is a finished job
-whose last attempt wrote no chunk (its answer was empty): the reset comes before the terminal
-event, with the answer's text if any. A finished job whose log is empty (a job that did not
-ask for live output, or whose log was dropped) yields its whole text as one delta. A stream
-the server cannot carry on (storage failing for this reader, a feed's defect) ends after a
-whole event: the client resumes with Last-Event-ID.
+A reader follows the job's feed (services.live_feeds: one per job and process, shared by every
+reader of it) and sends only what comes after the client's last sequence number. The feed reads
+the job before the chunks (the worker writes every chunk before the verdict), so a terminal
+snapshot's chunks are complete. A chunk of a new generation (a reclaimed or retried attempt) is
+announced by a reset event first: the text so far is void, but for its first `continued_chars`
+characters when the new attempt continues it (`"on_retry": "continue"`: its log repeats them
+first, so a client that keeps them skips as many of the deltas). So is a finished job whose
+last attempt wrote no chunk (its answer was empty): the reset comes before the terminal event,
+with the answer's text if any. A finished job whose log is empty (a job that did not ask for
+live output, or whose log was dropped) yields its whole text as one delta. A stream the server
+cannot carry on (storage failing for this reader, a feed's defect) ends after a whole event:
+the client resumes with Last-Event-ID.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from jobgate.domain.job import Job
 from jobgate.providers.streaming import output_text
 from jobgate.services import live_feeds
 from jobgate.services.jobs import JobService
+from jobgate.storage.records import OutputChunk
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +88,7 @@ async def _follow(
         async for chunks in feed.chunks_after(snapshot, last):
             for chunk in chunks:
                 if generation is not None and chunk.generation != generation:
-                    yield FeedEvent(RESET, {"seq": chunk.seq, "generation": chunk.generation})
+                    yield FeedEvent(RESET, _reset_of(chunk))
                 generation = chunk.generation
                 last = chunk.seq
                 yield FeedEvent(DELTA, {"seq": chunk.seq, "text": chunk.text}, chunk.seq)
@@ -104,6 +107,15 @@ async def _follow(
                     yield FeedEvent(DELTA, {"seq": last + 1, "text": text})
             yield terminal_event(job)
             return
+
+
+def _reset_of(chunk: OutputChunk) -> dict[str, Any]:
+    """The reset before `chunk`, the first of a new generation; `continued_chars` when that
+    generation goes on from the previous one's text (continue on retry)."""
+    data: dict[str, Any] = {"seq": chunk.seq, "generation": chunk.generation}
+    if chunk.continued_chars:
+        data["continued_chars"] = chunk.continued_chars
+    return data
 
 
 def terminal_event(job: Job) -> FeedEvent:

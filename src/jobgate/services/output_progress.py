@@ -23,7 +23,8 @@ async def streamed_so_far(storage: OutputStreamStore, job: Job) -> Streamed | No
     """The running streaming job's output so far; None for any other job."""
     if job.state is not JobState.RUNNING or not wants_stream(job):
         return None
-    # Only the current attempt's output: a new attempt starts over (output.reset).
+    # Only the current attempt's output: a new attempt starts over (output.reset), or, when
+    # it continues the partial output, repeats it first (its log is the whole answer so far).
     chars = await storage.job_output_chars(job_id=job.id, generation=job.run_count)
     tokens, fraction = progress.streamed(chars, progress.output_cap(job.request))
     return Streamed(tokens, fraction)

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 from collections.abc import Awaitable, Callable
 
 from jobgate import errors, metrics
 from jobgate.clock import Clock
+from jobgate.domain import on_retry
 from jobgate.domain.job import Job, Lease
 from jobgate.providers import streaming
-from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult
+from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult, Usage
 from jobgate.storage.protocol import OutputStreamStore
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ BATCH_BYTES = 4096
 MAX_BUFFER_BYTES = 256 * 1024
 PROGRESS_EVERY_S = 1.0
 _RETRY_MAX_S = 1.0
+_READ_PAGE = 1000
 
 
 def wants_stream(job: Job) -> bool:
@@ -45,16 +48,18 @@ def wants_stream(job: Job) -> bool:
 
 
 def provider_body(job: Job) -> JSONObject:
-    """The body the provider gets: the stored one without jobgate's stream request and stall
-    timeout (a streaming adapter asks its provider for a stream its own way)."""
+    """The body the provider gets: the stored one without jobgate's stream request, stall
+    timeout and retry choice (a streaming adapter asks its provider for a stream its own way)."""
     body = job.request or {}
-    if "stream" in body or streaming.STALL_TIMEOUT in body:
+    if "stream" in body or streaming.STALL_TIMEOUT in body or on_retry.ON_RETRY in body:
         return streaming.without_stream_members(body)
     return body
 
 
 class OutputBatcher:
-    """Collects one job attempt's deltas and appends them in batches, fenced on its lease."""
+    """Collects one job attempt's deltas and appends them in batches, fenced on its lease; an
+    attempt that continues the previous one's output (`continued_chars` > 0) says so on its
+    first chunk."""
 
     def __init__(
         self,
@@ -63,6 +68,7 @@ class OutputBatcher:
         *,
         generation: int,
         clock: Clock,
+        continued_chars: int = 0,
         on_fenced: Callable[[], Awaitable[None]],
         on_failed: Callable[[errors.StorageError], None],
         max_delay_s: float = MAX_DELAY_S,
@@ -73,6 +79,8 @@ class OutputBatcher:
         self._storage = storage
         self._lease = lease
         self._generation = generation
+        # The first chunk repeats this many characters of the previous attempt's output.
+        self._continued_chars = continued_chars
         self._clock = clock
         self._on_fenced = on_fenced
         self._on_failed = on_failed
@@ -161,7 +169,9 @@ class OutputBatcher:
         delay_s = 0.05
         while True:
             try:
-                chunk = await self._storage.job_output_append(lease=self._lease, text=text)
+                chunk = await self._storage.job_output_append(
+                    lease=self._lease, text=text, continued_chars=self._continued_chars
+                )
                 break
             except errors.LeaseLost:
                 self._stop()
@@ -190,6 +200,7 @@ class OutputBatcher:
                 return
         if chunk is not None:
             self._last_seq = chunk.seq
+        self._continued_chars = 0  # said once, by the first chunk
         self.appends += 1
         metrics.OUTPUT_CHUNKS.inc()
         del self._pending[:count]
@@ -232,22 +243,83 @@ class OutputBatcher:
         self._drained.set()
 
 
+async def continuing_prefix(storage: OutputStreamStore, job: Job, provider: Provider) -> str:
+    """The assistant prefix a retried attempt sends (domain.continuation): the latest earlier
+    attempt's text, kept. Empty, so the attempt starts over (`output.reset`), for a first
+    attempt, a job that restarts its retries, a provider that takes no prefix on the job's
+    endpoint, or an output log that cannot be read now (starting over is always correct)."""
+    if (
+        job.run_count <= 1
+        or not on_retry.wants_continue(job.request)
+        or not streaming.prefills(provider, job.endpoint)
+    ):
+        return ""
+    try:
+        partial = await latest_text(storage, job_id=job.id, before=job.run_count)
+    except errors.StorageError as exc:
+        log.warning(
+            "partial output unreadable; the attempt starts over: %s",
+            type(exc).__name__,
+            extra={"job_id": job.id},
+        )
+        return ""
+    return on_retry.kept_prefix(partial)
+
+
+async def latest_text(storage: OutputStreamStore, *, job_id: str, before: int) -> str:
+    """The text of the latest generation below `before` in the job's output log."""
+    generation = 0
+    pieces: list[str] = []
+    after = 0
+    while True:
+        chunks = await storage.job_output_read(job_id=job_id, after_seq=after, limit=_READ_PAGE)
+        for chunk in chunks:
+            if chunk.generation >= before:
+                return "".join(pieces)
+            if chunk.generation != generation:
+                generation, pieces = chunk.generation, []
+            pieces.append(chunk.text)
+        if len(chunks) < _READ_PAGE:
+            return "".join(pieces)
+        after = chunks[-1].seq
+
+
 async def call_streaming(
     provider: Provider,
     call: ProviderCall,
     batcher: OutputBatcher,
+    *,
+    prefix: str = "",
 ) -> ProviderResult:
     """Run `call` in streaming mode where the provider can, appending its deltas through
     `batcher`; a provider that cannot stream gives its whole text as one delta at the end.
-    The deltas are all written before this returns (or the lease was lost)."""
+    The deltas are all written before this returns or raises a provider's error (or the lease
+    was lost). With a `prefix`
+    (continue on retry) the provider is asked to continue it, the log starts with it, the
+    answer's text is the prefix and the continuation, and its usage adds the cut attempt's
+    (domain.on_retry.cut_attempt_usage)."""
+    if prefix:
+        call = dataclasses.replace(call, body=on_retry.with_prefix(call.body, prefix))
+        await batcher.add(prefix)
     streamer = streaming.streaming_for(provider, call.endpoint)
     try:
-        if streamer is not None:
-            result = await streamer.stream(call, batcher.add)
-        else:
-            result = await provider.call(call)
-            await batcher.add(streaming.output_text(result.body))
+        try:
+            if streamer is not None:
+                result = await streamer.stream(call, batcher.add)
+            else:
+                result = await provider.call(call)
+                await batcher.add(streaming.output_text(result.body))
+        except errors.ProviderError:
+            # What arrived before the provider failed is written all the same: it is the
+            # partial output a continuing retry goes on from.
+            await batcher.close()
+            raise
         await batcher.close()
     finally:
         await batcher.aclose_quietly()
-    return result
+    if not prefix:
+        return result
+    cut = Usage(*on_retry.cut_attempt_usage(result.usage.input_tokens, prefix))
+    return dataclasses.replace(
+        result, body=on_retry.joined(result.body, prefix), usage=result.usage + cut
+    )

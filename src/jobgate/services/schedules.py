@@ -32,7 +32,7 @@ FIRE_CONCURRENCY = 32  # slots submitted at once (concurrent submits share commi
 MAX_CRON_CHARS = 100
 _TEMPLATE_FIELDS = frozenset({
     "endpoint", "body", "provider", "metadata", "webhook", "priority", "max_attempts",
-    "start_timeout_s", "execution_timeout_s", "concurrency_key", "stream",
+    "start_timeout_s", "execution_timeout_s", "concurrency_key", "stream", "on_retry",
 })  # fmt: skip
 
 

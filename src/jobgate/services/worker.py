@@ -646,15 +646,24 @@ class Worker:
         """The call; for a job that asked for live output, streamed into its output log."""
         if not output_stream.wants_stream(entry.job):
             return provider.call(call)
+        return self._streamed(provider, call, entry)
+
+    async def _streamed(
+        self, provider: Provider, call: ProviderCall, entry: InFlight
+    ) -> ProviderResult:
+        """The call streamed into the job's output log; a retry of a job that continues its
+        retries goes on from the partial output where the provider takes a prefix."""
+        prefix = await output_stream.continuing_prefix(self._storage, entry.job, provider)
         batcher = output_stream.OutputBatcher(
             self._storage,
             entry.lease,
             generation=entry.job.run_count,
             clock=self._clock,
+            continued_chars=len(prefix),
             on_fenced=lambda: self._output_fenced(entry),
             on_failed=lambda _: entry.stop(ABORT_OUTPUT_NOT_STORED),
         )
-        return output_stream.call_streaming(provider, call, batcher)
+        return await output_stream.call_streaming(provider, call, batcher, prefix=prefix)
 
     async def _output_fenced(self, entry: InFlight) -> None:
         """An output append was fenced off: the lease is gone, or the job was purged (deleted

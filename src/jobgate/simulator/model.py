@@ -8,7 +8,7 @@ body they send stays valid for the real providers):
 - `fail_with`: `rate_limit`, `quota` (out of quota / over a spend limit: a 429 that is
   billing), `server_error`, `overloaded`, `invalid_request`, `hang` (never answer), `drop`
   (accept the request, then close the connection without an answer); or, inside a streamed
-  answer (a 200 first, the fault halfway through its text, in the provider's exact shape:
+  answer (a 200 first, the fault `cut_at` through its text, in the provider's exact shape:
   simulator.stream_faults), `stream_rate_limit`, `stream_server_error`, `stream_overloaded`,
   `stream_quota`, `stream_stall` (nothing more is sent); a request that does not stream gets
   the same fault as an HTTP answer;
@@ -19,6 +19,11 @@ body they send stays valid for the real providers):
 - `webhooks`: `send` (default), `none` (lost), `duplicate`, `out_of_order` (a stale
   contradicting event after the real one), `early` (the event before the create's answer);
 - `cancel`: `supported` (default) or `unsupported` (the provider has no cancel endpoint);
+- `cut_at`: where in a streamed answer's text a stream fault comes, as a fraction of its
+  deltas (default 0.5, above 0 and below 1);
+- a trailing assistant message is a prefix to continue (Anthropic prefill, and OpenAI-compatible
+  servers that take one): the answer is the rest of what the model would have said after it
+  (the whole answer when it does not start with it);
 - `chunks`: in how many deltas a streamed answer arrives, spread evenly over `latency_s`
   (default 10, at most MAX_CHUNKS);
 - `progress`: `true` makes a running background response carry a `progress` fraction that
@@ -63,6 +68,7 @@ _FIELDS = frozenset(
         "progress",
         "tool_calls",
         "expires_after_s",
+        "cut_at",
     }
 )
 DEFAULT_CHUNKS = 10
@@ -85,6 +91,11 @@ class Directives:
     # A batch's requests not finished this long after its creation expire (None: the
     # provider's 24 hours); with `latency_s` spread over the requests, a batch expires part done.
     expires_after_s: float | None = None
+    cut_at: float = 0.5  # a stream fault comes after this fraction of the deltas
+
+    def cut_index(self, deltas: int) -> int:
+        """The index of the delta a stream fault replaces, of `deltas`."""
+        return int(deltas * self.cut_at)
 
     def fails_on(self, call_number: int) -> bool:
         """Whether the `call_number`-th call (1-based) fails."""
@@ -143,6 +154,11 @@ def directives(body: JSONObject) -> Directives:
     expires_after = raw.get("expires_after_s")
     if expires_after is not None:
         expires_after = _number(raw, "expires_after_s", 0.0)
+    cut_at = raw.get("cut_at", 0.5)
+    if isinstance(cut_at, bool) or not isinstance(cut_at, int | float) or not 0 < cut_at < 1:
+        raise errors.InvalidRequest(
+            "body.sim.cut_at must be a number above 0 and below 1", param="body.sim.cut_at"
+        )
     return Directives(
         latency,
         fail_with,
@@ -155,6 +171,7 @@ def directives(body: JSONObject) -> Directives:
         progress=progress,
         tool_calls=tool_calls,
         expires_after_s=expires_after,
+        cut_at=float(cut_at),
     )
 
 
@@ -240,6 +257,16 @@ def echo_reply(prompt: str) -> str:
     return f"echo: {prompt}"
 
 
+def continued(reply: str, messages: Any) -> str:
+    """What is left of `reply` after a trailing assistant message (a prefix to continue):
+    the rest when the reply starts with it, else the whole reply."""
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        return reply
+    prefix = message_text(last.get("content"))
+    return reply[len(prefix) :] if prefix and reply.startswith(prefix) else reply
+
+
 def chat_completion(body: JSONObject, *, created: int) -> JSONObject:
     """A `chat.completion` object answering the last user message (OpenAI's published shape)."""
     messages = body.get("messages") or []
@@ -251,7 +278,7 @@ def chat_completion(body: JSONObject, *, created: int) -> JSONObject:
             prompt_tokens += count_tokens(text)
             if prompt is None and message.get("role") == "user":
                 prompt = text
-    reply = echo_reply(prompt or "")
+    reply = continued(echo_reply(prompt or ""), messages)
     completion_tokens = count_tokens(reply)
     return {
         # Unique, not secret: a PRNG's bits (a system call per answer costs more than the

@@ -31,7 +31,7 @@ def chat_stream(
     """A `chat.completion` as `chat.completion.chunk` events, then `[DONE]`: every choice's
     deltas by its `index` (with their tokens' logprobs when asked), the usage chunk (empty
     `choices`) only with `stream_options.include_usage`, as OpenAI does. A `fault` is reported
-    halfway through the text (simulator.stream_faults)."""
+    `sim.cut_at` through the text (simulator.stream_faults)."""
     base = {
         "id": completion["id"],
         "object": "chat.completion.chunk",
@@ -74,7 +74,7 @@ def chat_stream(
     failure = None
     if fault is not None and fault != stream_faults.STALL:
         failure = _data(stream_faults.chat_error(fault, completion["model"], plan.retry_after_s))
-    return _stream(frames, len(head), len(deltas), plan.latency_s, drop, fault, failure)
+    return _stream(frames, len(head), len(deltas), plan, drop, fault, failure)
 
 
 def _tool_call_deltas(index: int, call: JSONObject) -> list[list[JSONObject]]:
@@ -90,7 +90,7 @@ def responses_stream(
     final: JSONObject, plan: Directives, *, drop: bool, fault: str | None = None
 ) -> Stream:
     """A finished `response` as Responses stream events, numbered by `sequence_number`; a
-    `fault` is reported halfway through the text (simulator.stream_faults)."""
+    `fault` is reported `sim.cut_at` through the text (simulator.stream_faults)."""
     in_progress = {**final, "status": "in_progress", "output": [], "usage": None,
                    "completed_at": None, "incomplete_details": None, "error": None}  # fmt: skip
     head: list[JSONObject] = [
@@ -147,7 +147,7 @@ def responses_stream(
         reported = stream_faults.responses_error(fault, final["model"], plan.retry_after_s)
         number = len(head) + len(deltas) // 2  # numbered where it stands in the stream
         failure = _event("error", {**reported, "sequence_number": number})
-    return _stream(frames, len(head), len(deltas), plan.latency_s, drop, fault, failure)
+    return _stream(frames, len(head), len(deltas), plan, drop, fault, failure)
 
 
 def _function_call_events(index: int, item: JSONObject) -> list[JSONObject]:
@@ -169,8 +169,8 @@ def messages_stream(
     fault: str | None = None,
     now_s: float = 0.0,
 ) -> Stream:
-    """An Anthropic `message` as Messages stream events; a `fault` is reported halfway
-    through the text (simulator.stream_faults)."""
+    """An Anthropic `message` as Messages stream events; a `fault` is reported
+    `sim.cut_at` through the text (simulator.stream_faults)."""
     events = wire.anthropic_stream_events(message, chunks=plan.chunks)
     texts = [
         i for i, event in enumerate(events) if event.get("delta", {}).get("type") == "text_delta"
@@ -182,7 +182,7 @@ def messages_stream(
         headers = stream_faults.messages_headers(fault, plan.retry_after_s, now_s)
         if fault != stream_faults.STALL:
             failure = _event("error", stream_faults.messages_error(fault))
-    return _stream(frames, head, deltas, plan.latency_s, drop, fault, failure, headers)
+    return _stream(frames, head, deltas, plan, drop, fault, failure, headers)
 
 
 def _data(event: JSONObject) -> bytes:
@@ -197,13 +197,14 @@ def _stream(
     frames: list[bytes],
     head: int,
     deltas: int,
-    latency_s: float,
+    plan: Directives,
     drop: bool,
     fault: str | None = None,
     failure: bytes | None = None,
     headers: dict[str, str] | None = None,
 ) -> Stream:
-    paced = _paced(frames, head, deltas, latency_s, drop, fault, failure)
+    cut = head + plan.cut_index(deltas)
+    paced = _paced(frames, head, deltas, plan.latency_s, drop, fault, failure, cut)
     return Stream(200, paced, {**SSE_HEADERS, **(headers or {})})
 
 
@@ -215,10 +216,12 @@ async def _paced(
     drop: bool,
     fault: str | None,
     failure: bytes | None,
+    cut: int,
 ) -> AsyncIterator[bytes]:
     """The frames, pausing `latency_s / deltas` before each of the delta frames
     `frames[head:head + deltas]`; with `drop`, the connection breaks halfway through; with a
-    `fault`, halfway through the deltas comes its `failure` frame and the end of the answer,
+    `fault`, at frame `cut` (`sim.cut_at` of the deltas, default half) comes its `failure`
+    frame and the end of the answer,
     or (a stall) nothing more."""
     pause_s = latency_s / deltas if deltas else 0.0
     if not deltas and latency_s:
@@ -226,7 +229,7 @@ async def _paced(
     for index, frame in enumerate(frames):
         if drop and index == len(frames) // 2:
             raise ConnectionAbortedError("simulated drop in the middle of a stream")
-        if fault is not None and index == head + deltas // 2:
+        if fault is not None and index == cut:
             yield STALL if failure is None else failure
             return
         if head <= index < head + deltas and pause_s:

@@ -313,6 +313,10 @@ def validate_messages(body: JSONObject) -> str | None:
         return "messages: Field required"
     if any(not isinstance(m, dict) or m.get("role") not in ("user", "assistant") for m in messages):
         return "messages: each message needs a role of user or assistant"
+    prefill = _content_text(messages[-1].get("content"))
+    if messages[-1]["role"] == "assistant" and prefill != prefill.rstrip():
+        # A trailing assistant turn is a prefill to continue: Anthropic refuses trailing space.
+        return "messages: final assistant content cannot end with trailing whitespace"
     return None
 
 
@@ -347,7 +351,7 @@ def anthropic_message(
     """A complete Anthropic `message` answering the last user turn; `tool_calls` tool_use
     blocks follow the text (stop reason `tool_use`)."""
     prompt, input_tokens = _anthropic_prompt(body)
-    reply = model.echo_reply(prompt)
+    reply = model.continued(model.echo_reply(prompt), body.get("messages"))
     message_id = message_id or new_id("msg_")
     content: list[JSONObject] = [{"type": "text", "text": reply, "citations": None}]
     content += [

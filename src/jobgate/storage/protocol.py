@@ -474,10 +474,12 @@ class OutputStreamStore(Protocol):
     number while the job runs and after it finished."""
 
     async def job_output_append(
-        self, *, lease: Lease, text: str, now: datetime | None = None
+        self, *, lease: Lease, text: str, continued_chars: int = 0, now: datetime | None = None
     ) -> OutputChunk:
         """Append `text` as the job's next chunk, fenced on the lease (the job must be running
-        under this token): zero rows raises errors.LeaseLost and stores nothing. Not
+        under this token): zero rows raises errors.LeaseLost and stores nothing.
+        `continued_chars` (> 0 only on an attempt's first chunk): the attempt continues the
+        previous one's output and `text` begins with that many characters of it. Not
         idempotent: a retry after an unknown outcome may store the text twice, so callers
         retry only errors raised before the statement ran. Wakes the job's stream readers in
         every process (NOTIFY on PostgreSQL; in-process and data_version polling on SQLite)."""

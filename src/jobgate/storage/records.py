@@ -294,6 +294,9 @@ class OutputChunk:
     generation: int
     text: str
     created_at: datetime
+    # On the first chunk of an attempt that continues the previous one's output: how many
+    # characters of that output `text` repeats first (0: the attempt started over).
+    continued_chars: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

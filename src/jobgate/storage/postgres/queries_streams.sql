@@ -6,21 +6,21 @@
 -- the job was purged: its output never outlives the purge).
 WITH clock AS (SELECT coalesce(:now::timestamptz, now()) AS now),
 appended AS (
-    INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at)
+    INSERT INTO job_output_chunks (job_id, seq, generation, text, continued_chars, created_at)
     SELECT j.id,
            coalesce((SELECT max(c.seq) FROM job_output_chunks AS c WHERE c.job_id = j.id), 0) + 1,
-           j.run_count, :text::text, clock.now
+           j.run_count, :text::text, :continued_chars::integer, clock.now
       FROM jobs AS j, clock
      WHERE j.id = :job_id AND j.lease_token = :lease_token AND j.state = 'running'
        AND j.purged_at IS NULL
        FOR SHARE OF j  -- wait for a concurrent reclaim and re-check the fence after it
-    RETURNING job_id, seq, generation, text, created_at
+    RETURNING job_id, seq, generation, text, continued_chars, created_at
 )
 SELECT a.*, pg_notify('jobgate', 's:' || a.job_id) AS notified FROM appended AS a
 
 -- name: job_output_read
 -- A job's chunks after a sequence number, in order.
-SELECT job_id, seq, generation, text, created_at
+SELECT job_id, seq, generation, text, continued_chars, created_at
   FROM job_output_chunks
  WHERE job_id = :job_id AND seq > :after_seq
  ORDER BY seq

@@ -3,18 +3,18 @@
 -- name: job_output_append
 -- Append one chunk to the output of the attempt holding this lease (no row when fenced off:
 -- the lease is gone, or the job was purged, whose output must never outlive it).
-INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at)
+INSERT INTO job_output_chunks (job_id, seq, generation, text, continued_chars, created_at)
 SELECT j.id,
        coalesce((SELECT max(c.seq) FROM job_output_chunks AS c WHERE c.job_id = j.id), 0) + 1,
-       j.run_count, :text, :now
+       j.run_count, :text, :continued_chars, :now
   FROM jobs AS j
  WHERE j.id = :job_id AND j.lease_token = :lease_token AND j.state = 'running'
    AND j.purged_at IS NULL
-RETURNING job_id, seq, generation, text, created_at
+RETURNING job_id, seq, generation, text, continued_chars, created_at
 
 -- name: job_output_read
 -- A job's chunks after a sequence number, in order.
-SELECT job_id, seq, generation, text, created_at
+SELECT job_id, seq, generation, text, continued_chars, created_at
   FROM job_output_chunks
  WHERE job_id = :job_id AND seq > :after_seq
  ORDER BY seq

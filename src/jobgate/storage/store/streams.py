@@ -17,13 +17,14 @@ from jobgate.storage.records import OutputChunk
 
 class StreamQueries(SqlPart):
     async def job_output_append(
-        self, *, lease: Lease, text: str, now: datetime | None = None
+        self, *, lease: Lease, text: str, continued_chars: int = 0, now: datetime | None = None
     ) -> OutputChunk:
         row = await self._sql.write_one(
             "job_output_append",
             job_id=lease.job_id,
             lease_token=lease.token,
             text=text_escape.escape(text),
+            continued_chars=continued_chars,
             now=self._sql.codec.now(now),
         )
         if row is None:
