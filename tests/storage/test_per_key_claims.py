@@ -10,7 +10,9 @@ from datetime import timedelta
 
 import pytest
 
+from jobgate.config import Settings
 from jobgate.domain import rate_limits
+from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, Tenant, TenantShare
 from jobgate.testing import FakeClock
@@ -156,3 +158,28 @@ async def test_claims_by_id_apply_the_rate_and_the_budgets_per_key(
     assert [keyed[j.id] for j in later.claimed] == ["u1"]
     # A claim by id and a claim of the queue take from the same bucket.
     assert await claimed(storage, clock, policy) == []
+
+
+async def test_the_buckets_of_keys_idle_for_a_minute_are_forgotten(
+    storage: Storage, clock: FakeClock, settings: Settings
+) -> None:
+    tenant = await make_tenant(storage)
+    keyed = await submit(storage, clock, tenant, "idle", "other", "busy", "busy")
+    policy = ClaimPolicy(default=TenantShare(rpm_per_key=1))
+    assert len(await claimed(storage, clock, policy)) == 3  # one bucket per key taken
+    provider = rate_limits.Bucket("sim", rate_limits.PROVIDER_WIDE, rpm=1)
+    assert (await storage.rate_limit_take(buckets=[provider], now=clock.now())).admitted
+    clock.advance(90)  # every bucket open again, but for 30 s only
+    assert await storage.rate_limit_key_purge(limit=10, now=clock.now()) == 0
+    assert [keyed[i] for i in await claimed(storage, clock, policy)] == ["busy"]
+    clock.advance(31)  # idle's and other's open for over a minute; busy's taken again
+    assert await storage.rate_limit_key_purge(limit=1, now=clock.now()) == 1
+    assert await storage.rate_limit_key_purge(limit=10, now=clock.now()) == 1
+    # A provider's bucket is never a key's, however long idle; busy's goes once it is idle.
+    clock.advance(90)
+    swept = await Retention(storage=storage, settings=settings).sweep_once(now=clock.now())
+    assert swept["rate_limit_buckets"] == 1
+    assert await storage.rate_limit_key_purge(limit=10, now=clock.now()) == 0
+    # A forgotten bucket starts empty: the key starts its next job at once.
+    await submit(storage, clock, tenant, "idle")
+    assert len(await claimed(storage, clock, policy)) == 1

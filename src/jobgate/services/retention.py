@@ -1,8 +1,8 @@
 """Retention: deletes finished jobs older than JOBGATE_RETENTION_S with their events, outbox
-rows and delivery attempts (their usage summed per tenant and day first), and the files whose
-time ran out, in small batches so that no transaction is long; a job a live idempotency key
-names, or with a pending delivery, waits for them (domain.retention). The reaper calls
-`sweep_once()` on each pass."""
+rows and delivery attempts (their usage summed per tenant and day first), the files whose
+time ran out, and the rate-limit buckets of concurrency keys long idle, in small batches so
+that no transaction is long; a job a live idempotency key names, or with a pending delivery,
+waits for them (domain.retention). The reaper calls `sweep_once()` on each pass."""
 
 from __future__ import annotations
 
@@ -51,7 +51,21 @@ class Retention:
         if deleted["jobs"]:
             log.info("retention deleted finished jobs", extra={"count": deleted["jobs"]})
         deleted["files"] = await self._expire_files(moment)
+        deleted["rate_limit_buckets"] = await self._purge_key_buckets(moment)
         return deleted
+
+    async def _purge_key_buckets(self, moment: datetime) -> int:
+        """Forget the rpm_per_key buckets of keys idle for over a minute (one row per end user
+        ever limited would otherwise stay for good); how many."""
+        gone = 0
+        for _ in range(self._max_batches):
+            batch = await self._storage.rate_limit_key_purge(limit=self._batch_size, now=moment)
+            gone += batch
+            if batch < self._batch_size:
+                break
+        if gone:
+            metrics.RETENTION_DELETED_ROWS.labels("rate_limit_buckets").inc(gone)
+        return gone
 
     async def _expire_files(self, moment: datetime) -> int:
         """Delete the files whose time ran out (OpenAI's 30 days, files_expire_after_s), a

@@ -454,6 +454,14 @@ class RetentionStore(Protocol):
     """Deleting finished jobs past the retention period, and the usage rollup that keeps their
     usage."""
 
+    async def rate_limit_key_purge(self, *, limit: int, now: datetime | None = None) -> int:
+        """One short transaction: delete up to `limit` buckets of concurrency keys
+        (domain.rate_limits.key_bucket) that have admitted starts again for over a minute
+        (an open bucket admits as a missing one does, so nothing changes but the table's size);
+        how many. Never races a claim's check and take of a bucket (PostgreSQL: behind the
+        claims' lock; SQLite: the one writer)."""
+        ...
+
     async def retention_delete(self, *, horizon: Horizon, limit: int) -> RetentionBatch:
         """One short transaction: delete up to `limit` terminal jobs the horizon allows
         (domain.retention), oldest completion first, with their events, outbox rows, delivery

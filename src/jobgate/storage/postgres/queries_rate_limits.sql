@@ -6,6 +6,19 @@ INSERT INTO rate_limit_buckets (provider, model)
 SELECT * FROM unnest(:providers::text[], :models::text[])
 ON CONFLICT DO NOTHING
 
+-- name: rate_limit_key_purge
+-- Delete up to :limit buckets of concurrency keys (provider 'key:' || tenant) open for over a
+-- minute at the database's time (run behind job_claim_lock: no claim is between its check and
+-- its take of one of them).
+DELETE FROM rate_limit_buckets AS b
+ WHERE (b.provider, b.model) IN (
+       SELECT k.provider, k.model
+         FROM rate_limit_buckets AS k
+        WHERE k.provider LIKE 'key:%'
+          AND k.requests_at < extract(epoch FROM coalesce(:now::timestamptz, now())) - 60
+        LIMIT :limit)
+RETURNING 1
+
 -- name: rate_limit_now
 -- The database's time in Unix seconds (the authority for every bucket).
 SELECT extract(epoch FROM coalesce(:now::timestamptz, now()))::double precision AS now

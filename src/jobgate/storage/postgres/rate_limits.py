@@ -50,3 +50,10 @@ class PostgresRateLimits(RateLimitQueries):
             lambda conn: buckets_changed(self._sql, conn, buckets, now, change),
             transaction=True,
         )
+
+    async def rate_limit_key_purge(self, *, limit: int, now: datetime | None = None) -> int:
+        async def purge(conn: Conn) -> int:
+            await self._sql.fetch(conn, "job_claim_lock")  # no claim between check and take
+            return len(await self._sql.fetch(conn, "rate_limit_key_purge", limit=limit, now=now))
+
+        return await self._sql.run(purge, transaction=True)

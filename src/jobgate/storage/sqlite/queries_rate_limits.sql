@@ -1,6 +1,15 @@
 -- Shared rate limit buckets on SQLite (domain.rate_limits has the rules; the single writer
 -- serialises every update).
 
+-- name: rate_limit_key_purge
+-- Delete up to :limit buckets of concurrency keys (provider 'key:' || tenant) open for over a
+-- minute at :now (the one writer: no claim is between its check and its take of one of them).
+DELETE FROM rate_limit_buckets
+ WHERE (provider, model) IN (
+       SELECT provider, model FROM rate_limit_buckets
+        WHERE provider LIKE 'key:%' AND requests_at < :now - 60
+        LIMIT :limit)
+
 -- name: rate_limit_ensure
 -- Create a bucket row if it does not exist yet.
 INSERT INTO rate_limit_buckets (provider, model) VALUES (:provider, :model)

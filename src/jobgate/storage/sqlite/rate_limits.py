@@ -43,6 +43,12 @@ class SqliteRateLimits(RateLimitQueries):
         at = self._sql.codec.now(now)
         return await self._db.write(lambda conn: buckets_changed(conn, buckets, at, change))
 
+    async def rate_limit_key_purge(self, *, limit: int, now: datetime | None = None) -> int:
+        params = {"limit": limit, "now": self._sql.codec.now(now)}
+        return await self._db.write(
+            lambda conn: conn.execute(Q["rate_limit_key_purge"].sql, params).rowcount
+        )
+
     async def _reroute(self, move: dict[str, Any], event: dict[str, Any]) -> bool:
         """Two statements in one write: SQLite's UPDATE cannot also insert the event."""
 
