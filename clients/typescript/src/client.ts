@@ -41,6 +41,7 @@ const SUBMIT_FIELDS = [
   "start_timeout_s",
   "execution_timeout_s",
   "stream",
+  "on_retry",
   "run_at",
   "delay_s",
   "concurrency_key",
@@ -320,8 +321,8 @@ export class JobGate {
    * connection is resumed where it broke (`starting_after` the last `seq` received), so no
    * text is lost or repeated. A delta with `reset` true starts a new attempt's text: discard
    * what came before (or, with `continuedChars` n, keep its first n characters and skip the
-   * delta's first n, which repeat them). A job submitted without `stream: true` gives its whole text as one
-   * delta when it finishes. Gives up after `maxReconnects` failures in a row.
+   * delta's first n, which repeat them). A job submitted without `stream: true` gives its
+   * whole text as one delta when it finishes. Gives up after `maxReconnects` failures in a row.
    */
   async *stream(jobId: string, options: StreamOptions = {}): AsyncGenerator<OutputDelta, void, undefined> {
     const backoff = new Backoff(this.random);

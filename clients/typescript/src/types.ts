@@ -70,6 +70,9 @@ export interface SubmitOptions {
   start_timeout_s?: number;
   execution_timeout_s?: number;
   stream?: boolean;
+  /** Streaming chat, Responses and Messages jobs: `"continue"` makes a retry go on from the
+   * partial output where the provider takes an assistant prefix; `"restart"` (default). */
+  on_retry?: "continue" | "restart";
   run_at?: number;
   delay_s?: number;
   concurrency_key?: string;

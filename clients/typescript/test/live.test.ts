@@ -196,4 +196,30 @@ describe("against jobgate serve", () => {
     assert.match(deltas[0]!.text, /all at once/);
     await eventually(async () => (await client.get(job.id)).status === "succeeded", "succeeded");
   });
+
+  test("a retry that continues says how much it repeats; kept or replaced, the text is whole", async () => {
+    const cut = { fail_with: "stream_server_error", fail_times: 1, cut_at: 0.6, latency_s: 1 };
+    const job = await client.submit(CHAT, chat("carry on after the cut", cut), {
+      stream: true,
+      on_retry: "continue",
+    });
+    let kept = "";
+    let replaced = "";
+    const resets: number[] = [];
+    for await (const delta of client.stream(job.id)) {
+      if (delta.reset) {
+        resets.push(delta.continuedChars);
+        const n = delta.continuedChars;
+        kept = kept.slice(0, n) + delta.text.slice(n);
+        replaced = delta.text;
+      } else {
+        kept += delta.text;
+        replaced += delta.text;
+      }
+    }
+    assert.equal(resets.length, 1);
+    assert.ok(resets[0]! > 0);
+    assert.equal(kept, "echo: carry on after the cut");
+    assert.equal(replaced, kept);
+  });
 });

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from importlib import metadata
-from typing import Any, Generic, TypeAlias, TypedDict, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -61,6 +61,7 @@ class SubmitOptions(TypedDict, total=False):
     start_timeout_s: float | None
     execution_timeout_s: float | None
     stream: bool
+    on_retry: Literal["continue", "restart"] | None
     idempotency_key: str | None
     wait_s: float | None
 
@@ -115,6 +116,7 @@ _BODY_FIELDS = (
     "start_timeout_s",
     "execution_timeout_s",
     "stream",
+    "on_retry",
 )
 
 

@@ -71,10 +71,11 @@ class Client(Plans[httpx.Client, httpx.BaseTransport]):
     ) -> Job:
         """Submit a job; answers at once with it `queued` (or, with `wait_s` ≤ 60, finished if
         it finished in time). `stream`: the job's output is served live (`stream()`) while it
-        runs. Repeating a call with the same `idempotency_key` and body answers the same job;
-        with a journal the key is the journaled operation's id. The other options (`provider`,
-        `metadata`, `webhook`, `priority`, `max_attempts`, `start_timeout_s`,
-        `execution_timeout_s`) are the job's fields of the same names."""
+        runs; with `on_retry="continue"` a retry goes on from the output streamed so far
+        where the provider can. Repeating a call with the same `idempotency_key` and body
+        answers the same job; with a journal the key is the journaled operation's id. The
+        other options (`provider`, `metadata`, `webhook`, `priority`, `max_attempts`,
+        `start_timeout_s`, `execution_timeout_s`) are the job's fields of the same names."""
         return self._run(self._plan_submit(endpoint, body, options))
 
     def submit_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[bulk.BulkResult]:
