@@ -94,3 +94,29 @@ def test_the_simulator_continues_to_exactly_the_uncut_answer(prompt: str, cut: f
     shown = body["messages"] + [{"role": "user", "content": "again"}]
     again = model.chat_completion({"model": "sim-echo", "messages": shown}, created=0)
     assert again["choices"][0]["message"]["content"] == "echo: again"  # not a trailing one
+
+
+def test_a_responses_prefix_is_a_trailing_assistant_input_item() -> None:
+    as_text = on_retry.with_prefix({"model": "m", "input": "hi"}, "Hel")
+    assert as_text["input"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hel"},
+    ]
+    items = [{"type": "message", "role": "user", "content": "hi"}]
+    assert on_retry.with_prefix({"input": items}, "Hel")["input"][-1] == {
+        "role": "assistant",
+        "content": "Hel",
+    }
+
+
+def test_a_response_gets_the_prefix_in_its_first_message_text() -> None:
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    text = {"type": "output_text", "text": "lo", "annotations": []}
+    message = {"type": "message", "role": "assistant", "content": [text]}
+    body = {"object": "response", "output": [call, message]}
+    joined = on_retry.joined(body, "Hel")
+    assert joined["output"][0] == call
+    assert joined["output"][1]["content"] == [{**text, "text": "Hello"}]
+    empty = {"object": "response", "output": [{**message, "content": []}]}
+    (part,) = on_retry.joined(empty, "Hel")["output"][0]["content"]
+    assert part["text"] == "Hel"

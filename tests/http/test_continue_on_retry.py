@@ -24,6 +24,7 @@ from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
+from jobgate.providers.streaming import output_text
 from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds
@@ -171,6 +172,18 @@ async def test_a_cut_stream_continues_to_exactly_the_uncut_text(api: Api, clock:
     assert reset["continued_chars"] == len(partial.rstrip())
     assert _texts(events) == (UNCUT, UNCUT)
     assert events[-1].event == "job.succeeded"
+
+
+async def test_a_cut_responses_stream_continues_to_exactly_the_uncut_text(
+    api: Api, clock: FakeClock
+) -> None:
+    body = {"model": "sim-echo", "input": PROMPT, "sim": CUT}
+    job = {"endpoint": "/v1/responses", "body": body, "stream": True}
+    job_id, shown = await _run(api, clock, job)
+    assert output_text(shown["result"]) == UNCUT
+    logs = await _generations(api.runtime.storage, job_id)
+    assert 0 < len(logs[1]) < len(UNCUT) and logs[2] == UNCUT
+    assert _texts(await _feed(api, job_id)) == (UNCUT, UNCUT)
 
 
 async def test_both_attempts_are_billed(api: Api, clock: FakeClock) -> None:

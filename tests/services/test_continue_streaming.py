@@ -100,17 +100,18 @@ async def test_a_retry_continues_from_the_latest_attempts_text_without_trailing_
         (_job(1, on_retry="continue"), Continuing([])),  # a first attempt
         (_job(2), Continuing([])),  # restart, the default
         (_job(2, on_retry="restart"), Continuing([])),
-        (make_job(JobState.RUNNING, run_count=2, request={"input": "x", "on_retry": "continue"}),
-         SimProvider("sim")),  # Responses: the simulator takes no prefix there
     ],
-)  # fmt: skip
+)
 async def test_no_prefix_unless_a_retry_asked_for_it(job: Any, provider: Any) -> None:
     assert await output_stream.continuing_prefix(_log((1, "Hello")), job, provider) == ""
 
 
-async def test_the_simulator_continues_chat() -> None:
+async def test_the_simulator_continues_chat_and_responses() -> None:
     job = _job(2, on_retry="continue")
     assert await output_stream.continuing_prefix(_log((1, "Hello")), job, SimProvider()) == "Hello"
+    request = {"input": "x", "stream": True, "on_retry": "continue"}
+    response = make_job(JobState.RUNNING, id="job_1", run_count=2, request=request)
+    assert await output_stream.continuing_prefix(_log((1, "Hi")), response, SimProvider()) == "Hi"
 
 
 async def test_an_openai_compatible_server_continues_only_when_configured() -> None:
@@ -168,3 +169,30 @@ async def test_a_provider_error_still_writes_what_arrived() -> None:
 async def test_the_provider_never_gets_the_retry_choice() -> None:
     job = _job(1, on_retry="continue", stall_timeout_s=30)
     assert output_stream.provider_body(job) == ASKED
+
+
+async def test_a_translated_responses_body_carries_the_prefix_to_its_wire() -> None:
+    from jobgate.domain import on_retry
+    from jobgate.providers.anthropic import AnthropicProvider
+    from jobgate.providers.responses_front import ResponsesFront
+
+    claude = AnthropicProvider("claude", ProviderConfig(kind="anthropic"))
+    compatible = OpenAIProvider(
+        "compatible",
+        ProviderConfig(kind="openai", responses_api="chat_completions", assistant_prefill=True),
+    )
+    plain = OpenAIProvider("plain", ProviderConfig(kind="openai"))
+    body = on_retry.with_prefix({"model": "m", "input": "hi", "max_output_tokens": 64}, "Hel")
+    try:
+        for front in (
+            ResponsesFront(claude, "messages"),
+            ResponsesFront(compatible, "chat_completions"),
+        ):
+            assert front.prefills("/v1/responses")
+            _, sent = front.translate(body)
+            assert sent["messages"][-1]["role"] == "assistant"
+            assert "Hel" in str(sent["messages"][-1]["content"])
+        assert not ResponsesFront(plain, "native").prefills("/v1/responses")
+    finally:
+        for provider in (claude, compatible, plain):
+            await provider.aclose()

@@ -21,9 +21,8 @@ ON_RETRY = "on_retry"  # the submit option, kept in a job's stored body beside `
 CONTINUE = "continue"
 RESTART = "restart"
 CHOICES = (CONTINUE, RESTART)
-# The endpoints whose bodies carry a trailing assistant message as a prefix.
+# The endpoints whose bodies carry a trailing assistant message (or input item) as a prefix.
 ENDPOINTS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages"})
-PREFIX_ENDPOINTS = frozenset({"/v1/chat/completions", "/v1/messages"})
 
 
 def check_option(on_retry: str | None, *, stream: bool, endpoint: str) -> None:
@@ -58,8 +57,12 @@ def kept_prefix(partial: str) -> str:
 
 
 def with_prefix(body: JSONObject, prefix: str) -> JSONObject:
-    """`body` (Chat Completions or Anthropic Messages) with `prefix` as a trailing assistant
-    message, for the provider to continue."""
+    """`body` (Chat Completions, Anthropic Messages or Responses) with `prefix` as a trailing
+    assistant message, for the provider to continue."""
+    if "messages" not in body and "input" in body:  # Responses: a string input is one turn
+        given = body["input"]
+        turns = list(given) if isinstance(given, list) else [{"role": "user", "content": given}]
+        return {**body, "input": [*turns, {"role": "assistant", "content": prefix}]}
     messages = body.get("messages")
     messages = list(messages) if isinstance(messages, list) else []
     return {**body, "messages": [*messages, {"role": "assistant", "content": prefix}]}
@@ -67,14 +70,17 @@ def with_prefix(body: JSONObject, prefix: str) -> JSONObject:
 
 def joined(body: JSONObject, prefix: str) -> JSONObject:
     """The continuation's answer `body` with `prefix` put back in front of its text: a Chat
-    Completion's first choice, or an Anthropic message's first text block (one made when the
-    continuation has none)."""
+    Completion's first choice, an Anthropic message's first text block, or a Response's first
+    message's first output_text part (one made when the continuation has none)."""
     choices = body.get("choices")
     if isinstance(choices, list):
         return {**body, "choices": _joined_choices(choices, prefix)}
     content = body.get("content")
     if isinstance(content, list):
         return {**body, "content": _joined_blocks(content, prefix)}
+    output = body.get("output")
+    if isinstance(output, list):
+        return {**body, "output": _joined_output(output, prefix)}
     return body
 
 
@@ -87,6 +93,25 @@ def _joined_choices(choices: list[Any], prefix: str) -> list[Any]:
     text = message.get("content")
     text = text if isinstance(text, str) else ""
     return [{**first, "message": {**message, "content": prefix + text}}, *choices[1:]]
+
+
+def _joined_output(output: list[Any], prefix: str) -> list[Any]:
+    """A Response's output with `prefix` in front of its first message's first text part."""
+    for index, item in enumerate(output):
+        if isinstance(item, dict) and item.get("type") == "message":
+            parts = item.get("content")
+            parts = parts if isinstance(parts, list) else []
+            kept = [{**item, "content": _joined_parts(parts, prefix)}]
+            return [*output[:index], *kept, *output[index + 1 :]]
+    return output
+
+
+def _joined_parts(parts: list[Any], prefix: str) -> list[Any]:
+    for index, part in enumerate(parts):
+        if isinstance(part, dict) and part.get("type") == "output_text":
+            joined_part = {**part, "text": prefix + str(part.get("text") or "")}
+            return [*parts[:index], joined_part, *parts[index + 1 :]]
+    return [{"type": "output_text", "text": prefix, "annotations": []}, *parts]
 
 
 def _joined_blocks(content: list[Any], prefix: str) -> list[Any]:

@@ -110,6 +110,15 @@ class ResponsesFront:
             endpoint = responses_messages.ENDPOINT
         return streaming.streaming_for(self.inner, endpoint) is not None
 
+    def prefills(self, endpoint: str) -> bool:
+        """Whether a trailing assistant input item is continued: by the wire a Responses body
+        is translated to (a trailing assistant message there), else by the provider itself."""
+        if endpoint == responses.ENDPOINT and self.wire == "chat_completions":
+            endpoint = responses_chat.ENDPOINT
+        elif endpoint == responses.ENDPOINT and self.wire == "messages":
+            endpoint = responses_messages.ENDPOINT
+        return streaming.prefills(self.inner, endpoint)
+
     async def stream(self, call: ProviderCall, on_delta: streaming.DeltaSink) -> ProviderResult:
         if call.endpoint != responses.ENDPOINT:
             wire_call = call

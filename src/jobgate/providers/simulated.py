@@ -143,8 +143,9 @@ class SimProvider:
         return endpoint in self.endpoints
 
     def prefills(self, endpoint: str) -> bool:
-        """A trailing assistant message of a chat body is continued (simulator.model)."""
-        return endpoint == CHAT_COMPLETIONS
+        """A trailing assistant message (or Responses input item) is continued
+        (simulator.model.continued)."""
+        return endpoint in self.endpoints
 
     async def stream(self, call: ProviderCall, on_delta: DeltaSink) -> ProviderResult:
         """`call`, streamed (live output streaming): the answer arrives as `sim.chunks` deltas

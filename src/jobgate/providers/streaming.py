@@ -46,7 +46,7 @@ class PrefillingProvider(Protocol):
 def prefills(provider: object, endpoint: str) -> bool:
     """Whether `provider` takes an assistant prefix on `endpoint` (continue on retry)."""
     return (
-        endpoint in on_retry.PREFIX_ENDPOINTS
+        endpoint in on_retry.ENDPOINTS
         and isinstance(provider, PrefillingProvider)
         and provider.prefills(endpoint)
     )

@@ -204,7 +204,7 @@ def response_object(
     incomplete = None
     if status in ("completed", "incomplete"):
         prompt = responses_prompt(body)
-        reply = model.echo_reply(prompt)
+        reply = model.continued(model.echo_reply(prompt), body.get("input"))
         if status == "incomplete":
             reply = reply[: max(1, len(reply) // 2)]
             incomplete = {"reason": "max_output_tokens"}
