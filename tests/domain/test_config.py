@@ -170,6 +170,22 @@ def test_responses_api_per_provider_kind(tmp_path: Path) -> None:
     assert "responses_api" in str(caught.value) and "claude" in str(caught.value)
 
 
+@pytest.mark.parametrize("kind", ["anthropic", "sim"])
+def test_assistant_prefill_is_an_openai_compatible_servers_flag(tmp_path: Path, kind: str) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text('[providers.local]\nkind = "openai"\nassistant_prefill = true\n')
+    assert load_settings({}, config_path=config).providers["local"].assistant_prefill
+    config.write_text('[providers.local]\nkind = "openai"\n')
+    assert not load_settings({}, config_path=config).providers["local"].assistant_prefill
+    config.write_text(f'[providers.other]\nkind = "{kind}"\nassistant_prefill = true\n')
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    assert "assistant_prefill" in str(caught.value) and "other" in str(caught.value)
+    config.write_text('[providers.local]\nkind = "openai"\nassistant_prefill = 2\n')
+    with pytest.raises(errors.ConfigError, match="assistant_prefill"):
+        load_settings({}, config_path=config)
+
+
 def test_prices_per_provider_and_model(tmp_path: Path) -> None:
     config = tmp_path / "jobgate.toml"
     config.write_text(

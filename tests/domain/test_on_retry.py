@@ -120,3 +120,35 @@ def test_a_response_gets_the_prefix_in_its_first_message_text() -> None:
     empty = {"object": "response", "output": [{**message, "content": []}]}
     (part,) = on_retry.joined(empty, "Hel")["output"][0]["content"]
     assert part["text"] == "Hel"
+
+
+@given(
+    cut_at=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(),
+        st.booleans(),
+        st.text(max_size=3),
+        st.none(),
+    )
+)
+def test_sim_cut_at_is_a_fraction_strictly_inside_the_answer(cut_at: object) -> None:
+    body = {"sim": {"cut_at": cut_at}}
+    if isinstance(cut_at, int | float) and not isinstance(cut_at, bool) and 0 < cut_at < 1:
+        assert model.directives(body).cut_index(10) == int(10 * cut_at)
+        return
+    with pytest.raises(errors.InvalidRequest) as refused:
+        model.directives(body)
+    assert refused.value.param == "body.sim.cut_at"
+
+
+def test_the_simulator_refuses_an_anthropic_prefill_ending_in_whitespace() -> None:
+    from jobgate.simulator import wire
+
+    def body(prefill: str) -> dict[str, object]:
+        turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": prefill}]
+        return {"model": "claude-sim", "max_tokens": 8, "messages": turns}
+
+    assert wire.validate_messages(body("echo:")) is None
+    problem = wire.validate_messages(body("echo: "))
+    assert problem is not None and "trailing whitespace" in problem
+    assert wire.anthropic_message(body("echo:"))["content"][0]["text"] == " hi"
