@@ -86,9 +86,16 @@ def test_states_dates_and_empty_sums() -> None:
     total = {"tenant_id": "t", "provider": "p", "model": None, "input_tokens": None}
     usage = DECODER.record(
         costs.UsageTotal,
-        {**total, "output_tokens": 7, "cache_read_tokens": None, "cache_write_tokens": 0},
+        {
+            **total,
+            "output_tokens": 7,
+            "cache_read_tokens": None,
+            "cache_write_tokens": 0,
+            "concurrency_key": None,
+        },
     )
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (0, 7, 0)
+    assert usage.concurrency_key is None
     day = {"tenant_id": "t", "day": "2026-01-02", "provider": "p", "model": "", "jobs": 1}
     counts = {
         "input_tokens": 1,

@@ -71,10 +71,12 @@ async def test_a_worker_process_killed_mid_run(
             tenant_id=owner.id, spec=SubmitSpec(endpoint="/v1/chat/completions", body=body)
         )
         ids.append(outcome.job.id)
+    # The survivor starts once the victim holds jobs: started together on a loaded machine,
+    # the survivor could take every job before the victim was up.
     victim = _start(tmp_path, runtime, broker)
-    survivor = _start(tmp_path, runtime, broker)
+    survivor: subprocess.Popen[bytes] | None = None
     try:
-        async with asyncio.timeout(30):  # until the victim holds jobs
+        async with asyncio.timeout(60):  # until the victim holds jobs
             while True:
                 jobs = [await runtime.storage.job_get(job_id=job_id) for job_id in ids]
                 held = [
@@ -87,6 +89,7 @@ async def test_a_worker_process_killed_mid_run(
                 if held:
                     break
                 await asyncio.sleep(0.05)
+        survivor = _start(tmp_path, runtime, broker)
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
         # Polled: this process hears nothing from the workers' SQLite writes.
@@ -103,7 +106,7 @@ async def test_a_worker_process_killed_mid_run(
             assert job is not None and job.run_count == 2
     finally:
         for proc in (victim, survivor):
-            if proc.poll() is None:
+            if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 try:
                     proc.wait(15)

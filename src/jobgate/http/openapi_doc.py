@@ -94,6 +94,7 @@ EXTRA_ERRORS: dict[str, set[int]] = {
     "POST /v1/webhook_endpoints/{endpoint_id}/test": {422},
     "POST /v1/jobs/{job_id}/retry": {409, 429},
     "POST /v1/batches": {404},  # an input file that does not exist
+    "POST /v1/responses": {404},  # a `conversation` that does not exist (OpenAI answers 404)
     "POST /v1/jobs/{job_id}/tokens": {409},  # a purged job
 }
 
