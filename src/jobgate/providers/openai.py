@@ -42,6 +42,23 @@ _STATUSES = {
 _RETRYABLE_RUN_ERRORS = frozenset({"server_error", "vector_store_timeout"})
 
 
+def api_client(
+    config: ProviderConfig, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """The HTTP client of an OpenAI-kind provider: its base URL, its Bearer key from the
+    environment variable the config names."""
+    auth = None
+    if config.api_key_env:
+        auth = calls.EnvKey(config.api_key_env, "authorization", "Bearer ")
+    return calls.client(
+        config,
+        base_url=config.base_url or DEFAULT_BASE_URL,
+        headers={},
+        auth=auth,
+        transport=transport,
+    )
+
+
 class OpenAIProvider:
     kind = "openai"
 
@@ -56,16 +73,7 @@ class OpenAIProvider:
         self.name = name
         self._config = config
         self._clock = clock or SystemClock()
-        auth = None
-        if config.api_key_env:
-            auth = calls.EnvKey(config.api_key_env, "authorization", "Bearer ")
-        self._client = calls.client(
-            config,
-            base_url=config.base_url or DEFAULT_BASE_URL,
-            headers={},
-            auth=auth,
-            transport=transport,
-        )
+        self._client = api_client(config, transport)
         self.idempotent_creates = config.idempotent_creates
 
     # -- submit-time checks ------------------------------------------------------------------

@@ -17,7 +17,7 @@ from jobgate.config import ProviderConfig
 from jobgate.domain.provider_batches import PART_KEY
 from jobgate.providers import calls
 from jobgate.providers.base import JSONObject
-from jobgate.providers.openai import DEFAULT_BASE_URL
+from jobgate.providers.openai import api_client
 
 COMPLETION_WINDOW = "24h"
 LIST_PAGE = 100  # the Batch API's largest list page
@@ -35,16 +35,7 @@ class OpenAIBatches:
         self.name = name
         self._config = config
         self._clock = clock or SystemClock()
-        auth = None
-        if config.api_key_env:
-            auth = calls.EnvKey(config.api_key_env, "authorization", "Bearer ")
-        self._client = calls.client(
-            config,
-            base_url=config.base_url or DEFAULT_BASE_URL,
-            headers={},
-            auth=auth,
-            transport=transport,
-        )
+        self._client = api_client(config, transport)
 
     async def upload(self, data: bytes, *, filename: str) -> str:
         """Store an input file (purpose `batch`); answers its id. An upload is not billed
