@@ -256,3 +256,65 @@ async def test_the_option_is_refused_where_it_cannot_apply(
     assert answer.headers["content-type"].startswith("application/problem+json")
     assert says in answer.text
     assert "on_retry" in answer.text
+
+
+# -- POST /v1/responses ------------------------------------------------------------------------
+
+
+async def _create_response(api: Api, body: dict[str, Any]) -> str:
+    """A streamed background create's response id, read from its first event (the response
+    goes on in the background once the stream is left)."""
+    headers = await _headers(api)
+    async with api.http.stream("POST", "/v1/responses", json=body, headers=headers) as answer:
+        assert answer.status_code == 200, await answer.aread()
+        async for line in answer.aiter_lines():
+            if line.startswith("data: "):
+                return str(orjson.loads(line[6:])["response"]["id"])
+    raise AssertionError("the stream ended before its first event")
+
+
+async def test_a_responses_create_continues_on_retry(api: Api, clock: FakeClock) -> None:
+    body = {
+        "model": "sim-echo",
+        "input": PROMPT,
+        "sim": CUT,
+        "background": True,
+        "stream": True,
+        "on_retry": "continue",
+    }
+    response_id = await _create_response(api, body)
+    worker = api.runtime.worker()
+    await worker.run_once()  # the cut attempt
+    clock.advance(30)  # past the retry's backoff (SQLite: this clock; PostgreSQL: its own)
+    headers = await _headers(api)
+    deadline = time.monotonic() + 30
+    while True:
+        await worker.run_once()
+        shown = (await api.http.get(f"/v1/jobs/{response_id}", headers=headers)).json()
+        if shown["status"] != "queued" or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    assert shown["status"] == "succeeded" and shown["attempt"] == 2, orjson.dumps(shown).decode()
+    logs = await _generations(api.runtime.storage, response_id)
+    assert 0 < len(logs[1]) < len(UNCUT) and logs[2] == UNCUT  # continued, not started over
+    answer = await api.http.get(f"/v1/responses/{response_id}", headers=headers)
+    assert output_text(answer.json()) == UNCUT
+    assert "on_retry" not in answer.json()  # jobgate's own member is not echoed
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"background": True, "on_retry": "continue"}, "streaming jobs only"),
+        ({"stream": True, "on_retry": "resume"}, "on_retry"),
+        ({"stream": True, "on_retry": 1}, "on_retry"),
+    ],
+)
+async def test_a_responses_create_refuses_on_retry_where_it_cannot_apply(
+    api: Api, fields: dict[str, Any], says: str
+) -> None:
+    body = {"model": "sim-echo", "input": PROMPT, **fields}
+    answer = await api.http.post("/v1/responses", json=body, headers=await _headers(api))
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "on_retry" and says in error["message"], error

@@ -17,7 +17,7 @@ from jobgate.domain import continuation
 JSONObject = dict[str, Any]
 # Transport, not content: never stored (a stream is asked for per request).
 TRANSPORT = frozenset({"stream", "stream_options"})
-EXTENSIONS = frozenset({"webhook"})  # jobgate's own members of a create body
+EXTENSIONS = frozenset({"webhook", "on_retry"})  # jobgate's own members of a create body
 _FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
 _VERBOSITY = frozenset({"low", "medium", "high"})
@@ -57,6 +57,7 @@ class CreateRequest:
     stream: bool
     metadata: JSONObject
     webhook: JSONObject | None
+    on_retry: str | None = None  # "continue" | "restart": a streamed create's retries
 
 
 def parse_create(payload: JSONObject) -> CreateRequest:
@@ -89,6 +90,7 @@ def parse_create(payload: JSONObject) -> CreateRequest:
         stream=payload.get("stream") is True,
         metadata=dict(metadata) if isinstance(metadata, dict) else {},
         webhook=payload.get("webhook"),
+        on_retry=payload.get("on_retry"),
     )
 
 

@@ -93,6 +93,12 @@ class CreateResponseRequest(pydantic.BaseModel):
         description="jobgate extension: a URL that receives this response's signed "
         "`response.*` events (signed with the tenant's default secret)",
     )
+    on_retry: Literal["continue", "restart"] | None = pydantic.Field(
+        default=None,
+        description="jobgate extension, with `stream: true`: `continue` makes a retried "
+        "attempt go on from the text already streamed, where the provider takes an assistant "
+        "prefix (else it starts over, `output.reset`); `restart` (default) starts over",
+    )
 
 
 class ResponseOut(pydantic.BaseModel):

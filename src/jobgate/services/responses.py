@@ -230,6 +230,7 @@ def spec_of(request: CreateRequest) -> SubmitSpec:
         api=responses.API,
         id_prefix=responses.ID_PREFIX,
         stream=request.stream,
+        on_retry=request.on_retry,
     )
 
 
