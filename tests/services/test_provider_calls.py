@@ -272,8 +272,9 @@ async def test_anthropic_batch_job_through_worker_and_reconciler(
     )
 
     async def ended() -> bool:
-        batch = simulator.engine.batch(accepted.provider_job_id or "", base_url="")
-        return batch is not None and batch["processing_status"] == "ended"
+        batches = simulator.engine.message_batches
+        batch = batches.retrieve(accepted.provider_job_id or "", base_url="")
+        return bool(batch["processing_status"] == "ended")
 
     await eventually(ended)
     rig.clock.advance(60)

@@ -17,14 +17,14 @@ from typing import Any
 import orjson
 
 from jobgate.clock import Clock, SystemClock
-from jobgate.simulator import model, profiles, wire
+from jobgate.simulator import profiles, wire
+from jobgate.simulator.anthropic_batches import MessageBatches
 from jobgate.simulator.model import Directives
 from jobgate.simulator.openai_batches import OpenAIBatches
 from jobgate.simulator.profiles import SimProfile
 
 JSONObject = dict[str, Any]
 TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
-CANCEL_GRACE_S = 0.05  # a batch stays `canceling` this long before it ends
 STALE_EVENT_DELAY_S = 0.05  # how long after the real event an out-of-order stale one follows
 _OUTCOME_EVENT = {
     "completed": "response.completed",
@@ -86,46 +86,6 @@ class _Response:
         return min(max((now - self.created_at) / span, 0.0), 0.99)
 
 
-@dataclasses.dataclass(slots=True)
-class _BatchItem:
-    custom_id: str
-    params: JSONObject
-    done_at: float | None
-    outcome: str  # succeeded | errored | rejected (errored, invalid_request_error)
-
-
-@dataclasses.dataclass(slots=True)
-class _Batch:
-    id: str
-    created_at: float
-    items: list[_BatchItem]
-    expires_at: float
-    cancel_at: float | None = None
-
-    def outcomes(self, now: float) -> list[str]:
-        """Each request's state at `now`: processing, succeeded, errored, rejected, canceled,
-        or expired (not finished by the batch's expiry, 24 hours after its creation)."""
-        states = []
-        expires_at = self.expires_at
-        for item in self.items:
-            done_at = item.done_at
-            if done_at is None or done_at > expires_at:
-                done_at = None  # never finishes in time
-            finished = done_at is not None and now >= done_at
-            before_cancel = self.cancel_at is None or (
-                done_at is not None and done_at <= self.cancel_at
-            )
-            if finished and before_cancel:
-                states.append(item.outcome)
-            elif self.cancel_at is not None and now >= self.cancel_at + CANCEL_GRACE_S:
-                states.append("canceled")
-            elif now >= expires_at:
-                states.append("expired")
-            else:
-                states.append("processing")
-        return states
-
-
 def request_key(route: str, idempotency_key: str | None, body: Mapping[str, Any]) -> str:
     """What counts calls for `fail_times`: the Idempotency-Key, else the body's digest."""
     if idempotency_key:
@@ -160,9 +120,9 @@ class SimEngine:
         self._calls: dict[str, int] = {}
         self._answers: dict[str, tuple[int, JSONObject]] = {}
         self._responses: dict[str, _Response] = {}
-        self._batches: dict[str, _Batch] = {}
         self._outbox: list[Outgoing] = []
         self.openai_batches = OpenAIBatches(self.now)  # OpenAI Files and Batch API
+        self.message_batches = MessageBatches(self.now, chosen)  # Anthropic Message Batches
 
     def now(self) -> float:
         return self._clock.now().timestamp()
@@ -296,114 +256,3 @@ class SimEngine:
     def next_webhook_at(self) -> float | None:
         pending = [o.due_at for o in self._outbox if not o.before_answer]
         return min(pending, default=None)
-
-    # -- Anthropic Message Batches ---------------------------------------------------------
-
-    def create_batch(self, body: JSONObject, plan: Directives) -> str:
-        """A new batch: its requests finish one after another over the batch's `latency_s`
-        (a request with its own `sim` takes its own latency and outcome)."""
-        now = self.now()
-        items = []
-        requests = body.get("requests") or []
-        for index, request in enumerate(requests):
-            params = request.get("params") or {}
-            item_plan = model.directives(params) if "sim" in params else plan
-            latency_s = item_plan.latency_s
-            if item_plan is plan:
-                latency_s = plan.latency_s * (index + 1) / len(requests)
-            done_at = None if item_plan.outcome == "never" else now + latency_s
-            outcome = {"failed": "errored", "rejected": "rejected"}.get(
-                item_plan.outcome, "succeeded"
-            )
-            items.append(_BatchItem(str(request.get("custom_id", index)), params, done_at, outcome))
-        batch_id = wire.new_id("msgbatch_")
-        expires_after_s = plan.expires_after_s
-        if expires_after_s is None:
-            expires_after_s = profiles.BATCH_EXPIRY_S
-        self._batches[batch_id] = _Batch(batch_id, now, items, now + expires_after_s)
-        self.created.append(batch_id)
-        return batch_id
-
-    def batch(self, batch_id: str, *, base_url: str) -> JSONObject | None:
-        batch = self._batches.get(batch_id)
-        if batch is None:
-            return None
-        now = self.now()
-        states = batch.outcomes(now)
-        counts: dict[str, int] = {}
-        for state in states:
-            key = "errored" if state == "rejected" else state
-            counts[key] = counts.get(key, 0) + 1
-        ended = counts.get("processing", 0) == 0
-        if not ended and self.profile.batch_counts_at_end:
-            # Anthropic: requests move out of `processing` only when the whole batch ends.
-            counts = {"processing": len(states)}
-        ended_at = None
-        if ended:
-            moments = [
-                i.done_at
-                for i, s in zip(batch.items, states, strict=True)
-                if s not in ("canceled", "expired")
-            ]
-            if batch.cancel_at is not None and "canceled" in states:
-                moments.append(batch.cancel_at + CANCEL_GRACE_S)
-            if "expired" in states:
-                moments.append(batch.expires_at)
-            ended_at = max((m for m in moments if m is not None), default=batch.created_at)
-        return wire.message_batch(
-            batch_id=batch.id,
-            created_at=batch.created_at,
-            expires_at=batch.expires_at,
-            processing_status="ended"
-            if ended
-            else ("canceling" if batch.cancel_at is not None else "in_progress"),
-            counts=counts,
-            ended_at=ended_at,
-            cancel_initiated_at=batch.cancel_at,
-            results_url=f"{base_url}/v1/messages/batches/{batch.id}/results" if ended else None,
-        )
-
-    def batch_page(
-        self, *, before_id: str | None, after_id: str | None, limit: int, base_url: str
-    ) -> JSONObject:
-        """A page of the batches, newest first: after `after_id`, or before `before_id`."""
-        ids = list(reversed(self._batches))
-        if before_id is not None:
-            ids = ids[: ids.index(before_id)] if before_id in ids else []
-            chosen = ids[-limit:]
-        else:
-            if after_id is not None:
-                ids = ids[ids.index(after_id) + 1 :] if after_id in ids else []
-            chosen = ids[:limit]
-        data = [self.batch(batch_id, base_url=base_url) for batch_id in chosen]
-        return {
-            "data": data,
-            "has_more": len(ids) > limit,
-            "first_id": chosen[0] if chosen else None,
-            "last_id": chosen[-1] if chosen else None,
-        }
-
-    def cancel_batch(self, batch_id: str, *, base_url: str) -> JSONObject | None:
-        batch = self._batches.get(batch_id)
-        if batch is None:
-            return None
-        self.cancel_calls.append(batch_id)
-        running = "processing" in batch.outcomes(self.now())
-        if not running and batch.cancel_at is None and self.profile.cancel_finished_refused:
-            raise CancelRefused(f"Batch {batch_id} has already ended and cannot be canceled.")
-        if batch.cancel_at is None and running:
-            batch.cancel_at = self.now()
-        return self.batch(batch_id, base_url=base_url)
-
-    def batch_results(self, batch_id: str) -> list[JSONObject] | None:
-        """The results file's lines, once the batch has ended; None before (or if unknown)."""
-        batch = self._batches.get(batch_id)
-        if batch is None:
-            return None
-        states = batch.outcomes(self.now())
-        if "processing" in states:
-            return None
-        return [
-            wire.batch_result(item.custom_id, state, item.params)
-            for item, state in zip(batch.items, states, strict=True)
-        ]

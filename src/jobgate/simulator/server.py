@@ -27,6 +27,7 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock
 from jobgate.simulator import (
+    anthropic_batch_routes,
     choices,
     model,
     openai_batch_routes,
@@ -53,7 +54,6 @@ from jobgate.wire import standard_webhooks
 log = logging.getLogger(__name__)
 SIM_HEADER = "x-jobgate-sim"
 _RESPONSE = re.compile(r"^/v1/responses/([\w-]+)(/cancel)?$")
-_BATCH = re.compile(r"^/v1/messages/batches/([\w-]+)(/cancel|/results)?$")
 # The calls a rate-limited account meters (batches have limits of their own, not simulated).
 METERED = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages"})
 WEBHOOK_ATTEMPTS = 3
@@ -303,12 +303,17 @@ class Simulator:
             return _error(True, "invalid_request", "anthropic-version: header is required")
         if method == "POST" and path == "/v1/messages":
             return await self._messages(request, body)
-        if path == "/v1/messages/batches" or _BATCH.match(path) is not None:
-            return self._batch_routes(request, body)
+        if anthropic_batch_routes.serves(path):
+            return anthropic_batch_routes.route(
+                self.engine, request, body, self._anthropic_fault, base_url=self.url
+            )
         return _error(path.startswith("/v1/messages"), "not_found", f"no route {method} {path}")
 
     def _openai_fault(self, fault: str, plan: Directives) -> Answer:
         return _fault_answer(fault, plan, False, self.profile, self.engine.now())
+
+    def _anthropic_fault(self, fault: str, plan: Directives) -> Answer:
+        return _fault_answer(fault, plan, True, self.profile, self.engine.now())
 
     def _plan(self, request: Request, body: dict[str, Any]) -> Directives:
         raw = body.pop("sim", None)
@@ -462,84 +467,6 @@ class Simulator:
             return Drop() if drop else Reply.json(200, message)
         now_s = self.engine.now()
         return streams.messages_stream(message, plan, drop=drop, fault=fault, now_s=now_s)
-
-    def _batch_routes(self, request: Request, body: dict[str, Any]) -> Answer:
-        method, path = request.method, request.path
-        if method == "POST" and path == "/v1/messages/batches":
-            return self._batch_create(request, body)
-        if method == "GET" and path == "/v1/messages/batches":
-            return self._batch_list(request)
-        match = _BATCH.match(path)
-        if match is None:
-            return _error(True, "not_found", f"no route {method} {path}")
-        return self._batch_route(method, match.group(1), match.group(2))
-
-    def _batch_create(self, request: Request, body: dict[str, Any]) -> Answer:
-        try:
-            plan = self._plan(request, body)
-        except (errors.InvalidRequest, orjson.JSONDecodeError) as exc:
-            return _error(True, "invalid_request", str(exc))
-        requests = body.get("requests")
-        if not isinstance(requests, list) or not requests:
-            return _error(True, "invalid_request", "requests: Field required")
-        for index, item in enumerate(requests):
-            if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
-                return _error(True, "invalid_request", f"requests.{index}.custom_id: required")
-            params = dict(item.get("params") or {})
-            params.pop("sim", None)
-            where = f"requests.{index}.params."
-            refused = self._unknown("/v1/messages", params, anthropic=True, where=where)
-            if refused is not None:
-                return refused
-            problem = wire.validate_messages(params)
-            if problem is not None:
-                return _error(True, "invalid_request", f"requests.{index}.params.{problem}")
-        idempotency_key = request.headers.get("idempotency-key")
-        key = replay_key("batches", idempotency_key)
-        replayed = self.engine.replay(key)
-        if replayed is not None:
-            return Reply.json(replayed[0], replayed[1], {"idempotent-replayed": "true"})
-        call_number = self.engine.count_call(request_key("batches", idempotency_key, body))
-        fault = plan.fail_with if plan.fails_on(call_number) else None
-        if fault is not None and fault != "drop":
-            return _fault_answer(fault, plan, True, self.profile, self.engine.now())
-        batch = self.engine.batch(self.engine.create_batch(body, plan), base_url=self.url)
-        assert batch is not None
-        self.engine.remember(key, 200, batch)
-        # `drop`: the batch exists, and the answer is lost on the way back.
-        return Drop() if fault == "drop" else Reply.json(200, batch)
-
-    def _batch_list(self, request: Request) -> Answer:
-        try:
-            limit = int(request.query.get("limit", "20"))
-        except ValueError:
-            limit = 0
-        if not 1 <= limit <= 1000:
-            return _error(True, "invalid_request", "limit: must be from 1 to 1000")
-        page = self.engine.batch_page(
-            before_id=request.query.get("before_id"),
-            after_id=request.query.get("after_id"),
-            limit=limit,
-            base_url=self.url,
-        )
-        return Reply.json(200, page)
-
-    def _batch_route(self, method: str, batch_id: str, action: str | None) -> Answer:
-        if method == "GET" and action is None:
-            return self._found(self.engine.batch(batch_id, base_url=self.url), anthropic=True)
-        if method == "POST" and action == "/cancel":
-            try:
-                found = self.engine.cancel_batch(batch_id, base_url=self.url)
-            except CancelRefused as exc:
-                return _error(True, "invalid_request", str(exc))
-            return self._found(found, anthropic=True)
-        if method == "GET" and action == "/results":
-            lines = self.engine.batch_results(batch_id)
-            if lines is None:
-                return _error(True, "not_found", f"no results for batch {batch_id} yet")
-            payload = b"".join(orjson.dumps(line) + b"\n" for line in lines)
-            return Reply(200, payload, {"content-type": "application/binary"})
-        return _error(True, "not_found", f"no route {method} for batch {batch_id}")
 
     @staticmethod
     def _found(body: dict[str, Any] | None, *, anthropic: bool) -> Answer:
