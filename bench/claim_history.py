@@ -18,12 +18,12 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
+from tests.support.databases import admin_dsn, dsn_for
 
 from jobgate.config import Settings
 from jobgate.domain.job import NewJob
 from jobgate.services.retention import Retention
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.testing.databases import admin_dsn, dsn_for
 
 QUEUED = 2_000
 CLAIM = 10

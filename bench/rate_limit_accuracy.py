@@ -26,11 +26,11 @@ from typing import Any
 import asyncpg
 import httpx
 import orjson
+from tests.support.processes import free_port
 
 from bench import pg, procs
 from bench.jobgate_setup import new_tenant, open_runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.testing.processes import free_port
 
 ENDPOINT = "/v1/chat/completions"
 MODELS = {

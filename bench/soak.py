@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.support import audit
 
 from bench import soak_checks, soak_diagnosis, soak_stream_faults
 from bench.soak_brokers import TRANSPORTS
@@ -64,7 +65,6 @@ from bench.soak_load import Load
 from bench.soak_receiver import Receiver
 from bench.soak_samples import Samples
 from bench.soak_stack import Stack
-from jobgate.testing import audit
 
 _UNSETTLED = """
 SELECT (SELECT count(*) FROM jobs

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from jobgate.testing.processes import free_port
-from jobgate.testing.proxy import TcpProxy
+from tests.support.processes import free_port
+from tests.support.proxy import TcpProxy
 
 TRANSPORTS = ("database", "redis", "amqp", "sqs")
 AMQP_HOST = ("127.0.0.1", 5672)

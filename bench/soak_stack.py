@@ -18,13 +18,13 @@ from typing import Any
 
 import asyncpg
 import httpx
+from tests.support.pgcluster import PrivateCluster
+from tests.support.processes import JobgateProcess, ProcessHarness, free_port, wait_until
+from tests.support.proxy import TcpProxy
 
 from bench import soak_stream_faults
 from bench.soak_brokers import Broker, open_broker
 from bench.soak_load import LIMITED, PROVIDER
-from jobgate.testing.pgcluster import PrivateCluster
-from jobgate.testing.processes import JobgateProcess, ProcessHarness, free_port, wait_until
-from jobgate.testing.proxy import TcpProxy
 
 PROVIDER_SECRET = "whsec_" + "c29hay1wcm92aWRlci13ZWJob29rLXNpZ25pbmcta2V5"
 BATCH_EVENTS = ["batch.completed", "batch.cancelled", "batch.failed", "batch.expired"]

@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 
 import asyncpg
+from tests.support.databases import PostgresTemplate
 
 from bench import pg, procs, sizes
 from bench.context import RunContext
 from bench.jobgate_setup import ENDPOINT, NOOP_BODY, new_tenant, open_runtime
 from bench.peers import gate, pgqueuer_peer
 from jobgate.services.jobs import SubmitSpec
-from jobgate.testing.databases import PostgresTemplate
 
 # Calls in flight per worker process for the jobs that wait on their provider (jobgate's
 # default); no-op jobs drain with 64, as before. PgQueuer gets the same per process.

@@ -4,7 +4,7 @@ PostgreSQL tests run against JOBGATE_TEST_DATABASE_URL (default: the local `test
 each on its own database cloned from a migrated template. They skip when the server is not
 reachable, unless JOBGATE_TEST_REQUIRE_POSTGRES=1 (CI), which makes that a failure. The
 `postgres-pgbouncer` backend reaches the same clones through a private PgBouncer in transaction
-mode (jobgate.testing.pgbouncer); without `pgbouncer` installed it skips, unless
+mode (tests.support.pgbouncer); without `pgbouncer` installed it skips, unless
 JOBGATE_TEST_REQUIRE_PGBOUNCER=1 (CI).
 """
 
@@ -27,9 +27,10 @@ from jobgate.providers.simulated import SimProvider
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
-from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, pgbouncer
-from jobgate.testing.databases import PostgresTemplate, admin_dsn, postgres_available
+from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds
 from tests.api_server import api  # noqa: F401  (the `api` fixture, for every folder)
+from tests.support import pgbouncer
+from tests.support.databases import PostgresTemplate, admin_dsn, postgres_available
 
 T = TypeVar("T")
 REQUIRE_POSTGRES = os.environ.get("JOBGATE_TEST_REQUIRE_POSTGRES") == "1"

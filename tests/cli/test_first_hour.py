@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from jobgate.client import credentials
-from jobgate.testing.processes import free_port
 from jobgate.wire import standard_webhooks
 from tests.cli.test_admin import run_one_job
+from tests.support.processes import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ from jobgate.client import models as client_models
 from jobgate.domain import states
 from jobgate.domain.states import JobState
 from jobgate.http import models as http_models
-from jobgate.testing import audit
+from tests.support import audit
 
 
 def test_live_states_are_the_non_terminal_ones() -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pluggy
 import pytest
 
-from jobgate.testing import pgcluster
-from jobgate.testing.pgcluster import PrivateCluster
-from jobgate.testing.processes import ProcessHarness
-from jobgate.testing.proxy import TcpProxy
 from jobgate.testing.receiver import WebhookReceiver
 from tests.e2e import support
+from tests.support import pgcluster
+from tests.support.pgcluster import PrivateCluster
+from tests.support.processes import ProcessHarness
+from tests.support.proxy import TcpProxy
 from tests.transports.brokers import Broker, open_broker
 
 pytestmark = pytest.mark.e2e

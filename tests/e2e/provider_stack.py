@@ -2,7 +2,7 @@
 simulator server (`jobgate simulator`), then api, worker, reconciler, dispatcher and reaper on
 PostgreSQL, and a webhook receiver standing for the user's endpoint. Each side can be read back:
 the job through the HTTP API, the provider's view through the simulator's `/_simulator/state`,
-the user's view through the receiver, the promises through `jobgate.testing.audit`.
+the user's view through the receiver, the promises through `tests.support.audit`.
 
 Any link can go through a `TcpProxy`: `provider_url` is what the worker and reconciler call
 (point it at a proxy in front of the simulator), `webhook_target` is where the simulator sends
@@ -19,12 +19,12 @@ from typing import Any
 import httpx
 
 from jobgate.client.webhooks import verify_webhook
-from jobgate.testing import audit
-from jobgate.testing.audit import JobFacts
-from jobgate.testing.processes import JobgateProcess, ProcessHarness, free_port, wait_until
-from jobgate.testing.proxy import TcpProxy
 from jobgate.testing.receiver import WebhookReceiver
 from tests.e2e.support import Api, create_tenant
+from tests.support import audit
+from tests.support.audit import JobFacts
+from tests.support.processes import JobgateProcess, ProcessHarness, free_port, wait_until
+from tests.support.proxy import TcpProxy
 
 PROVIDER = "upstream"
 PROVIDER_SECRET = "whsec_" + "cHJvdmlkZXItc2NlbmFyaW9zLXNpZ25pbmcta2V5IQ=="

@@ -14,9 +14,9 @@ from jobgate.clock import SystemClock
 from jobgate.ids import RandomIds
 from jobgate.services.tenants import TenantService
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.testing import audit
-from jobgate.testing.audit import JobFacts
-from jobgate.testing.processes import wait_until
+from tests.support import audit
+from tests.support.audit import JobFacts
+from tests.support.processes import wait_until
 
 TERMINAL = audit.TERMINAL
 

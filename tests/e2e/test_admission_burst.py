@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobgate.testing.processes import ProcessHarness
+from tests.support.processes import ProcessHarness
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

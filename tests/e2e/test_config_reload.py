@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobgate.testing.processes import ProcessHarness, wait_until
 from tests.e2e.support import Api, job_body
+from tests.support.processes import ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -14,10 +14,6 @@ import asyncpg
 import httpx
 import pytest
 
-from jobgate.testing import audit
-from jobgate.testing.pgcluster import PrivateCluster
-from jobgate.testing.processes import ProcessHarness, wait_until
-from jobgate.testing.proxy import TcpProxy
 from tests.e2e.support import (
     Api,
     Load,
@@ -27,6 +23,10 @@ from tests.e2e.support import (
     wait_settled,
     wait_state,
 )
+from tests.support import audit
+from tests.support.pgcluster import PrivateCluster
+from tests.support.processes import ProcessHarness, wait_until
+from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

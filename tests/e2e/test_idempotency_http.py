@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from jobgate.testing import audit
-from jobgate.testing.processes import ProcessHarness
 from tests.e2e.support import create_tenant, job_body
+from tests.support import audit
+from tests.support.processes import ProcessHarness
 
 pytestmark = pytest.mark.e2e
 

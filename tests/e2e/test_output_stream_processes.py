@@ -15,8 +15,8 @@ import openai
 import orjson
 import pytest
 
-from jobgate.testing.processes import ProcessHarness
 from tests.e2e.support import create_tenant, job_body
+from tests.support.processes import ProcessHarness
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -11,8 +11,8 @@ import time
 import httpx
 import pytest
 
-from jobgate.testing.processes import ProcessHarness, wait_until
 from tests.e2e.support import Api, create_tenant, job_body, wait_settled
+from tests.support.processes import ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow]
 

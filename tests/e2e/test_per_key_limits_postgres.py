@@ -14,8 +14,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from jobgate.testing.processes import ProcessHarness
 from tests.e2e.support import Api, create_tenant, job_body, wait_settled
+from tests.support.processes import ProcessHarness
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

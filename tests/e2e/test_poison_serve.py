@@ -18,11 +18,11 @@ from jobgate.domain.job import Job
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
-from jobgate.testing.processes import JobgateProcess, ProcessHarness, wait_until
 from jobgate.testing.receiver import WebhookReceiver
 from tests.storage.helpers import new_job
 from tests.storage.poison_rows import far_future, json_text, poke
 from tests.storage.webhook_helpers import make_endpoint
+from tests.support.processes import JobgateProcess, ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from jobgate.testing import pgbouncer
-from jobgate.testing.processes import ProcessHarness
 from tests.e2e.support import Api, create_tenant, job_body
+from tests.support import pgbouncer
+from tests.support.processes import ProcessHarness
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from jobgate.client.webhooks import verify_webhook
-from jobgate.testing.processes import ProcessHarness, wait_until
 from jobgate.testing.receiver import Received, Reply, WebhookReceiver
+from tests.support.processes import ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobgate.testing.processes import ProcessHarness, wait_until
-from jobgate.testing.proxy import TcpProxy
 from jobgate.testing.receiver import WebhookReceiver
 from tests.e2e.provider_stack import Stack, proxied, start_stack
+from tests.support.processes import ProcessHarness, wait_until
+from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

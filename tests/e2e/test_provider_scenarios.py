@@ -18,8 +18,6 @@ import httpx
 import orjson
 import pytest
 
-from jobgate.testing.processes import ProcessHarness, wait_until
-from jobgate.testing.proxy import TcpProxy
 from jobgate.testing.receiver import WebhookReceiver
 from jobgate.wire import standard_webhooks
 from tests.e2e.provider_stack import (
@@ -29,6 +27,8 @@ from tests.e2e.provider_stack import (
     proxied,
     start_stack,
 )
+from tests.support.processes import ProcessHarness, wait_until
+from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

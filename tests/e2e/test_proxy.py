@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobgate.testing.proxy import TcpProxy
+from tests.support.proxy import TcpProxy
 
 
 class _Echo(socketserver.BaseRequestHandler):

@@ -12,8 +12,8 @@ import asyncpg
 import httpx
 import pytest
 
-from jobgate.testing.processes import ProcessHarness, free_port, wait_until
 from tests.e2e.support import Api, create_tenant, job_body, wait_settled
+from tests.support.processes import ProcessHarness, free_port, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobgate.testing.processes import free_port
 from tests.e2e import doc_blocks
+from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from jobgate.testing import audit
-from jobgate.testing.processes import JobgateProcess, ProcessHarness, wait_until
 from tests.e2e.support import (
     Api,
     assert_completed_once,
@@ -14,6 +12,8 @@ from tests.e2e.support import (
     job_body,
     wait_settled,
 )
+from tests.support import audit
+from tests.support.processes import JobgateProcess, ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

@@ -19,8 +19,8 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from jobgate.testing.processes import JobgateProcess, ProcessHarness, wait_until
 from jobgate.testing.receiver import WebhookReceiver
+from tests.support.processes import JobgateProcess, ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 WEBHOOK_ENV = {

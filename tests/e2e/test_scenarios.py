@@ -24,8 +24,7 @@ from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.protocol import Storage
-from jobgate.testing import Block, Fail, FakeClock, ScriptedProvider, SequentialIds, Succeed, audit
-from jobgate.testing.processes import JobgateProcess, ProcessHarness, wait_until
+from jobgate.testing import Block, Fail, FakeClock, ScriptedProvider, SequentialIds, Succeed
 from tests.e2e.support import (
     Api,
     Load,
@@ -34,6 +33,8 @@ from tests.e2e.support import (
     job_body,
     wait_settled,
 )
+from tests.support import audit
+from tests.support.processes import JobgateProcess, ProcessHarness, wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobgate.testing.processes import free_port
+from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

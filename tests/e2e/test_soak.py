@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgate.testing import pgcluster
+from tests.support import pgcluster
 from tests.transports.brokers import require
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]

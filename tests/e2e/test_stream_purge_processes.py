@@ -13,8 +13,8 @@ import asyncpg
 import httpx
 import pytest
 
-from jobgate.testing.processes import ProcessHarness, wait_until
 from tests.e2e.support import job_body
+from tests.support.processes import ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 import pytest
 
-from jobgate.testing.databases import PostgresTemplate
-from jobgate.testing.processes import ProcessHarness
+from tests.support.databases import PostgresTemplate
+from tests.support.processes import ProcessHarness
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 import asyncpg
 import pytest
 
-from jobgate.testing import audit
-from jobgate.testing.processes import FAST_ENV, ProcessHarness, wait_until
 from tests.e2e.conftest import TransportUnderTest
 from tests.e2e.support import (
     Api,
@@ -22,6 +20,8 @@ from tests.e2e.support import (
     wait_settled,
     wait_state,
 )
+from tests.support import audit
+from tests.support.processes import FAST_ENV, ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

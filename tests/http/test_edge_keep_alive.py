@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from jobgate.testing.processes import ProcessHarness
 from tests.http.test_edge_writes import RecordingTransport, connection, served
+from tests.support.processes import ProcessHarness
 
 GET = b"GET /job HTTP/1.1\r\nHost: x\r\n\r\n"
 KEEP_ALIVE_S = 5.0  # uvicorn's default

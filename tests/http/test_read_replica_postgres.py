@@ -1,5 +1,5 @@
 """JOBGATE_READ_DATABASE_URL over a real streaming replica: a private primary cluster and a hot
-standby made from it with pg_basebackup (jobgate.testing.pgcluster), both on 127.0.0.1,
+standby made from it with pg_basebackup (tests.support.pgcluster), both on 127.0.0.1,
 started once for the module; an API process on 127.0.0.1 over them. Status, list, events and
 long-poll reads are served by the replica; a tenant's read after its own submit or cancel is
 not, even with the replica's replay paused; a replica behind by more than read_max_lag_s is
@@ -21,8 +21,8 @@ import pytest
 
 from jobgate.config import Settings
 from jobgate.process.runtime import Runtime
-from jobgate.testing import pgcluster
-from jobgate.testing.pgcluster import PrivateCluster
+from tests.support import pgcluster
+from tests.support.pgcluster import PrivateCluster
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 

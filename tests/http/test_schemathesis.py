@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgate.testing.processes import ProcessHarness
+from tests.support.processes import ProcessHarness
 
 HERE = Path(__file__).parent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobgate.testing.processes import ProcessHarness, wait_until
+from tests.support.processes import ProcessHarness, wait_until
 
 SLOW_CLIENTS = 200
 RECEIPT_TIMEOUT_S = 2.0

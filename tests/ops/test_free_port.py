@@ -1,4 +1,4 @@
-"""`testing.processes.free_port`, which every test server's port comes from: a port below the
+"""`tests.support.processes.free_port`, which every test server's port comes from: a port below the
 kernel's ephemeral range, where no outgoing connection takes its local port (a port picked
 inside it was taken by one before the simulator bound it: EADDRINUSE in CI), that is free."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgate.testing import processes
+from tests.support import processes
 
 
 def test_a_picked_port_is_free_and_below_the_ephemeral_range() -> None:

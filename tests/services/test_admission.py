@@ -20,8 +20,8 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import QueueCounts
 from jobgate.storage.sqlite.store import SqliteStorage
-from jobgate.testing.databases import PostgresTemplate
 from tests.storage.helpers import queued
+from tests.support.databases import PostgresTemplate
 
 BURST = 200
 SPEC = SubmitSpec(

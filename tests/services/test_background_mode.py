@@ -4,7 +4,7 @@ every failure phase (unknown create, status check failed, completion handling fa
 that died mid-create) is explicit and never creates the job twice by accident.
 
 Storage is wrapped so that calls which leave the time to the database get the fake clock's
-time instead, on PostgreSQL too (jobgate.testing.clocked)."""
+time instead, on PostgreSQL too (tests.support.clocked)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from jobgate.testing.clocked import ClockedStorage
 from tests.storage.helpers import make_tenant, new_job
+from tests.support.clocked import ClockedStorage
 
 FIRST_CHECK_S = 30.0
 DUE_S = 45.0  # comfortably past the first check

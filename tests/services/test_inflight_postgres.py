@@ -23,7 +23,7 @@ from jobgate.services.jobs import SubmitSpec
 from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.testing import PacedClock
-from jobgate.testing.proxy import TcpProxy
+from tests.support.proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres
 

@@ -23,9 +23,9 @@ from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from jobgate.testing.clocked import ClockedStorage
 from tests.e2e.gateway import eventually
 from tests.storage.helpers import make_tenant, new_job
+from tests.support.clocked import ClockedStorage
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 BODIES: dict[str, tuple[str, dict[str, Any]]] = {

@@ -52,11 +52,11 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from jobgate.testing.clocked import ClockedStorage
-from jobgate.testing.databases import PostgresTemplate
-from jobgate.testing.faults import FaultyStorage
 from tests.conftest import run_sync
 from tests.storage.helpers import make_tenant, new_job
+from tests.support.clocked import ClockedStorage
+from tests.support.databases import PostgresTemplate
+from tests.support.faults import FaultyStorage
 
 T = TypeVar("T")
 LEASE_TTL_S = 60.0

@@ -28,11 +28,11 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import LimitOverrides, Tenant
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
-from jobgate.testing.clocked import ClockedStorage
-from jobgate.testing.faults import FaultyStorage
-from jobgate.testing.proxy import TcpProxy
 from tests.services.test_background_mode import DUE_S, Rig, make_rig
 from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.support.clocked import ClockedStorage
+from tests.support.faults import FaultyStorage
+from tests.support.proxy import TcpProxy
 
 HOST_AHEAD = timedelta(minutes=70)
 # The end of a reply to asyncpg's fetchrow: PortalSuspended (one row read), then ReadyForQuery,

@@ -20,8 +20,8 @@ import pytest
 
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.testing import FakeClock
-from jobgate.testing.databases import PostgresTemplate
 from tests.storage.helpers import make_tenant
+from tests.support.databases import PostgresTemplate
 
 pytestmark = pytest.mark.postgres
 

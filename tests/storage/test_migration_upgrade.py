@@ -27,7 +27,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.storage.sqlite.store import SqliteStorage
-from jobgate.testing.databases import PostgresTemplate, dsn_for
+from tests.support.databases import PostgresTemplate, dsn_for
 
 OLD_VERSION = 21  # the schema jobs are written at by hand
 TENANT = "ten_upgrade"

@@ -19,8 +19,8 @@ from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.records import ClaimPolicy, TenantShare
-from jobgate.testing.proxy import TcpProxy
 from tests.storage.helpers import make_tenant, new_job
+from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres, pytest.mark.timeout(90)]
 CAPPED = ClaimPolicy(default=TenantShare(max_running_per_key=5))

@@ -17,8 +17,8 @@ import pytest
 
 from jobgate import errors
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.testing import pgbouncer
-from jobgate.testing.databases import PostgresTemplate, admin_dsn
+from tests.support import pgbouncer
+from tests.support.databases import PostgresTemplate, admin_dsn
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 

@@ -41,9 +41,9 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from jobgate.testing.databases import PostgresTemplate
 from tests.conftest import run_sync
 from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.support.databases import PostgresTemplate
 
 T = TypeVar("T")
 LEASE_TTL_S = 60.0

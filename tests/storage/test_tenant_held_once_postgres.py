@@ -18,8 +18,8 @@ from jobgate.storage.postgres.batch import insert_payloads
 from jobgate.storage.postgres.executor import PostgresCodec
 from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.records import Tenant
-from jobgate.testing.databases import PostgresTemplate
 from tests.storage.helpers import new_job, wait_until_blocked_by
+from tests.support.databases import PostgresTemplate
 
 pytestmark = pytest.mark.postgres
 

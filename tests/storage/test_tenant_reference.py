@@ -21,8 +21,8 @@ from jobgate.storage.postgres.executor import PostgresCodec
 from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
-from jobgate.testing.databases import PostgresTemplate
 from tests.storage.helpers import make_tenant, new_job, queued, wait_until_blocked_by
+from tests.support.databases import PostgresTemplate
 
 
 @pytest.mark.asyncio

@@ -10,8 +10,8 @@ import urllib.parse
 
 import aio_pika
 
-from jobgate.testing.proxy import TcpProxy
 from jobgate.transports.amqp import AmqpTransport
+from tests.support.proxy import TcpProxy
 from tests.transports.brokers import AMQP_URL, unique
 
 

@@ -21,9 +21,9 @@ from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
-from jobgate.testing.databases import PostgresTemplate
 from jobgate.transports import status
 from jobgate.transports.relay import Relay
+from tests.support.databases import PostgresTemplate
 from tests.transports.brokers import Broker, open_broker
 
 CHAT = "/v1/chat/completions"

@@ -21,11 +21,11 @@ from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.testing import eventually
-from jobgate.testing.faults import FaultyStorage
-from jobgate.testing.proxy import TcpProxy
 from jobgate.transports import status
 from jobgate.transports.base import Delivery, Transport
 from jobgate.transports.intake import Intake
+from tests.support.faults import FaultyStorage
+from tests.support.proxy import TcpProxy
 from tests.transports.conftest import LEASE_TTL_S, Cluster
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]

@@ -18,11 +18,11 @@ from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
-from jobgate.testing.faults import FaultyStorage
 from jobgate.transports import status
 from jobgate.transports.base import Delivery
 from jobgate.transports.intake import Intake
 from tests.storage.helpers import make_tenant, new_job
+from tests.support.faults import FaultyStorage
 
 pytestmark = pytest.mark.asyncio
 

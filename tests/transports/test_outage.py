@@ -19,12 +19,12 @@ from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
 from jobgate.testing import FakeClock, eventually
-from jobgate.testing.proxy import TcpProxy
 from jobgate.transports import intake, status
 from jobgate.transports.base import TransportUnavailable
 from jobgate.transports.redis_streams import RedisStreamsTransport
 from jobgate.transports.sqs import parse_url
 from tests.api_server import Api
+from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
 

@@ -18,10 +18,10 @@ from jobgate.services import rate_limits
 from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from jobgate.testing.faults import FaultyStorage
 from jobgate.transports.relay import Relay
 from tests.services.test_rate_limited_workers import most_in_window, step
 from tests.storage.helpers import make_tenant, new_job
+from tests.support.faults import FaultyStorage
 from tests.transports.brokers import Broker, open_broker
 
 pytestmark = pytest.mark.asyncio

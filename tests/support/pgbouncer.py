@@ -27,7 +27,7 @@ import urllib.parse
 from pathlib import Path
 from types import TracebackType
 
-from jobgate.testing.processes import free_port
+from tests.support.processes import free_port
 
 
 def find_binary() -> str | None:

@@ -30,7 +30,7 @@ from types import TracebackType
 
 import asyncpg
 
-from jobgate.testing.processes import free_port
+from tests.support.processes import free_port
 
 
 def find_bindir() -> Path | None:
