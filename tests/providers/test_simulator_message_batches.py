@@ -10,6 +10,7 @@ from typing import Any
 
 import anthropic
 import httpx
+import hypothesis
 import orjson
 import pytest
 from anthropic.types import ErrorResponse
@@ -18,14 +19,17 @@ from anthropic.types.messages import (
     MessageBatch,
     MessageBatchIndividualResponse,
 )
+from hypothesis import strategies as st
 
-from jobgate.simulator import anthropic_batches
+from jobgate.simulator import anthropic_batches, profiles
+from jobgate.simulator.model import Directives
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock
 from tests.providers.sdk import anthropic_strict
 
 VERSION = {"anthropic-version": "2023-06-01"}
 PAGE_KEYS = {"data", "has_more", "first_id", "last_id"}
+HI = [{"role": "user", "content": "hi"}]
 
 
 def sim(**directives: object) -> dict[str, str]:
@@ -245,3 +249,29 @@ async def test_a_lost_create_reply_leaves_the_batch_listed(
     clock.advance(5)  # expires half done
     counts = (await claude.messages.batches.retrieve(listed.id)).request_counts
     assert (counts.succeeded, counts.expired) == (1, 2)
+
+
+@hypothesis.given(
+    custom_ids=st.lists(st.text(max_size=70), min_size=1, max_size=4),
+    params=st.dictionaries(
+        st.sampled_from(["model", "max_tokens", "messages", "top_k", "sim", "system"]),
+        st.one_of(st.none(), st.integers(-2, 3), st.text(max_size=3), st.just(HI)),
+        max_size=6,
+    ),
+)
+@hypothesis.example(
+    custom_ids=["a", "b_-9"], params={"model": "m", "max_tokens": 1, "messages": HI, "sim": None}
+)
+def test_any_create_either_makes_a_batch_or_is_refused_by_name(
+    custom_ids: list[str], params: dict[str, Any]
+) -> None:
+    state = anthropic_batches.MessageBatches(lambda: 1_000.0, profiles.profile())
+    requests = [{"custom_id": custom_id, "params": params} for custom_id in custom_ids]
+    try:
+        made = state.create({"requests": requests}, Directives())
+    except anthropic_batches.Refused as exc:
+        assert exc.status == 400 and exc.message.startswith("requests.")
+        return
+    assert all(anthropic_batches.CUSTOM_ID.match(c) for c in custom_ids)
+    assert len(set(custom_ids)) == len(custom_ids)
+    anthropic_strict(MessageBatch, state.retrieve(made, base_url="http://sim"))
