@@ -447,24 +447,30 @@ class TransportStore(Protocol):
     ) -> list[Publication]:
         """Record, and answer, up to `limit` ready jobs (queued, due, before their start
         deadline) that need a message: never published; published for an earlier transition
-        (a retry, a reclaim, a redrive moved them since); or still unclaimed at their
-        republish time. With `window`, no more than that many messages are outstanding
-        (published for a queued job and not yet due again) after the call; the jobs are
-        chosen by weighted fair share across tenants (`policy`'s weights; a tenant's running
-        jobs and outstanding messages count against it), as job_claim chooses. Each is
-        answered by one caller only (safe from several relays, which may together exceed
-        the window by a batch); the caller publishes after this commits, so a crash in
-        between delays a message by `republish_after_s` (the sweep) but never loses it.
-        Jobs of `skip_providers` (the rate-limited ones, claimed from the table) are never
-        answered. With `sweep` off, jobs already published for their transition are not
-        answered again, whatever their republish time."""
+        (a retry, a reclaim, a redrive moved them since); deferred (transport_defer) and past
+        their delay; or still unclaimed at their republish time (the sweep: the message is
+        presumed lost). A message is outstanding from its publication until its job is
+        claimed, moves on or is deferred, whether or not it is due for the sweep. With
+        `window`, the jobs that add a message (all but the sweep's) are no more than the
+        window leaves free, chosen by weighted fair share across tenants (`policy`'s
+        weights; a tenant's running jobs and outstanding messages count against it), as
+        job_claim chooses; the sweep replaces messages the window already counts, so a full
+        window never stops it. Each is answered by one caller only (safe from several
+        relays, which may together exceed the window by a batch); the caller publishes after
+        this commits, so a crash in between delays a message by `republish_after_s` (the
+        sweep) but never loses it. Jobs of `skip_providers` (the rate-limited ones, claimed
+        from the table) are never answered. With `sweep` off, jobs whose message is
+        outstanding are not answered again, whatever their republish time (deferred jobs
+        still are)."""
         ...
 
     async def transport_defer(
         self, *, job_ids: Sequence[str], delay_s: float, now: datetime | None = None
     ) -> None:
-        """Publish these jobs again `delay_s` from now if they are still ready then (a
-        message arrived while the job's tenant was at its cap). Idempotent."""
+        """Publish these jobs again `delay_s` from now if they are still ready then: they
+        have no message in the broker (one arrived while the job's tenant was at its cap and
+        was consumed, or the publish failed), so until published again they hold no place in
+        transport_publish_due's window. Idempotent."""
         ...
 
 

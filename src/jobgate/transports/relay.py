@@ -5,8 +5,9 @@ lost message from one still waiting, and a broker that holds that many is slow, 
 republishing then would only pile duplicates on its backlog.
 
 Every worker process runs one; Storage.transport_publish_due hands each publication to one
-relay only. A publish that fails is deferred briefly (tried again soon), never lost: the
-ledger row committed before the publish, and the sweep covers a crash in between.
+relay only. A publish that fails is deferred briefly (tried again soon, holding no place in the
+window meanwhile), never lost: the ledger row committed before the publish, and the sweep covers
+a crash in between.
 """
 
 from __future__ import annotations

@@ -86,54 +86,72 @@ SELECT id FROM jobs
  WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb))) AND state = 'queued'
 
 -- name: transport_publish_due
--- Record and answer the ready jobs that need a "job ready" message: never published, published
--- for an earlier transition, or still unclaimed at their republish time; no more than keep
--- :window messages outstanding (published, unclaimed, not yet due again), chosen by weighted
--- fair share (a tenant's k-th job scores (running + outstanding + k) / weight, lowest first).
--- The conflict clause re-checks against the row as committed, so two relays never answer the
--- same publication.
+-- Record and answer the ready jobs that need a "job ready" message: never published; published
+-- for an earlier transition; deferred (no message: consumed while the tenant was at its cap, or
+-- the publish failed) and due; or, with :sweep, still unclaimed at their republish time (the
+-- sweep, presumed lost). The window counts every message outstanding: each publication of a
+-- queued job's current transition that is not deferred, due for the sweep or not. New messages
+-- take no more than the window leaves, by weighted fair share (a tenant's k-th job scores
+-- (running + outstanding + k) / weight, lowest first); the sweep replaces messages already
+-- counted, so a full window does not stop it (lost messages filling the window would never be
+-- replaced). The conflict clause re-checks against the row as committed, so two relays never
+-- answer the same publication.
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), shares AS (
     SELECT * FROM jsonb_to_recordset(:shares::jsonb) AS s(tenant_id text, weight double precision)
 ), held AS (
-    -- Per tenant: running jobs, and messages published for queued jobs not yet claimed.
+    -- Per tenant: running jobs, and messages in the broker for queued jobs not yet claimed.
     SELECT j.tenant_id,
            count(*) FILTER (WHERE j.state = 'running' AND j.lease_token IS NOT NULL) AS running,
            count(*) FILTER (WHERE j.state = 'queued' AND p.event_seq = j.event_seq
-                                  AND p.republish_at > clock.now) AS outstanding
+                                  AND NOT p.deferred) AS outstanding
       FROM jobs AS j
-     CROSS JOIN clock
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
      WHERE j.state IN ({{live_states}})
      GROUP BY j.tenant_id
 ), due AS (
-    SELECT j.id, j.event_seq, j.priority, j.run_at,
-           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
-            + row_number() OVER (PARTITION BY j.tenant_id ORDER BY j.priority, j.run_at, j.id))
-           / coalesce(s.weight, :default_weight::double precision) AS share
+    SELECT j.id, j.tenant_id, j.event_seq, j.priority, j.run_at,
+           -- The sweep: the current transition's message, counted as outstanding, presumed lost.
+           coalesce(p.event_seq = j.event_seq AND NOT p.deferred, false) AS swept
       FROM jobs AS j
      CROSS JOIN clock
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
-      LEFT JOIN shares AS s ON s.tenant_id = j.tenant_id
-      LEFT JOIN held AS h ON h.tenant_id = j.tenant_id
      WHERE j.state = 'queued'
        AND j.run_at <= clock.now
        AND (j.expires_at IS NULL OR j.expires_at > clock.now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq
-            -- The sweep: unless :sweep is off (the broker holds a backlog as big as the window).
-            OR (:sweep::boolean AND p.republish_at <= clock.now))
+            -- Due again: a deferred job always; the sweep unless :sweep is off (the broker
+            -- holds a backlog as big as the window: its messages are slow, not lost).
+            OR (p.republish_at <= clock.now AND (p.deferred OR :sweep::boolean)))
        -- Rate-limited providers are claimed from the table, their buckets taken first.
        AND j.provider <> ALL(ARRAY(SELECT jsonb_array_elements_text(:skip_providers::jsonb)))
        -- A paused job is not published (no claim could take it); its resume wakes the relay.
        -- (`p` in the fragment is the pause, shadowing the publication inside the subquery.)
        AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
-), picked AS (
+), swept AS (
     SELECT id, event_seq FROM due
-     ORDER BY share, priority, run_at, id
-     LIMIT greatest(0, least(:limit::integer,
-                             :window::integer - (SELECT coalesce(sum(outstanding), 0)::integer
-                                                   FROM held)))
+     WHERE swept
+     ORDER BY priority, run_at, id
+     LIMIT greatest(0, :limit::integer)
+), fresh AS (
+    -- Each adds a message: ranked by fair share, within what the window leaves.
+    SELECT d.id, d.event_seq, d.priority, d.run_at,
+           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
+            + row_number() OVER (PARTITION BY d.tenant_id ORDER BY d.priority, d.run_at, d.id))
+           / coalesce(s.weight, :default_weight::double precision) AS share
+      FROM due AS d
+      LEFT JOIN shares AS s ON s.tenant_id = d.tenant_id
+      LEFT JOIN held AS h ON h.tenant_id = d.tenant_id
+     WHERE NOT d.swept
+), picked AS (
+    SELECT id, event_seq FROM swept
+     UNION ALL
+    (SELECT id, event_seq FROM fresh
+      ORDER BY share, priority, run_at, id
+      LIMIT greatest(0, least(:limit::integer - (SELECT count(*) FROM swept)::integer,
+                              :window::integer - (SELECT coalesce(sum(outstanding), 0)::integer
+                                                    FROM held))))
 )
 INSERT INTO transport_publications AS p (job_id, event_seq, republish_at)
 SELECT picked.id, picked.event_seq,
@@ -150,13 +168,16 @@ ON CONFLICT (job_id) DO UPDATE
                                                         * (1 << least(p.published_count, 4)))
                            ELSE excluded.republish_at END,
        published_count = CASE WHEN p.event_seq = excluded.event_seq
-                              THEN p.published_count + 1 ELSE 1 END
+                              THEN p.published_count + 1 ELSE 1 END,
+       deferred = false
  WHERE p.event_seq <> excluded.event_seq OR p.republish_at <= coalesce(:now::timestamptz, now())
 RETURNING p.job_id, p.published_count
 
 -- name: transport_defer
--- Publish these jobs again after a delay if they are still ready then.
+-- Mark these jobs' publications deferred (no message in the broker: the window stops counting
+-- them) and publish them again after a delay if they are still ready then.
 UPDATE transport_publications
    SET republish_at = coalesce(:now::timestamptz, now())
-                      + make_interval(secs => :delay_s::double precision)
+                      + make_interval(secs => :delay_s::double precision),
+       deferred = true
  WHERE job_id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))

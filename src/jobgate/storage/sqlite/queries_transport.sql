@@ -19,50 +19,75 @@ SELECT id, tenant_id, concurrency_key
 SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 
 -- name: transport_publish_due
--- Record and answer the ready jobs that need a "job ready" message: never published, published
--- for an earlier transition, or still unclaimed at their republish time; no more than keep
--- :window messages outstanding (published, unclaimed, not yet due again), chosen by weighted
--- fair share (a tenant's k-th job scores (running + outstanding + k) / weight, lowest first).
+-- Record and answer the ready jobs that need a "job ready" message: never published; published
+-- for an earlier transition; deferred (no message: consumed while the tenant was at its cap, or
+-- the publish failed) and due; or, with :sweep, still unclaimed at their republish time (the
+-- sweep, presumed lost). The window counts every message outstanding: each publication of a
+-- queued job's current transition that is not deferred, due for the sweep or not. New messages
+-- take no more than the window leaves, by weighted fair share (a tenant's k-th job scores
+-- (running + outstanding + k) / weight, lowest first); the sweep replaces messages already
+-- counted, so a full window does not stop it (lost messages filling the window would never be
+-- replaced).
 WITH shares AS (
     SELECT json_extract(value, '$.tenant_id') AS tenant_id,
            json_extract(value, '$.weight') AS weight
       FROM json_each(:shares)
 ), held AS (
+    -- Per tenant: running jobs, and messages in the broker for queued jobs not yet claimed.
     SELECT j.tenant_id,
            sum(j.state = 'running' AND j.lease_token IS NOT NULL) AS running,
-           sum(j.state = 'queued' AND p.event_seq = j.event_seq AND p.republish_at > :now)
+           sum(j.state = 'queued' AND p.event_seq = j.event_seq AND NOT p.deferred)
                AS outstanding
       FROM jobs AS j
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
      WHERE j.state IN ({{live_states}})
      GROUP BY j.tenant_id
 ), due AS (
-    SELECT j.id, j.event_seq, j.priority, j.run_at,
-           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
-            + row_number() OVER (PARTITION BY j.tenant_id ORDER BY j.priority, j.run_at, j.id))
-           * 1.0 / coalesce(s.weight, :default_weight) AS share
+    SELECT j.id, j.tenant_id, j.event_seq, j.priority, j.run_at,
+           -- The sweep: the current transition's message, counted as outstanding, presumed lost.
+           coalesce(p.event_seq = j.event_seq AND NOT p.deferred, 0) AS swept
       FROM jobs AS j
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
-      LEFT JOIN shares AS s ON s.tenant_id = j.tenant_id
-      LEFT JOIN held AS h ON h.tenant_id = j.tenant_id
      WHERE j.state = 'queued'
        AND j.run_at <= :now
        AND (j.expires_at IS NULL OR j.expires_at > :now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq
-            -- The sweep: unless :sweep is off (the broker holds a backlog as big as the window).
-            OR (:sweep AND p.republish_at <= :now))
+            -- Due again: a deferred job always; the sweep unless :sweep is off (the broker
+            -- holds a backlog as big as the window: its messages are slow, not lost).
+            OR (p.republish_at <= :now AND (p.deferred OR :sweep)))
        -- Rate-limited providers are claimed from the table, their buckets taken first.
        AND j.provider NOT IN (SELECT value FROM json_each(:skip_providers))
        -- A paused job is not published (no claim could take it); its resume wakes the relay.
        -- (`p` in the fragment is the pause, shadowing the publication inside the subquery.)
        AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
+), swept AS (
+    SELECT id, event_seq FROM due
+     WHERE swept
+     ORDER BY priority, run_at, id
+     LIMIT max(0, :limit)
+), fresh AS (
+    -- Each adds a message: ranked by fair share, within what the window leaves.
+    SELECT d.id, d.event_seq, d.priority, d.run_at,
+           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
+            + row_number() OVER (PARTITION BY d.tenant_id ORDER BY d.priority, d.run_at, d.id))
+           * 1.0 / coalesce(s.weight, :default_weight) AS share
+      FROM due AS d
+      LEFT JOIN shares AS s ON s.tenant_id = d.tenant_id
+      LEFT JOIN held AS h ON h.tenant_id = d.tenant_id
+     WHERE NOT d.swept
+), picked AS (
+    SELECT id, event_seq FROM swept
+     UNION ALL
+    SELECT * FROM (SELECT id, event_seq FROM fresh
+                    ORDER BY share, priority, run_at, id
+                    LIMIT max(0, min(:limit - (SELECT count(*) FROM swept),
+                                     :window - (SELECT coalesce(sum(outstanding), 0)
+                                                  FROM held))))
 )
 INSERT INTO transport_publications (job_id, event_seq, republish_at)
 SELECT id, event_seq, :now + :republish_after_s
-  FROM due
+  FROM picked
  WHERE true
- ORDER BY share, priority, run_at, id
- LIMIT max(0, min(:limit, :window - (SELECT coalesce(sum(outstanding), 0) FROM held)))
 ON CONFLICT (job_id) DO UPDATE
    SET event_seq = excluded.event_seq,
        -- A republish of the same transition backs off: the n-th waits republish_after_s
@@ -73,11 +98,14 @@ ON CONFLICT (job_id) DO UPDATE
                                        * (1 << min(transport_publications.published_count, 4))
                            ELSE excluded.republish_at END,
        published_count = CASE WHEN transport_publications.event_seq = excluded.event_seq
-                              THEN transport_publications.published_count + 1 ELSE 1 END
+                              THEN transport_publications.published_count + 1 ELSE 1 END,
+       deferred = 0
 RETURNING job_id, published_count
 
 -- name: transport_defer
--- Publish these jobs again after a delay if they are still ready then.
+-- Mark these jobs' publications deferred (no message in the broker: the window stops counting
+-- them) and publish them again after a delay if they are still ready then.
 UPDATE transport_publications
-   SET republish_at = :now + :delay_s
+   SET republish_at = :now + :delay_s,
+       deferred = 1
  WHERE job_id IN (SELECT value FROM json_each(:ids))
