@@ -110,8 +110,8 @@ async def test_a_row_created_otherwise_stores_its_first_event_and_old_ones_read_
         # A job from before 0028: its first event was stored beside it.
         await conn.execute(
             "INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied,"
-            " created_at) SELECT id, 1, NULL, 'queued', 'api', 'submitted', true, created_at"
-            " FROM jobs WHERE id = $1",
+            " created_at, job_created_at) SELECT id, 1, NULL, 'queued', 'api', 'submitted',"
+            " true, created_at, created_at FROM jobs WHERE id = $1",
             plain[0].id,
         )
         rows = await conn.fetch(
@@ -142,8 +142,8 @@ async def test_the_consoles_minute_reads_recent_jobs_not_every_first_event(pg_ds
         try:
             await conn.execute(
                 "INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason,"
-                " applied, created_at) SELECT id, 1, NULL, 'queued', 'api', 'submitted', true,"
-                " created_at FROM jobs"
+                " applied, created_at, job_created_at) SELECT id, 1, NULL, 'queued', 'api',"
+                " 'submitted', true, created_at, created_at FROM jobs"
             )
             await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(100)])
             await conn.execute("VACUUM ANALYZE jobs")

@@ -119,6 +119,14 @@ async def old_database(
         await PostgresTemplate._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _as_before(after: list[dict[str, Any]], before: list[dict[str, Any]]) -> bool:
+    """The rows read back hold the rows of before, column for column (a later migration may add
+    columns: PostgreSQL's history tables gained their partition key, job_created_at)."""
+    return [
+        {name: row.get(name) for name in old} for row, old in zip(after, before, strict=False)
+    ] == [dict(old) for old in before] and len(after) == len(before)
+
+
 def _sqlite_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.timestamp()
@@ -278,7 +286,9 @@ async def test_an_upgrade_keeps_every_job_and_its_lease(
     for job_id, before in jobs_before.items():
         after = {name: jobs_after[job_id].get(name) for name in before}
         assert after == before, job_id
-    assert await old.select("SELECT * FROM job_events ORDER BY job_id, seq") == events_before
+    assert _as_before(
+        await old.select("SELECT * FROM job_events ORDER BY job_id, seq"), events_before
+    )
     # Each job's log reads as it was stored: a first event stored before 0028 is not read a
     # second time as one its row implies (job_event_log).
     for row in rows:
@@ -287,7 +297,7 @@ async def test_an_upgrade_keeps_every_job_and_its_lease(
         assert [(e.seq, e.actor, e.reason) for e in logged] == [
             (e["seq"], e["actor"], e["reason"]) for e in stored
         ], row["id"]
-    assert await old.select("SELECT * FROM outbox ORDER BY id") == outbox_before
+    assert _as_before(await old.select("SELECT * FROM outbox ORDER BY id"), outbox_before)
     for row in rows:
         job = await storage.job_get(job_id=row["id"], tenant_id=TENANT)
         assert job is not None and job.state == JobState(row["state"]), row["id"]

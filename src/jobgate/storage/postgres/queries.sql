@@ -284,7 +284,11 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}},
 -- name: job_events
 -- A job's event log after a sequence number (job_event_log: the stored events and the first
 -- event its row implies, migration 0028).
-SELECT * FROM job_event_log WHERE job_id = :job_id AND seq > :after_seq ORDER BY seq LIMIT :limit
+SELECT *
+  FROM job_event_log
+ WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id) AND seq > :after_seq
+ ORDER BY seq
+ LIMIT :limit
 
 -- name: job_claim_lock
 -- Serialise claims while a tenant cap applies, so that running counts read by one claim include
@@ -644,11 +648,13 @@ RETURNING j.*
 -- name: job_record_ignored
 -- Log an event that was not applied, under the job's next sequence number.
 WITH bumped AS (
-    UPDATE jobs SET event_seq = event_seq + 1 WHERE id = :id RETURNING id, event_seq, state
+    UPDATE jobs SET event_seq = event_seq + 1 WHERE id = :id
+    RETURNING id, event_seq, state, created_at
 )
-INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at,
+                        job_created_at)
 SELECT id, event_seq, state, :to_state, :actor, :reason, false,
-       coalesce(:now::timestamptz, now())
+       coalesce(:now::timestamptz, now()), created_at
   FROM bumped
 
 -- name: job_expire_due
@@ -726,7 +732,10 @@ RETURNING j.*
 
 -- name: outbox_for_job
 -- Every outbox row of a job.
-SELECT * FROM outbox WHERE job_id = :job_id ORDER BY created_at, event_type, target
+SELECT *
+  FROM outbox
+ WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id)
+ ORDER BY created_at, event_type, target
 
 -- name: ping
 -- A round trip: is the database there?

@@ -268,14 +268,14 @@ WITH clock AS (
     RETURNING f.id
 ), events AS (
     INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
-                        series, job_status, created_at, next_attempt_at)
+                        series, job_status, created_at, next_attempt_at, job_created_at)
     SELECT 'msg_' || done.id || '_' || e.id, jobgate_event_id(done.id, :event_type, 0),
            done.tenant_id, done.id, :event_type, e.id, e.id, NULL, 0, done.status,
-           clock.now, clock.now
+           clock.now, clock.now, done.created_at
       FROM done, clock, webhook_endpoints AS e
      WHERE e.tenant_id = done.tenant_id AND NOT e.disabled
        AND (e.event_types ? :event_type::text OR jsonb_array_length(e.event_types) = 0)
-    ON CONFLICT (id) DO NOTHING
+    ON CONFLICT (id, job_created_at) DO NOTHING
     RETURNING id
 )
 SELECT * FROM done
@@ -296,14 +296,14 @@ WITH clock AS (
     RETURNING b.*
 ), events AS (
     INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
-                        series, job_status, created_at, next_attempt_at)
+                        series, job_status, created_at, next_attempt_at, job_created_at)
     SELECT 'msg_' || done.id || '_' || e.id, jobgate_event_id(done.id, 'batch.failed', 0),
            done.tenant_id, done.id, 'batch.failed', e.id, e.id, NULL, 0, 'failed',
-           clock.now, clock.now
+           clock.now, clock.now, done.created_at
       FROM done, clock, webhook_endpoints AS e
      WHERE e.tenant_id = done.tenant_id AND NOT e.disabled
        AND (e.event_types ? 'batch.failed' OR jsonb_array_length(e.event_types) = 0)
-    ON CONFLICT (id) DO NOTHING
+    ON CONFLICT (id, job_created_at) DO NOTHING
     RETURNING id
 )
 SELECT * FROM done
@@ -362,11 +362,13 @@ SELECT j.id
 -- name: batch_event_insert
 -- Queue a batch's webhook event for each of the tenant's endpoints that wants it (idempotent).
 INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
-                    series, job_status, created_at, next_attempt_at)
+                    series, job_status, created_at, next_attempt_at, job_created_at)
 SELECT 'msg_' || :batch_id || '_' || e.id, jobgate_event_id(:batch_id, :event_type, 0),
-       :tenant_id, :batch_id, :event_type, e.id, e.id, NULL, 0, :status, clock.now, clock.now
-  FROM webhook_endpoints AS e, (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE e.tenant_id = :tenant_id AND NOT e.disabled
+       :tenant_id, :batch_id, :event_type, e.id, e.id, NULL, 0, :status, clock.now, clock.now,
+       b.created_at
+  FROM webhook_endpoints AS e, (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock,
+       batches AS b
+ WHERE b.id = :batch_id AND e.tenant_id = :tenant_id AND NOT e.disabled
    AND (e.event_types ? :event_type OR jsonb_array_length(e.event_types) = 0)
-ON CONFLICT (id) DO NOTHING
+ON CONFLICT (id, job_created_at) DO NOTHING
 RETURNING id

@@ -99,11 +99,11 @@ WITH clock AS (
            transition_reason = :reason
       FROM clock, before AS b
      WHERE j.id = b.id
-    RETURNING j.id, j.state, j.event_seq, j.cancel_requested_at
+    RETURNING j.id, j.state, j.event_seq, j.cancel_requested_at, j.created_at
 ), logged AS (
     INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied,
-                            created_at)
-    SELECT c.id, c.event_seq, b.state, c.state, :actor, :reason, true, clock.now
+                            created_at, job_created_at)
+    SELECT c.id, c.event_seq, b.state, c.state, :actor, :reason, true, clock.now, c.created_at
       FROM changed AS c JOIN before AS b ON b.id = c.id, clock
      WHERE c.state = b.state AND c.cancel_requested_at IS NOT DISTINCT FROM b.cancel_requested_at
 )

@@ -10,11 +10,12 @@ SELECT e.job_id, e.tenant_id, e.provider, e.from_state, e.to_state, e.reason,
        e.created_at AS at, e.run_at,
        CASE WHEN e.to_state = 'running' THEN
            (SELECT max(p.created_at) FROM job_event_log AS p
-             WHERE p.job_id = e.job_id AND p.seq < e.seq AND p.to_state = 'queued'
+             WHERE p.job_id = e.job_id AND p.job_created_at = e.job_created_at
+               AND p.seq < e.seq AND p.to_state = 'queued'
                AND p.applied)
        END AS queued_at
   FROM ((SELECT s.job_id, s.seq, s.from_state, s.to_state, s.reason, s.created_at,
-                j.tenant_id, j.provider, j.run_at
+                j.tenant_id, j.provider, j.run_at, j.created_at AS job_created_at
            FROM job_events AS s
            JOIN jobs AS j ON j.id = s.job_id
           WHERE s.created_at >= :since::timestamptz AND s.applied
@@ -22,11 +23,12 @@ SELECT e.job_id, e.tenant_id, e.provider, e.from_state, e.to_state, e.reason,
           LIMIT :limit)
         UNION ALL
         (SELECT c.id, 1, NULL::text, 'queued', 'submitted', c.created_at,  -- as job_event_log
-                c.tenant_id, c.provider, c.run_at
+                c.tenant_id, c.provider, c.run_at, c.created_at
            FROM jobs AS c
           WHERE c.created_at >= :since::timestamptz
             AND NOT EXISTS (SELECT 1 FROM job_events AS first
-                             WHERE first.job_id = c.id AND first.seq = 1)
+                             WHERE first.job_id = c.id AND first.seq = 1
+                               AND first.job_created_at = c.created_at)
           ORDER BY c.created_at DESC, c.id DESC
           LIMIT :limit)) AS e
  ORDER BY e.created_at DESC, e.job_id DESC, e.seq DESC

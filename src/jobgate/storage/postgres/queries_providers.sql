@@ -179,9 +179,9 @@ WITH clock AS (
     RETURNING j.*
 ), logged AS (
     INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied,
-                            created_at)
+                            created_at, job_created_at)
     SELECT s.id, s.event_seq, s.state, :to_state, :actor, 'result_discarded_after_cancel',
-           false, s.updated_at
+           false, s.updated_at, s.created_at
       FROM stopped AS s
 ), billed AS (
     INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,

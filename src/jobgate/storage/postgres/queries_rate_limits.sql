@@ -70,10 +70,12 @@ WITH moved AS (
            updated_at = coalesce(:now::timestamptz, now())
      WHERE j.id = :id AND j.lease_token = :token AND j.state = 'running'
        AND j.request IS NOT NULL
-    RETURNING j.id, j.event_seq, j.updated_at
+    RETURNING j.id, j.event_seq, j.updated_at, j.created_at
 )
-INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at)
-SELECT id, event_seq, 'running', 'running', :actor, :reason, true, updated_at FROM moved
+INSERT INTO job_events (job_id, seq, from_state, to_state, actor, reason, applied, created_at,
+                        job_created_at)
+SELECT id, event_seq, 'running', 'running', :actor, :reason, true, updated_at, created_at
+  FROM moved
 RETURNING job_id
 
 -- name: job_queue_position

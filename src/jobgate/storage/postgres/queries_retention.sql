@@ -7,14 +7,16 @@
 -- adding that usage to usage_daily in the same statement (today's too: the budgets read it
 -- there), and that of jobs with a concurrency key to usage_daily_keys too. Jobs with a
 -- pending delivery or named by an idempotency key live at :now stay.
--- A job's output chunks go with it: migration 0010's trigger deletes them with the job row.
+-- Each job's history rows are found in its own partition (migration 0088: job_created_at is
+-- its created_at). A job's output chunks go with it: migration 0010's trigger deletes them.
 WITH picked AS (
-    SELECT j.id, j.concurrency_key
+    SELECT j.id, j.concurrency_key, j.created_at
       FROM jobs AS j
      WHERE j.state IN ({{terminal_states}})
        AND j.completed_at < :completed_before::timestamptz
        AND NOT EXISTS (SELECT 1 FROM outbox AS o
-                        WHERE o.job_id = j.id AND o.state = 'pending')
+                        WHERE o.job_id = j.id AND o.job_created_at = j.created_at
+                          AND o.state = 'pending')
        AND NOT EXISTS (SELECT 1 FROM idempotency_keys AS k
                         WHERE k.job_id = j.id AND k.expires_at > :now::timestamptz)
      ORDER BY j.completed_at
@@ -62,11 +64,17 @@ WITH picked AS (
            cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
     RETURNING 1
 ), events AS (
-    DELETE FROM job_events AS e USING picked WHERE e.job_id = picked.id RETURNING e.seq
+    DELETE FROM job_events AS e USING picked
+     WHERE e.job_id = picked.id AND e.job_created_at = picked.created_at
+    RETURNING e.seq
 ), attempts AS (
-    DELETE FROM webhook_attempts AS a USING picked WHERE a.job_id = picked.id RETURNING 1
+    DELETE FROM webhook_attempts AS a USING picked
+     WHERE a.job_id = picked.id AND a.job_created_at = picked.created_at
+    RETURNING 1
 ), deliveries AS (
-    DELETE FROM outbox AS o USING picked WHERE o.job_id = picked.id RETURNING 1
+    DELETE FROM outbox AS o USING picked
+     WHERE o.job_id = picked.id AND o.job_created_at = picked.created_at
+    RETURNING 1
 ), gone AS (
     DELETE FROM jobs AS j USING picked WHERE j.id = picked.id RETURNING 1
 )

@@ -6,10 +6,12 @@
 -- the job was purged: its output never outlives the purge).
 WITH clock AS (SELECT coalesce(:now::timestamptz, now()) AS now),
 appended AS (
-    INSERT INTO job_output_chunks (job_id, seq, generation, text, continued_chars, created_at)
+    INSERT INTO job_output_chunks (job_id, seq, generation, text, continued_chars, created_at,
+                                   job_created_at)
     SELECT j.id,
-           coalesce((SELECT max(c.seq) FROM job_output_chunks AS c WHERE c.job_id = j.id), 0) + 1,
-           j.run_count, :text::text, :continued_chars::integer, clock.now
+           coalesce((SELECT max(c.seq) FROM job_output_chunks AS c
+                      WHERE c.job_id = j.id AND c.job_created_at = j.created_at), 0) + 1,
+           j.run_count, :text::text, :continued_chars::integer, clock.now, j.created_at
       FROM jobs AS j, clock
      WHERE j.id = :job_id AND j.lease_token = :lease_token AND j.state = 'running'
        AND j.purged_at IS NULL
@@ -22,7 +24,7 @@ SELECT a.*, pg_notify('jobgate', 's:' || a.job_id) AS notified FROM appended AS 
 -- A job's chunks after a sequence number, in order.
 SELECT job_id, seq, generation, text, continued_chars, created_at
   FROM job_output_chunks
- WHERE job_id = :job_id AND seq > :after_seq
+ WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id) AND seq > :after_seq
  ORDER BY seq
  LIMIT :limit
 
@@ -31,4 +33,5 @@ SELECT job_id, seq, generation, text, continued_chars, created_at
 -- out chunk by chunk (every status read of a running streaming job asks).
 SELECT coalesce(sum(length(text)), 0)::bigint AS chars
   FROM job_output_chunks
- WHERE job_id = :job_id AND generation = :generation
+ WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id)
+   AND generation = :generation

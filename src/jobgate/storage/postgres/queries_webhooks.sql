@@ -81,7 +81,7 @@ RETURNING e.*
 WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), due AS (
-    SELECT o.id
+    SELECT o.id, o.job_created_at
       FROM outbox AS o, clock
      WHERE o.state = 'pending'
        AND o.next_attempt_at <= clock.now
@@ -91,7 +91,7 @@ WITH clock AS (
        -- recorded: progress never arrives after the job's terminal event.
        AND (o.endpoint_id IS NULL OR o.event_type IN ('job.progress', 'batch.progress')
             OR NOT EXISTS (SELECT 1 FROM outbox AS p
-                            WHERE p.job_id = o.job_id
+                            WHERE p.job_id = o.job_id AND p.job_created_at = o.job_created_at
                               AND p.event_type IN ('job.progress', 'batch.progress')
                               AND p.target = o.target AND p.series = o.series
                               AND p.state = 'pending' AND p.lease_token IS NOT NULL
@@ -105,7 +105,7 @@ WITH clock AS (
            next_attempt_at = clock.now + make_interval(secs => :lease_s::double precision),
            lease_token = md5(random()::text || clock_timestamp()::text || o.id)
       FROM due, clock
-     WHERE o.id = due.id
+     WHERE o.id = due.id AND o.job_created_at = due.job_created_at
     RETURNING o.*
 )
 SELECT c.*,
@@ -129,12 +129,14 @@ WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 ), attempt AS (
     INSERT INTO webhook_attempts (id, outbox_id, event_id, tenant_id, job_id, target, attempt,
-                                  status_code, latency_ms, error, succeeded, created_at)
+                                  status_code, latency_ms, error, succeeded, created_at,
+                                  job_created_at)
     SELECT 'att_' || replace(gen_random_uuid()::text, '-', ''), :id, :event_id, :tenant_id,
            :job_id, :target, :attempt, :status_code, :latency_ms, :error,
-           :state = 'succeeded', clock.now
-      FROM clock
+           :state = 'succeeded', clock.now, o.job_created_at
+      FROM clock, outbox AS o
      WHERE :attempted::boolean
+       AND o.id = :id AND o.job_created_at = jobgate_history_key(:job_id)
 ), disabled AS (
     UPDATE webhook_endpoints AS e
        SET disabled = true, disabled_reason = :disable_reason::text, updated_at = clock.now
@@ -152,7 +154,8 @@ UPDATE outbox AS o
        last_error = :error,
        completed_at = CASE WHEN :state = 'pending' THEN NULL ELSE clock.now END
   FROM clock
- WHERE o.id = :id AND o.lease_token = :token AND o.state = 'pending'
+ WHERE o.id = :id AND o.job_created_at = jobgate_history_key(:job_id)
+   AND o.lease_token = :token AND o.state = 'pending'
 RETURNING o.id
 
 -- name: delivery_release
@@ -162,21 +165,27 @@ UPDATE outbox AS o
        next_attempt_at = clock.now + make_interval(secs => :delay_s::double precision),
        lease_token = NULL
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE o.id = :id AND o.lease_token = :token AND o.state = 'pending'
+ WHERE o.id = :id AND o.job_created_at = jobgate_history_key(:job_id)
+   AND o.lease_token = :token AND o.state = 'pending'
 RETURNING o.id
 
 -- name: delivery_recover
--- Re-queue an endpoint's failed deliveries since a time, with a fresh attempt budget.
+-- Re-queue an endpoint's failed deliveries since a time, with a fresh attempt budget; not
+-- those of a job retention deleted (its rows wait in their day's partition for the drop).
 UPDATE outbox AS o
    SET state = 'pending', attempts = 0, next_attempt_at = clock.now, completed_at = NULL,
        lease_token = NULL
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE o.endpoint_id = :endpoint_id AND o.tenant_id = :tenant_id AND o.state = 'failed'
    AND o.created_at >= :since
+   AND o.job_created_at = jobgate_history_key(o.job_id)
 
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.
-SELECT * FROM webhook_attempts WHERE job_id = :job_id ORDER BY created_at, attempt, id
+SELECT *
+  FROM webhook_attempts
+ WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id)
+ ORDER BY created_at, attempt, id
 
 -- name: outbox_batch_progress_arm
 -- Arm an in-progress batch's `batch.progress` delivery to each enabled endpoint of its tenant
@@ -187,19 +196,21 @@ WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 )
 INSERT INTO outbox AS o (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
-                         series, job_status, created_at, next_attempt_at)
+                         series, job_status, created_at, next_attempt_at, job_created_at)
 SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''),
        'evt_' || left(replace(gen_random_uuid()::text, '-', ''), 24),
        b.tenant_id, b.id, 'batch.progress', e.id, e.id, NULL, 0, b.status, clock.now,
-       greatest(clock.now, p.completed_at + make_interval(secs => e.progress_interval_s))
+       greatest(clock.now, p.completed_at + make_interval(secs => e.progress_interval_s)),
+       b.created_at
   FROM clock
   JOIN batches AS b ON b.id = :batch_id AND b.status = 'in_progress'
   JOIN webhook_endpoints AS e
     ON e.tenant_id = b.tenant_id AND NOT e.disabled AND e.event_types @> '["batch.progress"]'
   LEFT JOIN outbox AS p
-    ON p.job_id = b.id AND p.event_type = 'batch.progress' AND p.target = e.id AND p.series = 0
+    ON p.job_id = b.id AND p.job_created_at = b.created_at AND p.event_type = 'batch.progress'
+   AND p.target = e.id AND p.series = 0
  WHERE p.id IS NULL OR p.state <> 'pending'
-ON CONFLICT (job_id, event_type, target, series) DO UPDATE
+ON CONFLICT (job_id, event_type, target, series, job_created_at) DO UPDATE
    SET event_id = excluded.event_id, state = 'pending', attempts = 0,
        created_at = excluded.created_at, next_attempt_at = excluded.next_attempt_at,
        lease_token = NULL, last_status_code = NULL, last_error = NULL, completed_at = NULL
@@ -216,20 +227,22 @@ WITH clock AS (
     SELECT coalesce(:now::timestamptz, now()) AS now
 )
 INSERT INTO outbox AS o (id, event_id, tenant_id, job_id, event_type, target, endpoint_id, url,
-                         series, job_status, created_at, next_attempt_at)
+                         series, job_status, created_at, next_attempt_at, job_created_at)
 SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''),
        'evt_' || left(replace(gen_random_uuid()::text, '-', ''), 24),
        j.tenant_id, j.id, 'job.progress', e.id, e.id, NULL, j.series, j.state, clock.now,
-       greatest(clock.now, p.completed_at + make_interval(secs => e.progress_interval_s))
+       greatest(clock.now, p.completed_at + make_interval(secs => e.progress_interval_s)),
+       j.created_at
   FROM clock
   JOIN jobs AS j ON j.id = :job_id AND j.state = 'running'
   JOIN webhook_endpoints AS e
     ON e.tenant_id = j.tenant_id AND NOT e.disabled AND e.event_types @> '["job.progress"]'
   LEFT JOIN outbox AS p
-    ON p.job_id = j.id AND p.event_type = 'job.progress' AND p.target = e.id
+    ON p.job_id = j.id AND p.job_created_at = j.created_at AND p.event_type = 'job.progress'
+   AND p.target = e.id
    AND p.series = j.series
  WHERE p.id IS NULL OR p.state <> 'pending'
-ON CONFLICT (job_id, event_type, target, series) DO UPDATE
+ON CONFLICT (job_id, event_type, target, series, job_created_at) DO UPDATE
    SET event_id = excluded.event_id, state = 'pending', attempts = 0,
        created_at = excluded.created_at, next_attempt_at = excluded.next_attempt_at,
        lease_token = NULL, last_status_code = NULL, last_error = NULL, completed_at = NULL

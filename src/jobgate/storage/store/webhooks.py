@@ -194,6 +194,7 @@ class WebhookQueries(SqlPart):
         row = await self._sql.write_one(
             "delivery_release",
             id=delivery.entry.id,
+            job_id=delivery.entry.job_id,
             token=delivery.lease_token,
             delay_s=float(delay_s),
             now=self._sql.codec.now(now),

@@ -1,0 +1,413 @@
+"""PostgreSQL's history tables partitioned by day (migration 0088): job_events,
+job_output_chunks, outbox and webhook_attempts are partitioned by RANGE on job_created_at (the
+creation time of the job, or batch, a row belongs to), one UTC day per partition plus DEFAULT.
+
+- The conversion keeps every row of a database filled at the migration before (every kind of
+  history row, of jobs of today, of a few days ago and of long ago, and of a batch), each in the
+  partition of its owner's day (long ago: DEFAULT), and every key, trigger and the log view
+  still hold.
+- A fresh database has today's partitions and the next days'; an insert dated outside every
+  partition lands in DEFAULT and is never lost, and moves into its day's partition when that
+  day's partition is made.
+- Reads by job name its one partition (the others are pruned), through its index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from jobgate.storage import migrations
+from jobgate.storage.postgres.executor import Q
+from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.records import Tenant
+from tests.storage.helpers import make_tenant, new_job
+from tests.support.databases import PostgresTemplate, dsn_for
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
+
+BEFORE = 88  # the conversion's version: the database is filled at the schema before it
+HISTORY = ("job_events", "job_output_chunks", "outbox", "webhook_attempts")
+DAY = timedelta(days=1)
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+@pytest.fixture
+async def old_dsn(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[str, Callable[[], None]]]:
+    """A database migrated up to the version before the conversion, and a function that lets
+    `migrate()` go on to the newest."""
+    real = migrations.pending
+
+    def before(package: str, applied: Any) -> list[migrations.Migration]:
+        return [m for m in real(package, applied) if m.version < BEFORE]
+
+    monkeypatch.setattr(migrations, "pending", before)
+    name = f"jobgate_partitions_{abs(hash(request.node.name)) % 10**8}"
+    await PostgresTemplate._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await PostgresTemplate._admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield dsn_for(name), lambda: monkeypatch.setattr(migrations, "pending", real)
+    finally:
+        await PostgresTemplate._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def _rows(conn: asyncpg.Connection, table: str, order: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(f"SELECT * FROM {table} ORDER BY {order}")]
+
+
+async def _fill_old_schema(
+    storage: PostgresStorage, conn: asyncpg.Connection
+) -> tuple[Tenant, dict[str, datetime]]:
+    """Jobs of today, of three days ago and of fifty days ago (each claimed, streamed, finished
+    with a webhook delivered once), and a batch with a webhook row: every kind of history row.
+    Written through the store where its statements predate the conversion (jobs, claims,
+    finishes: the triggers write events and outbox rows), by hand elsewhere."""
+    tenant = await make_tenant(storage, "old")
+    await conn.execute(
+        "INSERT INTO webhook_endpoints (id, tenant_id, url, secret, created_at, updated_at)"
+        " VALUES ('ep_old', $1, 'https://example.com/hook', 'whsec_x', now(), now())",
+        tenant.id,
+    )
+    owners: dict[str, datetime] = {}
+    now = datetime.now(UTC).replace(microsecond=0)
+    for label, at in (("today", now), ("recent", now - 3 * DAY), ("ancient", now - 50 * DAY)):
+        job = (await storage.job_insert(job=new_job(tenant, id=f"job_{label}"), now=at)).job
+        owners[job.id] = job.created_at
+        await conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = 1, run_count = 1, started_at = $2,"
+            " updated_at = $2, lease_owner = 'w', lease_token = 't', lease_expires_at = $2,"
+            " event_seq = event_seq + 1, transition_actor = 'worker', transition_reason = 'claimed'"
+            " WHERE id = $1",
+            job.id,
+            at + timedelta(seconds=1),
+        )
+        for seq in (1, 2):
+            await conn.execute(
+                "INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at,"
+                " continued_chars) VALUES ($1, $2, 1, $3, $4, 0)",
+                job.id,
+                seq,
+                f"chunk {seq} of {label}",
+                at + timedelta(seconds=2),
+            )
+        await conn.execute(
+            "UPDATE jobs SET state = 'succeeded', completed_at = $2, updated_at = $2,"
+            " result = '{\"ok\": true}', lease_token = NULL, lease_owner = NULL,"
+            " event_seq = event_seq + 1, transition_actor = 'worker', transition_reason = 'done'"
+            " WHERE id = $1",
+            job.id,
+            at + timedelta(seconds=3),
+        )
+        await conn.execute(
+            "INSERT INTO webhook_attempts (id, outbox_id, event_id, tenant_id, job_id, target,"
+            " attempt, status_code, latency_ms, error, succeeded, created_at)"
+            " SELECT 'att_' || o.id, o.id, o.event_id, o.tenant_id, o.job_id, o.target, 1, 200, 5,"
+            " NULL, true, $2 FROM outbox AS o WHERE o.job_id = $1",
+            job.id,
+            at + timedelta(seconds=4),
+        )
+        await conn.execute(
+            "UPDATE outbox SET state = 'succeeded', attempts = 1, completed_at = $2"
+            " WHERE job_id = $1",
+            job.id,
+            at + timedelta(seconds=4),
+        )
+    batch_at = now - 2 * DAY
+    await conn.execute(
+        "INSERT INTO batches (id, tenant_id, status, endpoint, input_file_id, completion_window,"
+        " priority, total, created_at, expires_at) VALUES ('batch_old', $1, 'completed',"
+        " '/v1/chat/completions', 'file_x', '24h', 5, 0, $2, $3)",
+        tenant.id,
+        batch_at,
+        batch_at + DAY,
+    )
+    owners["batch_old"] = batch_at
+    await conn.execute(
+        "INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target, endpoint_id,"
+        " series, job_status, created_at, next_attempt_at) VALUES ('msg_batch_old', 'evt_b',"
+        " $1, 'batch_old', 'batch.completed', 'ep_old', 'ep_old', 0, 'completed', $2, $2)",
+        tenant.id,
+        batch_at,
+    )
+    return tenant, owners
+
+
+async def _partition_of(conn: asyncpg.Connection, table: str) -> dict[tuple[Any, ...], str]:
+    key = "id" if table in ("outbox", "webhook_attempts") else "job_id, seq"
+    rows = await conn.fetch(f"SELECT {key}, tableoid::regclass::text AS part FROM {table}")
+    return {tuple(r)[:-1]: r["part"] for r in rows}
+
+
+def _expected_partition(table: str, owner_created: datetime) -> str:
+    day = owner_created.astimezone(UTC).date()
+    if _today() - timedelta(days=35) <= day <= _today() + timedelta(days=3):
+        return f"{table}_p{day:%Y%m%d}"
+    return f"{table}_default"
+
+
+async def test_the_conversion_keeps_every_row_key_and_trigger(
+    old_dsn: tuple[str, Callable[[], None]],
+) -> None:
+    dsn, to_newest = old_dsn
+    storage = PostgresStorage(dsn, pool_size=2)
+    await storage.open()
+    conn = await asyncpg.connect(dsn)
+    try:
+        await storage.migrate()
+        assert await storage.schema_version() < BEFORE
+        tenant, owners = await _fill_old_schema(storage, conn)
+        orders = {
+            "job_events": "job_id, seq",
+            "job_output_chunks": "job_id, seq",
+            "outbox": "id",
+            "webhook_attempts": "id",
+        }
+        before = {t: await _rows(conn, t, orders[t]) for t in HISTORY}
+        assert {t: len(rows) for t, rows in before.items()} == {
+            "job_events": 6,  # running and succeeded of three jobs (the first is implied)
+            "job_output_chunks": 6,
+            "outbox": 4,  # job.succeeded of three jobs to the endpoint, and the batch's
+            "webhook_attempts": 3,
+        }
+        log_before = [
+            dict(r) for r in await conn.fetch("SELECT * FROM job_event_log ORDER BY job_id, seq")
+        ]
+
+        to_newest()
+        assert BEFORE in await storage.migrate()
+
+        for table in HISTORY:
+            after = await _rows(conn, table, orders[table])
+            assert [
+                {k: row[k] for k in old} for row, old in zip(after, before[table], strict=True)
+            ] == before[table], table
+            assert len(after) == len(before[table])
+            assert all(row["job_created_at"] == owners[row["job_id"]] for row in after), table
+            where = await _partition_of(conn, table)
+            for row in after:
+                key = (row["id"],) if "id" in row else (row["job_id"], row["seq"])
+                assert where[key] == _expected_partition(table, owners[row["job_id"]]), key
+        log_after = [
+            {k: r[k] for k in log_before[0]}
+            for r in await conn.fetch("SELECT * FROM job_event_log ORDER BY job_id, seq")
+        ]
+        assert log_after == log_before
+
+        # The keys hold, with the partition key in them as their owner's one creation time.
+        first = before["job_events"][0]
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(
+                "INSERT INTO job_events (job_id, seq, to_state, actor, created_at, job_created_at)"
+                " VALUES ($1, $2, 'running', 'x', now(), $3)",
+                first["job_id"],
+                first["seq"],
+                owners[first["job_id"]],
+            )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(
+                "INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at,"
+                " job_created_at) VALUES ('job_today', 1, 1, 'again', now(), $1)",
+                owners["job_today"],
+            )
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute(
+                "INSERT INTO job_output_chunks (job_id, seq, generation, text, created_at,"
+                " continued_chars, job_created_at) VALUES ('job_today', 9, 1, 'x', now(), -1, $1)",
+                owners["job_today"],
+            )
+        outbox = before["outbox"][0]
+        with pytest.raises(asyncpg.UniqueViolationError):  # the fan-out's deduplication
+            await conn.execute(
+                "INSERT INTO outbox (id, event_id, tenant_id, job_id, event_type, target,"
+                " series, job_status, created_at, next_attempt_at, job_created_at)"
+                " VALUES ('msg_again', 'evt', $1, $2, $3, $4, $5, 'succeeded', now(), now(), $6)",
+                outbox["tenant_id"],
+                outbox["job_id"],
+                outbox["event_type"],
+                outbox["target"],
+                outbox["series"],
+                owners[outbox["job_id"]],
+            )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            attempt = before["webhook_attempts"][0]
+            await conn.execute(
+                "INSERT INTO webhook_attempts SELECT * FROM webhook_attempts WHERE id = $1",
+                attempt["id"],
+            )
+        with pytest.raises(asyncpg.NotNullViolationError):  # no row without its partition key
+            await conn.execute(
+                "INSERT INTO job_events (job_id, seq, to_state, actor, created_at)"
+                " VALUES ('job_today', 99, 'running', 'x', now())"
+            )
+        with pytest.raises(asyncpg.RaiseError, match="append-only"):
+            await conn.execute("UPDATE job_events SET reason = 'edited'")
+
+        # The store reads and writes the converted history: each job's log, output and
+        # deliveries as they were, and a new transition writes its event and its outbox row.
+        for job_id in ("job_today", "job_recent", "job_ancient"):
+            assert [e.seq for e in await storage.job_events(job_id=job_id)] == [1, 2, 3]
+            assert len(await storage.job_output_read(job_id=job_id, after_seq=0)) == 2
+            assert len(await storage.delivery_attempts_for_job(job_id=job_id)) == 1
+            assert len(await storage.outbox_for_job(job_id=job_id)) == 1
+        fresh = (await storage.job_insert(job=new_job(tenant))).job
+        await storage.job_cancel(job_id=fresh.id, tenant_id=tenant.id, actor="api")
+        assert [e.to_state for e in await storage.job_events(job_id=fresh.id)] == [
+            "queued",
+            "cancelled",
+        ]
+        [entry] = await storage.outbox_for_job(job_id=fresh.id)
+        assert entry.event_type == "job.cancelled"
+        leftovers = await conn.fetchval(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_unpartitioned'"
+        )
+        assert leftovers == 0
+    finally:
+        await conn.close()
+        await storage.close()
+
+
+async def test_days_ahead_exist_and_an_insert_outside_them_lands_in_default(pg_dsn: str) -> None:
+    storage = PostgresStorage(pg_dsn, pool_size=2)
+    await storage.open()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for table in HISTORY:
+            parts = {
+                r["part"]
+                for r in await conn.fetch(
+                    "SELECT c.relname AS part FROM pg_inherits AS i"
+                    " JOIN pg_class AS c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass",
+                    table,
+                )
+            }
+            assert f"{table}_default" in parts
+            for ahead in range(4):
+                assert f"{table}_p{_today() + timedelta(days=ahead):%Y%m%d}" in parts, table
+
+        tenant = await make_tenant(storage, "far")
+        far = _midnight(_today() + timedelta(days=40)) + timedelta(hours=5)
+        job = (await storage.job_insert(job=new_job(tenant), now=far)).job
+        await storage.job_cancel(job_id=job.id, tenant_id=tenant.id, actor="api", now=far)
+        where = await conn.fetchval(
+            "SELECT tableoid::regclass::text FROM job_events WHERE job_id = $1", job.id
+        )
+        assert where == "job_events_default"
+        assert [e.to_state for e in await storage.job_events(job_id=job.id)] == [
+            "queued",
+            "cancelled",
+        ]
+        # Its day's partition made later takes the row over from DEFAULT: still one row.
+        made = await conn.fetchval(
+            "SELECT jobgate_history_partition_ensure('job_events', $1::date)", far.date()
+        )
+        assert made is True
+        rows = await conn.fetch(
+            "SELECT tableoid::regclass::text AS part FROM job_events WHERE job_id = $1", job.id
+        )
+        assert [r["part"] for r in rows] == [f"job_events_p{far.date():%Y%m%d}"]
+        assert [e.to_state for e in await storage.job_events(job_id=job.id)] == [
+            "queued",
+            "cancelled",
+        ]
+    finally:
+        await conn.close()
+        await storage.close()
+
+
+async def test_reads_by_job_touch_its_partition_only(pg_dsn: str) -> None:
+    """Each hot read by job id names its job's partition: the plan keeps one partition (the
+    others pruned at start-up), read through that partition's index."""
+    storage = PostgresStorage(pg_dsn, pool_size=1)
+    await storage.open()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        tenant = await make_tenant(storage, "plans")
+        job = (await storage.job_insert(job=new_job(tenant))).job
+        reads: dict[str, dict[str, Any]] = {
+            "job_events": {"job_id": job.id, "after_seq": 0, "limit": 100},
+            "job_output_read": {"job_id": job.id, "after_seq": 0, "limit": 100},
+            "job_output_chars": {"job_id": job.id, "generation": 1},
+            "outbox_for_job": {"job_id": job.id},
+            "delivery_attempts_for_job": {"job_id": job.id},
+        }
+        for name, params in reads.items():
+            await conn.execute("SET enable_seqscan = off")
+            plan = json.loads(
+                await conn.fetchval(
+                    "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) " + Q[name].positional_sql,
+                    *Q[name].args(params),
+                )
+            )
+            text = json.dumps(plan)
+            scanned = {
+                node["Relation Name"]
+                for node in _nodes(plan[0]["Plan"])
+                if "Relation Name" in node
+                and node.get("Actual Loops", 0) > 0
+                and node["Relation Name"] != "jobs"
+                and node["Relation Name"] != "batches"
+            }
+            assert len(scanned) <= 1, (name, scanned)
+            assert "Seq Scan" not in {
+                n["Node Type"]
+                for n in _nodes(plan[0]["Plan"])
+                if n.get("Relation Name") not in (None, "jobs", "batches")
+            }, (name, text)
+    finally:
+        await conn.close()
+        await storage.close()
+
+
+def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [node]
+    for child in node.get("Plans", []):
+        found += _nodes(child)
+    return found
+
+
+async def test_two_processes_making_the_same_days_both_succeed(pg_dsn: str) -> None:
+    """Creators in several processes at once: each day's partitions are made once, and no
+    caller fails."""
+    conns = [await asyncpg.connect(pg_dsn) for _ in range(4)]
+    try:
+        days = [_today() + timedelta(days=10 + i) for i in range(3)]
+
+        async def make(conn: asyncpg.Connection) -> int:
+            made = 0
+            async with conn.transaction():
+                for table in HISTORY:
+                    for day in days:
+                        made += bool(
+                            await conn.fetchval(
+                                "SELECT jobgate_history_partition_ensure($1, $2::date)",
+                                table,
+                                day,
+                            )
+                        )
+            return made
+
+        results = await asyncio.gather(*(make(c) for c in conns))
+        assert sum(results) == len(HISTORY) * len(days)
+        for table in HISTORY:
+            for day in days:
+                assert await conns[0].fetchval(
+                    "SELECT to_regclass($1)::text", f"{table}_p{day:%Y%m%d}"
+                )
+    finally:
+        for conn in conns:
+            await conn.close()
