@@ -18,7 +18,7 @@ import pydantic
 import pydantic_core
 
 from jobgate import config_names, database_urls, errors
-from jobgate.domain import costs, ranges
+from jobgate.domain import costs, provider_batches, ranges
 
 DAY_S = 86_400
 # The standard webhook schedule spans about three days; results must outlive it.
@@ -42,6 +42,9 @@ MAX_RPM = 10_000_000
 MAX_DAILY_TOKENS = 10**15
 MAX_DAILY_COST_USD = 1_000_000_000
 _OutputTokens = Annotated[int, pydantic.Field(ge=1, le=ranges.MAX_OUTPUT_TOKENS)]
+# The provider kinds with a native batch API jobgate can send batches to
+# (providers.batch_apis.CLIENTS holds their clients: a test keeps the two in step).
+NATIVE_BATCH_KINDS = frozenset({"openai"})
 # A browser origin as the Origin header carries it: scheme, host, optional port.
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
 
@@ -145,6 +148,14 @@ class ProviderConfig(pydantic.BaseModel):
     # The largest output cap a request may ask (a larger one is refused at submit, 400); a
     # model's `max_output_tokens` under model_limits replaces it for that model.
     max_output_tokens: _OutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
+    # Provider-native batches: the lines of a `/v1/batches` batch routed here are sent as the
+    # provider's own batches (its Batch API), priced at `batch_discount` times its prices, and
+    # split into parts of at most `batch_max_requests` lines (None: the provider's own limit).
+    native_batches: bool = False
+    batch_discount: Annotated[float, pydantic.BeforeValidator(_number_only)] = pydantic.Field(
+        default=0.5, gt=0, le=1, allow_inf_nan=False
+    )
+    batch_max_requests: int | None = pydantic.Field(default=None, ge=1, le=100_000)
 
     def output_bound(self, model: str | None) -> int:
         """The largest output cap a request for `model` may ask of this provider."""
@@ -169,6 +180,17 @@ class ProviderConfig(pydantic.BaseModel):
                 "assistant_prefill: only for kind openai (anthropic and sim always continue a "
                 "trailing assistant message)"
             )
+        if self.native_batches and self.kind not in NATIVE_BATCH_KINDS:
+            raise ValueError(
+                f"native_batches: only for kinds with a native batch API "
+                f"({', '.join(sorted(NATIVE_BATCH_KINDS))}), not {self.kind!r}"
+            )
+        bound = provider_batches.LIMITS.get(self.kind)
+        if self.batch_max_requests is not None and (
+            bound is None or self.batch_max_requests > bound.max_requests
+        ):
+            most = "no batch API" if bound is None else f"at most {bound.max_requests:,}"
+            raise ValueError(f"batch_max_requests: kind {self.kind!r} takes {most}")
         return self
 
 
@@ -313,6 +335,9 @@ class Settings(pydantic.BaseModel):
     files_expire_after_s: float = pydantic.Field(default=30 * DAY_S, ge=3600, allow_inf_nan=False)
     batch_max_lines: int = pydantic.Field(default=50_000, gt=0)
     batch_priority: int = pydantic.Field(default=8, ge=0, le=9)
+    # How often the batches role asks a provider how each of a batch's provider-native batches
+    # stands (its Batch API), per part.
+    batch_poll_interval_s: float = pydantic.Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
     # Live stream readers (job output, job events, Responses streams) one tenant may hold open
     # on one API process; one more is answered 429. Readers of one job share one feed.
     stream_readers_per_tenant: int = pydantic.Field(default=500, gt=0)
@@ -402,6 +427,14 @@ class Settings(pydantic.BaseModel):
         builtin = {"sim": ProviderConfig(kind="sim", model_prefixes=("sim-",))}
         return {**builtin, **self.providers}
 
+    def batch_discounts(self) -> dict[str, Decimal]:
+        """Every provider's `batch_discount`: what its native batches' usage costs against its
+        prices."""
+        return {
+            name: costs.usd(provider.batch_discount)
+            for name, provider in self.all_providers().items()
+        }
+
     def prices(self) -> costs.Prices:
         """Every provider's prices, by provider name then model (or "*")."""
         return {
@@ -439,7 +472,8 @@ _ENV_FIELDS = (
     "request_head_timeout_s", "keep_alive_s", "max_request_head_bytes", "max_request_headers",
     "max_request_line_bytes", "dashboard_session_ttl_s", "dashboard_show_content",
     "files_max_bytes", "files_max_per_tenant", "files_max_bytes_per_tenant",
-    "files_expire_after_s", "batch_max_lines", "batch_priority", "stream_readers_per_tenant",
+    "files_expire_after_s", "batch_max_lines", "batch_priority", "batch_poll_interval_s",
+    "stream_readers_per_tenant",
     "schedules_max_per_tenant",
     "transport", "transport_sweep_after_s", "transport_defer_s", "transport_fallback",
     "transport_window", "cors_origins",

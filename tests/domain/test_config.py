@@ -186,6 +186,52 @@ def test_assistant_prefill_is_an_openai_compatible_servers_flag(tmp_path: Path, 
         load_settings({}, config_path=config)
 
 
+def test_native_batches_are_for_kinds_with_a_batch_api(tmp_path: Path) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text('[providers.up]\nkind = "openai"\n')
+    provider = load_settings({}, config_path=config).providers["up"]
+    assert not provider.native_batches and provider.batch_discount == 0.5
+    assert provider.batch_max_requests is None
+    config.write_text('[providers.up]\nkind = "openai"\nnative_batches = true\n')
+    assert load_settings({}, config_path=config).providers["up"].native_batches
+    for kind in ("sim", "anthropic"):  # anthropic: no Message Batches client yet
+        config.write_text(f'[providers.other]\nkind = "{kind}"\nnative_batches = true\n')
+        with pytest.raises(errors.ConfigError) as caught:
+            load_settings({}, config_path=config)
+        assert "native_batches" in str(caught.value) and "other" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "accepted"),
+    [
+        ("batch_discount = 0.25", True),
+        ("batch_discount = 1", True),
+        ("batch_discount = 0", False),
+        ("batch_discount = -0.5", False),
+        ("batch_discount = 1.01", False),
+        ("batch_discount = nan", False),
+        ("batch_discount = inf", False),
+        ('batch_discount = "0.5"', False),
+        ("batch_max_requests = 1", True),
+        ("batch_max_requests = 50000", True),
+        ("batch_max_requests = 50001", False),  # OpenAI's Batch API takes 50,000 at most
+        ("batch_max_requests = 0", False),
+        ("batch_max_requests = 2.5", False),
+    ],
+)
+def test_batch_discount_and_part_size_are_bounded(
+    tmp_path: Path, line: str, accepted: bool
+) -> None:
+    config = tmp_path / "jobgate.toml"
+    config.write_text(f'[providers.up]\nkind = "openai"\nnative_batches = true\n{line}\n')
+    if accepted:
+        load_settings({}, config_path=config)
+        return
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    assert line.split(" ")[0] in str(caught.value)
+
+
 def test_prices_per_provider_and_model(tmp_path: Path) -> None:
     config = tmp_path / "jobgate.toml"
     config.write_text(
