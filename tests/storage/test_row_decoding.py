@@ -92,10 +92,11 @@ def test_states_dates_and_empty_sums() -> None:
             "cache_read_tokens": None,
             "cache_write_tokens": 0,
             "concurrency_key": None,
+            "native_batch": 0,  # SQLite's false
         },
     )
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (0, 7, 0)
-    assert usage.concurrency_key is None
+    assert usage.concurrency_key is None and usage.native_batch is False
     day = {"tenant_id": "t", "day": "2026-01-02", "provider": "p", "model": "", "jobs": 1}
     counts = {
         "input_tokens": 1,

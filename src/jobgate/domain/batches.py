@@ -99,10 +99,14 @@ def parse_line(raw: bytes, line: int) -> dict[str, Any]:
 class Validation:
     """An input file checked line by line against its batch, as OpenAI validates a batch:
     each line a request (parse_line), every url the batch's endpoint, every custom_id once,
-    every model the same. Feed it the lines in order (`check`), then read `errors`."""
+    every model the same. A model named with a provider's prefix (`PROVIDER/MODEL`, one of
+    `providers`) is the same model as without it: the prefix chooses who serves that line,
+    so one batch may run on several providers. Feed it the lines in order (`check`), then
+    read `errors`."""
 
     endpoint: str
     max_lines: int
+    providers: frozenset[str] = frozenset()
     lines: int = 0
     model: str | None = None
     errors: list[LineError] = dataclasses.field(default_factory=list)
@@ -135,6 +139,7 @@ class Validation:
                 )
             model = value["body"].get("model")
             if isinstance(model, str):
+                model = self._unprefixed(model)
                 if self.model is None:
                     self.model = model
                 elif model != self.model:
@@ -149,6 +154,10 @@ class Validation:
             self._refused += 1
             if len(self.errors) < MAX_ERRORS:
                 self.errors.append(exc)
+
+    def _unprefixed(self, model: str) -> str:
+        head, slash, rest = model.partition("/")
+        return rest if slash and head in self.providers else model
 
     def finish(self) -> list[LineError]:
         """The errors that fail the batch (none: it may run)."""

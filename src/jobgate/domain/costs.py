@@ -8,6 +8,9 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
 ANY_MODEL = "*"  # the price of any model of a provider that has no price of its own
+# What a provider-native batch's tokens cost against the provider's prices, where its
+# `batch_discount` is not known (OpenAI's and Anthropic's batch APIs bill half).
+DEFAULT_BATCH_DISCOUNT = Decimal("0.5")
 _PER_MTOK = Decimal(1_000_000)
 
 
@@ -39,6 +42,7 @@ class UsageTotal:
     cache_read_tokens: int = 0  # of input_tokens
     cache_write_tokens: int = 0  # of input_tokens
     concurrency_key: str | None = None  # the jobs' key, when usage is read per key
+    native_batch: bool = False  # sent in the provider's own batches: priced at the batch price
 
     @property
     def tokens(self) -> int:
@@ -104,15 +108,23 @@ def cost_usd(
     return micro / _PER_MTOK
 
 
-def spend(usage: Iterable[UsageTotal], prices: Prices) -> Spend:
+def spend(
+    usage: Iterable[UsageTotal],
+    prices: Prices,
+    batch_discounts: Mapping[str, Decimal] | None = None,
+) -> Spend:
     """Each tenant's spend over the usage given (and each concurrency key's, for usage read
-    per key). Usage without a price counts 0 and is named
-    in `unpriced`, so that the caller can make it visible."""
+    per key). Usage sent in provider-native batches costs its price times the provider's
+    `batch_discounts` entry (DEFAULT_BATCH_DISCOUNT when it has none). Usage without a price
+    counts 0 and is named in `unpriced`, so that the caller can make it visible."""
     by_tenant: dict[str, Decimal] = {}
     by_key: dict[tuple[str, str], Decimal] = {}
     unpriced: set[tuple[str, str | None]] = set()
     for row in usage:
         price = price_for(prices, provider=row.provider, model=row.model)
+        if price is not None and row.native_batch:
+            factor = (batch_discounts or {}).get(row.provider, DEFAULT_BATCH_DISCOUNT)
+            price = discounted(price, factor)
         if price is None:
             if row.input_tokens or row.output_tokens:
                 unpriced.add((row.provider, row.model))

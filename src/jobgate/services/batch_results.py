@@ -1,4 +1,6 @@
-"""A finalizing batch's output and error files, and its end (for the batches role).
+"""A finalizing batch's output and error files, and its end (for the batches role): the lines
+that ran as jobs and those sent in provider batches (read back by services/provider_batch_poll),
+in the input's order, each once.
 
 Each pass writes its files under new ids, invisible while written (`uploading`, naming the
 batch), every write fenced by the pass's lease token; the batch then ends in one transaction
@@ -91,6 +93,8 @@ async def _result_line(
     """A line's entry in the output or error file, and how it ended (_SUCCEEDED, _FAILED or
     _NOT_RUN: cancelled or expired before it ran)."""
     line_id = f"batch_req_{item.job_id or f'{batch.id}_{item.line}'}"
+    if item.provider is not None:
+        return _native_line(batch, item, final, line_id)
     if item.job_id is None:  # refused when expanded, as its route would have answered
         error = item.item_error or {}
         return batches.output_line(
@@ -124,6 +128,28 @@ async def _result_line(
             code="job_deleted",
             message="The job of this request no longer exists.",
         ), _FAILED
+    code, message = batches.NOT_RUN["expired" if final == BatchStatus.EXPIRED else "cancelled"]
+    return batches.error_line(
+        line_id=line_id, custom_id=item.custom_id, code=code, message=message
+    ), _NOT_RUN
+
+
+def _native_line(
+    batch: BatchRecord, item: BatchItemResult, final: BatchStatus, line_id: str
+) -> tuple[dict[str, Any], str]:
+    """A line sent in a provider batch: the provider's output or error line with the caller's
+    custom_id, or, where its part never ended (the batch was cancelled or expired before it
+    was sent), an error line saying so."""
+    outcome = {"succeeded": _SUCCEEDED, "failed": _FAILED}.get(item.outcome or "", _NOT_RUN)
+    if item.result_line is not None:
+        kept = item.result_line
+        line = {
+            "id": kept.get("id", line_id),
+            "custom_id": item.custom_id,
+            "response": kept.get("response"),
+            "error": kept.get("error"),
+        }
+        return line, outcome
     code, message = batches.NOT_RUN["expired" if final == BatchStatus.EXPIRED else "cancelled"]
     return batches.error_line(
         line_id=line_id, custom_id=item.custom_id, code=code, message=message

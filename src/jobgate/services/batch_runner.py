@@ -1,6 +1,7 @@
-"""The batches role: turns batch lines into jobs, follows them, cancels and expires, and
-writes the output and error files (services/batch_results.py). `batches_once()` is one pass;
-`run()` loops.
+"""The batches role: turns batch lines into jobs (or, for providers with native batches, into
+provider batches: services/native_dispatch.py, provider_batch_poll.py), follows them, cancels
+and expires, and writes the output and error files (services/batch_results.py).
+`batches_once()` is one pass; `run()` loops.
 
 A pass leases the live batches, each with a new token, and every write it makes for a batch
 names that token: a pass that outlived its lease (another process took the batch over) writes
@@ -24,6 +25,8 @@ from jobgate.domain.batches import BatchStatus
 from jobgate.domain.job import NewJob
 from jobgate.services import batch_results
 from jobgate.services.jobs import JobService, SubmitSpec
+from jobgate.services.native_dispatch import NativeBatches
+from jobgate.services.provider_batch_poll import PartFollower
 from jobgate.storage import protocol
 from jobgate.storage.records import BatchChunk, BatchRecord, FileChunk, NewBatchItem
 
@@ -55,12 +58,27 @@ class LineCheck(Protocol):
 
 class BatchRunner:
     def __init__(
-        self, *, jobs: JobService, check_line: LineCheck, interval_s: float = INTERVAL_S
+        self,
+        *,
+        jobs: JobService,
+        check_line: LineCheck,
+        interval_s: float = INTERVAL_S,
+        native: NativeBatches | None = None,
     ) -> None:
         self.jobs = jobs
         self.check_line = check_line
         self.storage: protocol.BatchRunnerStorage = jobs.storage
         self.interval_s = interval_s
+        # Provider-native batches: lines whose provider has them go to its batch API.
+        self.native = native or NativeBatches(
+            storage=self.storage, configs=jobs.providers.configs()
+        )
+        self.parts = PartFollower(
+            storage=self.storage,
+            native=self.native,
+            poll_interval_s=jobs.settings.batch_poll_interval_s,
+            monotonic=jobs.clock.monotonic,
+        )
         # A pass on one batch must end well within its lease (as a worker's call within the
         # job's): a process killed mid-pass delays the batch by at most this much.
         self.lease_s = jobs.settings.lease_ttl_s
@@ -159,7 +177,9 @@ class BatchRunner:
         """Check every line of the input file as OpenAI validates a batch: in progress (its
         requests counted, its model known), or failed with the lines' errors and no job."""
         validation = batches.Validation(
-            endpoint=batch.endpoint, max_lines=self.jobs.settings.batch_max_lines
+            endpoint=batch.endpoint,
+            max_lines=self.jobs.settings.batch_max_lines,
+            providers=frozenset(self.jobs.providers.configs()),
         )
         seq = 0
         while True:
@@ -203,9 +223,14 @@ class BatchRunner:
         if batch.final_status is None:
             if not await self._expand(batch, now):
                 return None  # more lines to expand next pass
-            # Every chunk is expanded, each with all its lines: only the jobs may be running.
-            if await self.storage.batch_live_job_ids(batch_id=batch.id, limit=1):
+            # Every chunk is expanded, each with all its lines: only the jobs and the provider
+            # batches may be running.
+            if not await self.native.dispatch(batch):
+                return None  # parts still to send
+            parts_ended = await self.parts.follow(batch)
+            if not parts_ended or await self.storage.batch_live_job_ids(batch_id=batch.id, limit=1):
                 return None
+            self.native.forget(batch.id)
             return await self._update(
                 batch,
                 (BatchStatus.IN_PROGRESS,),
@@ -214,8 +239,10 @@ class BatchRunner:
                 unsettled=True,
                 now=now,
             )
-        if await self._stop_live(batch):
-            return None  # jobs still stopping
+        parts_ended = await self.parts.follow(batch)  # live parts cancelled at the provider
+        if await self._stop_live(batch) or not parts_ended:
+            return None  # jobs or provider batches still stopping
+        self.native.forget(batch.id)
         return await self._update(
             batch,
             (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING),
@@ -358,7 +385,12 @@ class BatchRunner:
             try:
                 if not isinstance(spec, SubmitSpec):
                     raise spec
-                job = admission.admit(prepare(spec, None))
+                prepared = prepare(spec, None)
+                native = self._native_item(number, custom_id, prepared)
+                if native is not None:
+                    items.append(native)
+                    continue
+                job = admission.admit(prepared)
             except errors.QueueFull:
                 log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
                 return False
@@ -388,6 +420,24 @@ class BatchRunner:
                 extra={"tenant_id": batch.tenant_id, "batch_id": batch.id, "count": len(jobs)},
             )
         return True
+
+    def _native_item(self, number: int, custom_id: str, job: NewJob) -> NewBatchItem | None:
+        """The line as a provider-native batch's line, when its provider has native batches
+        for its endpoint (None: it runs as `job`). Raises errors.InvalidRequest for a line
+        larger than one provider batch takes."""
+        api = self.native.takes(job)
+        if api is None:
+            return None
+        if not self.native.fits(api, job, number):
+            raise errors.InvalidRequest(
+                f"the request is larger than provider {job.provider!r} takes in a batch",
+                param="body",
+                code="request_too_large",
+            )
+        return NewBatchItem(
+            line=number, custom_id=custom_id, job_id=None, provider=job.provider,
+            request=job.request,
+        )  # fmt: skip
 
     def _spec(self, batch: BatchRecord, line: dict[str, Any]) -> SubmitSpec | Exception:
         """The line's submit as its route checks it, made the batch's own (its metadata and
@@ -426,14 +476,17 @@ class BatchRunner:
         self._wake.set()
 
     async def run(self) -> None:
-        while not self._stopping:
-            try:
-                await self.batches_once()
-            except errors.StorageError as exc:
-                log.warning("batches pass failed: %s", type(exc).__name__)
-                self._moved = False
-            if not self._moved:
-                await self._wake.sleep(self.interval_s)
+        try:
+            while not self._stopping:
+                try:
+                    await self.batches_once()
+                except errors.StorageError as exc:
+                    log.warning("batches pass failed: %s", type(exc).__name__)
+                    self._moved = False
+                if not self._moved:
+                    await self._wake.sleep(self.interval_s)
+        finally:
+            await self.native.aclose()
 
 
 def _refused(line: int, custom_id: str, exc: Exception, endpoint: str) -> NewBatchItem:

@@ -14,7 +14,7 @@ from jobgate.domain.batches import BatchStatus
 from jobgate.ids import IdGenerator
 from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.storage import protocol
-from jobgate.storage.records import BatchRecord
+from jobgate.storage.records import BatchRecord, ProviderBatch
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,12 @@ class BatchService:
         usage = batch.usage
         if usage is None and batch.in_progress_at is not None:
             usage = batches.usage_view(*counts[3:])
-        return {
+        parts = await self.storage.provider_batches_of(batch_id=batch.id)
+        if batch.completed_count is None:  # live: the parts still running count as they stand
+            running = [p.request_counts or {} for p in parts if p.collected_at is None]
+            completed += sum(_count(c, "completed") for c in running)
+            failed += sum(_count(c, "failed") for c in running)
+        view: dict[str, Any] = {
             "id": batch.id,
             "object": "batch",
             "endpoint": batch.endpoint,
@@ -166,6 +171,9 @@ class BatchService:
             "usage": usage,
             "metadata": batch.metadata,
         }
+        if parts:
+            view["provider_batches"] = [_part_view(part) for part in parts]
+        return view
 
     async def _counts(self, batch: BatchRecord) -> tuple[int, int, int, int, int, int]:
         """(total, completed, failed, input, output and cached tokens): zero before the file
@@ -203,3 +211,20 @@ def _check_metadata(metadata: dict[str, Any] | None) -> None:
             raise errors.InvalidRequest(
                 f"metadata values are at most {MAX_METADATA_VALUE} characters", param="metadata"
             )
+
+
+def _part_view(part: ProviderBatch) -> dict[str, Any]:
+    """A part of the batch as `provider_batches` shows it: the provider, the provider's batch
+    id (None until its create is answered), its status and request counts as last read."""
+    counts = part.request_counts or {}
+    return {
+        "provider": part.provider,
+        "id": part.provider_batch_id,
+        "status": part.status,
+        "request_counts": {name: _count(counts, name) for name in ("total", "completed", "failed")},
+    }
+
+
+def _count(counts: dict[str, Any], name: str) -> int:
+    value = counts.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -130,6 +130,7 @@ class LimitsService:
         self._policy_read = -1  # ... when the policy was built
         self._policy_budgeted = False  # whether some tenant has a daily budget then
         self._prices = settings.prices()
+        self._batch_discounts = settings.batch_discounts()
         self._unpriced_logged: set[tuple[str, str | None]] = set()
         # One refresh of each cache at a time: the submits that find it stale while a refresh
         # runs wait for that one instead of each sending its own (at 3,000 submits/s a second's
@@ -159,6 +160,7 @@ class LimitsService:
         """Tenant limits and prices from a reloaded configuration, from the next claim on."""
         self._settings = settings
         self._prices = settings.prices()
+        self._batch_discounts = settings.batch_discounts()
         self.invalidate()
 
     def invalidate(self) -> None:
@@ -378,7 +380,7 @@ class LimitsService:
 
     def _priced(self, usage: list[costs.UsageTotal]) -> costs.Spend:
         """The usage priced; a (provider, model) without a price is logged once."""
-        spend = costs.spend(usage, self._prices)
+        spend = costs.spend(usage, self._prices, self._batch_discounts)
         for provider, model in sorted(spend.unpriced - self._unpriced_logged, key=str):
             # Once per (provider, model) and process: the operator should add a price (or a
             # "*" price for the provider); until then this usage costs 0 against budgets.

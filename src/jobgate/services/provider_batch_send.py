@@ -11,11 +11,10 @@ Failpoints: `provider_batch_intended` (the part written, nothing sent) and
 from __future__ import annotations
 
 import datetime as dt
-from typing import Protocol
 
 from jobgate import errors, failpoints
 from jobgate.domain.provider_batches import Part
-from jobgate.providers.base import JSONObject
+from jobgate.providers import batch_apis
 from jobgate.storage.feature_protocol import ProviderBatchStore
 from jobgate.storage.records import ProviderBatch
 
@@ -24,23 +23,13 @@ from jobgate.storage.records import ProviderBatch
 CLOCK_SKEW_S = 300.0
 
 
-class BatchApi(Protocol):
-    """What sending needs of a provider's batch API (providers.openai_batches)."""
-
-    async def upload(self, data: bytes, *, filename: str) -> str: ...
-
-    async def create(self, *, input_file_id: str, endpoint: str, part_key: str) -> JSONObject: ...
-
-    async def find(self, part_key: str, *, since: dt.datetime) -> JSONObject | None: ...
-
-
 class PartConflict(Exception):
     """The part already names another provider batch than the one found or created."""
 
 
 async def send_part(
     storage: ProviderBatchStore,
-    api: BatchApi,
+    api: batch_apis.BatchSender,
     part: Part,
     *,
     data: bytes,

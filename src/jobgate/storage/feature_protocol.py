@@ -30,7 +30,9 @@ from jobgate.storage.records import (
     FileChunk,
     FileRecord,
     FileUsage,
+    NativeLine,
     NewWebhookEndpoint,
+    PartEnding,
     ProviderBatch,
     QueueLimit,
     RetentionBatch,
@@ -613,6 +615,30 @@ class ProviderBatchStore(Protocol):
 
     async def provider_batches_of(self, *, batch_id: str) -> list[ProviderBatch]:
         """The batch's parts in the order they were recorded. Read-only."""
+        ...
+
+    async def batch_native_lines(
+        self, *, batch_id: str, after_line: int, limit: int
+    ) -> list[NativeLine]:
+        """Up to `limit` of the batch's lines sent in provider batches after `after_line`, in
+        order, each with its provider and request body. Read-only."""
+        ...
+
+    async def provider_batch_seen(
+        self, *, part_key: str, lease_token: str, status: str, request_counts: dict[str, Any]
+    ) -> bool:
+        """Keep the part's provider status and request counts as last read (for reads of the
+        batch), while `lease_token` holds its batch and the part is not read back; False
+        (nothing written) otherwise."""
+        ...
+
+    async def provider_batch_end(self, *, ending: PartEnding, now: datetime | None = None) -> bool:
+        """An ended part read back, in one transaction, only while `ending.lease_token` holds
+        its batch in progress or cancelling (False, nothing written, otherwise): each of its
+        lines' outcome, result line and usage (a line keeps the first it was given), the part
+        marked read back with the provider's last status and counts, and its usage in the
+        ledger as one row of kind `batch` named by the part's key (billed once: a part read
+        back again adds nothing). True once the part is read back."""
         ...
 
 

@@ -964,8 +964,8 @@ class ReconcilerStorage(
     """The reconciler: background jobs due for a check at their provider, settled there."""
 
 
-class BatchFilesStorage(FilesStore, BatchesStore, Protocol):
-    """The files and batches API: uploads, and batches over them."""
+class BatchFilesStorage(FilesStore, BatchesStore, ProviderBatchStore, Protocol):
+    """The files and batches API: uploads, and batches over them (their provider batches)."""
 
 
 class ProviderEventStorage(ProviderEventStore, JobLogStore, Protocol):
@@ -975,8 +975,8 @@ class ProviderEventStorage(ProviderEventStore, JobLogStore, Protocol):
 class BatchRunnerStorage(
     BatchFilesStorage, WebhookEndpointStore, JobReadStore, DatabaseClock, Protocol
 ):
-    """The batches role: expands input files into jobs, arms their progress webhooks and
-    writes result files."""
+    """The batches role: expands input files into jobs or provider batches, follows them, arms
+    their progress webhooks and writes result files."""
 
 
 class ScheduleStorage(ScheduleStore, DatabaseClock, Protocol):
@@ -1000,6 +1000,7 @@ class ApiStorage(
     FilesStore,
     BatchesStore,
     BatchReadStore,
+    ProviderBatchStore,  # a batch's provider batches, shown with it
     BulkStore,  # bulk actions from the API and the console
     AdminStore,
     ConsoleStore,

@@ -668,6 +668,10 @@ class NewBatchItem:
     custom_id: str
     job_id: str | None
     error: dict[str, Any] | None = None
+    # A line sent in a provider-native batch (no job): its provider, and the body it is sent
+    # with (the routed model in it).
+    provider: str | None = None
+    request: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -718,6 +722,9 @@ class BatchItemResult:
     state: str | None
     result: dict[str, Any] | None
     error: dict[str, Any] | None
+    provider: str | None  # a native line's provider (None: a job's line)
+    outcome: str | None  # a native line's end: succeeded | failed | not_run (None: not yet)
+    result_line: dict[str, Any] | None  # its output or error file line, without custom_id
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -753,6 +760,47 @@ class ProviderBatch:
     provider_batch_id: str | None
     created_at: datetime
     recorded_at: datetime | None
+    status: str | None  # the provider batch's status when last read (None: not read yet)
+    request_counts: dict[str, Any] | None  # {total, completed, failed} when last read
+    collected_at: datetime | None  # its lines read back into the batch (it has ended)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NativeLine:
+    """A line of a batch sent in a provider-native batch: its provider and request body."""
+
+    line: int
+    provider: str
+    request: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NativeResult:
+    """How a native line ended: `outcome` succeeded, failed or not_run, its output or error
+    file line (without custom_id), and its usage."""
+
+    line: int
+    outcome: str
+    result_line: dict[str, Any]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartEnding:
+    """An ended part read back: its lines' results, the provider's last status and counts,
+    and its usage billed once (a ledger row named by the part's key) at the batch price."""
+
+    part_key: str
+    batch_id: str
+    tenant_id: str
+    lease_token: str
+    status: str
+    request_counts: dict[str, Any]
+    results: Sequence[NativeResult]
+    provider: str
+    model: str | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

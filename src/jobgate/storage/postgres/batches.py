@@ -1,6 +1,7 @@
 """BatchesStore's transactions on PostgreSQL, each of several statements: a batch's chunk (its
-jobs, its lines and the cursor, behind the batch's fence and the admission locks), and a file's
-delete (refused while a live batch reads it). The end of a batch is one statement
+jobs, its lines and the cursor, behind the batch's fence and the admission locks), a provider
+batch's lines read back (behind the fence), and a file's delete (refused while a live batch
+reads it). The end of a batch is one statement
 (store/batches.py)."""
 
 from __future__ import annotations
@@ -63,6 +64,19 @@ class PostgresBatches(BatchesQueries):
             return updated[0], sorted((row["id"], row["state"]) for row in rows)
 
         return await retry_deadlocks(lambda: sql.run(cancel, transaction=True), "batch cancel")
+
+    async def _part_end_write(self, params: dict[str, Any]) -> bool:
+        sql = self._sql
+
+        async def end(conn: Conn) -> bool:
+            if not await sql.fetch(conn, "provider_batch_fence_lock", **params):
+                return False
+            await sql.fetch(conn, "batch_items_native_end", **params)
+            if await sql.fetch(conn, "provider_batch_collected", **params):
+                await sql.fetch(conn, "usage_ledger_part_insert", **params)
+            return True
+
+        return await sql.run(end, transaction=True)
 
     async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
         sql = self._sql

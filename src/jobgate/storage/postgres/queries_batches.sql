@@ -309,33 +309,38 @@ WITH clock AS (
 SELECT * FROM done
 
 -- name: batch_items_put
--- Record lines of a batch (idempotent per line).
-INSERT INTO batch_items (batch_id, line, custom_id_json, job_id, error)
-SELECT :batch_id, v.line, v.custom_id_json, v.job_id, v.error
+-- Record lines of a batch (idempotent per line); a native line with its provider and request.
+INSERT INTO batch_items (batch_id, line, custom_id_json, job_id, error, provider, request)
+SELECT :batch_id, v.line, v.custom_id_json, v.job_id, v.error, v.provider, v.request
   FROM jsonb_to_recordset(:items::jsonb) AS v(line integer, custom_id_json text, job_id text,
-                                               error jsonb)
+                                               error jsonb, provider text, request jsonb)
 ON CONFLICT (batch_id, line) DO NOTHING
 
 -- name: batch_counts
--- A batch's lines by their jobs' states, and their usage so far (a stored count that is not a
--- number counts as none).
+-- A batch's lines by their jobs' states or, sent in a provider batch, their outcome read back,
+-- and their usage so far (a stored count that is not a number counts as none).
 SELECT count(*)::integer AS items,
-       count(*) FILTER (WHERE j.state = 'succeeded')::integer AS completed,
-       count(*) FILTER (WHERE i.error IS NOT NULL OR j.state = 'failed')::integer AS failed,
+       count(*) FILTER (WHERE j.state = 'succeeded' OR i.outcome = 'succeeded')::integer
+           AS completed,
+       count(*) FILTER (WHERE i.error IS NOT NULL OR j.state = 'failed'
+                           OR i.outcome = 'failed')::integer AS failed,
        count(*) FILTER (WHERE j.state IN ({{live_states}}))::integer AS live,
        least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'input_tokens') = 'number'
-                         THEN (j.usage ->> 'input_tokens')::numeric END), 0), 9223372036854775807)::bigint AS input_tokens,
+                         THEN (j.usage ->> 'input_tokens')::numeric END), 0)
+             + coalesce(sum(i.input_tokens), 0), 9223372036854775807)::bigint AS input_tokens,
        least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'output_tokens') = 'number'
-                         THEN (j.usage ->> 'output_tokens')::numeric END), 0), 9223372036854775807)::bigint AS output_tokens,
+                         THEN (j.usage ->> 'output_tokens')::numeric END), 0)
+             + coalesce(sum(i.output_tokens), 0), 9223372036854775807)::bigint AS output_tokens,
        least(coalesce(sum(CASE WHEN jsonb_typeof(j.usage -> 'cache_read_input_tokens') = 'number'
-                         THEN (j.usage ->> 'cache_read_input_tokens')::numeric END), 0), 9223372036854775807)::bigint AS cached_tokens
+                         THEN (j.usage ->> 'cache_read_input_tokens')::numeric END), 0)
+             + coalesce(sum(i.cached_tokens), 0), 9223372036854775807)::bigint AS cached_tokens
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id
 
 -- name: batch_items_page
 -- Lines of a batch in order, with their jobs (custom_id: its JSON text).
 SELECT i.line, i.custom_id_json AS custom_id, i.job_id, i.error AS item_error, j.state,
-       j.result, j.error
+       j.result, j.error, i.provider, i.outcome, i.result_line
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id AND i.line > :after_line
  ORDER BY i.line

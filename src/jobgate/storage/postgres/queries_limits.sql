@@ -73,13 +73,14 @@ SELECT tenant_id, sum(tokens)::bigint AS tokens
 
 -- name: usage_by_model_since
 -- Tokens billed per tenant, provider and model since a UTC midnight: completions minus
--- refunds, in the ledger and in what retention rolled up (usage_daily's '' model is none).
-SELECT tenant_id, NULL AS concurrency_key, provider, model,
+-- refunds, in the ledger and in what retention rolled up (usage_daily's '' model is none);
+-- the usage of provider-native batches apart (native_batch: priced at the batch price).
+SELECT tenant_id, NULL AS concurrency_key, provider, model, native_batch,
        sum(input_tokens)::bigint AS input_tokens,
        sum(output_tokens)::bigint AS output_tokens,
        sum(cache_read_tokens)::bigint AS cache_read_tokens,
        sum(cache_write_tokens)::bigint AS cache_write_tokens
-  FROM (SELECT tenant_id, provider, model,
+  FROM (SELECT tenant_id, provider, model, kind = 'batch' AS native_batch,
                sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens) AS input_tokens,
                sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens) AS output_tokens,
                sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens)
@@ -88,20 +89,20 @@ SELECT tenant_id, NULL AS concurrency_key, provider, model,
                    AS cache_write_tokens
           FROM usage_ledger
          WHERE created_at >= :since::timestamptz
-         GROUP BY tenant_id, provider, model
+         GROUP BY tenant_id, provider, model, kind = 'batch'
         UNION ALL
-        SELECT tenant_id, provider, nullif(model, ''), sum(input_tokens), sum(output_tokens),
+        SELECT tenant_id, provider, nullif(model, ''), false, sum(input_tokens), sum(output_tokens),
                sum(cache_read_tokens), sum(cache_write_tokens)
           FROM usage_daily
          WHERE day >= (:since::timestamptz AT TIME ZONE 'UTC')::date
          GROUP BY tenant_id, provider, model) AS billed
- GROUP BY tenant_id, provider, model
+ GROUP BY tenant_id, provider, model, native_batch
 
 -- name: usage_by_key_since
 -- Tokens billed per tenant, concurrency key, provider and model since a UTC midnight, for the
 -- tenants named (:tenant_ids, JSON) and jobs with a key: completions minus refunds, in the ledger
 -- (a job's key read from its row) and in what retention rolled up (usage_daily_keys).
-SELECT tenant_id, concurrency_key, provider, model,
+SELECT tenant_id, concurrency_key, provider, model, false AS native_batch,
        sum(input_tokens)::bigint AS input_tokens,
        sum(output_tokens)::bigint AS output_tokens,
        sum(cache_read_tokens)::bigint AS cache_read_tokens,

@@ -5,7 +5,8 @@
 INSERT INTO provider_batches (part_key, batch_id, provider, lines, created_at)
 VALUES (:part_key, :batch_id, :provider, :lines::jsonb, coalesce(:now::timestamptz, now()))
 ON CONFLICT (part_key) DO UPDATE SET part_key = provider_batches.part_key
-RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at
+RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+          status, request_counts, collected_at
 
 -- name: provider_batch_record
 -- Name the provider batch of a part: once (the same id again is a no-op; another is refused).
@@ -14,11 +15,63 @@ UPDATE provider_batches
        recorded_at = coalesce(recorded_at, coalesce(:now::timestamptz, now()))
  WHERE part_key = :part_key
    AND (provider_batch_id IS NULL OR provider_batch_id = :provider_batch_id)
-RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at
+RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+          status, request_counts, collected_at
 
 -- name: provider_batches_of
 -- The parts of a batch, in the order they were planned.
-SELECT part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at
+SELECT part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+       status, request_counts, collected_at
   FROM provider_batches
  WHERE batch_id = :batch_id
  ORDER BY created_at, part_key
+
+-- name: batch_native_lines
+-- A page of a batch's lines sent in provider batches, in order, with their provider and request.
+SELECT line, provider, request FROM batch_items
+ WHERE batch_id = :batch_id AND provider IS NOT NULL AND line > :after_line
+ ORDER BY line
+ LIMIT :limit
+
+-- name: provider_batch_seen
+-- Keep a part's provider status and request counts as last read, while :lease_token holds its
+-- batch and the part has not been read back.
+UPDATE provider_batches AS p
+   SET status = :status, request_counts = :request_counts::jsonb
+ WHERE p.part_key = :part_key AND p.collected_at IS NULL
+   AND EXISTS (SELECT 1 FROM batches AS b
+                WHERE b.id = p.batch_id AND b.lease_token = :lease_token::text)
+
+-- name: provider_batch_fence_lock
+-- Lock a batch that :lease_token holds while in progress or cancelling (else no row).
+SELECT id FROM batches
+ WHERE id = :batch_id AND lease_token = :lease_token::text
+   AND status IN ('in_progress', 'cancelling')
+   FOR UPDATE
+
+-- name: batch_items_native_end
+-- Write how the native lines of an ended part went (each once: a line read back keeps it).
+UPDATE batch_items AS i
+   SET outcome = v.outcome, result_line = v.result_line, input_tokens = v.input_tokens,
+       output_tokens = v.output_tokens, cached_tokens = v.cached_tokens
+  FROM jsonb_to_recordset(:results::jsonb) AS v(line integer, outcome text, result_line jsonb,
+                                                 input_tokens bigint, output_tokens bigint,
+                                                 cached_tokens bigint)
+ WHERE i.batch_id = :batch_id AND i.line = v.line AND i.provider IS NOT NULL
+   AND i.outcome IS NULL
+
+-- name: provider_batch_collected
+-- Mark a part read back, with the provider's last status and counts (once).
+UPDATE provider_batches
+   SET status = :status, request_counts = :request_counts::jsonb,
+       collected_at = coalesce(:now::timestamptz, now())
+ WHERE part_key = :part_key AND collected_at IS NULL
+RETURNING part_key
+
+-- name: usage_ledger_part_insert
+-- Bill a part's usage once, at the batch price: a ledger row of kind 'batch' named by the key.
+INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
+VALUES (:part_key, 'batch', :tenant_id, :provider, :model, :input_tokens, :output_tokens,
+        :cache_read_tokens, 0, coalesce(:now::timestamptz, now()))
+ON CONFLICT (job_id, kind) DO NOTHING

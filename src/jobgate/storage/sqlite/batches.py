@@ -1,6 +1,7 @@
 """BatchesStore's transactions on SQLite, each in one write of the single writer: a batch's
-chunk (its jobs, its lines and the cursor, behind the batch's fence), a file's delete (refused
-while a live batch reads it), a batch's end (its final status, its result files shown and the
+chunk (its jobs, its lines and the cursor, behind the batch's fence), a provider batch's
+lines read back (behind the fence), a file's delete (refused while a live batch reads it), a
+batch's end (its final status, its result files shown and the
 others dropped, its webhook events) and its failure (with its event), where PostgreSQL's end
 and failure are one statement each with data-modifying CTEs."""
 
@@ -60,6 +61,17 @@ class SqliteBatches(BatchesQueries):
             return row, sorted((job["id"], job["state"]) for job in changed.fetchall())
 
         return await self._db.write(cancel)
+
+    async def _part_end_write(self, params: dict[str, Any]) -> bool:
+        def end(conn: sqlite3.Connection) -> bool:
+            if conn.execute(Q["provider_batch_fence_lock"].sql, params).fetchone() is None:
+                return False
+            conn.execute(Q["batch_items_native_end"].sql, params)
+            if conn.execute(Q["provider_batch_collected"].sql, params).fetchone() is not None:
+                conn.execute(Q["usage_ledger_part_insert"].sql, params)
+            return True
+
+        return await self._db.write(end)
 
     async def _fail_write(self, params: dict[str, Any]) -> Row | None:
         def fail(conn: sqlite3.Connection) -> Row | None:

@@ -248,35 +248,41 @@ UPDATE batches
 RETURNING *
 
 -- name: batch_items_put
--- Record lines of a batch, a JSON array (idempotent per line; `WHERE true` keeps the upsert
+-- Record lines of a batch, a JSON array, a native line with its provider and request
+-- (idempotent per line; `WHERE true` keeps the upsert
 -- clause from reading as a join's ON).
-INSERT INTO batch_items (batch_id, line, custom_id_json, job_id, error)
+INSERT INTO batch_items (batch_id, line, custom_id_json, job_id, error, provider, request)
 SELECT :batch_id, v.value ->> '$.line', v.value ->> '$.custom_id_json', v.value ->> '$.job_id',
-       json_extract(v.value, '$.error')
+       json_extract(v.value, '$.error'), v.value ->> '$.provider',
+       json_extract(v.value, '$.request')
   FROM json_each(:items) AS v
  WHERE true
 ON CONFLICT (batch_id, line) DO NOTHING
 
 -- name: batch_counts
--- A batch's lines by their jobs' states, and their usage so far (a stored count that is not a
--- number counts as none).
+-- A batch's lines by their jobs' states or, sent in a provider batch, their outcome read back,
+-- and their usage so far (a stored count that is not a number counts as none).
 SELECT count(*) AS items,
-       coalesce(sum(j.state = 'succeeded'), 0) AS completed,
-       coalesce(sum(i.error IS NOT NULL OR j.state = 'failed'), 0) AS failed,
+       coalesce(sum(j.state = 'succeeded' OR i.outcome = 'succeeded'), 0) AS completed,
+       coalesce(sum(i.error IS NOT NULL OR j.state = 'failed' OR i.outcome = 'failed'), 0)
+           AS failed,
        coalesce(sum(j.state IN ({{live_states}})), 0) AS live,
        CAST(min(total(CASE WHEN json_type(j.usage, '$.input_tokens') = 'integer'
-                         THEN j.usage ->> '$.input_tokens' END), 9.0e18) AS INTEGER) AS input_tokens,
+                         THEN j.usage ->> '$.input_tokens' END)
+                + total(i.input_tokens), 9.0e18) AS INTEGER) AS input_tokens,
        CAST(min(total(CASE WHEN json_type(j.usage, '$.output_tokens') = 'integer'
-                         THEN j.usage ->> '$.output_tokens' END), 9.0e18) AS INTEGER) AS output_tokens,
+                         THEN j.usage ->> '$.output_tokens' END)
+                + total(i.output_tokens), 9.0e18) AS INTEGER) AS output_tokens,
        CAST(min(total(CASE WHEN json_type(j.usage, '$.cache_read_input_tokens') = 'integer'
-                         THEN j.usage ->> '$.cache_read_input_tokens' END), 9.0e18) AS INTEGER) AS cached_tokens
+                         THEN j.usage ->> '$.cache_read_input_tokens' END)
+                + total(i.cached_tokens), 9.0e18) AS INTEGER) AS cached_tokens
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id
 
 -- name: batch_items_page
 -- Lines of a batch in order, with their jobs (custom_id: its JSON text).
 SELECT i.line, i.custom_id_json AS custom_id, i.job_id, i.error AS item_error, j.state,
-       j.result, j.error
+       j.result, j.error, i.provider, i.outcome, i.result_line
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id AND i.line > :after_line
  ORDER BY i.line

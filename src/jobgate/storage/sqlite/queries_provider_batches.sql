@@ -5,7 +5,8 @@
 INSERT INTO provider_batches (part_key, batch_id, provider, lines, created_at)
 VALUES (:part_key, :batch_id, :provider, :lines, :now)
 ON CONFLICT (part_key) DO UPDATE SET part_key = provider_batches.part_key
-RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at
+RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+          status, request_counts, collected_at
 
 -- name: provider_batch_record
 -- Name the provider batch of a part: once (the same id again is a no-op; another is refused).
@@ -14,11 +15,61 @@ UPDATE provider_batches
        recorded_at = coalesce(recorded_at, :now)
  WHERE part_key = :part_key
    AND (provider_batch_id IS NULL OR provider_batch_id = :provider_batch_id)
-RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at
+RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+          status, request_counts, collected_at
 
 -- name: provider_batches_of
 -- The parts of a batch, in the order they were planned.
-SELECT part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at
+SELECT part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+       status, request_counts, collected_at
   FROM provider_batches
  WHERE batch_id = :batch_id
  ORDER BY created_at, part_key
+
+-- name: batch_native_lines
+-- A page of a batch's lines sent in provider batches, in order, with their provider and request.
+SELECT line, provider, request FROM batch_items
+ WHERE batch_id = :batch_id AND provider IS NOT NULL AND line > :after_line
+ ORDER BY line
+ LIMIT :limit
+
+-- name: provider_batch_seen
+-- Keep a part's provider status and request counts as last read, while :lease_token holds its
+-- batch and the part has not been read back.
+UPDATE provider_batches
+   SET status = :status, request_counts = :request_counts
+ WHERE part_key = :part_key AND collected_at IS NULL
+   AND EXISTS (SELECT 1 FROM batches AS b
+                WHERE b.id = provider_batches.batch_id AND b.lease_token = :lease_token)
+
+-- name: provider_batch_fence_lock
+-- A batch that :lease_token holds while in progress or cancelling (else no row; the single
+-- writer holds it for the rest of the write).
+SELECT id FROM batches
+ WHERE id = :batch_id AND lease_token = :lease_token
+   AND status IN ('in_progress', 'cancelling')
+
+-- name: batch_items_native_end
+-- Write how the native lines of an ended part went (each once: a line read back keeps it).
+UPDATE batch_items
+   SET outcome = v.value ->> '$.outcome', result_line = json_extract(v.value, '$.result_line'),
+       input_tokens = v.value ->> '$.input_tokens', output_tokens = v.value ->> '$.output_tokens',
+       cached_tokens = v.value ->> '$.cached_tokens'
+  FROM json_each(:results) AS v
+ WHERE batch_items.batch_id = :batch_id AND batch_items.line = v.value ->> '$.line'
+   AND batch_items.provider IS NOT NULL AND batch_items.outcome IS NULL
+
+-- name: provider_batch_collected
+-- Mark a part read back, with the provider's last status and counts (once).
+UPDATE provider_batches
+   SET status = :status, request_counts = :request_counts, collected_at = :now
+ WHERE part_key = :part_key AND collected_at IS NULL
+RETURNING part_key
+
+-- name: usage_ledger_part_insert
+-- Bill a part's usage once, at the batch price: a ledger row of kind 'batch' named by the key.
+INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
+VALUES (:part_key, 'batch', :tenant_id, :provider, :model, :input_tokens, :output_tokens,
+        :cache_read_tokens, 0, :now)
+ON CONFLICT (job_id, kind) DO NOTHING

@@ -426,4 +426,6 @@ def _item_row(item: NewBatchItem) -> dict[str, Any]:
         "custom_id_json": orjson.dumps(item.custom_id).decode(),
         "job_id": item.job_id,
         "error": item.error,
+        "provider": item.provider,
+        "request": item.request,
     }

@@ -1,13 +1,15 @@
 """ProviderBatchStore on both dialects: a batch's parts sent as provider batches, each written
-before its create is sent and named by the provider's id once known."""
+before its create is sent and named by the provider's id once known, followed, and read back
+into the batch's lines when it ends (one transaction per part, under the batch's fence)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from jobgate.storage.executor import SqlPart
-from jobgate.storage.records import ProviderBatch
+from jobgate.storage.records import NativeLine, PartEnding, ProviderBatch
 
 
 class ProviderBatchQueries(SqlPart):
@@ -46,3 +48,61 @@ class ProviderBatchQueries(SqlPart):
     async def provider_batches_of(self, *, batch_id: str) -> list[ProviderBatch]:
         rows = await self._sql.read("provider_batches_of", batch_id=batch_id)
         return [self._decode.record(ProviderBatch, row) for row in rows]
+
+    async def batch_native_lines(
+        self, *, batch_id: str, after_line: int, limit: int
+    ) -> list[NativeLine]:
+        rows = await self._sql.read(
+            "batch_native_lines", batch_id=batch_id, after_line=after_line, limit=limit
+        )
+        return [self._decode.record(NativeLine, row) for row in rows]
+
+    async def provider_batch_seen(
+        self, *, part_key: str, lease_token: str, status: str, request_counts: dict[str, Any]
+    ) -> bool:
+        seen = await self._sql.write_count(
+            "provider_batch_seen",
+            part_key=part_key,
+            lease_token=lease_token,
+            status=status,
+            request_counts=self._sql.codec.json(request_counts),
+        )
+        return seen > 0
+
+    async def provider_batch_end(self, *, ending: PartEnding, now: datetime | None = None) -> bool:
+        codec = self._sql.codec
+        results = [
+            {
+                "line": r.line,
+                "outcome": r.outcome,
+                "result_line": r.result_line,
+                "input_tokens": r.input_tokens,
+                "output_tokens": r.output_tokens,
+                "cached_tokens": r.cached_tokens,
+            }
+            for r in ending.results
+        ]
+        params = {
+            "part_key": ending.part_key,
+            "batch_id": ending.batch_id,
+            "tenant_id": ending.tenant_id,
+            "lease_token": ending.lease_token,
+            "status": ending.status,
+            "request_counts": codec.json(ending.request_counts),
+            "results": codec.json(results),
+            "provider": ending.provider,
+            "model": ending.model,
+            "input_tokens": sum(r.input_tokens for r in ending.results),
+            "output_tokens": sum(r.output_tokens for r in ending.results),
+            "cache_read_tokens": sum(r.cached_tokens for r in ending.results),
+            "now": codec.now(now),
+        }
+        return await self._part_end_write(params)
+
+    async def _part_end_write(self, params: dict[str, Any]) -> bool:
+        """provider_batch_end in one transaction, only while the lease token holds the batch
+        in progress or cancelling (provider_batch_fence_lock): the lines' results
+        (batch_items_native_end), the part marked read back (provider_batch_collected) and,
+        if that marked it, its usage ledger row (usage_ledger_part_insert). False: the fence
+        did not hold, nothing written; True also when the part was read back already."""
+        raise NotImplementedError
