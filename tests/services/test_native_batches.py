@@ -275,3 +275,23 @@ async def test_native_usage_is_billed_once_at_the_batch_price(
     assert [dataclasses.astuple(row) for row in again] == [
         dataclasses.astuple(row) for row in usage
     ]
+
+
+async def test_a_failed_batch_cancels_its_parts(
+    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
+) -> None:
+    runtime = native_runtime(storage, settings, clock, simulator, latency_s=300)
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, CHAT, lines_for(4, 0))
+    runner = runner_of(runtime)
+    for _ in range(3):
+        await runner.batches_once(now=clock.now())
+    made = provider_batches_made(simulator)
+    assert len(made) == 2
+    batch = await storage.batch_get(batch_id=batch_id)
+    assert batch is not None
+    await runner.parts.cancel_all(batch)  # what a batch failing alone does last
+    clock.advance(31)  # validated, then cancelled
+    for provider_id in made:
+        ended = simulator.engine.openai_batches.retrieve(provider_id) or {}
+        assert ended.get("status") == "cancelled"

@@ -326,11 +326,12 @@ class BatchRunner:
             await self._cancel_leftovers(failed)
 
     async def _cancel_leftovers(self, batch: BatchRecord) -> None:
-        """The jobs a failed batch still has queued or running are cancelled (best effort:
-        the batch's own reads may be what fails)."""
+        """The jobs a failed batch still has queued or running are cancelled, and its provider
+        batches (best effort: the batch's own reads may be what fails)."""
         try:
             while await self._stop_live(batch):
                 pass
+            await self.parts.cancel_all(batch)
         except Exception as exc:  # the batch failed already: nothing to add
             log.warning(
                 "jobs of a failed batch not cancelled: %s",

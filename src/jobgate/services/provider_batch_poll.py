@@ -81,6 +81,22 @@ class PartFollower:
             done = done and ended
         return done
 
+    async def cancel_all(self, batch: BatchRecord) -> None:
+        """Ask the provider to cancel each of the batch's parts not read back (a batch that
+        failed: nothing will read them). Best effort: a failure is logged."""
+        for part in await self.storage.provider_batches_of(batch_id=batch.id):
+            api = self.native.api(part.provider)
+            if part.collected_at is not None or part.provider_batch_id is None or api is None:
+                continue
+            try:
+                await self._cancel(api.cancel, part.provider_batch_id, batch)
+            except errors.ProviderError as exc:
+                log.warning(
+                    "provider batch of a failed batch not cancelled: %s",
+                    type(exc).__name__,
+                    extra={"batch_id": batch.id, "provider": part.provider},
+                )
+
     async def _look(self, batch: BatchRecord, part: ProviderBatch, *, stopping: bool) -> bool:
         api = self.native.api(part.provider)
         if api is None:
