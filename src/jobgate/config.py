@@ -307,6 +307,9 @@ class Settings(pydantic.BaseModel):
     # (a job's own `stall_timeout_s` overrides it).
     stall_timeout_s: float = pydantic.Field(default=120.0, gt=0, le=86_400)
     retention_s: float = pydantic.Field(default=7 * DAY_S, gt=0)
+    # PostgreSQL: how many UTC days past today the history tables' day partitions are made
+    # ahead by the reaper (a day without one still takes its rows, in the DEFAULT partition).
+    partitions_ahead_days: int = pydantic.Field(default=3, ge=1, le=60)
     idempotency_ttl_s: float = pydantic.Field(default=DAY_S, ge=DAY_S)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # auto: human-readable (coloured) on a terminal, one JSON object per line otherwise
@@ -466,6 +469,7 @@ _ENV_FIELDS = (
     "max_body_bytes", "default_provider", "webhook_retry_profile", "webhook_allow_cidrs",
     "webhook_allow_http", "webhook_timeout_s", "webhook_concurrency",
     "webhook_endpoint_concurrency", "unknown_outcome", "stall_timeout_s", "retention_s",
+    "partitions_ahead_days",
     "idempotency_ttl_s",
     "log_level", "credentials_path", "max_queued_total", "max_output_tokens_mode",
     "request_receipt_timeout_s", "metrics_public", "metrics_port", "log_format", "access_log",

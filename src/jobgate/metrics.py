@@ -133,6 +133,15 @@ REDRIVES = Counter(
 BULK_ACTION_JOBS = Counter(
     "jobgate_bulk_action_jobs", "Jobs changed by bulk actions by filter, by action", ["action"]
 )
+HISTORY_PARTITIONS_DROPPED = Counter(
+    "jobgate_history_partitions_dropped",
+    "Day partitions of the history tables retention dropped (PostgreSQL)",
+)
+HISTORY_PARTITIONS_BLOCKED = Gauge(
+    "jobgate_history_partitions_blocked",
+    "Day partitions of the history tables past retention that the last pass could not drop yet"
+    " (too many of their rows still kept, or a lock busy; PostgreSQL)",
+)
 RETENTION_DELETED_ROWS = Counter(
     "jobgate_retention_deleted_rows",
     "Rows retention deleted (JOBGATE_RETENTION_S), by table",

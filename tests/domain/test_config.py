@@ -57,6 +57,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
         ({"JOBGATE_UNKNOWN_OUTCOME": "pray"}, "JOBGATE_UNKNOWN_OUTCOME"),
         ({"JOBGATE_HEARTBEAT_INTERVAL_S": "90"}, "heartbeat_interval_s"),
         ({"JOBGATE_RETENTION_S": "60"}, "retention_s"),
+        ({"JOBGATE_PARTITIONS_AHEAD_DAYS": "0"}, "JOBGATE_PARTITIONS_AHEAD_DAYS"),
     ],
 )
 def test_bad_values_name_the_setting(env: dict[str, str], named: str) -> None:
@@ -403,3 +404,8 @@ def test_idle_connections_outlive_a_load_balancers_idle_timeout(
     for bad in ("0", "3601", "1.5", "soon"):
         with pytest.raises(errors.ConfigError, match="JOBGATE_KEEP_ALIVE_S"):
             load_settings({"JOBGATE_KEEP_ALIVE_S": bad}, database_url="sqlite:///x.db")
+
+
+def test_partitions_ahead_days_is_read_from_the_environment() -> None:
+    assert load_settings({}).partitions_ahead_days == 3
+    assert load_settings({"JOBGATE_PARTITIONS_AHEAD_DAYS": "7"}).partitions_ahead_days == 7

@@ -22,12 +22,20 @@ from typing import Any
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 
+from jobgate.config import Settings
+from jobgate.domain.job import Lease
+from jobgate.domain.states import JobState
+from jobgate.domain.verdicts import Finish
+from jobgate.services.retention import Retention
 from jobgate.storage import migrations
 from jobgate.storage.postgres.executor import Q
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.storage.records import Tenant
-from tests.storage.helpers import make_tenant, new_job
+from jobgate.storage.records import DeliveryOutcome, IdempotencyClaim, Tenant
+from jobgate.testing import FakeClock
+from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.webhook_helpers import make_endpoint
 from tests.support.databases import PostgresTemplate, dsn_for
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
@@ -35,6 +43,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 BEFORE = 88  # the conversion's version: the database is filled at the schema before it
 HISTORY = ("job_events", "job_output_chunks", "outbox", "webhook_attempts")
 DAY = timedelta(days=1)
+DELIVERED = DeliveryOutcome(state="succeeded", attempted=True, status_code=200, latency_ms=3)
 
 
 def _today() -> date:
@@ -272,6 +281,11 @@ async def test_the_conversion_keeps_every_row_key_and_trigger(
         ]
         [entry] = await storage.outbox_for_job(job_id=fresh.id)
         assert entry.event_type == "job.cancelled"
+        # The update trigger's setting of 0013 survives its restatement.
+        config = await conn.fetchval(
+            "SELECT proconfig FROM pg_proc WHERE proname = 'jobgate_jobs_after_update'"
+        )
+        assert config == ["enable_nestloop=off"]
         leftovers = await conn.fetchval(
             "SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_unpartitioned'"
         )
@@ -411,3 +425,149 @@ async def test_two_processes_making_the_same_days_both_succeed(pg_dsn: str) -> N
     finally:
         for conn in conns:
             await conn.close()
+
+
+async def _history_rows(conn: asyncpg.Connection, job_id: str) -> dict[str, list[str]]:
+    """Where each history table holds rows of the job (partition names), whatever reads see."""
+    found: dict[str, list[str]] = {}
+    for table in HISTORY:
+        rows = await conn.fetch(
+            f"SELECT tableoid::regclass::text AS part FROM {table} WHERE job_id = $1", job_id
+        )
+        found[table] = sorted({r["part"] for r in rows})
+    return found
+
+
+def _nowhere() -> dict[str, list[str]]:
+    return {table: [] for table in HISTORY}
+
+
+async def _exists(conn: asyncpg.Connection, relation: str) -> bool:
+    return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", relation))
+
+
+async def _finished(
+    storage: PostgresStorage, tenant: Tenant, at: datetime, *, key_ttl_s: float | None = None
+) -> str:
+    """A job created at `at`, streamed a chunk, finished a second later (its webhook pending)."""
+    key = None if key_ttl_s is None else IdempotencyClaim("r", f"k-{at}", "h", 202, key_ttl_s)
+    job = (await storage.job_insert(job=new_job(tenant), idempotency=key, now=at)).job
+    [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=at)
+    lease = Lease(job.id, claimed.lease_token or "")
+    await storage.job_output_append(lease=lease, text="partial", now=at)
+    await finish_one(
+        storage,
+        finish=Finish(lease=lease, state=JobState.SUCCEEDED, reason="t", result={"ok": True}),
+        now=at + timedelta(seconds=1),
+    )
+    return job.id
+
+
+async def _deliver(storage: PostgresStorage, at: datetime, *, skip: set[str]) -> None:
+    for delivery in await storage.delivery_claim_due(limit=100, lease_s=30, now=at):
+        if delivery.entry.job_id in skip:
+            assert await storage.delivery_release(delivery=delivery, delay_s=3600, now=at)
+        else:
+            assert await storage.delivery_record(delivery=delivery, outcome=DELIVERED, now=at)
+
+
+async def test_retention_drops_a_past_day_and_keeps_what_must_stay(
+    pg_dsn: str, settings: Settings
+) -> None:
+    """Two past days: one whose jobs are all deleted is dropped whole; one holding jobs that
+    must stay (a live idempotency key, a pending delivery) is kept while they are more than
+    the pass may move, then dropped with their rows moved to DEFAULT, where the row-wise path
+    deletes them with their jobs. Nothing a read can see changes but what retention deletes."""
+    storage = PostgresStorage(pg_dsn, pool_size=2)
+    await storage.open()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        now = datetime.now(UTC)
+        busy_day, done_day = _today() - timedelta(days=10), _today() - timedelta(days=9)
+        for table in HISTORY:
+            for day in (busy_day, done_day):
+                assert await conn.fetchval(
+                    "SELECT jobgate_history_partition_ensure($1, $2::date)", table, day
+                )
+        tenant = await make_tenant(storage, "days")
+        await make_endpoint(storage, tenant, FakeClock(now - 11 * DAY))
+        noon = _midnight(busy_day) + timedelta(hours=12)
+        gone = await _finished(storage, tenant, noon)
+        keyed = await _finished(storage, tenant, noon + timedelta(minutes=1), key_ttl_s=30 * 86400)
+        pending = await _finished(storage, tenant, noon + timedelta(minutes=2))
+        other_day = await _finished(storage, tenant, _midnight(done_day) + timedelta(hours=1))
+        await _deliver(storage, noon + timedelta(minutes=5), skip={pending})
+        await _deliver(storage, _midnight(done_day) + timedelta(hours=2), skip={pending})
+        busy = f"job_events_p{busy_day:%Y%m%d}"
+        assert (await _history_rows(conn, keyed))["job_events"] == [busy]
+        log_of = {j: await storage.job_events(job_id=j) for j in (keyed, pending)}
+
+        strict = Retention(storage=storage, settings=settings, max_kept=1)
+        deleted = await strict.sweep_once(now=now)
+        assert deleted["jobs"] == 2  # gone and other_day: the others are kept
+        assert deleted["history_partitions"] == len(HISTORY)  # done_day's, every table
+        for table in HISTORY:
+            assert (
+                await conn.fetchval("SELECT to_regclass($1)", f"{table}_p{done_day:%Y%m%d}") is None
+            )
+            assert await conn.fetchval("SELECT to_regclass($1)", f"{table}_p{busy_day:%Y%m%d}")
+        # busy_day's, every table: two of its jobs must stay, and the pass may move one.
+        assert REGISTRY.get_sample_value("jobgate_history_partitions_blocked") == len(HISTORY)
+        # The deleted job's rows wait in their day's partition, and no read finds them.
+        assert await storage.job_get(job_id=gone) is None
+        assert (await _history_rows(conn, gone))["job_events"] == [busy]
+        assert await storage.job_events(job_id=gone) == []
+        assert await storage.outbox_for_job(job_id=gone) == []
+        assert await storage.delivery_attempts_for_job(job_id=gone) == []
+        assert await storage.job_output_read(job_id=gone, after_seq=0) == []
+        assert (await _history_rows(conn, other_day)) == _nowhere()
+
+        # Room for the two kept jobs: the day goes, their rows move to DEFAULT and read the same.
+        deleted = await Retention(storage=storage, settings=settings).sweep_once(now=now)
+        assert deleted["history_partitions"] == len(HISTORY)
+        assert REGISTRY.get_sample_value("jobgate_history_partitions_blocked") == 0
+        for table in HISTORY:
+            assert (
+                await conn.fetchval("SELECT to_regclass($1)", f"{table}_p{busy_day:%Y%m%d}") is None
+            )
+        assert (await _history_rows(conn, gone)) == _nowhere()
+        for job_id in (keyed, pending):
+            where = await _history_rows(conn, job_id)
+            assert where["job_events"] == ["job_events_default"]
+            assert where["job_output_chunks"] == ["job_output_chunks_default"]
+            assert where["outbox"] == ["outbox_default"]
+            assert await storage.job_events(job_id=job_id) == log_of[job_id]
+            assert len(await storage.job_output_read(job_id=job_id, after_seq=0)) == 1
+        assert (await _history_rows(conn, keyed))["webhook_attempts"] == [
+            "webhook_attempts_default"
+        ]
+        # The pending delivery is still sent from DEFAULT.
+        [delivery] = await storage.delivery_claim_due(limit=10, lease_s=30, now=now + 2 * DAY)
+        assert delivery.entry.job_id == pending
+        assert await storage.delivery_record(delivery=delivery, outcome=DELIVERED, now=now)
+
+        # Once their keys expire and deliveries end, the row-wise path deletes them from DEFAULT.
+        later = now + 31 * DAY
+        deleted = await Retention(storage=storage, settings=settings).sweep_once(now=later)
+        assert deleted["jobs"] == 2
+        for job_id in (keyed, pending):
+            assert (await _history_rows(conn, job_id)) == _nowhere()
+    finally:
+        await conn.close()
+        await storage.close()
+
+
+async def test_each_pass_makes_the_days_ahead(pg_dsn: str, settings: Settings) -> None:
+    storage = PostgresStorage(pg_dsn, pool_size=1)
+    await storage.open()
+    try:
+        ahead = settings.model_copy(update={"partitions_ahead_days": 6})
+        now = datetime.now(UTC)
+        await Retention(storage=storage, settings=ahead).sweep_once(now=now)
+        days = await storage._history_days()
+        for table in HISTORY:
+            for offset in range(7):
+                assert _today() + timedelta(days=offset) in days[table], (table, offset)
+        assert await storage.history_partitions_ensure(days_ahead=6, now=now) == 0  # idempotent
+    finally:
+        await storage.close()

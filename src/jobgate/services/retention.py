@@ -2,7 +2,13 @@
 rows and delivery attempts (their usage summed per tenant and day first), the files whose
 time ran out, and the rate-limit buckets of concurrency keys long idle, in small batches so
 that no transaction is long; a job a live idempotency key names, or with a pending delivery,
-waits for them (domain.retention). The reaper calls `sweep_once()` on each pass."""
+waits for them (domain.retention). The reaper calls `sweep_once()` on each pass.
+
+On PostgreSQL that history is partitioned by the day its job was created (migration 0088): the
+row-wise batches delete only what sits in the DEFAULT partitions, and each pass makes the day
+partitions of the next JOBGATE_PARTITIONS_AHEAD_DAYS days and drops every day partition whose
+whole day is past the horizon, once at most `max_kept` of its jobs are still kept (those, and
+pending deliveries, move to DEFAULT first)."""
 
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ class Retention:
         settings: Settings,
         batch_size: int = 500,
         max_batches: int = 20,
+        max_kept: int = 1000,
     ) -> None:
         self._storage = storage
         self._settings = settings
@@ -33,6 +40,10 @@ class Retention:
         # A pass stops after this many batches (10,000 jobs by default) so that the reaper's
         # other duties never wait long behind a backlog; the next pass goes on.
         self._max_batches = max_batches
+        # A day partition is dropped once at most this many of its jobs (and pending
+        # deliveries) must outlive it: their rows are moved to DEFAULT while the table is
+        # locked, so the move stays short.
+        self._max_kept = max_kept
 
     async def sweep_once(self, *, now: datetime | None = None) -> dict[str, int]:
         """Delete what the retention horizon allows, batch by batch; the rows deleted by
@@ -50,9 +61,28 @@ class Retention:
                 break
         if deleted["jobs"]:
             log.info("retention deleted finished jobs", extra={"count": deleted["jobs"]})
+        deleted["history_partitions"] = await self._partitions(moment, horizon)
         deleted["files"] = await self._expire_files(moment)
         deleted["rate_limit_buckets"] = await self._purge_key_buckets(moment)
         return deleted
+
+    async def _partitions(self, moment: datetime, horizon: retention.Horizon) -> int:
+        """Make the day partitions ahead and drop those past the horizon (PostgreSQL); how many
+        were dropped."""
+        await self._storage.history_partitions_ensure(
+            days_ahead=self._settings.partitions_ahead_days, now=moment
+        )
+        drops = await self._storage.history_partitions_drop(
+            horizon=horizon, max_kept=self._max_kept
+        )
+        metrics.HISTORY_PARTITIONS_BLOCKED.set(drops.blocked)
+        if drops.dropped:
+            metrics.HISTORY_PARTITIONS_DROPPED.inc(drops.dropped)
+            log.info(
+                "retention dropped history partitions",
+                extra={"count": drops.dropped, "moved_rows": drops.moved_rows},
+            )
+        return drops.dropped
 
     async def _purge_key_buckets(self, moment: datetime) -> int:
         """Forget the rpm_per_key buckets of keys idle for over a minute (one row per end user

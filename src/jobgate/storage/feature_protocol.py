@@ -33,6 +33,7 @@ from jobgate.storage.records import (
     NativeLine,
     NewWebhookEndpoint,
     PartEnding,
+    PartitionDrops,
     ProviderBatch,
     QueueLimit,
     RetentionBatch,
@@ -475,6 +476,22 @@ class RetentionStore(Protocol):
 
     async def usage_daily(self, *, tenant_id: str | None = None) -> list[UsageDay]:
         """The rollup of deleted jobs' usage, by tenant, day, provider and model."""
+        ...
+
+    async def history_partitions_ensure(self, *, days_ahead: int, now: datetime) -> int:
+        """Make sure every history table has its partition for each UTC day from `now`'s to
+        `days_ahead` days later (PostgreSQL, migration 0088); how many were made. Idempotent
+        and safe from several processes at once; a partition whose lock is busy is left for the
+        next call. SQLite has no partitions: 0."""
+        ...
+
+    async def history_partitions_drop(self, *, horizon: Horizon, max_kept: int) -> PartitionDrops:
+        """Detach and drop each history partition of a day wholly before
+        `horizon.completed_before` (PostgreSQL). Rows that must outlive their day (a job of that
+        day still in the jobs table: inside retention, named by a live idempotency key, with a
+        pending delivery or not finished; a pending delivery of a batch) move to the DEFAULT
+        partition first, where retention's row-wise path deletes them with their job; a day with
+        more than `max_kept` such jobs and deliveries waits for a later pass. SQLite: nothing."""
         ...
 
 

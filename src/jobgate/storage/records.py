@@ -320,6 +320,16 @@ class RetentionBatch:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class PartitionDrops:
+    """What one pass over the history's day partitions past retention did (PostgreSQL; SQLite
+    keeps its history in single tables and has none)."""
+
+    dropped: int = 0  # day partitions detached and dropped
+    moved_rows: int = 0  # rows of kept jobs (or pending deliveries) moved to DEFAULT first
+    blocked: int = 0  # day partitions past retention kept: too many kept rows, or a lock busy
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class UsageDay:
     tenant_id: str
     day: date  # UTC

@@ -7,8 +7,11 @@
 -- adding that usage to usage_daily in the same statement (today's too: the budgets read it
 -- there), and that of jobs with a concurrency key to usage_daily_keys too. Jobs with a
 -- pending delivery or named by an idempotency key live at :now stay.
--- Each job's history rows are found in its own partition (migration 0088: job_created_at is
--- its created_at). A job's output chunks go with it: migration 0010's trigger deletes them.
+-- History goes by the day on PostgreSQL (migrations 0088, 0089): this deletes the jobs' rows
+-- in the DEFAULT partitions only (rows no day partition covered, and those of jobs a day's drop
+-- kept), as the trigger of 0089 does their output chunks; their rows in their day's partition
+-- go when history_partition_drop drops that day. The counts are of the rows deleted here (each
+-- job's first event counted as its row implies it: job_event_log).
 WITH picked AS (
     SELECT j.id, j.concurrency_key, j.created_at
       FROM jobs AS j
@@ -64,17 +67,12 @@ WITH picked AS (
            cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
     RETURNING 1
 ), events AS (
-    DELETE FROM job_events AS e USING picked
-     WHERE e.job_id = picked.id AND e.job_created_at = picked.created_at
-    RETURNING e.seq
+    DELETE FROM job_events_default AS e USING picked WHERE e.job_id = picked.id RETURNING e.seq
 ), attempts AS (
-    DELETE FROM webhook_attempts AS a USING picked
-     WHERE a.job_id = picked.id AND a.job_created_at = picked.created_at
+    DELETE FROM webhook_attempts_default AS a USING picked WHERE a.job_id = picked.id
     RETURNING 1
 ), deliveries AS (
-    DELETE FROM outbox AS o USING picked
-     WHERE o.job_id = picked.id AND o.job_created_at = picked.created_at
-    RETURNING 1
+    DELETE FROM outbox_default AS o USING picked WHERE o.job_id = picked.id RETURNING 1
 ), gone AS (
     DELETE FROM jobs AS j USING picked WHERE j.id = picked.id RETURNING 1
 )

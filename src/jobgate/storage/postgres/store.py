@@ -36,6 +36,7 @@ from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert, key_in_use
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import admit
+from jobgate.storage.postgres.partitions import PostgresPartitions
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
 from jobgate.storage.postgres.schedules import PostgresSchedules
@@ -84,6 +85,7 @@ class PostgresStorage(
     PostgresBulkInsert,
     PostgresTransport,
     PostgresSchedules,
+    PostgresPartitions,
 ):
     dialect = "postgres"
     _sql: PostgresExecutor

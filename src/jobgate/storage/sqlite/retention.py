@@ -4,9 +4,11 @@ data-modifying CTE (PostgreSQL deletes a batch in one statement, store/retention
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime
 from typing import Any
 
-from jobgate.storage.records import RetentionBatch
+from jobgate.domain.retention import Horizon
+from jobgate.storage.records import PartitionDrops, RetentionBatch
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, json_text
 from jobgate.storage.store.retention import RetentionQueries
@@ -39,3 +41,11 @@ class SqliteRetention(RetentionQueries):
             )
 
         return await self._db.write(delete)
+
+    async def history_partitions_ensure(self, *, days_ahead: int, now: datetime) -> int:
+        """SQLite's history tables are single tables: nothing to make."""
+        return 0
+
+    async def history_partitions_drop(self, *, horizon: Horizon, max_kept: int) -> PartitionDrops:
+        """SQLite's history tables are single tables: retention deletes their rows."""
+        return PartitionDrops()
