@@ -44,7 +44,7 @@ MAX_DAILY_COST_USD = 1_000_000_000
 _OutputTokens = Annotated[int, pydantic.Field(ge=1, le=ranges.MAX_OUTPUT_TOKENS)]
 # The provider kinds with a native batch API jobgate can send batches to
 # (providers.batch_apis.CLIENTS holds their clients: a test keeps the two in step).
-NATIVE_BATCH_KINDS = frozenset({"openai"})
+NATIVE_BATCH_KINDS = frozenset({"openai", "anthropic"})
 # A browser origin as the Origin header carries it: scheme, host, optional port.
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
 

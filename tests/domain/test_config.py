@@ -195,11 +195,12 @@ def test_native_batches_are_for_kinds_with_a_batch_api(tmp_path: Path) -> None:
     assert provider.batch_max_requests is None
     config.write_text('[providers.up]\nkind = "openai"\nnative_batches = true\n')
     assert load_settings({}, config_path=config).providers["up"].native_batches
-    for kind in ("sim", "anthropic"):  # anthropic: no Message Batches client yet
-        config.write_text(f'[providers.other]\nkind = "{kind}"\nnative_batches = true\n')
-        with pytest.raises(errors.ConfigError) as caught:
-            load_settings({}, config_path=config)
-        assert "native_batches" in str(caught.value) and "other" in str(caught.value)
+    config.write_text('[providers.up]\nkind = "anthropic"\nnative_batches = true\n')
+    assert load_settings({}, config_path=config).providers["up"].native_batches
+    config.write_text('[providers.other]\nkind = "sim"\nnative_batches = true\n')
+    with pytest.raises(errors.ConfigError) as caught:
+        load_settings({}, config_path=config)
+    assert "native_batches" in str(caught.value) and "other" in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import pytest
 
 from jobgate import config, errors
 from jobgate.config import ProviderConfig
-from jobgate.domain.provider_batch_results import LineResult
 from jobgate.providers import batch_apis
-from jobgate.providers.batch_apis import OpenAIBatchApi
+from jobgate.providers.base import Usage
+from jobgate.providers.batch_apis import LineBack, OpenAIBatchApi
 from jobgate.providers.openai_batches import OpenAIBatches
 from jobgate.services import provider_batch_poll
 
@@ -43,12 +43,12 @@ def _api(transport: httpx.MockTransport | None = None, **fields: object) -> Open
     return OpenAIBatchApi("oa", settings, OpenAIBatches("oa", settings, transport=transport))
 
 
-async def test_a_line_is_the_request_as_the_batch_input_holds_it() -> None:
+async def test_a_line_goes_as_the_caller_wrote_it() -> None:
     api = _api()
     body = {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}], "sim": {"a": 1}}
-    line = orjson.loads(api.encode("line-7", CHAT, body))
+    line = {"custom_id": "line-7", "method": "POST", "url": CHAT, "body": body}
     # The body goes as it is: a `sim` object stays for the simulator, which reads it per line.
-    assert line == {"custom_id": "line-7", "method": "POST", "url": CHAT, "body": body}
+    assert api.size(line) == len(orjson.dumps(line))
     assert api.serves(CHAT) and api.serves("/v1/embeddings") and api.serves("/v1/responses")
     assert not api.serves("/v1/messages")
     await api.aclose()
@@ -84,10 +84,12 @@ async def test_an_ended_batch_is_read_back_from_its_files() -> None:
     api = _api(httpx.MockTransport(answer))
     state = await api.state("batch_1")
     assert state.ended and (state.counts.total, state.counts.completed) == (3, 1)
-    lines = await api.results(state, ["line-1", "line-2", "line-3"], status=state.status)
-    assert [(r.custom_id, r.succeeded) for r in lines] == [
+    sent = [{"custom_id": f"line-{n}", "url": CHAT, "body": {}} for n in (1, 2, 3)]
+    lines = await api.results("b.oa.0", state, sent)
+    assert [(r.line["custom_id"], r.succeeded) for r in lines] == [
         ("line-1", True), ("line-2", False), ("line-3", False)
     ]  # fmt: skip
+    assert lines[0].usage is not None and lines[1].usage is None
     assert lines[2].line["error"]["code"] == "batch_expired"
     await api.aclose()
 
@@ -103,25 +105,17 @@ async def test_a_status_no_one_published_is_a_bad_answer() -> None:
 
 
 def test_a_read_back_line_keeps_its_outcome_and_usage() -> None:
-    usage = {
-        "prompt_tokens": 7,
-        "completion_tokens": 3,
-        "prompt_tokens_details": {"cached_tokens": 2},
-    }
-    ok = {
-        "id": "r",
-        "custom_id": "line-1",
-        "response": {"status_code": 200, "body": {"usage": usage}},
-    }
-    kept = provider_batch_poll._native_result(1, LineResult("line-1", ok, True))
+    usage = Usage(7, 3, cache_read_input_tokens=2)
+    response = {"status_code": 200, "body": {}}
+    ok = {"id": "r", "custom_id": "line-1", "response": response}
+    kept = provider_batch_poll._native_result(1, LineBack(ok, True, usage), expired=False)
     assert (kept.outcome, kept.input_tokens, kept.output_tokens, kept.cached_tokens) == (
         "succeeded", 7, 3, 2
     )  # fmt: skip
     assert "custom_id" not in kept.result_line and kept.result_line["id"] == "r"
     bad = {"custom_id": "line-2", "response": {"status_code": 400, "body": {}}, "error": None}
-    assert provider_batch_poll._native_result(2, LineResult("line-2", bad, False)).outcome == (
-        "failed"
-    )
+    failed = provider_batch_poll._native_result(2, LineBack(bad, False, None), expired=False)
+    assert failed.outcome == "failed"
     for code, outcome in [
         ("batch_expired", "not_run"),
         ("batch_cancelled", "not_run"),
@@ -129,5 +123,9 @@ def test_a_read_back_line_keeps_its_outcome_and_usage() -> None:
         ("batch_line_missing", "failed"),
     ]:
         line = {"custom_id": "line-3", "response": None, "error": {"code": code}}
-        kept = provider_batch_poll._native_result(3, LineResult("line-3", line, False))
+        kept = provider_batch_poll._native_result(3, LineBack(line, False, None), expired=False)
         assert (kept.outcome, kept.input_tokens) == (outcome, 0)
+    # A batch that expired: a line its provider batch never ran reads as expired.
+    line = {"custom_id": "line-4", "response": None, "error": {"code": "batch_cancelled"}}
+    kept = provider_batch_poll._native_result(4, LineBack(line, False, None), expired=True)
+    assert kept.outcome == "not_run" and kept.result_line["error"]["code"] == "batch_expired"

@@ -19,6 +19,7 @@ import pytest
 from jobgate import failpoints
 from jobgate.config import ModelPrice, ProviderConfig, Settings
 from jobgate.process.runtime import Runtime
+from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
@@ -295,3 +296,96 @@ async def test_a_failed_batch_cancels_its_parts(
     for provider_id in made:
         ended = simulator.engine.openai_batches.retrieve(provider_id) or {}
         assert ended.get("status") == "cancelled"
+
+
+def anthropic_runtime(
+    storage: Storage,
+    settings: Settings,
+    clock: FakeClock,
+    simulator: Simulator,
+    *,
+    latency_s: float | None = None,
+) -> Runtime:
+    """`an` (kind anthropic, Message Batches of at most 2 requests, on the simulator)."""
+    headers = {} if latency_s is None else {"x-jobgate-sim": f'{{"latency_s": {latency_s}}}'}
+    an = ProviderConfig(
+        kind="anthropic",
+        base_url=simulator.anthropic_base_url,
+        native_batches=True,
+        batch_max_requests=2,
+        headers=headers,
+        prices={"*": PRICE},
+    )
+    sim = ProviderConfig(kind="sim", model_prefixes=("sim-",))
+    provider = AnthropicProvider("an", an, clock=clock)
+    _OPEN.append(provider)
+    registry = ProviderRegistry(
+        {"sim": SimProvider("sim", clock=clock), "an": provider},
+        configs={"sim": sim, "an": an},
+        default="sim",
+    )
+    settings = settings.model_copy(
+        update={"batch_poll_interval_s": 1.0, "providers": {"an": an, "sim": sim}}
+    )
+    return Runtime(settings, storage=storage, clock=clock, ids=SequentialIds(), providers=registry)
+
+
+def responses_lines(count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "custom_id": f"caller's id {n} ✓",
+            "method": "POST",
+            "url": "/v1/responses",
+            "body": {"model": "an/claude-sonnet-4-5", "input": f"line {n}"},
+        }
+        for n in range(count)
+    ]
+
+
+async def test_anthropic_message_batches_carry_responses_lines(
+    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
+) -> None:
+    runtime = anthropic_runtime(storage, settings, clock, simulator)
+    tenant = await runtime.tenants.create("acme")
+    lines = responses_lines(3)
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, "/v1/responses", lines)
+    runner = runner_of(runtime)
+    batch = await run_until_ended(runtime, runner, batch_id, clock)
+    assert batch.status == "completed" and (batch.completed_count, batch.failed_count) == (3, 0)
+    output = await file_lines(storage, batch.output_file_id)
+    assert [line["custom_id"] for line in output] == [f"caller's id {n} ✓" for n in range(3)]
+    assert all(line["response"]["body"]["object"] == "response" for line in output)
+    made = [m for m in simulator.engine.created if m.startswith("msgbatch_")]
+    assert len(made) == 2  # 3 requests at 2 a batch
+    view = await BatchService(storage=storage, settings=runtime.settings, ids=runtime.ids).view(
+        batch
+    )
+    assert [p["status"] for p in view["provider_batches"]] == ["completed"] * 2
+    assert sorted(p["id"] for p in view["provider_batches"]) == sorted(made)
+    usage = await storage.usage_by_model_since(day=(await storage.database_now()).date())
+    (native,) = [row for row in usage if row.native_batch]
+    assert (native.provider, native.model) == ("an", "claude-sonnet-4-5")
+    assert native.input_tokens == batch.usage["input_tokens"] > 0
+
+
+async def test_a_cancel_reaches_anthropic_message_batches(
+    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
+) -> None:
+    runtime = anthropic_runtime(storage, settings, clock, simulator, latency_s=300)
+    tenant = await runtime.tenants.create("acme")
+    lines = responses_lines(4)
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, "/v1/responses", lines)
+    runner = runner_of(runtime)
+    for _ in range(3):
+        await runner.batches_once(now=clock.now())
+    made = [m for m in simulator.engine.created if m.startswith("msgbatch_")]
+    assert len(made) == 2
+    service = BatchService(storage=storage, settings=runtime.settings, ids=runtime.ids)
+    await service.cancel(tenant_id=tenant.tenant.id, batch_id=batch_id)
+    batch = await run_until_ended(runtime, runner, batch_id, clock)
+    assert batch.status == "cancelled" and batch.completed_count == 0
+    failures = await file_lines(storage, batch.error_file_id)
+    assert [line["custom_id"] for line in failures] == [line["custom_id"] for line in lines]
+    assert {line["error"]["code"] for line in failures} == {"batch_cancelled"}
+    view = await service.view(batch)
+    assert [p["status"] for p in view["provider_batches"]] == ["cancelled"] * 2

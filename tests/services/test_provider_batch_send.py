@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import orjson
 import pytest
 
 from jobgate import errors, failpoints
 from jobgate.config import ProviderConfig
 from jobgate.domain import provider_batches
 from jobgate.domain.provider_batches import Line, Part
+from jobgate.providers.batch_parts import OpenAIParts
 from jobgate.providers.openai_batches import OpenAIBatches
 from jobgate.services.provider_batch_send import send_part
 from jobgate.simulator.server import Simulator
@@ -25,19 +25,16 @@ pytestmark = pytest.mark.asyncio
 CHAT = "/v1/chat/completions"
 
 
-def _data(count: int) -> bytes:
-    lines = [
-        orjson.dumps(
-            {
-                "custom_id": f"c{n}",
-                "method": "POST",
-                "url": CHAT,
-                "body": {"model": "gpt-sim", "messages": [{"role": "user", "content": "x"}]},
-            }
-        )
+def _lines(count: int) -> list[dict[str, object]]:
+    return [
+        {
+            "custom_id": f"c{n}",
+            "method": "POST",
+            "url": CHAT,
+            "body": {"model": "gpt-sim", "messages": [{"role": "user", "content": "x"}]},
+        }
         for n in range(count)
     ]
-    return b"\n".join(lines) + b"\n"
 
 
 def _part(batch_id: str) -> Part:
@@ -81,14 +78,14 @@ async def test_a_part_is_sent_once_and_its_id_recorded(
 ) -> None:
     part = _part(await _batch(storage, clock))
     api = _api(simulator, clock)
-    sent = await send_part(storage, api, part, data=_data(2), endpoint=CHAT, now=clock.now())
+    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
     assert sent.provider_batch_id is not None and _batches_made(simulator) == [
         sent.provider_batch_id
     ]
     made = await api.retrieve(sent.provider_batch_id)
     assert made["metadata"] == {provider_batches.PART_KEY: part.key}
     requests = len(simulator.engine.requests)
-    again = await send_part(storage, api, part, data=_data(2), endpoint=CHAT, now=clock.now())
+    again = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
     assert again == sent and len(simulator.engine.requests) == requests  # nothing sent
 
 
@@ -98,7 +95,7 @@ async def test_a_lost_create_answer_is_found_by_its_key(
     part = _part(await _batch(storage, clock))
     # The simulator makes the batch, then closes the connection without an answer.
     api = _api(simulator, clock, **{"x-jobgate-sim": '{"fail_with": "drop"}'})
-    sent = await send_part(storage, api, part, data=_data(2), endpoint=CHAT, now=clock.now())
+    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
     assert _batches_made(simulator) == [sent.provider_batch_id]
 
 
@@ -109,10 +106,10 @@ async def test_a_create_lost_on_the_way_is_sent_on_the_next_pass_once(
     api = _api(simulator, clock)
     simulator.inject("POST", "/v1/batches", "drop")  # the connection drops, nothing made
     with pytest.raises(errors.ProviderOutcomeUnknown):
-        await send_part(storage, api, part, data=_data(2), endpoint=CHAT, now=clock.now())
+        await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
     (intended,) = await storage.provider_batches_of(batch_id=part.batch_id)
     assert intended.provider_batch_id is None and _batches_made(simulator) == []
-    sent = await send_part(storage, api, part, data=_data(2), endpoint=CHAT, now=clock.now())
+    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
     assert _batches_made(simulator) == [sent.provider_batch_id]
 
 
@@ -124,13 +121,13 @@ async def test_a_crash_between_the_steps_neither_loses_nor_doubles(
     api = _api(simulator, clock)
     failpoints.arm(f"{point}=error")
     with pytest.raises(failpoints.FailpointError):
-        await send_part(storage, api, part, data=_data(2), endpoint=CHAT, now=clock.now())
+        await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
     failpoints.arm("")
     made_before = _batches_made(simulator)
     assert made_before == ([] if point == "provider_batch_intended" else made_before[:1])
     assert len(made_before) == (0 if point == "provider_batch_intended" else 1)
     clock.advance(30)  # the next pass of the batches role
-    sent = await send_part(storage, api, part, data=_data(2), endpoint=CHAT, now=clock.now())
+    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
     assert _batches_made(simulator) == [sent.provider_batch_id]
     (only,) = await storage.provider_batches_of(batch_id=part.batch_id)
     assert only.provider_batch_id == sent.provider_batch_id

@@ -387,7 +387,7 @@ class BatchRunner:
                 if not isinstance(spec, SubmitSpec):
                     raise spec
                 prepared = prepare(spec, None)
-                native = self._native_item(number, custom_id, prepared)
+                native = self._native_item(number, custom_id, prepared, line["body"])
                 if native is not None:
                     items.append(native)
                     continue
@@ -422,14 +422,18 @@ class BatchRunner:
             )
         return True
 
-    def _native_item(self, number: int, custom_id: str, job: NewJob) -> NewBatchItem | None:
+    def _native_item(
+        self, number: int, custom_id: str, job: NewJob, body: dict[str, Any]
+    ) -> NewBatchItem | None:
         """The line as a provider-native batch's line, when its provider has native batches
-        for its endpoint (None: it runs as `job`). Raises errors.InvalidRequest for a line
-        larger than one provider batch takes."""
+        for its endpoint (None: it runs as `job`): the caller's `body` with the model the
+        provider knows. Raises errors.InvalidRequest for a line the provider's batches cannot
+        take (too large, or not expressible for it)."""
         api = self.native.takes(job)
         if api is None:
             return None
-        if not self.native.fits(api, job, number):
+        request = body if job.model is None else {**body, "model": job.model}
+        if not self.native.fits(api, request, job.endpoint, number):
             raise errors.InvalidRequest(
                 f"the request is larger than provider {job.provider!r} takes in a batch",
                 param="body",
@@ -437,7 +441,7 @@ class BatchRunner:
             )
         return NewBatchItem(
             line=number, custom_id=custom_id, job_id=None, provider=job.provider,
-            request=job.request,
+            request=request,
         )  # fmt: skip
 
     def _spec(self, batch: BatchRecord, line: dict[str, Any]) -> SubmitSpec | Exception:

@@ -19,7 +19,8 @@ from jobgate.config import ProviderConfig
 from jobgate.domain import provider_batch_results
 from jobgate.domain.job import NewJob
 from jobgate.domain.provider_batches import Line, Part, plan
-from jobgate.providers import batch_apis
+from jobgate.providers import batch_apis, batch_parts
+from jobgate.providers.base import JSONObject
 from jobgate.providers.batch_apis import NativeBatchApi
 from jobgate.services import batch_results, provider_batch_send
 from jobgate.storage.protocol import BatchRunnerStorage
@@ -67,9 +68,10 @@ class NativeBatches:
         api = self.api(job.provider)
         return api if api is not None and api.serves(job.endpoint) else None
 
-    def fits(self, api: NativeBatchApi, job: NewJob, line: int) -> bool:
-        """Whether the line (number `line`) fits in one of the provider's batches at all."""
-        size = len(api.encode(custom_id(line), job.endpoint, job.request))
+    def fits(self, api: NativeBatchApi, request: JSONObject, endpoint: str, line: int) -> bool:
+        """Whether the line (number `line`) fits in one of the provider's batches at all;
+        errors.InvalidRequest when the provider's batches cannot take it."""
+        size = api.size(part_line(line, endpoint, request))
         bound = api.limits
         return bound.envelope_bytes + size + bound.per_line_bytes <= bound.max_bytes
 
@@ -80,13 +82,14 @@ class NativeBatches:
             return True
         written = await self.storage.provider_batches_of(batch_id=batch.id)
         encoded, lines = await self._lines(batch)
-        parts = [_as_part(row) for row in written] + self._planned(batch, written, lines)
+        parts = [as_part(row) for row in written] + self._planned(batch, written, lines)
+        known = {row.provider_batch_id for row in written if row.provider_batch_id is not None}
         sent = True
         for part in parts:
             row = next((w for w in written if w.part_key == part.key), None)
             if row is not None and (row.provider_batch_id is not None or row.collected_at):
                 continue
-            if not await self._send(batch, part, encoded):
+            if not await self._send(batch, part, encoded, known):
                 sent = False
         if sent:
             self._sent.add(batch.id)
@@ -95,9 +98,9 @@ class NativeBatches:
     def forget(self, batch_id: str) -> None:
         self._sent.discard(batch_id)
 
-    async def _lines(self, batch: BatchRecord) -> tuple[dict[int, bytes], list[Line]]:
-        """Each native line's encoding in its part, and the lines as the planner takes them."""
-        encoded: dict[int, bytes] = {}
+    async def _lines(self, batch: BatchRecord) -> tuple[dict[int, batch_parts.Line], list[Line]]:
+        """Each native line as its part sends it, and the lines as the planner takes them."""
+        encoded: dict[int, batch_parts.Line] = {}
         lines: list[Line] = []
         after = 0
         while True:
@@ -111,9 +114,9 @@ class NativeBatches:
                         f"providers.{item.provider}.native_batches",
                         "the batch has lines for this provider's batches, but it has none now",
                     )
-                raw = api.encode(custom_id(item.line), batch.endpoint, item.request)
-                encoded[item.line] = raw
-                lines.append(Line(item.line, item.provider, len(raw)))
+                sent = part_line(item.line, batch.endpoint, item.request)
+                encoded[item.line] = sent
+                lines.append(Line(item.line, item.provider, api.size(sent)))
             if len(page) < LINES_PAGE:
                 return encoded, lines
             after = page[-1].line
@@ -141,15 +144,21 @@ class NativeBatches:
             for p in planned.parts
         ]
 
-    async def _send(self, batch: BatchRecord, part: Part, encoded: dict[int, bytes]) -> bool:
+    async def _send(
+        self,
+        batch: BatchRecord,
+        part: Part,
+        encoded: dict[int, batch_parts.Line],
+        known: set[str],
+    ) -> bool:
         """Send one part; True once it has its provider batch (or was refused, its lines
-        failed)."""
+        failed). `known`: the provider batch ids of the batch's other parts."""
         api = self.api(part.provider)
         assert api is not None
-        data = b"".join(encoded[line] + b"\n" for line in part.lines)
+        lines = [encoded[line] for line in part.lines]
         try:
-            await provider_batch_send.send_part(
-                self.storage, api.sender, part, data=data, endpoint=batch.endpoint
+            sent = await provider_batch_send.send_part(
+                self.storage, api.parts, part, lines=lines, known_ids=frozenset(known)
             )
         except (
             errors.ProviderRetryable,
@@ -164,6 +173,9 @@ class NativeBatches:
             return False
         except errors.ProviderFatal as exc:
             await self._refused(batch, part, exc)
+            return True
+        if sent.provider_batch_id is not None:
+            known.add(sent.provider_batch_id)
         log.info(
             "provider batch sent",
             extra={"batch_id": batch.id, "provider": part.provider, "count": len(part.lines)},
@@ -204,9 +216,15 @@ class NativeBatches:
         self._apis.clear()
 
 
-def _as_part(row: ProviderBatch) -> Part:
+def as_part(row: ProviderBatch) -> Part:
+    """A written part as the planner made it (its size not kept)."""
     index = int(row.part_key.rsplit(".", 1)[1])
     return Part(row.batch_id, row.provider, index, row.lines, 0)
+
+
+def part_line(line: int, endpoint: str, request: JSONObject) -> batch_parts.Line:
+    """A native line as its part sends it: the caller's form, named by its line number."""
+    return {"custom_id": custom_id(line), "method": "POST", "url": endpoint, "body": request}
 
 
 def _without_custom_id(line: dict[str, object]) -> dict[str, object]:

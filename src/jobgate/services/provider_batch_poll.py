@@ -22,11 +22,17 @@ from jobgate import errors
 from jobgate.domain import batches as batch_rules
 from jobgate.domain import provider_batch_results
 from jobgate.domain.batches import BatchStatus
-from jobgate.domain.provider_batch_results import LineResult, PartState
 from jobgate.domain.provider_batches import RequestCounts
-from jobgate.providers.base import openai_usage
+from jobgate.providers import batch_parts
+from jobgate.providers.batch_apis import LineBack, NativeBatchApi, PartStatus
 from jobgate.services import batch_results, provider_batch_send
-from jobgate.services.native_dispatch import NativeBatches, custom_id
+from jobgate.services.native_dispatch import (
+    LINES_PAGE,
+    NativeBatches,
+    as_part,
+    custom_id,
+    part_line,
+)
 from jobgate.storage.protocol import BatchRunnerStorage
 from jobgate.storage.records import BatchRecord, NativeResult, PartEnding, ProviderBatch
 
@@ -108,19 +114,10 @@ class PartFollower:
         if part.provider_batch_id is None:
             if not stopping:
                 return False  # native_dispatch sends it (or finds it) first
-            since = part.created_at - dt.timedelta(seconds=provider_batch_send.CLOCK_SKEW_S)
-            found = await api.find(part.part_key, since=since)
+            found = await self._find(batch, api, part)
             if found is None:  # never created: its lines did not run
-                never = _never_created(batch)
-                ids = [custom_id(line) for line in part.lines]
-                lines = provider_batch_results.lines_back(
-                    ids, status=never.status, output=b"", errors=b""
-                )
-                await self._end(batch, part, never, lines)
+                await self._end(batch, part, _never_created(batch), _not_sent(part))
                 return True
-            await self.storage.provider_batch_record(
-                part_key=part.part_key, provider_batch_id=found
-            )
             part = dataclasses.replace(part, provider_batch_id=found)
         provider_id = part.provider_batch_id
         assert provider_id is not None
@@ -135,12 +132,52 @@ class PartFollower:
                 await self._cancel(api.cancel, provider_id, batch)
             await self._seen(batch, part, state)
             return False
-        status = _not_run_as(batch, state.status)
-        ids = [custom_id(line) for line in part.lines]
-        results = await api.results(state, ids, status=status)
-        await self._end(batch, part, state, results)
+        lines = await self._lines(batch, part)
+        results = await api.results(part.part_key, state, [line for _, line in lines])
+        await self._end(batch, part, state, results, model=_model_of(lines))
         self._polled.pop(part.part_key, None)
         return True
+
+    async def _find(
+        self, batch: BatchRecord, api: NativeBatchApi, part: ProviderBatch
+    ) -> str | None:
+        """The provider batch of a part whose create outcome is unknown, recorded if found
+        (raises errors.ProviderOutcomeUnknown while the provider cannot tell yet)."""
+        since = part.created_at - dt.timedelta(seconds=provider_batch_send.CLOCK_SKEW_S)
+        rows = await self.storage.provider_batches_of(batch_id=batch.id)
+        known = frozenset(r.provider_batch_id for r in rows if r.provider_batch_id is not None)
+        found = await api.parts.find_part(as_part(part), since=since, known_ids=known)
+        if found is None:
+            return None
+        provider_id = str(found["id"])
+        await self.storage.provider_batch_record(
+            part_key=part.part_key, provider_batch_id=provider_id
+        )
+        return provider_id
+
+    async def _lines(
+        self, batch: BatchRecord, part: ProviderBatch
+    ) -> list[tuple[int, batch_parts.Line]]:
+        """The part's lines as it sent them, in its order."""
+        wanted = set(part.lines)
+        found: dict[int, batch_parts.Line] = {}
+        after = min(part.lines) - 1
+        while len(found) < len(wanted):
+            page = await self.storage.batch_native_lines(
+                batch_id=batch.id, after_line=after, limit=LINES_PAGE
+            )
+            for item in page:
+                if item.line in wanted:
+                    found[item.line] = part_line(item.line, batch.endpoint, item.request)
+            if len(page) < LINES_PAGE or page[-1].line >= max(part.lines):
+                break
+            after = page[-1].line
+        missing = wanted - found.keys()
+        if missing:  # a bug: the part names lines the batch does not hold
+            raise ValueError(
+                f"part {part.part_key} names lines the batch lacks: {sorted(missing)[:5]}"
+            )
+        return [(line, found[line]) for line in part.lines]
 
     async def _cancel(
         self, cancel: Callable[[str], Any], provider_id: str, batch: BatchRecord
@@ -152,7 +189,7 @@ class PartFollower:
         self._cancelled.add(provider_id)
         log.info("provider batch cancel", extra={"batch_id": batch.id})
 
-    async def _seen(self, batch: BatchRecord, part: ProviderBatch, state: PartState) -> None:
+    async def _seen(self, batch: BatchRecord, part: ProviderBatch, state: PartStatus) -> None:
         assert batch.lease_token is not None
         await self.storage.provider_batch_seen(
             part_key=part.part_key,
@@ -165,14 +202,18 @@ class PartFollower:
         self,
         batch: BatchRecord,
         part: ProviderBatch,
-        state: PartState,
-        results: list[LineResult],
+        state: PartStatus,
+        results: list[LineBack],
+        *,
+        model: str | None = None,
     ) -> None:
         """Write the ended part's lines back (raises batch_results.LeaseLost once another
         pass holds the batch)."""
         assert batch.lease_token is not None
+        expired = batch.final_status == BatchStatus.EXPIRED
         native = [
-            _native_result(line, result) for line, result in zip(part.lines, results, strict=True)
+            _native_result(line, result, expired=expired)
+            for line, result in zip(part.lines, results, strict=True)
         ]
         ending = PartEnding(
             part_key=part.part_key,
@@ -183,7 +224,7 @@ class PartFollower:
             request_counts=_counts(state),
             results=native,
             provider=part.provider,
-            model=await self._model(batch, part),
+            model=model,
         )
         if not await self.storage.provider_batch_end(ending=ending):
             raise batch_results.LeaseLost(batch.id)
@@ -197,52 +238,52 @@ class PartFollower:
             },
         )
 
-    async def _model(self, batch: BatchRecord, part: ProviderBatch) -> str | None:
-        """The model the part's lines were sent for (a batch's lines name one model)."""
-        if not part.lines:
-            return None
-        first = await self.storage.batch_native_lines(
-            batch_id=batch.id, after_line=part.lines[0] - 1, limit=1
-        )
-        model = first[0].request.get("model") if first else None
-        return model if isinstance(model, str) else None
 
-
-def _not_run_as(batch: BatchRecord, status: str) -> str:
-    """How a part's lines that did not run read: a part this batch's expiry cancelled reads
-    as expired, as the batch does."""
-    if status == "cancelled" and batch.final_status == BatchStatus.EXPIRED:
-        return "expired"
-    return status
-
-
-def _never_created(batch: BatchRecord) -> PartState:
+def _never_created(batch: BatchRecord) -> PartStatus:
     status = "expired" if batch.final_status == BatchStatus.EXPIRED else "cancelled"
-    return PartState(status, RequestCounts(), None, None)
+    return PartStatus(status, True, RequestCounts(), {})
 
 
-def _counts(state: PartState) -> dict[str, int]:
+def _not_sent(part: ProviderBatch) -> list[LineBack]:
+    """A part never created: each line an error line saying it did not run."""
+    ids = [custom_id(line) for line in part.lines]
+    lines = provider_batch_results.lines_back(ids, status="cancelled", output=b"", errors=b"")
+    return [LineBack(result.line, False, None) for result in lines]
+
+
+def _model_of(lines: list[tuple[int, batch_parts.Line]]) -> str | None:
+    """The model the part's lines were sent for (a batch's lines name one model)."""
+    body = lines[0][1].get("body") if lines else None
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def _counts(state: PartStatus) -> dict[str, int]:
     counts = state.counts
     return {"total": counts.total, "completed": counts.completed, "failed": counts.failed}
 
 
-def _native_result(line: int, result: LineResult) -> NativeResult:
+def _native_result(line: int, result: LineBack, *, expired: bool) -> NativeResult:
     """A part's line as the batch keeps it: its outcome, its file line without the custom_id
-    (the caller's is put back when the files are written) and, when it succeeded, its usage."""
+    (the caller's is put back when the files are written) and, when it succeeded, its usage.
+    A line that did not run because its batch expired reads `batch_expired`, whatever ended
+    its provider batch (jobgate's expiry cancels it)."""
     body = {key: value for key, value in result.line.items() if key != "custom_id"}
     if result.succeeded:
-        response = result.line.get("response") or {}
-        answer = response.get("body") if isinstance(response, dict) else None
-        usage = openai_usage(answer.get("usage") if isinstance(answer, dict) else None)
+        usage = result.usage
         return NativeResult(
             line,
             "succeeded",
             body,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cached_tokens=usage.cache_read_input_tokens,
+            input_tokens=usage.input_tokens if usage else 0,
+            output_tokens=usage.output_tokens if usage else 0,
+            cached_tokens=usage.cache_read_input_tokens if usage else 0,
         )
-    error = result.line.get("error")
+    error = body.get("error")
     code = error.get("code") if isinstance(error, dict) else None
-    not_run = result.line.get("response") is None and code in _NOT_RUN_CODES
-    return NativeResult(line, "not_run" if not_run else "failed", body)
+    if body.get("response") is None and code in _NOT_RUN_CODES:
+        if expired and isinstance(error, dict):
+            expired_code, message = batch_rules.NOT_RUN["expired"]
+            body["error"] = {**error, "code": expired_code, "message": message}
+        return NativeResult(line, "not_run", body)
+    return NativeResult(line, "failed", body)
