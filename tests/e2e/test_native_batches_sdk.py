@@ -40,14 +40,16 @@ def start_simulator(harness: ProcessHarness) -> tuple[JobgateProcess, str]:
     return process, wait_until(listening, timeout_s=60, what="the simulator")
 
 
-def write_config(tmp_path: Path, base_url: str, *, latency_s: float | None = None) -> None:
-    """`oa`: native batches of at most PART lines; `plain`: the same simulator, as jobs."""
+def write_config(
+    tmp_path: Path, base_url: str, *, latency_s: float | None = None, part: int = PART
+) -> None:
+    """`oa`: native batches of at most `part` lines; `plain`: the same simulator, as jobs."""
     headers = ""
     if latency_s is not None:  # the simulator's batches take this long to run
         headers = f'headers = {{ "x-jobgate-sim" = \'{{"latency_s": {latency_s}}}\' }}\n'
     (tmp_path / "jobgate.toml").write_text(
         f'[providers.oa]\nkind = "openai"\nbase_url = "{base_url}"\n'
-        f"native_batches = true\nbatch_max_requests = {PART}\n{headers}"
+        f"native_batches = true\nbatch_max_requests = {part}\n{headers}"
         + PRICES.format(name="oa")
         + f'[providers.plain]\nkind = "openai"\nbase_url = "{base_url}"\n'
         + PRICES.format(name="plain")
@@ -275,3 +277,27 @@ def test_native_lines_cost_the_batch_price(tmp_path: Path) -> None:
     tokens = (figures[True]["input_tokens"], figures[True]["output_tokens"])
     assert figures[True]["ledger"] == [("batch", -(-COST_LINES // PART), *tokens)]
     assert figures[False]["ledger"] == [("completion", COST_LINES, *tokens)]
+
+
+BIG_NATIVE, BIG_JOBS, BIG_PART = 5_000, 5_000, 2_000
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_ten_thousand_line_batch_over_two_providers(
+    harness: ProcessHarness, tmp_path: Path
+) -> None:
+    """The issue's scale: 10,000 lines, half in provider batches of 2,000, half as jobs."""
+    _, base_url = start_simulator(harness)
+    write_config(tmp_path, base_url, part=BIG_PART)
+    serve = harness.start("serve")
+    assert serve.url is not None
+    client = sdk(serve.url, harness.default_api_key(serve.url))
+    batch_id = create_batch(client, input_file(native=BIG_NATIVE, jobs=BIG_JOBS))
+    batch = ended(client, batch_id, timeout_s=540)
+    assert batch.status == "completed" and batch.request_counts is not None
+    assert batch.request_counts.completed == BIG_NATIVE + BIG_JOBS
+    output = file_lines(client, batch.output_file_id)
+    assert [line["custom_id"] for line in output] == [f"c{n}" for n in range(BIG_NATIVE + BIG_JOBS)]
+    parts = -(-BIG_NATIVE // BIG_PART)
+    assert parts_by_key(base_url) == {f"{batch_id}.oa.{index}": 1 for index in range(parts)}

@@ -23,6 +23,7 @@ from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
+from jobgate.services import native_dispatch
 from jobgate.services.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.simulator.server import Simulator
@@ -389,3 +390,23 @@ async def test_a_cancel_reaches_anthropic_message_batches(
     assert {line["error"]["code"] for line in failures} == {"batch_cancelled"}
     view = await service.view(batch)
     assert [p["status"] for p in view["provider_batches"]] == ["cancelled"] * 2
+
+
+async def test_a_pass_sends_a_few_parts_and_the_next_the_rest(
+    storage: Storage,
+    settings: Settings,
+    clock: FakeClock,
+    simulator: Simulator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(native_dispatch, "PARTS_PER_PASS", 2)
+    runtime = native_runtime(storage, settings, clock, simulator)
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, CHAT, lines_for(9, 0))
+    runner = runner_of(runtime)
+    await runner.batches_once(now=clock.now())  # validated
+    await runner.batches_once(now=clock.now())  # expanded, two parts sent
+    assert len(provider_batches_made(simulator)) == 2
+    batch = await run_until_ended(runtime, runner, batch_id, clock)
+    assert batch.status == "completed" and batch.completed_count == 9
+    assert len(provider_batches_made(simulator)) == 3

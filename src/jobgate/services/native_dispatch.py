@@ -29,6 +29,9 @@ from jobgate.storage.records import BatchRecord, NativeResult, PartEnding, Provi
 log = logging.getLogger(__name__)
 
 LINES_PAGE = 1_000
+# Parts sent in one pass on a batch (each an upload of up to the provider's file size and a
+# create): the others wait for the next pass, so a pass stays well within the batch's lease.
+PARTS_PER_PASS = 4
 ApiFor = Callable[[str, ProviderConfig], NativeBatchApi | None]
 
 
@@ -85,10 +88,14 @@ class NativeBatches:
         parts = [as_part(row) for row in written] + self._planned(batch, written, lines)
         known = {row.provider_batch_id for row in written if row.provider_batch_id is not None}
         sent = True
+        tried = 0
         for part in parts:
             row = next((w for w in written if w.part_key == part.key), None)
             if row is not None and (row.provider_batch_id is not None or row.collected_at):
                 continue
+            if tried == PARTS_PER_PASS:
+                return False  # the rest next pass: a pass ends well within its lease
+            tried += 1
             if not await self._send(batch, part, encoded, known):
                 sent = False
         if sent:
