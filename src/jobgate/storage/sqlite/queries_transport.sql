@@ -18,6 +18,16 @@ SELECT id, tenant_id, concurrency_key
 -- Which of the named jobs are still queued (a message for them is deferred, not dropped).
 SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 
+-- fragment: transport_ready
+-- A queued job `j` the relay may publish at :now: due, before its start deadline, not of a
+-- rate-limited provider (claimed from the table, their buckets taken first) and not paused
+-- (no claim could take it; its resume wakes the relay). `p` in the pause rule is the pause,
+-- shadowing any publication inside the subquery.
+j.run_at <= :now
+AND (j.expires_at IS NULL OR j.expires_at > :now)
+AND j.provider NOT IN (SELECT value FROM json_each(:skip_providers))
+AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
+
 -- name: transport_publish_due
 -- Record and answer the ready jobs that need a "job ready" message: never published; published
 -- for an earlier transition; deferred (no message: consumed while the tenant was at its cap, or
@@ -32,53 +42,50 @@ WITH shares AS (
     SELECT json_extract(value, '$.tenant_id') AS tenant_id,
            json_extract(value, '$.weight') AS weight
       FROM json_each(:shares)
-), held AS (
-    -- Per tenant: running jobs, and messages in the broker for queued jobs not yet claimed.
-    SELECT j.tenant_id,
-           sum(j.state = 'running' AND j.lease_token IS NOT NULL) AS running,
-           sum(j.state = 'queued' AND p.event_seq = j.event_seq AND NOT p.deferred)
-               AS outstanding
+), ledger AS (
+    -- Every live job with its publication, read once for the window and the sweep.
+    SELECT j.id, j.tenant_id, j.provider, j.model, j.event_seq, j.priority, j.run_at,
+           j.expires_at, p.republish_at,
+           j.state = 'running' AND j.lease_token IS NOT NULL AS holds_slot,
+           -- A message in the broker for a queued job, not yet claimed.
+           coalesce(j.state = 'queued' AND p.event_seq = j.event_seq AND NOT p.deferred, 0)
+           AS outstanding
       FROM jobs AS j
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
      WHERE j.state IN ({{live_states}})
-     GROUP BY j.tenant_id
+), held AS (
+    -- Per tenant: running jobs, and messages outstanding.
+    SELECT tenant_id, sum(holds_slot) AS running, sum(outstanding) AS outstanding
+      FROM ledger
+     GROUP BY tenant_id
+), swept AS (
+    -- The sweep, unless :sweep is off (the broker holds a backlog as big as the window: its
+    -- messages are slow, not lost). Each replaces a message the window counts already.
+    SELECT j.id, j.event_seq
+      FROM ledger AS j
+     WHERE :sweep AND j.outstanding AND j.republish_at <= :now
+       AND {{transport_ready}}
+     ORDER BY j.priority, j.run_at, j.id
+     LIMIT max(0, :limit)
 ), due AS (
-    SELECT j.id, j.tenant_id, j.event_seq, j.priority, j.run_at,
-           -- The sweep: the current transition's message, counted as outstanding, presumed lost.
-           coalesce(p.event_seq = j.event_seq AND NOT p.deferred, 0) AS swept
+    -- Each adds a message: ranked by fair share, within what the window leaves.
+    SELECT j.id, j.event_seq, j.priority, j.run_at,
+           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
+            + row_number() OVER (PARTITION BY j.tenant_id ORDER BY j.priority, j.run_at, j.id))
+           * 1.0 / coalesce(s.weight, :default_weight) AS share
       FROM jobs AS j
       LEFT JOIN transport_publications AS p ON p.job_id = j.id
+      LEFT JOIN shares AS s ON s.tenant_id = j.tenant_id
+      LEFT JOIN held AS h ON h.tenant_id = j.tenant_id
      WHERE j.state = 'queued'
-       AND j.run_at <= :now
-       AND (j.expires_at IS NULL OR j.expires_at > :now)
        AND (p.job_id IS NULL OR p.event_seq <> j.event_seq
-            -- Due again: a deferred job always; the sweep unless :sweep is off (the broker
-            -- holds a backlog as big as the window: its messages are slow, not lost).
-            OR (p.republish_at <= :now AND (p.deferred OR :sweep)))
-       -- Rate-limited providers are claimed from the table, their buckets taken first.
-       AND j.provider NOT IN (SELECT value FROM json_each(:skip_providers))
-       -- A paused job is not published (no claim could take it); its resume wakes the relay.
-       -- (`p` in the fragment is the pause, shadowing the publication inside the subquery.)
-       AND NOT EXISTS (SELECT 1 FROM pauses AS p WHERE {{pause_covers}})
-), swept AS (
-    SELECT id, event_seq FROM due
-     WHERE swept
-     ORDER BY priority, run_at, id
-     LIMIT max(0, :limit)
-), fresh AS (
-    -- Each adds a message: ranked by fair share, within what the window leaves.
-    SELECT d.id, d.event_seq, d.priority, d.run_at,
-           (coalesce(h.running, 0) + coalesce(h.outstanding, 0)
-            + row_number() OVER (PARTITION BY d.tenant_id ORDER BY d.priority, d.run_at, d.id))
-           * 1.0 / coalesce(s.weight, :default_weight) AS share
-      FROM due AS d
-      LEFT JOIN shares AS s ON s.tenant_id = d.tenant_id
-      LEFT JOIN held AS h ON h.tenant_id = d.tenant_id
-     WHERE NOT d.swept
+            -- A deferred job has no message: its delay alone decides, whatever :sweep says.
+            OR (p.deferred AND p.republish_at <= :now))
+       AND {{transport_ready}}
 ), picked AS (
     SELECT id, event_seq FROM swept
      UNION ALL
-    SELECT * FROM (SELECT id, event_seq FROM fresh
+    SELECT * FROM (SELECT id, event_seq FROM due
                     ORDER BY share, priority, run_at, id
                     LIMIT max(0, min(:limit - (SELECT count(*) FROM swept),
                                      :window - (SELECT coalesce(sum(outstanding), 0)
