@@ -410,3 +410,32 @@ async def test_a_pass_sends_a_few_parts_and_the_next_the_rest(
     batch = await run_until_ended(runtime, runner, batch_id, clock)
     assert batch.status == "completed" and batch.completed_count == 9
     assert len(provider_batches_made(simulator)) == 3
+
+
+async def test_a_part_whose_provider_lost_native_batches_ends_with_the_batch(
+    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
+) -> None:
+    runtime = native_runtime(storage, settings, clock, simulator, latency_s=300)
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, CHAT, lines_for(2, 1))
+    runner = runner_of(runtime)
+    for _ in range(3):
+        await runner.batches_once(now=clock.now())
+    assert len(provider_batches_made(simulator)) == 1
+    # Restarted without native batches for `oa`: its part cannot be read; it waits.
+    lost = runner.native.api("oa")
+    assert lost is not None
+    await lost.aclose()
+    runner.native._apis["oa"] = None
+    for _ in range(3):
+        await runtime.worker().run_once(limit=10)
+        await runner.batches_once(now=clock.now())
+    batch = await storage.batch_get(batch_id=batch_id)
+    assert batch is not None and batch.status == "in_progress"
+    service = BatchService(storage=storage, settings=runtime.settings, ids=runtime.ids)
+    await service.cancel(tenant_id=tenant.tenant.id, batch_id=batch_id)
+    batch = await run_until_ended(runtime, runner, batch_id, clock)
+    assert batch.status == "cancelled" and batch.completed_count == 1  # the job's line
+    failures = await file_lines(storage, batch.error_file_id)
+    assert {line["error"]["code"] for line in failures} == {"batch_cancelled"}
+    assert len(failures) == 2

@@ -106,10 +106,16 @@ class PartFollower:
     async def _look(self, batch: BatchRecord, part: ProviderBatch, *, stopping: bool) -> bool:
         api = self.native.api(part.provider)
         if api is None:
-            log.warning(
+            # Its provider is no longer configured with native batches: nothing can read the
+            # part. It waits (the configuration may come back) until the batch is cancelled
+            # or expires; then its lines read as not run, and the batch can end.
+            log.error(
                 "provider batch of a provider without native batches now: not followed",
                 extra={"batch_id": batch.id, "provider": part.provider},
             )
+            if stopping:
+                await self._end(batch, part, _never_created(batch), _not_sent(part))
+                return True
             return False
         if part.provider_batch_id is None:
             if not stopping:
@@ -245,7 +251,8 @@ def _never_created(batch: BatchRecord) -> PartStatus:
 
 
 def _not_sent(part: ProviderBatch) -> list[LineBack]:
-    """A part never created: each line an error line saying it did not run."""
+    """A part never created (or that cannot be read): each line an error line saying it did
+    not run."""
     ids = [custom_id(line) for line in part.lines]
     lines = provider_batch_results.lines_back(ids, status="cancelled", output=b"", errors=b"")
     return [LineBack(result.line, False, None) for result in lines]
