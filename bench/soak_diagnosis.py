@@ -21,7 +21,8 @@ SELECT j.id, j.state, j.phase, j.attempt, j.event_seq, j.lease_owner, j.provider
        extract(epoch FROM now())::float8 AS now,
        last.from_state, last.to_state, last.actor, last.reason,
        extract(epoch FROM last.created_at)::float8 AS last_at,
-       p.published_count, extract(epoch FROM p.republish_at)::float8 AS republish_at
+       p.published_count, extract(epoch FROM p.republish_at)::float8 AS republish_at,
+       p.deferred
   FROM jobs AS j
   LEFT JOIN LATERAL (SELECT * FROM job_event_log AS e WHERE e.job_id = j.id
                       ORDER BY e.seq DESC LIMIT 1) AS last ON true
@@ -172,8 +173,11 @@ def _describe(row: Any, holder: Callable[[str | None], str]) -> str:
     if row["concurrency_key"]:
         parts.append(f"key {row['concurrency_key']}")
     if row["published_count"] is not None:
+        # Deferred: no message in the broker (consumed at a cap, or the publish failed).
+        deferred = " (deferred)" if row["deferred"] else ""
         parts.append(
-            f"published {row['published_count']}x, again in {row['republish_at'] - now:.1f} s"
+            f"published {row['published_count']}x{deferred}, "
+            f"again in {row['republish_at'] - now:.1f} s"
         )
     return ", ".join(parts)
 

@@ -32,3 +32,21 @@ def test_a_job_waiting_its_turn_is_late_only_when_the_line_moved() -> None:
     assert verdict(turn, moved=4).startswith("late: waits its turn (queue)")
     assert verdict(turn, moved=0).startswith("stuck:")
     assert verdict(None).startswith("stuck:")
+
+
+def test_a_jobs_publication_says_whether_it_is_deferred() -> None:
+    row = queued(
+        phase=None,
+        attempt=1,
+        to_state=None,
+        lease_expires_at=None,
+        provider_job_id=None,
+        concurrency_key=None,
+        published_count=3,
+        republish_at=NOW + 2,
+        deferred=True,
+    )
+    described = soak_diagnosis._describe(row, lambda _owner: "-")
+    assert described.endswith("published 3x (deferred), again in 2.0 s")
+    in_broker = soak_diagnosis._describe(row | {"deferred": False}, lambda _owner: "-")
+    assert in_broker.endswith("published 3x, again in 2.0 s")
