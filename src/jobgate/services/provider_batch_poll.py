@@ -7,7 +7,8 @@ outcome is unknown (by the part's key, never by creating), and waits for them to
 
 The database is the truth of which parts exist; the provider is the authority on each part's
 state: nothing here decides a part ended without the provider saying so, save a part that was
-never created.
+never created, or whose provider is no longer configured, once its batch is cancelled or
+expired.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ _NOT_RUN_CODES = frozenset(code for code, _ in batch_rules.NOT_RUN.values())
 
 
 class PartFollower:
+    """Follows the parts of the batches its runner holds; what it remembers (when each part
+    was last asked, which cancels were sent) is only to save calls: a new process starts
+    from the database."""
+
     def __init__(
         self,
         *,
