@@ -283,10 +283,12 @@ SELECT {{job_view_request}} AS request, {{job_columns_but_request}},
 
 -- name: job_events
 -- A job's event log after a sequence number (job_event_log: the stored events and the first
--- event its row implies, migration 0028).
+-- event its row implies, migration 0028), read from the job's partition (migration 0088: the
+-- key read inline, an init plan, so the other partitions are pruned when the plan starts).
 SELECT *
   FROM job_event_log
- WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id) AND seq > :after_seq
+ WHERE job_id = :job_id AND job_created_at = (SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id)
+   AND seq > :after_seq
  ORDER BY seq
  LIMIT :limit
 
@@ -731,10 +733,12 @@ UPDATE jobs AS j
 RETURNING j.*
 
 -- name: outbox_for_job
--- Every outbox row of a job.
+-- Every outbox row of a job (or batch), read from its partition.
 SELECT *
   FROM outbox
- WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id)
+ WHERE job_id = :job_id
+   AND job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
+                   (SELECT b.created_at FROM batches AS b WHERE b.id = :job_id))
  ORDER BY created_at, event_type, target
 
 -- name: ping

@@ -24,7 +24,8 @@ SELECT a.*, pg_notify('jobgate', 's:' || a.job_id) AS notified FROM appended AS 
 -- A job's chunks after a sequence number, in order.
 SELECT job_id, seq, generation, text, continued_chars, created_at
   FROM job_output_chunks
- WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id) AND seq > :after_seq
+ WHERE job_id = :job_id AND job_created_at = (SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id)
+   AND seq > :after_seq
  ORDER BY seq
  LIMIT :limit
 
@@ -33,5 +34,5 @@ SELECT job_id, seq, generation, text, continued_chars, created_at
 -- out chunk by chunk (every status read of a running streaming job asks).
 SELECT coalesce(sum(length(text)), 0)::bigint AS chars
   FROM job_output_chunks
- WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id)
+ WHERE job_id = :job_id AND job_created_at = (SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id)
    AND generation = :generation

@@ -136,7 +136,10 @@ WITH clock AS (
            :state = 'succeeded', clock.now, o.job_created_at
       FROM clock, outbox AS o
      WHERE :attempted::boolean
-       AND o.id = :id AND o.job_created_at = jobgate_history_key(:job_id)
+       AND o.id = :id
+       AND o.job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
+                                       (SELECT b.created_at FROM batches AS b
+                                         WHERE b.id = :job_id))
 ), disabled AS (
     UPDATE webhook_endpoints AS e
        SET disabled = true, disabled_reason = :disable_reason::text, updated_at = clock.now
@@ -154,7 +157,9 @@ UPDATE outbox AS o
        last_error = :error,
        completed_at = CASE WHEN :state = 'pending' THEN NULL ELSE clock.now END
   FROM clock
- WHERE o.id = :id AND o.job_created_at = jobgate_history_key(:job_id)
+ WHERE o.id = :id
+   AND o.job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
+                   (SELECT b.created_at FROM batches AS b WHERE b.id = :job_id))
    AND o.lease_token = :token AND o.state = 'pending'
 RETURNING o.id
 
@@ -165,7 +170,9 @@ UPDATE outbox AS o
        next_attempt_at = clock.now + make_interval(secs => :delay_s::double precision),
        lease_token = NULL
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE o.id = :id AND o.job_created_at = jobgate_history_key(:job_id)
+ WHERE o.id = :id
+   AND o.job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
+                   (SELECT b.created_at FROM batches AS b WHERE b.id = :job_id))
    AND o.lease_token = :token AND o.state = 'pending'
 RETURNING o.id
 
@@ -178,13 +185,16 @@ UPDATE outbox AS o
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE o.endpoint_id = :endpoint_id AND o.tenant_id = :tenant_id AND o.state = 'failed'
    AND o.created_at >= :since
-   AND o.job_created_at = jobgate_history_key(o.job_id)
+   AND o.job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = o.job_id),
+                                   (SELECT b.created_at FROM batches AS b WHERE b.id = o.job_id))
 
 -- name: delivery_attempts_for_job
 -- Every attempt at delivering a job's events, oldest first.
 SELECT *
   FROM webhook_attempts
- WHERE job_id = :job_id AND job_created_at = jobgate_history_key(:job_id)
+ WHERE job_id = :job_id
+   AND job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
+                   (SELECT b.created_at FROM batches AS b WHERE b.id = :job_id))
  ORDER BY created_at, attempt, id
 
 -- name: outbox_batch_progress_arm
