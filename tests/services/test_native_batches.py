@@ -439,3 +439,40 @@ async def test_a_part_whose_provider_lost_native_batches_ends_with_the_batch(
     failures = await file_lines(storage, batch.error_file_id)
     assert {line["error"]["code"] for line in failures} == {"batch_cancelled"}
     assert len(failures) == 2
+
+
+async def test_anthropic_message_batches_carry_chat_lines(
+    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
+) -> None:
+    runtime = anthropic_runtime(storage, settings, clock, simulator)
+    tenant = await runtime.tenants.create("acme")
+    lines = [
+        {
+            "custom_id": f"chat {n}",
+            "method": "POST",
+            "url": CHAT,
+            "body": {
+                "model": "an/claude-sonnet-4-5",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": f"line {n}"},
+                ],
+                "max_completion_tokens": 64,
+            },
+        }
+        for n in range(3)
+    ]
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, CHAT, lines)
+    runner = runner_of(runtime)
+    batch = await run_until_ended(runtime, runner, batch_id, clock)
+    assert batch.status == "completed" and (batch.completed_count, batch.failed_count) == (3, 0)
+    output = await file_lines(storage, batch.output_file_id)
+    assert [line["custom_id"] for line in output] == ["chat 0", "chat 1", "chat 2"]
+    for line in output:
+        body = line["response"]["body"]
+        assert body["object"] == "chat.completion"
+        assert body["choices"][0]["message"]["role"] == "assistant"
+    made = [m for m in simulator.engine.created if m.startswith("msgbatch_")]
+    assert len(made) == 2  # 3 requests at 2 a batch
+    usage = await storage.usage_by_model_since(day=(await storage.database_now()).date())
+    assert [(row.native_batch, row.provider) for row in usage] == [(True, "an")]  # no job ran

@@ -378,7 +378,7 @@ class BatchRunner:
             log.info("batch expansion waits: queue full", extra={"batch_id": batch.id})
             return False
         await self.jobs.fresh_breakers([s for s in specs if isinstance(s, SubmitSpec)])
-        prepare = self.jobs.preparer(batch.tenant_id)
+        prepare = self.jobs.preparer(batch.tenant_id, batch_serves=self.native.serves)
         jobs: list[NewJob] = []
         items: list[NewBatchItem] = []
         for (number, line), spec in zip(lines, specs, strict=True):

@@ -45,6 +45,7 @@ JobRead = Literal["whole", "view", "without_input"]
 # What routing answers for one job: (provider, model to send, the provider's execution timeout,
 # the model route submitted for or None, the largest output cap the provider allows the model).
 _Routed = tuple[Provider, str | None, float | None, str | None, int]
+BatchServes = Callable[[str, str], bool]  # (provider, endpoint): its native batches take it
 
 
 @fast_init  # one per submit, per bulk item (its frozen __init__: ~1.5 us of 16 setattrs)
@@ -236,13 +237,20 @@ class JobService:
         The job takes `job_id` if given (new_ids), else an id of its own."""
         return self._prepare(tenant_id, {}, spec, job_id)
 
-    def preparer(self, tenant_id: str) -> Callable[[SubmitSpec, str | None], NewJob]:
+    def preparer(
+        self, tenant_id: str, *, batch_serves: BatchServes | None = None
+    ) -> Callable[[SubmitSpec, str | None], NewJob]:
         """`prepare` for the items of one call, as `preparer(spec, job_id)`: what routing
         answers for each (provider, model, api) is looked up once per call, not per item
         (routing, the provider's configuration and the model route are a fifth of preparing
         an item). A model route is still routed per item: its first target is picked by the
-        breakers, job by job."""
-        return functools.partial(self._prepare, tenant_id, {})
+        breakers, job by job.
+
+        `batch_serves(provider, endpoint)` (batch lines only): whether the provider's native
+        batches take lines of the endpoint. Such a line whose endpoint the provider's jobs do
+        not serve is not refused here: the caller checks it against the batch API instead
+        (Anthropic's Message Batches take /v1/chat/completions lines, its jobs do not)."""
+        return functools.partial(self._prepare, tenant_id, {}, batch_serves=batch_serves)
 
     def _prepare(
         self,
@@ -250,6 +258,8 @@ class JobService:
         routes: dict[tuple[str | None, str | None, str], _Routed],
         spec: SubmitSpec,
         job_id: str | None,
+        *,
+        batch_serves: BatchServes | None = None,
     ) -> NewJob:
         """prepare, with `routes` the routing answers kept for the call so far."""
         _check_ranges(spec)
@@ -269,7 +279,12 @@ class JobService:
         limit_rules.check_output_bound(
             body, bound=output_bound, provider=provider.name, model=routed_model
         )
-        provider.validate(spec.endpoint, body)
+        try:
+            provider.validate(spec.endpoint, body)
+        except errors.InvalidRequest as exc:
+            unserved = exc.code == "unsupported_endpoint"
+            if not (unserved and batch_serves and batch_serves(provider.name, spec.endpoint)):
+                raise
         if spec.stream:
             body = {**body, "stream": True}  # kept with the job: the worker reads it there
         if spec.stall_timeout_s is not None:

@@ -66,6 +66,11 @@ class NativeBatches:
             self._apis[provider] = None if config is None else self._api_for(provider, config)
         return self._apis[provider]
 
+    def serves(self, provider: str, endpoint: str) -> bool:
+        """Whether the provider's native batches take lines of `endpoint`."""
+        api = self.api(provider)
+        return api is not None and api.serves(endpoint)
+
     def takes(self, job: NewJob) -> NativeBatchApi | None:
         """The batch API a batch line prepared as `job` goes to (None: it runs as the job)."""
         api = self.api(job.provider)
