@@ -110,3 +110,18 @@ def test_a_missing_broker_client_is_one_line_at_every_roles_start(tmp_path: Path
         assert line.startswith("jobgate: configuration error: JOBGATE_TRANSPORT: "), role
         assert "pip install 'jobgate[redis]'" in line, role
         assert "running" not in result.stdout and "listening" not in result.stdout
+
+
+def test_the_batches_role_refuses_to_start_without_a_native_batch_providers_key(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "jobgate.toml").write_text(
+        '[providers.upstream]\nkind = "anthropic"\nbase_url = "http://127.0.0.1:9"\n'
+        'api_key_env = "UPSTREAM_API_KEY"\nnative_batches = true\n'
+    )
+    env = {"JOBGATE_DATABASE_URL": f"sqlite:///{tmp_path / 'jobgate.db'}"}
+    result = jobgate("serve", "--roles", "batches", cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith("jobgate: configuration error: providers.upstream.api_key_env: ")
+    assert "UPSTREAM_API_KEY" in line and "running" not in result.stdout

@@ -44,3 +44,33 @@ async def test_an_unknown_role_is_refused_before_anything_starts(tmp_path: Path)
     with pytest.raises(errors.ConfigError, match="unknown role 'janitor'"):
         await runtime.run_roles(("reaper", "janitor"), asyncio.Event())
     assert runtime.supervisors == {}
+
+
+@pytest.mark.parametrize("native_batches", [True, False], ids=["native", "jobs-only"])
+async def test_the_batches_role_needs_only_the_keys_of_native_batch_providers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native_batches: bool
+) -> None:
+    monkeypatch.delenv("JOBGATE_TEST_NO_SUCH_KEY", raising=False)
+    config = tmp_path / "jobgate.toml"
+    config.write_text(
+        '[providers.up]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "JOBGATE_TEST_NO_SUCH_KEY"\n'
+        f"native_batches = {str(native_batches).lower()}\n"
+    )
+    settings = load_settings({}, config_path=config, database_url=f"sqlite:///{tmp_path}/j.db")
+    runtime = Runtime(settings)
+    await runtime.open()
+    try:
+        stop = asyncio.Event()
+        stop.set()
+        if native_batches:
+            with pytest.raises(errors.ConfigError, match="JOBGATE_TEST_NO_SUCH_KEY"):
+                await runtime.run_roles(("reaper", "batches"), stop)
+            assert runtime.supervisors == {}
+        else:
+            await asyncio.wait_for(runtime.run_roles(("batches",), stop), 20)
+            assert set(runtime.supervisors) == {"batches"}
+        with pytest.raises(errors.ConfigError, match="JOBGATE_TEST_NO_SUCH_KEY"):
+            roles.check_needs(runtime, ("worker",))  # the worker needs every provider's key
+    finally:
+        await runtime.close()

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 class Need(enum.Enum):
     PROVIDER_CREDENTIALS = "provider credentials"  # every configured provider's key, checked
+    BATCH_CREDENTIALS = "native batch credentials"  # the keys of providers with native_batches
     TRANSPORT = "transport"  # JOBGATE_TRANSPORT's broker, opened, and its relay
 
 
@@ -113,7 +114,12 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
         (Loop("reconciler", lambda parts: parts.runtime.reconciler()),),
         needs=frozenset({Need.PROVIDER_CREDENTIALS}),
     ),
-    RoleSpec("batches", (Loop("batches", lambda parts: parts.runtime.batch_runner()),)),
+    RoleSpec(
+        "batches",
+        (Loop("batches", lambda parts: parts.runtime.batch_runner()),),
+        # It calls the batch APIs of the providers with native_batches, and no other.
+        needs=frozenset({Need.BATCH_CREDENTIALS}),
+    ),
 )
 
 ROLES: tuple[str, ...] = tuple(spec.name for spec in ROLE_TABLE)
@@ -155,11 +161,14 @@ async def _open_transport(parts: Parts) -> None:
 
 def check_needs(runtime: Runtime, roles: tuple[str, ...]) -> None:
     """Raise errors.ConfigError when `roles` cannot start here: an unknown role, or a provider
-    key that a role calling providers needs is not set. Cheap and repeatable: a process runs it
-    before it says it started, and run_roles again."""
+    key that a role calling providers needs is not set (the batches role needs only those of
+    the providers with native batches). Cheap and repeatable: a process runs it before it says
+    it started, and run_roles again."""
     needs = {need for spec in _chosen(roles) for need in spec.needs}
     if Need.PROVIDER_CREDENTIALS in needs:
         runtime.providers.require_credentials()
+    elif Need.BATCH_CREDENTIALS in needs:
+        runtime.providers.require_credentials(native_batches=True)
 
 
 def freeze_start_up_heap() -> None:

@@ -116,10 +116,13 @@ class ProviderRegistry:
         self._routed = {}
         self.version += 1
 
-    def require_credentials(self) -> None:
+    def require_credentials(self, *, native_batches: bool = False) -> None:
         """Raise errors.ConfigError naming the first provider whose key variable is unset
-        (for the roles that call providers; checked when they start)."""
+        (for the roles that call providers; checked when they start). `native_batches`: only
+        the providers configured with native batches (what the batches role calls)."""
         for name, config in self._configs.items():
+            if native_batches and not config.native_batches:
+                continue
             if name in self._providers and (missing := calls.missing_key(name, config)):
                 raise missing
 
