@@ -1,9 +1,10 @@
 """Provider-native batches end to end, through the official `openai` SDK against `jobgate serve`
 and `jobgate simulator` as separate processes: a batch whose lines go half to a provider with
 native batches (split into parts of 4 lines) and half to one without comes back as one output
-file with every custom_id once; a `serve --roles batches` SIGKILLed after a part's intent or
-after its create, then started again, makes exactly one provider batch per part; a cancel
-reaches the provider's batches."""
+file with every custom_id once, and so does one over OpenAI's Batch API, Anthropic's Message
+Batches and jobs at once; a `serve --roles batches` SIGKILLed after a part's intent or after
+its create, then started again, makes exactly one provider batch per part (OpenAI's or
+Anthropic's, on both stores); a cancel reaches the provider's batches."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from typing import Any, Literal
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletion
 
+from tests.providers.sdk import openai_strict
 from tests.support.processes import JobgateProcess, ProcessHarness, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +46,8 @@ def start_simulator(harness: ProcessHarness) -> tuple[JobgateProcess, str]:
 def write_config(
     tmp_path: Path, base_url: str, *, latency_s: float | None = None, part: int = PART
 ) -> None:
-    """`oa`: native batches of at most `part` lines; `plain`: the same simulator, as jobs."""
+    """`oa`: native batches of at most `part` lines; `an`: the same simulator's Anthropic API,
+    Message Batches of at most `part` requests; `plain`: the same simulator, as jobs."""
     headers = ""
     if latency_s is not None:  # the simulator's batches take this long to run
         headers = f'headers = {{ "x-jobgate-sim" = \'{{"latency_s": {latency_s}}}\' }}\n'
@@ -51,21 +55,29 @@ def write_config(
         f'[providers.oa]\nkind = "openai"\nbase_url = "{base_url}"\n'
         f"native_batches = true\nbatch_max_requests = {part}\n{headers}"
         + PRICES.format(name="oa")
+        + f'[providers.an]\nkind = "anthropic"\nbase_url = "{base_url.removesuffix("/v1")}"\n'
+        f"native_batches = true\nbatch_max_requests = {part}\n"
+        + PRICES.format(name="an")
         + f'[providers.plain]\nkind = "openai"\nbase_url = "{base_url}"\n'
         + PRICES.format(name="plain")
     )
 
 
-def input_file(native: int = NATIVE, jobs: int = JOBS) -> bytes:
-    """`native` lines for `oa` interleaved with `jobs` for `plain`, all of one model."""
+def input_file(native: int = NATIVE, jobs: int = JOBS, *, to: str = "oa") -> bytes:
+    """`native` lines for `to` interleaved with `jobs` for `plain`, all of one model."""
     kinds: list[str] = []
     while native or jobs:
         if native:
-            kinds.append("oa")
+            kinds.append(to)
             native -= 1
         if jobs:
             kinds.append("plain")
             jobs -= 1
+    return lines_to(kinds)
+
+
+def lines_to(kinds: list[str]) -> bytes:
+    """A chat line for each provider of `kinds` in turn (custom_id `c<n>`), of one model."""
     lines = [
         {
             "custom_id": f"c{n}",
@@ -122,6 +134,13 @@ def provider_batches(base_url: str) -> list[dict[str, Any]]:
         after = page["last_id"]
 
 
+def message_batches(base_url: str) -> list[str]:
+    """The Message Batches the simulator made, as its state tells them."""
+    root = base_url.removesuffix("/v1")
+    state = httpx.get(f"{root}/_simulator/state", timeout=10).json()
+    return [made for made in state["created"] if made.startswith("msgbatch_")]
+
+
 def parts_by_key(base_url: str) -> dict[str, int]:
     counted: dict[str, int] = {}
     for batch in provider_batches(base_url):
@@ -174,26 +193,56 @@ def test_a_batch_over_a_native_and_a_job_provider_has_one_output_file(
     assert not serve.log_lines_matching('"level":"error"'), serve.tail()
 
 
+def made_parts(base_url: str, provider: str) -> int:
+    """How many provider batches the simulator made for `provider` (`oa`: OpenAI's, each
+    named by its part's key, none twice; `an`: Anthropic's Message Batches)."""
+    if provider == "an":
+        return len(message_batches(base_url))
+    counted = parts_by_key(base_url)
+    assert set(counted.values()) <= {1}, counted
+    return len(counted)
+
+
+def store_env(store: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    if store == "postgres":
+        return {"JOBGATE_DATABASE_URL": str(request.getfixturevalue("pg_dsn"))}
+    return {}
+
+
+STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("provider", ["oa", "an"], ids=["openai", "anthropic"])
 @pytest.mark.parametrize("point", ["provider_batch_intended", "provider_batch_created"])
 def test_a_killed_batches_role_makes_each_provider_batch_once(
-    harness: ProcessHarness, tmp_path: Path, point: str
+    harness: ProcessHarness,
+    tmp_path: Path,
+    point: str,
+    provider: str,
+    store: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     _, base_url = start_simulator(harness)
     write_config(tmp_path, base_url)
-    api = harness.start("serve", "--roles", "api")
+    env = store_env(store, request)
+    api = harness.start("serve", "--roles", "api", env=env)
     assert api.url is not None
     client = sdk(api.url, harness.default_api_key(api.url))
-    batch_id = create_batch(client, input_file())
+    batch_id = create_batch(client, input_file(to=provider))
     # The batches role dies at the second part: its intent written (nothing sent), or its
     # provider batch created (its id not recorded).
     doomed = harness.start(
-        "serve", "--roles", "batches", env={"JOBGATE_FAILPOINTS": f"{point}=kill@2"}, ready=False
+        "serve",
+        "--roles",
+        "batches",
+        env={**env, "JOBGATE_FAILPOINTS": f"{point}=kill@2"},
+        ready=False,
     )
     assert doomed.wait_exit(timeout_s=60) == -9
-    made = parts_by_key(base_url)
-    assert len(made) == (1 if point == "provider_batch_intended" else 2)
-    harness.start("serve", "--roles", "batches,worker,reaper", ready=False)
+    assert made_parts(base_url, provider) == (1 if point == "provider_batch_intended" else 2)
+    harness.start("serve", "--roles", "batches,worker,reaper", env=env, ready=False)
     batch = ended(client, batch_id)
     assert batch.status == "completed" and batch.request_counts is not None
     assert batch.request_counts.completed == NATIVE + JOBS
@@ -202,7 +251,56 @@ def test_a_killed_batches_role_makes_each_provider_batch_once(
         f"c{n}" for n in range(NATIVE + JOBS)
     )
     assert len(output) == NATIVE + JOBS
-    assert parts_by_key(base_url) == {f"{batch_id}.oa.{index}": 1 for index in range(PARTS)}
+    assert made_parts(base_url, provider) == PARTS
+    if provider == "oa":
+        assert parts_by_key(base_url) == {f"{batch_id}.oa.{index}": 1 for index in range(PARTS)}
+    view = httpx.get(
+        f"{api.url}/v1/batches/{batch_id}",
+        headers={"Authorization": f"Bearer {harness.default_api_key(api.url)}"},
+    ).json()
+    assert sorted(part["id"] for part in view["provider_batches"]) == sorted(
+        message_batches(base_url) if provider == "an" else parts_ids(base_url)
+    )
+
+
+def parts_ids(base_url: str) -> list[str]:
+    return [str(batch["id"]) for batch in provider_batches(base_url)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("store", STORES)
+def test_a_batch_over_openai_anthropic_and_jobs_has_one_output_file(
+    harness: ProcessHarness, tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    """Chat lines for OpenAI's Batch API, Anthropic's Message Batches and a provider without
+    native batches, interleaved: one output file, every custom_id once, in input order; each
+    answer a `chat.completion` as the SDK's type has it."""
+    _, base_url = start_simulator(harness)
+    write_config(tmp_path, base_url)
+    serve = harness.start("serve", env=store_env(store, request))
+    assert serve.url is not None
+    key = harness.default_api_key(serve.url)
+    client = sdk(serve.url, key)
+    kinds = ["oa", "an", "plain"] * 6  # 6 lines each: 2 parts at OpenAI, 2 at Anthropic
+    batch_id = create_batch(client, lines_to(kinds))
+    batch = ended(client, batch_id)
+    assert batch.status == "completed" and batch.request_counts is not None
+    assert (batch.request_counts.total, batch.request_counts.completed) == (18, 18)
+    assert batch.error_file_id is None
+    output = file_lines(client, batch.output_file_id)
+    assert [line["custom_id"] for line in output] == [f"c{n}" for n in range(len(kinds))]
+    for line in output:
+        assert line["response"]["status_code"] == 200
+        completion = openai_strict(ChatCompletion, line["response"]["body"])
+        assert completion.choices[0].message.content
+    assert len(message_batches(base_url)) == 2
+    assert parts_by_key(base_url) == {f"{batch_id}.oa.{index}": 1 for index in range(2)}
+    view = httpx.get(
+        f"{serve.url}/v1/batches/{batch_id}", headers={"Authorization": f"Bearer {key}"}
+    ).json()
+    shown = sorted((part["provider"], part["status"]) for part in view["provider_batches"])
+    assert shown == [("an", "completed")] * 2 + [("oa", "completed")] * 2
+    assert not serve.log_lines_matching('"level":"error"'), serve.tail()
 
 
 @pytest.mark.timeout(120)
