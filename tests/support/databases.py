@@ -39,9 +39,17 @@ class PostgresTemplate:
     """A migrated template database and fresh clones of it.
 
     With `ahead` > 0 a thread keeps that many clones made in advance and drops the returned ones
-    in the background, so that a test waits for neither (a clone costs 0.3-0.6 s here, a drop
-    up to 0.2 s: most of a PostgreSQL test's set-up). Each test still gets a database of its own.
+    in the background, so that a test waits for neither. Each test still gets a database of its
+    own.
+
+    Drops go in concurrent batches, never one at a time: PostgreSQL 15's DROP DATABASE waits for
+    a checkpoint, and drops that wait together share one. One by one, under the load of a full
+    run, they fell behind the clones and about a thousand were left to the session's end, where
+    dropping them took nine minutes; a batch of `DROP_BATCH` costs about what one drop does.
+    A batch runs beside the cloning, so a test never waits for a drop either.
     """
+
+    DROP_BATCH = 8  # drops at once: each holds a connection while it waits for the checkpoint
 
     def __init__(self, *, ahead: int = 0) -> None:
         self.name = f"jobgate_tmpl_{os.getpid()}_{secrets.token_hex(3)}"
@@ -91,9 +99,7 @@ class PostgresTemplate:
             self._wake.set()
             await asyncio.to_thread(self._thread.join)
             self._thread = None
-        for name in list(self._clones):
-            await self._drop_now(name)
-        await self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        await self._drop_many([*self._clones, self.name])  # the template shares a checkpoint
 
     async def _new_clone(self) -> str:
         name = f"jobgate_t_{secrets.token_hex(6)}"
@@ -106,6 +112,12 @@ class PostgresTemplate:
         if name in self._clones:
             self._clones.remove(name)
 
+    async def _drop_many(self, names: list[str]) -> None:
+        """Drop `names`, `DROP_BATCH` at a time (each batch shares its checkpoints)."""
+        for start in range(0, len(names), self.DROP_BATCH):
+            batch = names[start : start + self.DROP_BATCH]
+            await asyncio.gather(*(self._drop_now(name) for name in batch))
+
     def _next_ready(self) -> str:
         while True:
             try:
@@ -117,16 +129,24 @@ class PostgresTemplate:
                     raise RuntimeError("the PostgreSQL clone thread has stopped") from None
 
     async def _keep_ahead(self) -> None:
-        """The thread's loop: clones first (a test may be waiting), drops when none is due."""
+        """The thread's loop: clones first (a test may be waiting); the returned clones dropped
+        a batch at a time by a task beside it, so that a slow drop never holds up a clone."""
+        dropping: asyncio.Task[None] | None = None
         try:
             while not self._stop.is_set():
                 self._wake.clear()  # before looking: a wake-up after this is not lost
+                if dropping is not None and dropping.done():
+                    dropping.result()  # a failed batch fails the clones too
+                    dropping = None
+                if dropping is None and not self._dropping.empty():
+                    batch = [self._dropping.get() for _ in range(self._dropping.qsize())]
+                    dropping = asyncio.create_task(self._drop_many(batch))
                 if self._ready.qsize() < self._ahead:
                     self._ready.put(await self._new_clone())
-                elif not self._dropping.empty():
-                    await self._drop_now(self._dropping.get())
                 else:
-                    await asyncio.to_thread(self._wake.wait, 1.0)
+                    await asyncio.to_thread(self._wake.wait, 1.0 if dropping is None else 0.1)
+            if dropping is not None:
+                await dropping
         except BaseException as exc:
             self._failure = exc
             raise
