@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 JOBS = 100
 LATENCY_S = 30

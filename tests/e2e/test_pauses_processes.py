@@ -14,7 +14,7 @@ import pytest
 from tests.e2e.support import Api, create_tenant, job_body, wait_settled
 from tests.support.processes import ProcessHarness, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 
 def test_a_pause_holds_every_worker_until_resumed(harness: ProcessHarness, pg_dsn: str) -> None:

@@ -165,7 +165,8 @@ async def test_hundreds_in_flight_on_a_pool_of_two_connections(
     assert "could not record" not in caplog.text
 
 
-@pytest.mark.slow  # about 20 s: calls must outlast a lease on a link of 1.5 s round trips
+# About 20 s (calls must outlast a lease on a link of 1.5 s round trips), and in CI: no other
+# test has a renewal slower than its interval.
 async def test_a_heartbeat_slower_than_its_interval_keeps_every_lease_postgres(
     pg_dsn: str, direct: PostgresStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
