@@ -1,15 +1,21 @@
 """The ProviderBatchStore part of the contract, on both backends: a part is written before its
 create and answered as it stands when written again (a replan after a crash), its provider id
 is recorded once and never replaced by another (a second create's id is refused), and a part
-whose create outcome is unknown stays listed without an id, for the listing to resolve."""
+whose create outcome is unknown stays listed without an id, for the listing to resolve; a
+part's usage ledger row past the retention horizon is rolled up (still native-batch usage)
+and deleted, once."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from jobgate.config import Settings
+from jobgate.domain.retention import Horizon, horizon
+from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BatchChunk, NativeResult, NewBatchItem, PartEnding
 from jobgate.testing import FakeClock
@@ -228,3 +234,37 @@ async def test_a_cancelling_batch_still_reads_its_parts_back(
     )
     late = _ending(batch_id, tenant_id, token, part_key=f"{batch_id}.oa.1")
     assert not await storage.provider_batch_end(ending=late, now=clock.now())  # finalizing
+
+
+async def test_retention_rolls_a_parts_usage_up_once_and_deletes_its_ledger_row(
+    storage: Storage, clock: FakeClock, settings: Settings
+) -> None:
+    batch_id, tenant_id, token = await _native_batch(storage, clock)
+    await storage.provider_batch_intend(
+        part_key=f"{batch_id}.oa.0", batch_id=batch_id, provider="oa", lines=[1, 2, 4]
+    )
+    billed_at = clock.now()
+    assert await storage.provider_batch_end(
+        ending=_ending(batch_id, tenant_id, token), now=billed_at
+    )
+    day = billed_at.date()
+    by_model = await storage.usage_by_model_since(day=day)
+    tokens = await storage.usage_tokens_since(day=day)
+    assert [(r.native_batch, r.input_tokens) for r in by_model] == [(True, 10)]
+    # Billed after the horizon: kept in the ledger.
+    early = Horizon(now=billed_at, completed_before=billed_at - timedelta(seconds=1))
+    assert await storage.retention_batch_usage(horizon=early, limit=10) == 0
+    # Past it: summed into the rollup and deleted, once (a second sweep finds nothing).
+    past = billed_at + timedelta(seconds=120)
+    retention = Retention(storage=storage, settings=settings.model_copy(update={"retention_s": 60}))
+    swept = await retention.sweep_once(now=past)
+    assert swept["usage_ledger"] == 1
+    assert await storage.retention_batch_usage(horizon=horizon(past, retention_s=60), limit=10) == 0
+    # The budgets and the spend read the same usage, still as native-batch usage.
+    assert await storage.usage_by_model_since(day=day) == by_model
+    assert await storage.usage_tokens_since(day=day) == tokens
+    assert await storage.usage_by_model_since(day=day + timedelta(days=1)) == []
+    # A part read back again after its row is gone bills nothing: it is marked read back.
+    assert await storage.provider_batch_end(ending=_ending(batch_id, tenant_id, token), now=past)
+    assert await storage.usage_tokens_since(day=day) == tokens
+    assert await storage.retention_batch_usage(horizon=horizon(past, retention_s=0), limit=10) == 0

@@ -1,8 +1,10 @@
 """Retention: deletes finished jobs older than JOBGATE_RETENTION_S with their events, outbox
-rows and delivery attempts (their usage summed per tenant and day first), the files whose
-time ran out, and the rate-limit buckets of concurrency keys long idle, in small batches so
-that no transaction is long; a job a live idempotency key names, or with a pending delivery,
-waits for them (domain.retention). The reaper calls `sweep_once()` on each pass.
+rows and delivery attempts (their usage summed per tenant and day first), the usage ledger
+rows of provider-native batch parts billed before the horizon (summed the same way, apart:
+they are priced at the batch price), the files whose time ran out, and the rate-limit buckets
+of concurrency keys long idle, in small batches so that no transaction is long; a job a live
+idempotency key names, or with a pending delivery, waits for them (domain.retention). The
+reaper calls `sweep_once()` on each pass.
 
 On PostgreSQL that history is partitioned by the day its job was created (migration 0088): the
 row-wise batches delete only what sits in the DEFAULT partitions, and each pass makes the day
@@ -61,6 +63,7 @@ class Retention:
                 break
         if deleted["jobs"]:
             log.info("retention deleted finished jobs", extra={"count": deleted["jobs"]})
+        deleted["usage_ledger"] += await self._roll_batch_usage(horizon)
         deleted["history_partitions"] = await self._partitions(moment, horizon)
         deleted["files"] = await self._expire_files(moment)
         deleted["rate_limit_buckets"] = await self._purge_key_buckets(moment)
@@ -83,6 +86,21 @@ class Retention:
                 extra={"count": drops.dropped, "moved_rows": drops.moved_rows},
             )
         return drops.dropped
+
+    async def _roll_batch_usage(self, horizon: retention.Horizon) -> int:
+        """Sum the usage of provider-native batch parts billed before the horizon into the
+        daily rollup and delete their ledger rows, as a job's go with the job; how many."""
+        gone = 0
+        for _ in range(self._max_batches):
+            batch = await self._storage.retention_batch_usage(
+                horizon=horizon, limit=self._batch_size
+            )
+            gone += batch
+            if batch < self._batch_size:
+                break
+        if gone:
+            metrics.RETENTION_DELETED_ROWS.labels("usage_ledger").inc(gone)
+        return gone
 
     async def _purge_key_buckets(self, moment: datetime) -> int:
         """Forget the rpm_per_key buckets of keys idle for over a minute (one row per end user

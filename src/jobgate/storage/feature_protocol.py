@@ -474,6 +474,14 @@ class RetentionStore(Protocol):
         PostgreSQL, one writer on SQLite): each job is deleted and summed once."""
         ...
 
+    async def retention_batch_usage(self, *, horizon: Horizon, limit: int) -> int:
+        """One short transaction: add up to `limit` usage ledger rows of kind `batch` (a
+        provider-native batch part's usage, named by its key) billed before
+        `horizon.completed_before`, oldest first, to usage_daily_batches (which the budget and
+        spend reads count as native-batch usage, as they count the ledger's), then delete them;
+        how many. Safe from several processes at once: each row is summed once."""
+        ...
+
     async def usage_daily(self, *, tenant_id: str | None = None) -> list[UsageDay]:
         """The rollup of deleted jobs' usage, by tenant, day, provider and model."""
         ...

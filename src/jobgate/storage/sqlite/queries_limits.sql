@@ -47,7 +47,8 @@ SELECT count(*) AS queued FROM jobs WHERE state = 'queued'
 
 -- name: usage_tokens_since
 -- Tokens billed per tenant since a UTC midnight: completions minus refunds, in the ledger and
--- in what retention rolled up of its deleted jobs (usage_daily, by UTC day).
+-- in what retention rolled up of its deleted jobs and its native batches' parts (usage_daily,
+-- usage_daily_batches, by UTC day).
 SELECT tenant_id, sum(tokens) AS tokens
   FROM (SELECT tenant_id,
                sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * (input_tokens + output_tokens))
@@ -59,13 +60,19 @@ SELECT tenant_id, sum(tokens) AS tokens
         SELECT tenant_id, sum(input_tokens + output_tokens)
           FROM usage_daily
          WHERE day >= date(:since, 'unixepoch')
+         GROUP BY tenant_id
+        UNION ALL
+        SELECT tenant_id, sum(input_tokens + output_tokens)
+          FROM usage_daily_batches
+         WHERE day >= date(:since, 'unixepoch')
          GROUP BY tenant_id) AS billed
  GROUP BY tenant_id
 
 -- name: usage_by_model_since
 -- Tokens billed per tenant, provider and model since a UTC midnight: completions minus
 -- refunds, in the ledger and in what retention rolled up (usage_daily's '' model is none);
--- the usage of provider-native batches apart (native_batch: priced at the batch price).
+-- the usage of provider-native batches apart (native_batch: priced at the batch price), in
+-- the ledger (kind 'batch') and rolled up (usage_daily_batches).
 SELECT tenant_id, NULL AS concurrency_key, provider, model, native_batch,
        sum(input_tokens) AS input_tokens,
        sum(output_tokens) AS output_tokens,
@@ -85,6 +92,12 @@ SELECT tenant_id, NULL AS concurrency_key, provider, model, native_batch,
         SELECT tenant_id, provider, nullif(model, ''), 0, sum(input_tokens), sum(output_tokens),
                sum(cache_read_tokens), sum(cache_write_tokens)
           FROM usage_daily
+         WHERE day >= date(:since, 'unixepoch')
+         GROUP BY tenant_id, provider, model
+        UNION ALL
+        SELECT tenant_id, provider, nullif(model, ''), 1, sum(input_tokens), sum(output_tokens),
+               sum(cache_read_tokens), sum(cache_write_tokens)
+          FROM usage_daily_batches
          WHERE day >= date(:since, 'unixepoch')
          GROUP BY tenant_id, provider, model) AS billed
  GROUP BY tenant_id, provider, model, native_batch

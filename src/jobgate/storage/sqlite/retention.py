@@ -42,6 +42,21 @@ class SqliteRetention(RetentionQueries):
 
         return await self._db.write(delete)
 
+    async def _batch_usage_write(self, params: dict[str, Any]) -> int:
+        """Pick the rows, sum them into usage_daily_batches, then delete them."""
+
+        def roll(conn: sqlite3.Connection) -> int:
+            ids = [
+                row["job_id"] for row in conn.execute(Q["retention_batch_usage_pick"].sql, params)
+            ]
+            if not ids:
+                return 0
+            picked = {"ids": json_text(ids)}
+            conn.execute(Q["retention_batch_usage_rollup"].sql, picked)
+            return int(conn.execute(Q["retention_batch_usage_delete"].sql, picked).rowcount)
+
+        return await self._db.write(roll)
+
     async def history_partitions_ensure(self, *, days_ahead: int, now: datetime) -> int:
         """SQLite's history tables are single tables: nothing to make."""
         return 0
