@@ -8,6 +8,8 @@ finished more than `retention_s` ago, unless (checked by the storage in the same
 - a webhook delivery of it is still pending.
 Its usage goes with it into usage_daily (per tenant and UTC day, today's included), which the
 daily budgets read beside the ledger: usage never holds a job back.
+A provider-native batch part's usage row (kind `batch`, named by the part's key) goes into
+usage_daily_batches the same way once billed before the horizon.
 """
 
 from __future__ import annotations
