@@ -306,13 +306,15 @@ def anthropic_runtime(
     simulator: Simulator,
     *,
     latency_s: float | None = None,
+    native: bool = True,
 ) -> Runtime:
-    """`an` (kind anthropic, Message Batches of at most 2 requests, on the simulator)."""
+    """`an` (kind anthropic, Message Batches of at most 2 requests, on the simulator; with
+    `native` False, without native batches)."""
     headers = {} if latency_s is None else {"x-jobgate-sim": f'{{"latency_s": {latency_s}}}'}
     an = ProviderConfig(
         kind="anthropic",
         base_url=simulator.anthropic_base_url,
-        native_batches=True,
+        native_batches=native,
         batch_max_requests=2,
         headers=headers,
         prices={"*": PRICE},
@@ -441,12 +443,8 @@ async def test_a_part_whose_provider_lost_native_batches_ends_with_the_batch(
     assert len(failures) == 2
 
 
-async def test_anthropic_message_batches_carry_chat_lines(
-    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
-) -> None:
-    runtime = anthropic_runtime(storage, settings, clock, simulator)
-    tenant = await runtime.tenants.create("acme")
-    lines = [
+def chat_lines(count: int) -> list[dict[str, Any]]:
+    return [
         {
             "custom_id": f"chat {n}",
             "method": "POST",
@@ -460,9 +458,16 @@ async def test_anthropic_message_batches_carry_chat_lines(
                 "max_completion_tokens": 64,
             },
         }
-        for n in range(3)
+        for n in range(count)
     ]
-    batch_id = await make_batch_of(runtime, tenant.tenant.id, CHAT, lines)
+
+
+async def test_anthropic_message_batches_carry_chat_lines(
+    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
+) -> None:
+    runtime = anthropic_runtime(storage, settings, clock, simulator)
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, CHAT, chat_lines(3))
     runner = runner_of(runtime)
     batch = await run_until_ended(runtime, runner, batch_id, clock)
     assert batch.status == "completed" and (batch.completed_count, batch.failed_count) == (3, 0)
@@ -476,3 +481,18 @@ async def test_anthropic_message_batches_carry_chat_lines(
     assert len(made) == 2  # 3 requests at 2 a batch
     usage = await storage.usage_by_model_since(day=(await storage.database_now()).date())
     assert [(row.native_batch, row.provider) for row in usage] == [(True, "an")]  # no job ran
+
+
+async def test_chat_lines_for_anthropic_without_native_batches_are_refused_as_jobs_would_be(
+    storage: Storage, settings: Settings, clock: FakeClock, simulator: Simulator
+) -> None:
+    runtime = anthropic_runtime(storage, settings, clock, simulator, native=False)
+    tenant = await runtime.tenants.create("acme")
+    batch_id = await make_batch_of(runtime, tenant.tenant.id, CHAT, chat_lines(2))
+    runner = runner_of(runtime)
+    batch = await run_until_ended(runtime, runner, batch_id, clock)
+    assert (batch.completed_count, batch.failed_count) == (0, 2)
+    failures = await file_lines(storage, batch.error_file_id)
+    codes = {line["response"]["body"]["error"]["code"] for line in failures}
+    assert codes == {"unsupported_endpoint"}
+    assert simulator.engine.created == []
