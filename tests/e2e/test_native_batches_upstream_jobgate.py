@@ -4,7 +4,7 @@ become batches on B (which runs their lines as jobs on `jobgate simulator`). Thr
 official `openai` SDK: A's batch comes back as one output file with every custom_id once; B
 holds each part once, named by its key in `metadata`; a batches role of A SIGKILLed after a
 part's create finds that part on B by its metadata (B's list, paged with `after`) and never
-creates it twice."""
+creates it twice (jobgate A on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ import pytest
 from tests.e2e.test_native_batches_sdk import (
     CHAT,
     PRICES,
+    STORES,
     create_batch,
     ended,
     file_lines,
     input_file,
     sdk,
     start_simulator,
+    store_env,
 )
 from tests.support.processes import JobgateProcess, ProcessHarness
 
@@ -108,10 +110,11 @@ def a_client(gateway: ProcessHarness, serve: JobgateProcess) -> openai.OpenAI:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("store", STORES)
 def test_a_batch_on_a_second_jobgate_comes_back_as_one_output_file(
-    gateway: ProcessHarness, upstream: Upstream
+    gateway: ProcessHarness, upstream: Upstream, store: str, request: pytest.FixtureRequest
 ) -> None:
-    client = a_client(gateway, gateway.start("serve"))
+    client = a_client(gateway, gateway.start("serve", env=store_env(store, request)))
     batch_id = create_batch(client, input_file(NATIVE, JOBS, to="up"))
     batch = ended(client, batch_id, timeout_s=60)
     assert batch.status == "completed" and batch.request_counts is not None
@@ -127,22 +130,24 @@ def test_a_batch_on_a_second_jobgate_comes_back_as_one_output_file(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("store", STORES)
 def test_a_killed_batches_role_finds_its_part_on_the_second_jobgate(
-    gateway: ProcessHarness, upstream: Upstream
+    gateway: ProcessHarness, upstream: Upstream, store: str, request: pytest.FixtureRequest
 ) -> None:
-    api = gateway.start("serve", "--roles", "api")
+    env = store_env(store, request)
+    api = gateway.start("serve", "--roles", "api", env=env)
     client = a_client(gateway, api)
     batch_id = create_batch(client, input_file(NATIVE, JOBS, to="up"))
     doomed = gateway.start(
         "serve",
         "--roles",
         "batches",
-        env={"JOBGATE_FAILPOINTS": "provider_batch_created=kill@2"},
+        env={**env, "JOBGATE_FAILPOINTS": "provider_batch_created=kill@2"},
         ready=False,
     )
     assert doomed.wait_exit(timeout_s=60) == -9
     assert len(upstream_parts(upstream)) == 2  # the second created, its id not recorded
-    gateway.start("serve", "--roles", "batches,worker,reaper", ready=False)
+    gateway.start("serve", "--roles", "batches,worker,reaper", env=env, ready=False)
     batch = ended(client, batch_id, timeout_s=60)
     assert batch.status == "completed" and batch.request_counts is not None
     assert batch.request_counts.completed == NATIVE + JOBS

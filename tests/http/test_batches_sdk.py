@@ -267,3 +267,35 @@ async def test_the_input_file_of_a_running_batch_cannot_be_deleted(api: Api) -> 
         assert done.request_counts is not None and done.request_counts.completed == 2
         deleted = await client.files.delete(uploaded.id)
         assert deleted.deleted
+
+
+async def test_the_list_is_newest_first_paged_by_after_with_the_callers_metadata(
+    api: Api,
+) -> None:
+    """What a client that finds its batch by metadata relies on (a jobgate whose upstream is
+    this jobgate, with native batches, does)."""
+    async with sdk(api) as client:
+        uploaded = await client.files.create(file=("in.jsonl", jsonl([line("a")])), purpose="batch")
+        made = [
+            await client.batches.create(
+                input_file_id=uploaded.id,
+                endpoint=CHAT,
+                completion_window="24h",
+                metadata={"jobgate_part": f"part-{n}"},
+            )
+            for n in range(5)
+        ]
+        seen: list[list[str]] = []
+        after: str | None = None
+        while True:
+            page = await (
+                client.batches.list(limit=2)
+                if after is None
+                else client.batches.list(limit=2, after=after)
+            )
+            seen.append([(b.metadata or {}).get("jobgate_part", "") for b in page.data])
+            if not page.has_more:
+                break
+            after = page.data[-1].id
+    assert seen == [["part-4", "part-3"], ["part-2", "part-1"], ["part-0"]]
+    assert [b.metadata for b in made] == [{"jobgate_part": f"part-{n}"} for n in range(5)]
