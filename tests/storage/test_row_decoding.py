@@ -107,9 +107,7 @@ def test_states_dates_and_empty_sums() -> None:
     assert DECODER.record(records.UsageDay, {**day, **counts}).day == date(2026, 1, 2)
 
 
-def test_a_decoded_job_is_the_job_init_would_make() -> None:
-    """RowDecoder.job builds its Job with domain.job.job_of_fields, not Job's __init__: the
-    answer must equal, and refuse assignment as, the Job that Job(...) would make."""
+def test_a_decoded_job_holds_each_column_converted() -> None:
     stored: dict[str, Any] = {field.name: None for field in dataclasses.fields(Job)}
     stored.update(
         id="job_1",
@@ -140,11 +138,8 @@ def test_a_decoded_job_is_the_job_init_would_make() -> None:
         progress=0.5,
     )
     decoded = DECODER.job(stored)
-    expected = Job(
-        **{field.name: getattr(decoded, field.name) for field in dataclasses.fields(Job)}
-    )
-    assert decoded == expected
+    assert type(decoded) is Job and decoded.id == "job_1" and decoded.metadata == {"n": 1}
+    assert decoded.updated_at == datetime(1970, 1, 1, 0, 0, 2, 500000, tzinfo=UTC)
+    assert decoded.dead_lettered is False and decoded.lease_expires_at is not None
     assert decoded.state is JobState.RUNNING and decoded.damaged == ("execution_timeout_s",)
     assert decoded.request == {"model": "sim-echo"} and decoded.progress == 0.5
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        decoded.state = JobState.QUEUED  # type: ignore[misc]

@@ -3,128 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
+from jobgate.domain import frozen
 from jobgate.domain.states import JobState
 
 JSONObject = dict[str, Any]
-T = TypeVar("T")
-
-
-def fast_init(cls: type[T]) -> type[T]:
-    """Give a frozen, slotted dataclass an `__init__` that sets each slot through its
-    descriptor, as `job_of_fields` below builds a Job: the frozen `__init__` dataclasses
-    generates calls `object.__setattr__` per field (a Finish of 14 fields took ~3 us, a
-    ProviderCall ~2; the worker builds several such records per job). Same signature, same
-    defaults, same values (tests/domain/test_fast_init.py); a default_factory is called per
-    instance as dataclasses calls it; no init=False field and no __post_init__ (checked here)."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    if hasattr(cls, "__post_init__") or not getattr(cls, "__slots__", None):
-        raise TypeError(f"{cls.__name__}: fast_init needs slots and no __post_init__")
-    namespace: dict[str, Any] = {"MISSING": _FACTORY_MISSING}
-    params: list[str] = []
-    lines: list[str] = []
-    for field in fields:
-        if not field.init:
-            raise TypeError(f"{cls.__name__}.{field.name}: fast_init supports init fields only")
-        value = field.name
-        if field.default_factory is not dataclasses.MISSING:
-            # As dataclasses does: a sentinel default, the factory called when it is seen.
-            namespace[f"factory_{field.name}"] = field.default_factory
-            params.append(f"{field.name}=MISSING")
-            value = f"factory_{field.name}() if {field.name} is MISSING else {field.name}"
-        elif field.default is dataclasses.MISSING:
-            params.append(field.name)
-        else:
-            namespace[f"default_{field.name}"] = field.default
-            params.append(f"{field.name}=default_{field.name}")
-        namespace[f"set_{field.name}"] = getattr(cls, field.name).__set__
-        lines.append(f"    set_{field.name}(self, {value})")
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines or ["    pass"])
-    exec(source, namespace)
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[method-assign]
-    return cls
-
-
-class _FactoryMissing:
-    """fast_init's default for a field with a default_factory: the argument was not given."""
-
-    def __repr__(self) -> str:
-        return "<factory>"
-
-
-_FACTORY_MISSING = _FactoryMissing()
-
-
-def record_builder(
-    cls: type[T],
-    params: Sequence[str],
-    values: Mapping[str, str],
-    namespace: Mapping[str, Any] | None = None,
-) -> Callable[..., T]:
-    """A function of `params` (by position) answering the frozen, slotted dataclass `cls` whose
-    every field holds `values[field]`, a Python expression of the params and `namespace`:
-    the record `cls(...)` would make of those values, without the frozen `__init__` and its
-    `object.__setattr__` per field. The slots are filled on an instance of a mutable twin of
-    `cls` (the same slots, so the same layout) with a plain attribute store each (specialised
-    by the interpreter: ~10 ns), and the instance then becomes a `cls` by `__class__`
-    assignment, which Python allows between classes of one layout. A Job of 45 fields: ~0.6
-    us instead of ~3 through each slot's descriptor and ~9 through `__init__`
-    (tests/domain/test_job_build.py holds every builder to `cls(...)`)."""
-    names = [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    slots = getattr(cls, "__slots__", None)
-    if hasattr(cls, "__post_init__") or slots is None or sorted(slots) != sorted(names):
-        raise TypeError(f"{cls.__name__}: a record builder needs slots only, no __post_init__")
-    if set(values) != set(names):
-        raise TypeError(f"{cls.__name__}: a record builder needs a value for every field")
-    if any(name.startswith("_") for name in [*names, *params]):  # the builder's own: _-named
-        raise TypeError(f"{cls.__name__}: a record builder needs names without a leading _")
-    twin = type(f"{cls.__name__}Building", (), {"__slots__": slots})
-    lines = [f"def build({', '.join(params)}):", "    _made = _new(_Twin)"]
-    lines += [f"    _made.{name} = {values[name]}" for name in names]
-    lines += ["    _made.__class__ = _Cls", "    return _made"]
-    scope: dict[str, Any] = {
-        **(namespace or {}),
-        "_new": object.__new__,
-        "_Twin": twin,
-        "_Cls": cls,
-    }
-    exec("\n".join(lines), scope)
-    build: Callable[..., T] = scope["build"]
-    build.__qualname__ = f"record_builder({cls.__qualname__})"
-    return build
-
-
-def slot_builder(cls: type[T], *given: str, **fixed: Any) -> Callable[..., T]:
-    """`cls(...)` as a record_builder: a function taking the fields named in `given` (every
-    field, in order, when none are named) by position; a field in `fixed` holds that value,
-    any other its default (a default_factory called per record, as dataclasses does)."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    params = list(given) if given else [field.name for field in fields]
-    values: dict[str, str] = {}
-    namespace: dict[str, Any] = {}
-    for field in fields:
-        name = field.name
-        if name in params:
-            values[name] = name
-        elif name in fixed:
-            namespace[f"fixed_{name}"] = fixed[name]
-            values[name] = f"fixed_{name}"
-        elif field.default_factory is not dataclasses.MISSING:
-            namespace[f"factory_{name}"] = field.default_factory
-            values[name] = f"factory_{name}()"
-        elif field.default is not dataclasses.MISSING:
-            namespace[f"default_{name}"] = field.default
-            values[name] = f"default_{name}"
-        else:
-            raise TypeError(f"{cls.__name__}.{name}: no value and no default")
-    if not set(params) <= set(values) or not set(fixed) <= set(values):
-        raise TypeError(f"{cls.__name__}: {sorted({*params, *fixed} - set(values))} unknown")
-    return record_builder(cls, params, values, namespace)
 
 
 class Phase:
@@ -144,7 +29,7 @@ class CancelOutcome:
     NOT_SUPPORTED = "not_supported"  # cancelled locally; the provider's answer will be discarded
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # built for every job read, claimed or stored
 class Job:
     id: str
     tenant_id: str
@@ -212,13 +97,11 @@ class Job:
         return f"{self.id}:{self.provider_generation}"
 
 
-# Job(*values), one value per field in order, built without Job's __init__ (slot_builder): how
-# the hot paths build jobs (NewJob.queued, storage.rows.RowDecoder.job).
-job_of_fields = slot_builder(Job)
+# A member read from the enum class is a lookup through its metaclass: queued reads it once.
+_QUEUED = JobState.QUEUED
 
 
-@fast_init  # built once per submitted job
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # built once per submitted job
 class NewJob:
     """What a submit stores; the storage adds state, times and counters."""
 
@@ -253,69 +136,55 @@ class NewJob:
         """This job as its insert at `created_at` stored it (queued, its first event written,
         never run), given the times the database computed: what `job_get` then reads, built
         without reading the row back. The JSON values are this job's own objects."""
-        return _queued_job(self, created_at, run_at, expires_at, damaged)
-
-
-# NewJob.queued's Job, field by field: an expression of the NewJob `new` and the times its
-# insert computed. One function fills the Job from them (record_builder), where passing 45
-# values to job_of_fields cost as much again as building it (~1 us per job answered).
-_queued_job = record_builder(
-    Job,
-    ("new", "created_at", "run_at", "expires_at", "damaged"),
-    {
-        "id": "new.id",
-        "tenant_id": "new.tenant_id",
-        "state": "QUEUED",
-        "api": "new.api",
-        "provider": "new.provider",
-        "endpoint": "new.endpoint",
-        "model": "new.model",
-        "request": "new.request",
-        "metadata": "new.metadata",
-        "webhook": "new.webhook",
-        "result": "None",
-        "error": "None",
-        "usage": "None",
-        "priority": "new.priority",
-        "attempt": "0",
-        "max_attempts": "new.max_attempts",
-        "run_count": "0",
-        "lost_count": "0",
-        "run_at": "run_at",
-        "created_at": "created_at",
-        "updated_at": "created_at",
-        "started_at": "None",
-        "completed_at": "None",
-        "cancel_requested_at": "None",
-        "expires_at": "expires_at",
-        "execution_timeout_s": "new.execution_timeout_s",
-        "deadline_at": "None",
-        "lease_owner": "None",
-        "lease_token": "None",
-        "lease_expires_at": "None",
-        "phase": "None",
-        "provider_job_id": "None",
-        "creation_outcome": "None",
-        "cancel_outcome": "None",
-        "reconcile_at": "None",
-        "dead_lettered": "False",
-        "purged_at": "None",
-        "event_seq": "1",
-        "provider_generation": "0",
-        "damaged": "damaged",
-        "concurrency_key": "new.concurrency_key",
-        "model_route": "new.model_route",
-        "reconciled_at": "None",
-        "progress": "None",
-        "provider_request_id": "None",
-    },
-    {"QUEUED": JobState.QUEUED},
-)
-
-
-# NewJob(*values), every field by position in order (slot_builder): how JobService.prepare
-# builds the one NewJob of each submitted job.
-new_job_of = slot_builder(NewJob)
+        # By position, in Job's field order: keywords would cost a bulk item more than the
+        # rest of building it.
+        return Job(
+            self.id,
+            self.tenant_id,
+            _QUEUED,  # state
+            self.api,
+            self.provider,
+            self.endpoint,
+            self.model,
+            self.request,
+            self.metadata,
+            self.webhook,
+            None,  # result
+            None,  # error
+            None,  # usage
+            self.priority,
+            0,  # attempt
+            self.max_attempts,
+            0,  # run_count
+            0,  # lost_count
+            run_at,
+            created_at,
+            created_at,  # updated_at
+            None,  # started_at
+            None,  # completed_at
+            None,  # cancel_requested_at
+            expires_at,
+            self.execution_timeout_s,
+            None,  # deadline_at
+            None,  # lease_owner
+            None,  # lease_token
+            None,  # lease_expires_at
+            None,  # phase
+            None,  # provider_job_id
+            None,  # creation_outcome
+            None,  # cancel_outcome
+            None,  # reconcile_at
+            False,  # dead_lettered
+            None,  # purged_at
+            1,  # event_seq
+            0,  # provider_generation
+            damaged,
+            self.concurrency_key,
+            self.model_route,
+            None,  # reconciled_at
+            None,  # progress
+            None,  # provider_request_id
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -330,8 +199,7 @@ class JobEvent:
     created_at: datetime
 
 
-@fast_init
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # one per claimed job
 class Lease:
     """Proof that a worker holds a running job; every write it makes is fenced on the token."""
 

@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Literal
 
 from jobgate import errors
-from jobgate.domain.job import CancelOutcome, Job, JSONObject, Lease, fast_init
+from jobgate.domain import frozen
+from jobgate.domain.job import CancelOutcome, Job, JSONObject, Lease
 from jobgate.domain.states import JobState
 
 # Given the attempt just ended (1-based), the seconds to wait before the job is claimable again.
@@ -61,8 +62,7 @@ _PROVIDER_ERROR_TYPES: tuple[tuple[type[errors.ProviderError], str], ...] = (
 )
 
 
-@fast_init  # built once per job by the worker
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # built once per job by the worker
 class Finish:
     """A lease holder's verdict on its job; applied only while the lease token still matches."""
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Protocol
 
-from jobgate.domain import job
+from jobgate.domain import frozen
 
 JSONObject = dict[str, Any]
 
 
-@job.fast_init  # built once per call by the worker
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # built once per call by the worker
 class ProviderCall:
     """One attempt at one job, as the worker hands it to an adapter."""
 
@@ -30,8 +28,7 @@ class ProviderCall:
     stall_timeout_s: float | None = None
 
 
-@job.fast_init  # built once per call by the worker
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # built once per call by the worker
 class Usage:
     input_tokens: int = 0  # every input token, prompt-cache reads and writes included
     output_tokens: int = 0
@@ -93,8 +90,7 @@ def openai_usage(raw: object) -> Usage:
     )
 
 
-@job.fast_init  # built once per call by the worker
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # built once per call by the worker
 class ProviderResult:
     body: JSONObject  # the provider's response body, stored as the job's result
     usage: Usage

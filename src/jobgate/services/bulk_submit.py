@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import idempotency
-from jobgate.domain.job import NewJob, fast_init, slot_builder
+from jobgate.domain import frozen, idempotency
+from jobgate.domain.job import NewJob
 from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec, chunk_spans
 from jobgate.services.limits import Admission
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
@@ -19,8 +18,7 @@ log = logging.getLogger(__name__)
 MAX_BULK_ITEMS = 1000
 
 
-@fast_init  # one per item of a bulk call
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # one per item of a bulk call
 class BulkSubmit:
     """One item of a bulk call: a validated submit, or the refusal its validation raised."""
 
@@ -32,9 +30,6 @@ class BulkSubmit:
 
 # One item's answer: its job (new or replayed) or why it was refused.
 ItemResult = SubmitOutcome | errors.JobgateError
-
-# SubmitOutcome(job, replayed, status_code) without the frozen __init__: one per stored item.
-_created = slot_builder(SubmitOutcome)
 
 
 async def submit_bulk(
@@ -128,7 +123,7 @@ async def _submit_streamed(
 
     stored = await jobs.storage.job_insert_streamed(chunks=chunks())
     for index, job in zip(placed, stored, strict=True):
-        results[index] = _created(job, False, 202)
+        results[index] = SubmitOutcome(job, False, 202)
 
 
 async def _submit_together(

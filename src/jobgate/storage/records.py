@@ -9,6 +9,7 @@ from datetime import date, datetime
 from typing import Any
 
 from jobgate import errors
+from jobgate.domain import frozen
 from jobgate.domain.job import Job, JSONObject, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Poisoning
@@ -42,7 +43,7 @@ class IdempotencyClaim:
     ttl_s: float
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen.record  # one per stored bulk item
 class SubmitOutcome:
     job: Job
     replayed: bool  # True: the key was seen before with the same body; nothing was inserted

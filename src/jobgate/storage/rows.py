@@ -12,11 +12,12 @@ import dataclasses
 import functools
 import json
 import math
+import operator
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from jobgate.domain.job import Job, job_of_fields
+from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.storage.records import (
     ENDPOINT_ACTIVE,
@@ -103,103 +104,90 @@ def _fit(value: Any) -> Any:
     return value
 
 
-class _Reading:
-    """One row being decoded: each column read through a guard that records the damage."""
-
-    def __init__(self, row: RowLike, decoder: RowDecoder) -> None:
-        self.row = row
-        self.decoder = decoder
-        self.damaged: list[str] = []
-
-    def time(self, column: str) -> datetime | None:
-        raw = self.row[column]
-        if raw is None:  # most optional times of a job (no decoder call for them)
-            return None
-        try:
-            moment = self.decoder._time(raw)
-        except (ValueError, OverflowError, OSError, TypeError):
-            self.damaged.append(column)
-            return None
-        if moment is None:
-            return None
-        if moment.tzinfo is not None and EARLIEST < moment < LATEST:
-            return moment  # already inside the bounds (what nearly every row holds)
-        clamped = clamp_time(moment)
-        if clamped in (LATEST, EARLIEST):
-            self.damaged.append(column)
-        return clamped
-
-    def required_time(self, column: str) -> datetime:
-        moment = self.time(column)
-        if moment is None:
-            if column not in self.damaged:
-                self.damaged.append(column)
-            return EARLIEST
-        return moment
-
-    def finite(self, column: str) -> float | None:
-        value = self.row[column]
-        if value is None or (isinstance(value, int | float) and math.isfinite(value)):
-            return value
-        self.damaged.append(column)
-        return None
-
-    def json(self, column: str, *, kind: type = dict) -> Any:
-        raw = self.row[column]
-        if raw is None:
-            return None
-        try:
-            value = self.decoder._json(raw)
-        except (ValueError, TypeError):
-            self.damaged.append(column)
-            return None
-        if value is not None and not isinstance(value, kind):
-            self.damaged.append(column)
-            return None
-        return value
-
-
 class RowDecoder:
     """Every record storage reads, decoded from a row by one dialect's time and JSON codec."""
 
     def __init__(self, *, time: TimeDecoder, json: JsonDecoder) -> None:
         self._time = time
         self._json = json
-        # Stored times -> the times the fast decoder decoded from them and found clean: the
+        # Stored times -> the times decoded from them and found clean: the
         # jobs of one claim share their claim's times, those of one submit batch theirs, so
         # most of a claimed job's times are one lookup (no codec call, no bounds check).
         self._clean_times: dict[Any, datetime] = {}
 
     def job(self, row: RowLike) -> Job:
         """A job, each damaged column clamped or emptied and named in `damaged` (never raises
-        for a stored value)."""
-        try:
-            return _job_fast()(row, self._time, self._json, self._clean_times)
-        except Exception:  # a column to clamp or empty, or a value the guard must judge
-            return self._job_guarded(row)
+        for a stored value; an unknown state raises ValueError, as JobState does)."""
+        return self._job(list(_by_name(row)))
 
     def jobs_at(self, rows: Sequence[Sequence[Any]], columns: tuple[str, ...]) -> list[Job]:
         """`job` for each row fetched as a plain tuple whose column names are `columns`
-        (SQLite's claim: the writer thread then builds no dict of ~45 entries per claimed
-        job). The same answers as `job` on the rows as mappings, damaged rows included."""
+        (SQLite's claim: the writer thread then builds no mapping per claimed job); columns
+        no Job holds are left out, a missing one raises ValueError."""
         if not rows:
             return []
-        fast, time_, json_ = _job_fast_at(columns), self._time, self._json
-        clean = self._clean_times
-        jobs: list[Job] = []
-        for row in rows:
-            try:
-                jobs.append(fast(row, time_, json_, clean))
-            except Exception:  # as in `job`: the guard judges the row
-                jobs.append(self._job_guarded(dict(zip(columns, row, strict=True))))
-        return jobs
+        pick, job = _job_columns_at(columns), self._job
+        return [job(list(pick(row))) for row in rows]
 
-    def _job_guarded(self, row: RowLike) -> Job:
-        """`job`, each column read through the damage guard (`_Reading`)."""
-        r = _Reading(row, self)
-        values = [row[name] if read is None else read(r, name) for name, read in _job_plan()]
-        values[_DAMAGED] = tuple(r.damaged)  # last: every column has been read
-        return job_of_fields(*values)
+    def _job(self, values: list[Any]) -> Job:
+        """The Job of a row's values in Job's field order (`damaged` left out), converted in
+        place: times decoded (a clean one remembered), JSON objects parsed, the state looked
+        up; a value no job may hold clamped or emptied and its column named damaged."""
+        damaged: list[int] = []
+        clean = self._clean_times
+        for i in _TIMES:
+            raw = values[i]
+            if raw is not None:
+                values[i] = clean.get(raw) or self._new_time(raw, i, damaged)
+        for i in _REQUIRED_TIMES:
+            if values[i] is None:
+                values[i] = EARLIEST
+                if i not in damaged:
+                    damaged.append(i)
+        decode = self._json
+        for i in _OBJECTS:
+            raw = values[i]
+            if raw is not None:
+                try:
+                    value = decode(raw)
+                except (ValueError, TypeError):
+                    value = _NOT_AN_OBJECT
+                if value is not None and not isinstance(value, dict):
+                    damaged.append(i)
+                    value = None
+                values[i] = value
+        if values[_METADATA] is None:
+            values[_METADATA] = {}
+        values[_STATE] = _STATES.get(values[_STATE]) or JobState(values[_STATE])
+        values[_DEAD_LETTERED] = bool(values[_DEAD_LETTERED])
+        timeout = values[_EXECUTION_TIMEOUT]
+        if timeout is not None and not (isinstance(timeout, _NUMBER) and math.isfinite(timeout)):
+            values[_EXECUTION_TIMEOUT] = None
+            damaged.append(_EXECUTION_TIMEOUT)
+        values[_PROGRESS] = _finite_or_none(values[_PROGRESS])
+        values.insert(_DAMAGED, _damaged_names(damaged) if damaged else ())
+        return Job(*values)
+
+    def _new_time(self, raw: Any, i: int, damaged: list[int]) -> datetime | None:
+        """A stored time not met before: decoded, remembered when clean, else clamped (a time
+        at either bound is named damaged) or None (a value the codec cannot read: damaged)."""
+        try:
+            moment = self._time(raw)
+        except (ValueError, OverflowError, OSError, TypeError):
+            damaged.append(i)
+            return None
+        if moment is None:
+            return None
+        if moment.tzinfo is not None and EARLIEST < moment < LATEST:
+            clean = self._clean_times
+            if len(clean) >= _CLEAN_TIMES_MAX:
+                clean.clear()
+            clean[raw] = moment
+            return moment
+        clamped = clamp_time(moment)
+        if clamped in (LATEST, EARLIEST):
+            damaged.append(i)
+        return clamped
 
     def record(self, record: type[R], row: RowLike, /) -> R:
         """A `record` (a dataclass) whose fields are read from the row's columns of the same
@@ -271,138 +259,48 @@ def _plan(record: type) -> tuple[tuple[str, Convert | None], ...]:
     return tuple((f.name, _CONVERT.get(str(f.type))) for f in dataclasses.fields(record))
 
 
-Read = Callable[[_Reading, str], Any]
-# A job's columns that need reading through the damage guard, by annotation or by name.
-_JOB_READ: dict[str, Read] = {
-    "datetime": _Reading.required_time,
-    "datetime | None": _Reading.time,
-    "JSONObject | None": _Reading.json,
-    "JSONObject": lambda r, column: r.json(column) or {},
-    "JobState": lambda r, column: JobState(r.row[column]),
-    "bool": lambda r, column: bool(r.row[column]),
-    "execution_timeout_s": _Reading.finite,
-    "progress": lambda r, column: _finite_or_none(r.row[column]),
-    "damaged": lambda r, column: (),  # a placeholder: set once every column has been read
-}
+# A job's columns in Job's field order, `damaged` left out (the decoder computes it), and the
+# positions among them of those the decoder converts, by annotation or by name.
+_JOB_FIELDS = dataclasses.fields(Job)
+_COLUMNS = tuple(f.name for f in _JOB_FIELDS if f.name != "damaged")
+_by_name = operator.itemgetter(*_COLUMNS)
+_DAMAGED = [f.name for f in _JOB_FIELDS].index("damaged")
 
 
-_DAMAGED = [f.name for f in dataclasses.fields(Job)].index("damaged")
+def _positions(*annotations: str) -> tuple[int, ...]:
+    kinds = {f.name: str(f.type) for f in _JOB_FIELDS}
+    return tuple(i for i, name in enumerate(_COLUMNS) if kinds[name] in annotations)
+
+
+_TIMES = _positions("datetime", "datetime | None")
+_REQUIRED_TIMES = _positions("datetime")
+_OBJECTS = _positions("JSONObject", "JSONObject | None")
+_METADATA = _COLUMNS.index("metadata")  # a JSONObject: NULL reads as {}
+_STATE = _COLUMNS.index("state")
+_DEAD_LETTERED = _COLUMNS.index("dead_lettered")
+_EXECUTION_TIMEOUT = _COLUMNS.index("execution_timeout_s")
+_PROGRESS = _COLUMNS.index("progress")
+_STATES = {state.value: state for state in JobState}
+_NOT_AN_OBJECT = object()  # what a JSON column that does not parse reads as, before damaged
+
+
+def _damaged_names(positions: list[int]) -> tuple[str, ...]:
+    """The damaged columns' names, in Job's field order."""
+    return tuple(_COLUMNS[i] for i in sorted(positions))
 
 
 @functools.cache
-def _job_plan() -> tuple[tuple[str, Read | None], ...]:
-    """Each field of a job in order, with how its column is read (None: as stored)."""
-    fields = dataclasses.fields(Job)
-    return tuple((f.name, _JOB_READ.get(f.name) or _JOB_READ.get(str(f.type))) for f in fields)
-
-
-class _Damaged(Exception):
-    """The fast decoder met a value the guarded one clamps, empties or refuses."""
+def _job_columns_at(columns: tuple[str, ...]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """For rows whose values are the columns `columns` in order: a function answering a row's
+    values in _COLUMNS' order (a missing column raises here, not per row)."""
+    missing = set(_COLUMNS) - set(columns)
+    if missing:
+        raise ValueError(f"a job row without {sorted(missing)}")
+    return operator.itemgetter(*(columns.index(name) for name in _COLUMNS))
 
 
 # How many clean times a RowDecoder keeps (emptied when full): a claim's few, a batch's few.
 _CLEAN_TIMES_MAX = 1024
-
-# The generated decoders: (row, time decoder, JSON decoder, clean times) -> Job.
-FastDecoder = Callable[[Any, TimeDecoder, JsonDecoder, dict[Any, datetime]], Job]
-
-
-@functools.cache
-def _job_fast() -> FastDecoder:
-    """`_job_decoder` reading each column by its name."""
-    return _job_decoder(lambda name: f"row[{name!r}]")
-
-
-@functools.cache
-def _job_fast_at(columns: tuple[str, ...]) -> FastDecoder:
-    """`_job_decoder` for rows whose values are the columns `columns`, in order (every field
-    of a Job but `damaged` must be there; a missing one raises here, not per row): the row is
-    unpacked in one step instead of indexed per column."""
-    missing = {f.name for f in dataclasses.fields(Job)} - {"damaged", *columns}
-    if missing:
-        raise ValueError(f"a job row without {sorted(missing)}")
-    fields = {f.name for f in dataclasses.fields(Job)}
-    targets = [name if name in fields else f"_unused{i}" for i, name in enumerate(columns)]
-    return _job_decoder(lambda name: name, unpack=f"    ({', '.join(targets)},) = row")
-
-
-def _job_decoder(column: Callable[[str], str], *, unpack: str | None = None) -> FastDecoder:
-    """A job decoder for rows that hold nothing damaged (nearly all), generated from `Job`'s
-    fields: each column read inline, without `_Reading`'s call per column. It raises for any
-    value `_Reading` would record as damaged (or refuse), and `RowDecoder.job` then decodes the
-    row through the guard: the answers are the same by construction
-    (tests/storage/test_row_decoder_fast.py holds them equal)."""
-    lines = ["def decode(row, time_, json_, clean):"]
-    if unpack is not None:
-        lines.append(unpack)
-    names: list[str] = []
-    for field in dataclasses.fields(Job):
-        name, kind = field.name, str(field.type)
-        names.append(name)
-        if name == "damaged":
-            lines.append("    damaged = ()")
-            continue
-        get = column(name)
-        if name == "execution_timeout_s":
-            lines += [
-                f"    {name} = {get}",
-                f"    if {name} is not None and not (",
-                f"        isinstance({name}, NUMBER) and isfinite({name})",
-                "    ):",
-                "        raise Damaged",
-            ]
-        elif name == "progress":
-            lines.append(f"    {name} = finite_or_none({get})")
-        elif kind in ("datetime", "datetime | None"):
-            # A stored time this decoder found clean before is looked up; another one is
-            # decoded and checked, and remembered once clean (time_ answers the same time for
-            # equal stored values: a pure function of the value).
-            lines += [f"    {name} = {get}", f"    if {name} is not None:"]
-            lines += [
-                f"        moment = clean.get({name})",
-                "        if moment is None:",
-                f"            moment = time_({name})",
-                "            if moment is not None:",
-                "                if moment.tzinfo is None or not EARLIEST < moment < LATEST:",
-                "                    raise Damaged",
-                "                if len(clean) >= CLEAN_TIMES_MAX:",
-                "                    clean.clear()",
-                f"                clean[{name}] = moment",
-                f"        {name} = moment",
-            ]
-            if kind == "datetime":
-                lines += [f"    if {name} is None:", "        raise Damaged"]
-        elif kind in ("JSONObject | None", "JSONObject"):
-            lines += [f"    {name} = {get}", f"    if {name} is not None:"]
-            lines += [
-                f"        {name} = json_({name})",
-                f"        if {name} is not None and not isinstance({name}, dict):",
-                "            raise Damaged",
-            ]
-            if kind == "JSONObject":
-                lines.append(f"    {name} = {name} or {{}}")
-        elif kind == "JobState":  # a lookup; an unknown value raises as JobState(value) does
-            lines.append(f"    {name} = STATES.get({get}) or JobState({get})")
-        elif kind == "bool":
-            lines.append(f"    {name} = bool({get})")
-        else:
-            lines.append(f"    {name} = {get}")
-    lines.append(f"    return build({', '.join(names)})")
-    namespace: dict[str, Any] = {
-        "Damaged": _Damaged,
-        "isfinite": math.isfinite,
-        "finite_or_none": _finite_or_none,
-        "NUMBER": _NUMBER,
-        "EARLIEST": EARLIEST,
-        "LATEST": LATEST,
-        "JobState": JobState,
-        "STATES": {state.value: state for state in JobState},
-        "CLEAN_TIMES_MAX": _CLEAN_TIMES_MAX,
-        "build": job_of_fields,
-    }
-    exec("\n".join(lines), namespace)
-    decode: FastDecoder = namespace["decode"]
-    return decode
 
 
 # `int | float` in an isinstance builds a union object per call; a tuple is built once.
