@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +75,29 @@ def pg_bouncer(pg_template: PostgresTemplate) -> Iterator[pgbouncer.PgBouncer]:
         yield bouncer
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite database, made once per test process: the `storage` fixture gives each
+    test a copy of it (a copy costs a few milliseconds, migrating a new file 0.15-0.25 s)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "jobgate.db"
+
+    async def migrated() -> None:
+        store = SqliteStorage(str(path))
+        await store.open()
+        await store.migrate()
+        await store.close()
+
+    run_sync(migrated())
+    return path
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """Copy a closed SQLite database with SQLite's backup API (whatever its journal holds)."""
+    with contextlib.closing(sqlite3.connect(source)) as src:
+        with contextlib.closing(sqlite3.connect(target)) as dst:
+            src.backup(dst)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> str:
     return _backend(request)
@@ -102,9 +127,10 @@ async def storage(
     backend: str, clock: FakeClock, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[Storage]:
     if backend == "sqlite":
+        copy_sqlite(request.getfixturevalue("sqlite_template"), tmp_path / "jobgate.db")
         store: Storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
         await store.open()
-        await store.migrate()
+        await store.migrate()  # nothing left to apply: as every start of jobgate does
         yield store
         await store.close()
         return
