@@ -9,8 +9,11 @@ output chunks, a delivered outbox row and its attempt; 2,000 queued and 2,000 ru
 today; 200 pending deliveries); one is then converted (timed) and migrated to the newest. Each
 statement runs R times per database on random jobs, in a transaction rolled back when it
 writes; the statements of the unpartitioned database are those of `--before-rev` (git), the
-others the working tree's. Prints one JSON object: per statement, the median execution time
-(ms, triggers included) before and after, and the partitions each plan read.
+others the working tree's. Then retention deletes the oldest day on both, row by row on the
+unpartitioned one, by its batches and the drop of the day on the other (timed). Prints one
+JSON object: per statement, the median planning and execution time (ms, triggers included)
+and call time through a prepared statement, before and after, with the partitions one call
+read; the retention figures.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 from tests.support.databases import admin_dsn, dsn_for
 
+from jobgate.domain.retention import Horizon
 from jobgate.storage import migrations, sql
 from jobgate.storage.postgres.executor import Q as AFTER
 from jobgate.storage.postgres.store import PostgresStorage
@@ -292,21 +297,61 @@ async def _measure(
             await conn.close()
 
 
+async def _retention_of_a_day(
+    dsns: dict[str, str], queries: dict[str, dict[str, sql.Query]]
+) -> dict[str, Any]:
+    """Retention of the oldest day of history on each database: the row-wise batches of 500
+    jobs (as retention runs them), then on the partitioned one the drop of that day (seconds)."""
+    day = datetime.now(UTC).date() - timedelta(days=4)
+    horizon = Horizon(
+        now=datetime.now(UTC),
+        completed_before=datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1),
+    )
+    figures: dict[str, Any] = {}
+    for side, dsn in dsns.items():
+        q = queries[side]["retention_delete"]
+        params = {"completed_before": horizon.completed_before, "now": horizon.now, "limit": 500}
+        conn = await asyncpg.connect(dsn)
+        try:
+            jobs = 0
+            started = time.monotonic()
+            while True:
+                row = await conn.fetchrow(q.positional_sql, *q.args(params))
+                jobs += row["jobs"]
+                if row["jobs"] < 500:
+                    break
+            figures[side] = {
+                "jobs_deleted": jobs,
+                "row_wise_s": round(time.monotonic() - started, 2),
+            }
+        finally:
+            await conn.close()
+    storage = PostgresStorage(dsns["after"], pool_size=1)
+    await storage.open()
+    try:
+        started = time.monotonic()
+        drops = await storage.history_partitions_drop(horizon=horizon, max_kept=1000)
+        figures["after"]["drop_s"] = round(time.monotonic() - started, 2)
+        figures["after"]["partitions_dropped"] = drops.dropped
+        figures["after"]["rows_moved_to_default"] = drops.moved_rows
+    finally:
+        await storage.close()
+    return figures
+
+
 async def main(jobs: int, runs: int, before_rev: str) -> dict[str, Any]:
     before_dsn, _ = await _database("jobgate_plans_before", jobs, convert=False)
     after_dsn, converted_s = await _database("jobgate_plans_after", jobs, convert=True)
     try:
-        statements = await _measure(
-            {"before": before_dsn, "after": after_dsn},
-            {"before": _queries_at(before_rev), "after": AFTER},
-            jobs,
-            runs,
-        )
+        dsns = {"before": before_dsn, "after": after_dsn}
+        queries = {"before": _queries_at(before_rev), "after": AFTER}
+        statements = await _measure(dsns, queries, jobs, runs)
+        retention = await _retention_of_a_day(dsns, queries)
     finally:
         await _admin('DROP DATABASE IF EXISTS "jobgate_plans_before" WITH (FORCE)')
         await _admin('DROP DATABASE IF EXISTS "jobgate_plans_after" WITH (FORCE)')
     return {"jobs": jobs, "runs": runs, "conversion_s": round(converted_s or 0.0, 2),
-            "statements": statements}  # fmt: skip
+            "statements": statements, "retention_of_a_day": retention}  # fmt: skip
 
 
 if __name__ == "__main__":

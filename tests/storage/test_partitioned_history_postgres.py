@@ -571,3 +571,36 @@ async def test_each_pass_makes_the_days_ahead(pg_dsn: str, settings: Settings) -
         assert await storage.history_partitions_ensure(days_ahead=6, now=now) == 0  # idempotent
     finally:
         await storage.close()
+
+
+async def test_a_day_held_back_is_told_without_locking_its_jobs(pg_dsn: str) -> None:
+    """A day with more jobs that must stay than a pass may move is recognised by counting
+    them: no row lock is taken (a job locked by another transaction does not make the drop
+    wait), and nothing changes; with room for them, that lock is waited for (at most the lock
+    timeout) before the table is touched."""
+    storage = PostgresStorage(pg_dsn, pool_size=1)
+    await storage.open()
+    holder = await asyncpg.connect(pg_dsn)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        day = _today() - timedelta(days=20)
+        assert await conn.fetchval(
+            "SELECT jobgate_history_partition_ensure('job_events', $1::date)", day
+        )
+        tenant = await make_tenant(storage, "held")
+        kept = await _finished(storage, tenant, _midnight(day) + timedelta(hours=3))
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", kept)
+        drop = "SELECT jobgate_history_partition_drop('job_events', $1::date, $2, '200ms')"
+        assert await conn.fetchval(drop, day, 0) == -1  # held back: told at once
+        assert await conn.fetchval(drop, day, 10) == -2  # room, but the job is locked: busy
+        assert await _exists(conn, f"job_events_p{day:%Y%m%d}")
+        await transaction.rollback()
+        assert await conn.fetchval(drop, day, 10) == 2  # its running and succeeded events
+        assert not await _exists(conn, f"job_events_p{day:%Y%m%d}")
+        assert [e.seq for e in await storage.job_events(job_id=kept)] == [1, 2, 3]
+    finally:
+        await conn.close()
+        await holder.close()
+        await storage.close()
