@@ -52,7 +52,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.conftest import run_sync
+from tests.conftest import copy_sqlite, run_sync
 from tests.storage.helpers import make_tenant, new_job
 from tests.support.clocked import ClockedStorage
 from tests.support.databases import PostgresTemplate
@@ -348,12 +348,16 @@ def test_cancel_settle_redrive_reclaim_with_skewed_clocks(
     template: PostgresTemplate | None = None
     if backend == "postgres":
         template = request.getfixturevalue("pg_template")
+    migrated: Path | None = request.getfixturevalue("sqlite_template") if template is None else None
     clones: list[str] = []
 
     async def open_storage(clock: FakeClock) -> Storage:
         store: Storage
         if template is None:
-            store = SqliteStorage(str(tmp_path / f"races{next(files)}.db"), clock=clock)
+            path = tmp_path / f"races{next(files)}.db"
+            assert migrated is not None
+            copy_sqlite(migrated, path)  # a new database each example, migrated once per process
+            store = SqliteStorage(str(path), clock=clock)
             await store.open()
             await store.migrate()
             return store

@@ -41,7 +41,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.conftest import run_sync
+from tests.conftest import copy_sqlite, run_sync
 from tests.storage.helpers import finish_one, make_tenant, new_job
 from tests.support.databases import PostgresTemplate
 
@@ -310,11 +310,15 @@ def test_job_lifecycle_state_machine(backend: str, tmp_path: Path, request: Any)
         template = request.getfixturevalue("pg_template")
         assert template is not None
         dsn = run_sync(template.clone())
+    migrated: Path | None = request.getfixturevalue("sqlite_template") if dsn is None else None
 
     async def open_storage(clock: FakeClock) -> Storage:
         store: Storage
         if dsn is None:
-            store = SqliteStorage(str(tmp_path / f"model{next(files)}.db"), clock=clock)
+            path = tmp_path / f"model{next(files)}.db"
+            assert migrated is not None
+            copy_sqlite(migrated, path)  # a new database each example, migrated once per process
+            store = SqliteStorage(str(path), clock=clock)
             await store.open()
             await store.migrate()
         else:
