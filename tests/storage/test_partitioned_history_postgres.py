@@ -604,3 +604,56 @@ async def test_a_day_held_back_is_told_without_locking_its_jobs(pg_dsn: str) -> 
         await conn.close()
         await holder.close()
         await storage.close()
+
+
+async def test_a_row_of_the_day_committed_while_its_partition_is_made_moves_with_it(
+    pg_dsn: str,
+) -> None:
+    """A row of a day with no partition yet goes to DEFAULT; one still uncommitted when that
+    day's partition is being made is waited for, then moved into the new partition with the
+    others: the making neither fails nor leaves it behind."""
+    writer = await asyncpg.connect(pg_dsn)
+    maker = await asyncpg.connect(pg_dsn)
+    watcher = await asyncpg.connect(pg_dsn)
+    try:
+        day = _today() + timedelta(days=30)
+        at = _midnight(day) + timedelta(hours=1)
+        insert = (
+            "INSERT INTO job_events (job_id, seq, to_state, actor, created_at, job_created_at)"
+            " VALUES ($1, 2, 'running', 'x', $2, $2)"
+        )
+        await writer.execute(insert, "job_before", at)  # committed: in DEFAULT
+        transaction = writer.transaction()
+        await transaction.start()
+        await writer.execute(insert, "job_during", at)  # not committed yet
+        pid = maker.get_server_pid()
+        making = asyncio.ensure_future(
+            maker.fetchval("SELECT jobgate_history_partition_ensure('job_events', $1::date)", day)
+        )
+
+        async def waiting() -> bool:
+            return bool(
+                await watcher.fetchval(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
+                )
+            )
+
+        for _ in range(500):  # until the maker waits for the writer's lock (at most 5 s)
+            if await waiting():
+                break
+            await asyncio.sleep(0.01)
+        assert await waiting()
+        await transaction.commit()
+        assert await making is True
+        rows = await watcher.fetch(
+            "SELECT job_id, tableoid::regclass::text AS part FROM job_events"
+            " WHERE job_id IN ('job_before', 'job_during') ORDER BY job_id"
+        )
+        part = f"job_events_p{day:%Y%m%d}"
+        assert [(r["job_id"], r["part"]) for r in rows] == [
+            ("job_before", part),
+            ("job_during", part),
+        ]
+    finally:
+        for conn in (writer, maker, watcher):
+            await conn.close()
