@@ -49,7 +49,7 @@ class PostgresTemplate:
     A batch runs beside the cloning, so a test never waits for a drop either.
     """
 
-    DROP_BATCH = 8  # drops at once: each holds a connection while it waits for the checkpoint
+    DROP_BATCH = 4  # drops at once: each holds a connection while it waits for the checkpoint
 
     def __init__(self, *, ahead: int = 0) -> None:
         self.name = f"jobgate_tmpl_{os.getpid()}_{secrets.token_hex(3)}"
@@ -153,7 +153,16 @@ class PostgresTemplate:
 
     @staticmethod
     async def _admin(statement: str) -> None:
-        conn = await asyncpg.connect(admin_dsn(), timeout=10)
+        """Run `statement` on a connection of its own; while the server has no connection to
+        spare (a loaded run's processes hold them), wait for one rather than fail the tests."""
+        for wait_s in (0.2, 0.5, 1, 2, 4, 8):
+            try:
+                conn = await asyncpg.connect(admin_dsn(), timeout=10)
+                break
+            except asyncpg.TooManyConnectionsError:
+                await asyncio.sleep(wait_s)
+        else:
+            conn = await asyncpg.connect(admin_dsn(), timeout=10)
         try:
             await conn.execute(statement)
         finally:
