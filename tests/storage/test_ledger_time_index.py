@@ -1,6 +1,8 @@
 """usage_ledger's second index (migration 0026, PostgreSQL): a BRIN on created_at, which serves
 the ledger's reads by time, instead of usage_ledger_by_tenant, which no statement could use
-and every billed finish wrote an entry into."""
+and every billed finish wrote an entry into. Beside them only a partial index on the rows of
+provider-native batch parts (migration 0094, for their retention), which a job's finish never
+writes into."""
 
 from __future__ import annotations
 
@@ -35,9 +37,15 @@ async def test_the_ledger_keeps_one_btree_and_a_time_brin(pg_dsn: str) -> None:
     finally:
         await conn.close()
     indexes = {row["relname"]: (row["amname"], row["definition"]) for row in rows}
-    assert set(indexes) == {"usage_ledger_pkey", "usage_ledger_by_time"}, indexes
+    assert set(indexes) == {
+        "usage_ledger_pkey",
+        "usage_ledger_by_time",
+        "usage_ledger_batch_parts",
+    }, indexes
     assert indexes["usage_ledger_by_time"][0] == "brin"
     assert "(created_at)" in indexes["usage_ledger_by_time"][1]
+    # Partial: a job's ledger row (any other kind) writes no entry into it.
+    assert indexes["usage_ledger_batch_parts"][1].endswith("WHERE (kind = 'batch'::text)")
 
 
 @pytest.mark.asyncio
