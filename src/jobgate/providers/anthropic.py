@@ -32,6 +32,19 @@ _BATCH_ERRORS_RETRYABLE = frozenset({"overloaded_error", "api_error", "timeout_e
 BATCH_ERRORED = "batch_errored"
 
 
+def api_client(
+    config: ProviderConfig, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """The HTTP client of an Anthropic-kind provider: its base URL, its API version, its
+    x-api-key from the environment variable the config names."""
+    headers = {"anthropic-version": config.anthropic_version}
+    auth = calls.EnvKey(config.api_key_env, "x-api-key") if config.api_key_env else None
+    # Paths carry the /v1 (as in Anthropic's SDK, whose base URL has none); forgive a
+    # base_url written the OpenAI way.
+    base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
+    return calls.client(config, base_url=base_url, headers=headers, auth=auth, transport=transport)
+
+
 class AnthropicProvider:
     kind = "anthropic"
 
@@ -46,14 +59,7 @@ class AnthropicProvider:
         self.name = name
         self._config = config
         self._clock = clock or SystemClock()
-        headers = {"anthropic-version": config.anthropic_version}
-        auth = calls.EnvKey(config.api_key_env, "x-api-key") if config.api_key_env else None
-        # Paths carry the /v1 (as in Anthropic's SDK, whose base URL has none); forgive a
-        # base_url written the OpenAI way.
-        base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
-        self._client = calls.client(
-            config, base_url=base_url, headers=headers, auth=auth, transport=transport
-        )
+        self._client = api_client(config, transport)
         self.idempotent_creates = config.idempotent_creates
 
     # -- submit-time checks ------------------------------------------------------------------

@@ -32,10 +32,9 @@ from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
 from jobgate.domain import anthropic_batch_results as ids
-from jobgate.providers import calls
+from jobgate.providers import anthropic, calls
 from jobgate.providers.base import JSONObject
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 LIST_PAGE = 1000  # the list's largest page
 PATH = "v1/messages/batches"
 
@@ -52,12 +51,7 @@ class AnthropicBatches:
         self.name = name
         self._config = config
         self._clock = clock or SystemClock()
-        headers = {"anthropic-version": config.anthropic_version}
-        auth = calls.EnvKey(config.api_key_env, "x-api-key") if config.api_key_env else None
-        base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/").removesuffix("/v1")
-        self._client = calls.client(
-            config, base_url=base_url, headers=headers, auth=auth, transport=transport
-        )
+        self._client = anthropic.api_client(config, transport)
 
     async def create(self, requests: Sequence[JSONObject], *, part_key: str) -> JSONObject:
         """Create the part's batch from its requests (`{"custom_id", "params"}`, each
