@@ -350,7 +350,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
         color="#1971c2",
         linestyle="--",
         linewidth=1,
-        label=f"drain target {targets.DRAIN_RATIO}x PgQueuer",
+        label=f"drain target {targets.DRAIN_RATIO:g}x PgQueuer",
     )
     for index, ratio in enumerate(peer_ratios):
         text = ratio.detail if ratio.value is None else f"{ratio.value:.2f}x"
