@@ -1,11 +1,19 @@
 """Throwaway databases for tests: SQLite files, and PostgreSQL databases cloned from a migrated
-template (CREATE DATABASE ... TEMPLATE is much faster than migrating every time)."""
+template (CREATE DATABASE ... TEMPLATE is much faster than migrating every time).
+
+Every such database is named after the test process that made it (`jobgate_tmpl_<pid>_<hex>`,
+`jobgate_t_<pid>_<hex>`). A run that is killed never drops its own, so each new template first
+drops those whose process is gone from this machine: a killed run's databases do not pile up on
+the shared server. A database whose process is alive, or whose name carries no process id, is
+never touched.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import queue
+import re
 import secrets
 import threading
 import urllib.parse
@@ -15,10 +23,36 @@ import asyncpg
 from jobgate.storage.postgres.store import PostgresStorage
 
 DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+_OWNED_NAME = re.compile(r"jobgate_(?:t|tmpl)_(\d+)_[0-9a-f]+")
 
 
 def admin_dsn() -> str:
     return os.environ.get("JOBGATE_TEST_DATABASE_URL", DEFAULT_ADMIN_DSN)
+
+
+def owner_pid(database: str) -> int | None:
+    """The id of the test process a throwaway database was made by (None: not such a name)."""
+    match = _OWNED_NAME.fullmatch(database)
+    return None if match is None else int(match.group(1))
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def orphaned(databases: list[str]) -> list[str]:
+    """The throwaway databases among `databases` whose test process is gone."""
+    return [
+        name
+        for name in databases
+        if (pid := owner_pid(name)) is not None and pid != os.getpid() and not process_alive(pid)
+    ]
 
 
 def dsn_for(database: str, base: str | None = None) -> str:
@@ -53,6 +87,7 @@ class PostgresTemplate:
 
     def __init__(self, *, ahead: int = 0) -> None:
         self.name = f"jobgate_tmpl_{os.getpid()}_{secrets.token_hex(3)}"
+        self._clone_prefix = f"jobgate_t_{os.getpid()}_"
         self._clones: list[str] = []
         self._ahead = ahead
         self._ready: queue.Queue[str] = queue.Queue()
@@ -63,6 +98,7 @@ class PostgresTemplate:
         self._failure: BaseException | None = None
 
     async def create(self) -> None:
+        await self.drop_orphans()
         await self._admin(f'CREATE DATABASE "{self.name}"')
         storage = PostgresStorage(dsn_for(self.name), pool_size=1)
         await storage.open()
@@ -75,6 +111,19 @@ class PostgresTemplate:
                 target=lambda: asyncio.run(self._keep_ahead()), name="pg-clones", daemon=True
             )
             self._thread.start()
+
+    async def drop_orphans(self) -> list[str]:
+        """Drop the throwaway databases of test processes that are gone; their names."""
+        conn = await asyncpg.connect(admin_dsn(), timeout=10)
+        try:
+            rows = await conn.fetch(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'jobgate\\_%'"
+            )
+        finally:
+            await conn.close()
+        names = orphaned([row["datname"] for row in rows])
+        await self._drop_many(names, missing_ok=True)
+        return names
 
     async def clone(self) -> str:
         """A new migrated database; returns its DSN."""
@@ -102,21 +151,25 @@ class PostgresTemplate:
         await self._drop_many([*self._clones, self.name])  # the template shares a checkpoint
 
     async def _new_clone(self) -> str:
-        name = f"jobgate_t_{secrets.token_hex(6)}"
+        name = f"{self._clone_prefix}{secrets.token_hex(6)}"
         await self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.name}"')
         self._clones.append(name)
         return name
 
-    async def _drop_now(self, name: str) -> None:
-        await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async def _drop_now(self, name: str, *, missing_ok: bool = False) -> None:
+        try:
+            await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except asyncpg.PostgresError:
+            if not missing_ok:  # an orphan another test process is dropping at the same time
+                raise
         if name in self._clones:
             self._clones.remove(name)
 
-    async def _drop_many(self, names: list[str]) -> None:
+    async def _drop_many(self, names: list[str], *, missing_ok: bool = False) -> None:
         """Drop `names`, `DROP_BATCH` at a time (each batch shares its checkpoints)."""
         for start in range(0, len(names), self.DROP_BATCH):
             batch = names[start : start + self.DROP_BATCH]
-            await asyncio.gather(*(self._drop_now(name) for name in batch))
+            await asyncio.gather(*(self._drop_now(n, missing_ok=missing_ok) for n in batch))
 
     def _next_ready(self) -> str:
         while True:
