@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from jobgate import errors
 from jobgate.domain import on_retry
 from jobgate.simulator import model
+from jobgate.wire import anthropic_requests, sim
 
 CHAT = "/v1/chat/completions"
 
@@ -134,10 +135,10 @@ def test_a_response_gets_the_prefix_in_its_first_message_text() -> None:
 def test_sim_cut_at_is_a_fraction_strictly_inside_the_answer(cut_at: object) -> None:
     body = {"sim": {"cut_at": cut_at}}
     if isinstance(cut_at, int | float) and not isinstance(cut_at, bool) and 0 < cut_at < 1:
-        assert model.directives(body).cut_index(10) == int(10 * cut_at)
+        assert sim.directives(body).cut_index(10) == int(10 * cut_at)
         return
     with pytest.raises(errors.InvalidRequest) as refused:
-        model.directives(body)
+        sim.directives(body)
     assert refused.value.param == "body.sim.cut_at"
 
 
@@ -148,7 +149,7 @@ def test_the_simulator_refuses_an_anthropic_prefill_ending_in_whitespace() -> No
         turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": prefill}]
         return {"model": "claude-sim", "max_tokens": 8, "messages": turns}
 
-    assert wire.validate_messages(body("echo:")) is None
-    problem = wire.validate_messages(body("echo: "))
+    assert anthropic_requests.validate_messages(body("echo:")) is None
+    problem = anthropic_requests.validate_messages(body("echo: "))
     assert problem is not None and "trailing whitespace" in problem
     assert wire.anthropic_message(body("echo:"))["content"][0]["text"] == " hi"

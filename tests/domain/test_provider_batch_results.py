@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from jobgate.domain import provider_batch_results as results
 from jobgate.domain.provider_batches import RequestCounts
-from jobgate.simulator import model
 from jobgate.simulator.openai_batches import OpenAIBatches
+from jobgate.wire import sim
 
 CHAT = "/v1/chat/completions"
 
@@ -34,7 +34,7 @@ def _provider(lines: list[bytes], **plan: float) -> tuple[OpenAIBatches, _Clock,
     state = OpenAIBatches(lambda: clock.now)
     stored = state.upload("in.jsonl", "batch", b"\n".join(lines) + b"\n")
     body = {"input_file_id": stored["id"], "endpoint": CHAT, "completion_window": "24h"}
-    batch_id = state.create(body, model.directives({"sim": plan}))
+    batch_id = state.create(body, sim.directives({"sim": plan}))
     return state, clock, batch_id
 
 

@@ -23,9 +23,9 @@ from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
-from jobgate.providers.streaming import split_evenly
 from jobgate.storage.protocol import Storage
 from jobgate.testing import PacedClock, ScriptedProvider, SequentialIds
+from jobgate.wire.content import split_evenly
 from tests.api_server import Api
 from tests.storage.helpers import finish_one, release
 

@@ -18,8 +18,9 @@ from jobgate import errors
 from jobgate.domain import anthropic_batch_results as ids
 from jobgate.domain.provider_batches import part_key
 from jobgate.providers import anthropic_batch_lines as lines
-from jobgate.simulator import model, profiles
+from jobgate.simulator import profiles
 from jobgate.simulator.anthropic_batches import MessageBatches
+from jobgate.wire import sim
 from tests.providers.sdk import openai_strict, request_matches
 
 KEY = part_key("batch_7", "claude", 0)
@@ -139,7 +140,7 @@ def test_results_come_back_as_the_callers_lines_each_once_in_order() -> None:
     ]
     requests = [sent(line, index) for index, line in enumerate(part)]
     batch_id = state.create(
-        {"requests": requests}, model.Directives(expires_after_s=10), body_bytes=1
+        {"requests": requests}, sim.Directives(expires_after_s=10), body_bytes=1
     )
     now[0] += 10
     results = state.results(batch_id)

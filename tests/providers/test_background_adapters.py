@@ -19,9 +19,9 @@ from jobgate.providers.anthropic import BATCHES, AnthropicProvider, batch_snapsh
 from jobgate.providers.background import ProviderJobRef, Status, background_for
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.openai import RESPONSES, OpenAIProvider
-from jobgate.simulator import wire
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock
+from jobgate.wire import anthropic_requests
 from tests.providers.sdk import request_matches
 
 
@@ -280,4 +280,4 @@ def test_batch_validation() -> None:
     streaming["requests"][0]["params"]["stream"] = True
     with pytest.raises(errors.InvalidRequest, match="stream"):
         provider.validate(BATCHES, streaming)
-    assert wire.validate_messages({"model": "m", "messages": []}) is not None
+    assert anthropic_requests.validate_messages({"model": "m", "messages": []}) is not None

@@ -70,7 +70,9 @@ def test_an_ordinary_429_is_still_a_rate_limit() -> None:
 
 
 def test_a_quota_failure_fails_the_job_with_a_clear_code() -> None:
-    job = types.SimpleNamespace(id="job_1", lease_token="lt", attempt=1, max_attempts=3)
+    job = types.SimpleNamespace(
+        id="job_1", lease_token="lt", attempt=1, max_attempts=3, run_count=1
+    )
     exc = classify(
         answer(
             429,
@@ -343,7 +345,7 @@ def test_cache_prices_are_configurable() -> None:
 
 
 def test_a_failed_background_response_over_quota_is_a_quota_error() -> None:
-    from jobgate.providers.openai import response_snapshot
+    from jobgate.providers.response_snapshots import response_snapshot
 
     failed = response_snapshot(
         {"id": "resp_1", "status": "failed",

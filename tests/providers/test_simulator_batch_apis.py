@@ -21,10 +21,10 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 from openai.types.shared import ErrorObject
 
-from jobgate.simulator import model
 from jobgate.simulator.openai_batches import OpenAIBatches, Refused
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock
+from jobgate.wire import sim as sim_wire
 from tests.providers.sdk import anthropic_strict, openai_strict
 
 CHAT: Final[Literal["/v1/chat/completions"]] = "/v1/chat/completions"
@@ -418,10 +418,10 @@ def test_openai_batch_create_edge_values(metadata: Any, expires_after: Any) -> N
     state = OpenAIBatches(lambda: 1_000.0)
     stored = state.upload("in.jsonl", "batch", jsonl(chat_line("a", "x")))
     try:
-        plan = model.directives({"sim": {"expires_after_s": expires_after}})
+        plan = sim_wire.directives({"sim": {"expires_after_s": expires_after}})
     except Exception as exc:
         assert type(exc).__name__ == "InvalidRequest"
-        plan = model.Directives()
+        plan = sim_wire.Directives()
     body = {"input_file_id": stored["id"], "endpoint": CHAT, "completion_window": "24h"}
     try:
         made = state.create({**body, "metadata": metadata}, plan)

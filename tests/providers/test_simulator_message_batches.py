@@ -22,9 +22,9 @@ from anthropic.types.messages import (
 from hypothesis import strategies as st
 
 from jobgate.simulator import anthropic_batches, profiles
-from jobgate.simulator.model import Directives
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock
+from jobgate.wire.sim import Directives
 from tests.providers.sdk import anthropic_strict
 
 VERSION = {"anthropic-version": "2023-06-01"}

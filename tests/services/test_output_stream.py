@@ -19,12 +19,13 @@ from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult, Usage
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
-from jobgate.providers.streaming import DeltaSink, output_text, split_evenly
+from jobgate.providers.streaming import DeltaSink
 from jobgate.services.jobs import SubmitSpec
 from jobgate.services.output_stream import OutputBatcher
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import OutputChunk
 from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds, Succeed, eventually
+from jobgate.wire.content import output_text, split_evenly
 from tests.storage.helpers import release
 
 CHAT = "/v1/chat/completions"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobgate import errors
+from jobgate.wire import sim
 
 # -- JSON bodies ------------------------------------------------------------------------------
 MAX_JSON_DEPTH = 64  # objects and arrays nested deeper are refused (orjson stops at 1024)
@@ -55,7 +56,7 @@ ID_PATTERN = r"^[A-Za-z0-9_-]{1,255}$"  # object ids in paths and cursors (`job_
 SIM_MAX_LATENCY_S = 3_600.0
 SIM_MAX_RETRY_AFTER_S = 3_600.0
 SIM_MAX_FAIL_TIMES = 1_000
-SIM_MAX_TOOL_CALLS = 16
+SIM_MAX_TOOL_CALLS = sim.MAX_TOOL_CALLS
 
 
 def check_json(value: Any, *, path: str = "") -> None:

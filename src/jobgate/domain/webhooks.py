@@ -1,5 +1,5 @@
-"""Outbound webhooks, the pure part: retry schedules, Standard Webhooks signatures, payloads and
-what an HTTP answer means for a delivery."""
+"""Outbound webhooks, the pure part: retry schedules, payloads and what an HTTP answer means for a
+delivery. Their Standard Webhooks signatures are wire.standard_webhooks."""
 
 from __future__ import annotations
 

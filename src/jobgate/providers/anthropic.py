@@ -20,7 +20,7 @@ from jobgate.providers import calls, error_codes
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage, anthropic_usage
 from jobgate.providers.streaming import DeltaSink
-from jobgate.simulator import model, wire
+from jobgate.wire import anthropic_requests, sim
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MESSAGES = "/v1/messages"
@@ -72,7 +72,7 @@ class AnthropicProvider:
                 param="endpoint",
                 code="unsupported_endpoint",
             )
-        model.directives(body)
+        sim.directives(body)
         if endpoint == MESSAGES:
             _check_params(body, "body")
             return
@@ -316,7 +316,7 @@ class AnthropicProvider:
 
 
 def _check_params(params: JSONObject, where: str) -> None:
-    problem = wire.validate_messages(params)
+    problem = anthropic_requests.validate_messages(params)
     if problem is not None:
         raise errors.InvalidRequest(f"{where}.{problem}", param=where)
     if "stream" in params:

@@ -17,10 +17,11 @@ from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
 from jobgate.providers import calls, openai_stream
-from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot, Status
+from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, openai_usage
+from jobgate.providers.response_snapshots import response_snapshot
 from jobgate.providers.streaming import DeltaSink
-from jobgate.simulator import model, wire
+from jobgate.wire import openai_requests, sim
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -31,15 +32,6 @@ PLAIN = {"/v1/embeddings": "embeddings", "/v1/completions": "completions"}
 ENDPOINTS = frozenset({CHAT_COMPLETIONS, RESPONSES, *PLAIN})
 JOB_ID_METADATA = "jobgate_job_id"
 SYNC_POLL_INTERVAL_S = 1.0
-_STATUSES = {
-    "queued": Status.QUEUED,
-    "in_progress": Status.IN_PROGRESS,
-    "completed": Status.COMPLETED,
-    "incomplete": Status.INCOMPLETE,
-    "failed": Status.FAILED,
-    "cancelled": Status.CANCELLED,
-}
-_RETRYABLE_RUN_ERRORS = frozenset({"server_error", "vector_store_timeout"})
 
 
 def api_client(
@@ -86,20 +78,20 @@ class OpenAIProvider:
                 param="endpoint",
                 code="unsupported_endpoint",
             )
-        model.directives(body)
+        sim.directives(body)
         if body.get("stream"):
             raise errors.InvalidRequest(
                 "body.stream: jobgate stores the whole answer; read it from the job",
                 param="body.stream",
             )
         if endpoint == CHAT_COMPLETIONS:
-            model.validate_chat(body)
+            openai_requests.validate_chat(body)
             return
         if endpoint in PLAIN:
             if not isinstance(body.get("model"), str) or not body["model"]:
                 raise errors.InvalidRequest("body.model is required", param="body.model")
             return
-        problem = wire.validate_responses(body)
+        problem = openai_requests.validate_responses(body)
         if problem is not None:
             raise errors.InvalidRequest(f"body.{problem}", param="body")
         if "background" in body:
@@ -283,40 +275,6 @@ def _check_metadata(metadata: Any) -> None:
             f"values up to {MAX_METADATA_VALUE}",
             param="body.metadata",
         )
-
-
-def response_snapshot(payload: JSONObject) -> Snapshot:
-    """A Responses API `response` object, as a Snapshot."""
-    response_id = payload.get("id")
-    if not isinstance(response_id, str) or not response_id:
-        raise errors.ProviderRetryable("the response object has no id", code="bad_response")
-    raw_status = payload.get("status")
-    status = _STATUSES.get(raw_status if isinstance(raw_status, str) else "", Status.IN_PROGRESS)
-    result = None
-    error: errors.ProviderError | None = None
-    if status in (Status.COMPLETED, Status.INCOMPLETE):
-        result = ProviderResult(
-            body=payload,
-            usage=openai_usage(payload.get("usage")),
-            provider_request_id=response_id,
-        )
-    elif status == Status.FAILED:
-        error = _run_error(payload.get("error"))
-    return Snapshot(response_id, status, payload, result=result, error=error)
-
-
-def _run_error(raw: Any) -> errors.ProviderError:
-    """Classify the `error` of a failed response like a failed call."""
-    details = raw if isinstance(raw, dict) else {}
-    code = str(details.get("code") or "server_error")
-    message = str(details.get("message") or "the response failed at the provider")[:500]
-    if code in calls.QUOTA_CODES:
-        return errors.ProviderQuotaExceeded(message, code=code)
-    if code == "rate_limit_exceeded":
-        return errors.ProviderRateLimited(message, retry_after_s=0.0, status_code=None)
-    if code in _RETRYABLE_RUN_ERRORS:
-        return errors.ProviderRetryable(message, code=code)
-    return errors.ProviderFatal(message, code=code)
 
 
 def _result_or_raise(snapshot: Snapshot) -> ProviderResult:

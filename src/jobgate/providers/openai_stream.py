@@ -23,6 +23,7 @@ import orjson
 from jobgate import errors
 from jobgate.providers import calls, error_codes
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, openai_usage
+from jobgate.providers.response_snapshots import response_snapshot
 from jobgate.providers.streaming import DeltaSink
 
 if TYPE_CHECKING:
@@ -65,8 +66,6 @@ async def chat(provider: OpenAIProvider, call: ProviderCall, on_delta: DeltaSink
 async def responses(
     provider: OpenAIProvider, call: ProviderCall, on_delta: DeltaSink
 ) -> ProviderResult:
-    from jobgate.providers.openai import response_snapshot
-
     body = {**call.body, "stream": True}
     answer = _Answer()
     async for _, data in _events(provider, call, "responses", body, answer):

@@ -18,10 +18,12 @@ from jobgate.clock import Clock, SystemClock
 from jobgate.providers import calls, error_codes
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult, Usage
-from jobgate.providers.openai import response_snapshot
-from jobgate.providers.streaming import DeltaSink, output_text, split_evenly
+from jobgate.providers.response_snapshots import response_snapshot
+from jobgate.providers.streaming import DeltaSink
 from jobgate.simulator import choices, model, parameters, stream_faults, wire
 from jobgate.simulator.engine import CancelRefused, SimEngine
+from jobgate.wire import openai_requests, sim
+from jobgate.wire.content import output_text, split_evenly
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -62,26 +64,26 @@ class SimProvider:
                 code="unknown_parameter",
             )
         if endpoint == CHAT_COMPLETIONS:
-            model.validate_chat(body)
+            openai_requests.validate_chat(body)
         else:
-            problem = wire.validate_responses(body)
+            problem = openai_requests.validate_responses(body)
             if problem is not None:
                 raise errors.InvalidRequest(f"body.{problem}", param="body")
-        problem = wire.tool_calls_problem(model.directives(body), body)
+        problem = sim.tool_calls_problem(sim.directives(body), body)
         if problem is not None:
             raise errors.InvalidRequest(f"body.{problem}", param="body.sim.tool_calls")
 
     def runs_in_background(self, endpoint: str) -> bool:
         return self._background and endpoint == RESPONSES
 
-    async def _faults(self, plan: model.Directives, call: ProviderCall) -> None:
+    async def _faults(self, plan: sim.Directives, call: ProviderCall) -> None:
         """Raise the fault `plan` sets for this call before any answer (a stream fault, in a
         call that does not stream: its HTTP twin), or wait for good (`hang`)."""
         if plan.fails_on(call.run_count) and plan.fail_with in _HANGS:
             await asyncio.Event().wait()  # until cancelled or timed out
         self._raise_fault(plan, call)
 
-    def _raise_fault(self, plan: model.Directives, call: ProviderCall) -> None:
+    def _raise_fault(self, plan: sim.Directives, call: ProviderCall) -> None:
         """Raise the fault `plan` sets for this call, if any (not `hang`: that one waits)."""
         if plan.fails_on(call.run_count):
             assert plan.fail_with is not None
@@ -98,7 +100,7 @@ class SimProvider:
         Responses calls go through the engine and are left to `call`."""
         if call.endpoint != CHAT_COMPLETIONS:
             return None
-        plan = model.directives(call.body)
+        plan = sim.directives(call.body)
         if plan.latency_s or (plan.fail_with in _HANGS and plan.fails_on(call.run_count)):
             return None
         self._raise_fault(plan, call)
@@ -115,12 +117,12 @@ class SimProvider:
 
     def _completion(self, call: ProviderCall) -> JSONObject:
         completion = model.chat_completion(call.body, created=int(self._clock.now().timestamp()))
-        count = model.directives(call.body).tool_calls
+        count = sim.directives(call.body).tool_calls
         completion = wire.with_chat_tool_calls(completion, call.body, count)
         return choices.with_choices(completion, call.body)
 
     async def call(self, call: ProviderCall) -> ProviderResult:
-        plan = model.directives(call.body)
+        plan = sim.directives(call.body)
         if call.endpoint == RESPONSES:
             await self._faults(plan, call)
             response_id = self.engine.create_response(call.body, plan, background=False)
@@ -151,8 +153,8 @@ class SimProvider:
         """`call`, streamed (live output streaming): the answer arrives as `sim.chunks` deltas
         spread evenly over `sim.latency_s` (one `latency_s / chunks` sleep before each), then
         the same whole answer `call` gives."""
-        plan = model.directives(call.body)
-        mid_stream = plan.fail_with if plan.fail_with in model.STREAM_FAULTS else None
+        plan = sim.directives(call.body)
+        mid_stream = plan.fail_with if plan.fail_with in sim.STREAM_FAULTS else None
         if mid_stream is not None and plan.fails_on(call.run_count):
             plan = dataclasses.replace(plan, fail_with=None)  # reported halfway, below
         else:
@@ -197,7 +199,7 @@ class SimProvider:
             )
         return snapshot.result
 
-    async def _stream_fault(self, fault: str, plan: model.Directives, call: ProviderCall) -> None:
+    async def _stream_fault(self, fault: str, plan: sim.Directives, call: ProviderCall) -> None:
         """Report `fault` as the provider does inside its stream, classified as the adapters
         classify it (providers.error_codes); a stall is silence for the call's stall timeout,
         then the adapters' `stream_stalled`."""
@@ -235,7 +237,7 @@ class SimProvider:
     # -- background mode, on the shared engine -------------------------------------------------
 
     async def create(self, call: ProviderCall) -> Snapshot:
-        plan = model.directives(call.body)
+        plan = sim.directives(call.body)
         await self._faults(plan, call)
         body = {k: v for k, v in call.body.items() if k != "sim"}
         body["metadata"] = {**(body.get("metadata") or {}), "jobgate_job_id": call.job_id}
@@ -279,5 +281,5 @@ class SimProvider:
         return None
 
 
-def _final_status(plan: model.Directives) -> str:
+def _final_status(plan: sim.Directives) -> str:
     return "incomplete" if plan.outcome == "incomplete" else "completed"

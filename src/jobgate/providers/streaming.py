@@ -10,10 +10,11 @@ called as usual and its whole text is one delta at completion (services.output_s
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from jobgate.domain import on_retry
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult
+from jobgate.wire.content import output_text as output_text  # the services read answers here
 
 DeltaSink = Callable[[str], Awaitable[None]]
 # A job's own stall timeout (the submit option), kept in its stored body beside `stream`.
@@ -69,47 +70,3 @@ def stall_timeout_s(body: JSONObject | None, default_s: float) -> float:
     if isinstance(own, int | float) and not isinstance(own, bool) and own > 0:
         return float(own)
     return default_s
-
-
-def output_text(body: Any) -> str:
-    """The assistant text of a finished answer, whatever its wire: a Chat Completion
-    (`choices[0].message.content`), a Response (`output[].content[]` output_text parts) or an
-    Anthropic message (`content[]` text blocks). Empty when there is none."""
-    if not isinstance(body, dict):
-        return ""
-    choices = body.get("choices")
-    if isinstance(choices, list):
-        first = choices[0] if choices else None
-        message = first.get("message") if isinstance(first, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        return content if isinstance(content, str) else ""
-    if body.get("object") == "response" or isinstance(body.get("output"), list):
-        return "".join(
-            part.get("text", "")
-            for item in body.get("output") or []
-            if isinstance(item, dict) and item.get("type") == "message"
-            for part in item.get("content") or []
-            if isinstance(part, dict) and part.get("type") == "output_text"
-        )
-    content = body.get("content")
-    if isinstance(content, list):
-        return "".join(
-            block.get("text", "")
-            for block in content
-            if isinstance(block, dict) and block.get("type") == "text"
-        )
-    return ""
-
-
-def split_evenly(text: str, pieces: int) -> list[str]:
-    """`text` cut into `pieces` parts of near-equal length (some empty when the text is
-    shorter than that); their concatenation is `text`."""
-    pieces = max(1, pieces)
-    size, extra = divmod(len(text), pieces)
-    parts = []
-    start = 0
-    for index in range(pieces):
-        end = start + size + (1 if index < extra else 0)
-        parts.append(text[start:end])
-        start = end
-    return parts

@@ -17,11 +17,12 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.simulator import model, wire
+from jobgate.simulator import wire
 from jobgate.simulator.anthropic_batches import LIST_LIMIT, Refused
 from jobgate.simulator.engine import SimEngine, replay_key, request_key
 from jobgate.simulator.http11 import Answer, Drop, Reply, Request
-from jobgate.simulator.model import Directives
+from jobgate.wire import sim
+from jobgate.wire.sim import Directives
 
 FaultAnswer = Callable[[str, Directives], Answer]
 ROOT = "/v1/messages/batches"
@@ -105,7 +106,7 @@ def _plan(request: Request, body: dict[str, Any]) -> Directives:
             raw = orjson.loads(header)
         except orjson.JSONDecodeError as exc:
             raise errors.InvalidRequest("x-jobgate-sim is not JSON", param="sim") from exc
-    return model.directives({} if raw is None else {"sim": raw})
+    return sim.directives({} if raw is None else {"sim": raw})
 
 
 def _page_query(query: dict[str, str]) -> dict[str, Any]:

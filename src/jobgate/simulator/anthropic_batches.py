@@ -25,8 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from jobgate import errors
-from jobgate.simulator import model, parameters, profiles, wire
-from jobgate.simulator.model import Directives
+from jobgate.simulator import parameters, profiles, wire
+from jobgate.wire import anthropic_requests, sim
+from jobgate.wire.sim import Directives
 
 JSONObject = dict[str, Any]
 MAX_REQUESTS = 100_000
@@ -182,7 +183,7 @@ class MessageBatches:
         if not isinstance(params, dict):
             raise Refused(f"{where}.params: Field required")
         try:
-            item_plan = model.directives(params) if "sim" in params else plan
+            item_plan = sim.directives(params) if "sim" in params else plan
         except errors.InvalidRequest as exc:  # the simulator's own member
             raise Refused(f"{where}.params.sim: {exc.message}") from None
         checked = {k: v for k, v in params.items() if k != "sim"}
@@ -190,10 +191,10 @@ class MessageBatches:
             found = parameters.unknown("/v1/messages", checked, where=f"{where}.params.")
             if found is not None:
                 raise Refused(found.message)
-        problem = wire.validate_messages(checked)
+        problem = anthropic_requests.validate_messages(checked)
         if problem is not None:
             raise Refused(f"{where}.params.{problem}")
-        problem = wire.tool_calls_problem(item_plan, checked)
+        problem = sim.tool_calls_problem(item_plan, checked)
         if problem is not None:
             raise Refused(f"{where}.params.{problem}")
         return custom_id, params, item_plan

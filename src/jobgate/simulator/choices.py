@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobgate.providers.streaming import split_evenly
 from jobgate.simulator import model
+from jobgate.wire.content import split_evenly
 
 JSONObject = dict[str, Any]
 MAX_N = 128  # OpenAI's bound on `n`

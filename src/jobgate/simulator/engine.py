@@ -19,9 +19,9 @@ import orjson
 from jobgate.clock import Clock, SystemClock
 from jobgate.simulator import profiles, wire
 from jobgate.simulator.anthropic_batches import MessageBatches
-from jobgate.simulator.model import Directives
 from jobgate.simulator.openai_batches import OpenAIBatches
 from jobgate.simulator.profiles import SimProfile
+from jobgate.wire.sim import Directives
 
 JSONObject = dict[str, Any]
 TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})

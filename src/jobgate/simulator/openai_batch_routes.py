@@ -18,11 +18,12 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.simulator import model, wire
+from jobgate.simulator import wire
 from jobgate.simulator.engine import SimEngine, request_key
 from jobgate.simulator.http11 import Answer, Drop, Reply, Request
-from jobgate.simulator.model import Directives
 from jobgate.simulator.openai_batches import LIST_LIMIT, Refused
+from jobgate.wire import sim
+from jobgate.wire.sim import Directives
 
 FaultAnswer = Callable[[str, Directives], Answer]
 _FILE = re.compile(r"^/v1/files/([\w-]+)(/content)?$")
@@ -128,7 +129,7 @@ def plan_of(request: Request) -> Directives:
     if not header:
         return Directives()
     try:
-        return model.directives({"sim": orjson.loads(header)})
+        return sim.directives({"sim": orjson.loads(header)})
     except orjson.JSONDecodeError as exc:
         raise errors.InvalidRequest("x-jobgate-sim is not JSON", param="sim") from exc
 

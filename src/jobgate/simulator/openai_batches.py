@@ -22,7 +22,8 @@ import orjson
 from jobgate import errors
 from jobgate.domain import batches
 from jobgate.simulator import model, wire
-from jobgate.simulator.model import Directives
+from jobgate.wire import openai_requests, sim
+from jobgate.wire.sim import Directives
 
 JSONObject = dict[str, Any]
 ENDPOINTS = (batches.CHAT, batches.RESPONSES)  # the line urls the simulator can answer
@@ -373,7 +374,7 @@ def _lines(raws: list[tuple[int, bytes]], start: float, span_s: float) -> list[_
         outcome, problem = "completed", None
         if "sim" in body:
             try:
-                own = model.directives(body)
+                own = sim.directives(body)
             except errors.InvalidRequest as exc:
                 own, problem = Directives(outcome="rejected"), exc.message
             body.pop("sim")
@@ -381,7 +382,7 @@ def _lines(raws: list[tuple[int, bytes]], start: float, span_s: float) -> list[_
             outcome = {"failed": "failed", "rejected": "rejected"}.get(own.outcome, "completed")
         if outcome == "completed" and value["url"] == batches.CHAT:
             try:
-                model.validate_chat(body)
+                openai_requests.validate_chat(body)
             except errors.InvalidRequest as exc:
                 outcome, problem = "rejected", exc.message
         lines.append(_Line(value["custom_id"], value["url"], body, done_at, outcome, problem))

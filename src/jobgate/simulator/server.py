@@ -47,9 +47,9 @@ from jobgate.simulator.engine import (
     request_key,
 )
 from jobgate.simulator.http11 import Answer, Drop, H11Server, Hang, Reply, Request, Stream
-from jobgate.simulator.model import Directives
 from jobgate.simulator.profiles import SimProfile
-from jobgate.wire import standard_webhooks
+from jobgate.wire import anthropic_requests, openai_requests, sim, standard_webhooks
+from jobgate.wire.sim import Directives
 
 log = logging.getLogger(__name__)
 SIM_HEADER = "x-jobgate-sim"
@@ -320,7 +320,7 @@ class Simulator:
         header = request.headers.get(SIM_HEADER)
         if header:
             raw = orjson.loads(header)
-        return model.directives({} if raw is None else {"sim": raw})
+        return sim.directives({} if raw is None else {"sim": raw})
 
     async def _begin(
         self, request: Request, body: dict[str, Any], route: str, anthropic: bool
@@ -342,7 +342,7 @@ class Simulator:
             return plan, key, early, False, None
         call_number = self.engine.count_call(request_key(route, idempotency_key, body))
         fault = plan.fail_with if plan.fails_on(call_number) else None
-        if fault in model.STREAM_FAULTS:
+        if fault in sim.STREAM_FAULTS:
             if body.get("stream") is True:
                 return plan, key, None, False, fault
             fault = stream_faults.AS_STATUS[fault]  # the same fault, as an HTTP answer
@@ -377,10 +377,10 @@ class Simulator:
         if early is not None:
             return early
         try:
-            model.validate_chat(body)
+            openai_requests.validate_chat(body)
         except errors.InvalidRequest as exc:
             return _error(False, "invalid_request", exc.message, param=exc.param)
-        problem = wire.tool_calls_problem(plan, body)
+        problem = sim.tool_calls_problem(plan, body)
         if problem is not None:
             return _error(False, "invalid_request", problem, param="sim.tool_calls")
         completion = model.chat_completion(body, created=int(self.engine.now()))
@@ -401,7 +401,7 @@ class Simulator:
         early = early or self._unknown(request.path, body, anthropic=False)
         if early is not None:
             return early
-        problem = wire.validate_responses(body) or wire.tool_calls_problem(plan, body)
+        problem = openai_requests.validate_responses(body) or sim.tool_calls_problem(plan, body)
         if background and body.get("store") is False:
             problem = "background mode requires store=true"
         if problem is not None:
@@ -451,7 +451,7 @@ class Simulator:
         refused = self._unknown(request.path, body, anthropic=True)
         if refused is not None:
             return refused
-        problem = wire.validate_messages(body) or wire.tool_calls_problem(plan, body)
+        problem = anthropic_requests.validate_messages(body) or sim.tool_calls_problem(plan, body)
         if problem is not None:
             return _error(True, "invalid_request", problem)
         if replayed:

@@ -11,10 +11,10 @@ from typing import Any
 
 import orjson
 
-from jobgate.providers.streaming import split_evenly
 from jobgate.simulator import choices, stream_faults, wire
 from jobgate.simulator.http11 import STALL, Stream
-from jobgate.simulator.model import Directives
+from jobgate.wire.content import split_evenly
+from jobgate.wire.sim import Directives
 
 JSONObject = dict[str, Any]
 SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}

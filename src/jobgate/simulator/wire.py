@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from jobgate.providers import streaming
 from jobgate.simulator import model
+from jobgate.wire import content
 
 JSONObject = dict[str, Any]
 
@@ -63,35 +63,10 @@ def anthropic_error(fault: str, message: str) -> JSONObject:
 # -- tool calls ---------------------------------------------------------------------------
 
 
-def tool_names(body: JSONObject) -> list[str]:
-    """The names of the function tools a request declares, in any of the three wires: Chat
-    Completions `{"type": "function", "function": {"name"}}`, Responses `{"type":
-    "function", "name"}`, Anthropic `{"name", "input_schema"}` (type absent or `custom`; its
-    server tools have other types)."""
-    tools = body.get("tools")
-    names: list[str] = []
-    for tool in tools if isinstance(tools, list) else []:
-        if not isinstance(tool, dict):
-            continue
-        function = tool.get("function")
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-        elif tool.get("type") in ("function", "custom", None) and isinstance(tool.get("name"), str):
-            names.append(tool["name"])
-    return names
-
-
-def tool_calls_problem(plan: model.Directives, body: JSONObject) -> str | None:
-    """Why `sim.tool_calls` cannot be honoured for `body`, or None."""
-    if plan.tool_calls and not tool_names(body):
-        return "sim.tool_calls: the request declares no function tool to call"
-    return None
-
-
 def planned_calls(body: JSONObject, count: int, prompt: str) -> list[tuple[str, JSONObject]]:
     """The `count` calls the simulated model makes after its text: the request's function
     tools in turn, each given the prompt as `{"input": prompt}`."""
-    names = itertools.cycle(tool_names(body) or ["tool"])
+    names = itertools.cycle(content.tool_names(body) or ["tool"])
     return [(next(names), {"input": prompt}) for _ in range(count)]
 
 
@@ -105,7 +80,7 @@ def with_chat_tool_calls(completion: JSONObject, body: JSONObject, count: int) -
     if not count:
         return completion
     choice = completion["choices"][0]
-    prompt = model.message_text(_last_user(body.get("messages")))
+    prompt = content.content_text(_last_user(body.get("messages")))
     suffix = completion["id"].removeprefix("chatcmpl-")
     calls = [
         {
@@ -140,20 +115,7 @@ def responses_prompt(body: JSONObject) -> str:
     if isinstance(given, list):
         for item in reversed(given):
             if isinstance(item, dict) and item.get("role", "user") == "user":
-                return _content_text(item.get("content"))
-    return ""
-
-
-def _content_text(content: Any) -> str:
-    """Text of a message content: a string or a list of text parts (`input_text`, `text`)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
+                return content.content_text(item.get("content"))
     return ""
 
 
@@ -163,21 +125,11 @@ def _responses_input_tokens(body: JSONObject) -> int:
         return model.count_tokens(given)
     if isinstance(given, list):
         return sum(
-            model.count_tokens(_content_text(item.get("content")))
+            model.count_tokens(content.content_text(item.get("content")))
             for item in given
             if isinstance(item, dict)
         )
     return 0
-
-
-def validate_responses(body: JSONObject) -> str | None:
-    """The problem with a Responses create body, or None."""
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "model is required"
-    given = body.get("input")
-    if not isinstance(given, str | list) or not given:
-        return "input must be a non-empty string or array of input items"
-    return None
 
 
 def response_object(
@@ -301,36 +253,17 @@ def response_event(event_type: str, response_id: str, created_at: float) -> JSON
 # -- Anthropic Messages ---------------------------------------------------------------------
 
 
-def validate_messages(body: JSONObject) -> str | None:
-    """The problem with a Messages create body, or None (Anthropic requires these three)."""
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "model: Field required"
-    max_tokens = body.get("max_tokens")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        return "max_tokens: Field required"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "messages: Field required"
-    if any(not isinstance(m, dict) or m.get("role") not in ("user", "assistant") for m in messages):
-        return "messages: each message needs a role of user or assistant"
-    prefill = _content_text(messages[-1].get("content"))
-    if messages[-1]["role"] == "assistant" and prefill != prefill.rstrip():
-        # A trailing assistant turn is a prefill to continue: Anthropic refuses trailing space.
-        return "messages: final assistant content cannot end with trailing whitespace"
-    return None
-
-
 def _anthropic_prompt(body: JSONObject) -> tuple[str, int]:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     prompt = ""
     for message in reversed(messages):
         if message.get("role") == "user":
-            prompt = _content_text(message.get("content"))
+            prompt = content.content_text(message.get("content"))
             break
     system = body.get("system")
-    system_text = _content_text(system) if system is not None else ""
+    system_text = content.content_text(system) if system is not None else ""
     tokens = model.count_tokens(system_text) + sum(
-        model.count_tokens(_content_text(m.get("content"))) for m in messages
+        model.count_tokens(content.content_text(m.get("content"))) for m in messages
     )
     return prompt, tokens
 
@@ -353,8 +286,8 @@ def anthropic_message(
     prompt, input_tokens = _anthropic_prompt(body)
     reply = model.continued(model.echo_reply(prompt), body.get("messages"))
     message_id = message_id or new_id("msg_")
-    content: list[JSONObject] = [{"type": "text", "text": reply, "citations": None}]
-    content += [
+    blocks: list[JSONObject] = [{"type": "text", "text": reply, "citations": None}]
+    blocks += [
         {
             "type": "tool_use",
             "id": f"toolu_{message_id.removeprefix('msg_')}_{index}",
@@ -364,14 +297,14 @@ def anthropic_message(
         for index, (name, arguments) in enumerate(planned_calls(body, tool_calls, prompt))
     ]
     output_tokens = model.count_tokens(reply) + sum(
-        model.count_tokens(arguments_text(block["input"])) for block in content[1:]
+        model.count_tokens(arguments_text(block["input"])) for block in blocks[1:]
     )
     return {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": body.get("model", "sim-echo"),
-        "content": content,
+        "content": blocks,
         "stop_reason": "tool_use" if tool_calls else "end_turn",
         "stop_sequence": None,
         "usage": _anthropic_usage(input_tokens, output_tokens),
@@ -425,7 +358,7 @@ def _block_events(index: int, block: JSONObject, chunks: int) -> list[JSONObject
         {"type": "content_block_start", "index": index, "content_block": opened},
         *(
             {"type": "content_block_delta", "index": index, "delta": _text_delta(piece)}
-            for piece in streaming.split_evenly(block.get("text", ""), chunks)
+            for piece in content.split_evenly(block.get("text", ""), chunks)
         ),
         {"type": "content_block_stop", "index": index},
     ]
