@@ -199,7 +199,7 @@ def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
             error=deadline_error(),
             lost=True,
         )
-    if attempts_exhausted(job):
+    if climb(job).rung == "dead_letter":
         code = WORKER_LOST_REPEATEDLY if job.lost_count >= 1 else WORKER_LOST
         return Finish(
             lease=lease,
@@ -227,13 +227,60 @@ def reap_verdict(job: Job, *, now: datetime, retry_delay: RetryDelay) -> Finish:
     )
 
 
-# -- the retry ladder: every role that retries a failed attempt climbs this one -----------------
+# -- the retry ladder: every role that ends an attempt in failure climbs this one ---------------
+
+# Reasons of the ladder's steps (a verdict's `reason`).
+FATAL_ERROR = "fatal_error"
+ATTEMPTS_EXHAUSTED = "attempts_exhausted"
+RETRYABLE_ERROR = "retryable_error"
+RATE_LIMITED = "rate_limited"
+
+Rung = Literal["retry", "dead_letter", "fail"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Climb:
+    """Where one failed attempt sends its job: `retry` (back to the queue; the attempt refunded
+    when `count_attempt` is False), `dead_letter` (failed for good, kept for a redrive) or
+    `fail` (failed for good: retrying cannot help)."""
+
+    rung: Rung
+    count_attempt: bool = True
+
+
+def ladder(
+    *, attempt: int, max_attempts: int, run_count: int, fatal: bool, rate_limited: bool
+) -> Climb:
+    """The one retry ladder, from the numbers and the error's class. A fatal error fails. A rate
+    limit is not a failed attempt: it retries uncounted while fewer than MAX_UNCOUNTED_RETRIES
+    claims in a row went uncounted (`run_count - attempt`), and counts after that, so that
+    max_attempts bounds a job that is rate limited for good. A counted failure of the last
+    attempt (`attempt >= max_attempts`) dead-letters; any other retries, counted."""
+    if fatal:
+        return Climb("fail")
+    counted = not rate_limited or run_count - attempt >= MAX_UNCOUNTED_RETRIES
+    if counted and attempt >= max_attempts:
+        return Climb("dead_letter")
+    return Climb("retry", count_attempt=counted)
+
+
+def climb(job: Job, exc: errors.ProviderError | None = None) -> Climb:
+    """The ladder for the attempt of `job` that just ended with `exc` (None: a failure of
+    jobgate's own, retried like a server error: a lost worker, an output not stored)."""
+    return ladder(
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        run_count=job.run_count,
+        fatal=isinstance(exc, errors.ProviderFatal),
+        rate_limited=isinstance(exc, errors.ProviderRateLimited),
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Step:
-    """Where a failure that may be retried sends its job: back to the queue after `retry_in_s`
-    (the attempt refunded when `count_attempt` is False), or failed and dead-lettered."""
+    """Where a failed attempt sends its job, as a verdict writes it: back to the queue after
+    `retry_in_s` (the attempt refunded when `count_attempt` is False), failed and
+    dead-lettered, or failed (`fatal_error`)."""
 
     state: JobState  # queued | failed
     reason: str
@@ -243,15 +290,21 @@ class Step:
 
 
 def attempts_exhausted(job: Job) -> bool:
-    """Whether the attempt that just ended was the job's last one."""
-    return job.attempt >= job.max_attempts
+    """Whether a counted failure of the attempt that just ended leaves none (the ladder
+    dead-letters it)."""
+    return climb(job).rung == "dead_letter"
 
 
 def rate_limit_counts(job: Job) -> bool:
-    """Whether a rate-limited run of `job` counts as an attempt. The provider said when to
-    come back, which is not a failed attempt, up to MAX_UNCOUNTED_RETRIES in a row; after
-    that each one counts, so max_attempts bounds a job that is rate limited for good."""
-    return job.run_count - job.attempt >= MAX_UNCOUNTED_RETRIES
+    """Whether a rate-limited run of `job` counts as an attempt (the ladder's bound on
+    uncounted rate limits in a row)."""
+    return ladder(
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        run_count=job.run_count,
+        fatal=False,
+        rate_limited=True,
+    ).count_attempt
 
 
 def retry_step(
@@ -261,20 +314,22 @@ def retry_step(
     retry_delay: RetryDelay,
     rate_limit_wait: RateLimitWait | None = None,
 ) -> Step:
-    """The ladder for a provider error that is not fatal, whoever saw it (the worker on its
-    call, the reconciler on a background job's answer): a rate limit waits at least the
-    provider's wait, uncounted up to MAX_UNCOUNTED_RETRIES in a row; any other failure, or a
-    counted rate limit on the last attempt, ends the job dead-lettered once the attempts are
-    spent, and otherwise waits `retry_delay`."""
+    """The ladder's step for a provider error, whoever saw it (the worker on its call, the
+    reconciler on a background job's answer): a fatal error fails; a rate limit waits at least
+    the provider's wait (RATE_LIMIT_MIN_WAIT_S, then `rate_limit_wait`); any other retry waits
+    `retry_delay`; a dead letter keeps the job for a redrive."""
+    step = climb(job, exc)
+    if step.rung == "fail":
+        return Step(JobState.FAILED, FATAL_ERROR)
+    if step.rung == "dead_letter":
+        return Step(JobState.FAILED, ATTEMPTS_EXHAUSTED, dead_lettered=True)
     if isinstance(exc, errors.ProviderRateLimited):
         wait_s = max(RATE_LIMIT_MIN_WAIT_S, exc.retry_after_s)
         wait_s = max(wait_s, rate_limit_wait(wait_s)) if rate_limit_wait else wait_s
-        counted = rate_limit_counts(job)
-        if not (counted and attempts_exhausted(job)):
-            return Step(JobState.QUEUED, "rate_limited", retry_in_s=wait_s, count_attempt=counted)
-    if attempts_exhausted(job):
-        return Step(JobState.FAILED, "attempts_exhausted", dead_lettered=True)
-    return Step(JobState.QUEUED, "retryable_error", retry_in_s=retry_delay(job.attempt))
+        return Step(
+            JobState.QUEUED, RATE_LIMITED, retry_in_s=wait_s, count_attempt=step.count_attempt
+        )
+    return Step(JobState.QUEUED, RETRYABLE_ERROR, retry_in_s=retry_delay(job.attempt))
 
 
 # -- the worker: each way a provider call can end -------------------------------------------------
@@ -342,10 +397,6 @@ def failed(
     """Retry, reschedule or fail, by the class the adapter gave the error."""
     error = provider_error_body(exc)
     lease = _lease(job)
-    if isinstance(exc, errors.ProviderFatal):
-        return Finish(
-            lease=lease, state=JobState.FAILED, reason="fatal_error", actor=actor, error=error
-        )
     creation_outcome = None
     if isinstance(exc, errors.ProviderOutcomeUnknown):
         creation_outcome = "unknown"
@@ -400,7 +451,7 @@ def output_not_stored(job: Job, *, actor: str, retry_delay: RetryDelay) -> Finis
         OUTPUT_NOT_STORED, "the database refused to store the job's live output (see the logs)"
     )
     lease = _lease(job)
-    if attempts_exhausted(job):
+    if climb(job).rung == "dead_letter":
         return Finish(
             lease=lease,
             state=JobState.FAILED,

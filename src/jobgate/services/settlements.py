@@ -12,6 +12,7 @@ from jobgate.domain.backoff import full_jitter_s, jittered_wait_s
 from jobgate.domain.job import CancelOutcome, Job
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import (
+    FATAL_ERROR,
     POISON_JOB,
     PROVIDER_ERROR,
     PROVIDER_JOB_NOT_FOUND,
@@ -38,10 +39,10 @@ def from_snapshot(
     rng: random.Random | None = None,
 ) -> Settlement:
     """The verdict for a terminal snapshot. A cancel that came too late keeps the real
-    outcome; a failure at the provider that is not fatal climbs the worker's retry ladder
-    (`verdicts.retry_step`, the rate limit's wait jittered as the worker's is, so that jobs
-    told to come back at one moment come back spread out), a retry being a new attempt
-    created anew."""
+    outcome; a failure at the provider climbs the worker's retry ladder (`verdicts.retry_step`;
+    a fatal one fails as `failed_at_provider`; the rate limit's wait is jittered as the
+    worker's is, so that jobs told to come back at one moment come back spread out), a retry
+    being a new attempt created anew."""
     base = Settlement(
         job_id=job.id,
         provider_job_id=snapshot.provider_job_id,
@@ -67,7 +68,7 @@ def from_snapshot(
     failed = dataclasses.replace(
         base, state=JobState.FAILED, reason="failed_at_provider", error=error, result=None
     )
-    if cancel_wanted or isinstance(exc, errors.ProviderFatal):
+    if cancel_wanted:
         return failed
     step = retry_step(
         job,
@@ -77,6 +78,8 @@ def from_snapshot(
         ),
         rate_limit_wait=lambda wait_s: jittered_wait_s(wait_s, rng=rng),
     )
+    if step.reason == FATAL_ERROR:
+        return failed
     return dataclasses.replace(
         failed,
         state=step.state,
