@@ -9,8 +9,8 @@ from typing import Any
 
 from jobgate import errors
 from jobgate.domain import responses
-from jobgate.providers import responses_input as inputs
 from jobgate.providers.base import JSONObject, ProviderResult, openai_usage
+from jobgate.wire import responses_input as inputs
 
 TARGET = "Chat Completions"
 ENDPOINT = "/v1/chat/completions"

@@ -14,8 +14,8 @@ import orjson
 
 from jobgate import errors
 from jobgate.domain import responses
-from jobgate.providers import responses_input as inputs
 from jobgate.providers.base import JSONObject, ProviderResult, anthropic_usage
+from jobgate.wire import responses_input as inputs
 
 TARGET = "Anthropic Messages"
 ENDPOINT = "/v1/messages"
