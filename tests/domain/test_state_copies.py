@@ -3,8 +3,11 @@ alone) or where a literal is the declaration (the API schema) are held to `JobSt
 
 from __future__ import annotations
 
+import pathlib
+import re
 import typing
 
+from jobgate import storage
 from jobgate.cli import client_verbs
 from jobgate.client import models as client_models
 from jobgate.domain import states
@@ -35,3 +38,35 @@ def test_the_cli_has_an_exit_code_for_each_terminal_state() -> None:
 
 def test_the_audit_reads_terminal_states_from_the_domain() -> None:
     assert set(audit.TERMINAL) == {s.value for s in states.TERMINAL_STATES}
+
+
+# The outbox's deliveries have a `state` of their own (migration 0001: pending | succeeded |
+# failed); every other `state` column is a job's.
+_OUTBOX_STATES = {"pending", "succeeded", "failed"}
+_SQL = pathlib.Path(storage.__file__).parent
+_COMPARED = re.compile(r"\b(?:\w+\.)?(?:from_|to_)?state\s*(?:=|<>|!=)\s*'(\w+)'")
+_LISTED = re.compile(r"\b(?:\w+\.)?(?:from_|to_)?state\s+(?:NOT\s+)?IN\s*\(\s*('[^)]*)\)", re.I)
+
+
+def _state_literals(text: str) -> set[str]:
+    found = set(_COMPARED.findall(text))
+    for listed in _LISTED.findall(text):
+        found.update(re.findall(r"'(\w+)'", listed))
+    return found
+
+
+def test_sql_compares_states_only_with_the_domains_values() -> None:
+    """SQL keeps single state literals (`state = 'queued'`, an index's predicate, a CHECK);
+    each one is a JobState value, or an outbox delivery's state."""
+    allowed = {state.value for state in JobState} | _OUTBOX_STATES
+    found = {
+        str(path.relative_to(_SQL)): _state_literals(path.read_text())
+        for path in sorted(_SQL.rglob("*.sql"))
+    }
+    assert {name: sorted(seen - allowed) for name, seen in found.items() if seen - allowed} == {}
+    assert set().union(*found.values()) >= {state.value for state in JobState}
+
+
+def test_the_sql_state_scan_sees_comparisons_and_lists() -> None:
+    text = "WHERE j.state = 'queud' AND e.to_state <> 'running' AND state IN ('failed',\n 'x')"
+    assert _state_literals(text) == {"queud", "running", "failed", "x"}
