@@ -21,8 +21,10 @@ class SignatureError(ValueError):
 
 
 def secret_bytes(secret: str) -> bytes:
-    """The HMAC key of a secret: the base64 after `whsec_`, else the text itself (as the
-    Standard Webhooks libraries and OpenAI's SDK read a secret without the prefix)."""
+    """The HMAC key of a secret: the base64 after `whsec_` (the spec's form, which every
+    secret jobgate issues takes), else the text itself, as OpenAI's SDK reads a secret without
+    the prefix (the Standard Webhooks reference libraries would decode it as base64: such a
+    secret is only ever a provider's, checked the provider's way)."""
     if not secret.startswith("whsec_"):
         return secret.encode()
     try:
