@@ -200,7 +200,9 @@ class _Rollback(Exception):
 Case = Callable[[], tuple[str, list[Any]]]
 
 
-def _cases(queries: dict[str, sql.Query], jobs: int, pending: list[str]) -> dict[str, Case]:
+def _cases(
+    queries: dict[str, sql.Query], jobs: int, pending: list[tuple[str, datetime]]
+) -> dict[str, Case]:
     """Each statement with fresh arguments per call (the same sequence for both databases)."""
     rng = random.Random(7)
 
@@ -229,11 +231,14 @@ def _cases(queries: dict[str, sql.Query], jobs: int, pending: list[str]) -> dict
         "delivery_claim (10 due of 200 pending)": lambda: named(
             "delivery_claim", limit=10, lease_s=30.0, busy="[]", now=None),
         "delivery_record (attempt insert + fenced update)": lambda: named(
-            "delivery_record", id=(msg := rng.choice(pending)), token="none",
-            event_id="evt_" + msg[4:], tenant_id="ten_b", job_id=msg[4:], target="ep_b",
-            attempt=2, attempted=True, status_code=500, latency_ms=3, error="x",
-            state="pending", retry_in_s=30.0, endpoint_id="ep_b", disable_reason=None,
-            now=None),
+            "delivery_record", id=(msg := rng.choice(pending))[0], token="none",
+            event_id="evt_" + msg[0][4:], tenant_id="ten_b", job_id=msg[0][4:],
+            job_created_at=msg[1], target="ep_b", attempt=2, attempted=True, status_code=500,
+            latency_ms=3, error="x", state="pending", retry_in_s=30.0, endpoint_id="ep_b",
+            disable_reason=None, now=None),
+        "delivery_release (fenced update)": lambda: named(
+            "delivery_release", id=(msg := rng.choice(pending))[0], job_id=msg[0][4:],
+            job_created_at=msg[1], token="none", delay_s=1.0, now=None),
     }  # fmt: skip
 
 
@@ -272,8 +277,11 @@ async def _measure(
     conns = {side: await asyncpg.connect(dsn) for side, dsn in dsns.items()}
     try:
         pending = [
-            r["id"]
-            for r in await conns["before"].fetch("SELECT id FROM outbox WHERE state = 'pending'")
+            (r["id"], r["created_at"])
+            for r in await conns["before"].fetch(
+                "SELECT o.id, j.created_at FROM outbox AS o JOIN jobs AS j ON j.id = o.job_id "
+                "WHERE o.state = 'pending'"
+            )
         ]
         cases = {side: _cases(queries[side], jobs, pending) for side in dsns}
         figures: dict[str, Any] = {}

@@ -387,6 +387,67 @@ async def test_reads_by_job_touch_its_partition_only(pg_dsn: str) -> None:
         await storage.close()
 
 
+async def test_recording_and_releasing_a_delivery_plan_one_partition(pg_dsn: str) -> None:
+    """A claimed delivery carries its row's partition key: recording it and releasing it plan
+    one partition of outbox and of webhook_attempts, not every day's."""
+    storage = PostgresStorage(pg_dsn, pool_size=2)
+    await storage.open()
+    conn = await asyncpg.connect(pg_dsn)
+    planned: dict[str, dict[str, int]] = {}
+    real = storage._sql.write_one
+
+    async def explained(query: str, /, **params: Any) -> Any:
+        if query in ("delivery_record", "delivery_release"):
+            async with conn.transaction():
+                plan = json.loads(
+                    await conn.fetchval(
+                        "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) " + Q[query].positional_sql,
+                        *Q[query].args(params),
+                    )
+                )
+                names = [
+                    str(n["Relation Name"])
+                    for n in _nodes(plan[0]["Plan"])
+                    if str(n.get("Relation Name", "")).startswith(("outbox_p", "webhook_attempts"))
+                ]
+                planned[query] = {
+                    table: sum(name.startswith(table) for name in names)
+                    for table in ("outbox_p", "webhook_attempts_p")
+                }
+                raise _RolledBack
+        return await real(query, **params)
+
+    try:
+        tenant = await make_tenant(storage, "deliveryplans")
+        now = datetime.now(UTC)
+        await make_endpoint(storage, tenant, FakeClock(now))
+        await _finished(storage, tenant, now)
+        await _finished(storage, tenant, now + timedelta(seconds=2))
+        storage._sql.write_one = explained  # type: ignore[method-assign]
+        later = now + timedelta(seconds=10)
+        first, second = await storage.delivery_claim_due(limit=10, lease_s=30, now=later)
+        for call in (
+            storage.delivery_record(delivery=first, outcome=DELIVERED, now=later),
+            storage.delivery_release(delivery=second, delay_s=60, now=later),
+        ):
+            with pytest.raises(_RolledBack):
+                await call
+        assert first.job_created_at is not None
+        # The partitions a statement plans are those it may read: its own day's alone, once for
+        # the attempt's read of the row and once for the update (the attempt's insert reads no
+        # webhook_attempts partition).
+        assert planned["delivery_record"] == {"outbox_p": 2, "webhook_attempts_p": 0}, planned
+        assert planned["delivery_release"] == {"outbox_p": 1, "webhook_attempts_p": 0}, planned
+    finally:
+        storage._sql.write_one = real  # type: ignore[method-assign]
+        await conn.close()
+        await storage.close()
+
+
+class _RolledBack(Exception):
+    pass
+
+
 def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     found = [node]
     for child in node.get("Plans", []):

@@ -570,6 +570,10 @@ class Delivery:
     secrets: tuple[str, ...]  # the current secret, then the previous one during its grace
     include_result: bool
     endpoint_state: str  # ENDPOINT_ACTIVE | ENDPOINT_DISABLED | ENDPOINT_MISSING
+    # The row's partition key on PostgreSQL (its job's or batch's created_at), so that
+    # recording or releasing it reads one day's partition; None where the outbox is not
+    # partitioned (SQLite).
+    job_created_at: datetime | None = None
 
     @property
     def attempt(self) -> int:

@@ -220,6 +220,7 @@ class RowDecoder:
             secrets=secrets,
             include_result=include_result,
             endpoint_state=state,
+            job_created_at=self._time(row["job_created_at"]),
         )
 
 

@@ -137,9 +137,7 @@ WITH clock AS (
       FROM clock, outbox AS o
      WHERE :attempted::boolean
        AND o.id = :id
-       AND o.job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
-                                       (SELECT b.created_at FROM batches AS b
-                                         WHERE b.id = :job_id))
+       AND o.job_created_at = :job_created_at::timestamptz
 ), disabled AS (
     UPDATE webhook_endpoints AS e
        SET disabled = true, disabled_reason = :disable_reason::text, updated_at = clock.now
@@ -158,8 +156,7 @@ UPDATE outbox AS o
        completed_at = CASE WHEN :state = 'pending' THEN NULL ELSE clock.now END
   FROM clock
  WHERE o.id = :id
-   AND o.job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
-                   (SELECT b.created_at FROM batches AS b WHERE b.id = :job_id))
+   AND o.job_created_at = :job_created_at::timestamptz
    AND o.lease_token = :token AND o.state = 'pending'
 RETURNING o.id
 
@@ -171,8 +168,7 @@ UPDATE outbox AS o
        lease_token = NULL
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE o.id = :id
-   AND o.job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
-                   (SELECT b.created_at FROM batches AS b WHERE b.id = :job_id))
+   AND o.job_created_at = :job_created_at::timestamptz
    AND o.lease_token = :token AND o.state = 'pending'
 RETURNING o.id
 

@@ -108,7 +108,8 @@ RETURNING *,
           (SELECT e.disabled FROM webhook_endpoints AS e WHERE e.id = outbox.endpoint_id)
               AS e_disabled,
           (SELECT t.webhook_secret FROM tenants AS t WHERE t.id = outbox.tenant_id)
-              AS tenant_secret
+              AS tenant_secret,
+          NULL AS job_created_at  -- the outbox is not partitioned here
 
 -- name: delivery_attempt_insert
 -- Record one attempt, if one was made.
