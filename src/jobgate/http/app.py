@@ -41,9 +41,8 @@ from jobgate.http.hot_routes import HotRoutesMiddleware
 from jobgate.http.request_id import RequestIdMiddleware
 
 
-def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
-    """The API. `hot_routes=False` serves POST /v1/jobs and GET /v1/jobs/{id} through FastAPI
-    too (the reference the hot path is tested against)."""
+def create_app(ctx: AppContext) -> FastAPI:
+    """The API."""
     app = FastAPI(
         title="jobgate",
         version=jobgate.__version__,
@@ -79,8 +78,7 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, problems.handle_http_error)
     app.add_exception_handler(Exception, problems.handle_unexpected)
     # Innermost of ours: the hot routes are still wrapped by the body limit, log and request id.
-    if hot_routes:
-        app.add_middleware(HotRoutesMiddleware)
+    app.add_middleware(HotRoutesMiddleware)
     app.add_middleware(
         BodyLimitMiddleware,
         max_body_bytes=ctx.settings.max_body_bytes,
@@ -100,5 +98,5 @@ def create_app(ctx: AppContext, *, hot_routes: bool = True) -> FastAPI:
 
 def serve_app(ctx: AppContext) -> ASGIApp:
     """What the server runs: the API behind http.front (the hot routes past FastAPI's outer
-    layers)."""
+    layers, to the same handlers)."""
     return HotFront(create_app(ctx))

@@ -1,19 +1,18 @@
 """What uvicorn serves: the FastAPI app, with the hot routes' requests sent past its outer
 layers.
 
-http.hot_routes answers `POST /v1/jobs`, `POST /v1/responses` and the status reads
-`GET /v1/jobs/{id}` and `GET /v1/responses/{id}` inside jobgate's own middleware
-(request id, security headers, access log, body limit), but every request first went through
-FastAPI's and Starlette's outer layers: the native telemetry check (three OpenTelemetry
-provider lookups, each reading os.environ), the server-error and exception-telemetry layers and
-FastAPI's own body limit, a visible share of the API's CPU per status read. For those
-method and path shapes this front calls jobgate's outermost middleware directly, as
-Starlette would (with `scope["app"]` set), so they are answered exactly as before: the hot path
-still hands anything unusual to FastAPI's router, and an unexpected error is answered by the
-request-id layer with the same problem as the server-error layer's handler
-(problems.unexpected). While a tracer provider is set every request takes the full stack, so
-FastAPI's HTTP spans are kept (its OpenTelemetry metrics and logs without a tracer provider
-do not see these routes).
+http.hot_routes sends `POST /v1/jobs`, `POST /v1/responses` and the status reads
+`GET /v1/jobs/{id}` and `GET /v1/responses/{id}` to their handlers inside jobgate's own
+middleware (request id, security headers, access log, body limit), but every request first
+went through FastAPI's and Starlette's outer layers: the native telemetry check (three
+OpenTelemetry provider lookups, each reading os.environ), the server-error and
+exception-telemetry layers and FastAPI's own body limit, a visible share of the API's CPU per
+status read. For those method and path shapes this front calls jobgate's outermost middleware
+directly, as Starlette would (with `scope["app"]` set): a request of such a shape that is no
+hot route goes on to FastAPI's router, and an unexpected error is answered by the request-id
+layer with the same problem as the server-error layer's handler (problems.unexpected). While
+a tracer provider is set every request takes the full stack, so FastAPI's HTTP spans are kept
+(its OpenTelemetry metrics and logs without a tracer provider do not see these routes).
 
 A status read without a body (no Content-Length, no Transfer-Encoding: what every client
 sends) is answered here in one step when jobgate's layers are the request id, the security
@@ -29,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobgate import tracing
 from jobgate.http import hot_routes, problems, request_id
+from jobgate.http.asgi_routes import Answerer
 from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.dashboard import SecurityHeadersMiddleware
 from jobgate.http.hot_routes import JOBS_PATH, RESPONSES_PATH, HotRoutesMiddleware
@@ -53,9 +53,9 @@ class HotFront:
             if ours is not None:
                 scope["app"] = self.app
                 if self._direct_reads and scope["method"] == "GET" and _bodiless(scope):
-                    target = hot_routes.read_target(scope)
-                    if target is not None:
-                        await _read(scope, receive, send, *target)
+                    answerer = hot_routes.handler_of(scope)
+                    if answerer is not None:
+                        await _read(scope, receive, send, answerer)
                         return
                 await ours(scope, receive, send)
                 return
@@ -79,21 +79,14 @@ class HotFront:
         return layer
 
 
-async def _read(
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    reader: hot_routes.Reader,
-    object_id: str,
-    wait: float | None,
-) -> None:
+async def _read(scope: Scope, receive: Receive, send: Send, answerer: Answerer) -> None:
     """A status read as RequestIdMiddleware -> HotRoutesMiddleware would answer it: an error
     before the answer starts is answered with problems.unexpected, one after it is logged
     (a Starlette response's first step is its start)."""
     rid = request_id.new_id()
     scope.setdefault("state", {})["request_id"] = rid
     try:
-        response = await hot_routes.read_answer(scope, receive, reader, object_id, wait)
+        response = await answerer(scope, receive)
     except Exception as exc:
         await problems.unexpected(scope, exc)(scope, receive, send)
         return

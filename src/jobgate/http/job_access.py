@@ -19,7 +19,7 @@ from fastapi import Depends, Query, Request
 from jobgate import errors
 from jobgate.domain import job_tokens
 from jobgate.domain.job import Job
-from jobgate.http.context import context, tenant_of
+from jobgate.http.context import AppContext, context, tenant_of
 from jobgate.services.job_tokens import REFUSED
 from jobgate.services.jobs import JobService
 
@@ -61,20 +61,27 @@ def job_caller(scope: str) -> Callable[..., Awaitable[JobCaller]]:
     async def caller(
         request: Request, token: Annotated[str | None, _TOKEN_QUERY] = None
     ) -> JobCaller:
-        ctx = context(request)
-        authorization = request.headers.get("authorization")
-        if authorization is None and token is not None:
-            credential = token  # only a job token: an API key never travels in a URL
-        elif authorization is not None and is_job_token(authorization):
-            credential = authorization.partition(" ")[2].strip()
-        else:
-            return JobCaller((await tenant_of(ctx, authorization or "")).id)
-        # The id as sent: it must equal the token's, which was a valid id when issued.
         job_id = str(request.path_params.get("job_id", ""))
-        grant = await ctx.job_tokens.verify(credential, job_id=job_id, scope=scope)
-        return JobCaller(grant.tenant_id, grant)
+        authorization = request.headers.get("authorization")
+        return await caller_of(context(request), authorization, token, job_id, scope)
 
     return caller
+
+
+async def caller_of(
+    ctx: AppContext, authorization: str | None, token: str | None, job_id: str, scope: str
+) -> JobCaller:
+    """Who calls a route on `job_id` (the path's id as sent: it must equal a token's, which
+    was a valid id when issued) that a token with `scope` may reach, by the `Authorization`
+    header and the `?token=` query (None: absent); errors.Unauthorized otherwise."""
+    if authorization is None and token is not None:
+        credential = token  # only a job token: an API key never travels in a URL
+    elif authorization is not None and is_job_token(authorization):
+        credential = authorization.partition(" ")[2].strip()
+    else:
+        return JobCaller((await tenant_of(ctx, authorization or "")).id)
+    grant = await ctx.job_tokens.verify(credential, job_id=job_id, scope=scope)
+    return JobCaller(grant.tenant_id, grant)
 
 
 JobReader = Annotated[JobCaller, Depends(job_caller("read"))]

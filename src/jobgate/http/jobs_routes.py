@@ -7,15 +7,18 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
+import pydantic
 from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope
 
 from jobgate import errors, failpoints
 from jobgate.domain import job_search, ranges
 from jobgate.domain.bulk import MAX_METADATA_KEYS
 from jobgate.domain.states import JobState
-from jobgate.http import job_notes, live_streams
-from jobgate.http.context import AppContext, Ctx, CurrentTenant
+from jobgate.http import asgi_routes, job_access, job_notes, live_streams, problems
+from jobgate.http.asgi_routes import DeclaredRoute, served_by
+from jobgate.http.context import AppContext, Ctx, CurrentTenant, tenant_of
 from jobgate.http.disconnect import unless_disconnected
 from jobgate.http.job_access import JobCaller, JobCanceller, JobReader
 from jobgate.http.json_response import json_response
@@ -27,13 +30,12 @@ from jobgate.http.models import (
     SubmitJobRequest,
 )
 from jobgate.http.object_ids import JobId
-from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.http.views import event_view, job_view
 from jobgate.services import live_feeds
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import Tenant
 
-router = APIRouter(prefix="/v1", tags=["jobs"], route_class=StrictJsonRoute)
+router = APIRouter(prefix="/v1", tags=["jobs"], route_class=DeclaredRoute)
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
@@ -76,6 +78,28 @@ def submit_spec(
     )
 
 
+async def answer_submit(scope: Scope, receive: Receive) -> Response:
+    """POST /v1/jobs: the strict parse, the caller, the body's model, then `submit`."""
+    found = asgi_routes.headers(scope)
+    try:
+        body = await asgi_routes.read_body(receive)
+        raw = asgi_routes.parse_json(found, body)
+        ctx = asgi_routes.context(scope)
+        tenant = await tenant_of(ctx, asgi_routes.text(found.get(b"authorization")) or "")
+        payload = asgi_routes.body_of(SubmitJobRequest, found, body, raw)
+        return await submit(
+            Request(scope, receive),
+            ctx,
+            tenant,
+            payload,
+            raw,
+            asgi_routes.text(found.get(b"idempotency-key")),
+            asgi_routes.text(found.get(b"prefer")),
+        )
+    except errors.JobgateError as exc:
+        return problems.answer(exc)
+
+
 @router.post(
     "/jobs",
     status_code=202,
@@ -85,6 +109,7 @@ def submit_spec(
     description="Stores the job durably and answers at once (202). `Prefer: wait=N` (N <= 60) "
     "waits up to N seconds and answers 200 if the job finished in time.",
 )
+@served_by(answer_submit)
 async def submit_job(
     payload: SubmitJobRequest,
     request: Request,
@@ -93,8 +118,7 @@ async def submit_job(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
     prefer: Annotated[str | None, Header(alias="Prefer")] = None,
 ) -> Response:
-    raw = await request.json()  # the one strict parse (http.strict_json), cached
-    return await submit(request, ctx, tenant, payload, raw, idempotency_key, prefer)
+    raise AssertionError("declared for /openapi.json; answer_submit serves it")
 
 
 async def submit(
@@ -105,13 +129,10 @@ async def submit(
     raw: dict[str, Any],
     idempotency_key: str | None,
     prefer: str | None,
-    *,
-    json_checked: bool = False,
 ) -> Response:
-    """POST /v1/jobs once the body is parsed and checked and the caller known: shared by the
-    FastAPI route and the hot path (http.hot_routes), so both answer alike. `json_checked`:
-    `raw` came from `strict_json.parse` (the hot path)."""
-    spec = submit_spec(payload, raw["body"], json_checked=json_checked)
+    """POST /v1/jobs once the body is parsed (by `strict_json.parse`, whose JSON limits the
+    service then does not check again) and checked and the caller known."""
+    spec = submit_spec(payload, raw["body"], json_checked=True)
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key
     )
@@ -150,6 +171,43 @@ def _prefer_wait(prefer: str | None) -> float | None:
     return None if match is None else min(float(match.group(1)), ranges.MAX_WAIT_S)
 
 
+_JOB_ID = pydantic.TypeAdapter(JobId)
+_JOB_PREFIX = "/v1/jobs/"
+WaitQuery = Annotated[
+    float | None,
+    Query(
+        ge=0,
+        le=ranges.MAX_WAIT_S,
+        allow_inf_nan=False,
+        description="Long poll: answer when the status changes, or after this many seconds",
+    ),
+]
+WAIT = pydantic.TypeAdapter(WaitQuery)
+
+
+def wait_of(params: dict[str, str]) -> float | None:
+    """`?wait=` as its declaration (WaitQuery) takes it."""
+    wait = params.get("wait")
+    return None if wait is None else asgi_routes.checked(WAIT, wait, ("query", "wait"))
+
+
+async def answer_read(scope: Scope, receive: Receive) -> Response:
+    """GET /v1/jobs/{id}: the caller (a key, or a job token with `read`), the id, `wait`, then
+    `read_job`."""
+    found = asgi_routes.headers(scope)
+    job_id = asgi_routes.path_param(scope, "job_id", _JOB_PREFIX)
+    params = asgi_routes.query(scope)
+    try:
+        ctx = asgi_routes.context(scope)
+        authorization = asgi_routes.text(found.get(b"authorization"))
+        caller = await job_access.caller_of(ctx, authorization, params.get("token"), job_id, "read")
+        asgi_routes.object_id(_JOB_ID, job_id, "job_id")
+        wait = wait_of(params)
+        return await read_job(Request(scope, receive), ctx, caller, job_id, wait)
+    except errors.JobgateError as exc:
+        return problems.answer(exc)
+
+
 @router.get(
     "/jobs/{job_id}",
     response_model=JobOut,
@@ -157,36 +215,21 @@ def _prefer_wait(prefer: str | None) -> float | None:
     summary="Get a job",
     description="With the tenant's API key, or a job token of this job with scope `read`.",
 )
+@served_by(answer_read)
 async def get_job(
     job_id: JobId,
     request: Request,
     ctx: Ctx,
     caller: JobReader,
-    wait: Annotated[
-        float | None,
-        Query(
-            ge=0,
-            le=ranges.MAX_WAIT_S,
-            allow_inf_nan=False,
-            description=("Long poll: answer when the status changes, or after this many seconds"),
-        ),
-    ] = None,
+    wait: WaitQuery = None,
 ) -> Response:
-    return await read_job(request, ctx, caller, job_id, wait)
-
-
-async def read(
-    request: Request, ctx: AppContext, tenant: Tenant, job_id: str, wait: float | None
-) -> Response:
-    """GET /v1/jobs/{id} by the tenant's key, for the hot path (http.hot_routes)."""
-    return await read_job(request, ctx, JobCaller(tenant.id), job_id, wait)
+    raise AssertionError("declared for /openapi.json; answer_read serves it")
 
 
 async def read_job(
     request: Request, ctx: AppContext, caller: JobCaller, job_id: str, wait: float | None
 ) -> Response:
-    """GET /v1/jobs/{id} (a long poll with `wait`) once the id and the caller are checked:
-    shared by the FastAPI route and the hot path."""
+    """GET /v1/jobs/{id} (a long poll with `wait`) once the id and the caller are checked."""
     tenant_id = caller.tenant_id
     if wait:
         waited = await unless_disconnected(

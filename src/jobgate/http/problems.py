@@ -141,11 +141,14 @@ def answer(exc: errors.JobgateError, *, openai: bool = False) -> Response:
     return from_error(exc, openai=openai)
 
 
-def invalid_request_of(exc: pydantic.ValidationError) -> errors.InvalidRequest:
-    """A model's refusal of a value the handler validates itself (a bulk item, a batch line),
-    named as a route's validation error names it."""
+def invalid_request_of(
+    exc: pydantic.ValidationError, at: tuple[str, ...] = ()
+) -> errors.InvalidRequest:
+    """A refusal of a value the handler validates itself (a body, a bulk item, a batch line;
+    a parameter `at` `("query", "wait")`), named as FastAPI's validation error of a route's
+    parameter is (handle_validation_error)."""
     first = exc.errors()[0]
-    param = ".".join(str(part) for part in first.get("loc", ())) or None
+    param = ".".join(str(part) for part in (*at, *first.get("loc", ()))) or None
     message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
     return errors.InvalidRequest(message, param=param)
 

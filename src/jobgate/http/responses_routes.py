@@ -12,25 +12,27 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
+import pydantic
 from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import Receive
+from starlette.types import Receive, Scope
 
+from jobgate import errors
 from jobgate.domain import ranges, response_requests, responses
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.http import live_streams, problems
-from jobgate.http.context import AppContext, Ctx, CurrentTenant
+from jobgate.http import asgi_routes, live_streams, problems
+from jobgate.http.asgi_routes import DeclaredRoute, served_by
+from jobgate.http.context import Ctx, CurrentTenant, tenant_of
 from jobgate.http.json_response import json_response
 from jobgate.http.models import ProblemOut
 from jobgate.http.object_ids import ResponseId
 from jobgate.http.responses_models import CreateResponseRequest, DeletedResponseOut, ResponseOut
-from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services.live_feeds import ReaderSlot
 from jobgate.services.responses import ResponsesService
 from jobgate.storage.records import SubmitOutcome, Tenant
 
-router = APIRouter(prefix="/v1", tags=["responses"], route_class=StrictJsonRoute)
+router = APIRouter(prefix="/v1", tags=["responses"], route_class=DeclaredRoute)
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemOut, "content": {"application/problem+json": {}}}
@@ -124,6 +126,26 @@ def _event_stream(
     return live_streams.holding(answer, slot)
 
 
+async def answer_create(scope: Scope, receive: Receive) -> Response:
+    """POST /v1/responses: the strict parse, the caller, the body's model, then `create`."""
+    found = asgi_routes.headers(scope)
+    try:
+        body = await asgi_routes.read_body(receive)
+        raw = asgi_routes.parse_json(found, body)
+        ctx = asgi_routes.context(scope)
+        tenant = await tenant_of(ctx, asgi_routes.text(found.get(b"authorization")) or "")
+        asgi_routes.body_of(CreateResponseRequest, found, body, raw)
+        return await create(
+            Request(scope, receive),
+            service(ctx),
+            tenant,
+            raw,
+            asgi_routes.text(found.get(b"idempotency-key")),
+        )
+    except errors.JobgateError as exc:
+        return problems.answer(exc, openai=True)
+
+
 @router.post(
     "/responses",
     response_model=ResponseOut,
@@ -134,6 +156,7 @@ def _event_stream(
     "disconnects cancels it. `stream: true` answers with the `response.*` events. Honours "
     "`Idempotency-Key` like POST /v1/jobs.",
 )
+@served_by(answer_create)
 async def create_response(
     payload: CreateResponseRequest,
     request: Request,
@@ -141,8 +164,7 @@ async def create_response(
     tenant: CurrentTenant,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    raw = await request.json()  # the one strict parse (http.strict_json), cached
-    return await create(request, svc, tenant, raw, idempotency_key)
+    raise AssertionError("declared for /openapi.json; answer_create serves it")
 
 
 async def create(
@@ -153,7 +175,7 @@ async def create(
     idempotency_key: str | None,
 ) -> Response:
     """POST /v1/responses once the body passed CreateResponseRequest and the caller is
-    checked: shared by the FastAPI route and the hot path (http.hot_routes)."""
+    checked."""
     parsed = response_requests.parse_create(raw)
     if parsed.stream:  # a reader of its own: 429 at the tenant's bound, before the job exists
         with live_streams.admitted(svc.feeds, tenant.id) as slot:
@@ -303,6 +325,66 @@ async def _disconnected(request: Request) -> None:
             return
 
 
+StreamQuery = Annotated[bool, Query(description="Answer with server-sent events")]
+StartingAfterQuery = Annotated[
+    int | None,
+    Query(ge=0, le=ranges.MAX_SEQ, description="Stream the events after this sequence number"),
+]
+WaitQuery = Annotated[
+    float | None,
+    Query(
+        ge=0,
+        le=ranges.MAX_WAIT_S,
+        allow_inf_nan=False,
+        description="Long poll: answer when the status changes",
+    ),
+]
+LastEventIdHeader = Annotated[
+    str,
+    Header(
+        alias="Last-Event-ID",
+        pattern=r"^[0-9]{0,18}$",
+        description="With `stream`: resume after this sequence number",
+    ),
+]
+_RESPONSE_ID = pydantic.TypeAdapter(ResponseId)
+_STREAM = pydantic.TypeAdapter(StreamQuery)
+_STARTING_AFTER = pydantic.TypeAdapter(StartingAfterQuery)
+_WAIT = pydantic.TypeAdapter(WaitQuery)
+_LAST_EVENT_ID = pydantic.TypeAdapter(LastEventIdHeader)
+_RESPONSE_PREFIX = "/v1/responses/"
+
+
+async def answer_retrieve(scope: Scope, receive: Receive) -> Response:
+    """GET /v1/responses/{id}: the caller, then the id, the query and `Last-Event-ID` as
+    their declarations take them (in FastAPI's order), then `retrieve`."""
+    found = asgi_routes.headers(scope)
+    response_id = asgi_routes.path_param(scope, "response_id", _RESPONSE_PREFIX)
+    try:
+        ctx = asgi_routes.context(scope)
+        tenant = await tenant_of(ctx, asgi_routes.text(found.get(b"authorization")) or "")
+        asgi_routes.object_id(_RESPONSE_ID, response_id, "response_id")
+        params = asgi_routes.query(scope)
+        stream, starting_after, wait = False, None, None
+        if params:
+            if "stream" in params:
+                stream = asgi_routes.checked(_STREAM, params["stream"], ("query", "stream"))
+            if "starting_after" in params:
+                at = ("query", "starting_after")
+                starting_after = asgi_routes.checked(_STARTING_AFTER, params["starting_after"], at)
+            if "wait" in params:
+                wait = asgi_routes.checked(_WAIT, params["wait"], ("query", "wait"))
+        last_event_id = asgi_routes.text(found.get(b"last-event-id"))
+        if last_event_id is not None:
+            at = ("header", "Last-Event-ID")
+            last_event_id = asgi_routes.checked(_LAST_EVENT_ID, last_event_id, at)
+        return await retrieve(
+            service(ctx), tenant, response_id, stream, starting_after, wait, last_event_id or ""
+        )
+    except errors.JobgateError as exc:
+        return problems.answer(exc, openai=True)
+
+
 @router.get(
     "/responses/{response_id}",
     response_model=ResponseOut,
@@ -312,33 +394,30 @@ async def _disconnected(request: Request) -> None:
     "after N seconds. `?stream=true` replays the `response.*` events after `starting_after` "
     "(or `Last-Event-ID`) and follows the response until it finishes.",
 )
+@served_by(answer_retrieve)
 async def get_response(
     response_id: ResponseId,
     svc: Service,
     tenant: CurrentTenant,
-    stream: Annotated[bool, Query(description="Answer with server-sent events")] = False,
-    starting_after: Annotated[
-        int | None,
-        Query(ge=0, le=ranges.MAX_SEQ, description="Stream the events after this sequence number"),
-    ] = None,
-    wait: Annotated[
-        float | None,
-        Query(
-            ge=0,
-            le=ranges.MAX_WAIT_S,
-            allow_inf_nan=False,
-            description="Long poll: answer when the status changes",
-        ),
-    ] = None,
-    last_event_id: Annotated[
-        str,
-        Header(
-            alias="Last-Event-ID",
-            pattern=r"^[0-9]{0,18}$",
-            description="With `stream`: resume after this sequence number",
-        ),
-    ] = "",
+    stream: StreamQuery = False,
+    starting_after: StartingAfterQuery = None,
+    wait: WaitQuery = None,
+    last_event_id: LastEventIdHeader = "",
 ) -> Response:
+    raise AssertionError("declared for /openapi.json; answer_retrieve serves it")
+
+
+async def retrieve(
+    svc: ResponsesService,
+    tenant: Tenant,
+    response_id: str,
+    stream: bool,
+    starting_after: int | None,
+    wait: float | None,
+    last_event_id: str,
+) -> Response:
+    """GET /v1/responses/{id} once the caller and the parameters are checked: its events
+    with `stream`, else the Response (a long poll with `wait`)."""
     if stream:
         after = -1 if starting_after is None else starting_after
         if last_event_id:
@@ -347,14 +426,6 @@ async def get_response(
             await svc.get(tenant_id=tenant.id, response_id=response_id)  # 404 before streaming
             return _stream(svc, slot, tenant.id, response_id, after, cancel_if_gone=False)
     return await _retrieve(svc, tenant.id, response_id, wait)
-
-
-async def retrieve(
-    request: Request, ctx: AppContext, tenant: Tenant, response_id: str, wait: float | None
-) -> Response:
-    """GET /v1/responses/{id} without `stream` (a long poll with `wait`) once the id and the
-    caller are checked: the hot path's (http.hot_routes) entry to the route above."""
-    return await _retrieve(service(ctx), tenant.id, response_id, wait)
 
 
 async def _retrieve(

@@ -97,22 +97,22 @@ class StrictJsonRoute(APIRoute):
         return strict_handler
 
 
-def _media_type(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-
-
-def _is_json(request: Request) -> bool:
-    content_type = _media_type(request)
-    return not content_type or content_type == "application/json" or content_type.endswith("+json")
-
-
 def require_json(request: Request, body: bytes) -> None:
+    """`require_type` of a Starlette request."""
+    require_type(request.headers.get("content-type", ""), body)
+
+
+def require_type(content_type: str, body: bytes) -> None:
     """Raise errors.InvalidRequest (400 `invalid_content_type`) for a body sent as another
-    type than JSON: `curl -d` sends a form unless told otherwise, and such a body would only
-    meet a validation error about its shape, not what to send instead."""
-    if body and not _is_json(request):
+    type than JSON (`content_type`: the header, "" when absent): `curl -d` sends a form unless
+    told otherwise, and such a body would only meet a validation error about its shape, not
+    what to send instead."""
+    if not body:
+        return
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type and media_type != "application/json" and not media_type.endswith("+json"):
         raise errors.InvalidRequest(
             "the request body must be JSON sent with `Content-Type: application/json`; this "
-            f"request's Content-Type is {_media_type(request)!r}",
+            f"request's Content-Type is {media_type!r}",
             code="invalid_content_type",
         )
