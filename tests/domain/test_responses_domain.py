@@ -19,6 +19,7 @@ from jobgate import errors
 from jobgate.domain import events, response_events, response_requests, responses
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
+from jobgate.wire import responses_objects
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 REQUEST: dict[str, Any] = {
@@ -238,7 +239,7 @@ def test_failed_response_error_uses_openai_codes_and_keeps_ours_as_type(
 
 
 def test_normalise_usage_keeps_details_and_fills_what_is_missing() -> None:
-    usage = responses.normalise_usage(
+    usage = responses_objects.normalise_usage(
         {
             "input_tokens": 10,
             "input_tokens_details": {"cached_tokens": 4},
@@ -247,10 +248,10 @@ def test_normalise_usage_keeps_details_and_fills_what_is_missing() -> None:
             "total_tokens": 16,
         }
     )
-    assert usage == responses.usage_object(10, 6, cached_tokens=4, reasoning_tokens=2)
-    assert responses.normalise_usage(None) == responses.usage_object(0, 0)
-    assert responses.normalise_usage({"input_tokens": True, "output_tokens": -3}) == (
-        responses.usage_object(0, 0)
+    assert usage == responses_objects.usage_object(10, 6, cached_tokens=4, reasoning_tokens=2)
+    assert responses_objects.normalise_usage(None) == responses_objects.usage_object(0, 0)
+    assert responses_objects.normalise_usage({"input_tokens": True, "output_tokens": -3}) == (
+        responses_objects.usage_object(0, 0)
     )
 
 

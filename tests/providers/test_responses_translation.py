@@ -17,7 +17,7 @@ from openai.types.responses import Response, ResponseOutputMessage
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.providers import responses_chat, responses_messages
+from jobgate.providers import responses_front
 from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.openai import OpenAIProvider
@@ -26,6 +26,7 @@ from jobgate.providers.responses_front import ResponsesFront
 from jobgate.providers.simulated import SimProvider
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock, ScriptedProvider, Succeed
+from jobgate.wire import responses_chat, responses_messages
 from tests.providers.sdk import request_matches
 
 CONVERSATION: dict[str, Any] = {
@@ -197,7 +198,7 @@ COMPLETION: dict[str, Any] = {
 
 
 def test_completion_to_response_with_exact_usage() -> None:
-    result = responses_chat.from_chat(
+    result = responses_front.chat_result(
         COMPLETION, request=CONVERSATION, job_id="resp_01x", provider_request_id="chatcmpl-1"
     )
     response = strict(result.body)
@@ -251,8 +252,7 @@ def test_completion_cut_short_is_incomplete(finish_reason: str, reason: str) -> 
             completion,
             request={"model": "m", "input": "x"},
             job_id="resp_1",
-            provider_request_id=None,
-        ).body
+        )
     )
     assert response.status == "incomplete"
     assert response.incomplete_details is not None and response.incomplete_details.reason == reason
@@ -270,18 +270,12 @@ def test_completion_with_a_refusal_and_without_choices() -> None:
             }
         ],
     }
-    response = strict(
-        responses_chat.from_chat(
-            refused, request={}, job_id="resp_1", provider_request_id=None
-        ).body
-    )
+    response = strict(responses_chat.from_chat(refused, request={}, job_id="resp_1"))
     message = response.output[0]
     assert isinstance(message, ResponseOutputMessage)
     assert message.content[0].type == "refusal"
     with pytest.raises(errors.ProviderRetryable):
-        responses_chat.from_chat(
-            {**COMPLETION, "choices": []}, request={}, job_id="resp_1", provider_request_id=None
-        )
+        responses_chat.from_chat({**COMPLETION, "choices": []}, request={}, job_id="resp_1")
 
 
 # -- Anthropic Messages -----------------------------------------------------------------------
@@ -439,7 +433,7 @@ MESSAGE: dict[str, Any] = {
 
 
 def test_message_to_response_counts_cache_tokens_like_openai() -> None:
-    result = responses_messages.from_message(
+    result = responses_front.message_result(
         MESSAGE,
         request={"model": "claude", "input": "x"},
         job_id="resp_2",
@@ -467,7 +461,7 @@ def test_message_to_response_counts_cache_tokens_like_openai() -> None:
 def test_message_cut_short_is_incomplete(stop_reason: str, reason: str) -> None:
     message = {**MESSAGE, "stop_reason": stop_reason, "content": []}
     response = strict(
-        responses_messages.from_message(message, request={}, job_id="resp_1", created_at=1).body
+        responses_messages.from_message(message, request={}, job_id="resp_1", created_at=1)
     )
     assert response.status == "incomplete"
     assert response.incomplete_details is not None and response.incomplete_details.reason == reason

@@ -15,9 +15,10 @@ from typing import Any
 
 from jobgate import errors
 from jobgate.wire import response_items
+from jobgate.wire.responses_objects import CONVERSATION
+from jobgate.wire.responses_objects import conversation_id as conversation_id
 
 PREVIOUS = "previous_response_id"
-CONVERSATION = "conversation"
 
 
 def check(payload: dict[str, Any]) -> None:
@@ -37,14 +38,6 @@ def check(payload: dict[str, Any]) -> None:
             param=response_items.CONTEXT,
             code="unknown_parameter",
         )
-
-
-def conversation_id(payload: dict[str, Any]) -> str | None:
-    """The conversation a create continues (given as its id or as `{"id": …}`)."""
-    given = payload.get(CONVERSATION)
-    if isinstance(given, dict):
-        given = given.get("id")
-    return given if isinstance(given, str) else None
 
 
 def previous_not_found(response_id: str) -> errors.InvalidRequest:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from jobgate.domain import response_events, responses
 from jobgate.domain.job import Job
+from jobgate.wire import responses_objects
 
 JSONObject = dict[str, Any]
 
@@ -115,7 +116,7 @@ class LiveResponseEvents:
         parts = [part for part in item.get("content") or [] if isinstance(part, dict)]
         streamed = parts[0] if parts and parts[0].get("type") == "output_text" else None
         if streamed is None:
-            streamed = responses.text_part("".join(self._text))
+            streamed = responses_objects.text_part("".join(self._text))
         else:
             parts = parts[1:]
         text = streamed.get("text", "")
@@ -139,8 +140,8 @@ class LiveResponseEvents:
         self._output_index += 1
         self._item_id = responses.live_item_id(job.id, generation)
         self._text = []
-        item = responses.message_item(self._item_id, [], status="in_progress")
-        empty = {**responses.text_part(""), "logprobs": []}
+        item = responses_objects.message_item(self._item_id, [], status="in_progress")
+        empty = {**responses_objects.text_part(""), "logprobs": []}
         return [
             {
                 "type": "response.output_item.added",
@@ -152,8 +153,8 @@ class LiveResponseEvents:
 
     def _close(self, status: str) -> list[JSONObject]:
         text = "".join(self._text)
-        part = responses.text_part(text)
-        item = responses.message_item(self._item_id, [part], status=status)
+        part = responses_objects.text_part(text)
+        item = responses_objects.message_item(self._item_id, [part], status=status)
         return [
             {"type": "response.output_text.done", **self._at(), "text": text, "logprobs": []},
             {"type": "response.content_part.done", **self._at(), "part": part},

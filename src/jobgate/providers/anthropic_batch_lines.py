@@ -3,7 +3,7 @@ back as the caller's output or error line.
 
 Out: a `/v1/chat/completions` body is read as the Responses request it equals
 (`chat_as_responses`) and both endpoints become Messages params through the Responses ->
-Messages translation (providers.responses_messages), so one set of rules says what Anthropic
+Messages translation (wire.responses_messages), so one set of rules says what Anthropic
 can be asked; the request goes under the part's short custom_id
 (domain.anthropic_batch_results). A line's own `sim` travels in its params: the simulator
 reads it per request (a real provider refuses the member, like any it does not know).
@@ -24,9 +24,9 @@ import orjson
 
 from jobgate import errors
 from jobgate.domain import anthropic_batch_results as ids
-from jobgate.domain import batches, responses
-from jobgate.providers import responses_messages
+from jobgate.domain import batches
 from jobgate.providers.base import JSONObject, Usage, anthropic_usage
+from jobgate.wire import responses_messages, responses_objects
 
 TARGET = "Anthropic Message Batches"
 # Chat Completions members carried over (renamed where Responses names them otherwise);
@@ -277,13 +277,12 @@ def _answer(line: Mapping[str, Any], message: JSONObject, created_at: int) -> JS
     assert isinstance(body, dict)
     if line.get("url") == batches.RESPONSES:
         suffix = str(message.get("id") or "").removeprefix("msg_")
-        answer = responses_messages.from_message(
+        return responses_messages.from_message(
             message,
             request=body,
-            job_id=f"{responses.ID_PREFIX}_{suffix}",
+            job_id=f"{responses_objects.ID_PREFIX}_{suffix}",
             created_at=created_at,
         )
-        return answer.body
     return chat_completion(message, created_at=created_at)
 
 

@@ -21,10 +21,17 @@ from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import DEFAULT_MAX_OUTPUT_TOKENS
 from jobgate.domain import responses
-from jobgate.providers import background, responses_chat, responses_messages, streaming
+from jobgate.providers import background, streaming
 from jobgate.providers.background import ProviderEvent, ProviderJobRef, Snapshot
-from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult
-from jobgate.wire import response_items
+from jobgate.providers.base import (
+    JSONObject,
+    Provider,
+    ProviderCall,
+    ProviderResult,
+    anthropic_usage,
+    openai_usage,
+)
+from jobgate.wire import response_items, responses_chat, responses_messages
 
 Wire = Literal["native", "chat_completions", "messages"]
 # Members of a stored Responses body that never go to a provider.
@@ -139,14 +146,14 @@ class ResponsesFront:
 
     def _translated(self, call: ProviderCall, answer: ProviderResult) -> ProviderResult:
         if self.wire == "chat_completions":
-            return responses_chat.from_chat(
+            return chat_result(
                 answer.body,
                 request=call.body,
                 job_id=call.job_id,
                 provider_request_id=answer.provider_request_id,
             )
         if self.wire == "messages":
-            return responses_messages.from_message(
+            return message_result(
                 answer.body,
                 request=call.body,
                 job_id=call.job_id,
@@ -189,3 +196,32 @@ def wire_for(kind: str, responses_api: str) -> Wire:
     if kind == "anthropic":
         return "messages"
     return "chat_completions" if responses_api == "chat_completions" else "native"
+
+
+def chat_result(
+    completion: JSONObject, *, request: JSONObject, job_id: str, provider_request_id: str | None
+) -> ProviderResult:
+    """The Response a `chat.completion` stands for (wire.responses_chat), and its usage."""
+    body = responses_chat.from_chat(completion, request=request, job_id=job_id)
+    return ProviderResult(
+        body=body,
+        # What the ledger prices: cached prompt tokens are cache reads (of input_tokens).
+        usage=openai_usage(body["usage"]),
+        provider_request_id=provider_request_id,
+    )
+
+
+def message_result(
+    message: JSONObject, *, request: JSONObject, job_id: str, created_at: int
+) -> ProviderResult:
+    """The Response an Anthropic `message` stands for (wire.responses_messages), and its
+    usage as Anthropic counts it (cache reads and writes apart from input_tokens)."""
+    body = responses_messages.from_message(
+        message, request=request, job_id=job_id, created_at=created_at
+    )
+    message_id = message.get("id")
+    return ProviderResult(
+        body=body,
+        usage=anthropic_usage(message.get("usage")),
+        provider_request_id=message_id if isinstance(message_id, str) else None,
+    )

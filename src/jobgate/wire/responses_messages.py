@@ -13,9 +13,10 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.domain import responses
-from jobgate.providers.base import JSONObject, ProviderResult, anthropic_usage
 from jobgate.wire import responses_input as inputs
+from jobgate.wire import responses_objects as shapes
+
+JSONObject = dict[str, Any]
 
 TARGET = "Anthropic Messages"
 ENDPOINT = "/v1/messages"
@@ -197,7 +198,7 @@ def _output_config(body: JSONObject) -> JSONObject:
 
 def from_message(
     message: JSONObject, *, request: JSONObject, job_id: str, created_at: int
-) -> ProviderResult:
+) -> JSONObject:
     """The Response for an Anthropic `message`."""
     content = message.get("content")
     if not isinstance(content, list):
@@ -205,7 +206,7 @@ def from_message(
     stop_reason = message.get("stop_reason")
     reason = _INCOMPLETE.get(stop_reason) if isinstance(stop_reason, str) else None
     status = "incomplete" if reason else "completed"
-    suffix = job_id.removeprefix(f"{responses.ID_PREFIX}_")
+    suffix = job_id.removeprefix(f"{shapes.ID_PREFIX}_")
     output: list[JSONObject] = []
     text_parts: list[JSONObject] | None = None
     for index, block in enumerate(b for b in content if isinstance(b, dict)):
@@ -213,12 +214,12 @@ def from_message(
         if kind == "text":
             if text_parts is None:
                 text_parts = []
-                output.append(responses.message_item(f"msg_{suffix}", text_parts, status=status))
-            text_parts.append(responses.text_part(str(block.get("text") or "")))
+                output.append(shapes.message_item(f"msg_{suffix}", text_parts, status=status))
+            text_parts.append(shapes.text_part(str(block.get("text") or "")))
         elif kind == "tool_use":
             arguments = orjson.dumps(block.get("input") or {}).decode()
             output.append(
-                responses.function_call_item(
+                shapes.function_call_item(
                     f"fc_{suffix}_{index}",
                     str(block.get("id") or f"call_{suffix}_{index}"),
                     str(block.get("name") or ""),
@@ -226,24 +227,18 @@ def from_message(
                 )
             )
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
-            output.append(responses.reasoning_item(f"rs_{suffix}_{index}", block["thinking"]))
+            output.append(shapes.reasoning_item(f"rs_{suffix}_{index}", block["thinking"]))
     if not output:
-        output.append(
-            responses.message_item(f"msg_{suffix}", [responses.text_part("")], status=status)
-        )
+        output.append(shapes.message_item(f"msg_{suffix}", [shapes.text_part("")], status=status))
     usage = _usage(message.get("usage"))
     model = message.get("model") if isinstance(message.get("model"), str) else None
-    body = responses.skeleton(
+    body = shapes.skeleton(
         request, response_id=job_id, created_at=created_at, status=status, model=model
     )
     body.update(output=output, usage=usage, completed_at=created_at or None)
     if reason:
         body["incomplete_details"] = {"reason": reason}
-    return ProviderResult(
-        body=body,
-        usage=anthropic_usage(message.get("usage")),
-        provider_request_id=message.get("id") if isinstance(message.get("id"), str) else None,
-    )
+    return body
 
 
 def _usage(raw: Any) -> JSONObject:
@@ -256,7 +251,7 @@ def _usage(raw: Any) -> JSONObject:
 
     cache_read = count("cache_read_input_tokens")
     cache_write = count("cache_creation_input_tokens")
-    return responses.usage_object(
+    return shapes.usage_object(
         count("input_tokens") + cache_read + cache_write,
         count("output_tokens"),
         cached_tokens=cache_read,

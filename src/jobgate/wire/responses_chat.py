@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import responses
-from jobgate.providers.base import JSONObject, ProviderResult, openai_usage
 from jobgate.wire import responses_input as inputs
+from jobgate.wire import responses_objects as shapes
+
+JSONObject = dict[str, Any]
 
 TARGET = "Chat Completions"
 ENDPOINT = "/v1/chat/completions"
@@ -129,9 +130,7 @@ def _response_format(text: Any) -> JSONObject | None:
 # -- the answer -------------------------------------------------------------------------------
 
 
-def from_chat(
-    completion: JSONObject, *, request: JSONObject, job_id: str, provider_request_id: str | None
-) -> ProviderResult:
+def from_chat(completion: JSONObject, *, request: JSONObject, job_id: str) -> JSONObject:
     """The Response for a `chat.completion` (the first choice)."""
     choices = completion.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -143,25 +142,25 @@ def from_chat(
     incomplete = {"length": "max_output_tokens", "content_filter": "content_filter"}
     reason = incomplete.get(finish_reason) if isinstance(finish_reason, str) else None
     status = "incomplete" if reason else "completed"
-    suffix = job_id.removeprefix(f"{responses.ID_PREFIX}_")
+    suffix = job_id.removeprefix(f"{shapes.ID_PREFIX}_")
     output: list[JSONObject] = []
     thinking = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(thinking, str) and thinking:
-        output.append(responses.reasoning_item(f"rs_{suffix}", thinking))
+        output.append(shapes.reasoning_item(f"rs_{suffix}", thinking))
     content, refusal = message.get("content"), message.get("refusal")
     tool_calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     parts: list[JSONObject] = []
     if isinstance(content, str) and (content or not tool_calls):
-        parts.append(responses.text_part(content))
+        parts.append(shapes.text_part(content))
     if isinstance(refusal, str) and refusal:
-        parts.append(responses.refusal_part(refusal))
+        parts.append(shapes.refusal_part(refusal))
     if parts or not tool_calls:
-        output.append(responses.message_item(f"msg_{suffix}", parts, status=status))
+        output.append(shapes.message_item(f"msg_{suffix}", parts, status=status))
     for index, call in enumerate(tool_calls):
         raw_function = call.get("function")
         function: JSONObject = raw_function if isinstance(raw_function, dict) else {}
         output.append(
-            responses.function_call_item(
+            shapes.function_call_item(
                 f"fc_{suffix}_{index}",
                 str(call.get("id") or f"call_{suffix}_{index}"),
                 str(function.get("name") or ""),
@@ -172,18 +171,13 @@ def from_chat(
     created = completion.get("created")
     created_at = created if isinstance(created, int) else 0
     model = completion.get("model") if isinstance(completion.get("model"), str) else None
-    body = responses.skeleton(
+    body = shapes.skeleton(
         request, response_id=job_id, created_at=created_at, status=status, model=model
     )
     body.update(output=output, usage=usage, completed_at=created_at or None)
     if reason:
         body["incomplete_details"] = {"reason": reason}
-    return ProviderResult(
-        body=body,
-        # What the ledger prices: cached prompt tokens are cache reads (of input_tokens).
-        usage=openai_usage(usage),
-        provider_request_id=provider_request_id,
-    )
+    return body
 
 
 def _usage(raw: Any) -> JSONObject:
@@ -192,7 +186,7 @@ def _usage(raw: Any) -> JSONObject:
     prompt = prompt if isinstance(prompt, dict) else {}
     completion = usage.get("completion_tokens_details")
     completion = completion if isinstance(completion, dict) else {}
-    return responses.normalise_usage(
+    return shapes.normalise_usage(
         {
             "input_tokens": usage.get("prompt_tokens"),
             "output_tokens": usage.get("completion_tokens"),
