@@ -18,7 +18,7 @@ from jobgate.domain.bulk import MAX_METADATA_KEYS
 from jobgate.domain.states import JobState
 from jobgate.http import asgi_routes, job_access, job_notes, live_streams, problems
 from jobgate.http.asgi_routes import DeclaredRoute, served_by
-from jobgate.http.context import AppContext, Ctx, CurrentTenant, tenant_of
+from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.disconnect import unless_disconnected
 from jobgate.http.job_access import JobCaller, JobCanceller, JobReader
 from jobgate.http.json_response import json_response
@@ -80,21 +80,16 @@ def submit_spec(
 
 async def answer_submit(scope: Scope, receive: Receive) -> Response:
     """POST /v1/jobs: the strict parse, the caller, the body's model, then `submit`."""
-    found = asgi_routes.headers(scope)
     try:
-        body = await asgi_routes.read_body(receive)
-        raw = asgi_routes.parse_json(found, body)
-        ctx = asgi_routes.context(scope)
-        tenant = await tenant_of(ctx, asgi_routes.text(found.get(b"authorization")) or "")
-        payload = asgi_routes.body_of(SubmitJobRequest, found, body, raw)
+        post = await asgi_routes.json_post(scope, receive, SubmitJobRequest)
         return await submit(
             Request(scope, receive),
-            ctx,
-            tenant,
-            payload,
-            raw,
-            asgi_routes.text(found.get(b"idempotency-key")),
-            asgi_routes.text(found.get(b"prefer")),
+            post.ctx,
+            post.tenant,
+            post.payload,
+            post.raw,
+            post.header(b"idempotency-key"),
+            post.header(b"prefer"),
         )
     except errors.JobgateError as exc:
         return problems.answer(exc)

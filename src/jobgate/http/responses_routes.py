@@ -128,19 +128,14 @@ def _event_stream(
 
 async def answer_create(scope: Scope, receive: Receive) -> Response:
     """POST /v1/responses: the strict parse, the caller, the body's model, then `create`."""
-    found = asgi_routes.headers(scope)
     try:
-        body = await asgi_routes.read_body(receive)
-        raw = asgi_routes.parse_json(found, body)
-        ctx = asgi_routes.context(scope)
-        tenant = await tenant_of(ctx, asgi_routes.text(found.get(b"authorization")) or "")
-        asgi_routes.body_of(CreateResponseRequest, found, body, raw)
+        post = await asgi_routes.json_post(scope, receive, CreateResponseRequest)
         return await create(
             Request(scope, receive),
-            service(ctx),
-            tenant,
-            raw,
-            asgi_routes.text(found.get(b"idempotency-key")),
+            service(post.ctx),
+            post.tenant,
+            post.raw,
+            post.header(b"idempotency-key"),
         )
     except errors.JobgateError as exc:
         return problems.answer(exc, openai=True)
