@@ -196,12 +196,12 @@ def section(rows: list[dict[str, Any]], command: str, load: tuple[list[float], l
     return "\n".join(lines)
 
 
-def splice(doc: Path, text: str) -> None:
-    """Replace the section in docs/benchmarks.md (or add it before `## Machine`)."""
+def splice(doc: Path, text: str, title: str = TITLE) -> None:
+    """Replace the section `title` in docs/benchmarks.md (or add it before `## Machine`)."""
     current = doc.read_text()
-    if TITLE in current:
-        start = current.index(TITLE)
-        end = current.find("\n## ", start + len(TITLE))
+    if title in current:
+        start = current.index(title)
+        end = current.find("\n## ", start + len(title))
         current = current[:start] + text.rstrip() + "\n" + current[end:]
     else:
         at = current.index("## Machine")

@@ -43,10 +43,17 @@ async def _load(
     dsn: str | None = None,
     sqlite_path: Path | None = None,
     system: str = "jobgate",
+    ops: tuple[tuple[str, tuple[int, ...]], ...] | None = None,
+    wait_idle: bool = True,
+    name: str | None = None,
 ) -> list[Case]:
+    """Each op at each of its rates (default: the sizes' submit and status rates), with the
+    workers idle first unless `wait_idle` is False (a backlog nobody drains)."""
     sizes = ctx.sizes
     cases = []
-    for op, rates in (("submit", sizes.http_submit_rates), ("status", sizes.http_status_rates)):
+    if ops is None:
+        ops = (("submit", sizes.http_submit_rates), ("status", sizes.http_status_rates))
+    for op, rates in ops:
         for rate in rates:
             spec = {
                 "mode": "open",
@@ -61,13 +68,13 @@ async def _load(
             }
             # What earlier loads submitted is still being drained: let the workers finish it,
             # so that each rate is measured on its own.
-            if system == "jobgate":
+            if system == "jobgate" and wait_idle:
                 await _wait_idle(dsn, sqlite_path)
             database_before = await _database_cpu(dsn)
             cpu_before = [procs.cpu_seconds(s.pid) for s in servers]
             answer = await run_loadgen(
                 ctx,
-                f"http-{system}-{backend}-{op}-{rate}",
+                f"{name or f'http-{system}-{backend}'}-{op}-{rate}",
                 spec,
                 timeout_s=sizes.http_seconds * 3 + 90,
             )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 
 import asyncpg
 
@@ -54,77 +55,97 @@ async def _listeners(conn: asyncpg.Connection, database: str) -> int:
 async def drain_postgres(
     ctx: RunContext, template_dsn: str, *, processes: int, concurrency: int, jobs: int
 ) -> Case:
+    async with pg.fresh("drain", template=pg.database_of(template_dsn)) as dsn:
+        return await drain_in(ctx, dsn, processes=processes, concurrency=concurrency, jobs=jobs)
+
+
+async def drain_in(
+    ctx: RunContext,
+    dsn: str,
+    *,
+    processes: int,
+    concurrency: int,
+    jobs: int,
+    since: datetime | None = None,
+) -> Case:
+    """The drain on `dsn`, whose queued jobs are exactly the `jobs` to drain and which runs
+    none; with `since`, only the jobs created from then on are counted (a database holding
+    other finished jobs)."""
     config = {"processes": processes, "concurrency": concurrency}
     case = Case("drain", "jobgate", "postgres", "drain", config, {})
-    async with pg.fresh("drain", template=pg.database_of(template_dsn)) as dsn:
-        database = pg.database_of(dsn)
-        conn = await asyncpg.connect(dsn)
-        workers: list[procs.Proc] = []
-        try:
-            gate = conn.transaction()
-            await gate.start()
-            locked = await conn.fetchval(
-                "SELECT count(*) FROM (SELECT id FROM jobs WHERE state = 'queued' FOR UPDATE) AS q"
+    floor = since or datetime(1970, 1, 1, tzinfo=UTC)
+    database = pg.database_of(dsn)
+    conn = await asyncpg.connect(dsn)
+    workers: list[procs.Proc] = []
+    try:
+        gate = conn.transaction()
+        await gate.start()
+        locked = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT id FROM jobs WHERE state = 'queued' FOR UPDATE) AS q"
+        )
+        if locked != jobs:
+            raise RuntimeError(f"expected {jobs} queued jobs, found {locked}")
+        env = procs.jobgate_env(dsn, ctx.scratch("drain"))
+        for index in range(processes):
+            workers.append(
+                procs.start_jobgate(
+                    f"drain-pg-p{processes}-c{concurrency}-worker{index}",
+                    ["worker", "--concurrency", str(concurrency)],
+                    env=env,
+                    workdir=ctx.scratch("drain"),
+                    log_dir=ctx.log_dir,
+                )
             )
-            if locked != jobs:
-                raise RuntimeError(f"expected {jobs} queued jobs, found {locked}")
-            env = procs.jobgate_env(dsn, ctx.scratch("drain"))
-            for index in range(processes):
-                workers.append(
-                    procs.start_jobgate(
-                        f"drain-pg-p{processes}-c{concurrency}-worker{index}",
-                        ["worker", "--concurrency", str(concurrency)],
-                        env=env,
-                        workdir=ctx.scratch("drain"),
-                        log_dir=ctx.log_dir,
-                    )
-                )
-            for worker in workers:
-                await asyncio.to_thread(worker.line, 60)  # the banner: storage is open
-            monitor = await asyncpg.connect(dsn)
-            try:
-                deadline = time.monotonic() + 30
-                while await _listeners(monitor, database) < processes:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("workers did not start listening within 30 s")
-                    await asyncio.sleep(0.05)
-                await asyncio.sleep(SETTLE_S)
-                backends = await pg.backend_pids(monitor, database)
-                worker_pids = [worker.pid for worker in workers]
-                cpu_before = procs.cpu_of(backends), procs.cpu_of(worker_pids)
-                await conn.execute("SELECT pg_notify('jobgate', 'q:')")
-                opened = await conn.fetchval("SELECT clock_timestamp()")
-                await gate.commit()
-                deadline = time.monotonic() + max(120, jobs / 100)
-                # A cheap probe (partial indexes) every 50 ms; the end time is the database's.
-                while await monitor.fetchval(
-                    "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') "
-                    "OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running')"
-                ):
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the drain did not finish in time")
-                    await asyncio.sleep(0.05)
-                backends = await pg.backend_pids(monitor, database)
-                database_cpu = procs.cpu_delta(cpu_before[0], procs.cpu_of(backends))
-                worker_cpu = procs.cpu_delta(cpu_before[1], procs.cpu_of(worker_pids))
-                row = await monitor.fetchrow(
-                    "SELECT count(*) FILTER (WHERE state = 'succeeded') AS done, "
-                    "count(*) FILTER (WHERE state IN ('failed', 'cancelled', 'expired')) "
-                    "AS bad, max(completed_at) AS last FROM jobs"
-                )
-                assert row is not None
-                events = await monitor.fetchval("SELECT count(*) FROM job_events")
-                # One claim (one finish) statement stamps all its jobs with one time.
-                batches = await monitor.fetchrow(
-                    "SELECT count(DISTINCT started_at) AS claims, "
-                    "count(DISTINCT completed_at) AS finishes FROM jobs"
-                )
-            finally:
-                await monitor.close()
+        for worker in workers:
+            await asyncio.to_thread(worker.line, 60)  # the banner: storage is open
+        monitor = await asyncpg.connect(dsn)
+        try:
+            deadline = time.monotonic() + 30
+            while await _listeners(monitor, database) < processes:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("workers did not start listening within 30 s")
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(SETTLE_S)
+            backends = await pg.backend_pids(monitor, database)
+            worker_pids = [worker.pid for worker in workers]
+            cpu_before = procs.cpu_of(backends), procs.cpu_of(worker_pids)
+            await conn.execute("SELECT pg_notify('jobgate', 'q:')")
+            opened = await conn.fetchval("SELECT clock_timestamp()")
+            await gate.commit()
+            deadline = time.monotonic() + max(120, jobs / 100)
+            # A cheap probe (partial indexes) every 50 ms; the end time is the database's.
+            while await monitor.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') "
+                "OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running')"
+            ):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the drain did not finish in time")
+                await asyncio.sleep(0.05)
+            backends = await pg.backend_pids(monitor, database)
+            database_cpu = procs.cpu_delta(cpu_before[0], procs.cpu_of(backends))
+            worker_cpu = procs.cpu_delta(cpu_before[1], procs.cpu_of(worker_pids))
+            row = await monitor.fetchrow(
+                "SELECT count(*) FILTER (WHERE state = 'succeeded') AS done, "
+                "count(*) FILTER (WHERE state IN ('failed', 'cancelled', 'expired')) "
+                "AS bad, max(completed_at) AS last FROM jobs WHERE created_at >= $1",
+                floor,
+            )
+            assert row is not None
+            events = await monitor.fetchval(
+                "SELECT count(*) FROM job_events WHERE job_created_at >= $1", floor
+            )
+            # One claim (one finish) statement stamps all its jobs with one time.
+            batches = await monitor.fetchrow(
+                "SELECT count(DISTINCT started_at) AS claims, "
+                "count(DISTINCT completed_at) AS finishes FROM jobs WHERE created_at >= $1",
+                floor,
+            )
         finally:
-            for worker in workers:
-                await asyncio.to_thread(worker.stop)
-            await conn.close()
+            await monitor.close()
+    finally:
+        for worker in workers:
+            await asyncio.to_thread(worker.stop)
+        await conn.close()
     seconds = (row["last"] - opened).total_seconds()
     case.metrics = {
         "jobs": jobs,

@@ -14,6 +14,8 @@ METHOD = Path(__file__).with_name("method.md")  # how each figure is taken
 # The last on-demand run of bench/backlog.py (status reads behind 1,000 to 1,000,000 queued
 # jobs), kept as it wrote it: its own date and command, not this run's.
 BACKLOG = Path(__file__).with_name("backlog.md")
+# The last full run of the history section (bench/history.py), written by that run.
+HISTORY = Path(__file__).with_name("history.md")
 # What the latest documented run shows. Its first line names that run: a page regenerated from
 # another run's results says the analysis is still to write rather than show one that fits
 # other figures.
@@ -290,6 +292,8 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
         ]
     if BACKLOG.exists():
         out += [BACKLOG.read_text().rstrip(), ""]
+    if HISTORY.exists():
+        out += [HISTORY.read_text().rstrip(), ""]
     out += [
         "## Machine",
         "",
@@ -317,6 +321,100 @@ def markdown(results: dict[str, Any], chart_name: str | None) -> str:
     ]
     out += [METHOD.read_text().rstrip(), "", *analysis_lines(run["date"])]
     return "\n".join(out)
+
+
+HISTORY_TITLE = "## A history of millions of jobs against none"
+HISTORY_BAR = 1.2  # "unchanged": within this factor (the issue's bar for status reads)
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or not b:
+        return None
+    return float(a) / float(b)
+
+
+def _verdict(ratio: float | None, *, higher_is_better: bool = False) -> str:
+    if ratio is None:
+        return "not measured"
+    worse = 1 / ratio if higher_is_better and ratio else ratio
+    return "met" if worse <= HISTORY_BAR else "**missed**"
+
+
+def history_lines(cases: Sequence[Case], run: dict[str, Any]) -> list[str]:
+    """The history section's table: each measurement on the empty database and on the
+    history's, their ratio and whether it stays within HISTORY_BAR."""
+    found = {c.name: c for c in select(cases, section="history")}
+    empty, full = found.get("empty"), found.get("history")
+    if empty is None or full is None or empty.error or full.error:
+        failed = next((c for c in (empty, full) if c is not None and c.error), None)
+        why = failed.error if failed else "not run"
+        return [HISTORY_TITLE, "", f"Not measured: {why}", ""]
+    e, h = empty.metrics, full.metrics
+    load: dict[str, Any] = h.get("load") or {}  # type: ignore[assignment]
+    rows_loaded: dict[str, int] = load.get("rows", {})
+    backlog = int(full.config.get("backlog", 0))
+    rate = full.config.get("status_rate")
+    lines = [
+        HISTORY_TITLE,
+        "",
+        f"Measured on {run['date']} with `{run['command']}` (bench/history.py), on the machine "
+        "below, shared with other sessions' work: load average (1, 5, 15 min) "
+        f"{h.get('load_average_start')} at the start of the section and "
+        f"{h.get('load_average_end')} at its end, on 2 cores. The history: "
+        + ", ".join(f"{n:,} rows of {t}" for t, n in rows_loaded.items())
+        + f" over {full.config.get('days')} days of `job_created_at` (one partition a day), "
+        f"loaded by COPY in {load.get('copy_s')} s ({load.get('load_s')} s with `VACUUM "
+        f"ANALYZE`; {load.get('database_gib')} GiB). The same measurements ran first on an empty "
+        f"database, then on the history's, in the same order. Status reads: `GET /v1/jobs/{{id}}`"
+        f" of 1,000 queued jobs at {rate}/s open loop through one `jobgate api` process, with "
+        f"those 1,000 queued, then behind {backlog - 1000:,} more queued jobs of the same tenant "
+        "(COPY). Long-poll wake: cancel on one API process, poll answered on another "
+        "(LISTEN/NOTIFY). The bar is the issue's: within "
+        f"{HISTORY_BAR}x (for the drain, at least 1/{HISTORY_BAR} of the rate).",
+        "",
+        "| measurement | empty | history | history ÷ empty | within 1.2x |",
+        "|---|---|---|---|---|",
+    ]
+
+    def row(label: str, key: str, *, higher: bool = False) -> None:
+        ratio = _ratio(h.get(key), e.get(key))
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        lines.append(
+            f"| {label} | {_cell(e.get(key))} | {_cell(h.get(key))} | {shown} | "
+            f"{_verdict(ratio, higher_is_better=higher)} |"
+        )
+
+    row("claim of 10, p50 ms", "claim.p50_ms")
+    row("claim of 10, p95 ms", "claim.p95_ms")
+    row("drain jobs/s (2 workers x 64)", "drain.jobs_per_s", higher=True)
+    row("drain worker CPU ms/job", "drain.worker_cpu_ms_per_job")
+    row("drain PostgreSQL CPU ms/job", "drain.postgres_cpu_ms_per_job")
+    row("status p50 ms, 1,000 queued", "status_small.p50_ms")
+    row("status p99 ms, 1,000 queued", "status_small.p99_ms")
+    row(f"status p50 ms, {backlog:,} queued", "status_large.p50_ms")
+    row(f"status p99 ms, {backlog:,} queued", "status_large.p99_ms")
+    row("long-poll wake p50 ms, 1,000 queued", "wake_small.p50_ms")
+    row("long-poll wake p99 ms, 1,000 queued", "wake_small.p99_ms")
+    row(f"long-poll wake p99 ms, {backlog:,} queued", "wake_large.p99_ms")
+    lines += [
+        "",
+        f"| status p99 at {backlog:,} queued ÷ at 1,000 | ratio | within 1.2x |",
+        "|---|---|---|",
+    ]
+    for label, m in (("empty", e), ("history", h)):
+        ratio = _ratio(m.get("status_large.p99_ms"), m.get("status_small.p99_ms"))
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        lines.append(f"| {label} | {shown} | {_verdict(ratio)} |")
+    lines += [
+        "",
+        f"Retention of the oldest day on the history (the reaper's sweep: "
+        f"{_cell(h.get('retention.jobs_deleted'))} jobs deleted in batches of 500, then "
+        f"{_cell(h.get('retention.partitions_dropped'))} day partitions dropped): "
+        f"{_cell(h.get('retention.sweep_s'))} s in all, of which the drop of the day "
+        f"{_cell(h.get('retention.drop_s'))} s.",
+        "",
+    ]
+    return lines
 
 
 def chart_available() -> bool:

@@ -29,7 +29,7 @@ from bench.results import Case
 from bench.sizes import Sizes
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("drain", "enqueue", "http", "longpoll", "inflight", "webhooks")
+SECTIONS = ("drain", "enqueue", "http", "longpoll", "inflight", "webhooks", "history")
 BACKENDS = ("sqlite", "postgres")
 CHART = "benchmarks-ratios.png"
 
@@ -257,6 +257,20 @@ async def _webhooks(ctx: RunContext, options: Options, cases: list[Case]) -> Non
     )
 
 
+async def _history(ctx: RunContext, options: Options, cases: list[Case]) -> None:
+    from bench import history
+
+    if "postgres" not in options.backends:
+        return
+    await _guard(
+        ctx,
+        cases,
+        "history",
+        partial(history.measure, ctx),
+        Case("history", "jobgate", "postgres", "history", {}, {}),
+    )
+
+
 STEPS = {
     "drain": _drain,
     "enqueue": _enqueue,
@@ -264,6 +278,7 @@ STEPS = {
     "longpoll": _longpoll,
     "inflight": _inflight,
     "webhooks": _webhooks,
+    "history": _history,
 }
 
 
@@ -308,6 +323,22 @@ async def _run(options: Options, run_dir: Path) -> dict[str, Any]:
     return results
 
 
+def _history_docs(options: Options, results: dict[str, Any], cases: list[Case]) -> None:
+    """The history section's table: printed; at full size, measured without error, kept in
+    bench/history.md (which the report includes) and put into docs/benchmarks.md in place."""
+    from bench import backlog
+
+    text = "\n".join(report.history_lines(cases, results["run"]))
+    print(text)
+    measured = all(c.error is None for c in report.select(cases, section="history"))
+    if options.sizes.name != "full" or not measured:
+        return
+    report.HISTORY.write_text(text)
+    doc = options.docs_dir / "benchmarks.md"
+    if doc.exists() and not options.write_docs:
+        backlog.splice(doc, text, report.HISTORY_TITLE)
+
+
 def run(options: Options) -> dict[str, Any]:
     """Run, write the results (and docs when asked), print the summary; return the results."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -329,6 +360,8 @@ def run(options: Options) -> dict[str, Any]:
         shutil.copyfile(chart_path, options.docs_dir / CHART)
         (options.docs_dir / "benchmarks.md").write_text(text)
     cases = [Case(**c) for c in results["cases"]]
+    if report.select(cases, section="history"):
+        _history_docs(options, results, cases)
     print("\n".join(report.summary_lines(cases)))
     print()
     print("\n".join(report.ratio_lines(cases)))

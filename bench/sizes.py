@@ -34,6 +34,11 @@ class Sizes:
     inflight_calls: tuple[int, ...]
     inflight_latency_s: float
     inflight_window_s: float
+    # The history section: finished jobs loaded (4 events each), the days they span, and the
+    # queued backlog added ahead of the 1,000 jobs whose status is read.
+    history_jobs: int = 5_000_000
+    history_days: int = 7
+    history_backlog: int = 999_000
 
 
 FULL = Sizes(
@@ -78,6 +83,9 @@ QUICK = Sizes(
     inflight_calls=(10_000,),
     inflight_latency_s=120,
     inflight_window_s=32,
+    history_jobs=200_000,
+    history_days=4,
+    history_backlog=99_000,
 )
 
 SMOKE = Sizes(
@@ -100,6 +108,9 @@ SMOKE = Sizes(
     inflight_calls=(100,),
     inflight_latency_s=15,
     inflight_window_s=3,
+    history_jobs=5_000,
+    history_days=3,
+    history_backlog=4_000,
 )
 
 BY_NAME = {sizes.name: sizes for sizes in (FULL, QUICK, SMOKE)}
