@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -19,7 +19,8 @@ from jobgate.process.runtime import Runtime
 from jobgate.services import bulk_submit
 from jobgate.services import limits as limits_module
 from jobgate.services.jobs import SubmitSpec
-from jobgate.storage.records import LimitOverrides
+from jobgate.storage.protocol import Storage
+from jobgate.storage.records import LimitOverrides, QueueCounts, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import queued
 
@@ -367,3 +368,88 @@ async def test_a_bulk_call_far_from_the_bounds_skips_the_exact_count_and_is_tall
     # The 40 stored count towards the bounds before the next count: the next call is near.
     await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items[:1])
     assert bounds[-1] is not None and bounds[-1].total_max == 50
+
+
+def test_a_count_serves_longer_the_farther_every_bound_is() -> None:
+    recount_after = limits_module.recount_after
+    assert recount_after([]) == 1.0
+    assert recount_after([-3]) == recount_after([0]) == recount_after([10_000]) == 1.0
+    assert recount_after([20_000]) == 2.0
+    assert recount_after([100_000, 20_000]) == 2.0  # the nearest bound decides
+    assert recount_after([100_000]) == 10.0
+    assert recount_after([900_000_000]) == 30.0  # at most
+
+
+class _Counted:
+    """The storage reads admission makes: tenants, overrides, and queue counts as set."""
+
+    def __init__(self, queued: dict[str, int], b_cap: int = 20_000) -> None:
+        self.queued = queued
+        self.b_cap = b_cap
+        self.counts = 0
+
+    async def tenant_list(self) -> list[Tenant]:
+        at = datetime(2030, 1, 1, tzinfo=UTC)
+        return [Tenant(t, t, "whsec", at) for t in ("a", "b")]
+
+    async def tenant_limits_all(self) -> dict[str, LimitOverrides]:
+        return {"b": LimitOverrides(max_queued=self.b_cap)}
+
+    async def queue_counts(self) -> QueueCounts:
+        self.counts += 1
+        return QueueCounts(dict(self.queued), {})
+
+
+async def test_the_queue_is_recounted_rarely_far_from_every_bound_and_each_second_near_one() -> (
+    None
+):
+    """Far from every bound (defaults: 100,000 a tenant, 1,000,000 in all) a count serves for
+    room / 10,000 s; a tenant nearing its bound brings the recount back to every second."""
+    clock = FakeClock()
+    storage = _Counted({})
+    service = limits_module.LimitsService(
+        storage=cast(Storage, storage),
+        settings=Settings(database_url="sqlite:///x.db"),
+        clock=clock,
+    )
+    await service.admission("a")
+    assert storage.counts == 1
+    # b (capped at 20,000, none queued) is the nearest: 20,000 of room serve 2 s.
+    clock.advance(1.5)
+    await service.admission("a")
+    assert storage.counts == 1
+    clock.advance(0.6)
+    storage.queued = {"a": 10, "b": 15_000}  # b is within 10,000 of its bound now
+    await service.admission("a")
+    assert storage.counts == 2
+    clock.advance(1.1)
+    await service.admission("a")
+    assert storage.counts == 3
+    storage.queued = {"a": 10}
+    clock.advance(1.1)
+    await service.admission("a")  # counted: b is far again
+    assert storage.counts == 4
+    clock.advance(1.9)
+    await service.admission("a")
+    assert storage.counts == 4
+
+
+async def test_admitting_into_a_tenant_the_count_did_not_foresee_brings_the_recount_nearer() -> (
+    None
+):
+    clock = FakeClock()
+    storage = _Counted({}, b_cap=60_000)
+    settings = Settings(
+        database_url="sqlite:///x.db", tenant_defaults=TenantLimits(max_queued=900_000)
+    )
+    service = limits_module.LimitsService(
+        storage=cast(Storage, storage), settings=settings, clock=clock
+    )
+    await service.admission("a")  # rooms: 900,000 under a's cap, 60,000 under b's: 6 s
+    clock.advance(1.5)
+    service.admitted("b", 55_000)  # this process stored 55,000 of b's jobs since
+    await service.admission("b")  # 5,000 left under b's cap: near
+    assert storage.counts == 1
+    clock.advance(1.1)
+    await service.admission("a")
+    assert storage.counts == 2

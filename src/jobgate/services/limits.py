@@ -34,12 +34,32 @@ log = logging.getLogger(__name__)
 # Admission counts exactly (in the insert's transaction, under a lock on PostgreSQL) once the
 # last count leaves less room than this below a bound (so a bound up to this size is always
 # counted). Far from a bound a submit skips the count, which is safe as long as the whole
-# deployment cannot admit this many jobs within one count's age (about a second).
+# deployment cannot admit this many jobs a second, for as long as a count serves (recount_after).
 _EXACT_ROOM = 10_000
+
+
+# How long a count of the queue serves: a second while some bound is near (or full), longer
+# the farther every bound is, up to this.
+_RECOUNT_MIN_S = 1.0
+_RECOUNT_MAX_S = 30.0
 
 
 def _near(count: int, bound: int) -> bool:
     return bound - count <= _EXACT_ROOM
+
+
+def recount_after(rooms: list[int]) -> float:
+    """Seconds until the queue must be counted again, given the room the count left under each
+    bound an insert may skip counting (the total, each capped tenant's). Submits skip the exact
+    count only while a bound's room exceeds _EXACT_ROOM, on the premise that the deployment
+    admits fewer than _EXACT_ROOM jobs a second; a count leaving `room` under every bound stays
+    as safe for room / _EXACT_ROOM seconds. Near a bound (or at it: its refusals must end soon
+    after the queue drains, and Retry-After needs recent drain rates) it is counted every
+    second."""
+    room = min(rooms, default=_EXACT_ROOM)
+    if room <= _EXACT_ROOM:
+        return _RECOUNT_MIN_S
+    return min(_RECOUNT_MAX_S, max(_RECOUNT_MIN_S, room / _EXACT_ROOM))
 
 
 def apply_overrides(base: TenantLimits, overrides: LimitOverrides | None) -> TenantLimits:
@@ -114,6 +134,7 @@ class LimitsService:
         self._limits_at = -1e18
         self._by_tenant: dict[str, TenantLimits] = {}
         self._queue_at = -1e18
+        self._recount_s = _RECOUNT_MIN_S  # how long the last count serves (recount_after)
         self._queued: dict[str, int] = {}  # at the last count
         self._admitted: dict[str, int] = {}  # by this process since the last count
         # Their sums, kept: a submit reads them (summing a dict per submit is O(tenants)).
@@ -189,7 +210,7 @@ class LimitsService:
         self, tenant_id: str, *, may_replay: bool = False, adding: int = 0
     ) -> Admission:
         """What admit decides for any job of `tenant_id` now, read once for a call that
-        submits many (its limits, and the queue counts of at most a second ago). `adding`:
+        submits many (its limits, and the last queue counts: see recount_after). `adding`:
         how many jobs the call may store at once beyond the first, so that a batch that could
         reach a bound is counted exactly by its insert."""
         limits = await self.for_tenant(tenant_id)
@@ -208,6 +229,10 @@ class LimitsService:
         total = self._queued_total + self._admitted_total
         near_tenant = tenant_max is not None and _near(queued + adding, tenant_max)
         near_total = _near(total + adding, total_max)
+        # A tenant the count did not foresee (created since, or admitted into by this process)
+        # may bring the next count nearer.
+        rooms = [total_max - total] + ([] if tenant_max is None else [tenant_max - queued])
+        self._recount_s = min(self._recount_s, recount_after(rooms))
         bounds = None
         if near_tenant or near_total:
             bounds = QueueLimit(
@@ -233,10 +258,10 @@ class LimitsService:
         return errors.QueueFull(exc.limit, rules.retry_after_s(excess=excess, drain_per_s=rate))
 
     async def _refresh_queue(self) -> None:
-        if self._clock.monotonic() - self._queue_at < 1.0:
+        if self._clock.monotonic() - self._queue_at < self._recount_s:
             return
         async with self._queue_lock:
-            if self._clock.monotonic() - self._queue_at < 1.0:
+            if self._clock.monotonic() - self._queue_at < self._recount_s:
                 return  # counted while this caller waited
             await self._count_queue()
 
@@ -250,6 +275,28 @@ class LimitsService:
         while len(self._claims) > 2 and now - self._claims[1][0] >= 30:
             self._claims.popleft()
         self._queue_at = now
+        self._recount_s = recount_after(self._rooms())
+
+    def _rooms(self) -> list[int]:
+        """The room the last count left under each bound: everyone's, each capped tenant with
+        queued jobs, and the smallest cap above _EXACT_ROOM of a tenant with none (a smaller
+        cap is near from a tenant's first job on, so its inserts count exactly)."""
+        defaults = self._settings.tenant_defaults.max_queued
+        rooms = [self._settings.max_queued_total - self._queued_total]
+        for tenant_id, count in self._queued.items():
+            cap = self._by_tenant.get(tenant_id, self._settings.tenant_defaults).max_queued
+            if cap:
+                rooms.append(cap - count)
+        idle_caps = [
+            limits.max_queued
+            for tenant_id, limits in self._by_tenant.items()
+            if limits.max_queued > _EXACT_ROOM and tenant_id not in self._queued
+        ]
+        if defaults > _EXACT_ROOM:
+            idle_caps.append(defaults)
+        if idle_caps:
+            rooms.append(min(idle_caps))
+        return rooms
 
     def _drain_rate(self, tenant_id: str | None) -> float | None:
         """Claims per second over the last ~30 s (None until two samples exist)."""
