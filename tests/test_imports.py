@@ -81,12 +81,7 @@ MODULE_LIMITS: dict[str, tuple[str, frozenset[str]]] = {
 }
 
 # Cycles left to break (each a frozenset of modules); a stale entry fails too.
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        # `jobgate jobs cancel|redrive|delete` load cli.bulk lazily; it reuses client_verbs.
-        frozenset({"jobgate.cli.bulk", "jobgate.cli.client_verbs"}),
-    }
-)
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 import click
 import httpx
 
-from jobgate.cli.client_verbs import EXIT_USAGE, VerbError, _api_key, connection_options
+from jobgate.cli.client_connection import EXIT_USAGE, VerbError, api_key_for, connection_options
 from jobgate.client import credentials
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
@@ -101,7 +101,7 @@ def _key(url: str, api_key: str | None, operator: bool, as_json: bool) -> str:
                 as_json=as_json,
             )
         return saved
-    return _api_key(url, api_key, as_json)
+    return api_key_for(url, api_key, as_json)
 
 
 operator_option = click.option(
@@ -157,7 +157,7 @@ def submit(
             raise VerbError(f"--metadata wants KEY=VALUE, not {pair!r}", exit_code=EXIT_USAGE)
         meta[key] = value
     chosen = endpoint or _endpoint_of(file)
-    with BatchApi(url, _api_key(url, api_key, as_json), as_json) as api:
+    with BatchApi(url, api_key_for(url, api_key, as_json), as_json) as api:
         with file.open("rb") as source:  # httpx streams the file part from disk
             uploaded = api.call(
                 "POST",
@@ -259,7 +259,7 @@ def results(
     as_json: bool,
 ) -> None:
     """Write the batch's output file (successes) and error file (failures) as JSONL."""
-    with BatchApi(url, _api_key(url, api_key, as_json), as_json) as api:
+    with BatchApi(url, api_key_for(url, api_key, as_json), as_json) as api:
         found = api.call("GET", f"/v1/batches/{batch_id}")
         if found["status"] not in TERMINAL:
             raise VerbError(f"batch {batch_id} is {found['status']}: no results yet")

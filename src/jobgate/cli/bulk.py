@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from jobgate.cli import client_verbs as verbs
+from jobgate.cli import client_connection as connection
 from jobgate.cli import moments
 from jobgate.client import Client
 
@@ -25,9 +25,9 @@ WHERE_KEYS = (
 _DONE = {"cancel": "cancelled", "redrive": "redriven", "delete": "deleted"}
 
 
-def _usage(message: str, as_json: bool) -> verbs.VerbError:
-    return verbs.VerbError(
-        message, exit_code=verbs.EXIT_USAGE, as_json=as_json, detail={"code": "usage"}
+def _usage(message: str, as_json: bool) -> connection.VerbError:
+    return connection.VerbError(
+        message, exit_code=connection.EXIT_USAGE, as_json=as_json, detail={"code": "usage"}
     )
 
 
@@ -97,7 +97,7 @@ def _command(action: str) -> click.Command:
         show_default=True,
         help="Jobs per API call (each call is transactions of a few hundred).",
     )
-    @verbs.connection_options
+    @connection.connection_options
     def command(
         where_items: tuple[str, ...],
         everything: bool,
@@ -112,7 +112,7 @@ def _command(action: str) -> click.Command:
         if not where_items and not everything:
             raise _usage(f"say which jobs to {action}: --where KEY=VALUE … (or --all)", as_json)
         where = parse_where(where_items, as_json)
-        with verbs.connect(url, api_key, as_json) as client:
+        with connection.connect(url, api_key, as_json) as client:
             counted = _post(client, action, {"where": where, "dry_run": True})
             matched = int(counted["matched"])
             if dry_run or matched == 0:
@@ -122,7 +122,7 @@ def _command(action: str) -> click.Command:
                 if not sys.stdin.isatty():
                     raise _usage(f"{action} {matched} jobs? pass --yes to confirm", as_json)
                 if not click.confirm(f"{action} {matched} jobs?", err=True):
-                    raise verbs.VerbError("not confirmed: nothing changed", as_json=as_json)
+                    raise connection.VerbError("not confirmed: nothing changed", as_json=as_json)
             changed, cursor, more = 0, None, True
             while more:
                 body = {"where": where, "reason": reason, "after": cursor, "limit": chunk}

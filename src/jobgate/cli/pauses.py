@@ -11,7 +11,7 @@ import click
 import httpx
 
 from jobgate.cli import client_output as out
-from jobgate.cli.client_verbs import EXIT_USAGE, VerbError, connection_options
+from jobgate.cli.client_connection import EXIT_USAGE, VerbError, connection_options
 from jobgate.client import credentials
 
 

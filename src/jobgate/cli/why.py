@@ -7,8 +7,8 @@ from __future__ import annotations
 import click
 
 from jobgate import clock
+from jobgate.cli import client_connection as connection
 from jobgate.cli import client_output as out
-from jobgate.cli import client_verbs as verbs
 from jobgate.client import Job, JobWaiting
 
 # What moves a job held for each reason (after the server's own sentence).
@@ -61,10 +61,10 @@ def _sentence(waiting: JobWaiting, now_s: float) -> str:
 
 @click.command()
 @click.argument("job_id")
-@verbs.connection_options
+@connection.connection_options
 def why(job_id: str, url: str, api_key: str | None, as_json: bool) -> None:
     """Say why a job waits (or that nothing holds it), and what would move it."""
-    with verbs.connect(url, api_key, as_json) as client:
+    with connection.connect(url, api_key, as_json) as client:
         job = client.get(job_id)
     if as_json:
         waiting = job.raw.get("waiting")
