@@ -24,10 +24,10 @@ from jobgate.providers.anthropic import AnthropicProvider
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
-from jobgate.providers.streaming import output_text
 from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds
+from jobgate.wire.content import output_text
 from tests.api_server import Api
 
 pytestmark = pytest.mark.asyncio

@@ -19,8 +19,9 @@ from openai.types.responses import Response, response_create_params
 from jobgate import errors
 from jobgate.providers.base import ProviderCall
 from jobgate.providers.responses_front import ResponsesFront
-from jobgate.providers.streaming import output_text, streaming_for
+from jobgate.providers.streaming import streaming_for
 from jobgate.simulator.server import Simulator
+from jobgate.wire.content import output_text
 from tests.providers.sdk import anthropic_strict, openai_strict, request_matches
 from tests.providers.test_adapters import FLAVOURS, Flavour, build, call
 

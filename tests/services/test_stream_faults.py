@@ -22,13 +22,13 @@ from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.providers.base import Provider
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.providers.streaming import output_text
 from jobgate.services import output_feed, rate_limits
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import OutputChunk
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock, SequentialIds, eventually
+from jobgate.wire.content import output_text
 from tests.providers import upstreams
 from tests.providers.upstreams import Upstream
 

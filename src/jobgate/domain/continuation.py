@@ -16,7 +16,6 @@ from typing import Any
 from jobgate import errors
 from jobgate.wire import response_items
 from jobgate.wire.responses_objects import CONVERSATION
-from jobgate.wire.responses_objects import conversation_id as conversation_id
 
 PREVIOUS = "previous_response_id"
 

@@ -13,8 +13,13 @@ import orjson
 from jobgate.clock import to_unix
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.wire.responses_objects import ID_PREFIX as ID_PREFIX
-from jobgate.wire.responses_objects import SERVICE_TIERS, normalise_usage, one_of, skeleton
+from jobgate.wire.responses_objects import (
+    ID_PREFIX,
+    SERVICE_TIERS,
+    normalise_usage,
+    one_of,
+    skeleton,
+)
 
 JSONObject = dict[str, Any]
 ENDPOINT = "/v1/responses"

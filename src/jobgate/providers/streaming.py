@@ -14,7 +14,6 @@ from typing import Protocol, runtime_checkable
 
 from jobgate.domain import on_retry
 from jobgate.providers.base import JSONObject, ProviderCall, ProviderResult
-from jobgate.wire.content import output_text as output_text  # the services read answers here
 
 DeltaSink = Callable[[str], Awaitable[None]]
 # A job's own stall timeout (the submit option), kept in its stored body beside `stream`.

@@ -28,7 +28,7 @@ from jobgate.domain.job import Job
 from jobgate.ids import IdGenerator
 from jobgate.storage.feature_protocol import ConversationStore
 from jobgate.storage.records import Conversation, ConversationItem
-from jobgate.wire import response_items
+from jobgate.wire import response_items, responses_objects
 
 ID_PREFIX = "conv"
 MAX_CONTEXT_ITEMS = 10_000  # the items a response reads as its context, at most
@@ -187,7 +187,7 @@ def turn_items(job: Job) -> list[dict[str, Any]]:
         or not continuation.continuable(request)
     ):
         return []
-    suffix = job.id.removeprefix(f"{responses.ID_PREFIX}_")
+    suffix = job.id.removeprefix(f"{responses_objects.ID_PREFIX}_")
     count = iter(range(1_000_000))
 
     def turn_id(prefix: str) -> str:

@@ -25,10 +25,10 @@ from typing import Any
 from jobgate import errors
 from jobgate.domain import events as domain_events
 from jobgate.domain.job import Job
-from jobgate.providers.streaming import output_text
 from jobgate.services import live_feeds
 from jobgate.services.jobs import JobService
 from jobgate.storage.records import OutputChunk
+from jobgate.wire.content import output_text
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ from jobgate.domain.job import Job, Lease
 from jobgate.providers import streaming
 from jobgate.providers.base import JSONObject, Provider, ProviderCall, ProviderResult, Usage
 from jobgate.storage.protocol import OutputStreamStore
+from jobgate.wire import content
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +309,7 @@ async def call_streaming(
                 result = await streamer.stream(call, batcher.add)
             else:
                 result = await provider.call(call)
-                await batcher.add(streaming.output_text(result.body))
+                await batcher.add(content.output_text(result.body))
         except errors.ProviderError:
             # What arrived before the provider failed is written all the same: it is the
             # partial output a continuing retry goes on from.

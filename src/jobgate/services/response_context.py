@@ -16,7 +16,7 @@ from jobgate.domain import continuation, responses
 from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
 from jobgate.services.conversations import ConversationService
-from jobgate.wire import response_items
+from jobgate.wire import response_items, responses_objects
 
 
 class ChainJobs(Protocol):
@@ -47,7 +47,7 @@ class ResponseContexts:
         previous = body.get(continuation.PREVIOUS)
         if isinstance(previous, str):
             items, chain = await self._after_response(tenant_id, previous)
-        elif (conversation := continuation.conversation_id(body)) is not None:
+        elif (conversation := responses_objects.conversation_id(body)) is not None:
             items = await self.conversations.context(
                 tenant_id=tenant_id, conversation_id=conversation
             )

@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import continuation, ranges, response_stream, responses
+from jobgate.domain import ranges, response_stream, responses
 from jobgate.domain.job import Job
 from jobgate.domain.response_requests import CreateRequest
 from jobgate.domain.states import JobState
@@ -21,6 +21,7 @@ from jobgate.services.conversations import ConversationService
 from jobgate.services.jobs import MAX_WAIT_S, JobService, SubmitSpec
 from jobgate.services.response_context import ResponseContexts
 from jobgate.storage.records import OutputChunk, SubmitOutcome
+from jobgate.wire import responses_objects
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,9 @@ class ResponsesService:
         leaves the conversation without it."""
         request = await self.contexts.resolve(tenant_id=tenant_id, request=request)
         job_id = None
-        conversation = continuation.conversation_id(request.body)
+        conversation = responses_objects.conversation_id(request.body)
         if conversation is not None:
-            job_id = self.jobs.ids.new(responses.ID_PREFIX)
+            job_id = self.jobs.ids.new(responses_objects.ID_PREFIX)
             await self.conversations.remember_turn(conversation_id=conversation, response_id=job_id)
         spec = spec_of(request)
         try:
@@ -228,7 +229,7 @@ def spec_of(request: CreateRequest) -> SubmitSpec:
         # OpenAI's metadata values are strings: any SDK can set the key without extras.
         concurrency_key=_concurrency_key(request.metadata),
         api=responses.API,
-        id_prefix=responses.ID_PREFIX,
+        id_prefix=responses_objects.ID_PREFIX,
         stream=request.stream,
         on_retry=request.on_retry,
     )
