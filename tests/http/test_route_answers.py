@@ -12,6 +12,7 @@ diff."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -317,13 +318,18 @@ def no_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("no_tracer_provider")
-@pytest.mark.parametrize("served", ["front", "stack", "router"])
+@pytest.mark.parametrize("served", ["front", "logged", "stack", "router"])
 async def test_each_case_answers_as_recorded(runtime: Runtime, served: str) -> None:
-    """`front`: what the server runs (http.front, then http.hot_routes' dispatch); `stack`:
-    the app itself (as while a tracer provider records); `router`: under a root path, where
-    FastAPI's router matches the declared routes, which run the same handlers."""
+    """`front`: what the server runs (http.front, then http.hot_routes' dispatch); `logged`:
+    the same with the access log and CORS on (no request here has an Origin: a CORS layer
+    changes nothing of its answer); `stack`: the app itself (as while a tracer provider
+    records); `router`: under a root path, where FastAPI's router matches the declared routes,
+    which run the same handlers."""
     ctx = runtime.app_context()
-    app = serve_app(ctx) if served == "front" else create_app(ctx)
+    if served == "logged":
+        update = {"access_log": True, "cors_origins": ("https://app.example",)}
+        ctx = dataclasses.replace(ctx, settings=ctx.settings.model_copy(update=update))
+    app = create_app(ctx) if served in ("stack", "router") else serve_app(ctx)
     root = "/api" if served == "router" else ""
     transport = httpx.ASGITransport(app=app, root_path=root)
     base_url = f"http://jobgate.test{root}"
