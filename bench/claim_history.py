@@ -62,7 +62,7 @@ async def claim_timings(storage: PostgresStorage, tenant_ids: list[str]) -> list
         for i in range(QUEUED)
     ]
     for start in range(0, QUEUED, 500):
-        await storage.job_insert_many(jobs=jobs[start : start + 500])
+        await storage.job_insert(chunks=[jobs[start : start + 500]])
     timings = []
     while True:
         began = time.perf_counter()

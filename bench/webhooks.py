@@ -61,15 +61,19 @@ async def fill(storage: Storage, url: str, events: int) -> None:
     )
     for n in range(events):
         await storage.job_insert(
-            job=NewJob(
-                id=f"job_bench{n:08d}",
-                tenant_id=tenant.id,
-                provider="sim",
-                endpoint="/v1/chat/completions",
-                model="sim-echo",
-                request={"model": "sim-echo", "messages": []},
-                metadata={},
-            )
+            chunks=[
+                [
+                    NewJob(
+                        id=f"job_bench{n:08d}",
+                        tenant_id=tenant.id,
+                        provider="sim",
+                        endpoint="/v1/chat/completions",
+                        model="sim-echo",
+                        request={"model": "sim-echo", "messages": []},
+                        metadata={},
+                    )
+                ]
+            ]
         )
     while claimed := await storage.job_claim(worker_id="bench", limit=500, lease_ttl_s=600):
         await storage.job_finish_many(

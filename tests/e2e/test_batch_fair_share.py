@@ -22,7 +22,7 @@ from jobgate.services.files import FileService
 from jobgate.storage.protocol import Storage
 from tests.e2e.gateway import eventually
 from tests.e2e.test_batch_kill import database_url, db, start
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 __all__ = ["database_url", "db"]  # fixtures shared with the kill test
 
@@ -80,7 +80,7 @@ async def test_interactive_jobs_wait_no_longer_beside_a_big_batch(
         for _ in range(INTERACTIVE):
             # At the batch's own priority: only the fair share across tenants, not priority,
             # can put them ahead of the 9,800 batch jobs queued before them.
-            outcome = await db.job_insert(job=new_job(other, priority=batch.priority))
+            outcome = await submit_one(db, job=new_job(other, priority=batch.priority))
             job_ids.append(outcome.job.id)
 
         async def interactive_done() -> bool:

@@ -19,7 +19,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing.receiver import WebhookReceiver
-from tests.storage.helpers import new_job
+from tests.storage.helpers import new_job, submit_one
 from tests.storage.poison_rows import far_future, json_text, poke
 from tests.storage.webhook_helpers import make_endpoint
 from tests.support.processes import JobgateProcess, ProcessHarness, wait_until
@@ -44,7 +44,7 @@ async def _seed(url: str, tenant_name: str, receiver_url: str) -> dict[str, str]
         assert tenant is not None
 
         async def insert(**fields: Any) -> Job:
-            return (await storage.job_insert(job=new_job(tenant, **fields))).job
+            return (await submit_one(storage, job=new_job(tenant, **fields))).job
 
         from jobgate.testing import FakeClock
 
@@ -81,7 +81,7 @@ async def _poison_later(url: str, tenant_name: str) -> str:
     try:
         tenant = await storage.tenant_get(name=tenant_name)
         assert tenant is not None
-        job = (await storage.job_insert(job=new_job(tenant))).job
+        job = (await submit_one(storage, job=new_job(tenant))).job
         await poke(storage, "jobs", job.id, request=json_text(storage, "[1, 2, 3]"))
         return job.id
     finally:

@@ -20,7 +20,7 @@ from jobgate.simulator.server import Simulator
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
 from tests.e2e.gateway import eventually
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.e2e
 JOBGATE = str(Path(sys.executable).with_name("jobgate"))
@@ -95,7 +95,7 @@ async def test_worker_and_reconciler_as_separate_processes_on_postgres(
         tenant = await make_tenant(pg)
         body = {"model": "gpt-4.1", "input": "two processes", "sim": {"latency_s": 0.2}}
         job = new_job(tenant, provider="upstream", endpoint="/v1/responses", request=body)
-        await pg.job_insert(job=job)
+        await submit_one(pg, job=job)
         processes = [spawn(role, env=env) for role in ("worker", "reconciler")]
         try:
 

@@ -30,7 +30,7 @@ from jobgate.storage.factory import storage_for_url
 from jobgate.storage.records import NewWebhookEndpoint
 from jobgate.testing.receiver import Received, Reply, WebhookReceiver
 from tests.conftest import run_sync
-from tests.storage.helpers import finish_one, new_job
+from tests.storage.helpers import finish_one, new_job, submit_one
 
 pytestmark = pytest.mark.e2e
 
@@ -247,7 +247,7 @@ async def _prepare_one_delivery(database_url: str, url: str) -> tuple[str, str]:
         await storage.webhook_endpoint_create(
             endpoint=NewWebhookEndpoint(id="ep_e2e", tenant_id=tenant.id, url=url, secret=SECRET)
         )
-        job = (await storage.job_insert(job=new_job(tenant))).job
+        job = (await submit_one(storage, job=new_job(tenant))).job
         [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60)
         await finish_one(
             storage,

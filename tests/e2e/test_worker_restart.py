@@ -26,7 +26,7 @@ from jobgate.simulator.server import Simulator
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
 from tests.e2e.gateway import eventually
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.e2e
 JOBGATE = str(Path(sys.executable).with_name("jobgate"))
@@ -112,7 +112,7 @@ async def submit(db: Storage, **sim: Any) -> Job:
     tenant = await make_tenant(db)
     body = {"model": "gpt-4.1", "input": "survive a crash", "sim": {"webhooks": "none", **sim}}
     job = new_job(tenant, provider="upstream", endpoint="/v1/responses", request=body)
-    return (await db.job_insert(job=job)).job
+    return (await submit_one(db, job=job)).job
 
 
 async def test_worker_killed_while_the_provider_runs_the_job(

@@ -12,7 +12,7 @@ import pytest
 from jobgate.providers.simulated import RESPONSES
 from jobgate.storage.protocol import Storage
 from tests.api_server import Api
-from tests.storage.helpers import new_job
+from tests.storage.helpers import new_job, submit_one
 from tests.storage.poison_rows import far_future, json_text, poisons, poke
 
 _ids = itertools.count(1)
@@ -62,7 +62,7 @@ async def test_no_stored_value_makes_a_read_answer_5xx(api: Api, surface: str) -
                 "endpoint": RESPONSES,
                 "request": {"model": "sim-echo", "input": "hi"},
             }
-        job = (await storage.job_insert(job=new_job(tenant, **fields))).job
+        job = (await submit_one(storage, job=new_job(tenant, **fields))).job
         await poke(storage, "jobs", job.id, **columns)
         ids[name] = job.id
 

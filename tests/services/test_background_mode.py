@@ -29,7 +29,7 @@ from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.clocked import ClockedStorage
 
 FIRST_CHECK_S = 30.0
@@ -84,7 +84,7 @@ class Rig:
         if sim:
             body["sim"] = sim
         job = new_job(self.tenant, provider="bg", endpoint=RESPONSES, request=body, **fields)
-        return (await self.storage.job_insert(job=job, now=self.clock.now())).job
+        return (await submit_one(self.storage, job=job, now=self.clock.now())).job
 
     async def get(self, job_id: str) -> Job:
         job = await self.storage.job_get(job_id=job_id)
@@ -397,7 +397,7 @@ async def test_a_server_that_ignores_background_is_settled_from_the_create(
     tenant = await make_tenant(storage)
     body = {"model": "local-model", "input": "now please"}
     job = new_job(tenant, provider="compatible", endpoint=RESPONSES, request=body)
-    await clocked.job_insert(job=job)
+    await submit_one(clocked, job=job)
     (done,) = await worker.run_once()
     await provider.aclose()
     assert done is not None and done.state is JobState.SUCCEEDED

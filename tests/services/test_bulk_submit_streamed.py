@@ -1,10 +1,12 @@
 """A bulk submit without keys or webhooks, far from the queue bounds, is stored chunk by chunk
-while its next items are prepared (job_insert_streamed): each refused item still answers in
-its own slot wherever its chunk, the others are stored, and every answer is in call order."""
+while its next items are prepared (job_insert reading its chunks lazily): each refused item
+still answers in its own slot wherever its chunk, the others are stored, and every answer is
+in call order."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -25,16 +27,16 @@ SPEC = SubmitSpec(
 
 
 def _spying(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The storage's insert methods called from now on, by name."""
+    """How each insert from now on is given its jobs: "streamed" (chunks read lazily) or
+    "together" (every chunk made before the call)."""
     called: list[str] = []
-    for name in ("job_insert_bulk", "job_insert_streamed"):
-        real = getattr(runtime.storage, name)
+    real = runtime.storage.job_insert
 
-        async def spy(real: Any = real, name: str = name, **kwargs: Any) -> Any:
-            called.append(name)
-            return await real(**kwargs)
+    async def spy(**kwargs: Any) -> Any:
+        called.append("together" if isinstance(kwargs["chunks"], Sequence) else "streamed")
+        return await real(**kwargs)
 
-        monkeypatch.setattr(runtime.storage, name, spy)
+    monkeypatch.setattr(runtime.storage, "job_insert", spy)
     return called
 
 
@@ -55,7 +57,7 @@ async def test_refused_items_in_any_chunk_answer_alone_and_the_rest_is_stored(
     )
     called = _spying(runtime, monkeypatch)
     results = await bulk_submit.submit_bulk(runtime.jobs, tenant_id=tenant.id, items=items)
-    assert called == ["job_insert_streamed"]
+    assert called == ["streamed"]
     assert len(results) == count
     for n, result in enumerate(results):
         if n in bad or n == 7:
@@ -73,7 +75,7 @@ async def test_keys_or_webhooks_take_the_one_insert_path(
     called = _spying(runtime, monkeypatch)
     keyed = [bulk_submit.BulkSubmit(SPEC, idempotency_key="k1"), bulk_submit.BulkSubmit(SPEC)]
     await bulk_submit.submit_bulk(runtime.jobs, tenant_id=tenant.id, items=keyed)
-    assert called == ["job_insert_bulk"]
+    assert called == ["together"]
 
 
 async def test_a_call_whose_every_item_is_refused_stores_nothing(runtime: Runtime) -> None:

@@ -323,7 +323,7 @@ def _queue_limits_passed(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch, *inserts: str
 ) -> list[Any]:
     """The `queue_limit` of each call of the storage's `inserts` methods from now on (None
-    for a method that takes none: job_insert_streamed counts no bound)."""
+    for a call that takes none)."""
     passed: list[Any] = []
     for insert in inserts:
         real = getattr(runtime.storage, insert)
@@ -345,7 +345,7 @@ async def test_a_batch_far_from_the_bounds_skips_the_exact_count_and_near_one_co
     it would cross it (max_queued_total 50 here, the exact room 10)."""
     monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
     owner = (await runtime.tenants.create("a")).tenant
-    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert_many", "job_insert_streamed")
+    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert")
     await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()] * 5)
     await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat()] * 35)  # 40 at most: far
     assert bounds == [None, None]
@@ -361,7 +361,7 @@ async def test_a_bulk_call_far_from_the_bounds_skips_the_exact_count_and_is_tall
 ) -> None:
     monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
     owner = (await runtime.tenants.create("a")).tenant
-    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert_bulk", "job_insert_streamed")
+    bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert")
     items = [bulk_submit.BulkSubmit(chat(str(n))) for n in range(40)]
     await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
     assert bounds == [None]

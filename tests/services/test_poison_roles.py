@@ -23,7 +23,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, ScriptedProvider, Succeed
 from tests.services.test_background_mode import DUE_S, make_rig
 from tests.services.test_dispatcher import dev_settings
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.poison_rows import far_future, poisons, poke
 from tests.storage.webhook_helpers import finish_job, make_endpoint
 
@@ -54,7 +54,7 @@ def poison_logs(caplog: pytest.LogCaptureFixture, role: str) -> list[logging.Log
 async def insert(storage: Storage, tenant: Any, clock: FakeClock, **fields: Any) -> Job:
     body = {"model": "sim-echo", "messages": [{"role": "user", "content": SECRET_WORDS}]}
     job = new_job(tenant, request=body, **fields)
-    return (await storage.job_insert(job=job, now=clock.now())).job
+    return (await submit_one(storage, job=job, now=clock.now())).job
 
 
 # -- worker ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from jobgate.services import presence
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, eventually
 from tests.api_server import Api
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 SQLITE = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
@@ -102,7 +102,7 @@ async def test_readiness_and_a_waiting_job_say_that_no_reconciler_runs(
 
     tenant = await make_tenant(storage)
     key = (await api.runtime.tenants.issue_key(tenant)).api_key
-    await storage.job_insert(job=new_job(tenant, provider="bg"), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, provider="bg"), now=clock.now())
     [claimed] = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60, now=clock.now())
     await storage.job_background_accept(
         lease=Lease(claimed.id, claimed.lease_token or ""),

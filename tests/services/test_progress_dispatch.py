@@ -20,7 +20,7 @@ from jobgate.storage.records import Tenant, WebhookEndpoint
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import Reply, WebhookReceiver
 from tests.services.test_dispatcher import dev_settings, failed_count, make_dispatcher, replies
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
 
 pytestmark = pytest.mark.asyncio
@@ -49,7 +49,7 @@ async def streaming(
     endpoint = await make_endpoint(
         storage, tenant, clock, url=url, event_types=(PROGRESS, "job.succeeded"), **fields
     )
-    job = (await storage.job_insert(job=new_job(tenant, request=REQUEST), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant, request=REQUEST), now=clock.now())).job
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=600, now=clock.now())
     return tenant, endpoint, Lease(job.id, claimed.lease_token or "")
 

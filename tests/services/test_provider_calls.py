@@ -24,7 +24,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
 from tests.e2e.gateway import eventually
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.clocked import ClockedStorage
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -53,7 +53,7 @@ class Rig:
         endpoint, body = BODIES[kind]
         request = {**body, **({"sim": sim} if sim else {})}
         job = new_job(self.tenant, provider=kind, endpoint=endpoint, request=request, **fields)
-        return (await self.storage.job_insert(job=job)).job
+        return (await submit_one(self.storage, job=job)).job
 
     async def get(self, job_id: str) -> Job:
         job = await self.storage.job_get(job_id=job_id)
@@ -263,7 +263,7 @@ async def test_anthropic_batch_job_through_worker_and_reconciler(
         "sim": {"latency_s": 0.2},
     }
     job = new_job(rig.tenant, provider="anthropic", endpoint="/v1/messages/batches", request=body)
-    await rig.storage.job_insert(job=job)
+    await submit_one(rig.storage, job=job)
     (accepted,) = await rig.worker.run_once()
     assert accepted is not None and accepted.state is JobState.RUNNING
     assert (accepted.provider_job_id or "").startswith("msgbatch_")

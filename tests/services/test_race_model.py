@@ -53,7 +53,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.conftest import copy_sqlite, run_sync
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.clocked import ClockedStorage
 from tests.support.databases import PostgresTemplate
 from tests.support.faults import FaultyStorage
@@ -206,7 +206,7 @@ def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) 
                 start_timeout_s=start_timeout_s,
                 execution_timeout_s=execution_timeout_s,
             )
-            self.run(self.storage.job_insert(job=job))
+            self.run(submit_one(self.storage, job=job))
             self.jobs.append(job.id)
 
         @rule(lose_accept_reply=st.booleans(), lose_verdict_reply=st.booleans())

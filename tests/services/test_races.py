@@ -29,7 +29,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.records import LimitOverrides, Tenant
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
 from tests.services.test_background_mode import DUE_S, Rig, make_rig
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.support.clocked import ClockedStorage
 from tests.support.faults import FaultyStorage
 from tests.support.proxy import TcpProxy
@@ -185,7 +185,7 @@ async def test_a_lost_verdict_reply_is_read_back_not_logged_as_ignored(
     faulty: FaultyStorage, clock: FakeClock, tenant: Tenant
 ) -> None:
     job = new_job(tenant, provider="scripted")
-    await faulty.job_insert(job=job, now=clock.now())
+    await submit_one(faulty, job=job, now=clock.now())
     faulty.lose_reply("job_finish_many")
     worker = _chat_worker(faulty, clock, ScriptedProvider())
     [done] = await worker.run_once()
@@ -202,7 +202,7 @@ async def test_a_reclaimed_job_keeps_its_heartbeat(
     faulty: FaultyStorage, clock: FakeClock, tenant: Tenant
 ) -> None:
     job = new_job(tenant, provider="scripted")
-    await faulty.job_insert(job=job, now=clock.now())
+    await submit_one(faulty, job=job, now=clock.now())
     provider = ScriptedProvider(script=[Fail(errors.ProviderRateLimited("429", retry_after_s=0))])
     worker = _chat_worker(faulty, clock, provider)
     reclaimed = []
@@ -259,7 +259,7 @@ async def test_the_budget_day_is_the_databases(
 
     monkeypatch.setattr(storage, "database_now", database_clock)
     job = new_job(tenant)
-    await storage.job_insert(job=job, now=database_now - timedelta(minutes=40))
+    await submit_one(storage, job=job, now=database_now - timedelta(minutes=40))
     [claimed] = await storage.job_claim(
         worker_id="w", limit=1, lease_ttl_s=60, now=database_now - timedelta(minutes=31)
     )

@@ -26,7 +26,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 STEP_S = 0.1
@@ -72,7 +72,7 @@ async def test_two_workers_share_one_rpm(
 ) -> None:
     tenant = await make_tenant(storage)
     for _ in range(20):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     providers = registry(clock, rpm=600)  # one start every 0.1 s, across both workers
     workers = [
         Worker(storage=s, providers=providers, settings=settings, clock=clock, worker_id=f"w{i}")
@@ -97,8 +97,8 @@ async def test_a_waiting_job_stays_queued_unleased(
     storage: Storage, clock: FakeClock, settings: Settings
 ) -> None:
     tenant = await make_tenant(storage)
-    first = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
-    waiting = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    first = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
+    waiting = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     worker = Worker(storage=storage, providers=registry(clock, rpm=1), settings=settings)
     assert [job.id for job in await worker.claim()] == [first.id]
     assert await worker.claim() == []
@@ -114,10 +114,10 @@ async def test_model_limits_hold_one_model_back_not_the_others(
 ) -> None:
     tenant = await make_tenant(storage)
     slow = [
-        (await storage.job_insert(job=new_job(tenant, model="sim-slow"), now=clock.now())).job
+        (await submit_one(storage, job=new_job(tenant, model="sim-slow"), now=clock.now())).job
         for _ in range(3)
     ]
-    free = [(await storage.job_insert(job=new_job(tenant), now=clock.now())).job for _ in range(3)]
+    free = [(await submit_one(storage, job=new_job(tenant), now=clock.now())).job for _ in range(3)]
     providers = registry(clock, model_limits={"sim-slow": ModelLimits(rpm=1)})
     worker = Worker(storage=storage, providers=providers, settings=settings)
     got = {job.id for job in await worker.claim()}
@@ -134,8 +134,8 @@ async def test_tokens_are_estimated_then_corrected_by_usage(
         "messages": [{"role": "user", "content": "hi"}],
         "max_tokens": 500,
     }
-    job = (await storage.job_insert(job=new_job(tenant, request=request), now=clock.now())).job
-    await storage.job_insert(job=new_job(tenant, request=request), now=clock.now())
+    job = (await submit_one(storage, job=new_job(tenant, request=request), now=clock.now())).job
+    await submit_one(storage, job=new_job(tenant, request=request), now=clock.now())
     bucket = Bucket("sim", PROVIDER_WIDE, tpm=600)  # 10 tokens a second
     worker = Worker(storage=storage, providers=registry(clock, tpm=600), settings=settings)
     estimate = rules.estimate_tokens(request)
@@ -164,7 +164,7 @@ async def test_a_queued_job_shows_it_is_rate_limited(
 
     tenant = await make_tenant(storage)
     for _ in range(2):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     providers = registry(clock, rpm=1)
     runtime = Runtime(settings, storage=storage, clock=clock, providers=providers)
     runtime.presence.local.add("worker")  # a worker runs in this process
@@ -189,7 +189,7 @@ async def test_a_second_process_cannot_pass_a_tpm_between_a_take_and_its_charge(
     assert await first.take(target) is not None
     assert await other.take(target) is None  # A's call is reserved for: B waits
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await first.started(target, [job])  # the reservation becomes the job's estimate
     bucket = Bucket("sim", PROVIDER_WIDE, tpm=600)
     owed = (await storage.rate_limit_waits(buckets=[bucket]))[("sim", PROVIDER_WIDE)]

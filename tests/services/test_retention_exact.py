@@ -19,7 +19,7 @@ from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -52,7 +52,7 @@ async def finished(
     key = None
     if key_ttl_s is not None:
         key = IdempotencyClaim("POST /v1/jobs", f"key-{next(_keys)}", "h", 202, key_ttl_s)
-    job = (await storage.job_insert(job=new_job(tenant), idempotency=key, now=at)).job
+    job = (await submit_one(storage, job=new_job(tenant), idempotency=key, now=at)).job
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=at)
     assert claimed.id == job.id
     return await finish_one(

@@ -23,7 +23,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 RESET_S = 60.0
@@ -64,13 +64,13 @@ async def test_a_breaker_opened_by_one_worker_stops_the_other(
         storage=second, providers=registry(clock), settings=settings, clock=clock, worker_id="b"
     )
     failing = {"model": "sim-echo", "messages": [], "sim": {"fail_with": "server_error"}}
-    await storage.job_insert(job=new_job(tenant, request=failing), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, request=failing), now=clock.now())
     await first.run_once()  # fails: the first worker's breaker opens
     assert await first.claim() == []  # its breaker is open; the change is written now
     assert set(await storage.breaker_states()) == {"sim"}
 
     waiting = new_job(tenant)
-    await storage.job_insert(job=waiting, now=clock.now())
+    await submit_one(storage, job=waiting, now=clock.now())
     assert await other.claim() == []  # the other worker keeps away too
     job = await second.job_get(job_id=waiting.id)
     assert job is not None and job.state is JobState.QUEUED and job.attempt == 0

@@ -5,7 +5,7 @@ that moves only when told; then the real thing on both backends."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +18,8 @@ from jobgate.services.jobs import SubmitSpec
 from jobgate.services.submit_batcher import SubmitBatcher
 from jobgate.storage.records import (
     BulkItem,
-    BulkResult,
     IdempotencyClaim,
+    Inserted,
     LimitOverrides,
     QueueLimit,
     SubmitOutcome,
@@ -68,27 +68,27 @@ class ScriptedStore:
     async def job_insert(
         self,
         *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[IdempotencyClaim | None] | None = None,
         queue_limit: QueueLimit | None = None,
-    ) -> SubmitOutcome:
-        self.calls.append(("one", [job.id]))
-        await self.release.wait()
-        if job.id in self.single_errors:
-            raise self.single_errors[job.id]
-        return SubmitOutcome(job, False, 202)  # type: ignore[arg-type]
-
-    async def job_insert_bulk(
-        self, *, items: Sequence[BulkItem], queue_limit: QueueLimit | None = None
-    ) -> list[BulkResult]:
-        self.calls.append(("bulk", [item.job.id for item in items]))
+    ) -> Inserted:
+        jobs = [job for chunk in chunks for job in chunk]
+        if len(jobs) == 1:
+            self.calls.append(("one", [jobs[0].id]))
+            await self.release.wait()
+            if jobs[0].id in self.single_errors:
+                raise self.single_errors[jobs[0].id]
+            return Inserted.of([SubmitOutcome(jobs[0], False, 202)])  # type: ignore[arg-type]
+        self.calls.append(("bulk", [job.id for job in jobs]))
         await self.release.wait()
         if self.bulk_error is not None:
             raise self.bulk_error
-        return [
-            self.slot_errors.get(item.job.id) or SubmitOutcome(item.job, False, 202)  # type: ignore[arg-type]
-            for item in items
-        ]
+        return Inserted.of(
+            [
+                self.slot_errors.get(job.id) or SubmitOutcome(job, False, 202)  # type: ignore[arg-type]
+                for job in jobs
+            ]
+        )
 
 
 def item(job_id: str, tenant_id: str = "ten_a") -> BulkItem:
@@ -212,10 +212,10 @@ async def test_a_failed_batch_is_retried_submit_by_submit() -> None:
 async def test_a_store_answering_out_of_shape_fails_its_callers_instead_of_hanging() -> None:
     store = ScriptedStore()
 
-    async def short(**_kwargs: Any) -> list[BulkResult]:
-        return []  # fewer results than items
+    async def short(**_kwargs: Any) -> Inserted:
+        return Inserted([], [])  # fewer results than items
 
-    store.job_insert_bulk = short  # type: ignore[method-assign]
+    store.job_insert = short  # type: ignore[method-assign]
     group = batcher(store)
     results = await asyncio.gather(
         *(group.insert(item(f"j{i}"), None) for i in range(2)), return_exceptions=True
@@ -248,15 +248,10 @@ class CountingStore:
         self._storage = storage
         self.calls: list[int] = []
 
-    async def job_insert(self, **kwargs: Any) -> SubmitOutcome:
-        self.calls.append(1)
-        outcome: SubmitOutcome = await self._storage.job_insert(**kwargs)
-        return outcome
-
-    async def job_insert_bulk(self, **kwargs: Any) -> list[BulkResult]:
-        self.calls.append(len(kwargs["items"]))
-        results: list[BulkResult] = await self._storage.job_insert_bulk(**kwargs)
-        return results
+    async def job_insert(self, **kwargs: Any) -> Inserted:
+        self.calls.append(sum(len(chunk) for chunk in kwargs["chunks"]))
+        inserted: Inserted = await self._storage.job_insert(**kwargs)
+        return inserted
 
 
 def spec(text: str) -> SubmitSpec:

@@ -50,8 +50,9 @@ async def test_a_bad_item_anywhere_in_a_large_batch_stores_none_of_it(
     runtime: Runtime, bad_at: int
 ) -> None:
     """A batch far from the queue bounds is inserted chunk by chunk while the next chunk is
-    prepared (job_insert_streamed): an item refused in the first chunk, the second or a later
-    one raises the same error, and the chunks already inserted are rolled back."""
+    prepared (job_insert reading its chunks lazily): an item refused in the first chunk, the
+    second or a later one raises the same error, and the chunks already inserted are rolled
+    back."""
     tenant = (await runtime.tenants.create("acme")).tenant
     specs = [SPEC] * (jobs.FIRST_CHUNK + 2 * jobs.CHUNK)
     specs[bad_at] = dataclasses.replace(SPEC, priority=10)

@@ -24,7 +24,7 @@ from jobgate.services.files import FileService
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 CHAT = "/v1/chat/completions"
@@ -142,7 +142,7 @@ async def test_one_job_never_owes_more_than_a_minute_of_tokens(
     most the bucket's capacity, and its estimate is given back when the provider refuses it."""
     tenant = await make_tenant(storage)
     request = chat(max_tokens=10**15, sim={"fail_with": "invalid_request"})
-    await storage.job_insert(job=new_job(tenant, request=request), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, request=request), now=clock.now())
     worker = limited.worker()
     (claimed,) = await worker.claim()
     assert 50.0 <= await owed_s(storage) <= 60.0  # one minute, less the time since (PostgreSQL)

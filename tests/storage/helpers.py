@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from jobgate import errors
 from jobgate.domain.job import Job, Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import LimitsStore, Storage
-from jobgate.storage.records import Tenant
+from jobgate.storage.records import (
+    BulkItem,
+    BulkResult,
+    IdempotencyClaim,
+    Inserted,
+    QueueLimit,
+    SubmitOutcome,
+    Tenant,
+)
 
 _ids = itertools.count(1)
 
@@ -81,3 +89,66 @@ async def wait_until_blocked_by(holder: Any, task: asyncio.Task[Any]) -> None:
                 await task
                 raise AssertionError("the statement ended without waiting for the held row")
             await asyncio.sleep(0.01)
+
+
+class Inserts(Protocol):
+    async def job_insert(
+        self,
+        *,
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[IdempotencyClaim | None] | None = None,
+        queue_limit: QueueLimit | None = None,
+        now: datetime | None = None,
+    ) -> Inserted: ...
+
+
+async def submit_one(
+    storage: Inserts,
+    *,
+    job: NewJob,
+    idempotency: IdempotencyClaim | None = None,
+    queue_limit: QueueLimit | None = None,
+    now: datetime | None = None,
+) -> SubmitOutcome:
+    """Storage.job_insert of one job, answered as a single submit answers: a refused key raised."""
+    keys = None if idempotency is None else [idempotency]
+    inserted = await storage.job_insert(chunks=[[job]], keys=keys, queue_limit=queue_limit, now=now)
+    (outcome,) = inserted.results
+    if isinstance(outcome, errors.IdempotencyKeyReused):
+        raise outcome
+    return outcome
+
+
+async def insert_many(
+    storage: Inserts,
+    *,
+    jobs: Sequence[NewJob],
+    queue_limit: QueueLimit | None = None,
+    now: datetime | None = None,
+) -> list[Job]:
+    """Storage.job_insert of one chunk without keys: the jobs it stored."""
+    return (await storage.job_insert(chunks=[jobs], queue_limit=queue_limit, now=now)).jobs
+
+
+async def insert_streamed(
+    storage: Inserts, *, chunks: Iterable[Sequence[NewJob]], now: datetime | None = None
+) -> list[Job]:
+    """Storage.job_insert of `chunks`, read lazily: the jobs it stored."""
+    return (await storage.job_insert(chunks=chunks, now=now)).jobs
+
+
+async def insert_bulk(
+    storage: Inserts,
+    *,
+    items: Sequence[BulkItem],
+    queue_limit: QueueLimit | None = None,
+    now: datetime | None = None,
+) -> list[BulkResult]:
+    """Storage.job_insert of one chunk of keyed (or not) items: one answer per item."""
+    inserted = await storage.job_insert(
+        chunks=[[item.job for item in items]],
+        keys=[item.idempotency for item in items],
+        queue_limit=queue_limit,
+        now=now,
+    )
+    return inserted.results

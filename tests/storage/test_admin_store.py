@@ -10,7 +10,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import DeliveryOutcome
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import finish_job, make_endpoint
 
 pytestmark = pytest.mark.asyncio
@@ -30,7 +30,7 @@ async def test_overview_counts_and_waits(storage: Storage, clock: FakeClock) -> 
     busy = await make_tenant(storage, "busy")
     await make_tenant(storage, "idle")
     for _ in range(3):
-        await storage.job_insert(job=new_job(busy), now=clock.now())
+        await submit_one(storage, job=new_job(busy), now=clock.now())
     await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     clock.advance(30)
     rows = {row.tenant_name: row for row in await storage.admin_overview(now=clock.now())}
@@ -44,7 +44,7 @@ async def test_job_list_across_tenants(storage: Storage, clock: FakeClock) -> No
     b = await make_tenant(storage, "b")
     ids = []
     for owner in (a, b, a):
-        ids.append((await storage.job_insert(job=new_job(owner), now=clock.now())).job.id)
+        ids.append((await submit_one(storage, job=new_job(owner), now=clock.now())).job.id)
         clock.advance(1)
     everyone = await storage.admin_job_list(limit=10)
     assert [j.id for j in everyone] == ids[::-1]

@@ -14,7 +14,7 @@ from jobgate import errors
 from jobgate.storage.postgres.executor import PostgresExecutor
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.records import QueueLimit
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 
@@ -34,18 +34,21 @@ async def test_a_bounded_batch_is_locks_then_one_insert(
             return await fetch(conn, query, **params)
 
         monkeypatch.setattr(PostgresExecutor, "fetch", staticmethod(recording))
-        await storage.job_insert_many(
+        await insert_many(
+            storage,
             jobs=[new_job(tenant) for _ in range(3)],
             queue_limit=QueueLimit(tenant_max=10, total_max=10),
         )
         assert named == ["queue_lock_tenant", "queue_lock_total", "job_insert_many_counted"]
         with pytest.raises(errors.QueueFull) as full:  # 3 queued + 8 > 10
-            await storage.job_insert_many(
-                jobs=[new_job(tenant) for _ in range(8)], queue_limit=QueueLimit(tenant_max=10)
+            await insert_many(
+                storage,
+                jobs=[new_job(tenant) for _ in range(8)],
+                queue_limit=QueueLimit(tenant_max=10),
             )
         assert full.value.limit == "max_queued"
-        fits = await storage.job_insert_many(
-            jobs=[new_job(tenant) for _ in range(7)], queue_limit=QueueLimit(tenant_max=10)
+        fits = await insert_many(
+            storage, jobs=[new_job(tenant) for _ in range(7)], queue_limit=QueueLimit(tenant_max=10)
         )
         assert len(fits) == 7  # exactly at the bound
     finally:
@@ -58,14 +61,14 @@ async def test_two_batches_racing_for_the_last_places_do_not_both_get_in(pg_dsn:
     try:
         tenant = await make_tenant(storage)
         other = await make_tenant(storage, "other")
-        await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(2)])
-        await storage.job_insert_many(jobs=[new_job(other) for _ in range(2)])
+        await insert_many(storage, jobs=[new_job(tenant) for _ in range(2)])
+        await insert_many(storage, jobs=[new_job(other) for _ in range(2)])
         # 2 + 3 = 5 for the tenant; then 5 + 2 queued in all, 7 + 3 = 10.
         for bound in (QueueLimit(tenant_max=5), QueueLimit(total_max=10)):
             outcomes = await asyncio.gather(
                 *(
-                    storage.job_insert_many(
-                        jobs=[new_job(tenant) for _ in range(3)], queue_limit=bound
+                    insert_many(
+                        storage, jobs=[new_job(tenant) for _ in range(3)], queue_limit=bound
                     )
                     for _ in range(2)
                 ),

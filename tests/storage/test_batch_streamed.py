@@ -1,6 +1,6 @@
-"""job_insert_streamed (the batched enqueue far from every queue bound), on SQLite and
-PostgreSQL alike: the jobs of every chunk in one transaction, all of them or none, answered
-in order; an exception raised while a chunk is made rolls back what was inserted. On
+"""job_insert given its chunks lazily (the batched enqueue far from every queue bound), on
+SQLite and PostgreSQL alike: the jobs of every chunk in one transaction, all of them or none,
+answered in order; an exception raised while a chunk is made rolls back what was inserted. On
 PostgreSQL each chunk is sent before the next one is made (the pipelining it exists for)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job, queued
+from tests.storage.helpers import insert_streamed, make_tenant, new_job, queued, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -37,7 +37,7 @@ async def test_every_chunk_is_stored_in_order_with_first_events(
 ) -> None:
     tenant = await make_tenant(storage)
     chunks = _chunks(tenant, [2, 5, 1, 4])
-    stored = await storage.job_insert_streamed(chunks=iter(chunks), now=clock.now())
+    stored = await insert_streamed(storage, chunks=iter(chunks), now=clock.now())
     assert [job.id for job in stored] == [job.id for chunk in chunks for job in chunk]
     assert [job.metadata["chunk"] for job in stored] == [0, 0, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3]
     assert all(job.state is JobState.QUEUED for job in stored)
@@ -49,8 +49,8 @@ async def test_every_chunk_is_stored_in_order_with_first_events(
 
 
 async def test_no_chunks_store_nothing(storage: Storage) -> None:
-    assert await storage.job_insert_streamed(chunks=iter([])) == []
-    assert await storage.job_insert_streamed(chunks=iter([[], []])) == []
+    assert await insert_streamed(storage, chunks=iter([])) == []
+    assert await insert_streamed(storage, chunks=iter([[], []])) == []
 
 
 async def test_a_chunk_that_cannot_be_made_rolls_back_the_chunks_before_it(
@@ -64,10 +64,10 @@ async def test_a_chunk_that_cannot_be_made_rolls_back_the_chunks_before_it(
         raise Refused("item 7: body.model must be a string")
 
     with pytest.raises(Refused):
-        await storage.job_insert_streamed(chunks=made(), now=clock.now())
+        await insert_streamed(storage, chunks=made(), now=clock.now())
     assert await queued(storage, tenant.id) == 0
     # The connection is usable afterwards: the next batch goes through.
-    assert len(await storage.job_insert_streamed(chunks=iter(chunks), now=clock.now())) == 6
+    assert len(await insert_streamed(storage, chunks=iter(chunks), now=clock.now())) == 6
 
 
 async def test_a_duplicate_id_in_a_later_chunk_stores_none_of_the_batch(
@@ -75,10 +75,10 @@ async def test_a_duplicate_id_in_a_later_chunk_stores_none_of_the_batch(
 ) -> None:
     tenant = await make_tenant(storage)
     first = new_job(tenant)
-    await storage.job_insert(job=first, now=clock.now())
+    await submit_one(storage, job=first, now=clock.now())
     chunks = [[new_job(tenant)], [new_job(tenant), first], [new_job(tenant)]]
     with pytest.raises(errors.StorageError):
-        await storage.job_insert_streamed(chunks=iter(chunks), now=clock.now())
+        await insert_streamed(storage, chunks=iter(chunks), now=clock.now())
     assert await queued(storage, tenant.id) == 1
 
 
@@ -94,7 +94,7 @@ async def test_each_chunk_is_in_the_database_while_the_next_is_made(pg_dsn: str)
     holder = await asyncpg.connect(pg_dsn)
     try:
         tenant = await make_tenant(storage)
-        await storage.job_insert_streamed(chunks=iter(_chunks(tenant, [1])))
+        await insert_streamed(storage, chunks=iter(_chunks(tenant, [1])))
         chunks = _chunks(tenant, [2, 3])
         held, release = asyncio.Event(), asyncio.Event()
 
@@ -138,7 +138,7 @@ async def test_each_chunk_is_in_the_database_while_the_next_is_made(pg_dsn: str)
 
         holding = asyncio.create_task(hold())
         await held.wait()
-        stored = await storage.job_insert_streamed(chunks=made())
+        stored = await insert_streamed(storage, chunks=made())
         await holding
         assert seen == [True]
         assert [job.id for job in stored] == [job.id for chunk in chunks for job in chunk]

@@ -15,7 +15,13 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job, wait_until_blocked_by
+from tests.storage.helpers import (
+    finish_one,
+    make_tenant,
+    new_job,
+    submit_one,
+    wait_until_blocked_by,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -24,7 +30,7 @@ QUEUED, RUNNING, FAILED = JobState.QUEUED, JobState.RUNNING, JobState.FAILED
 
 
 async def queued(storage: Storage, tenant: Tenant, clock: FakeClock, **fields: Any) -> Job:
-    return (await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())).job
+    return (await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())).job
 
 
 async def run(storage: Storage, clock: FakeClock, job: Job) -> Job:

@@ -1,4 +1,4 @@
-"""job_insert_bulk (native bulk with per-item keys), on SQLite and PostgreSQL alike."""
+"""job_insert with per-item keys (native bulk), on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BulkItem, IdempotencyClaim, QueueLimit, SubmitOutcome
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job, queued
+from tests.storage.helpers import insert_bulk, make_tenant, new_job, queued, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -33,7 +33,7 @@ async def test_keyed_and_keyless_items_in_order_with_replays(
         BulkItem(new_job(tenant, metadata={"n": 3}), claim("a", "other")),  # another body
         BulkItem(new_job(tenant, metadata={"n": 4}), claim("b")),
     ]
-    results = await storage.job_insert_bulk(items=items, now=clock.now())
+    results = await insert_bulk(storage, items=items, now=clock.now())
     assert isinstance(results[0], SubmitOutcome) and not results[0].replayed
     assert isinstance(results[1], SubmitOutcome) and results[1].job.metadata == {"n": 1}
     assert isinstance(results[2], SubmitOutcome) and results[2].replayed
@@ -42,7 +42,7 @@ async def test_keyed_and_keyless_items_in_order_with_replays(
     assert isinstance(results[4], SubmitOutcome) and results[4].job.metadata == {"n": 4}
     assert await queued(storage, tenant.id) == 3
     # The whole call again: every keyed item replays, nothing is doubled.
-    again = await storage.job_insert_bulk(items=[items[0], items[4]], now=clock.now())
+    again = await insert_bulk(storage, items=[items[0], items[4]], now=clock.now())
     assert all(isinstance(r, SubmitOutcome) and r.replayed for r in again)
     assert await queued(storage, tenant.id) == 3
     (event,) = await storage.job_events(job_id=results[4].job.id)
@@ -51,16 +51,16 @@ async def test_keyed_and_keyless_items_in_order_with_replays(
 
 async def test_a_bound_passed_stores_nothing(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     items = [BulkItem(new_job(tenant), claim(f"k{i}")) for i in range(3)]
     with pytest.raises(errors.QueueFull):
-        await storage.job_insert_bulk(
-            items=items, queue_limit=QueueLimit(tenant_max=3), now=clock.now()
+        await insert_bulk(
+            storage, items=items, queue_limit=QueueLimit(tenant_max=3), now=clock.now()
         )
     assert await queued(storage, tenant.id) == 1
     # The keys were not bound either: the same call under a looser bound stores all three.
-    results = await storage.job_insert_bulk(
-        items=items, queue_limit=QueueLimit(tenant_max=4), now=clock.now()
+    results = await insert_bulk(
+        storage, items=items, queue_limit=QueueLimit(tenant_max=4), now=clock.now()
     )
     assert all(isinstance(r, SubmitOutcome) and not r.replayed for r in results)
 
@@ -70,13 +70,13 @@ async def test_a_keyed_item_keeps_its_run_at(storage: Storage, clock: FakeClock)
     tenant = await make_tenant(storage)
     later = clock.now() + timedelta(hours=1)
     items = [BulkItem(new_job(tenant, run_at=later), claim("t")), BulkItem(new_job(tenant))]
-    keyed, keyless = await storage.job_insert_bulk(items=items, now=clock.now())
+    keyed, keyless = await insert_bulk(storage, items=items, now=clock.now())
     assert isinstance(keyed, SubmitOutcome) and keyed.job.run_at == later
     assert isinstance(keyless, SubmitOutcome) and keyless.job.run_at == clock.now()
 
 
 async def test_an_empty_call_stores_nothing(storage: Storage) -> None:
-    assert await storage.job_insert_bulk(items=[]) == []
+    assert await insert_bulk(storage, items=[]) == []
 
 
 async def test_many_keyed_items_each_answer_their_own_binding(
@@ -85,7 +85,8 @@ async def test_many_keyed_items_each_answer_their_own_binding(
     """Replays are resolved for the whole call at once: each item still gets its own key's
     job, or the refusal of its own key, whatever mix of new, replayed and reused keys."""
     tenant = await make_tenant(storage)
-    first = await storage.job_insert_bulk(
+    first = await insert_bulk(
+        storage,
         items=[BulkItem(new_job(tenant), claim(f"k{i}", f"h{i}")) for i in range(0, 40, 2)],
         now=clock.now(),
     )
@@ -95,7 +96,7 @@ async def test_many_keyed_items_each_answer_their_own_binding(
         body_hash = f"h{i}" if i % 4 != 2 else "another"  # every other bound key: reused
         items.append(BulkItem(new_job(tenant, metadata={"n": i}), claim(f"k{i}", body_hash)))
     items.append(BulkItem(new_job(tenant), claim("k1", "h1")))  # repeats item 1 of this call
-    results = await storage.job_insert_bulk(items=items, now=clock.now())
+    results = await insert_bulk(storage, items=items, now=clock.now())
     for i, result in enumerate(results[:40]):
         if i % 2 == 1:  # a new key: a new job
             assert isinstance(result, SubmitOutcome) and not result.replayed
@@ -136,11 +137,11 @@ async def test_keyed_items_cost_the_same_round_trips_at_any_count(
 
     async def round_trips(count: int, prefix: str) -> int:
         items = [BulkItem(new_job(tenant), claim(f"{prefix}{i}")) for i in range(count)]
-        await storage.job_insert_bulk(items=items, now=clock.now())
+        await insert_bulk(storage, items=items, now=clock.now())
         calls.clear()
         # Again, with one more new key: every other item replays.
         items.append(BulkItem(new_job(tenant), claim(f"{prefix}-new")))
-        results = await storage.job_insert_bulk(items=items, now=clock.now())
+        results = await insert_bulk(storage, items=items, now=clock.now())
         assert sum(isinstance(r, SubmitOutcome) and r.replayed for r in results) == count
         return len(calls)
 

@@ -15,7 +15,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job, queued
+from tests.storage.helpers import insert_bulk, make_tenant, new_job, queued
 
 pytestmark = pytest.mark.asyncio
 
@@ -28,8 +28,8 @@ async def test_an_expired_key_binds_again_and_its_repeats_answer_the_new_binding
     storage: Storage, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
-    (old,) = await storage.job_insert_bulk(
-        items=[BulkItem(new_job(tenant), claim("k", ttl_s=10))], now=clock.now()
+    (old,) = await insert_bulk(
+        storage, items=[BulkItem(new_job(tenant), claim("k", ttl_s=10))], now=clock.now()
     )
     assert isinstance(old, SubmitOutcome)
     clock.advance(11)
@@ -38,7 +38,7 @@ async def test_an_expired_key_binds_again_and_its_repeats_answer_the_new_binding
         BulkItem(new_job(tenant, metadata={"n": 1}), claim("k", "other", ttl_s=10)),
         BulkItem(new_job(tenant, metadata={"n": 2}), claim("k", ttl_s=10)),  # the old body
     ]
-    rebound, repeat, old_body = await storage.job_insert_bulk(items=items, now=clock.now())
+    rebound, repeat, old_body = await insert_bulk(storage, items=items, now=clock.now())
     assert isinstance(rebound, SubmitOutcome) and not rebound.replayed
     assert rebound.job.id != old.job.id and rebound.job.metadata == {"n": 0}
     assert isinstance(repeat, SubmitOutcome) and repeat.replayed
@@ -57,7 +57,7 @@ async def test_a_key_repeated_with_another_body_first_is_refused_after_it(
         BulkItem(new_job(tenant), claim("x", "two")),
         BulkItem(new_job(tenant), claim("x", "one")),
     ]
-    first, other, reused, repeat = await storage.job_insert_bulk(items=items, now=clock.now())
+    first, other, reused, repeat = await insert_bulk(storage, items=items, now=clock.now())
     assert isinstance(first, SubmitOutcome) and not first.replayed
     assert isinstance(other, SubmitOutcome) and not other.replayed
     assert isinstance(reused, errors.IdempotencyKeyReused)
@@ -73,7 +73,7 @@ async def test_concurrent_calls_with_the_same_keys_make_one_job_per_key(
 
     async def call() -> list[Any]:
         items = [BulkItem(new_job(tenant), claim(f"c{i}")) for i in range(20)]
-        return await storage.job_insert_bulk(items=items, now=clock.now())
+        return await insert_bulk(storage, items=items, now=clock.now())
 
     calls = await asyncio.gather(*(call() for _ in range(4)))
     for answers in zip(*calls, strict=True):
@@ -105,10 +105,10 @@ async def test_postgres_a_key_another_transaction_holds_is_in_progress(
             tenant.id,
         )
         with pytest.raises(errors.IdempotencyInProgress):
-            await storage.job_insert_bulk(items=items, now=clock.now())
+            await insert_bulk(storage, items=items, now=clock.now())
         assert await queued(storage, tenant.id) == 0
         await transaction.rollback()
-        results = await storage.job_insert_bulk(items=items, now=clock.now())
+        results = await insert_bulk(storage, items=items, now=clock.now())
         assert all(isinstance(r, SubmitOutcome) and not r.replayed for r in results)
     finally:
         await holder.close()
@@ -135,6 +135,6 @@ async def test_postgres_the_keys_of_a_call_bind_in_one_statement(
 
         monkeypatch.setattr(asyncpg.connection.Connection, name, counted)
     items = [BulkItem(new_job(tenant), claim(f"k{i}")) for i in range(30)]
-    results = await storage.job_insert_bulk(items=items, now=clock.now())
+    results = await insert_bulk(storage, items=items, now=clock.now())
     assert all(isinstance(r, SubmitOutcome) and not r.replayed for r in results)
     assert statements == [("fetch", 1)]

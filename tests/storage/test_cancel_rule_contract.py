@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Settlement
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 
 Q, S, F = JobState.QUEUED, JobState.SUCCEEDED, JobState.FAILED
 VERDICTS = [(Q, "retryable_error"), (S, "completed"), (F, "fatal_error")]
@@ -23,7 +23,7 @@ VERDICTS = [(Q, "retryable_error"), (S, "completed"), (F, "fatal_error")]
 
 async def _running(storage: Storage, clock: FakeClock, *, at_provider: bool) -> Job:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     [job] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     if not at_provider:
         return job

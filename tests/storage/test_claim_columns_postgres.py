@@ -12,7 +12,7 @@ import pytest
 from jobgate.domain.job import Job
 from jobgate.storage.postgres.executor import Q
 from jobgate.storage.postgres.store import PostgresStorage
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 
@@ -38,7 +38,7 @@ async def test_a_claimed_job_reads_as_the_stored_job(pg_dsn: str) -> None:
     await storage.open()
     try:
         tenant = await make_tenant(storage)
-        await storage.job_insert(job=new_job(tenant))
+        await submit_one(storage, job=new_job(tenant))
         (claimed,) = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=30)
         assert claimed == await storage.job_get(job_id=claimed.id)
         assert claimed.damaged == ()

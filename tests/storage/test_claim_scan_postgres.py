@@ -13,7 +13,7 @@ import pytest
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.postgres.transport import claim_params
 from jobgate.storage.records import ClaimPolicy, ClaimRequest
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
@@ -27,7 +27,7 @@ async def test_a_drains_claims_do_not_walk_its_finished_jobs(pg_dsn: str) -> Non
     await storage.open()
     try:
         tenant = await make_tenant(storage, "drained")
-        await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(JOBS)])
+        await insert_many(storage, jobs=[new_job(tenant) for _ in range(JOBS)])
     finally:
         await storage.close()
     conn = await asyncpg.connect(pg_dsn)

@@ -16,7 +16,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -25,10 +25,10 @@ async def test_transitions_since_carry_the_wait_and_the_cap_keeps_the_newest(
     storage: Storage, clock: FakeClock
 ) -> None:
     acme = await make_tenant(storage, "acme")
-    old = await storage.job_insert(job=new_job(acme), now=clock.now())
+    old = await submit_one(storage, job=new_job(acme), now=clock.now())
     clock.advance(600)
     since = clock.now()
-    job = (await storage.job_insert(job=new_job(acme, provider="scripted"), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(acme, provider="scripted"), now=clock.now())).job
     clock.advance(30)
     claimed = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     assert [c.id for c in claimed] == [old.job.id]  # the older job is claimed first
@@ -71,7 +71,7 @@ async def test_queue_depth_by_tenant_and_provider(storage: Storage, clock: FakeC
     acme = await make_tenant(storage, "acme")
     beta = await make_tenant(storage, "beta")
     for tenant, provider in [(acme, "sim"), (acme, "sim"), (acme, "scripted"), (beta, "sim")]:
-        await storage.job_insert(job=new_job(tenant, provider=provider), now=clock.now())
+        await submit_one(storage, job=new_job(tenant, provider=provider), now=clock.now())
     await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     depth = {(d.tenant_id, d.provider): d.queued for d in await storage.console_queue_depth()}
     assert sum(depth.values()) == 3
@@ -83,16 +83,18 @@ async def test_search_by_id_provider_job_id_metadata_and_filter(
 ) -> None:
     acme = await make_tenant(storage, "acme")
     beta = await make_tenant(storage, "beta")
-    tagged = await storage.job_insert(
-        job=new_job(acme, metadata={"customer": "c-42", "run": "7"}), now=clock.now()
+    tagged = await submit_one(
+        storage, job=new_job(acme, metadata={"customer": "c-42", "run": "7"}), now=clock.now()
     )
     clock.advance(1)
-    other = await storage.job_insert(
-        job=new_job(acme, metadata={"customer": "c-43"}), now=clock.now()
+    other = await submit_one(
+        storage, job=new_job(acme, metadata={"customer": "c-43"}), now=clock.now()
     )
     clock.advance(1)
-    theirs = await storage.job_insert(
-        job=new_job(beta, metadata={"customer": "c-42"}, model="sim-other"), now=clock.now()
+    theirs = await submit_one(
+        storage,
+        job=new_job(beta, metadata={"customer": "c-42"}, model="sim-other"),
+        now=clock.now(),
     )
     [running] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     lease = Lease(running.id, running.lease_token or "")

@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Finished, IdempotencyClaim
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job, release
+from tests.storage.helpers import finish_one, make_tenant, new_job, release, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -87,7 +87,8 @@ async def test_api_keys(storage: Storage) -> None:
 
 async def test_insert_writes_job_and_first_event(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    outcome = await storage.job_insert(
+    outcome = await submit_one(
+        storage,
         job=new_job(
             tenant,
             priority=2,
@@ -115,26 +116,29 @@ async def test_insert_writes_job_and_first_event(storage: Storage, clock: FakeCl
 async def test_idempotent_insert(storage: Storage, clock: FakeClock) -> None:
     acme = await make_tenant(storage, "acme")
     beta = await make_tenant(storage, "beta")
-    first = await storage.job_insert(job=new_job(acme), idempotency=claim_key(), now=clock.now())
-    again = await storage.job_insert(job=new_job(acme), idempotency=claim_key(), now=clock.now())
+    first = await submit_one(storage, job=new_job(acme), idempotency=claim_key(), now=clock.now())
+    again = await submit_one(storage, job=new_job(acme), idempotency=claim_key(), now=clock.now())
     assert again.replayed and again.job.id == first.job.id and again.status_code == 202
     with pytest.raises(errors.IdempotencyKeyReused):
-        await storage.job_insert(
-            job=new_job(acme), idempotency=claim_key(body_hash="h2"), now=clock.now()
+        await submit_one(
+            storage, job=new_job(acme), idempotency=claim_key(body_hash="h2"), now=clock.now()
         )
-    other = await storage.job_insert(job=new_job(beta), idempotency=claim_key(), now=clock.now())
+    other = await submit_one(storage, job=new_job(beta), idempotency=claim_key(), now=clock.now())
     assert not other.replayed and other.job.id != first.job.id
     assert len(await storage.job_list(tenant_id=acme.id)) == 1
 
 
 async def test_expired_idempotency_key_is_replaced(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    first = await storage.job_insert(
-        job=new_job(tenant), idempotency=claim_key(ttl_s=10), now=clock.now()
+    first = await submit_one(
+        storage, job=new_job(tenant), idempotency=claim_key(ttl_s=10), now=clock.now()
     )
     clock.advance(11)
-    second = await storage.job_insert(
-        job=new_job(tenant), idempotency=claim_key(body_hash="other", ttl_s=10), now=clock.now()
+    second = await submit_one(
+        storage,
+        job=new_job(tenant),
+        idempotency=claim_key(body_hash="other", ttl_s=10),
+        now=clock.now(),
     )
     assert not second.replayed and second.job.id != first.job.id
 
@@ -142,7 +146,10 @@ async def test_expired_idempotency_key_is_replaced(storage: Storage, clock: Fake
 async def test_concurrent_idempotent_inserts_make_one_job(storage: Storage) -> None:
     tenant = await make_tenant(storage)
     outcomes = await asyncio.gather(
-        *(storage.job_insert(job=new_job(tenant), idempotency=claim_key("same")) for _ in range(20))
+        *(
+            submit_one(storage, job=new_job(tenant), idempotency=claim_key("same"))
+            for _ in range(20)
+        )
     )
     assert len({o.job.id for o in outcomes}) == 1
     assert sum(not o.replayed for o in outcomes) == 1
@@ -154,7 +161,7 @@ async def test_concurrent_idempotent_inserts_make_one_job(storage: Storage) -> N
 async def test_get_is_scoped_to_tenant(storage: Storage) -> None:
     acme = await make_tenant(storage, "acme")
     beta = await make_tenant(storage, "beta")
-    job = (await storage.job_insert(job=new_job(acme))).job
+    job = (await submit_one(storage, job=new_job(acme))).job
     assert (await storage.job_get(job_id=job.id, tenant_id=acme.id)) is not None
     assert await storage.job_get(job_id=job.id, tenant_id=beta.id) is None
     assert await storage.job_get(job_id="job_missing") is None
@@ -164,7 +171,7 @@ async def test_list_pages_newest_first(storage: Storage, clock: FakeClock) -> No
     tenant = await make_tenant(storage)
     made = []
     for _ in range(5):
-        made.append((await storage.job_insert(job=new_job(tenant), now=clock.now())).job.id)
+        made.append((await submit_one(storage, job=new_job(tenant), now=clock.now())).job.id)
         clock.advance(1)
     page = await storage.job_list(tenant_id=tenant.id, limit=2)
     assert [j.id for j in page] == made[::-1][:2]
@@ -180,7 +187,7 @@ async def test_list_pages_newest_first(storage: Storage, clock: FakeClock) -> No
 
 async def test_events_after_and_limit(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     running = await claim_one(storage, clock)
     await finish_one(
         storage,
@@ -197,8 +204,8 @@ async def test_events_after_and_limit(storage: Storage, clock: FakeClock) -> Non
 
 async def test_claim_order_and_lease(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    low = (await storage.job_insert(job=new_job(tenant, priority=7), now=clock.now())).job
-    high = (await storage.job_insert(job=new_job(tenant, priority=1), now=clock.now())).job
+    low = (await submit_one(storage, job=new_job(tenant, priority=7), now=clock.now())).job
+    high = (await submit_one(storage, job=new_job(tenant, priority=1), now=clock.now())).job
     clock.advance(1)
     claimed = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=30, now=clock.now())
     assert [j.id for j in claimed] == [high.id]
@@ -217,7 +224,7 @@ async def test_claim_order_and_lease(storage: Storage, clock: FakeClock) -> None
 
 async def test_claim_respects_run_at_and_providers(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant, provider="other"), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, provider="other"), now=clock.now())
     assert (
         await storage.job_claim(
             worker_id="w", limit=5, lease_ttl_s=30, providers=["sim"], now=clock.now()
@@ -244,7 +251,7 @@ async def test_claim_respects_run_at_and_providers(storage: Storage, clock: Fake
 async def test_concurrent_claims_never_share_a_job(storage: Storage) -> None:
     tenant = await make_tenant(storage)
     for _ in range(30):
-        await storage.job_insert(job=new_job(tenant))
+        await submit_one(storage, job=new_job(tenant))
     batches = await asyncio.gather(
         *(storage.job_claim(worker_id=f"w{i}", limit=4, lease_ttl_s=30) for i in range(10))
     )
@@ -254,7 +261,7 @@ async def test_concurrent_claims_never_share_a_job(storage: Storage) -> None:
 
 async def test_heartbeat_extends_only_held_leases(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     job = await claim_one(storage, clock)
     clock.advance(20)
     held = await storage.job_heartbeat(
@@ -273,7 +280,7 @@ async def test_heartbeat_extends_only_held_leases(storage: Storage, clock: FakeC
 
 async def test_finish_success_is_fenced_and_billed_once(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     job = await claim_one(storage, clock)
     finish = Finish(
         lease=lease(job),
@@ -297,7 +304,7 @@ async def test_finish_success_is_fenced_and_billed_once(storage: Storage, clock:
 async def test_finish_many_reports_lost_leases(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for _ in range(2):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     a, b = await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=30, now=clock.now())
     results = await storage.job_finish_many(
         finishes=[
@@ -314,7 +321,7 @@ async def test_finish_many_reports_lost_leases(storage: Storage, clock: FakeCloc
 async def test_finish_many_answers_narrow_rows_in_order(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for _ in range(4):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     jobs = await storage.job_claim(worker_id="w", limit=4, lease_ttl_s=30, now=clock.now())
     a, b, c, d = sorted(jobs, key=lambda j: j.id)
     await storage.job_cancel(job_id=d.id, tenant_id=tenant.id, actor="user", now=clock.now())
@@ -353,7 +360,7 @@ async def test_stale_token_in_a_batch_fences_off_only_its_job(
 ) -> None:
     tenant = await make_tenant(storage)
     for _ in range(3):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     a, b, c = await storage.job_claim(worker_id="w", limit=3, lease_ttl_s=30, now=clock.now())
     usage = {"input_tokens": 4, "output_tokens": 2}
     results = await storage.job_finish_many(
@@ -395,7 +402,7 @@ async def test_stale_token_in_a_batch_fences_off_only_its_job(
 
 async def test_retry_refund_and_dead_letter(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant, max_attempts=2), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, max_attempts=2), now=clock.now())
     job = await claim_one(storage, clock)
     retried = await finish_one(
         storage,
@@ -434,7 +441,7 @@ async def test_retry_refund_and_dead_letter(storage: Storage, clock: FakeClock) 
 
 async def test_retry_of_cancel_requested_job_cancels(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     job = await claim_one(storage, clock)
     await storage.job_cancel(job_id=job.id, tenant_id=tenant.id, actor="api", now=clock.now())
     done = await finish_one(
@@ -448,7 +455,7 @@ async def test_retry_of_cancel_requested_job_cancels(storage: Storage, clock: Fa
 
 async def test_release_gives_jobs_back(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     job = await claim_one(storage, clock)
     assert await release(
         storage, leases=[lease(job), Lease("job_x", "y")], reason="worker_shutdown", now=clock.now()
@@ -460,7 +467,7 @@ async def test_release_gives_jobs_back(storage: Storage, clock: FakeClock) -> No
 
 async def test_finish_after_purge_keeps_no_result(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     job = await claim_one(storage, clock)
     purged = await storage.job_purge(job_id=job.id, tenant_id=tenant.id, now=clock.now())
     assert purged is not None and purged.request is None and purged.purged_at == clock.now()
@@ -480,7 +487,7 @@ async def test_finish_after_purge_keeps_no_result(storage: Storage, clock: FakeC
 
 async def test_cancel_each_state(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    queued = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    queued = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     cancelled = await storage.job_cancel(
         job_id=queued.id, tenant_id=tenant.id, actor="api", now=clock.now()
     )
@@ -490,7 +497,7 @@ async def test_cancel_each_state(storage: Storage, clock: FakeClock) -> None:
     assert again is not None and again.state is JobState.CANCELLED
     assert len(await storage.job_events(job_id=queued.id)) == 2  # no second event
 
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     running = await claim_one(storage, clock)
     asked = await storage.job_cancel(
         job_id=running.id, tenant_id=tenant.id, actor="api", now=clock.now()
@@ -508,7 +515,7 @@ async def test_cancel_each_state(storage: Storage, clock: FakeClock) -> None:
 
 async def test_ignored_events_are_logged_not_applied(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await storage.job_record_ignored(
         job_id=job.id, to_state=JobState.SUCCEEDED, actor="w9", reason="lease_lost", now=clock.now()
     )
@@ -528,7 +535,7 @@ async def test_ignored_events_are_logged_not_applied(storage: Storage, clock: Fa
 async def test_reaper_verdicts(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for fields in ({}, {"max_attempts": 1}, {}, {"execution_timeout_s": 30}):
-        await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())
+        await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())
     jobs = await storage.job_claim(worker_id="w", limit=4, lease_ttl_s=60, now=clock.now())
     requeue, exhaust, cancel, late = sorted(jobs, key=lambda j: j.id)
     await storage.job_cancel(job_id=cancel.id, tenant_id=tenant.id, actor="api", now=clock.now())
@@ -566,7 +573,7 @@ async def test_reaper_verdicts(storage: Storage, clock: FakeClock) -> None:
 
 async def test_second_loss_is_worker_lost_repeatedly(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant, max_attempts=2), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, max_attempts=2), now=clock.now())
     for _ in range(2):
         await claim_one(storage, clock)
         await storage.job_reap_expired(limit=10, retry_delay=lambda a: 0, now=clock.advance(61))
@@ -579,7 +586,7 @@ async def test_second_loss_is_worker_lost_repeatedly(storage: Storage, clock: Fa
 async def test_concurrent_reapers_act_once(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for _ in range(20):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     await storage.job_claim(worker_id="w", limit=20, lease_ttl_s=1, now=clock.now())
     later = clock.advance(5)
     results = await asyncio.gather(
@@ -594,7 +601,8 @@ async def test_concurrent_reapers_act_once(storage: Storage, clock: FakeClock) -
 async def test_start_deadline_expires_queued_jobs(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     job = (
-        await storage.job_insert(
+        await submit_one(
+            storage,
             job=new_job(
                 tenant,
                 start_timeout_s=10,
@@ -603,7 +611,7 @@ async def test_start_deadline_expires_queued_jobs(storage: Storage, clock: FakeC
             now=clock.now(),
         )
     ).job
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     assert await storage.job_expire_due(limit=10, now=clock.advance(9)) == []
     assert await storage.job_expire_due(limit=10, now=clock.advance(1)) == [job.id]
     expired = await storage.job_get(job_id=job.id)
@@ -615,7 +623,7 @@ async def test_start_deadline_expires_queued_jobs(storage: Storage, clock: FakeC
 async def test_redrive(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     hook = {"url": "https://h.example/x", "event_types": []}
-    await storage.job_insert(job=new_job(tenant, max_attempts=1, webhook=hook), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, max_attempts=1, webhook=hook), now=clock.now())
     job = await claim_one(storage, clock)
     with pytest.raises(errors.Conflict):
         await storage.job_redrive(job_id=job.id, tenant_id=tenant.id, actor="op")
@@ -649,8 +657,8 @@ async def test_outbox_follows_the_job_webhook_filter(storage: Storage, clock: Fa
     tenant = await make_tenant(storage)
     every = {"url": "https://h.example/all", "event_types": []}
     running_only = {"url": "https://h.example/run", "event_types": ["job.running"]}
-    a = (await storage.job_insert(job=new_job(tenant, webhook=every), now=clock.now())).job
-    b = (await storage.job_insert(job=new_job(tenant, webhook=running_only), now=clock.now())).job
+    a = (await submit_one(storage, job=new_job(tenant, webhook=every), now=clock.now())).job
+    b = (await submit_one(storage, job=new_job(tenant, webhook=running_only), now=clock.now())).job
     for job in await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=30, now=clock.now()):
         await finish_one(
             storage,
@@ -669,7 +677,7 @@ async def test_outbox_follows_the_job_webhook_filter(storage: Storage, clock: Fa
 
 async def test_no_webhook_no_outbox(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await storage.job_cancel(job_id=job.id, tenant_id=tenant.id, actor="api")
     assert await storage.outbox_for_job(job_id=job.id) == []
 
@@ -680,7 +688,7 @@ async def test_no_webhook_no_outbox(storage: Storage, clock: FakeClock) -> None:
 async def test_transitions_wake_watchers(storage: Storage, clock: FakeClock) -> None:
     await storage.listen()
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     cancelled: list[str] = []
     with storage.changes.watch_job(job.id) as changed, storage.changes.on_cancel(cancelled.extend):
         claimed = await claim_one(storage, clock)

@@ -12,7 +12,7 @@ import pytest
 
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -132,7 +132,7 @@ async def test_turns_are_remembered_pruned_and_deleted_with_the_conversation(
 ) -> None:
     acme = await make_tenant(storage, "acme")
     await _conversation(storage, clock, acme.id, "conv_1")
-    stored = (await storage.job_insert(job=new_job(acme), now=clock.now())).job
+    stored = (await submit_one(storage, job=new_job(acme), now=clock.now())).job
     for response_id in (stored.id, "resp_never_stored"):
         await storage.conversation_turn_insert(
             conversation_id="conv_1", response_id=response_id, now=clock.now()

@@ -14,7 +14,7 @@ from jobgate.storage.executor import Executor, SqlPart
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 def executor(storage: Storage) -> Executor:
@@ -60,7 +60,7 @@ async def test_json_and_time_columns_decode_through_the_codec(
     sql = executor(storage)
     tenant = await make_tenant(storage)
     request = {"model": "m", "messages": [{"role": "user", "content": "é\u2028"}], "n": 2**62}
-    job = await storage.job_insert(job=new_job(tenant, request=request), now=clock.now())
+    job = await submit_one(storage, job=new_job(tenant, request=request), now=clock.now())
     row = await sql.read_one("job_get", id=job.job.id)
     assert row is not None
     assert sql.codec.json_out(row["request"]) == request

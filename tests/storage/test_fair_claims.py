@@ -11,7 +11,7 @@ import pytest
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.asyncio
 async def fill(storage: Storage, clock: FakeClock, tenant_name: str, count: int, **fields: object):  # type: ignore[no-untyped-def]
     tenant = await make_tenant(storage, tenant_name)
     for _ in range(count):
-        await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())
+        await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())
     return tenant
 
 
@@ -78,8 +78,8 @@ async def test_blocked_tenants_get_nothing(storage: Storage, clock: FakeClock) -
 
 async def test_priority_orders_within_a_tenant(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage, "solo")
-    low = (await storage.job_insert(job=new_job(tenant, priority=9), now=clock.now())).job
-    urgent = (await storage.job_insert(job=new_job(tenant, priority=0), now=clock.now())).job
+    low = (await submit_one(storage, job=new_job(tenant, priority=9), now=clock.now())).job
+    urgent = (await submit_one(storage, job=new_job(tenant, priority=0), now=clock.now())).job
     jobs = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     assert [j.id for j in jobs] == [urgent.id]
     assert low.id != urgent.id
@@ -95,7 +95,7 @@ async def test_default_cap_applies_to_every_tenant(storage: Storage, clock: Fake
 async def test_caps_hold_under_concurrent_claims(storage: Storage) -> None:
     capped = await make_tenant(storage, "capped")
     for _ in range(30):
-        await storage.job_insert(job=new_job(capped))
+        await submit_one(storage, job=new_job(capped))
     policy = ClaimPolicy(tenants={capped.id: TenantShare(max_running=3)})
     batches = await asyncio.gather(
         *(

@@ -12,7 +12,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.base import finish_payload
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 class _Codec:
@@ -51,7 +51,7 @@ async def test_set_and_default_fields_are_written_as_the_verdict_says(
 ) -> None:
     tenant = await make_tenant(storage)
     for _ in range(2):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     held = await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=30, now=clock.now())
     every, plain = sorted(held, key=lambda job: job.id)
     assert every.lease_token is not None and plain.lease_token is not None

@@ -27,7 +27,7 @@ from jobgate.storage.records import ClaimPolicy, ClaimRequest
 from jobgate.storage.sqlite.executor import Q as LITE
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 JOBS = 600
@@ -51,7 +51,7 @@ async def _fill(storage: Storage, *, finished: int, clock: FakeClock | None = No
     """JOBS jobs: every SPREAD-th held (RUNNING), then the oldest `finished` of the others
     done, the rest queued. Answers the leases held."""
     tenant = await make_tenant(storage, "hot")
-    jobs = await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(JOBS)])
+    jobs = await insert_many(storage, jobs=[new_job(tenant) for _ in range(JOBS)])
     now = clock.now() if clock else None
     held = await storage.job_claim_by_id(
         worker_id="w", job_ids=[job.id for job in jobs[::SPREAD]], lease_ttl_s=60.0, now=now
@@ -165,7 +165,7 @@ async def test_postgres_reaper_locks_the_oldest_expired_leases_past_held_ones(pg
     await storage.open()
     try:
         tenant = await make_tenant(storage, "reaped")
-        await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(6)])
+        await insert_many(storage, jobs=[new_job(tenant) for _ in range(6)])
         # The k-th job claimed gets the k-th longest lease: expiry order is not claim order.
         held = [
             (await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60.0 - 10 * k))[0].id

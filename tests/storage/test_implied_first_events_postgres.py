@@ -19,7 +19,14 @@ from jobgate.domain.job import JobEvent, NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.records import BulkItem, IdempotencyClaim
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import (
+    insert_bulk,
+    insert_many,
+    insert_streamed,
+    make_tenant,
+    new_job,
+    submit_one,
+)
 from tests.storage.pg_plans import explained, nodes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
@@ -51,14 +58,14 @@ async def test_every_insert_path_implies_the_first_event_and_the_log_reads_it_on
     await storage.open()
     try:
         tenant = await make_tenant(storage, "implied")
-        single = (await storage.job_insert(job=new_job(tenant))).job
-        keyed = (await storage.job_insert(job=new_job(tenant), idempotency=_claim("k1"))).job
-        many = await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(3)])
-        streamed = await storage.job_insert_streamed(
-            chunks=[[new_job(tenant)], [new_job(tenant), new_job(tenant)]]
+        single = (await submit_one(storage, job=new_job(tenant))).job
+        keyed = (await submit_one(storage, job=new_job(tenant), idempotency=_claim("k1"))).job
+        many = await insert_many(storage, jobs=[new_job(tenant) for _ in range(3)])
+        streamed = await insert_streamed(
+            storage, chunks=[[new_job(tenant)], [new_job(tenant), new_job(tenant)]]
         )
-        bulk = await storage.job_insert_bulk(
-            items=[BulkItem(new_job(tenant), _claim("k2")), BulkItem(new_job(tenant))]
+        bulk = await insert_bulk(
+            storage, items=[BulkItem(new_job(tenant), _claim("k2")), BulkItem(new_job(tenant))]
         )
         jobs = [single, keyed, *many, *streamed]
         jobs += [r.job for r in bulk if not isinstance(r, Exception)]
@@ -93,7 +100,7 @@ async def test_a_row_created_otherwise_stores_its_first_event_and_old_ones_read_
     await storage.open()
     try:
         tenant = await make_tenant(storage, "otherwise")
-        plain = await storage.job_insert_many(jobs=[new_job(tenant)])
+        plain = await insert_many(storage, jobs=[new_job(tenant)])
     finally:
         await storage.close()
     conn = await asyncpg.connect(pg_dsn)
@@ -137,7 +144,7 @@ async def test_the_consoles_minute_reads_recent_jobs_not_every_first_event(pg_ds
         old: list[NewJob] = [new_job(tenant) for _ in range(20_000)]
         two_days_ago = datetime.now(UTC) - timedelta(days=2)
         for start in range(0, len(old), 2_000):
-            await storage.job_insert_many(jobs=old[start : start + 2_000], now=two_days_ago)
+            await insert_many(storage, jobs=old[start : start + 2_000], now=two_days_ago)
         conn = await asyncpg.connect(pg_dsn)
         try:
             await conn.execute(
@@ -145,7 +152,7 @@ async def test_the_consoles_minute_reads_recent_jobs_not_every_first_event(pg_ds
                 " applied, created_at, job_created_at) SELECT id, 1, NULL, 'queued', 'api',"
                 " 'submitted', true, created_at, created_at FROM jobs"
             )
-            await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(100)])
+            await insert_many(storage, jobs=[new_job(tenant) for _ in range(100)])
             await conn.execute("VACUUM ANALYZE jobs")
             await conn.execute("VACUUM ANALYZE job_events")
             since = await conn.fetchval("SELECT now() - interval '1 minute'")

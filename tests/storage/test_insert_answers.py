@@ -16,7 +16,7 @@ from jobgate.domain.job import Job, NewJob
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_bulk, insert_many, make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -71,25 +71,26 @@ def key(i: int) -> IdempotencyClaim:
 
 
 async def by_single(storage: Storage, jobs: list[NewJob], now: datetime | None) -> list[Job]:
-    return [(await storage.job_insert(job=job, now=now)).job for job in jobs]
+    return [(await submit_one(storage, job=job, now=now)).job for job in jobs]
 
 
 async def by_keyed(storage: Storage, jobs: list[NewJob], now: datetime | None) -> list[Job]:
     outcomes = [
-        await storage.job_insert(job=job, idempotency=key(i), now=now) for i, job in enumerate(jobs)
+        await submit_one(storage, job=job, idempotency=key(i), now=now)
+        for i, job in enumerate(jobs)
     ]
     assert not any(outcome.replayed for outcome in outcomes)
     return [outcome.job for outcome in outcomes]
 
 
 async def by_many(storage: Storage, jobs: list[NewJob], now: datetime | None) -> list[Job]:
-    return await storage.job_insert_many(jobs=jobs, now=now)
+    return await insert_many(storage, jobs=jobs, now=now)
 
 
 async def by_bulk(storage: Storage, jobs: list[NewJob], now: datetime | None) -> list[Job]:
     """Keyed and keyless items mixed in one call."""
     items = [BulkItem(job, key(i) if i % 2 else None) for i, job in enumerate(jobs)]
-    results = await storage.job_insert_bulk(items=items, now=now)
+    results = await insert_bulk(storage, items=items, now=now)
     assert all(isinstance(r, SubmitOutcome) and not r.replayed for r in results)
     return [r.job for r in results if isinstance(r, SubmitOutcome)]
 

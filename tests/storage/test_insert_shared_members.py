@@ -17,7 +17,7 @@ from jobgate.storage.postgres.batch import SHARED, insert_payload, insert_payloa
 from jobgate.storage.postgres.executor import PostgresCodec
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
-from tests.storage.helpers import make_tenant, new_job, queued
+from tests.storage.helpers import insert_many, insert_streamed, make_tenant, new_job, queued
 
 TENANT = Tenant(
     id="ten_acme", name="acme", webhook_secret="whsec", created_at=datetime(2026, 12, 3, tzinfo=UTC)
@@ -127,9 +127,9 @@ async def test_the_rows_hold_each_jobs_own_values(storage: Storage, how: str) ->
     assert insert_payloads(unlike, PostgresCodec())[1] == {}  # (the statement's :shared)
     for jobs in (alike, mixed, unlike):
         if how == "many":
-            answered = await storage.job_insert_many(jobs=jobs)
+            answered = await insert_many(storage, jobs=jobs)
         else:
-            answered = await storage.job_insert_streamed(chunks=[jobs[:1], jobs[1:]])
+            answered = await insert_streamed(storage, chunks=[jobs[:1], jobs[1:]])
         for job, new in zip(answered, jobs, strict=True):
             got = await storage.job_get(job_id=new.id)
             assert got == job
@@ -141,8 +141,8 @@ async def test_an_unknown_tenant_shared_by_the_whole_batch_fails_it(storage: Sto
     tenant = await make_tenant(storage)
     stray = [new_job(tenant, tenant_id="ten_nobody") for _ in range(3)]
     with pytest.raises(errors.StorageError):
-        await storage.job_insert_many(jobs=stray)
+        await insert_many(storage, jobs=stray)
     with pytest.raises(errors.StorageError):
-        await storage.job_insert_streamed(chunks=[stray[:1], stray[1:]])
+        await insert_streamed(storage, chunks=[stray[:1], stray[1:]])
     assert await queued(storage, "ten_nobody") == 0
     assert all([await storage.job_get(job_id=job.id) is None for job in stray])

@@ -17,14 +17,14 @@ from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
 
 async def made(storage: Storage, tenant: Tenant, clock: FakeClock, **fields: Any) -> str:
     """A job created now, then a second passes (each job its own creation time)."""
-    job = (await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())).job
     clock.advance(1)
     return job.id
 
@@ -164,7 +164,7 @@ async def test_filtered_pages_follow_the_cursor(
         match = {"model": "m", "provider": "p", "metadata": {"k": "v"}}
         other = {"model": "x", "provider": "q", "metadata": {"k": "w"}}
         job = new_job(acme, **(match if n % 2 == 0 else other))
-        inserted = (await storage.job_insert(job=job, now=clock.now())).job
+        inserted = (await submit_one(storage, job=job, now=clock.now())).job
         if n % 2 == 0 or "created_before" in filters:
             matching.append(inserted.id)
         if n % 3 == 2:

@@ -25,7 +25,7 @@ from jobgate.storage.sqlite.executor import Q as LITE
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.storage.store.jobs import _search_query
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 TENANTS = ("acme", "beta", "gamma")
@@ -72,7 +72,7 @@ async def fill(storage: Storage) -> str:
                 )
                 for n in range(start, start + 400)
             ]
-            await storage.job_insert_many(jobs=jobs, now=clock.now())
+            await insert_many(storage, jobs=jobs, now=clock.now())
         clock.advance(1200)
     return tenants[0].id
 

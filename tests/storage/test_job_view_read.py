@@ -14,7 +14,7 @@ import pytest
 
 from jobgate.storage.protocol import VIEW_REQUEST_MEMBERS, Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.poison_rows import json_text, poisons, poke
 
 pytestmark = pytest.mark.asyncio
@@ -51,7 +51,9 @@ async def test_a_view_is_the_job_but_the_prompt(
     storage: Storage, clock: FakeClock, request_body: dict[str, Any]
 ) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant, request=request_body), now=clock.now())).job
+    job = (
+        await submit_one(storage, job=new_job(tenant, request=request_body), now=clock.now())
+    ).job
     full = await storage.job_get(job_id=job.id, tenant_id=tenant.id)
     view = await storage.job_view(job_id=job.id, tenant_id=tenant.id)
     assert full is not None and view is not None
@@ -69,7 +71,7 @@ async def test_every_member_a_view_reads_is_kept(storage: Storage, clock: FakeCl
     tenant = await make_tenant(storage)
     members = {name: index + 1 for index, name in enumerate(VIEW_REQUEST_MEMBERS)}
     body = members | {"model": "m", "messages": [PROMPT]}
-    job = (await storage.job_insert(job=new_job(tenant, request=body), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant, request=body), now=clock.now())).job
     view = await storage.job_view(job_id=job.id, tenant_id=tenant.id)
     assert view is not None and view.request is not None
     assert _members(view.request) == members and len(members) >= 4
@@ -80,7 +82,7 @@ async def test_every_member_a_view_reads_is_kept(storage: Storage, clock: FakeCl
 async def test_a_page_of_jobs_reads_them_as_views(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for body in REQUESTS:
-        await storage.job_insert(job=new_job(tenant, request=body), now=clock.now())
+        await submit_one(storage, job=new_job(tenant, request=body), now=clock.now())
     listed = await storage.job_list(tenant_id=tenant.id, limit=50)
     assert len(listed) == len(REQUESTS)
     for job in listed:
@@ -91,14 +93,14 @@ async def test_a_page_of_jobs_reads_them_as_views(storage: Storage, clock: FakeC
 async def test_a_view_is_the_tenants_own(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     other = await make_tenant(storage, "other")
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     assert await storage.job_view(job_id=job.id, tenant_id=other.id) is None
     assert await storage.job_view(job_id="job_missing", tenant_id=tenant.id) is None
 
 
 async def test_a_purged_job_views_without_a_request(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await poke(storage, "jobs", job.id, request="NULL")
     view = await storage.job_view(job_id=job.id, tenant_id=tenant.id)
     assert view is not None and view.request is None and not view.damaged
@@ -111,7 +113,7 @@ async def test_poison_rows_view_as_they_read(storage: Storage, clock: FakeClock)
     long_text = json_text(storage, f'"{letters}"')
     kinds = {**poisons(storage), "long_request_not_an_object": {"request": long_text}}
     for name, columns in kinds.items():
-        job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+        job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
         await poke(storage, "jobs", job.id, **columns)
         full = await storage.job_get(job_id=job.id, tenant_id=tenant.id)
         view = await storage.job_view(job_id=job.id, tenant_id=tenant.id)

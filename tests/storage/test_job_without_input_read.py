@@ -15,7 +15,7 @@ import pytest
 
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.poison_rows import json_text, poisons, poke
 
 pytestmark = pytest.mark.asyncio
@@ -46,7 +46,9 @@ async def test_a_response_read_is_the_job_but_its_input(
     storage: Storage, clock: FakeClock, request_body: dict[str, Any]
 ) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant, request=request_body), now=clock.now())).job
+    job = (
+        await submit_one(storage, job=new_job(tenant, request=request_body), now=clock.now())
+    ).job
     full = await storage.job_get(job_id=job.id, tenant_id=tenant.id)
     read = await storage.job_without_input(job_id=job.id, tenant_id=tenant.id)
     assert full is not None and read is not None
@@ -64,7 +66,7 @@ async def test_a_response_read_is_the_job_but_its_input(
 async def test_a_response_read_is_the_tenants_own(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     other = await make_tenant(storage, "other")
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     assert await storage.job_without_input(job_id=job.id, tenant_id=other.id) is None
     assert await storage.job_without_input(job_id="job_missing", tenant_id=tenant.id) is None
 
@@ -80,7 +82,7 @@ async def test_poison_rows_read_as_job_get_reads_them(storage: Storage, clock: F
         "purged": {"request": "NULL"},
     }
     for name, columns in kinds.items():
-        job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+        job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
         await poke(storage, "jobs", job.id, **columns)
         full = await storage.job_get(job_id=job.id, tenant_id=tenant.id)
         read = await storage.job_without_input(job_id=job.id, tenant_id=tenant.id)

@@ -16,7 +16,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim, LimitOverrides, QueueLimit, Settlement, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job, queued
+from tests.storage.helpers import finish_one, make_tenant, new_job, queued, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -42,7 +42,7 @@ async def test_queue_counts_and_claims(storage: Storage, clock: FakeClock) -> No
     b = await make_tenant(storage, "b")
     for owner, count in ((a, 3), (b, 2)):
         for _ in range(count):
-            await storage.job_insert(job=new_job(owner), now=clock.now())
+            await submit_one(storage, job=new_job(owner), now=clock.now())
     await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=60, now=clock.now())
     counts = await storage.queue_counts()
     assert counts.queued_total == 3
@@ -57,32 +57,36 @@ async def test_queue_limit_refuses_at_the_bound_but_answers_replays(
     key = IdempotencyClaim(
         route="POST /v1/jobs", key="k", body_hash="h", status_code=202, ttl_s=86_400
     )
-    first = await storage.job_insert(job=new_job(tenant), idempotency=key, now=clock.now())
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    first = await submit_one(storage, job=new_job(tenant), idempotency=key, now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     with pytest.raises(errors.QueueFull) as caught:
-        await storage.job_insert(
-            job=new_job(tenant), queue_limit=QueueLimit(tenant_max=2), now=clock.now()
+        await submit_one(
+            storage, job=new_job(tenant), queue_limit=QueueLimit(tenant_max=2), now=clock.now()
         )
     assert caught.value.limit == "max_queued"
-    replay = await storage.job_insert(
-        job=new_job(tenant), idempotency=key, queue_limit=QueueLimit(tenant_max=2), now=clock.now()
+    replay = await submit_one(
+        storage,
+        job=new_job(tenant),
+        idempotency=key,
+        queue_limit=QueueLimit(tenant_max=2),
+        now=clock.now(),
     )
     assert replay.replayed and replay.job.id == first.job.id
     with pytest.raises(errors.QueueFull) as caught:
-        await storage.job_insert(
-            job=new_job(tenant), queue_limit=QueueLimit(total_max=2), now=clock.now()
+        await submit_one(
+            storage, job=new_job(tenant), queue_limit=QueueLimit(total_max=2), now=clock.now()
         )
     assert caught.value.limit == "max_queued_total"
     assert await queued(storage, tenant.id) == 2
-    ok = await storage.job_insert(
-        job=new_job(tenant), queue_limit=QueueLimit(tenant_max=3), now=clock.now()
+    ok = await submit_one(
+        storage, job=new_job(tenant), queue_limit=QueueLimit(tenant_max=3), now=clock.now()
     )
     assert not ok.replayed
 
 
 async def test_usage_tokens_since(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     [job] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     await finish_one(
         storage,
@@ -103,7 +107,7 @@ async def billed(
     storage: Storage, clock: FakeClock, tenant: Tenant, usage: tuple[int, int], **job: object
 ) -> None:
     """A job of `tenant` that succeeds with (input, output) tokens of usage."""
-    await storage.job_insert(job=new_job(tenant, **job), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, **job), now=clock.now())
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     await finish_one(
         storage,
@@ -129,7 +133,7 @@ async def refunded(
 ) -> None:
     """A background job cancelled locally whose provider finished anyway: its usage is billed
     as a completion and a matching refund."""
-    await storage.job_insert(job=new_job(tenant, provider=provider, model=model), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, provider=provider, model=model), now=clock.now())
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     lease = Lease(claimed.id, claimed.lease_token or "")
     await storage.job_provider_submitting(lease=lease, now=clock.now())
@@ -185,11 +189,11 @@ async def test_retention_purges_old_results_and_keeps_tombstones(
     storage: Storage, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
-    old = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    old = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await storage.job_cancel(job_id=old.id, tenant_id=tenant.id, actor="api", now=clock.now())
-    live = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    live = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     clock.advance(100)
-    recent = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    recent = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await storage.job_cancel(job_id=recent.id, tenant_id=tenant.id, actor="api", now=clock.now())
     purged = await storage.job_purge_expired(
         completed_before=clock.now() - timedelta(seconds=50), limit=10, now=clock.now()
@@ -212,7 +216,8 @@ async def test_retention_purges_old_results_and_keeps_tombstones(
 async def test_expired_idempotency_keys_are_forgotten(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for key, ttl in (("short", 10), ("long", 1000)):
-        await storage.job_insert(
+        await submit_one(
+            storage,
             job=new_job(tenant),
             idempotency=IdempotencyClaim(
                 route="POST /v1/jobs", key=key, body_hash="h", status_code=202, ttl_s=ttl
@@ -253,7 +258,7 @@ async def test_cache_tokens_are_billed_at_the_cache_prices(
     and writes: the tenant's spend today is what the provider bills, not the input price."""
     tenant = await make_tenant(storage)
     since = clock.now()
-    await storage.job_insert(job=new_job(tenant, provider="claude", model="c"), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, provider="claude", model="c"), now=clock.now())
     [leased] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     await finish_one(
         storage,
@@ -265,7 +270,7 @@ async def test_cache_tokens_are_billed_at_the_cache_prices(
         ),
         now=clock.now(),
     )
-    await storage.job_insert(job=new_job(tenant, provider="claude", model="c"), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, provider="claude", model="c"), now=clock.now())
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     lease = Lease(claimed.id, claimed.lease_token or "")
     await storage.job_provider_submitting(lease=lease, now=clock.now())
@@ -309,7 +314,7 @@ async def test_the_request_id_of_the_successful_attempt_is_kept(
     storage: Storage, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     [job] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     assert job.provider_request_id is None
     await finish_one(

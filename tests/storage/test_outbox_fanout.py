@@ -10,7 +10,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
 
 
@@ -44,7 +44,7 @@ async def test_one_batch_fans_out_only_to_jobs_with_targets(
         "nothing": new_job(plain),
     }
     for job in jobs.values():
-        await storage.job_insert(job=job, now=clock.now())
+        await submit_one(storage, job=job, now=clock.now())
     assert len(await finish_all(storage, clock, 3)) == 3
     rows = {
         name: [(r.event_type, r.target) for r in await storage.outbox_for_job(job_id=job.id)]
@@ -66,7 +66,7 @@ async def test_a_batch_without_targets_writes_no_outbox_rows(
     await make_endpoint(storage, plain, clock, disabled=True)
     jobs = [new_job(plain) for _ in range(3)]
     for job in jobs:
-        await storage.job_insert(job=job, now=clock.now())
+        await submit_one(storage, job=job, now=clock.now())
     assert len(await finish_all(storage, clock, 3)) == 3
     for job in jobs:
         assert await storage.outbox_for_job(job_id=job.id) == []

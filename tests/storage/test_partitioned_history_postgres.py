@@ -34,7 +34,7 @@ from jobgate.storage.postgres.executor import Q
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.records import DeliveryOutcome, IdempotencyClaim, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
 from tests.support.databases import PostgresTemplate, dsn_for
 
@@ -95,7 +95,7 @@ async def _fill_old_schema(
     owners: dict[str, datetime] = {}
     now = datetime.now(UTC).replace(microsecond=0)
     for label, at in (("today", now), ("recent", now - 3 * DAY), ("ancient", now - 50 * DAY)):
-        job = (await storage.job_insert(job=new_job(tenant, id=f"job_{label}"), now=at)).job
+        job = (await submit_one(storage, job=new_job(tenant, id=f"job_{label}"), now=at)).job
         owners[job.id] = job.created_at
         await conn.execute(
             "UPDATE jobs SET state = 'running', attempt = 1, run_count = 1, started_at = $2,"
@@ -273,7 +273,7 @@ async def test_the_conversion_keeps_every_row_key_and_trigger(
             assert len(await storage.job_output_read(job_id=job_id, after_seq=0)) == 2
             assert len(await storage.delivery_attempts_for_job(job_id=job_id)) == 1
             assert len(await storage.outbox_for_job(job_id=job_id)) == 1
-        fresh = (await storage.job_insert(job=new_job(tenant))).job
+        fresh = (await submit_one(storage, job=new_job(tenant))).job
         await storage.job_cancel(job_id=fresh.id, tenant_id=tenant.id, actor="api")
         assert [e.to_state for e in await storage.job_events(job_id=fresh.id)] == [
             "queued",
@@ -315,7 +315,7 @@ async def test_days_ahead_exist_and_an_insert_outside_them_lands_in_default(pg_d
 
         tenant = await make_tenant(storage, "far")
         far = _midnight(_today() + timedelta(days=40)) + timedelta(hours=5)
-        job = (await storage.job_insert(job=new_job(tenant), now=far)).job
+        job = (await submit_one(storage, job=new_job(tenant), now=far)).job
         await storage.job_cancel(job_id=job.id, tenant_id=tenant.id, actor="api", now=far)
         where = await conn.fetchval(
             "SELECT tableoid::regclass::text FROM job_events WHERE job_id = $1", job.id
@@ -351,7 +351,7 @@ async def test_reads_by_job_touch_its_partition_only(pg_dsn: str) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
         tenant = await make_tenant(storage, "plans")
-        job = (await storage.job_insert(job=new_job(tenant))).job
+        job = (await submit_one(storage, job=new_job(tenant))).job
         reads: dict[str, dict[str, Any]] = {
             "job_events": {"job_id": job.id, "after_seq": 0, "limit": 100},
             "job_output_read": {"job_id": job.id, "after_seq": 0, "limit": 100},
@@ -512,7 +512,7 @@ async def _finished(
 ) -> str:
     """A job created at `at`, streamed a chunk, finished a second later (its webhook pending)."""
     key = None if key_ttl_s is None else IdempotencyClaim("r", f"k-{at}", "h", 202, key_ttl_s)
-    job = (await storage.job_insert(job=new_job(tenant), idempotency=key, now=at)).job
+    job = (await submit_one(storage, job=new_job(tenant), idempotency=key, now=at)).job
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=at)
     lease = Lease(job.id, claimed.lease_token or "")
     await storage.job_output_append(lease=lease, text="partial", now=at)

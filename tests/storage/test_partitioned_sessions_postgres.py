@@ -19,7 +19,7 @@ from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.records import ClaimPolicy, TenantShare
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres, pytest.mark.timeout(90)]
@@ -57,7 +57,7 @@ async def test_a_claim_cut_off_inside_its_transaction_blocks_no_other_claim_post
         try:
             tenant = await make_tenant(direct)
             for n in range(4):
-                await direct.job_insert(job=new_job(tenant, concurrency_key=f"user{n}"))
+                await submit_one(direct, job=new_job(tenant, concurrency_key=f"user{n}"))
             # The cut-off claim's lock is granted; the answer, and everything after, is lost.
             proxy.cut_reply(LOCK_GRANTED, silently=True)
             stranded = asyncio.create_task(

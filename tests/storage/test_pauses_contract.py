@@ -10,7 +10,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Pause
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -40,7 +40,7 @@ async def _jobs(storage: Storage, clock: FakeClock) -> dict[str, str]:
     ids = {}
     for name, (tenant, provider, model) in shapes.items():
         job = new_job(tenant, provider=provider, model=model)
-        ids[name] = (await storage.job_insert(job=job, now=clock.now())).job.id
+        ids[name] = (await submit_one(storage, job=job, now=clock.now())).job.id
     return ids
 
 

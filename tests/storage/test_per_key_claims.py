@@ -16,7 +16,7 @@ from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, Tenant, TenantShare
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -29,7 +29,7 @@ async def submit(
     keyed: dict[str, str | None] = {}
     for key in keys:
         job = new_job(tenant, concurrency_key=key)
-        keyed[(await storage.job_insert(job=job, now=clock.now())).job.id] = key
+        keyed[(await submit_one(storage, job=job, now=clock.now())).job.id] = key
         clock.advance(0.001)  # a distinct run_at each: a stable order
     now = clock.now()
     clock.set(now.replace(microsecond=0) + timedelta(seconds=1))

@@ -13,7 +13,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage import rows
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job, submit_one
 from tests.storage.poison_rows import far_future, json_text, poisons, poke
 
 TEN_YEARS = timedelta(seconds=rows.MAX_INTERVAL_S)
@@ -35,7 +35,7 @@ async def test_a_claim_clamps_any_stored_execution_timeout(
     if value is None:
         pytest.skip("SQLite cannot store NaN")
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await poke(storage, "jobs", job.id, execution_timeout_s=value)
     if by_id:  # a broker transport's claim (issue 18)
         got = await storage.job_claim_by_id(
@@ -59,11 +59,11 @@ async def test_an_insert_clamps_the_start_deadline(
 ) -> None:
     tenant = await make_tenant(storage)
     job = new_job(tenant, start_timeout_s=start_timeout_s)
-    stored = (await storage.job_insert(job=job, now=clock.now())).job
+    stored = (await submit_one(storage, job=job, now=clock.now())).job
     assert stored.expires_at is not None and not stored.damaged
     assert stored.expires_at <= stored.created_at + TEN_YEARS
-    [batched] = await storage.job_insert_many(
-        jobs=[new_job(tenant, start_timeout_s=start_timeout_s)], now=clock.now()
+    [batched] = await insert_many(
+        storage, jobs=[new_job(tenant, start_timeout_s=start_timeout_s)], now=clock.now()
     )
     # (JSON carries the batch to PostgreSQL: an infinite timeout arrives as no deadline.)
     assert batched.expires_at is None or batched.expires_at <= batched.created_at + TEN_YEARS
@@ -77,7 +77,7 @@ async def test_every_kind_of_poison_reads_lists_and_cancels(
     kinds = poisons(storage)
     ids = {}
     for name, columns in kinds.items():
-        job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+        job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
         await poke(storage, "jobs", job.id, **columns)
         ids[name] = job.id
     for name, job_id in ids.items():
@@ -95,7 +95,7 @@ async def test_times_past_year_9999_read_as_the_latest_time(
     storage: Storage, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     far = far_future(storage)
     await poke(storage, "jobs", job.id, expires_at=far, deadline_at=far)
     read = await storage.job_get(job_id=job.id)
@@ -109,7 +109,7 @@ async def test_json_beyond_what_orjson_reads_still_reads(
     storage: Storage, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     huge = '{"big": 123456789012345678901234567890, "far": 1e999}'
     if storage.dialect == "sqlite":  # jsonb refuses a lone surrogate
         huge = huge[:-1] + ', "lone\\ud800": "x\\udc00y"}'
@@ -128,7 +128,7 @@ async def test_operator_views_read_poison_rows(storage: Storage, clock: FakeCloc
     """The dashboard and /metrics read across tenants: a queued job whose run_at no datetime
     can hold used to break both."""
     tenant = await make_tenant(storage)
-    job = (await storage.job_insert(job=new_job(tenant), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     long_ago = "'-infinity'::timestamptz" if storage.dialect == "postgres" else "-3e11"
     await poke(storage, "jobs", job.id, run_at=long_ago)
     [overview] = await storage.admin_overview(now=clock.now())

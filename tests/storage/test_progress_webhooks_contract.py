@@ -15,7 +15,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Delivery, DeliveryOutcome, EndpointChanges, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
 
 pytestmark = pytest.mark.asyncio
@@ -26,7 +26,7 @@ STREAM = {"model": "sim-echo", "messages": [{"role": "user", "content": "hi"}], 
 
 
 async def running_job(storage: Storage, clock: FakeClock, tenant: Tenant) -> Lease:
-    job = (await storage.job_insert(job=new_job(tenant, request=STREAM), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant, request=STREAM), now=clock.now())).job
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=600, now=clock.now())
     assert claimed.id == job.id
     return Lease(job.id, claimed.lease_token or "")
@@ -57,7 +57,7 @@ async def test_only_enabled_endpoints_that_list_progress_get_it(
 async def test_a_job_that_is_not_running_arms_nothing(storage: Storage, clock: FakeClock) -> None:
     acme = await make_tenant(storage)
     await make_endpoint(storage, acme, clock, event_types=(PROGRESS,))
-    job = (await storage.job_insert(job=new_job(acme, request=STREAM), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(acme, request=STREAM), now=clock.now())).job
     assert await storage.outbox_progress_arm(job_id=job.id, now=clock.now()) == 0
     assert await storage.outbox_progress_arm(job_id="job_missing", now=clock.now()) == 0
     assert await storage.outbox_for_job(job_id=job.id) == []

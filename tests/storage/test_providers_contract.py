@@ -14,13 +14,13 @@ from jobgate.domain.states import JobState
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ReconcileDeferral, Settlement, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
 
 async def running(storage: Storage, clock: FakeClock, tenant: Tenant, **fields: object) -> Job:
-    await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())
     jobs = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60, now=clock.now())
     assert len(jobs) == 1
     return jobs[0]

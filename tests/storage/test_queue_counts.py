@@ -23,7 +23,7 @@ from jobgate.storage.records import Tenant
 from jobgate.storage.sqlite.executor import Q as SQ
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,7 +44,7 @@ async def test_counts_are_exact_below_the_bound_and_floors_beyond_it(
     behind = [new_job(deep, priority=5) for _ in range(2)]
     behind.append(new_job(deep, priority=7, provider="openai"))
     few = [new_job(shallow), new_job(shallow, provider="openai")]
-    await storage.job_insert_many(jobs=[*behind, *head, *few], now=now)
+    await insert_many(storage, jobs=[*behind, *head, *few], now=now)
 
     overview = {row.tenant_name: row for row in await storage.admin_overview(now=now)}
     assert (overview["deep"].queued, overview["deep"].queued_exact) == (3, False)
@@ -73,7 +73,7 @@ async def test_an_empty_line_and_a_line_of_exactly_the_bound(
     monkeypatch.setattr(ranges, "QUEUE_COUNTED", 3)
     full = await make_tenant(storage, "full")
     await make_tenant(storage, "empty")
-    await storage.job_insert_many(jobs=[new_job(full) for _ in range(3)], now=clock.now())
+    await insert_many(storage, jobs=[new_job(full) for _ in range(3)], now=clock.now())
     overview = {row.tenant_name: row for row in await storage.admin_overview(now=clock.now())}
     assert (overview["full"].queued, overview["full"].queued_exact) == (3, False)
     assert (overview["empty"].queued, overview["empty"].queued_exact) == (0, True)
@@ -88,10 +88,11 @@ async def test_the_longest_wait_is_the_earliest_come_run_at_of_any_priority(
     back of the claim order (priority 9) waiting longest is found, a job not come yet is not."""
     tenant = await make_tenant(storage)
     start = clock.now()
-    await storage.job_insert_many(jobs=[new_job(tenant, priority=9)], now=start)
+    await insert_many(storage, jobs=[new_job(tenant, priority=9)], now=start)
     clock.advance(60)
     now = clock.now()
-    await storage.job_insert_many(
+    await insert_many(
+        storage,
         jobs=[
             new_job(tenant, priority=0),
             new_job(tenant, priority=4, run_at=now - timedelta(seconds=30)),
@@ -120,7 +121,7 @@ def _params(*, postgres: bool, now: Any, counted: int) -> dict[str, Any]:
 async def _queue(storage: Storage, tenant: Tenant, size: int) -> list[NewJob]:
     jobs = [new_job(tenant, priority=5) for _ in range(size)]
     for start in range(0, size, 500):
-        await storage.job_insert_many(jobs=jobs[start : start + 500])
+        await insert_many(storage, jobs=jobs[start : start + 500])
     return jobs
 
 

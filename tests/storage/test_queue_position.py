@@ -22,7 +22,7 @@ from jobgate.storage.records import Tenant
 from jobgate.storage.sqlite.executor import Q as SQ
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job, submit_one
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 pytestmark = pytest.mark.asyncio
@@ -36,7 +36,7 @@ async def test_the_count_ahead_stops_at_its_bound(
     jobs = [new_job(tenant, priority=5) for _ in range(6)]
     urgent = new_job(tenant, priority=1)
     for job in [*jobs, urgent]:
-        await storage.job_insert(job=job, now=clock.now())
+        await submit_one(storage, job=job, now=clock.now())
     positions = []
     for job in [urgent, *jobs]:
         stored = await storage.job_get(job_id=job.id)
@@ -56,7 +56,7 @@ async def test_a_status_read_answers_the_view_and_the_place_together(
     later = new_job(tenant, priority=0, run_at=now + timedelta(hours=1))  # not claimable yet
     foreign = new_job(other, priority=0)  # another tenant's line
     for job in [*ahead, later, foreign]:
-        await storage.job_insert(job=job, now=now)
+        await submit_one(storage, job=job, now=now)
     for job in [*ahead, later, foreign]:
         owner = other.id if job is foreign else tenant.id
         status = await storage.job_status(job_id=job.id, tenant_id=owner, now=now)
@@ -98,7 +98,7 @@ async def test_a_status_read_plans_no_count_for_a_job_that_is_not_queued(
     await storage.open()
     try:
         tenant = await make_tenant(storage)
-        queued, done = await storage.job_insert_many(jobs=[new_job(tenant), new_job(tenant)])
+        queued, done = await insert_many(storage, jobs=[new_job(tenant), new_job(tenant)])
         conn = await asyncpg.connect(pg_dsn)
         try:
             await conn.execute("UPDATE jobs SET state = 'succeeded' WHERE id = $1", done.id)
@@ -140,7 +140,7 @@ async def test_a_place_is_exact_below_the_bound_and_a_floor_beyond_it(
     tenant = await make_tenant(storage)
     now = clock.now()
     jobs = [new_job(tenant, priority=5) for _ in range(5)]
-    await storage.job_insert_many(jobs=jobs, now=now)
+    await insert_many(storage, jobs=jobs, now=now)
     assert await _places(storage, jobs, now) == [
         (1, True),
         (2, True),
@@ -176,20 +176,18 @@ async def test_first_is_first_only_when_the_walk_saw_the_whole_line_ahead(
     now = clock.now()
     later = [new_job(tenant, priority=0, run_at=now + timedelta(hours=1)) for _ in range(3)]
     job = new_job(tenant, priority=5)
-    await storage.job_insert_many(jobs=[*later, job], now=now)
+    await insert_many(storage, jobs=[*later, job], now=now)
     assert await _places(storage, [job], now) == [(1, False)]
     monkeypatch.setattr(ranges, "QUEUE_POSITION_COUNTED", 4)  # the walk sees the whole line
     assert await _places(storage, [job], now) == [(1, True)]
-    await storage.job_insert_many(
-        jobs=[new_job(tenant, priority=0)], now=now
-    )  # one claimable ahead
+    await insert_many(storage, jobs=[new_job(tenant, priority=0)], now=now)  # one claimable ahead
     assert await _places(storage, [job], now) == [(2, False)]
 
 
 async def _queue(storage: Storage, tenant: Tenant, size: int) -> list[NewJob]:
     jobs = [new_job(tenant, priority=5) for _ in range(size)]
     for start in range(0, size, 500):
-        await storage.job_insert_many(jobs=jobs[start : start + 500])
+        await insert_many(storage, jobs=jobs[start : start + 500])
     return jobs
 
 

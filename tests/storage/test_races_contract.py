@@ -20,7 +20,13 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Settlement, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job, wait_until_blocked_by
+from tests.storage.helpers import (
+    finish_one,
+    make_tenant,
+    new_job,
+    submit_one,
+    wait_until_blocked_by,
+)
 
 PG = sql.load("jobgate.storage.postgres")
 
@@ -42,7 +48,7 @@ async def _lease(job: Job) -> Lease:
 
 async def _at_provider(storage: Storage, clock: FakeClock, tenant: Tenant, **fields: object) -> Job:
     """A job running at its provider in background mode (no worker lease)."""
-    await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())
     claimed = await _claim(storage, clock)
     return await storage.job_background_accept(
         lease=await _lease(claimed),
@@ -133,7 +139,7 @@ async def test_a_provider_retry_without_a_cancel_request_still_requeues(
 async def test_redrive_forgets_the_old_cancel_request(
     storage: Storage, clock: FakeClock, tenant: Tenant
 ) -> None:
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     job = await _claim(storage, clock)
     await storage.job_cancel(job_id=job.id, tenant_id=tenant.id, actor="api", now=clock.now())
     dead = await _dead_letter(storage, clock, job)  # the failure committed first: it stands
@@ -153,7 +159,7 @@ async def test_redrive_forgets_the_old_cancel_request(
 async def test_redrive_gives_a_fresh_start_deadline(
     storage: Storage, clock: FakeClock, tenant: Tenant
 ) -> None:
-    await storage.job_insert(job=new_job(tenant, start_timeout_s=100), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, start_timeout_s=100), now=clock.now())
     job = await _claim(storage, clock)
     await _dead_letter(storage, clock, job)
     clock.advance(1000)  # long past the first start deadline
@@ -177,9 +183,9 @@ async def test_a_job_past_its_start_deadline_cannot_be_claimed(
     storage: Storage, clock: FakeClock, tenant: Tenant
 ) -> None:
     late = new_job(tenant, start_timeout_s=10)
-    await storage.job_insert(job=late, now=clock.now())
+    await submit_one(storage, job=late, now=clock.now())
     clock.advance(5)
-    await storage.job_insert(job=new_job(tenant, start_timeout_s=100), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, start_timeout_s=100), now=clock.now())
     clock.advance(6)  # the first is past its start deadline; no reaper pass yet
     claimed = await storage.job_claim(worker_id="w", limit=5, lease_ttl_s=60, now=clock.now())
     assert late.id not in [j.id for j in claimed] and len(claimed) == 1
@@ -189,7 +195,7 @@ async def test_a_job_past_its_start_deadline_cannot_be_claimed(
 async def test_redriving_a_purged_job_is_refused(
     storage: Storage, clock: FakeClock, tenant: Tenant
 ) -> None:
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     job = await _dead_letter(storage, clock, await _claim(storage, clock))
     await storage.job_purge(job_id=job.id, tenant_id=tenant.id, now=clock.now())
     with pytest.raises(errors.Conflict) as refused:
@@ -237,7 +243,7 @@ async def test_a_provider_event_that_overlaps_the_accept_makes_the_job_due(
     job). The re-check after the later commit must still make the job due at once."""
     if not isinstance(storage, PostgresStorage):
         pytest.skip("SQLite has one writer: the two cannot overlap")
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     claimed = await _claim(storage, clock)
     blocker = await asyncpg.connect(storage.listen_dsn)  # a session of its own
     try:

@@ -14,7 +14,7 @@ from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -86,8 +86,8 @@ async def test_queued_jobs_behind_a_closed_bucket_are_counted(
 ) -> None:
     tenant = await make_tenant(storage)
     for _ in range(3):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
-    await storage.job_insert(job=new_job(tenant, delay_s=60.0), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant, delay_s=60.0), now=clock.now())
     assert await storage.rate_limited_queued(buckets=[RPM60], now=clock.now()) == {}
     await take_wait(storage, clock, RPM60)
     got = await storage.rate_limited_queued(buckets=[RPM60], now=clock.now())

@@ -22,7 +22,7 @@ from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import DeliveryOutcome, IdempotencyClaim, Tenant
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
 
 pytestmark = pytest.mark.asyncio
@@ -53,7 +53,7 @@ async def finished(
     key = None
     if key_ttl_s is not None:
         key = IdempotencyClaim("POST /v1/jobs", f"k-{at.timestamp()}", "h", 202, key_ttl_s)
-    job = (await storage.job_insert(job=new_job(tenant, **fields), idempotency=key, now=at)).job
+    job = (await submit_one(storage, job=new_job(tenant, **fields), idempotency=key, now=at)).job
     [claimed] = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=at)
     assert claimed.id == job.id
     return await finish_one(
@@ -101,7 +101,7 @@ async def test_deletes_exactly_the_finished_jobs_past_the_horizon(
     old = now - 10 * DAY
     gone_ok = await finished(storage, acme, old, usage=USAGE)
     gone_failed = await finished(storage, beta, old, state=JobState.FAILED, dead_lettered=True)
-    gone_cancelled = (await storage.job_insert(job=new_job(acme), now=old)).job
+    gone_cancelled = (await submit_one(storage, job=new_job(acme), now=old)).job
     await storage.job_cancel(job_id=gone_cancelled.id, tenant_id=acme.id, actor="api", now=old)
     await deliver_all(storage, old + timedelta(seconds=5))
     recent = await finished(storage, acme, now - 2 * DAY, usage=USAGE)
@@ -109,7 +109,7 @@ async def test_deletes_exactly_the_finished_jobs_past_the_horizon(
     pending_delivery = await finished(storage, acme, old)  # its delivery is still pending
     # A key that lives nine days (a long batch window, say): live until a day from now.
     live_key = await finished(storage, beta, now - 8 * DAY, key_ttl_s=9 * 86_400)
-    still_queued = (await storage.job_insert(job=new_job(acme), now=old)).job
+    still_queued = (await submit_one(storage, job=new_job(acme), now=old)).job
     assert gone_ok.state is JobState.SUCCEEDED
 
     before = {j.id: await rows_of(storage, j.id) for j in (gone_ok, gone_failed, gone_cancelled)}

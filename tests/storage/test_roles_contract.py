@@ -8,7 +8,7 @@ import pytest
 
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -79,7 +79,7 @@ async def test_a_stopped_process_is_forgotten_at_once(storage: Storage, clock: F
 async def test_which_roles_have_work(storage: Storage, clock: FakeClock) -> None:
     assert await storage.roles_with_work() == frozenset()
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     assert await storage.roles_with_work() == {"worker"}
     await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     assert await storage.roles_with_work() == {"reaper"}  # a lease to watch

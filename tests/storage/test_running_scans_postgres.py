@@ -20,7 +20,7 @@ from jobgate.domain import verdicts
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.postgres.transport import claim_params
 from jobgate.storage.records import ClaimPolicy, ClaimRequest, TenantShare
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
@@ -46,7 +46,7 @@ async def _churned(dsn: str, tenants: int = 1) -> list[tuple[str, str]]:
     try:
         first = await make_tenant(storage, "churned")
         others = [await make_tenant(storage, f"other{i}") for i in range(tenants - 1)]
-        await storage.job_insert_many(jobs=[new_job(first) for _ in range(LEFT_RUNNING + FINISHED)])
+        await insert_many(storage, jobs=[new_job(first) for _ in range(LEFT_RUNNING + FINISHED)])
         conn = await asyncpg.connect(dsn)
         try:
             await conn.execute("ANALYZE jobs")  # nothing running yet
@@ -61,7 +61,7 @@ async def _churned(dsn: str, tenants: int = 1) -> list[tuple[str, str]]:
         ]
         await storage.job_finish_many(finishes=done)
         for tenant in [first, *others]:
-            await storage.job_insert_many(jobs=[new_job(tenant) for _ in range(QUEUED)])
+            await insert_many(storage, jobs=[new_job(tenant) for _ in range(QUEUED)])
         return [(job.id, job.lease_token or "") for job in claimed[FINISHED:]]
     finally:
         await storage.close()

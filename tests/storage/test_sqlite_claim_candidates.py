@@ -13,7 +13,7 @@ from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite import claims
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 async def test_candidates_read_by_position_share_their_decoded_times(
@@ -31,8 +31,8 @@ async def test_candidates_read_by_position_share_their_decoded_times(
         )
         later = clock.now() + timedelta(seconds=1)
         for job in (first, second):
-            await storage.job_insert(job=job, now=clock.now())
-        await storage.job_insert(job=third, now=later)
+            await submit_one(storage, job=job, now=clock.now())
+        await submit_one(storage, job=third, now=later)
     finally:
         await storage.close()
     conn = sqlite3.connect(path)

@@ -11,7 +11,7 @@ from jobgate.domain.job import Job
 from jobgate.storage.sqlite.executor import Q
 from jobgate.storage.sqlite.store import SqliteStorage, register_functions
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 async def test_the_claim_returns_exactly_the_columns_of_a_job(
@@ -43,7 +43,7 @@ async def test_a_claimed_job_reads_as_the_stored_job(tmp_path: Path, clock: Fake
     await storage.migrate()
     try:
         tenant = await make_tenant(storage)
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
         (claimed,) = await storage.job_claim(
             worker_id="w", limit=1, lease_ttl_s=30, now=clock.now()
         )

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from jobgate.storage.sqlite.store import SqliteStorage
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 async def test_a_commit_by_another_process_wakes_waiters(tmp_path: Path) -> None:
@@ -18,10 +18,10 @@ async def test_a_commit_by_another_process_wakes_waiters(tmp_path: Path) -> None
     await here.migrate()
     try:
         tenant = await make_tenant(here)
-        job = (await here.job_insert(job=new_job(tenant))).job
+        job = (await submit_one(here, job=new_job(tenant))).job
         await here.listen()
         with here.changes.watch_job(job.id) as changed:
-            await here.job_insert(job=new_job(tenant))  # its own commit is not foreign...
+            await submit_one(here, job=new_job(tenant))  # its own commit is not foreign...
             await asyncio.sleep(1.2)
             assert not changed.is_set()  # ...so the watch does not wake everyone for it
             await there.job_cancel(job_id=job.id, tenant_id=tenant.id, actor="elsewhere")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobgate.storage.sqlite.store import SqliteStorage
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ async def test_database_wal_and_shm_are_created_0600(tmp_path: Path, open_umask:
     try:
         await storage.migrate()
         tenant = await make_tenant(storage)
-        await storage.job_insert(job=new_job(tenant))
+        await submit_one(storage, job=new_job(tenant))
         files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
         assert all(f.exists() for f in files)
         assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}

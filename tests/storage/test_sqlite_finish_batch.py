@@ -17,7 +17,7 @@ from jobgate.storage.records import Finished
 from jobgate.storage.sqlite import store
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 async def test_a_job_twice_in_one_batch_meets_its_verdicts_in_order(
@@ -29,7 +29,7 @@ async def test_a_job_twice_in_one_batch_meets_its_verdicts_in_order(
     try:
         tenant = await make_tenant(storage)
         for _ in range(2):
-            await storage.job_insert(job=new_job(tenant), now=clock.now())
+            await submit_one(storage, job=new_job(tenant), now=clock.now())
         a, b = await storage.job_claim(worker_id="w", limit=2, lease_ttl_s=30, now=clock.now())
         usage = {"input_tokens": 3, "output_tokens": 1}
         assert a.lease_token is not None and b.lease_token is not None
@@ -77,7 +77,7 @@ async def test_a_failed_finish_leaves_no_verdict_for_the_next_one(
     await storage.migrate()
     try:
         tenant = await make_tenant(storage)
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
         (job,) = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=30, now=clock.now())
         assert job.lease_token is not None
         done = Finish(
@@ -121,7 +121,7 @@ async def test_only_the_verdicts_the_fence_lets_through_are_billed(
     try:
         tenant = await make_tenant(storage)
         for _ in range(3):
-            await storage.job_insert(job=new_job(tenant), now=clock.now())
+            await submit_one(storage, job=new_job(tenant), now=clock.now())
         a, b, c = await storage.job_claim(worker_id="w", limit=3, lease_ttl_s=30, now=clock.now())
         assert a.lease_token and b.lease_token and c.lease_token
         usage = {

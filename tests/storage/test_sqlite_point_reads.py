@@ -18,7 +18,7 @@ from jobgate import errors
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 async def test_job_key_and_position_reads_never_use_a_reader_thread(
@@ -33,7 +33,7 @@ async def test_job_key_and_position_reads_never_use_a_reader_thread(
             key_id="key_1", tenant_id=tenant.id, key_hash="h" * 64, key_prefix="jg_live_"
         )
         job = new_job(tenant)
-        stored = (await store.job_insert(job=job, now=clock.now())).job
+        stored = (await submit_one(store, job=job, now=clock.now())).job
 
         def no_reader_thread(operation: Callable[[sqlite3.Connection], Any]) -> Any:
             raise AssertionError("a point read went to a reader thread")

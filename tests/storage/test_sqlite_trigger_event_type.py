@@ -13,7 +13,7 @@ from jobgate.domain import events
 from jobgate.domain.states import JobState
 from jobgate.storage.sqlite.store import SqliteStorage, register_functions
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
 
 EVERY_EVENT_TYPE = sorted(
@@ -49,7 +49,7 @@ async def test_trigger_event_type_agrees_with_the_domain(tmp_path: Path, clock: 
                 api=api,
                 webhook={"url": "https://j.example/h", "event_types": EVERY_EVENT_TYPE},
             )
-            job_ids.append((await storage.job_insert(job=job, now=clock.now())).job.id)
+            job_ids.append((await submit_one(storage, job=job, now=clock.now())).job.id)
     finally:
         await storage.close()
     conn = sqlite3.connect(path)

@@ -42,7 +42,7 @@ from jobgate.storage.records import IdempotencyClaim
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.conftest import copy_sqlite, run_sync
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.support.databases import PostgresTemplate
 
 T = TypeVar("T")
@@ -115,9 +115,9 @@ def _machine(open_storage: Callable[[FakeClock], Coroutine[Any, Any, Storage]]) 
             )  # fmt: skip
             if key is not None and key in self.keys and self.keys[key][0] != body_hash:
                 with pytest.raises(errors.IdempotencyKeyReused):
-                    self.run(self.storage.job_insert(job=job, idempotency=claim, now=self.now()))
+                    self.run(submit_one(self.storage, job=job, idempotency=claim, now=self.now()))
                 return self.keys[key][1]
-            outcome = self.run(self.storage.job_insert(job=job, idempotency=claim, now=self.now()))
+            outcome = self.run(submit_one(self.storage, job=job, idempotency=claim, now=self.now()))
             if key is not None and key in self.keys:
                 assert outcome.replayed and outcome.job.id == self.keys[key][1]
                 return outcome.job.id

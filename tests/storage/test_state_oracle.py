@@ -15,7 +15,7 @@ from jobgate.domain.states import InvalidTransition, JobState, Verdict, transiti
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 Q, R, S, F, C, E = (
     JobState.QUEUED,
@@ -45,7 +45,7 @@ class Case:
             provider=self.provider,
             start_timeout_s=START_DEADLINE_S,
         )
-        self.job_id = (await self.storage.job_insert(job=job, now=self.clock.now())).job.id
+        self.job_id = (await submit_one(self.storage, job=job, now=self.clock.now())).job.id
 
     async def claim(self) -> None:
         claimed = await self.storage.job_claim(

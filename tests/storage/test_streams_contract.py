@@ -18,14 +18,14 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from jobgate.wakeups import wait_for
-from tests.storage.helpers import finish_one, make_tenant, new_job
+from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
 
 async def _running(storage: Storage, clock: FakeClock) -> Job:
     tenant = await make_tenant(storage)
-    await storage.job_insert(job=new_job(tenant), now=clock.now())
+    await submit_one(storage, job=new_job(tenant), now=clock.now())
     (job,) = await storage.job_claim(worker_id="w1", limit=1, lease_ttl_s=60, now=clock.now())
     return job
 
@@ -142,7 +142,7 @@ async def test_other_processes_hear_of_appends(storage: Storage, clock: FakeCloc
 async def test_appends_of_concurrent_jobs_stay_apart(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for _ in range(3):
-        await storage.job_insert(job=new_job(tenant), now=clock.now())
+        await submit_one(storage, job=new_job(tenant), now=clock.now())
     jobs = await storage.job_claim(worker_id="w1", limit=3, lease_ttl_s=60, now=clock.now())
 
     async def write(job: Job) -> None:

@@ -21,7 +21,7 @@ from jobgate.storage.postgres.executor import PostgresCodec
 from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
-from tests.storage.helpers import make_tenant, new_job, queued, wait_until_blocked_by
+from tests.storage.helpers import insert_many, make_tenant, new_job, queued, wait_until_blocked_by
 from tests.support.databases import PostgresTemplate
 
 
@@ -32,9 +32,9 @@ async def test_a_job_naming_an_unknown_tenant_is_refused_with_nothing_stored(
     tenant = await make_tenant(storage)
     stray = new_job(tenant, tenant_id="ten_nobody")
     with pytest.raises(errors.StorageError):
-        await storage.job_insert_many(jobs=[new_job(tenant), stray, new_job(tenant)])
+        await insert_many(storage, jobs=[new_job(tenant), stray, new_job(tenant)])
     with pytest.raises(errors.StorageError):
-        await storage.job_insert_many(jobs=[stray])
+        await insert_many(storage, jobs=[stray])
     assert await queued(storage, tenant.id) == 0
     assert await storage.job_get(job_id=stray.id) is None
 

@@ -16,7 +16,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import insert_many, make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -35,7 +35,7 @@ async def claim_ids(
 
 async def test_a_delayed_job_waits_until_its_time(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    outcome = await storage.job_insert(job=new_job(tenant, delay_s=30.0), now=clock.now())
+    outcome = await submit_one(storage, job=new_job(tenant, delay_s=30.0), now=clock.now())
     assert outcome.job.run_at == clock.now() + timedelta(seconds=30)
     assert await claim_ids(storage, clock) == []
     clock.advance(29)
@@ -48,11 +48,11 @@ async def test_run_at_is_absolute_and_the_past_means_now(
     storage: Storage, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
-    later = await storage.job_insert(
-        job=new_job(tenant, run_at=clock.now() + timedelta(seconds=60)), now=clock.now()
+    later = await submit_one(
+        storage, job=new_job(tenant, run_at=clock.now() + timedelta(seconds=60)), now=clock.now()
     )
-    past = await storage.job_insert(
-        job=new_job(tenant, run_at=clock.now() - timedelta(days=1)), now=clock.now()
+    past = await submit_one(
+        storage, job=new_job(tenant, run_at=clock.now() - timedelta(days=1)), now=clock.now()
     )
     assert past.job.run_at == clock.now()  # never before its own submit
     assert await claim_ids(storage, clock) == [past.job.id]
@@ -62,8 +62,8 @@ async def test_run_at_is_absolute_and_the_past_means_now(
 
 async def test_the_start_deadline_counts_from_run_at(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    outcome = await storage.job_insert(
-        job=new_job(tenant, delay_s=100.0, start_timeout_s=10.0), now=clock.now()
+    outcome = await submit_one(
+        storage, job=new_job(tenant, delay_s=100.0, start_timeout_s=10.0), now=clock.now()
     )
     assert outcome.job.expires_at == clock.now() + timedelta(seconds=110)
     clock.advance(105)  # past submit + start_timeout_s, within run_at + start_timeout_s
@@ -72,7 +72,8 @@ async def test_the_start_deadline_counts_from_run_at(storage: Storage, clock: Fa
 
 async def test_bulk_inserts_keep_schedules_and_keys(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
-    jobs = await storage.job_insert_many(
+    jobs = await insert_many(
+        storage,
         jobs=[new_job(tenant, delay_s=5.0, concurrency_key="u1"), new_job(tenant)],
         now=clock.now(),
     )
@@ -91,7 +92,7 @@ async def test_keys_cap_running_jobs_and_other_keys_go_on(
     keyed = {}
     for key in ["alice"] * 4 + ["bob"] * 2 + [None] * 2:
         job = (
-            await storage.job_insert(job=new_job(tenant, concurrency_key=key), now=clock.now())
+            await submit_one(storage, job=new_job(tenant, concurrency_key=key), now=clock.now())
         ).job
         keyed[job.id] = key
     policy = ClaimPolicy(tenants={tenant.id: TenantShare(max_running_per_key=2)})
@@ -109,7 +110,7 @@ async def test_a_finished_job_frees_its_keys_slot(storage: Storage, clock: FakeC
 
     tenant = await make_tenant(storage)
     for _ in range(3):
-        await storage.job_insert(job=new_job(tenant, concurrency_key="u"), now=clock.now())
+        await submit_one(storage, job=new_job(tenant, concurrency_key="u"), now=clock.now())
     policy = ClaimPolicy(default=TenantShare(max_running_per_key=1))
     (running,) = await storage.job_claim(
         worker_id="w", limit=10, lease_ttl_s=60, policy=policy, now=clock.now()
@@ -133,7 +134,7 @@ async def test_a_finished_job_frees_its_keys_slot(storage: Storage, clock: FakeC
 async def test_without_a_per_key_cap_keys_do_not_limit(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage)
     for _ in range(5):
-        await storage.job_insert(job=new_job(tenant, concurrency_key="u"), now=clock.now())
+        await submit_one(storage, job=new_job(tenant, concurrency_key="u"), now=clock.now())
     assert len(await claim_ids(storage, clock, 10)) == 5
 
 
@@ -141,7 +142,7 @@ async def test_concurrent_claims_never_pass_a_keys_cap(storage: Storage, clock: 
     tenant = await make_tenant(storage)
     for i in range(40):
         key = f"user{i % 2}"
-        await storage.job_insert(job=new_job(tenant, concurrency_key=key), now=clock.now())
+        await submit_one(storage, job=new_job(tenant, concurrency_key=key), now=clock.now())
     policy = ClaimPolicy(tenants={tenant.id: TenantShare(max_running_per_key=3)})
     claims = await asyncio.gather(
         *(
@@ -172,7 +173,7 @@ async def test_two_processes_claiming_never_pass_a_keys_cap(
     try:
         tenant = await make_tenant(storage)
         for _ in range(20):
-            await storage.job_insert(job=new_job(tenant, concurrency_key="u"), now=clock.now())
+            await submit_one(storage, job=new_job(tenant, concurrency_key="u"), now=clock.now())
         policy = ClaimPolicy(default=TenantShare(max_running_per_key=2))
         claims = await asyncio.gather(
             *(
@@ -210,7 +211,9 @@ async def test_a_keys_cap_counts_jobs_running_in_background_mode(
     cap counts it, in a claim from the table and in a claim by id."""
     tenant = await make_tenant(storage)
     ids = [
-        (await storage.job_insert(job=new_job(tenant, concurrency_key="u"), now=clock.now())).job.id
+        (
+            await submit_one(storage, job=new_job(tenant, concurrency_key="u"), now=clock.now())
+        ).job.id
         for _ in range(3)
     ]
     policy = ClaimPolicy(default=TenantShare(max_running_per_key=1))

@@ -14,7 +14,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, make_tenant, new_job, release
+from tests.storage.helpers import finish_one, make_tenant, new_job, release, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -25,7 +25,7 @@ async def _jobs(
     tenant = await storage.tenant_get(name=name) or await make_tenant(storage, name)
     ids = []
     for _ in range(count):
-        outcome = await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())
+        outcome = await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())
         ids.append(outcome.job.id)
     return ids
 

@@ -12,7 +12,7 @@ import pytest
 
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -23,7 +23,7 @@ async def _jobs(storage: Storage, clock: FakeClock, name: str, count: int) -> li
     tenant = await storage.tenant_get(name=name) or await make_tenant(storage, name)
     ids = []
     for _ in range(count):
-        outcome = await storage.job_insert(job=new_job(tenant), now=clock.now())
+        outcome = await submit_one(storage, job=new_job(tenant), now=clock.now())
         ids.append(outcome.job.id)
     return ids
 

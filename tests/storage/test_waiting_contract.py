@@ -9,14 +9,14 @@ import pytest
 
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
 
 async def _insert(storage: Storage, clock: FakeClock, tenant_name: str, **fields: object) -> str:
     tenant = await storage.tenant_get(name=tenant_name) or await make_tenant(storage, tenant_name)
-    return (await storage.job_insert(job=new_job(tenant, **fields), now=clock.now())).job.id
+    return (await submit_one(storage, job=new_job(tenant, **fields), now=clock.now())).job.id
 
 
 async def _pause(storage: Storage, clock: FakeClock, pause_id: str, **scope: str) -> None:

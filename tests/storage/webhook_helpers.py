@@ -13,7 +13,7 @@ from jobgate.services.tenants import new_webhook_secret
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import NewWebhookEndpoint, Tenant, WebhookEndpoint
 from jobgate.testing import FakeClock
-from tests.storage.helpers import finish_one, new_job
+from tests.storage.helpers import finish_one, new_job, submit_one
 
 _ids = itertools.count(1)
 
@@ -43,7 +43,7 @@ async def finish_job(
     **job_fields: Any,
 ) -> Job:
     """Insert a job, claim it and finish it in `state` (the triggers write the outbox)."""
-    job = (await storage.job_insert(job=new_job(tenant, **job_fields), now=clock.now())).job
+    job = (await submit_one(storage, job=new_job(tenant, **job_fields), now=clock.now())).job
     claimed = await storage.job_claim(worker_id="w", limit=1, lease_ttl_s=60, now=clock.now())
     assert [c.id for c in claimed] == [job.id]
     return await finish_one(

@@ -21,7 +21,7 @@ from jobgate.testing import FakeClock
 from jobgate.transports import status
 from jobgate.transports.base import Delivery
 from jobgate.transports.intake import Intake
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.faults import FaultyStorage
 
 pytestmark = pytest.mark.asyncio
@@ -93,7 +93,7 @@ def _intake(storage: Any, transport: MemoryTransport, clock: FakeClock) -> Intak
 async def _queued(storage: Storage, clock: FakeClock, count: int) -> list[str]:
     tenant = await make_tenant(storage, "acme")
     return [
-        (await storage.job_insert(job=new_job(tenant), now=clock.now())).job.id
+        (await submit_one(storage, job=new_job(tenant), now=clock.now())).job.id
         for _ in range(count)
     ]
 
@@ -118,7 +118,7 @@ class DeferFails:
 async def test_claimed_jobs_survive_a_failed_defer(storage: Storage, clock: FakeClock) -> None:
     tenant = await make_tenant(storage, "capped")
     ids = [
-        (await storage.job_insert(job=new_job(tenant), now=clock.now())).job.id for _ in range(3)
+        (await submit_one(storage, job=new_job(tenant), now=clock.now())).job.id for _ in range(3)
     ]
     transport = MemoryTransport(ids)
     intake = Intake(

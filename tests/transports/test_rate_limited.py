@@ -20,7 +20,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.transports.relay import Relay
 from tests.services.test_rate_limited_workers import most_in_window, step
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.faults import FaultyStorage
 from tests.transports.brokers import Broker, open_broker
 
@@ -52,11 +52,11 @@ async def test_a_rate_limited_provider_behind_redis_keeps_its_rpm(
     settings = settings.model_copy(update={"worker_poll_interval_s": 0.05})
     tenant = await make_tenant(storage)
     limited = [
-        (await storage.job_insert(job=new_job(tenant), now=clock.now())).job.id for _ in range(4)
+        (await submit_one(storage, job=new_job(tenant), now=clock.now())).job.id for _ in range(4)
     ]
     fast = (
-        await storage.job_insert(
-            job=new_job(tenant, provider="fast", model="fast-echo"), now=clock.now()
+        await submit_one(
+            storage, job=new_job(tenant, provider="fast", model="fast-echo"), now=clock.now()
         )
     ).job.id
     providers = two_providers(clock)
@@ -110,8 +110,8 @@ async def test_jobs_claimed_by_id_reach_the_worker_when_a_later_claim_fails(
     their messages would be held by nobody (a RabbitMQ consumer's credit, for good)."""
     tenant = await make_tenant(storage)
     fast = (
-        await storage.job_insert(
-            job=new_job(tenant, provider="fast", model="fast-echo"), now=clock.now()
+        await submit_one(
+            storage, job=new_job(tenant, provider="fast", model="fast-echo"), now=clock.now()
         )
     ).job.id
     providers = two_providers(clock)

@@ -13,7 +13,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.transports.base import TransportUnavailable
 from jobgate.transports.relay import Relay
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,7 +39,7 @@ class Flaky:
 async def _jobs(storage: Storage, clock: FakeClock, name: str, count: int) -> list[str]:
     tenant = await make_tenant(storage, name)
     return [
-        (await storage.job_insert(job=new_job(tenant), now=clock.now())).job.id
+        (await submit_one(storage, job=new_job(tenant), now=clock.now())).job.id
         for _ in range(count)
     ]
 

@@ -14,7 +14,7 @@ from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.transports.base import Delivery
-from tests.storage.helpers import make_tenant, new_job
+from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.transports.test_intake import MemoryTransport
 
 pytestmark = pytest.mark.asyncio
@@ -39,7 +39,7 @@ async def test_a_slow_receive_leaves_the_claimed_leases_whole(
     storage: Storage, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
-    ids = [(await storage.job_insert(job=new_job(tenant), now=clock.now())).job.id]
+    ids = [(await submit_one(storage, job=new_job(tenant), now=clock.now())).job.id]
     settings = Settings(lease_ttl_s=LEASE_TTL_S, heartbeat_interval_s=1)
     worker = Worker(
         storage=storage,

@@ -80,7 +80,7 @@ async def submit_bulk(
 
 def _streamable(items: Sequence[BulkSubmit], admission: Admission) -> bool:
     """Whether the call can be stored chunk by chunk while its next items are prepared
-    (job_insert_streamed): no queue bound within reach, nothing refused by a full queue, no
+    (job_insert in chunks): no queue bound within reach, nothing refused by a full queue, no
     keys to bind (their replays are read per call) and no webhook URL to resolve (a lookup
     that must not run inside the transaction)."""
     return (
@@ -121,8 +121,8 @@ async def _submit_streamed(
                     results[index] = exc
             yield chunk
 
-    stored = await jobs.storage.job_insert_streamed(chunks=chunks())
-    for index, job in zip(placed, stored, strict=True):
+    inserted = await jobs.storage.job_insert(chunks=chunks())
+    for index, job in zip(placed, inserted.jobs, strict=True):
         results[index] = SubmitOutcome(job, False, 202)
 
 
@@ -136,7 +136,7 @@ async def _submit_together(
     admission: Admission | None,
     results: list[ItemResult | None],
 ) -> None:
-    """Every item prepared first, its webhook URLs vetted together, then one job_insert_bulk
+    """Every item prepared first, its webhook URLs vetted together, then one job_insert
     (keys bound, bounds counted)."""
     stored: list[tuple[int, BulkItem]] = []
     prepare = jobs.preparer(tenant_id)
@@ -156,12 +156,14 @@ async def _submit_together(
     if stored:
         assert admission is not None
         try:
-            outcomes = await jobs.storage.job_insert_bulk(
-                items=[bulk for _, bulk in stored], queue_limit=admission.bounds
+            inserted = await jobs.storage.job_insert(
+                chunks=[[bulk.job for _, bulk in stored]],
+                keys=[bulk.idempotency for _, bulk in stored],
+                queue_limit=admission.bounds,
             )
         except errors.QueueFull as exc:
             raise jobs.limits.queue_full(exc, tenant_id) from None
-        for (index, _), outcome in zip(stored, outcomes, strict=True):
+        for (index, _), outcome in zip(stored, inserted.results, strict=True):
             results[index] = outcome
 
 

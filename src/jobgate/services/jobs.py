@@ -194,14 +194,15 @@ class JobService:
                 # Far from every bound: the storage inserts each chunk while the next one is
                 # prepared here (one transaction: all of them or none).
                 rest = (prepared(start, stop) for start, stop in spans[1:])
-                stored = await self.storage.job_insert_streamed(
-                    chunks=itertools.chain([first], rest)
-                )
+                inserted = await self.storage.job_insert(chunks=itertools.chain([first], rest))
             else:
                 jobs = first + [job for span in spans[1:] for job in prepared(*span)]
-                stored = await self.storage.job_insert_many(jobs=jobs, queue_limit=admission.bounds)
+                inserted = await self.storage.job_insert(
+                    chunks=[jobs], queue_limit=admission.bounds
+                )
         except errors.QueueFull as exc:
             raise self.limits.queue_full(exc, tenant_id) from None
+        stored = inserted.jobs
         self.reads.wrote(tenant_id)
         self.limits.admitted(tenant_id, len(stored))
         log.info(

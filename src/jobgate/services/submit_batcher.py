@@ -12,9 +12,9 @@ A tenant's submits collect in an open batch, which is flushed
 - at the latest `window_s` after it opened, even if every flush slot is busy.
 So a batch collects exactly while the database is busy with the previous ones.
 
-A batch is one `job_insert_bulk` call (the bulk-submit storage path: keyed items bind their
-Idempotency-Key in the same transaction, a key repeated inside the batch replays the first,
-a conflicting body is refused in its own slot). A batch of one is an ordinary `job_insert`.
+A batch is one `job_insert` call of its jobs (keyed items bind their Idempotency-Key in the
+same transaction, a key repeated inside the batch replays the first, a conflicting body is
+refused in its own slot); a batch of one is that call with one job.
 When a batch fails as a whole (a queue bound crossed by the group, a key held by another
 transaction, an outage), each of its submits is retried alone, so each caller gets the
 answer it would have had without the grouping: only the submit that crosses a bound fails.
@@ -26,15 +26,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, Protocol
 
 from jobgate.clock import Clock
 from jobgate.domain.job import NewJob
 from jobgate.storage.records import (
     BulkItem,
-    BulkResult,
     IdempotencyClaim,
+    Inserted,
     QueueLimit,
     SubmitOutcome,
 )
@@ -47,19 +47,15 @@ MAX_IN_FLIGHT = 2
 
 
 class BatchStore(Protocol):
-    """What the batcher uses of the storage: the single insert and the bulk insert."""
+    """What the batcher uses of the storage: the insert."""
 
     async def job_insert(
         self,
         *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[IdempotencyClaim | None] | None = None,
         queue_limit: QueueLimit | None = None,
-    ) -> SubmitOutcome: ...
-
-    async def job_insert_bulk(
-        self, *, items: Sequence[BulkItem], queue_limit: QueueLimit | None = None
-    ) -> list[BulkResult]: ...
+    ) -> Inserted: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -98,7 +94,7 @@ class SubmitBatcher:
 
     async def insert(self, item: BulkItem, queue_limit: QueueLimit | None) -> SubmitOutcome:
         """Store one submit in the next shared transaction; answered after its commit. Raises
-        what `job_insert` would raise for this submit alone (errors.QueueFull unmapped,
+        what a `job_insert` of this submit alone would raise (errors.QueueFull unmapped,
         errors.IdempotencyKeyReused, errors.IdempotencyInProgress, ...)."""
         answer: asyncio.Future[SubmitOutcome] = asyncio.get_running_loop().create_future()
         tenant_id = item.job.tenant_id
@@ -165,8 +161,10 @@ class SubmitBatcher:
             return
         bounds = _merged([s.queue_limit for s in submits])
         try:
-            results = await self.storage.job_insert_bulk(
-                items=[s.item for s in submits], queue_limit=bounds
+            inserted = await self.storage.job_insert(
+                chunks=[[s.item.job for s in submits]],
+                keys=[s.item.idempotency for s in submits],
+                queue_limit=bounds,
             )
         except Exception as exc:
             # The type only: a driver's message may quote values.
@@ -177,7 +175,7 @@ class SubmitBatcher:
             )
             await asyncio.gather(*(self._alone(s) for s in submits))
             return
-        for submit, result in zip(submits, results, strict=True):
+        for submit, result in zip(submits, inserted.results, strict=True):
             if isinstance(result, BaseException):
                 _answer_error(submit, result)
             else:
@@ -185,13 +183,17 @@ class SubmitBatcher:
 
     async def _alone(self, submit: _Submit) -> None:
         try:
-            outcome = await self.storage.job_insert(
-                job=submit.item.job,
-                idempotency=submit.item.idempotency,
+            inserted = await self.storage.job_insert(
+                chunks=[[submit.item.job]],
+                keys=[submit.item.idempotency],
                 queue_limit=submit.queue_limit,
             )
         except Exception as exc:
             _answer_error(submit, exc)
+            return
+        (outcome,) = inserted.results
+        if isinstance(outcome, BaseException):
+            _answer_error(submit, outcome)
         else:
             _answer(submit, outcome)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,9 +21,9 @@ from jobgate.storage.records import (
     ClaimRequest,
     Finished,
     IdempotencyClaim,
+    Inserted,
     QueueLimit,
     ReapResult,
-    SubmitOutcome,
 )
 from jobgate.wakeups import ChangeHub
 
@@ -113,8 +113,13 @@ class SqlStorageBase(SqlPart):
     # -- the transactions each dialect runs its own way (its store's docstrings say why) ---
 
     async def _insert(
-        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
-    ) -> SubmitOutcome:
+        self,
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[IdempotencyClaim | None] | None,
+        queue: QueueLimit | None,
+        now: Now,
+    ) -> Inserted:
+        """job_insert's transaction."""
         raise NotImplementedError
 
     async def _claim(self, claim: ClaimRequest) -> list[Job]:
@@ -136,15 +141,15 @@ class SqlStorageBase(SqlPart):
     async def job_insert(
         self,
         *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[IdempotencyClaim | None] | None = None,
         queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
-    ) -> SubmitOutcome:
-        outcome = await self._insert(job, idempotency, queue_limit, now)
-        if not outcome.replayed:
+    ) -> Inserted:
+        inserted = await self._insert(chunks, keys, queue_limit, now)
+        if inserted.jobs:
             self.changes.work_available()
-        return outcome
+        return inserted
 
     async def job_claim(
         self,

@@ -47,13 +47,12 @@ from jobgate.storage.feature_protocol import (
 from jobgate.storage.records import (
     ApiKey,
     BackgroundJob,
-    BulkItem,
-    BulkResult,
     ClaimedById,
     ClaimPolicy,
     Finished,
     HeartbeatResult,
     IdempotencyClaim,
+    Inserted,
     JobSearchPage,
     JobStatus,
     JobTokenSecret,
@@ -68,7 +67,6 @@ from jobgate.storage.records import (
     ReapResult,
     ReconcileDeferral,
     Settlement,
-    SubmitOutcome,
     Tenant,
     UsageEntry,
     WaitGroup,
@@ -316,23 +314,31 @@ class JobStore(JobReadStore, JobLeaseStore, JobLogStore, JobReapStore, Protocol)
     async def job_insert(
         self,
         *,
-        job: NewJob,
-        idempotency: IdempotencyClaim | None = None,
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[IdempotencyClaim | None] | None = None,
         queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
-    ) -> SubmitOutcome:
-        """Insert a queued job, its first event and its idempotency key in one transaction.
+    ) -> Inserted:
+        """Insert queued jobs, their first events and their idempotency keys in one
+        transaction: all of them or none. The only way in: a submit is a call of one job, a
+        batch one chunk, a streamed bulk many chunks. `chunks` is read lazily: a dialect may
+        insert one chunk while the next is made (PostgreSQL does, without keys or bounds); an
+        exception raised while making a chunk rolls back what was inserted and propagates as
+        is. `keys`: one per job of every chunk, in order (None: the job has no key).
 
-        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
-        errors.QueueFull (retry_after_s 0: the caller knows the drain rate) at the bound,
-        storing nothing; the count and the insert are decided together, so that concurrent
-        inserts (from any process) never pass the bound. A replay of a bound key is answered
-        even when the queue is full.
+        Each key is decided by domain.idempotency.decide: a key not bound binds to its first
+        item (inserted); a live key with the same body hash answers the bound job (replayed,
+        nothing inserted); with another body hash errors.IdempotencyKeyReused in its item's
+        place, the other items unaffected. An expired key is replaced. While another
+        transaction holds a key past a short lock timeout, raises
+        errors.IdempotencyInProgress with nothing stored. Safe to retry whole: every keyed
+        item replays. Without keys, a duplicate id is refused (errors.StorageError).
 
-        A live key with the same body hash answers the existing job (replayed=True) and inserts
-        nothing; with another hash raises errors.IdempotencyKeyReused; while another transaction
-        holds the key for longer than a short lock timeout, errors.IdempotencyInProgress.
-        An expired key is replaced.
+        With `queue_limit`, the new jobs are counted with the tenant's (and everyone's) queued
+        jobs, and errors.QueueFull (retry_after_s 0: the caller knows the drain rate) is raised
+        at a bound, storing nothing; the count and the insert are decided together, so that
+        concurrent inserts (from any process) never pass the bound. A replay is answered even
+        when the queue is full.
         """
         ...
 
@@ -354,60 +360,6 @@ class JobStore(JobReadStore, JobLeaseStore, JobLogStore, JobReapStore, Protocol)
         self, *, job_id: str, tenant_id: str, now: datetime | None = None
     ) -> Job | None:
         """Erase input and result, leaving a tombstone (the row, its log, its metadata)."""
-        ...
-
-
-class BatchStore(Protocol):
-    """Storage for batched enqueue: many jobs in one transaction."""
-
-    async def job_insert_many(
-        self,
-        *,
-        jobs: Sequence[NewJob],
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
-    ) -> list[Job]:
-        """Insert queued jobs and their first events in one transaction: all of them or none.
-        Answers the jobs in the order given.
-
-        With `queue_limit`, count the tenant's (and everyone's) queued jobs and raise
-        errors.QueueFull (retry_after_s 0) when the batch would pass a bound, storing nothing;
-        decided together with the insert, like job_insert's.
-        Takes no idempotency keys: a batch whose outcome is unknown is retried whole, and a
-        duplicate id is refused (errors.StorageError) with nothing stored."""
-        ...
-
-    async def job_insert_streamed(
-        self, *, chunks: Iterable[Sequence[NewJob]], now: datetime | None = None
-    ) -> list[Job]:
-        """job_insert_many of every job of `chunks` (no queue bounds to count), in one
-        transaction: all of them or none, answered in order. `chunks` is read lazily: a
-        dialect may insert one chunk while the next is made (PostgreSQL does). An exception
-        raised while making a chunk rolls back what was inserted and propagates as is."""
-        ...
-
-
-class BulkInsertStore(Protocol):
-    """Storage for native bulk submission: many jobs, each with an optional idempotency key, in one
-    transaction."""
-
-    async def job_insert_bulk(
-        self,
-        *,
-        items: Sequence[BulkItem],
-        queue_limit: QueueLimit | None = None,
-        now: datetime | None = None,
-    ) -> list[BulkResult]:
-        """Insert queued jobs in one transaction and answer one result per item, in order.
-
-        An item whose key is live with the same body hash answers the bound job (replayed,
-        nothing inserted); with another body hash it answers errors.IdempotencyKeyReused in
-        its slot and the other items are unaffected. A key repeated inside one call binds to
-        the first item that uses it. With `queue_limit`, the new (not replayed) jobs are
-        counted against the bounds first and errors.QueueFull is raised with nothing stored.
-        Raises errors.IdempotencyInProgress when another transaction holds one of the keys
-        past the lock timeout (nothing stored). Safe to retry whole: every keyed item replays.
-        """
         ...
 
 
@@ -899,7 +851,6 @@ class Storage(
     WebhookStore,
     AdminStore,
     ProviderStore,
-    BatchStore,
     RolesStore,
     PauseStore,
     WaitStore,
@@ -909,7 +860,6 @@ class Storage(
     RetentionStore,
     SignalStore,
     OutputStreamStore,
-    BulkInsertStore,
     FilesStore,
     BatchesStore,
     BatchReadStore,

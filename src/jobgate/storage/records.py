@@ -267,6 +267,29 @@ class BulkItem:
 BulkResult = SubmitOutcome | errors.IdempotencyKeyReused
 
 
+class Inserted:
+    """What one insert (Storage.job_insert) did: `jobs`, the jobs it stored, in the order of
+    their items; `results`, one answer per item, in order. Without keys every item is stored,
+    and its answer is made only when read (a batch's jobs travel without one per job)."""
+
+    __slots__ = ("_results", "jobs")
+
+    def __init__(self, jobs: list[Job], results: list[BulkResult] | None = None) -> None:
+        self.jobs = jobs
+        self._results = results
+
+    @classmethod
+    def of(cls, results: list[BulkResult]) -> Inserted:
+        new = [r.job for r in results if isinstance(r, SubmitOutcome) and not r.replayed]
+        return cls(new, results)
+
+    @property
+    def results(self) -> list[BulkResult]:
+        if self._results is None:
+            self._results = [SubmitOutcome(job, False, 202) for job in self.jobs]
+        return self._results
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClaimedById:
     """What a claim by id did with each id it was given."""

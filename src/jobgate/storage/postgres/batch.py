@@ -1,11 +1,10 @@
-"""BatchStore on PostgreSQL: a batch is a bulk insert without keys (one INSERT ... SELECT from a
-JSON array, behind the admission locks when a queue limit applies, insert_keyless: shared with
-postgres.bulk_insert); and how a new job travels to the insert statements."""
+"""Keyless jobs on PostgreSQL: one INSERT ... SELECT from a JSON array, behind the admission
+locks when a queue limit applies (insert_keyless, insert_many_on: postgres.insert's and a
+batch chunk's); and how a new job travels to the insert statements."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from operator import attrgetter
 from typing import Any
@@ -15,8 +14,7 @@ from jobgate.storage.executor import Codec, Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.postgres.limits import check_bounds, judge_tenant, judge_total, lock_bounds
 from jobgate.storage.records import QueueLimit
-from jobgate.storage.store.batch import BatchQueries, new_job_fields
-from jobgate.storage.store.bulk_insert import stored_job
+from jobgate.storage.store.insert import new_job_fields, stored_job
 
 
 def insert_params(job: NewJob, codec: Codec) -> dict[str, Any]:
@@ -139,7 +137,7 @@ async def insert_keyless(
         )
     else:
         rows = await sql.fetch(conn, "job_insert_many", jobs=payload, shared=shared, now=now)
-    stored = _answers(jobs, rows)
+    stored = answers(jobs, rows)
     if counted:  # the counts are from before the insert: add what it inserted
         assert queue_limit is not None
         judge_tenant(queue_limit, rows[0]["queued_tenant"] + len(rows))
@@ -164,61 +162,7 @@ async def insert_many_on(
     return stored
 
 
-class PostgresBatch(BatchQueries):
-    _sql: PostgresExecutor
-
-    async def _insert_many(
-        self, jobs: Sequence[NewJob], queue_limit: QueueLimit | None, now: datetime | None
-    ) -> list[Job]:
-        """A bulk insert without keys (the Jobs themselves in and out, no BulkItem or
-        SubmitOutcome per job: a few us per job): insert_many_on in its own transaction."""
-        sql = self._sql
-        return await sql.run(
-            lambda conn: insert_many_on(sql, conn, jobs, queue_limit, now), transaction=True
-        )
-
-    async def _insert_streamed(
-        self, chunks: Iterable[Sequence[NewJob]], now: datetime | None
-    ) -> list[Job]:
-        """One job_insert_many per chunk in one transaction, pipelined: each statement is
-        sent, then the rows of the one before are answered and the next chunk is made while
-        PostgreSQL inserts (the process and the database work side by side, where one batch
-        statement made them take turns)."""
-
-        async def insert(conn: Conn) -> list[Job]:
-            stored: list[Job] = []
-            in_flight: asyncio.Task[list[Row]] | None = None
-            sent: Sequence[NewJob] = ()
-            try:
-                for jobs in chunks:  # making a chunk: while the previous one is inserted
-                    if not jobs:
-                        continue
-                    payload, shared = insert_payloads(jobs, sql.codec)
-                    rows = None if in_flight is None else await in_flight
-                    in_flight = asyncio.ensure_future(
-                        sql.fetch(conn, "job_insert_many", jobs=payload, shared=shared, now=now)
-                    )
-                    await asyncio.sleep(0)  # the statement goes out before the work below
-                    if rows is not None:
-                        stored.extend(_answers(sent, rows))
-                    sent = jobs
-                if in_flight is not None:
-                    stored.extend(_answers(sent, await in_flight))
-                    in_flight = None
-            finally:
-                if in_flight is not None and not in_flight.done():
-                    # Making a chunk raised (or this call was cancelled): the statement
-                    # on the wire ends before the transaction rolls back on this connection.
-                    await asyncio.wait([in_flight])
-                if in_flight is not None and not in_flight.cancelled():
-                    in_flight.exception()  # retrieved: the rollback is what counts
-            return stored
-
-        sql = self._sql
-        return await sql.run(insert, transaction=True)
-
-
-def _answers(jobs: Sequence[NewJob], rows: Sequence[Row]) -> list[Job]:
+def answers(jobs: Sequence[NewJob], rows: Sequence[Row]) -> list[Job]:
     """The stored jobs of one insert, in the order of `jobs`."""
     by_id = {row["id"]: row for row in rows}
     return [stored_job(job, by_id[job.id]) for job in jobs]

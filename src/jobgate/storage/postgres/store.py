@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from jobgate import errors
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import (
@@ -30,12 +28,10 @@ from jobgate.domain.verdicts import (
 from jobgate.storage import migrations
 from jobgate.storage.base import Now, finish_payload
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batch import PostgresBatch, insert_params
 from jobgate.storage.postgres.batches import PostgresBatches
 from jobgate.storage.postgres.bulk import PostgresBulk
-from jobgate.storage.postgres.bulk_insert import PostgresBulkInsert, key_in_use
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
-from jobgate.storage.postgres.limits import admit
+from jobgate.storage.postgres.insert import insert
 from jobgate.storage.postgres.partitions import PostgresPartitions
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
@@ -45,11 +41,10 @@ from jobgate.storage.records import (
     ClaimRequest,
     Finished,
     IdempotencyClaim,
+    Inserted,
     QueueLimit,
-    SubmitOutcome,
     WalPosition,
 )
-from jobgate.storage.store.bulk_insert import stored_job
 from jobgate.storage.store.sql_store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -79,10 +74,8 @@ class PostgresStorage(
     SqlStore,
     PostgresRateLimits,
     PostgresProviderStore,
-    PostgresBatch,
     PostgresBatches,
     PostgresBulk,
-    PostgresBulkInsert,
     PostgresTransport,
     PostgresSchedules,
     PostgresPartitions,
@@ -221,58 +214,15 @@ class PostgresStorage(
     # -- jobs: what differs from SQLite ------------------------------------------------
 
     async def _insert(
-        self, job: NewJob, idem: IdempotencyClaim | None, queue: QueueLimit | None, now: Now
-    ) -> SubmitOutcome:
-        """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
-        SQLite's one writer: a concurrent binding may expire in between, hence the retries."""
-        params = {**insert_params(job, self._sql.codec), "now": now}
-        if queue is not None and idem is not None:
-            # Near a bound: a replay still answers (a repeat is never refused as full).
-            replay = await self._replayed(job.tenant_id, idem, now)
-            if replay is not None:
-                return replay
-        if idem is None:
-            row = await self._insert_row("job_insert", params, job.tenant_id, queue)
-            assert row is not None
-            return SubmitOutcome(stored_job(job, row), False, 202)
-        params.update(dataclasses.asdict(idem))
-        for _ in range(3):  # a binding may expire between our two statements: look again
-            with key_in_use():
-                row = await self._insert_row("job_insert_idempotent", params, job.tenant_id, queue)
-            if row is not None:
-                return SubmitOutcome(stored_job(job, row), False, 202)
-            replay = await self._replayed(job.tenant_id, idem, now)
-            if replay is not None:
-                return replay
-        raise errors.IdempotencyInProgress()
-
-    async def _replayed(
-        self, tenant_id: str, idempotency: IdempotencyClaim, now: Now
-    ) -> SubmitOutcome | None:
-        """The outcome of an earlier submit with this key, if it is still bound."""
-        earlier = await self._sql.run(lambda conn: self._replay(conn, tenant_id, idempotency, now))
-        if isinstance(earlier, errors.IdempotencyKeyReused):
-            raise earlier
-        return earlier
-
-    async def _insert_row(
         self,
-        query_name: str,
-        params: dict[str, Any],
-        tenant_id: str,
-        queue_limit: QueueLimit | None,
-    ) -> Row | None:
-        """One insert statement; with a queue limit, in a transaction that first takes the
-        admission locks and counts (postgres.limits.admit)."""
-        if queue_limit is None:
-            return await self._sql.write_one(query_name, **params)
-        query = Q[query_name]
-
-        async def admit_and_insert(conn: Conn) -> Row | None:
-            await admit(self._sql, conn, queue_limit, {tenant_id: 1})
-            return await conn.fetchrow(query.positional_sql, *query.args(params))
-
-        return await self._sql.run(admit_and_insert, transaction=True)
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[IdempotencyClaim | None] | None,
+        queue: QueueLimit | None,
+        now: Now,
+    ) -> Inserted:
+        """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
+        SQLite's one writer (postgres.insert)."""
+        return await insert(self._sql, self._decode, chunks, keys, queue, now)
 
     # -- jobs: the lease holder's side -------------------------------------------------
 

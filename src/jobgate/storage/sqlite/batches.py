@@ -13,10 +13,10 @@ from typing import Any
 
 from jobgate import failpoints
 from jobgate.storage.executor import Row
-from jobgate.storage.records import BatchChunk, BulkItem, QueueLimit
-from jobgate.storage.sqlite.bulk_insert import insert_items
+from jobgate.storage.records import BatchChunk, QueueLimit
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q
+from jobgate.storage.sqlite.insert import insert_items
 from jobgate.storage.store.batches import BatchesQueries
 
 
@@ -31,12 +31,12 @@ class SqliteBatches(BatchesQueries):
         now: datetime | None,
     ) -> Row | None:
         at = self._sql.codec.now(now)
-        jobs = [BulkItem(job) for job in chunk.jobs]
+        jobs = chunk.jobs
 
         def write(conn: sqlite3.Connection) -> Row | None:
             if conn.execute(Q["batch_fence_lock"].sql, params).fetchone() is None:
                 return None
-            insert_items(conn, jobs, queue_limit, at, self._decode)
+            insert_items(conn, jobs, None, queue_limit, at, self._decode)
             failpoints.hit("batch_chunk_jobs_stored")
             conn.execute(Q["batch_items_put"].sql, params)
             row: Row | None = conn.execute(Q["batch_cursor_move"].sql, params).fetchone()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,10 +27,8 @@ from jobgate.domain.verdicts import (
 )
 from jobgate.storage import migrations, records, shared
 from jobgate.storage.base import Now
-from jobgate.storage.sqlite.batch import SqliteBatch, insert_job, replay_or_bind
 from jobgate.storage.sqlite.batches import SqliteBatches
 from jobgate.storage.sqlite.bulk import SqliteBulk
-from jobgate.storage.sqlite.bulk_insert import SqliteBulkInsert
 from jobgate.storage.sqlite.claims import (
     NOTHING_LEASED,
     KeyLimits,
@@ -43,6 +41,7 @@ from jobgate.storage.sqlite.claims import (
 )
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
+from jobgate.storage.sqlite.insert import insert_items
 from jobgate.storage.sqlite.providers import SqliteProviderStore
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
 from jobgate.storage.sqlite.retention import SqliteRetention
@@ -84,11 +83,9 @@ class SqliteStorage(
     SqliteRateLimits,
     SqliteWebhookStore,
     SqliteProviderStore,
-    SqliteBatch,
     SqliteBatches,
     SqliteBulk,
     SqliteRetention,
-    SqliteBulkInsert,
     SqliteTransport,
 ):
     dialect = "sqlite"
@@ -161,26 +158,25 @@ class SqliteStorage(
 
     async def _insert(
         self,
-        job: NewJob,
-        idem: records.IdempotencyClaim | None,
+        chunks: Iterable[Sequence[NewJob]],
+        keys: Sequence[records.IdempotencyClaim | None] | None,
         queue: records.QueueLimit | None,
         now: Now,
-    ) -> records.SubmitOutcome:
-        """The replay check, the queue bound, the binding and the insert run as one operation of
-        the one writer: no lock or retry is needed (PostgreSQL takes locks and retries)."""
+    ) -> records.Inserted:
+        """Every chunk made first, then the replay checks, the bindings, the inserts and the
+        queue bounds as one operation of the one writer: no lock or retry is needed
+        (PostgreSQL takes locks and retries)."""
+        jobs = [job for chunk in chunks for job in chunk]
+        if keys is not None and len(keys) != len(jobs):
+            raise ValueError("job_insert: one key (or None) per job")
+        if not jobs:
+            return records.Inserted([])
+        if keys is not None and all(claim is None for claim in keys):
+            keys = None
         at = self._sql.codec.now(now)
-
-        def insert(conn: sqlite3.Connection) -> records.SubmitOutcome:
-            earlier = None if idem is None else replay_or_bind(conn, job, idem, at, self._decode)
-            if isinstance(earlier, errors.IdempotencyKeyReused):
-                raise earlier
-            if earlier is not None:
-                return earlier
-            if queue is not None:  # after the binding: raising rolls it back
-                _check_queue(conn, job.tenant_id, queue)
-            return insert_job(conn, job, at)
-
-        return await self._db.write(insert)
+        return await self._db.write(
+            lambda conn: insert_items(conn, jobs, keys, queue, at, self._decode)
+        )
 
     # -- jobs: the lease holder's side -------------------------------------------------
 
@@ -391,16 +387,6 @@ def _ledger_tokens(usage: dict[str, Any]) -> tuple[int, int, int, int]:
         cache["cache_read_tokens"],
         cache["cache_write_tokens"],
     )
-
-
-def _check_queue(conn: sqlite3.Connection, tenant_id: str, limit: records.QueueLimit) -> None:
-    if limit.tenant_max is not None:
-        row = conn.execute(Q["queued_count"].sql, {"tenant_id": tenant_id}).fetchone()
-        if row["queued"] >= limit.tenant_max:
-            raise errors.QueueFull("max_queued", 0)
-    if limit.total_max is not None:
-        if conn.execute(Q["queued_total"].sql).fetchone()["queued"] >= limit.total_max:
-            raise errors.QueueFull("max_queued_total", 0)
 
 
 def _statements(script: str) -> list[str]:

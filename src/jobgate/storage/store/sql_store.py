@@ -9,10 +9,8 @@ from jobgate.storage.base import SqlStorageBase
 from jobgate.storage.executor import Executor
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.admin import AdminQueries
-from jobgate.storage.store.batch import BatchQueries
 from jobgate.storage.store.batches import BatchesQueries
 from jobgate.storage.store.bulk import BulkQueries
-from jobgate.storage.store.bulk_insert import BulkInsertQueries
 from jobgate.storage.store.console import ConsoleQueries
 from jobgate.storage.store.conversations import ConversationQueries
 from jobgate.storage.store.job_tokens import JobTokenQueries
@@ -45,11 +43,9 @@ class SqlStore(
     WebhookQueries,
     AdminQueries,
     ProviderQueries,
-    BatchQueries,
     BulkQueries,
     RetentionQueries,
     StreamQueries,
-    BulkInsertQueries,
     BatchesQueries,
     ConsoleQueries,
     TransportQueries,
