@@ -10,8 +10,8 @@ import json
 import asyncpg
 import pytest
 
+from jobgate.storage.postgres.claims import claim_params
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.storage.postgres.transport import claim_params
 from jobgate.storage.records import ClaimPolicy, ClaimRequest
 from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes

@@ -19,9 +19,9 @@ import pytest
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
+from jobgate.storage.postgres.claims import claim_params
 from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.storage.postgres.transport import claim_params
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, ClaimRequest
 from jobgate.storage.sqlite.executor import Q as LITE

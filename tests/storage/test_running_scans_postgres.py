@@ -17,8 +17,8 @@ import asyncpg
 import pytest
 
 from jobgate.domain import verdicts
+from jobgate.storage.postgres.claims import claim_params
 from jobgate.storage.postgres.store import PostgresStorage
-from jobgate.storage.postgres.transport import claim_params
 from jobgate.storage.records import ClaimPolicy, ClaimRequest, TenantShare
 from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes

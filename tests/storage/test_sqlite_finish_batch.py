@@ -14,7 +14,7 @@ from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.records import Finished
-from jobgate.storage.sqlite import store
+from jobgate.storage.sqlite import transactions
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
@@ -87,13 +87,13 @@ async def test_a_failed_finish_leaves_no_verdict_for_the_next_one(
             usage={"input_tokens": 3, "output_tokens": 1},
         )
 
-        verdict_row = store.verdict_row
+        verdict_row = transactions.verdict_row
 
         def broken(finish: Finish, json: Any) -> tuple[Any, ...]:
             row = verdict_row(finish, json)
             return (*row[:2], "no such state", *row[3:])  # after the ledger row was billed
 
-        monkeypatch.setattr(store, "verdict_row", broken)
+        monkeypatch.setattr(transactions, "verdict_row", broken)
         with pytest.raises(errors.StorageError, match="CHECK constraint"):
             await storage.job_finish_many(finishes=[done], now=clock.now())
         monkeypatch.undo()

@@ -1,7 +1,7 @@
 """What the two SQL backends share beyond SQL: the entry points of the lease holder's
-transactions (submit, claim, finish, release, reap), which each dialect runs its own way and
-which publish what they committed to this process's wake-up hub, and a bulk filter's
-parameters."""
+transactions (submit, claim, finish, reap), which call the dialect's side of the seam
+(storage.transactions) once per call and publish what they committed to this process's wake-up
+hub, and a bulk filter's parameters."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ from jobgate.storage.records import (
     Inserted,
     QueueLimit,
     ReapResult,
+)
+from jobgate.storage.transactions import (
+    FinishRequest,
+    InsertRequest,
+    ReapRequest,
 )
 from jobgate.wakeups import ChangeHub
 
@@ -110,32 +115,6 @@ class SqlStorageBase(SqlPart):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    # -- the transactions each dialect runs its own way (its store's docstrings say why) ---
-
-    async def _insert(
-        self,
-        chunks: Iterable[Sequence[NewJob]],
-        keys: Sequence[IdempotencyClaim | None] | None,
-        queue: QueueLimit | None,
-        now: Now,
-    ) -> Inserted:
-        """job_insert's transaction."""
-        raise NotImplementedError
-
-    async def _claim(self, claim: ClaimRequest) -> list[Job]:
-        raise NotImplementedError
-
-    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
-        """Apply fenced verdicts; None where the lease was lost (nothing written for it)."""
-        raise NotImplementedError
-
-    async def _reap(
-        self, limit: int, retry_delay: RetryDelay, now: Now
-    ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:
-        """Finish the expired leases; what was finished, the verdicts tried, and the jobs
-        judged poison (for the reaper's log)."""
-        raise NotImplementedError
-
     # -- the entry points, which publish what they committed -------------------------------
 
     async def job_insert(
@@ -146,7 +125,7 @@ class SqlStorageBase(SqlPart):
         queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> Inserted:
-        inserted = await self._insert(chunks, keys, queue_limit, now)
+        inserted = await self._tx.insert(InsertRequest(chunks, keys, queue_limit, now))
         if inserted.jobs:
             self.changes.work_available()
         return inserted
@@ -167,7 +146,8 @@ class SqlStorageBase(SqlPart):
         lists = [
             None if names is None else list(names) for names in (providers, models, skip_models)
         ]
-        claimed = await self._claim(ClaimRequest(worker_id, limit, lease_ttl_s, rules, now, *lists))
+        claim = ClaimRequest(worker_id, limit, lease_ttl_s, rules, now, *lists)
+        claimed = await self._tx.claim(claim)
         if claimed:
             self.changes.jobs_changed(job.id for job in claimed)
         return claimed
@@ -177,16 +157,16 @@ class SqlStorageBase(SqlPart):
     ) -> list[Finished | None]:
         if not finishes:
             return []
-        results = await self._finish_many(finishes, now)
+        results = await self._tx.finish_many(FinishRequest(finishes, now))
         publish_finished(self.changes, results)
         return results
 
     async def job_reap_expired(
         self, *, limit: int, retry_delay: RetryDelay, now: datetime | None = None
     ) -> ReapResult:
-        finished, verdicts, poisonings = await self._reap(limit, retry_delay, now)
-        publish_finished(self.changes, finished)
-        return reap_result(finished, verdicts, poisonings)
+        reaped = await self._tx.reap(ReapRequest(limit, retry_delay, now))
+        publish_finished(self.changes, reaped.finished)
+        return reap_result(reaped.finished, reaped.verdicts, reaped.poisonings)
 
 
 def bulk_filter_params(

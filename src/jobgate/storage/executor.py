@@ -9,10 +9,13 @@ writer thread and its group commit). Each dialect's store sets `self._sql` in `_
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobgate.storage.rows import RowDecoder, RowLike
 from jobgate.wakeups import ChangeHub
+
+if TYPE_CHECKING:
+    from jobgate.storage.transactions import Transactions
 
 Row = RowLike  # one result row, as the decoders read it
 
@@ -76,3 +79,4 @@ class SqlPart:
     _sql: Executor
     changes: ChangeHub  # this process's wake-up hub: publish after a committed write
     _decode: RowDecoder  # every record's decoder, over this codec's time_out and json_out
+    _tx: Transactions  # the dialect's transactions (storage.transactions): the seam

@@ -1,12 +1,10 @@
-"""BatchesStore's transactions on PostgreSQL, each of several statements: a batch's chunk (its
-jobs, its lines and the cursor, behind the batch's fence and the admission locks), a provider
-batch's lines read back (behind the fence), and a file's delete (refused while a live batch
-reads it). The end of a batch is one statement
-(store/batches.py)."""
+"""The batches' transactions on PostgreSQL (part of Transactions), each of several statements: a
+batch's chunk (its jobs, its lines and the cursor, behind the batch's fence and the admission
+locks), its cancel, a provider batch's lines read back (behind the fence), and a file's delete
+(refused while a live batch reads it); a batch's end and failure are one statement each."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from jobgate import failpoints
@@ -14,20 +12,27 @@ from jobgate.storage.executor import Row
 from jobgate.storage.postgres.batch import insert_many_on
 from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.records import BatchChunk, QueueLimit
-from jobgate.storage.store.batches import BatchesQueries
+from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite, Changed
 
 
-class PostgresBatches(BatchesQueries):
+class PostgresBatchWrites:
     _sql: PostgresExecutor
 
-    async def _chunk_write(
-        self,
-        chunk: BatchChunk,
-        params: dict[str, Any],
-        queue_limit: QueueLimit | None,
-        now: datetime | None,
-    ) -> Row | None:
+    async def batch_fail_write(self, params: dict[str, Any]) -> Row | None:
+        """One statement (its event written by a CTE)."""
+        return await self._sql.write_one("batch_fail", **params)
+
+    async def batch_finish_write(self, params: dict[str, Any]) -> Row | None:
+        """One statement of data-modifying CTEs."""
+        return await self._sql.write_one("batch_finish", **params)
+
+    async def batch_chunk_write(self, request: BatchChunkWrite) -> Row | None:
+        chunk, params, queue_limit, now = (
+            request.chunk,
+            request.params,
+            request.queue_limit,
+            request.now,
+        )
         sql = self._sql
 
         async def write(conn: Conn) -> Row | None:
@@ -44,9 +49,8 @@ class PostgresBatches(BatchesQueries):
 
         return await sql.run(write, transaction=True)
 
-    async def _cancel_write(
-        self, update: dict[str, Any], change: dict[str, Any]
-    ) -> tuple[Row, list[tuple[str, str]]] | None:
+    async def batch_cancel_write(self, request: BatchCancelWrite) -> tuple[Row, Changed] | None:
+        update, change = request.update, request.change
         """The batch's row first (a chunk being stored commits before, and its jobs are then
         seen here), then its jobs locked in id order as a bulk chunk locks them; run again
         if PostgreSQL aborts it to break a deadlock with a worker's heartbeat."""
@@ -65,7 +69,7 @@ class PostgresBatches(BatchesQueries):
 
         return await retry_deadlocks(lambda: sql.run(cancel, transaction=True), "batch cancel")
 
-    async def _part_end_write(self, params: dict[str, Any]) -> bool:
+    async def part_end_write(self, params: dict[str, Any]) -> bool:
         sql = self._sql
 
         async def end(conn: Conn) -> bool:
@@ -78,7 +82,7 @@ class PostgresBatches(BatchesQueries):
 
         return await sql.run(end, transaction=True)
 
-    async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
+    async def file_delete_write(self, params: dict[str, Any]) -> bool | str:
         sql = self._sql
 
         async def delete(conn: Conn) -> bool | str:

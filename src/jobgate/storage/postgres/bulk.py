@@ -1,23 +1,20 @@
-"""BulkStore's chunk on PostgreSQL: picked (FOR UPDATE, in id order) and changed by id in one
-transaction, run again if PostgreSQL aborts it to break a deadlock (postgres/deadlocks.py); the
-job triggers log each change and NOTIFY the workers."""
+"""A bulk action's chunk on PostgreSQL (Transactions.bulk_chunk): picked (FOR UPDATE, in id order)
+and changed by id in one transaction, run again if PostgreSQL aborts it to break a deadlock
+(postgres/deadlocks.py); the job triggers log each change and NOTIFY the workers."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from jobgate.domain.bulk import BulkAction
 from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.store.bulk import BULK_UPDATE, BulkQueries, Changed
+from jobgate.storage.store.bulk import BULK_UPDATE
+from jobgate.storage.transactions import BulkChunkRequest, Changed
 
 
-class PostgresBulk(BulkQueries):
+class PostgresBulkWrites:
     _sql: PostgresExecutor
 
-    async def _bulk_chunk(
-        self, action: BulkAction, pick: dict[str, Any], change: dict[str, Any]
-    ) -> Changed:
+    async def bulk_chunk(self, request: BulkChunkRequest) -> Changed:
+        action, pick, change = request.action, request.pick, request.change
         fetch = self._sql.fetch
 
         async def apply(conn: Conn) -> Changed:

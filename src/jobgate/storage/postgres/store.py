@@ -11,38 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
-from jobgate.domain.job import Job, NewJob
-from jobgate.domain.states import JobState
-from jobgate.domain.verdicts import (
-    Finish,
-    Poisoning,
-    RetryDelay,
-    reap_verdict_or_poison,
-)
 from jobgate.storage import migrations
-from jobgate.storage.base import Now, finish_payload
-from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batches import PostgresBatches
-from jobgate.storage.postgres.bulk import PostgresBulk
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
-from jobgate.storage.postgres.insert import insert
 from jobgate.storage.postgres.partitions import PostgresPartitions
 from jobgate.storage.postgres.providers import PostgresProviderStore
 from jobgate.storage.postgres.rate_limits import PostgresRateLimits
 from jobgate.storage.postgres.schedules import PostgresSchedules
-from jobgate.storage.postgres.transport import PostgresTransport
+from jobgate.storage.postgres.transactions import PostgresTransactions
 from jobgate.storage.records import (
-    ClaimRequest,
-    Finished,
-    IdempotencyClaim,
-    Inserted,
-    QueueLimit,
     WalPosition,
 )
 from jobgate.storage.store.sql_store import SqlStore
@@ -64,19 +45,10 @@ async def _applied_versions(conn: Conn) -> set[int]:
     return {row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)}
 
 
-def _in_order(finishes: Sequence[Finish], rows: Sequence[Row]) -> list[Finished | None]:
-    """The narrow rows of a finish in the order of its verdicts, None where fenced off."""
-    by_id = {row["id"]: Finished(row["id"], JobState(row["state"]), row["attempt"]) for row in rows}
-    return [by_id.get(finish.lease.job_id) for finish in finishes]
-
-
 class PostgresStorage(
     SqlStore,
     PostgresRateLimits,
     PostgresProviderStore,
-    PostgresBatches,
-    PostgresBulk,
-    PostgresTransport,
     PostgresSchedules,
     PostgresPartitions,
 ):
@@ -98,16 +70,15 @@ class PostgresStorage(
         keeps no state in a session (executor.PostgresExecutor._pool_options)."""
         self.dsn = dsn
         self.listen_dsn = listen_dsn or dsn  # a session of its own: `dsn` unless pooled
-        super().__init__(
-            PostgresExecutor(
-                dsn,
-                pool_size=pool_size,
-                acquire_timeout_s=acquire_timeout_s,
-                lock_timeout_ms=lock_timeout_ms,
-                idle_in_transaction_ms=idle_in_transaction_ms,
-                via_pooler=listen_dsn is not None,
-            )
+        sql = PostgresExecutor(
+            dsn,
+            pool_size=pool_size,
+            acquire_timeout_s=acquire_timeout_s,
+            lock_timeout_ms=lock_timeout_ms,
+            idle_in_transaction_ms=idle_in_transaction_ms,
+            via_pooler=listen_dsn is not None,
         )
+        super().__init__(sql, PostgresTransactions(sql))
         self._listening = asyncio.Event()
 
     # -- plumbing ----------------------------------------------------------------------
@@ -210,60 +181,3 @@ class PostgresStorage(
             self.changes.reconcile_due()
         elif kind == "s":
             self.changes.streams_changed(ids.split(","))
-
-    # -- jobs: what differs from SQLite ------------------------------------------------
-
-    async def _insert(
-        self,
-        chunks: Iterable[Sequence[NewJob]],
-        keys: Sequence[IdempotencyClaim | None] | None,
-        queue: QueueLimit | None,
-        now: Now,
-    ) -> Inserted:
-        """Idempotency and admission by statement (ON CONFLICT, the admission locks) rather than
-        SQLite's one writer (postgres.insert)."""
-        return await insert(self._sql, self._decode, chunks, keys, queue, now)
-
-    # -- jobs: the lease holder's side -------------------------------------------------
-
-    async def _claim(self, claim: ClaimRequest) -> list[Job]:
-        """SKIP LOCKED, with fair shares and caps computed in SQL; capped claims serialize on a
-        transaction lock (SQLite's one writer computes them in Python)."""
-        by_id = {job.id: job for job in await self._claimed("job_claim", claim)}
-        return sorted(by_id.values(), key=lambda j: (j.priority, j.run_at, j.id))
-
-    async def _finish_many(self, finishes: Sequence[Finish], now: Now) -> list[Finished | None]:
-        """One set-wise statement that also bills the successes (SQLite splits rounds and bills
-        in Python)."""
-        rows = await self._sql.write("job_finish", **self._finishing(finishes, now))
-        return _in_order(finishes, rows)
-
-    def _finishing(
-        self, finishes: Sequence[Finish], now: Now, *, expired_only: bool = False
-    ) -> dict[str, Any]:
-        """job_finish's parameters."""
-        payload = [finish_payload(finish, self._sql.codec) for finish in finishes]
-        return {"finishes": payload, "now": now, "expired_only": expired_only}
-
-    async def _reap(
-        self, limit: int, retry_delay: RetryDelay, now: Now
-    ) -> tuple[list[Finished | None], list[Finish], list[Poisoning]]:
-        """Reads expired leases and finishes them in one transaction, at the database's clock."""
-        verdicts: list[Finish] = []
-        poisonings: list[Poisoning] = []
-
-        async def reap(conn: Conn) -> list[Finished | None]:
-            moment = now or await conn.fetchval(Q["database_now"].sql)
-            rows = await self._sql.fetch(conn, "job_leases_expired", limit=limit, now=now)
-            judged = [
-                reap_verdict_or_poison(self._decode.job(row), now=moment, retry_delay=retry_delay)
-                for row in rows
-            ]
-            verdicts[:] = [finish for finish, _ in judged]
-            poisonings[:] = [poisoning for _, poisoning in judged if poisoning is not None]
-            if not verdicts:
-                return []
-            finishing = self._finishing(verdicts, now, expired_only=True)
-            return _in_order(verdicts, await self._sql.fetch(conn, "job_finish", **finishing))
-
-        return await self._sql.run(reap, transaction=True), verdicts, poisonings

@@ -1,35 +1,36 @@
-"""BatchesStore's transactions on SQLite, each in one write of the single writer: a batch's
-chunk (its jobs, its lines and the cursor, behind the batch's fence), a provider batch's
-lines read back (behind the fence), a file's delete (refused while a live batch reads it), a
-batch's end (its final status, its result files shown and the
-others dropped, its webhook events) and its failure (with its event), where PostgreSQL's end
-and failure are one statement each with data-modifying CTEs."""
+"""The batches' transactions on SQLite (part of Transactions), each in one write of the single
+writer: a batch's chunk (its jobs, its lines and the cursor, behind the batch's fence), a provider
+batch's lines read back (behind the fence), a file's delete (refused while a live batch reads it), a
+batch's end (its final status, its result files shown and the others dropped, its webhook events)
+and its failure (with its event), where PostgreSQL's end and failure are one statement each with
+data-modifying CTEs."""
 
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
 from typing import Any
 
 from jobgate import failpoints
 from jobgate.storage.executor import Row
-from jobgate.storage.records import BatchChunk, QueueLimit
+from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.executor import Q
+from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.insert import insert_items
-from jobgate.storage.store.batches import BatchesQueries
+from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite, Changed
 
 
-class SqliteBatches(BatchesQueries):
+class SqliteBatchWrites:
     _db: SqliteDatabase
+    _sql: SqliteExecutor
+    _decode: RowDecoder
 
-    async def _chunk_write(
-        self,
-        chunk: BatchChunk,
-        params: dict[str, Any],
-        queue_limit: QueueLimit | None,
-        now: datetime | None,
-    ) -> Row | None:
+    async def batch_chunk_write(self, request: BatchChunkWrite) -> Row | None:
+        chunk, params, queue_limit, now = (
+            request.chunk,
+            request.params,
+            request.queue_limit,
+            request.now,
+        )
         at = self._sql.codec.now(now)
         jobs = chunk.jobs
 
@@ -44,9 +45,8 @@ class SqliteBatches(BatchesQueries):
 
         return await self._db.write(write)
 
-    async def _cancel_write(
-        self, update: dict[str, Any], change: dict[str, Any]
-    ) -> tuple[Row, list[tuple[str, str]]] | None:
+    async def batch_cancel_write(self, request: BatchCancelWrite) -> tuple[Row, Changed] | None:
+        update, change = request.update, request.change
         json = self._sql.codec.json
 
         def cancel(conn: sqlite3.Connection) -> tuple[Row, list[tuple[str, str]]] | None:
@@ -62,7 +62,7 @@ class SqliteBatches(BatchesQueries):
 
         return await self._db.write(cancel)
 
-    async def _part_end_write(self, params: dict[str, Any]) -> bool:
+    async def part_end_write(self, params: dict[str, Any]) -> bool:
         def end(conn: sqlite3.Connection) -> bool:
             if conn.execute(Q["provider_batch_fence_lock"].sql, params).fetchone() is None:
                 return False
@@ -73,7 +73,7 @@ class SqliteBatches(BatchesQueries):
 
         return await self._db.write(end)
 
-    async def _fail_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_fail_write(self, params: dict[str, Any]) -> Row | None:
         def fail(conn: sqlite3.Connection) -> Row | None:
             row: Row | None = conn.execute(Q["batch_fail_update"].sql, params).fetchone()
             if row is not None:
@@ -82,7 +82,7 @@ class SqliteBatches(BatchesQueries):
 
         return await self._db.write(fail)
 
-    async def _finish_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_finish_write(self, params: dict[str, Any]) -> Row | None:
         def finish(conn: sqlite3.Connection) -> Row | None:
             row: Row | None = conn.execute(Q["batch_finish_update"].sql, params).fetchone()
             if row is None:
@@ -94,7 +94,7 @@ class SqliteBatches(BatchesQueries):
 
         return await self._db.write(finish)
 
-    async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
+    async def file_delete_write(self, params: dict[str, Any]) -> bool | str:
         def delete(conn: sqlite3.Connection) -> bool | str:
             if conn.execute(Q["file_lock"].sql, params).fetchone() is None:
                 return False

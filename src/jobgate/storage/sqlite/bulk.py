@@ -1,25 +1,25 @@
-"""BulkStore's chunk on SQLite: picked and changed by id in one write operation (the single
-writer keeps it consistent). A delete that changes neither state nor cancel request fires no
-trigger, so its event is written here (PostgreSQL's statement writes it in a CTE, which SQLite's
-DML cannot)."""
+"""A bulk action's chunk on SQLite (Transactions.bulk_chunk): picked and changed by id in one write
+operation (the single writer keeps it consistent). A delete that changes neither state nor cancel
+request fires no trigger, so its event is written here (PostgreSQL's statement writes it in a CTE,
+which SQLite's DML cannot)."""
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from jobgate.domain.bulk import BulkAction
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.executor import Q
-from jobgate.storage.store.bulk import BULK_UPDATE, BulkQueries, Changed
+from jobgate.storage.sqlite.executor import Q, SqliteExecutor
+from jobgate.storage.store.bulk import BULK_UPDATE
+from jobgate.storage.transactions import BulkChunkRequest, Changed
 
 
-class SqliteBulk(BulkQueries):
+class SqliteBulkWrites:
     _db: SqliteDatabase
+    _sql: SqliteExecutor
 
-    async def _bulk_chunk(
-        self, action: BulkAction, pick: dict[str, Any], change: dict[str, Any]
-    ) -> Changed:
+    async def bulk_chunk(self, request: BulkChunkRequest) -> Changed:
+        action, pick, change = request.action, request.pick, request.change
         json = self._sql.codec.json
 
         def apply(conn: sqlite3.Connection) -> Changed:

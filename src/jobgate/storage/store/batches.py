@@ -12,7 +12,7 @@ import orjson
 from jobgate import errors
 from jobgate.domain.batches import BatchStatus
 from jobgate.domain.states import JobState
-from jobgate.storage.executor import Row, SqlPart
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import (
     BatchChunk,
     BatchCounts,
@@ -25,6 +25,7 @@ from jobgate.storage.records import (
     NewBatchItem,
     QueueLimit,
 )
+from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite
 
 # The batch columns batch_update sets as given (None: left as it is).
 _UPDATED = (
@@ -124,18 +125,13 @@ class BatchesQueries(SqlPart):
         return [self._decode.record(FileChunk, row) for row in rows]
 
     async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
-        outcome = await self._file_delete_write({"id": file_id, "tenant_id": tenant_id})
+        outcome = await self._tx.file_delete_write({"id": file_id, "tenant_id": tenant_id})
         if isinstance(outcome, str):
             raise errors.Conflict(
                 f"file {file_id!r} is the input of batch {outcome!r}, which has not ended: "
                 "delete the file once the batch ends (or cancel the batch)"
             )
         return outcome
-
-    async def _file_delete_write(self, params: dict[str, Any]) -> bool | str:
-        """file_delete in one transaction: True (deleted), False (no such file), or the id of
-        a live batch whose input the file is (and nothing deleted)."""
-        raise NotImplementedError
 
     # -- batches --------------------------------------------------------------------------
 
@@ -261,7 +257,7 @@ class BatchesQueries(SqlPart):
             now=now,
         )
         change = {"actor": actor, "reason": "batch cancelled", "now": update["now"]}
-        found = await self._cancel_write(update, change)
+        found = await self._tx.batch_cancel_write(BatchCancelWrite(update, change))
         if found is None:
             return None
         row, changed = found
@@ -272,15 +268,6 @@ class BatchesQueries(SqlPart):
                 self.changes.cancel_requested(running)
             self.changes.outbox_available()
         return self._decode.record(BatchRecord, row)
-
-    async def _cancel_write(
-        self, update: dict[str, Any], change: dict[str, Any]
-    ) -> tuple[Row, list[tuple[str, str]]] | None:
-        """In one transaction: the batch's move to cancelling (`batch_update` with `update`;
-        None when it does not apply, and nothing written), then every job of its lines still
-        queued cancelled and every running one asked to stop (`batch_cancel_pick`, then
-        `job_bulk_cancel` with `change`); the batch's row and the changed (job id, state)."""
-        raise NotImplementedError
 
     async def batch_chunk_insert(
         self,
@@ -296,25 +283,12 @@ class BatchesQueries(SqlPart):
             "items": self._sql.codec.json([_item_row(item) for item in chunk.items]),
             "expanded_chunks": chunk.expanded_chunks,
         }
-        row = await self._chunk_write(chunk, params, queue_limit, now)
+        row = await self._tx.batch_chunk_write(BatchChunkWrite(chunk, params, queue_limit, now))
         if row is None:
             return None
         if chunk.jobs:
             self.changes.work_available()
         return self._decode.record(BatchRecord, row)
-
-    async def _chunk_write(
-        self,
-        chunk: BatchChunk,
-        params: dict[str, Any],
-        queue_limit: QueueLimit | None,
-        now: datetime | None,
-    ) -> Row | None:
-        """In one transaction, only while the batch is in progress, unsettled and held by the
-        chunk's lease token (else None, nothing written): the chunk's jobs (within
-        `queue_limit`), its lines (batch_items_put), the cursor moved (batch_cursor_move);
-        the batch's row as it then stands."""
-        raise NotImplementedError
 
     async def batch_finish(
         self, *, ending: BatchEnding, now: datetime | None = None
@@ -338,7 +312,7 @@ class BatchesQueries(SqlPart):
             "usage": self._sql.codec.json(ending.usage),
             "now": self._sql.codec.now(now),
         }
-        row = await self._finish_write(params)
+        row = await self._tx.batch_finish_write(params)
         if row is None:
             return None
         self.changes.outbox_available()
@@ -353,7 +327,7 @@ class BatchesQueries(SqlPart):
         failures: int | None = None,
         now: datetime | None = None,
     ) -> BatchRecord | None:
-        row = await self._fail_write(
+        row = await self._tx.batch_fail_write(
             {
                 "id": batch_id,
                 "batch_id": batch_id,
@@ -369,16 +343,6 @@ class BatchesQueries(SqlPart):
             return None
         self.changes.outbox_available()
         return self._decode.record(BatchRecord, row)
-
-    async def _fail_write(self, params: dict[str, Any]) -> Row | None:
-        """batch_fail in one transaction (here one statement); None when the lease token no
-        longer holds the live batch (and nothing written)."""
-        return await self._sql.write_one("batch_fail", **params)
-
-    async def _finish_write(self, params: dict[str, Any]) -> Row | None:
-        """batch_finish in one transaction (here one statement); None when the lease token no
-        longer holds the finalizing batch (and nothing written)."""
-        return await self._sql.write_one("batch_finish", **params)
 
     async def batch_counts(self, *, batch_id: str) -> BatchCounts:
         row = await self._sql.read_one("batch_counts", batch_id=batch_id)

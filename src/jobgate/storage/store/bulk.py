@@ -1,6 +1,6 @@
 """BulkStore, written once over the executor: count a filter's jobs, and apply an action to
 them a chunk at a time. Picking and changing one chunk is one transaction of several
-statements, so each dialect supplies `_bulk_chunk`."""
+statements: the dialect's Transactions.bulk_chunk."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from jobgate.domain.states import JobState
 from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import BulkChunk
+from jobgate.storage.transactions import BulkChunkRequest
 
 # The picked chunk's (job id, new state), sorted by id.
-Changed = list[tuple[str, str]]
 
 
 class BulkQueries(SqlPart):
@@ -43,16 +43,9 @@ class BulkQueries(SqlPart):
     ) -> BulkChunk:
         pick = {**self._job_filter(where, action), "after_id": after_id, "limit": limit}
         change = {"actor": actor, "reason": reason, "now": self._sql.codec.now(now)}
-        changed = await self._bulk_chunk(action, pick, change)
+        changed = await self._tx.bulk_chunk(BulkChunkRequest(action, pick, change))
         self._bulk_published(action, changed)
         return BulkChunk([job_id for job_id, _ in changed], changed[-1][0] if changed else None)
-
-    async def _bulk_chunk(
-        self, action: BulkAction, pick: dict[str, Any], change: dict[str, Any]
-    ) -> Changed:
-        """Pick the chunk (`job_bulk_pick` with `pick`) and apply `action` to its ids (the
-        action's query with `change` and `ids`, a JSON array), in one transaction."""
-        raise NotImplementedError
 
     def _bulk_published(self, action: BulkAction, changed: Sequence[tuple[str, str]]) -> None:
         """Wake this process's waiters after a committed bulk chunk of (job id, new state)."""

@@ -97,12 +97,4 @@ class ProviderBatchQueries(SqlPart):
             "cache_read_tokens": sum(r.cached_tokens for r in ending.results),
             "now": codec.now(now),
         }
-        return await self._part_end_write(params)
-
-    async def _part_end_write(self, params: dict[str, Any]) -> bool:
-        """provider_batch_end in one transaction, only while the lease token holds the batch
-        in progress or cancelling (provider_batch_fence_lock): the lines' results
-        (batch_items_native_end), the part marked read back (provider_batch_collected) and,
-        if that marked it, its usage ledger row (usage_ledger_part_insert). False: the fence
-        did not hold, nothing written; True also when the part was read back already."""
-        raise NotImplementedError
+        return await self._tx.part_end_write(params)

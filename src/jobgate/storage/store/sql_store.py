@@ -27,6 +27,7 @@ from jobgate.storage.store.streams import StreamQueries
 from jobgate.storage.store.transport import TransportQueries
 from jobgate.storage.store.waiting import WaitQueries
 from jobgate.storage.store.webhooks import WebhookQueries
+from jobgate.storage.transactions import Transactions
 from jobgate.wakeups import ChangeHub
 
 
@@ -52,7 +53,8 @@ class SqlStore(
     ConversationQueries,
     ProviderBatchQueries,
 ):
-    def __init__(self, sql: Executor) -> None:
+    def __init__(self, sql: Executor, transactions: Transactions) -> None:
         self.changes = ChangeHub()
         self._sql = sql
+        self._tx = transactions
         self._decode = RowDecoder(time=sql.codec.time_out, json=sql.codec.json_out)

@@ -1,13 +1,12 @@
 """TransportStore, written once over the executor: claims by id and the publication ledger of
-the transport relay. The claim itself applies the tenant and key caps in one transaction, so
-each dialect supplies `_claim_by_id`."""
+the transport relay. The claim itself applies the tenant and key caps in one transaction: the
+dialect's Transactions.claim_by_id."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobgate.domain.job import Job
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import ClaimedById, ClaimPolicy, ClaimRequest, Publication
 
@@ -28,7 +27,7 @@ class TransportQueries(SqlPart):
         ids = sorted(set(job_ids))
         if not ids:
             return ClaimedById([], [])
-        claimed = await self._claim_by_id(
+        claimed = await self._tx.claim_by_id(
             ClaimRequest(
                 worker_id=worker_id,
                 ids=ids,
@@ -49,10 +48,6 @@ class TransportQueries(SqlPart):
             queued = await self._sql.read("job_claim_by_id_queued", ids=self._sql.codec.json(rest))
             deferred = sorted(row["id"] for row in queued)
         return ClaimedById(claimed, deferred)
-
-    async def _claim_by_id(self, claim: ClaimRequest) -> list[Job]:
-        """Lease those of `claim.ids` that are claimable now within the caps of its rules."""
-        raise NotImplementedError
 
     async def transport_publish_due(
         self,

@@ -1,5 +1,6 @@
-"""Claims by id on PostgreSQL: one statement (SKIP LOCKED), serialised behind job_claim's lock
-while a cap applies, so that its running counts include every earlier claim."""
+"""Claims on PostgreSQL (job_claim, job_claim_by_id): one statement (SKIP LOCKED), serialised
+behind job_claim's lock while a cap applies, so that its running counts include every earlier
+claim."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.postgres.rate_limits import buckets_changed
 from jobgate.storage.records import ClaimRequest
+from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.rate_limits import key_buckets, started
-from jobgate.storage.store.transport import TransportQueries
 
 
 def claim_params(claim: ClaimRequest) -> dict[str, Any]:
@@ -43,27 +44,23 @@ def claim_params(claim: ClaimRequest) -> dict[str, Any]:
     }
 
 
-class PostgresTransport(TransportQueries):
-    _sql: PostgresExecutor
+async def claimed(
+    sql: PostgresExecutor, decode: RowDecoder, query: str, claim: ClaimRequest
+) -> list[Job]:
+    """One claim statement (job_claim, job_claim_by_id); while a cap applies, behind
+    job_claim_lock in the same transaction: two statements, hence the dialect's own. Under
+    rpm_per_key, the buckets of the keys it started are taken in that transaction too."""
+    capped = claim.rules.capped
 
-    async def _claimed(self, query: str, claim: ClaimRequest) -> list[Job]:
-        """One claim statement (job_claim, job_claim_by_id); while a cap applies, behind
-        job_claim_lock in the same transaction: two statements, hence the dialect's own. Under
-        rpm_per_key, the buckets of the keys it started are taken in that transaction too."""
-        capped = claim.rules.capped
+    async def run(conn: Conn) -> list[Row]:
+        if capped:
+            await sql.fetch(conn, "job_claim_lock")
+        rows = await sql.fetch(conn, query, **claim_params(claim))
+        if claim.rules.keys_rated:
+            pairs = ((row["tenant_id"], row["concurrency_key"]) for row in rows)
+            buckets = key_buckets(pairs, claim.rules)
+            if buckets:
+                await buckets_changed(sql, conn, buckets, claim.now, started)
+        return rows
 
-        async def run(conn: Conn) -> list[Row]:
-            if capped:
-                await self._sql.fetch(conn, "job_claim_lock")
-            rows = await self._sql.fetch(conn, query, **claim_params(claim))
-            if claim.rules.keys_rated:
-                pairs = ((row["tenant_id"], row["concurrency_key"]) for row in rows)
-                buckets = key_buckets(pairs, claim.rules)
-                if buckets:
-                    await buckets_changed(self._sql, conn, buckets, claim.now, started)
-            return rows
-
-        return [self._decode.job(row) for row in await self._sql.run(run, transaction=capped)]
-
-    async def _claim_by_id(self, claim: ClaimRequest) -> list[Job]:
-        return await self._claimed("job_claim_by_id", claim)
+    return [decode.job(row) for row in await sql.run(run, transaction=capped)]
