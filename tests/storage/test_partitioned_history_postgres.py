@@ -31,6 +31,7 @@ from jobgate.domain.verdicts import Finish
 from jobgate.services.retention import Retention
 from jobgate.storage import migrations
 from jobgate.storage.postgres.executor import Q
+from jobgate.storage.postgres.partitions import history_days
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.records import DeliveryOutcome, IdempotencyClaim, Tenant
 from jobgate.testing import FakeClock
@@ -625,7 +626,7 @@ async def test_each_pass_makes_the_days_ahead(pg_dsn: str, settings: Settings) -
         ahead = settings.model_copy(update={"partitions_ahead_days": 6})
         now = datetime.now(UTC)
         await Retention(storage=storage, settings=ahead).sweep_once(now=now)
-        days = await storage._history_days()
+        days = await history_days(storage._sql)
         for table in HISTORY:
             for offset in range(7):
                 assert _today() + timedelta(days=offset) in days[table], (table, offset)

@@ -12,12 +12,14 @@ file and is run by the store through the executor, not here."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from jobgate.domain.bulk import BulkAction
 from jobgate.domain.job import Job, NewJob
+from jobgate.domain.rate_limits import Bucket, BucketState
+from jobgate.domain.retention import Horizon
 from jobgate.domain.verdicts import Finish, Poisoning, RetryDelay
 from jobgate.storage.executor import Row
 from jobgate.storage.records import (
@@ -26,8 +28,16 @@ from jobgate.storage.records import (
     Finished,
     IdempotencyClaim,
     Inserted,
+    PartitionDrops,
     QueueLimit,
+    RetentionBatch,
 )
+
+Held = list[tuple[Bucket, BucketState]]
+A = TypeVar("A")
+# Given the locked buckets with their states and the database's time (Unix seconds): the new
+# states to write (None: write nothing) and the answer.
+Change = Callable[[Held, float], tuple[list[BucketState] | None, A]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -95,6 +105,46 @@ class BatchCancelWrite:
 
     update: dict[str, Any]
     change: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DueRecheck:
+    """A provider job an accept or a first event sighting found nothing due for."""
+
+    provider: str
+    provider_job_id: str
+    now: datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BucketChange(Generic[A]):
+    """Rate-limit buckets to lock (in this order) and `change` to apply to their states at the
+    database's time (`now`: None for its clock)."""
+
+    buckets: list[Bucket]
+    now: datetime | None
+    change: Change[A]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reroute:
+    """A job moved to another provider and model, fenced on its lease (`move`), and the event
+    logged for it (`event`): job_reroute's named parameters."""
+
+    move: dict[str, Any]
+    event: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionsEnsure:
+    days_ahead: int
+    now: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionsDrop:
+    horizon: Horizon
+    max_kept: int
 
 
 # (job id, its state after the change), by job id.
@@ -170,4 +220,92 @@ class Transactions(Protocol):
     async def file_delete_write(self, params: dict[str, Any]) -> bool | str:
         """file_delete (its named parameters) in one transaction: True (deleted), False (no such
         file), or the id of a live batch whose input the file is (and nothing deleted)."""
+        ...
+
+    async def settle_write(self, params: dict[str, Any]) -> Row | None:
+        """job_settle (its named parameters): settle the job and bill a final verdict's usage
+        once, in one transaction; the job's row, or None when it was not running at that
+        provider job."""
+        ...
+
+    async def discard_write(self, params: dict[str, Any]) -> bool:
+        """job_discard_late_result (its named parameters): stop watching the job, log the
+        discarded result and bill its usage with a matching refund, in one transaction; False
+        when the job was not being watched."""
+        ...
+
+    async def provider_event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
+        """provider_event_record (its named parameters): record the event once and, at its
+        first sighting, make its job due for a check now, in one transaction: (the event is
+        new, a job became due)."""
+        ...
+
+    async def notify_reconcilers(self) -> None:
+        """Wake the reconcilers of other processes (a background job is due now); nothing
+        where other processes poll."""
+        ...
+
+    async def recheck_due(self, request: DueRecheck) -> bool:
+        """After a committed accept or first event sighting that found nothing due: look again
+        for one the other write could not see (READ COMMITTED); whether one became due.
+        Nothing to do with one writer."""
+        ...
+
+    async def retention_write(self, params: dict[str, Any]) -> RetentionBatch:
+        """retention_delete (its named parameters): pick the batch of finished jobs past the
+        horizon, roll their usage up into usage_daily (and usage_daily_keys) and delete them
+        with every row hanging off them, in one transaction."""
+        ...
+
+    async def batch_usage_write(self, params: dict[str, Any]) -> int:
+        """retention_batch_usage (its named parameters): pick the provider batch parts' ledger
+        rows past the horizon, roll them into usage_daily_batches and delete them, in one
+        transaction; how many."""
+        ...
+
+    async def delivery_write(self, params: dict[str, Any]) -> bool:
+        """delivery_record (its named parameters): the attempt (if made), the endpoint's
+        disabling (if asked) and the delivery's new state, in one transaction; True when the
+        lease fence held."""
+        ...
+
+    async def endpoint_delete_write(self, params: dict[str, Any]) -> bool:
+        """webhook_endpoint_delete (its named parameters): delete the endpoint and give up its
+        pending deliveries, in one transaction; False when there was no such endpoint."""
+        ...
+
+    async def schedule_insert_write(self, params: dict[str, Any]) -> Row | None:
+        """schedule_insert (its named parameters), counting the tenant's schedules in the
+        same transaction so that concurrent creates never pass the cap; None at the cap."""
+        ...
+
+    async def record_ignored_write(self, params: dict[str, Any]) -> None:
+        """job_record_ignored (its named parameters): bump the job's event sequence and write
+        the refused transition, in one transaction."""
+        ...
+
+    async def buckets_locked(self, request: BucketChange[A]) -> A:
+        """Lock the buckets (in their order, rows made if missing), apply the change at the
+        database's time and write the new states, in one transaction; what the change
+        answers."""
+        ...
+
+    async def key_purge_write(self, params: dict[str, Any]) -> int:
+        """rate_limit_key_purge (its named parameters), with no claim between its check and
+        its delete; how many rows it deleted."""
+        ...
+
+    async def reroute_write(self, request: Reroute) -> bool:
+        """Move the job, fenced on its lease, and log the move as an event, in one transaction;
+        False when the lease was lost."""
+        ...
+
+    async def partitions_ensure(self, request: PartitionsEnsure) -> int:
+        """Make the history's day partitions from today to `days_ahead`; how many it made (none
+        where the history is not partitioned)."""
+        ...
+
+    async def partitions_drop(self, request: PartitionsDrop) -> PartitionDrops:
+        """Drop the history's day partitions past the horizon (rows that must stay moved out,
+        at most `max_kept` per day); nothing where the history is not partitioned."""
         ...

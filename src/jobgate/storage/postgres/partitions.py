@@ -5,12 +5,11 @@ migration's functions, which serialise concurrent callers and never wait long fo
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, timedelta
 
-from jobgate.domain.retention import Horizon
-from jobgate.storage.executor import SqlPart
 from jobgate.storage.postgres.executor import PostgresExecutor
 from jobgate.storage.records import PartitionDrops
+from jobgate.storage.transactions import PartitionsDrop, PartitionsEnsure
 
 HISTORY_TABLES = ("job_events", "job_output_chunks", "outbox", "webhook_attempts")
 # Making a partition waits this long for DEFAULT's lock; detaching one for its table's, which
@@ -19,19 +18,22 @@ ENSURE_LOCK_TIMEOUT = "2s"
 DROP_LOCK_TIMEOUT = "500ms"
 
 
-class PostgresPartitions(SqlPart):
+async def history_days(sql: PostgresExecutor) -> dict[str, list[date]]:
+    """Each history table's day partitions."""
+    days: dict[str, list[date]] = defaultdict(list)
+    for row in await sql.read("history_partitions"):
+        days[row["parent"]].append(row["day"])
+    return days
+
+
+class PostgresPartitionWrites:
     _sql: PostgresExecutor
 
-    async def _history_days(self) -> dict[str, list[date]]:
-        days: dict[str, list[date]] = defaultdict(list)
-        for row in await self._sql.read("history_partitions"):
-            days[row["parent"]].append(row["day"])
-        return days
-
-    async def history_partitions_ensure(self, *, days_ahead: int, now: datetime) -> int:
+    async def partitions_ensure(self, request: PartitionsEnsure) -> int:
+        days_ahead, now = request.days_ahead, request.now
         today = now.astimezone(UTC).date()
         wanted = [today + timedelta(days=ahead) for ahead in range(days_ahead + 1)]
-        existing = await self._history_days()
+        existing = await history_days(self._sql)
         made = 0
         for table in HISTORY_TABLES:
             for day in wanted:
@@ -46,12 +48,13 @@ class PostgresPartitions(SqlPart):
                 made += bool(row is not None and row["made"])
         return made
 
-    async def history_partitions_drop(self, *, horizon: Horizon, max_kept: int) -> PartitionDrops:
+    async def partitions_drop(self, request: PartitionsDrop) -> PartitionDrops:
+        horizon, max_kept = request.horizon, request.max_kept
         # A day's partition holds the history of the jobs created that day: past retention
         # once the whole day is before the horizon (its jobs' own rules are checked in the drop).
         last_day = horizon.completed_before.astimezone(UTC).date() - timedelta(days=1)
         dropped = moved = blocked = 0
-        for table, days in (await self._history_days()).items():
+        for table, days in (await history_days(self._sql)).items():
             for day in days:
                 if day > last_day:
                     continue

@@ -1,27 +1,38 @@
-"""PostgreSQL's own part of the provider store: waking reconcilers in other processes, and the
-re-check that READ COMMITTED needs (see job_reconcile_if_event). SQLite has one writer and
-wakes other processes by polling, so neither applies there."""
+"""The provider store's transactions on PostgreSQL (part of Transactions): each one statement
+(data-modifying CTEs), plus waking reconcilers in other processes (NOTIFY) and the re-check that
+READ COMMITTED needs (see job_reconcile_if_event)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from typing import Any
 
-from jobgate.storage.store.providers import ProviderQueries
+from jobgate.storage.executor import Row
+from jobgate.storage.postgres.executor import PostgresExecutor
+from jobgate.storage.transactions import DueRecheck
 
 
-class PostgresProviderStore(ProviderQueries):
-    async def _wake_reconcilers(self) -> None:
-        await super()._wake_reconcilers()
+class PostgresProviderWrites:
+    _sql: PostgresExecutor
+
+    async def settle_write(self, params: dict[str, Any]) -> Row | None:
+        return await self._sql.write_one("job_settle", **params)
+
+    async def discard_write(self, params: dict[str, Any]) -> bool:
+        return await self._sql.write_one("job_discard_late_result", **params) is not None
+
+    async def provider_event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
+        row = await self._sql.write_one("provider_event_record", **params)
+        assert row is not None
+        return bool(row["inserted"]), bool(row["due"])
+
+    async def notify_reconcilers(self) -> None:
         await self._sql.write("notify_reconcile")
 
-    async def _due_if_event(
-        self, provider: str, provider_job_id: str, now: datetime | None
-    ) -> None:
+    async def recheck_due(self, request: DueRecheck) -> bool:
         due = await self._sql.write(
             "job_reconcile_if_event",
-            provider=provider,
-            provider_job_id=provider_job_id,
-            now=self._sql.codec.now(now),
+            provider=request.provider,
+            provider_job_id=request.provider_job_id,
+            now=self._sql.codec.now(request.now),
         )
-        if due:
-            await self._wake_reconcilers()
+        return bool(due)

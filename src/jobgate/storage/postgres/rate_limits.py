@@ -1,14 +1,17 @@
-"""RateLimitStore's bucket changes on PostgreSQL: the rows are created if missing, locked FOR
-UPDATE in (provider, model) order, changed and written in one short transaction."""
+"""The rate limits' transactions on PostgreSQL (part of Transactions): the rows are created if
+missing, locked FOR UPDATE in (provider, model) order, changed and written in one short
+transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
-from jobgate.storage.store.rate_limits import A, Change, RateLimitQueries, held_states
+from jobgate.storage.store.rate_limits import held_states
+from jobgate.storage.transactions import A, BucketChange, Change, Reroute
 
 
 def _keys(buckets: Sequence[Bucket]) -> dict[str, list[str]]:
@@ -40,20 +43,24 @@ async def buckets_changed(
     return answer
 
 
-class PostgresRateLimits(RateLimitQueries):
+class PostgresRateLimitWrites:
     _sql: PostgresExecutor
 
-    async def _buckets_locked(
-        self, buckets: list[Bucket], now: datetime | None, change: Change[A]
-    ) -> A:
+    async def buckets_locked(self, request: BucketChange[A]) -> A:
+        r = request
         return await self._sql.run(
-            lambda conn: buckets_changed(self._sql, conn, buckets, now, change),
+            lambda conn: buckets_changed(self._sql, conn, r.buckets, r.now, r.change),
             transaction=True,
         )
 
-    async def rate_limit_key_purge(self, *, limit: int, now: datetime | None = None) -> int:
+    async def reroute_write(self, request: Reroute) -> bool:
+        """One statement: its DML writes the event too."""
+        params = {**request.move, **request.event}
+        return await self._sql.write_one("job_reroute", **params) is not None
+
+    async def key_purge_write(self, params: dict[str, Any]) -> int:
         async def purge(conn: Conn) -> int:
             await self._sql.fetch(conn, "job_claim_lock")  # no claim between check and take
-            return len(await self._sql.fetch(conn, "rate_limit_key_purge", limit=limit, now=now))
+            return len(await self._sql.fetch(conn, "rate_limit_key_purge", **params))
 
         return await self._sql.run(purge, transaction=True)

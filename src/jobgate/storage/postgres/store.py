@@ -18,10 +18,6 @@ import asyncpg
 
 from jobgate.storage import migrations
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
-from jobgate.storage.postgres.partitions import PostgresPartitions
-from jobgate.storage.postgres.providers import PostgresProviderStore
-from jobgate.storage.postgres.rate_limits import PostgresRateLimits
-from jobgate.storage.postgres.schedules import PostgresSchedules
 from jobgate.storage.postgres.transactions import PostgresTransactions
 from jobgate.storage.records import (
     WalPosition,
@@ -45,13 +41,7 @@ async def _applied_versions(conn: Conn) -> set[int]:
     return {row["version"] for row in await conn.fetch(Q["migrations_applied"].sql)}
 
 
-class PostgresStorage(
-    SqlStore,
-    PostgresRateLimits,
-    PostgresProviderStore,
-    PostgresSchedules,
-    PostgresPartitions,
-):
+class PostgresStorage(SqlStore):
     dialect = "postgres"
     _sql: PostgresExecutor
 

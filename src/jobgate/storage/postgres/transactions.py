@@ -18,13 +18,25 @@ from jobgate.storage.postgres.bulk import PostgresBulkWrites
 from jobgate.storage.postgres.claims import claimed
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.insert import insert
+from jobgate.storage.postgres.partitions import PostgresPartitionWrites
+from jobgate.storage.postgres.providers import PostgresProviderWrites
+from jobgate.storage.postgres.rate_limits import PostgresRateLimitWrites
+from jobgate.storage.postgres.writes import PostgresWrites
 from jobgate.storage.records import ClaimRequest, Finished, Inserted
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.transactions import FinishRequest, InsertRequest, Reaped, ReapRequest
 
 
-class PostgresTransactions(PostgresBatchWrites, PostgresBulkWrites):
-    """The job transactions here; each family's in its module (batches, bulk)."""
+class PostgresTransactions(
+    PostgresBatchWrites,
+    PostgresBulkWrites,
+    PostgresPartitionWrites,
+    PostgresProviderWrites,
+    PostgresRateLimitWrites,
+    PostgresWrites,
+):
+    """The job transactions here; each family's in its module (batches, bulk, partitions,
+    providers, rate limits, and writes for the rest)."""
 
     def __init__(self, sql: PostgresExecutor) -> None:
         self._sql = sql

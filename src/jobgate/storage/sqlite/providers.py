@@ -1,6 +1,6 @@
-"""SQLite's own provider-store writes: the three that take several statements in one
-transaction, as SQLite has no data-modifying CTE (PostgreSQL runs each as one statement,
-store/providers.py)."""
+"""The provider store's transactions on SQLite (part of Transactions): three take several
+statements in one write, as SQLite has no data-modifying CTE (PostgreSQL runs each as one
+statement); other processes poll, and one writer needs no re-check."""
 
 from __future__ import annotations
 
@@ -11,16 +11,23 @@ from jobgate.domain.states import JobState
 from jobgate.storage.executor import Row
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q
-from jobgate.storage.store.providers import ProviderQueries
+from jobgate.storage.transactions import DueRecheck
 
 _COMPLETION = '["completion"]'
 _COMPLETION_AND_REFUND = '["completion", "refund"]'
 
 
-class SqliteProviderStore(ProviderQueries):
+class SqliteProviderWrites:
     _db: SqliteDatabase
 
-    async def _settle_write(self, params: dict[str, Any]) -> Row | None:
+    async def notify_reconcilers(self) -> None:
+        """Other processes poll."""
+
+    async def recheck_due(self, request: DueRecheck) -> bool:
+        """One writer: the first write saw everything."""
+        return False
+
+    async def settle_write(self, params: dict[str, Any]) -> Row | None:
         """Settle, then bill a final verdict's usage."""
 
         def settle(conn: sqlite3.Connection) -> Row | None:
@@ -31,7 +38,7 @@ class SqliteProviderStore(ProviderQueries):
 
         return await self._db.write(settle)
 
-    async def _discard_write(self, params: dict[str, Any]) -> bool:
+    async def discard_write(self, params: dict[str, Any]) -> bool:
         """Stop watching, log the discarded result, then bill its usage and refund it."""
 
         def discard(conn: sqlite3.Connection) -> bool:
@@ -43,7 +50,7 @@ class SqliteProviderStore(ProviderQueries):
 
         return await self._db.write(discard)
 
-    async def _event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
+    async def provider_event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
         """Record the event, then (a first sighting) make its job due now."""
 
         def record(conn: sqlite3.Connection) -> tuple[bool, bool]:

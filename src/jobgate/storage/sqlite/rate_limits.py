@@ -1,17 +1,17 @@
-"""RateLimitStore's writes on SQLite: inside one write operation of the single writer (which
-serialises every update, so no row locks), and a reroute in two statements, since SQLite's
-DML cannot write the event in the same statement as PostgreSQL's does."""
+"""The rate limits' transactions on SQLite (part of Transactions): inside one write operation of the
+single writer (which serialises every update, so no row locks), and a reroute in two statements,
+since SQLite's DML cannot write the event in the same statement as PostgreSQL's does."""
 
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
 from typing import Any
 
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.executor import Q, json_text
-from jobgate.storage.store.rate_limits import A, Change, RateLimitQueries, held_states
+from jobgate.storage.sqlite.executor import Q, SqliteExecutor, json_text
+from jobgate.storage.store.rate_limits import held_states
+from jobgate.storage.transactions import A, BucketChange, Change, Reroute
 
 
 def buckets_changed(
@@ -34,23 +34,22 @@ def buckets_changed(
     return answer
 
 
-class SqliteRateLimits(RateLimitQueries):
+class SqliteRateLimitWrites:
     _db: SqliteDatabase
+    _sql: SqliteExecutor
 
-    async def _buckets_locked(
-        self, buckets: list[Bucket], now: datetime | None, change: Change[A]
-    ) -> A:
-        at = self._sql.codec.now(now)
+    async def buckets_locked(self, request: BucketChange[A]) -> A:
+        at, buckets, change = self._sql.codec.now(request.now), request.buckets, request.change
         return await self._db.write(lambda conn: buckets_changed(conn, buckets, at, change))
 
-    async def rate_limit_key_purge(self, *, limit: int, now: datetime | None = None) -> int:
-        params = {"limit": limit, "now": self._sql.codec.now(now)}
+    async def key_purge_write(self, params: dict[str, Any]) -> int:
         return await self._db.write(
             lambda conn: conn.execute(Q["rate_limit_key_purge"].sql, params).rowcount
         )
 
-    async def _reroute(self, move: dict[str, Any], event: dict[str, Any]) -> bool:
+    async def reroute_write(self, request: Reroute) -> bool:
         """Two statements in one write: SQLite's UPDATE cannot also insert the event."""
+        move, event = request.move, request.event
 
         def run(conn: sqlite3.Connection) -> bool:
             row = conn.execute(Q["job_reroute"].sql, {**move, **event}).fetchone()

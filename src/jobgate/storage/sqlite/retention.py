@@ -4,20 +4,18 @@ data-modifying CTE (PostgreSQL deletes a batch in one statement, store/retention
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
 from typing import Any
 
-from jobgate.domain.retention import Horizon
 from jobgate.storage.records import PartitionDrops, RetentionBatch
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, json_text
-from jobgate.storage.store.retention import RetentionQueries
+from jobgate.storage.transactions import PartitionsDrop, PartitionsEnsure
 
 
-class SqliteRetention(RetentionQueries):
+class SqliteRetentionWrites:
     _db: SqliteDatabase
 
-    async def _retention_write(self, params: dict[str, Any]) -> RetentionBatch:
+    async def retention_write(self, params: dict[str, Any]) -> RetentionBatch:
         """Pick the jobs, sum their usage into usage_daily (and, of jobs
         with a concurrency key, usage_daily_keys), then delete them and their rows."""
 
@@ -42,7 +40,7 @@ class SqliteRetention(RetentionQueries):
 
         return await self._db.write(delete)
 
-    async def _batch_usage_write(self, params: dict[str, Any]) -> int:
+    async def batch_usage_write(self, params: dict[str, Any]) -> int:
         """Pick the rows, sum them into usage_daily_batches, then delete them."""
 
         def roll(conn: sqlite3.Connection) -> int:
@@ -57,10 +55,10 @@ class SqliteRetention(RetentionQueries):
 
         return await self._db.write(roll)
 
-    async def history_partitions_ensure(self, *, days_ahead: int, now: datetime) -> int:
+    async def partitions_ensure(self, request: PartitionsEnsure) -> int:
         """SQLite's history tables are single tables: nothing to make."""
         return 0
 
-    async def history_partitions_drop(self, *, horizon: Horizon, max_kept: int) -> PartitionDrops:
+    async def partitions_drop(self, request: PartitionsDrop) -> PartitionDrops:
         """SQLite's history tables are single tables: retention deletes their rows."""
         return PartitionDrops()

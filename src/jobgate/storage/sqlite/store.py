@@ -19,11 +19,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage import migrations
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
-from jobgate.storage.sqlite.providers import SqliteProviderStore
-from jobgate.storage.sqlite.rate_limits import SqliteRateLimits
-from jobgate.storage.sqlite.retention import SqliteRetention
 from jobgate.storage.sqlite.transactions import SqliteTransactions
-from jobgate.storage.sqlite.webhooks import SqliteWebhookStore
 from jobgate.storage.store.sql_store import SqlStore
 
 FOREIGN_COMMIT_CHECK_S = 1.0
@@ -55,13 +51,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage(
-    SqlStore,
-    SqliteRateLimits,
-    SqliteWebhookStore,
-    SqliteProviderStore,
-    SqliteRetention,
-):
+class SqliteStorage(SqlStore):
     dialect = "sqlite"
     _sql: SqliteExecutor
 
@@ -128,28 +118,6 @@ class SqliteStorage(
 
     async def database_now(self) -> datetime:
         return self._clock.now()
-
-    # -- jobs: what differs from PostgreSQL --------------------------------------------
-
-    async def _record_ignored(self, event: dict[str, Any]) -> None:
-        """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
-        inside an INSERT as PostgreSQL's one statement does."""
-
-        def record(conn: sqlite3.Connection) -> None:
-            row = conn.execute(Q["job_bump_seq"].sql, {"id": event["id"]}).fetchone()
-            if row is not None:
-                conn.execute(
-                    Q["job_event_insert"].sql,
-                    {
-                        **event,
-                        "job_id": event["id"],
-                        "seq": row["event_seq"],
-                        "from_state": row["state"],
-                        "applied": 0,
-                    },
-                )
-
-        await self._db.write(record)
 
 
 def _applied_versions(conn: sqlite3.Connection) -> set[int]:

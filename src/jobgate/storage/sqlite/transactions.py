@@ -17,6 +17,7 @@ from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish, reap_verdict_or_poison
 from jobgate.storage import shared
+from jobgate.storage.executor import Row
 from jobgate.storage.records import ClaimRequest, Finished, Inserted
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.batches import SqliteBatchWrites
@@ -34,11 +35,23 @@ from jobgate.storage.sqlite.claims import (
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.insert import insert_items
+from jobgate.storage.sqlite.providers import SqliteProviderWrites
+from jobgate.storage.sqlite.rate_limits import SqliteRateLimitWrites
+from jobgate.storage.sqlite.retention import SqliteRetentionWrites
+from jobgate.storage.sqlite.webhooks import SqliteWebhookWrites
 from jobgate.storage.transactions import FinishRequest, InsertRequest, Reaped, ReapRequest
 
 
-class SqliteTransactions(SqliteBatchWrites, SqliteBulkWrites):
-    """The job transactions here; each family's in its module (batches, bulk)."""
+class SqliteTransactions(
+    SqliteBatchWrites,
+    SqliteBulkWrites,
+    SqliteProviderWrites,
+    SqliteRateLimitWrites,
+    SqliteRetentionWrites,
+    SqliteWebhookWrites,
+):
+    """The job transactions here; each family's in its module (batches, bulk, providers,
+    rate limits, retention, webhooks)."""
 
     def __init__(self, db: SqliteDatabase, sql: SqliteExecutor, clock: Clock) -> None:
         self._db = db
@@ -61,6 +74,30 @@ class SqliteTransactions(SqliteBatchWrites, SqliteBulkWrites):
         return await self._db.write(
             lambda conn: insert_items(conn, jobs, keys, limit, at, self._decode)
         )
+
+    async def record_ignored_write(self, params: dict[str, Any]) -> None:
+        """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
+        inside an INSERT as PostgreSQL's one statement does."""
+
+        def record(conn: sqlite3.Connection) -> None:
+            row = conn.execute(Q["job_bump_seq"].sql, {"id": params["id"]}).fetchone()
+            if row is not None:
+                conn.execute(
+                    Q["job_event_insert"].sql,
+                    {
+                        **params,
+                        "job_id": params["id"],
+                        "seq": row["event_seq"],
+                        "from_state": row["state"],
+                        "applied": 0,
+                    },
+                )
+
+        await self._db.write(record)
+
+    async def schedule_insert_write(self, params: dict[str, Any]) -> Row | None:
+        """One statement: the one writer makes its count exact."""
+        return await self._sql.write_one("schedule_insert", **params)
 
     async def claim(self, claim: ClaimRequest) -> list[Job]:
         """Fair order is computed in Python (domain.fairness) inside the one writer's operation,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from jobgate import errors
 from jobgate.domain import job_search, ranges, verdicts
@@ -250,11 +249,7 @@ class JobQueries(SqlPart):
     ) -> None:
         at = self._sql.codec.now(now)
         event = {"id": job_id, "to_state": str(to_state), "actor": actor, "reason": reason}
-        await self._record_ignored({**event, "now": at})
-
-    async def _record_ignored(self, event: dict[str, Any]) -> None:
-        """One statement bumps the job's event sequence and writes the refused transition."""
-        await self._sql.write("job_record_ignored", **event)
+        await self._tx.record_ignored_write({**event, "now": at})
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         rows = await self._sql.write("job_expire_due", limit=limit, now=self._sql.codec.now(now))

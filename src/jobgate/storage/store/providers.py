@@ -17,6 +17,7 @@ from jobgate.storage.records import (
     ReconcileDeferral,
     Settlement,
 )
+from jobgate.storage.transactions import DueRecheck
 
 
 class ProviderQueries(SqlPart):
@@ -42,14 +43,15 @@ class ProviderQueries(SqlPart):
             return None
 
     async def _wake_reconcilers(self) -> None:
-        """A background job is due now: wake this process's reconcilers."""
+        """A background job is due now: wake the reconcilers, this process's and others'."""
         self.changes.reconcile_due()
+        await self._tx.notify_reconcilers()
 
     async def _due_if_event(
         self, provider: str, provider_job_id: str, now: datetime | None
     ) -> None:
-        """After a committed accept or first event sighting that found nothing due: look again
-        for one the other write could not see. Nothing to do with one writer (SQLite)."""
+        if await self._tx.recheck_due(DueRecheck(provider, provider_job_id, now)):
+            await self._wake_reconcilers()
 
     async def job_provider_submitting(self, *, lease: Lease, now: datetime | None = None) -> None:
         row = await self._sql.write_one(
@@ -139,7 +141,7 @@ class ProviderQueries(SqlPart):
     ) -> Job | None:
         codec = self._sql.codec
         s = settlement
-        row = await self._settle_write(
+        row = await self._tx.settle_write(
             {
                 "id": s.job_id,
                 "provider_job_id": s.provider_job_id,
@@ -167,11 +169,6 @@ class ProviderQueries(SqlPart):
             self.changes.work_available()
         return job
 
-    async def _settle_write(self, params: dict[str, Any]) -> Row | None:
-        """Settle the job and bill a final verdict's usage once, in one transaction; the job's
-        row, or None when it was not running at that provider job."""
-        return await self._sql.write_one("job_settle", **params)
-
     async def job_discard_late_result(
         self,
         *,
@@ -183,7 +180,7 @@ class ProviderQueries(SqlPart):
         now: datetime | None = None,
     ) -> bool:
         codec = self._sql.codec
-        return await self._discard_write(
+        return await self._tx.discard_write(
             {
                 "id": job_id,
                 "provider_job_id": provider_job_id,
@@ -193,11 +190,6 @@ class ProviderQueries(SqlPart):
                 "now": codec.now(now),
             }
         )
-
-    async def _discard_write(self, params: dict[str, Any]) -> bool:
-        """Stop watching the job, log the discarded result and bill its usage with a matching
-        refund, in one transaction; False when the job was not being watched."""
-        return await self._sql.write_one("job_discard_late_result", **params) is not None
 
     async def job_by_provider_job(
         self, *, provider: str, provider_job_id: str
@@ -216,7 +208,7 @@ class ProviderQueries(SqlPart):
         provider_job_id: str | None,
         now: datetime | None = None,
     ) -> ProviderEventOutcome:
-        inserted, due = await self._event_write(
+        inserted, due = await self._tx.provider_event_write(
             {
                 "provider": provider,
                 "event_id": event_id,
@@ -236,13 +228,6 @@ class ProviderQueries(SqlPart):
             )
             job = None if found is None else found.job
         return ProviderEventOutcome(duplicate=not inserted, job=job)
-
-    async def _event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
-        """Record the event once and, at its first sighting, make its job due for a check now,
-        in one transaction: (the event is new, a job became due)."""
-        row = await self._sql.write_one("provider_event_record", **params)
-        assert row is not None
-        return bool(row["inserted"]), bool(row["due"])
 
     async def provider_events_prune(self, *, before: datetime) -> int:
         return await self._sql.write_count(

@@ -1,12 +1,12 @@
 """RateLimitStore, written once over the executor: the rules of domain.rate_limits applied to
 bucket rows, provider breakers, reroutes and queue positions. Changing buckets reads, decides
-and writes them in one transaction, so each dialect supplies `_buckets_locked`."""
+and writes them in one transaction: the dialect's Transactions.buckets_locked."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from jobgate.domain import ranges
 from jobgate.domain import rate_limits as rules
@@ -14,12 +14,7 @@ from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket, BucketState, Take
 from jobgate.storage.executor import Row, SqlPart
 from jobgate.storage.records import ClaimPolicy
-
-Held = list[tuple[Bucket, BucketState]]
-A = TypeVar("A")
-# Given the locked buckets with their states and the database's time (Unix seconds): the new
-# states to write (None: write nothing) and the answer.
-Change = Callable[[Held, float], tuple[list[BucketState] | None, A]]
+from jobgate.storage.transactions import BucketChange, Held, Reroute
 
 
 def _ordered(buckets: Sequence[Bucket]) -> list[Bucket]:
@@ -68,13 +63,6 @@ class RateLimitQueries(SqlPart):
         """The `:buckets` parameter: a JSON array of {provider, model}."""
         return self._sql.codec.json([{"provider": b.provider, "model": b.model} for b in buckets])
 
-    async def _buckets_locked(
-        self, buckets: list[Bucket], now: datetime | None, change: Change[A]
-    ) -> A:
-        """Lock `buckets` (in this order), apply `change` at the database's time, write the
-        new states, in one transaction; answers what `change` answers."""
-        raise NotImplementedError
-
     async def _buckets_read(
         self, buckets: list[Bucket], now: datetime | None
     ) -> tuple[Held, float]:
@@ -96,14 +84,14 @@ class RateLimitQueries(SqlPart):
 
         if not buckets:
             return Take(0.0, 0.0)  # nothing limits it (and nothing to give back)
-        return await self._buckets_locked(_ordered(buckets), now, take)
+        return await self._tx.buckets_locked(BucketChange(_ordered(buckets), now, take))
 
     async def rate_limit_give_back(self, *, buckets: Sequence[Bucket], taken_at: float) -> None:
         def give_back(held: Held, at: float) -> tuple[list[BucketState] | None, None]:
             return [rules.give_back(bucket, state, taken_at) for bucket, state in held], None
 
         if buckets:
-            await self._buckets_locked(_ordered(buckets), None, give_back)
+            await self._tx.buckets_locked(BucketChange(_ordered(buckets), None, give_back))
 
     async def rate_limit_spend(
         self, *, spends: Sequence[tuple[Bucket, int]], now: datetime | None = None
@@ -117,7 +105,7 @@ class RateLimitQueries(SqlPart):
 
         wanted = [bucket for bucket, _ in spends if bucket.tpm > 0]
         if wanted and any(tokens.values()):
-            await self._buckets_locked(_ordered(wanted), now, spend)
+            await self._tx.buckets_locked(BucketChange(_ordered(wanted), now, spend))
 
     async def rate_limit_waits(
         self, *, buckets: Sequence[Bucket], now: datetime | None = None
@@ -140,6 +128,9 @@ class RateLimitQueries(SqlPart):
         )
         return {(r["provider"], r["model"]): int(r["queued"]) for r in rows}
 
+    async def rate_limit_key_purge(self, *, limit: int, now: datetime | None = None) -> int:
+        return await self._tx.key_purge_write({"limit": limit, "now": self._sql.codec.now(now)})
+
     async def job_reroute(
         self,
         *,
@@ -152,12 +143,7 @@ class RateLimitQueries(SqlPart):
     ) -> bool:
         move = {"id": lease.job_id, "token": lease.token, "provider": provider, "model": model}
         event = {"actor": actor, "reason": reason, "now": self._sql.codec.now(now)}
-        return await self._reroute(move, event)
-
-    async def _reroute(self, move: dict[str, Any], event: dict[str, Any]) -> bool:
-        """Move the job, fenced on its lease, and log the move as an event: one statement
-        (job_reroute) where the dialect's DML can write both."""
-        return await self._sql.write_one("job_reroute", **move, **event) is not None
+        return await self._tx.reroute_write(Reroute(move, event))
 
     async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
         codec = self._sql.codec

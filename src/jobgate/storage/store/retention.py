@@ -4,17 +4,18 @@ usage of provider-native batches' parts past the horizon into usage_daily_batche
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
 
 from jobgate.domain.retention import Horizon
 from jobgate.storage.executor import SqlPart
-from jobgate.storage.records import RetentionBatch, UsageDay
+from jobgate.storage.records import PartitionDrops, RetentionBatch, UsageDay
+from jobgate.storage.transactions import PartitionsDrop, PartitionsEnsure
 
 
 class RetentionQueries(SqlPart):
     async def retention_delete(self, *, horizon: Horizon, limit: int) -> RetentionBatch:
         codec = self._sql.codec
-        return await self._retention_write(
+        return await self._tx.retention_write(
             {
                 "completed_before": codec.time(horizon.completed_before),
                 "now": codec.time(horizon.now),
@@ -22,19 +23,17 @@ class RetentionQueries(SqlPart):
             }
         )
 
-    async def _retention_write(self, params: dict[str, Any]) -> RetentionBatch:
-        """Pick the batch, roll its usage up and delete it, in one transaction."""
-        row = await self._sql.write_one("retention_delete", **params)
-        return RetentionBatch() if row is None else self._decode.record(RetentionBatch, row)
-
     async def retention_batch_usage(self, *, horizon: Horizon, limit: int) -> int:
         completed_before = self._sql.codec.time(horizon.completed_before)
-        return await self._batch_usage_write({"completed_before": completed_before, "limit": limit})
+        return await self._tx.batch_usage_write(
+            {"completed_before": completed_before, "limit": limit}
+        )
 
-    async def _batch_usage_write(self, params: dict[str, Any]) -> int:
-        """Pick the rows, roll them up and delete them, in one statement; how many."""
-        row = await self._sql.write_one("retention_batch_usage", **params)
-        return 0 if row is None else int(row["usage_ledger"])
+    async def history_partitions_ensure(self, *, days_ahead: int, now: datetime) -> int:
+        return await self._tx.partitions_ensure(PartitionsEnsure(days_ahead, now))
+
+    async def history_partitions_drop(self, *, horizon: Horizon, max_kept: int) -> PartitionDrops:
+        return await self._tx.partitions_drop(PartitionsDrop(horizon, max_kept))
 
     async def usage_daily(self, *, tenant_id: str | None = None) -> list[UsageDay]:
         rows = await self._sql.read("usage_daily", tenant_id=tenant_id)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from jobgate.storage.executor import Row, SqlPart
+from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import Schedule
 
 
 class ScheduleQueries(SqlPart):
     async def schedule_insert(self, *, schedule: Schedule, max_per_tenant: int) -> Schedule | None:
         codec = self._sql.codec
-        row = await self._schedule_insert_capped(
+        row = await self._tx.schedule_insert_write(
             {
                 "id": schedule.id,
                 "tenant_id": schedule.tenant_id,
@@ -25,11 +24,6 @@ class ScheduleQueries(SqlPart):
             }
         )
         return None if row is None else self._decode.record(Schedule, row)
-
-    async def _schedule_insert_capped(self, params: dict[str, Any]) -> Row | None:
-        """The insert, counting the tenant's schedules in the same write: exact on SQLite's
-        one writer (PostgreSQL locks the tenant first)."""
-        return await self._sql.write_one("schedule_insert", **params)
 
     async def schedule_list(
         self, *, tenant_id: str, after: str | None = None, limit: int = 100

@@ -1,7 +1,7 @@
 """The store written once: the lease holder's entry points (`base.SqlStorageBase`) and every
-family of this package. A dialect's store class inherits it after its own parts: a dialect's
-subclass of a family (say `SqliteWebhookStore(WebhookQueries)`) precedes that family in the
-method resolution order, so its overrides win."""
+family of this package, over an executor (the dialect's statements) and a Transactions (the
+dialect's transactions, storage.transactions). A dialect's store class adds only what is not a
+store method: opening, migrating and watching its database."""
 
 from __future__ import annotations
 

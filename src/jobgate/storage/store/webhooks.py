@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import (
@@ -94,13 +93,8 @@ class WebhookQueries(SqlPart):
         self, *, endpoint_id: str, tenant_id: str, now: datetime | None = None
     ) -> bool:
         """Deletes the endpoint and gives up its pending deliveries, in one transaction."""
-        row = await self._sql.write_one(
-            "webhook_endpoint_delete",
-            id=endpoint_id,
-            tenant_id=tenant_id,
-            now=self._sql.codec.now(now),
-        )
-        return row is not None
+        params = {"id": endpoint_id, "tenant_id": tenant_id, "now": self._sql.codec.now(now)}
+        return await self._tx.endpoint_delete_write(params)
 
     async def webhook_endpoint_rotate_secret(
         self,
@@ -162,7 +156,7 @@ class WebhookQueries(SqlPart):
     ) -> bool:
         codec = self._sql.codec
         entry = delivery.entry
-        return await self._delivery_write(
+        return await self._tx.delivery_write(
             {
                 "id": entry.id,
                 "token": delivery.lease_token,
@@ -183,11 +177,6 @@ class WebhookQueries(SqlPart):
                 "now": codec.now(now),
             }
         )
-
-    async def _delivery_write(self, params: dict[str, Any]) -> bool:
-        """Record the attempt, disable a gone endpoint and write the delivery's new state, in one
-        transaction; True when the lease fence held."""
-        return await self._sql.write_one("delivery_record", **params) is not None
 
     async def delivery_release(
         self, *, delivery: Delivery, delay_s: float = 0.0, now: datetime | None = None
