@@ -32,8 +32,6 @@ from jobgate.storage.transactions import (
 )
 from jobgate.wakeups import ChangeHub
 
-Now = datetime | None
-
 
 def publish_finished(changes: ChangeHub, finished: Sequence[Finished | None]) -> None:
     """Wake this process's waiters after a commit (other processes hear NOTIFY, on
