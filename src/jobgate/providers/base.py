@@ -113,15 +113,3 @@ class Provider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-class AnswersAtOnce(Protocol):
-    """A provider that can answer some calls at once: no I/O, no waiting (the simulator at
-    zero latency). The worker then runs such calls batch-wise, without a task per job; a
-    provider offers it by defining `call_now`."""
-
-    def call_now(self, call: ProviderCall) -> ProviderResult | None:
-        """The answer `call` would give, computed now; None when it cannot be had without
-        waiting (nothing happened then: the worker awaits `call` instead). Raises what `call`
-        raises, and must never block."""
-        ...

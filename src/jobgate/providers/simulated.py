@@ -94,18 +94,6 @@ class SimProvider:
                 )
             raise model.fault(plan.fail_with, plan.retry_after_s)
 
-    def call_now(self, call: ProviderCall) -> ProviderResult | None:
-        """`call`'s answer for a Chat Completions call with no latency that does not hang:
-        the same body, usage or fault, with nothing awaited (providers.base.AnswersAtOnce).
-        Responses calls go through the engine and are left to `call`."""
-        if call.endpoint != CHAT_COMPLETIONS:
-            return None
-        plan = sim.directives(call.body)
-        if plan.latency_s or (plan.fail_with in _HANGS and plan.fails_on(call.run_count)):
-            return None
-        self._raise_fault(plan, call)
-        return self._chat_result(call)
-
     def _chat_result(self, call: ProviderCall) -> ProviderResult:
         body = self._completion(call)
         usage = body["usage"]
@@ -138,7 +126,8 @@ class SimProvider:
             return snapshot.result
         if plan.latency_s:
             await self._clock.sleep(plan.latency_s)
-        await self._faults(plan, call)
+        if plan.fails_on(call.run_count):
+            await self._faults(plan, call)
         return self._chat_result(call)
 
     def streams(self, endpoint: str) -> bool:

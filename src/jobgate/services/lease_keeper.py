@@ -36,6 +36,7 @@ class InFlight:
     # The job's own task while it awaits the provider (one task per job: the call runs in it,
     # so stopping the call cancels that task inside the call, and only there).
     calling: asyncio.Task[Any] | None = None
+    task: asyncio.Task[Any] | None = None  # the task running the job (it may run others first)
     writing: bool = False  # the verdict is with the finish batcher: the slot is free again
 
     def stop(self, reason: str) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -34,6 +36,7 @@ from jobgate.providers.base import Provider, ProviderCall, ProviderResult
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services import (
     background,
+    eager,
     finish_batcher,
     output_stream,
     rate_limits,
@@ -67,9 +70,29 @@ CLAIM_BATCH_MAX = finish_batcher.MAX_BATCH  # jobs leased by one claim statement
 # the next claim leases what arrived meanwhile in one statement, not one statement per job.
 CLAIM_DEBOUNCE_S = 0.005
 
+_PENDING: Any = object()  # a batch's job whose outcome is not known yet
 
-# A provider's `call_now` (providers.base.AnswersAtOnce).
-_CallNow = Callable[[ProviderCall], ProviderResult | None]
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class _Stopped:
+    """A provider call stopped before its answer, and the verdict on it (None: none)."""
+
+    finish: Finish | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Batch:
+    """Jobs claimed together, run by `Worker._run`: begun in order (one task after another),
+    their verdicts written together where they were known at once."""
+
+    entries: list[InFlight]
+    results: list[Finished | BaseException | None]  # each job's, once known (else _PENDING)
+    left: int  # jobs whose outcome is not known yet
+    started: asyncio.Future[None]  # every job has begun
+    done: asyncio.Future[None]  # every job's outcome is known
+    context: contextvars.Context  # the context of its start, copied for each of its tasks
+    begun: int = 0  # jobs begun
+    tasks: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
 
 
 def default_worker_id() -> str:
@@ -91,12 +114,8 @@ class Worker:
         limits: LimitsService | None = None,
         transport: Transport | None = None,
         on_claimed: Callable[[], None] | None = None,
-        answer_now: bool = True,
     ) -> None:
         self.worker_id = worker_id or default_worker_id()
-        # Run the calls a provider answers at once (providers.base.AnswersAtOnce) batch-wise;
-        # False runs every job in its own task (the tests compare both paths).
-        self._answer_now = answer_now
         # A broker transport (JOBGATE_TRANSPORT): jobs come from its messages, claimed by id.
         self._intake = (
             None
@@ -121,12 +140,22 @@ class Worker:
         self._limits = limits
         self._rate_limits = RateLimiter(storage=storage, configs=providers.configs())
         self._config_version = providers.version  # a reloaded configuration bumps it
+        # Each (provider, api, endpoint)'s provider and background mode (`_provider_for`),
+        # for the configuration version `_providers_seen`.
+        self._targets: dict[
+            tuple[str, str, str], tuple[Provider, provider_background.BackgroundProvider | None]
+        ] = {}
+        self._providers_seen = providers.version
         self._breakers = BreakerSync(
             storage=storage, gates=providers.gates, clock=self._clock, owner=self.worker_id
         )
         self._inflight: dict[str, InFlight] = {}
         self._writing = 0  # entries whose verdict is with the finish batcher (slot freed)
         self._summary = FinishSummary(clock=self._clock, worker_id=self.worker_id)
+        # Provider call durations by (provider, outcome), observed when the verdicts are
+        # handed on (`_observe_calls`), together.
+        self._call_times: dict[tuple[str, str], list[float]] = {}
+        self._tracing = False  # spans are recorded (tracing.recording, asked per batch)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._batcher = finish_batcher.FinishBatcher(storage)
         self._verdicts = CallVerdicts(
@@ -325,50 +354,29 @@ class Worker:
         )
 
     async def run_claimed(self, jobs: list[Job]) -> list[Finished | None]:
-        """Run claimed jobs to their written verdicts, as the loop does: those a provider
-        answers at once together, the others each in `execute`. The answer holds, in order,
-        what was written for each job (None: the lease was lost)."""
-        ready, each = self._split(jobs)
-        answered, later = self._answer(ready)
-        each += later
-        one_by_one = asyncio.gather(*(self.execute(job) for job in each))
+        """Run claimed jobs to their written verdicts, as the loop does (`_start`). The answer
+        holds, in order, what was written for each job (None: the lease was lost); a job
+        whose handling raised raises here. Cancelled, it cancels the jobs' tasks."""
+        batch = self._start(jobs)
         try:
-            together = await self._write_now(answered)  # while the others run
+            await asyncio.shield(batch.done)
         except BaseException:
-            one_by_one.cancel()  # cancelled: so are the others, as one gather of all would be
+            for task in list(batch.tasks):
+                task.cancel()
             raise
-        ids = [entry.job.id for entry, _ in answered] + [job.id for job in each]
-        by_id = dict(zip(ids, [*together, *await one_by_one], strict=True))
-        return [by_id[job.id] for job in jobs]
-
-    async def _read_back(self, done: Finished | None) -> Job | None:
-        return None if done is None else await self._storage.job_get(job_id=done.job_id)
+        for outcome in batch.results:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return batch.results  # type: ignore[return-value]  # no exception among them
 
     async def execute(self, job: Job) -> Finished | None:
         """Run one claimed job: call its provider, then write the verdict under its lease.
-        The answer is what was written (narrow: the loop only counts and logs it), or None
-        where the lease was lost."""
-        entry = self._inflight[job.id]
-        try:
-            finish = await self._attempt_or_poison(entry)
-            if finish is None:
-                await self._record_dropped(entry, "lease_lost")
-                return None
-            if not isinstance(finish, background.Accepted):
-                succeeded = finish.state is JobState.SUCCEEDED
-                await self._rate_limits.settle(job, finish.usage, succeeded=succeeded)
-                if finish.reason == "rate_limited":
-                    await self._hold_shared_limits(job, finish.retry_in_s)
-                finish = await self._reroute(entry, finish)
-            if isinstance(finish, background.Accepted):
-                # Background mode: record the provider's id (fenced) and free the slot.
-                accepted = await self._background.accept(job, entry.lease, finish)
-                if accepted is None:
-                    return None
-                return Finished(accepted.id, accepted.state, accepted.attempt)
-            return await self._write(entry, finish)
-        finally:
-            self._release(entry)
+        The answer is what was written, or None where the lease was lost."""
+        [done] = await self.run_claimed([job])
+        return done
+
+    async def _read_back(self, done: Finished | None) -> Job | None:
+        return None if done is None else await self._storage.job_get(job_id=done.job_id)
 
     def _release(self, entry: InFlight, *, wake: bool = True) -> None:
         """Let go of a job whose verdict is written (or whose lease is gone), and wake the
@@ -387,197 +395,298 @@ class Worker:
         if self._intake is not None:  # after the verdict committed (or the lease is gone)
             self._intake.finished(entry.lease)
 
-    # -- calls answered at once, batch-wise --------------------------------------------------
+    # -- running claimed jobs --------------------------------------------------------------
 
-    def _split(self, jobs: list[Job]) -> tuple[list[tuple[InFlight, _CallNow]], list[Job]]:
-        """Claimed jobs whose provider may answer at once, and the jobs to run each in its own
-        task: every job that needs more than a call and its verdict (a deadline, live output,
-        a model route, a rate limit, a stop requested, a damaged row, background mode, spans
-        being recorded) takes the task path, where those features live."""
-        if not self._answer_now or tracing.recording():
-            return [], list(jobs)
-        ready: list[tuple[InFlight, _CallNow]] = []
-        each: list[Job] = []
-        limited = self._rate_limits.limited
-        found: dict[tuple[str, str, str], _CallNow | None] = {}  # looked up once per batch
-        for job in jobs:
-            entry = self._inflight[job.id]
-            call_now = None
-            if (
-                job.deadline_at is None
-                and job.model_route is None
-                and not job.damaged
-                and entry.abort_reason is None
-                and job.provider not in limited
-                and not output_stream.wants_stream(job)
-            ):
-                key = (job.provider, job.api, job.endpoint)
-                if key not in found:
-                    found[key] = self._call_now(job)
-                call_now = found[key]
-            if call_now is None:
-                each.append(job)
-            else:
-                ready.append((entry, call_now))
-        return ready, each
+    def _start(self, jobs: list[Job]) -> _Batch:
+        """Start running claimed jobs (`_run`); the batch tells when each call has begun and
+        when every verdict is written."""
+        loop = asyncio.get_running_loop()
+        self._tracing = tracing.recording()  # asked once per batch
+        batch = _Batch(
+            entries=[self._inflight[job.id] for job in jobs],
+            results=[_PENDING] * len(jobs),
+            left=len(jobs),
+            started=loop.create_future(),
+            done=loop.create_future(),
+            context=contextvars.copy_context(),
+        )
+        if jobs:
+            self._run_from(batch, 0, [])
+        else:
+            batch.started.set_result(None)
+            batch.done.set_result(None)
+        return batch
 
-    def _call_now(self, job: Job) -> _CallNow | None:
-        """The job's provider's `call_now`, when it has one and runs the job in the
-        foreground. Whatever goes wrong in finding it is the task path's to judge (it fails the
-        job alone as `poison_job` when its handling raises)."""
+    def _run_from(self, batch: _Batch, index: int, answered: list[tuple[int, Finish]]) -> None:
+        """Run the batch's jobs from `index` on in a new task (`_run`), in a fresh copy of the
+        context the batch was started in."""
+        task = asyncio.create_task(
+            self._run(batch, index, answered),
+            name=f"jobs from {batch.entries[index].job.id}"
+            if index < len(batch.entries)
+            else "verdicts",
+            context=batch.context.copy(),
+        )
+        for tasks in (self._tasks, batch.tasks):
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        task.add_done_callback(functools.partial(self._run_ended, batch, index, answered))
+
+    async def _run(self, batch: _Batch, index: int, answered: list[tuple[int, Finish]]) -> None:
+        """Begin the batch's jobs from `index` on, one after the other, in this task. Each
+        job's verdict coroutine (`_verdict`: the call and what follows it) takes its first step
+        here: one that finishes without waiting (its call answered at once) adds its verdict
+        to `answered`, written together once every job has begun; the first that waits keeps
+        this task (a call's cancellation, deadline and context belong to the task it began
+        in), and the jobs after it go on in a new task."""
+        entries = batch.entries
+        task = asyncio.current_task()
+        assert task is not None
+        i = index
         try:
-            provider = self._providers.get(job.provider, api=job.api)
-            if provider_background.background_for(provider, job.endpoint) is not None:
-                return None
-            call_now: _CallNow | None = getattr(provider, "call_now", None)
-        except Exception:
-            return None
-        return call_now
-
-    def _answer(
-        self, ready: list[tuple[InFlight, _CallNow]]
-    ) -> tuple[list[tuple[InFlight, Finish]], list[Job]]:
-        """Each ready job's verdict from its provider's immediate answer, in one loop (what
-        `_attempt_or_poison` decides for it, without a task); the jobs whose provider cannot
-        answer at once after all are returned to run in their own task."""
-        answered: list[tuple[InFlight, Finish]] = []
-        later: list[Job] = []
-        timings: dict[tuple[str, str], list[float]] = {}  # (provider, outcome): call times
-        for entry, call_now in ready:
-            job = entry.job
-            if entry.abort_reason is not None:  # stopped since the claim: the task path says how
-                later.append(job)
-                continue
-            try:
-                started = self._clock.monotonic()
+            while i < len(entries):
+                batch.begun = i + 1
+                entries[i].task = task  # the job's task from now on, if it waits
+                verdict = self._verdict(entries[i])
                 try:
-                    outcome: ProviderResult | BaseException | None = call_now(call_of(job))
-                except Exception as exc:  # judged like the awaited call's errors
-                    outcome = exc
-                if outcome is None:
-                    later.append(job)
-                    continue
-                # The task path's failpoints, hit once the answer is known: answering at once
-                # has no effect outside this process, so a crash here is one before the call.
-                failpoints.hit("before_provider_call", job.model)
-                failpoints.hit("after_provider_response")
-                finish = self._verdicts.of_outcome(job, outcome)
-                key = (
-                    job.provider,
-                    "succeeded"
-                    if finish.state is JobState.SUCCEEDED
-                    else (finish.error or {}).get("type", "error"),
-                )
-                timings.setdefault(key, []).append(self._clock.monotonic() - started)
-            except Exception as exc:
-                detail = verdicts.poison_detail(job, exc)
-                log_poison("worker", Poisoning(job.id, detail, exc))
-                metrics.POISON_JOBS.labels("worker").inc()
-                finish = verdicts.poison_verdict(job, detail, actor=self.worker_id)
-            answered.append((entry, finish))
-        for key, times in timings.items():
-            metrics.observe_all(metrics.PROVIDER_CALL_SECONDS.labels(*key), times)
-        return answered, later
+                    waiting = verdict.send(None)
+                except StopIteration as stop:
+                    outcome = stop.value
+                    entry = entries[i]
+                    if isinstance(outcome, Finish) and not entry.writing:  # `_answered`, inline
+                        answered.append((i, outcome))
+                        entry.writing = True
+                        self._writing += 1
+                    else:
+                        self._answered(batch, i, outcome, answered)
+                except Exception as exc:
+                    self._failed(batch, i, exc)
+                else:
+                    break
+                i += 1
+        except BaseException as exc:  # not one job's error: the worker itself is stopping
+            self._abandon(batch, i, answered, exc)
+            raise
+        if i < len(entries):  # job i waits: this task is its own from now on
+            if i + 1 < len(entries) or answered:
+                self._run_from(batch, i + 1, answered)
+            elif not batch.started.done():
+                batch.started.set_result(None)
+            task.set_name(f"job {entries[i].job.id}")
+            await self._finish_waiting(batch, i, verdict, waiting)
+            return
+        if not batch.started.done():
+            batch.started.set_result(None)
+        await self._write_answered(batch, answered)
 
-    def _hand_over(self, answered: list[tuple[InFlight, Finish]]) -> None:
-        """The verdicts are the finish batcher's: their slots are free for the next claim
-        (the entries keep their leases, and heartbeats, until the write lands)."""
-        for entry, _ in answered:
-            if not entry.writing:
+    def _run_ended(
+        self,
+        batch: _Batch,
+        index: int,
+        answered: list[tuple[int, Finish]],
+        task: asyncio.Task[None],
+    ) -> None:
+        """A task of `_run` cancelled before its first step began nothing: its jobs (and the
+        verdicts handed to it) are let go."""
+        if task.cancelled() and batch.begun <= index:
+            self._abandon(batch, index, answered, asyncio.CancelledError())
+
+    def _abandon(
+        self,
+        batch: _Batch,
+        index: int,
+        answered: list[tuple[int, Finish]],
+        exc: BaseException,
+    ) -> None:
+        """Let go of the batch's jobs from `index` on and of `answered`, unwritten."""
+        for i in [i for i, _ in answered] + list(range(index, len(batch.entries))):
+            if batch.results[i] is _PENDING:
+                self._failed(batch, i, exc)
+        if not batch.started.done():
+            batch.started.set_result(None)
+
+    async def _finish_waiting(
+        self,
+        batch: _Batch,
+        index: int,
+        verdict: Coroutine[Any, Any, Finish | Finished | None],
+        waiting: Any,
+    ) -> None:
+        """The rest of a job whose verdict coroutine waits (on `waiting`): awaited in the
+        task that began it, then its verdict written."""
+        try:
+            outcome = await eager.Resumed(verdict, waiting)
+        except Exception as exc:
+            self._failed(batch, index, exc)
+            return
+        except BaseException as exc:
+            self._failed(batch, index, exc)
+            raise
+        answered: list[tuple[int, Finish]] = []
+        self._answered(batch, index, outcome, answered)
+        await self._write_answered(batch, answered)
+
+    def _answered(
+        self,
+        batch: _Batch,
+        index: int,
+        outcome: Finish | Finished | None,
+        answered: list[tuple[int, Finish]],
+    ) -> None:
+        """A job's verdict is known: a verdict to write joins `answered` (its slot free at
+        once, its lease kept until the write lands); what was written already (background
+        mode) or nothing (the lease is lost) is the job's result now."""
+        entry = batch.entries[index]
+        if isinstance(outcome, Finish):
+            answered.append((index, outcome))
+            if not entry.writing:  # the slot is free for the next claim while it commits
                 entry.writing = True
                 self._writing += 1
-        self._wake.set()
+            return
+        self._release(entry)
+        self._settled(batch, index, outcome)
 
-    async def _write_now(self, answered: list[tuple[InFlight, Finish]]) -> list[Finished | None]:
-        """`_write` for verdicts computed together: queued with the finish batcher at once,
-        retried together while the database is unavailable, each accounted as `_write` does;
-        then each job is let go as `execute` does."""
-        results: list[Finished | None] = [None] * len(answered)
-        self._hand_over(answered)
+    def _failed(self, batch: _Batch, index: int, exc: BaseException) -> None:
+        """A job whose handling raised: let go (its lease is the reaper's to take back)."""
+        entry = batch.entries[index]
+        if isinstance(exc, Exception):
+            log.error(
+                "job handling failed",
+                exc_info=exc,
+                extra={"job_id": entry.job.id, "worker_id": self.worker_id},
+            )
+        self._observe_calls()
+        self._release(entry)
+        self._settled(batch, index, exc)
+
+    @staticmethod
+    def _settled(batch: _Batch, index: int, outcome: Finished | BaseException | None) -> None:
+        if batch.results[index] is not _PENDING:
+            return
+        batch.results[index] = outcome
+        batch.left -= 1
+        if batch.left == 0 and not batch.done.done():
+            batch.done.set_result(None)
+
+    async def _write_answered(self, batch: _Batch, answered: list[tuple[int, Finish]]) -> None:
+        """Write the batch's verdicts `answered` together: queued with the finish batcher at
+        once, retried together while the database is unavailable (each while its lease may
+        hold), each accounted; then each job is let go."""
+        if not answered:
+            return
+        entries = batch.entries
+        self._wake.set()  # their slots are free
         counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        written: dict[int, Finished | BaseException | None] = {}
         try:
-            todo = list(range(len(answered)))
+            todo = [index for index, _ in answered]
+            finishes = dict(answered)
             unknown: set[int] = set()  # an earlier attempt may have committed
             delay_s = 0.05
             while todo:
-                outcomes = await self._batcher.finish_many([answered[i][1] for i in todo])
+                outcomes = await self._batcher.finish_many([finishes[i] for i in todo])
                 again: list[int] = []
                 for i, outcome in zip(todo, outcomes, strict=True):
-                    entry, finish = answered[i]
+                    entry, finish = entries[i], finishes[i]
                     if isinstance(outcome, errors.StorageUnavailable):
                         unknown.add(i)
-                        if self._clock.monotonic() - entry.renewed_at >= self._settings.lease_ttl_s:
-                            self._gave_up(entry, finish)
-                        else:
+                        if self._clock.monotonic() - entry.renewed_at < self._settings.lease_ttl_s:
                             again.append(i)
-                        continue
-                    if isinstance(outcome, BaseException):
-                        log.error(
-                            "could not record a verdict",
-                            exc_info=outcome,
-                            extra={"job_id": entry.job.id, "worker_id": self.worker_id},
+                            continue
+                        self._gave_up(entry, finish)
+                        written[i] = None
+                    elif isinstance(outcome, Finished):  # nearly every verdict: no coroutine
+                        written[i] = self._counted(entry, finish, outcome, counts)
+                    else:
+                        written[i] = await self._account(
+                            entry, finish, outcome, i in unknown, counts
                         )
-                        continue
-                    if outcome is None and i in unknown:
-                        outcome = await readback.verdict_written(
-                            self._storage, entry.job, actor=self.worker_id
-                        )
-                    if outcome is None:
-                        results[i] = await self._written(entry, finish, outcome, counts)
-                    else:  # nearly every verdict: accounted without a coroutine per job
-                        results[i] = self._counted(entry, finish, outcome, counts)
                 todo = again
                 if todo:
                     await self._clock.sleep(delay_s)
                     delay_s = min(delay_s * 2, 2.0)
+        except BaseException as exc:
+            for index, _ in answered:
+                written.setdefault(index, exc)
+            raise
         finally:
+            self._observe_calls()
             self._summary.count(counts)
-            for entry, _ in answered:
-                self._release(entry, wake=False)
-            self._wake.set()  # once for the batch
-        return results
+            self._let_go(batch, answered, written)
 
-    async def _attempt_or_poison(self, entry: InFlight) -> Finish | background.Accepted | None:
-        """The attempt, except that a job this worker cannot handle (its row damaged, or
-        handling it raises) fails alone as `poison_job` instead of taking the worker down."""
+    def _let_go(
+        self,
+        batch: _Batch,
+        answered: list[tuple[int, Finish]],
+        written: dict[int, Finished | BaseException | None],
+    ) -> None:
+        """Release the jobs of `answered`, their outcomes `written` (`_settled`, at once)."""
+        entries, results = batch.entries, batch.results
+        for index, _ in answered:
+            self._release(entries[index], wake=False)
+            if results[index] is _PENDING:
+                results[index] = written.get(index)
+                batch.left -= 1
+        if batch.left == 0 and not batch.done.done():
+            batch.done.set_result(None)
+        self._wake.set()  # once for the batch
+
+    async def _verdict(self, entry: InFlight) -> Finish | Finished | None:
+        """The job's call and the verdict on it, to be written; what was written for it
+        already (background mode: the provider's job, recorded); or None: its lease is no
+        longer this worker's, nothing is written. A job this worker cannot handle (its row
+        damaged, or handling it raises) fails alone as `poison_job` instead of taking the
+        worker down."""
         job = entry.job
         try:
-            if job.damaged:
-                detail = verdicts.poison_detail(job)
-                log_poison("worker", Poisoning(job.id, detail))
-                metrics.POISON_JOBS.labels("worker").inc()
-                return verdicts.poison_verdict(job, detail, actor=self.worker_id)
-            return await self._attempt(entry)
+            finish = self._poisoned(job) if job.damaged else await self._attempt(entry)
         except errors.StorageError:
             raise  # the database's trouble, not the job's
         except Exception as exc:
-            detail = verdicts.poison_detail(job, exc)
-            log_poison("worker", Poisoning(job.id, detail, exc))
-            metrics.POISON_JOBS.labels("worker").inc()
-            return verdicts.poison_verdict(job, detail, actor=self.worker_id)
+            finish = self._poisoned(job, exc)
+        if finish is None:
+            await self._record_dropped(entry, "lease_lost")
+            return None
+        if isinstance(finish, background.Accepted):
+            # Background mode: record the provider's id (fenced) and free the slot.
+            accepted = await self._background.accept(job, entry.lease, finish)
+            if accepted is None:
+                return None
+            return Finished(accepted.id, accepted.state, accepted.attempt)
+        if job.provider in self._rate_limits.limited:  # its estimate corrected by its usage
+            succeeded = finish.state is JobState.SUCCEEDED
+            await self._rate_limits.settle(job, finish.usage, succeeded=succeeded)
+        if finish.reason == "rate_limited":
+            await self._hold_shared_limits(job, finish.retry_in_s)
+        if job.model_route is None:
+            return finish
+        return await self._reroute(entry, finish)
+
+    def _poisoned(self, job: Job, exc: Exception | None = None) -> Finish:
+        """The `poison_job` verdict of a job whose row is damaged or whose handling raised."""
+        detail = verdicts.poison_detail(job, exc)
+        log_poison("worker", Poisoning(job.id, detail, exc))
+        metrics.POISON_JOBS.labels("worker").inc()
+        return verdicts.poison_verdict(job, detail, actor=self.worker_id)
 
     async def _attempt(self, entry: InFlight) -> Finish | background.Accepted | None:
         job = entry.job
-        actor = self.worker_id
         try:
-            provider = self._providers.get(job.provider, api=job.api)
+            provider, in_background = self._provider_for(job)
         except errors.UnknownProvider as exc:
             fatal = errors.ProviderFatal(exc.message, code="unknown_provider")
             return self._verdicts.failed(job, fatal)
-        timeout_s = self._time_left_s(entry)
+        timeout_s = None if job.deadline_at is None else self._time_left_s(entry)
         if timeout_s is not None and timeout_s <= 0:
-            return verdicts.deadline_exceeded(job, actor=actor)
+            return verdicts.deadline_exceeded(job, actor=self.worker_id)
         call = call_of(job, stall_timeout_s=self._settings.stall_timeout_s)
         failpoints.hit("before_provider_call", job.model)
-        in_background = provider_background.background_for(provider, job.endpoint)
         if in_background is not None:
             return await self._background.start(job, entry.lease, call, in_background)
         if entry.abort_reason is not None:  # stopped before the call began
             return self._verdicts.aborted(job, entry.abort_reason)
-        started = self._clock.monotonic()
-        task = asyncio.current_task()
-        assert task is not None
-        outcome: ProviderResult | BaseException
+        if not self._tracing:
+            return await self._call(entry, provider, call, timeout_s)
         with tracing.span(
             "jobgate.provider_call",
             job_id=job.id,
@@ -585,27 +694,63 @@ class Worker:
             endpoint=job.endpoint,
             attempt=job.attempt,
         ):
-            deadline = asyncio.timeout(timeout_s)
+            return await self._call(entry, provider, call, timeout_s)
+
+    def _provider_for(
+        self, job: Job
+    ) -> tuple[Provider, provider_background.BackgroundProvider | None]:
+        """The job's provider, and the same as a background provider where it runs the job's
+        endpoint in background mode: looked up once per provider, api and endpoint until the
+        provider configuration is reloaded."""
+        if self._providers_seen != self._providers.version:
+            self._providers_seen = self._providers.version
+            self._targets = {}
+        key = (job.provider, job.api, job.endpoint)
+        target = self._targets.get(key)
+        if target is None:
+            provider = self._providers.get(job.provider, api=job.api)
+            in_background = provider_background.background_for(provider, job.endpoint)
+            target = self._targets[key] = (provider, in_background)
+        return target
+
+    async def _call(
+        self, entry: InFlight, provider: Provider, call: ProviderCall, timeout_s: float | None
+    ) -> Finish | None:
+        """The provider call and the verdict on it (`_judged`); a call stopped (by
+        `InFlight.stop`, or past the job's deadline) gets the stop's verdict."""
+        job = entry.job
+        started = self._clock.monotonic()
+        task = entry.task  # the task that began the job's verdict runs it to its end (`_run`)
+        assert task is not None
+        outcome: ProviderResult | BaseException
+        deadline = None if timeout_s is None else asyncio.timeout(timeout_s)
+        try:
+            entry.calling = task  # stop() cancels this task, only while it is in the call
             try:
-                entry.calling = task  # stop() cancels this task, only while it is in the call
-                try:
-                    async with deadline:
-                        outcome = await self._provider_call(provider, call, entry)
-                finally:
-                    entry.calling = None
-            except asyncio.CancelledError as exc:
-                if task.cancelling() == 0:
-                    outcome = exc  # the adapter cancelled something of its own: a bug there
-                elif entry.abort_reason is None or task.uncancel() > 0:
-                    raise  # not (only) ours: the worker itself is being cancelled
+                if output_stream.wants_stream(job):  # live output: streamed into its log
+                    answer = self._streamed(provider, call, entry)
                 else:
-                    return self._verdicts.aborted(job, entry.abort_reason)
-            except TimeoutError as exc:
-                if deadline.expired():
-                    return verdicts.deadline_exceeded(job, actor=actor)
-                outcome = exc  # the provider's own timeout: judged like any other error
-            except Exception as exc:
-                outcome = exc
+                    answer = provider.call(call)
+                if deadline is None:
+                    outcome = await answer
+                else:
+                    async with deadline:
+                        outcome = await answer
+            finally:
+                entry.calling = None
+        except asyncio.CancelledError as exc:
+            if task.cancelling() == 0:
+                outcome = exc  # the adapter cancelled something of its own: a bug there
+            elif entry.abort_reason is None or task.uncancel() > 0:
+                raise  # not (only) ours: the worker itself is being cancelled
+            else:
+                return self._verdicts.aborted(job, entry.abort_reason)
+        except TimeoutError as exc:
+            if deadline is not None and deadline.expired():
+                return verdicts.deadline_exceeded(job, actor=self.worker_id)
+            outcome = exc  # the provider's own timeout: judged like any other error
+        except Exception as exc:
+            outcome = exc
         if entry.abort_reason is not None and task.cancelling():
             task.uncancel()  # the adapter swallowed our cancellation: its answer stands
         failpoints.hit("after_provider_response")
@@ -615,20 +760,34 @@ class Worker:
         self, entry: InFlight, outcome: ProviderResult | BaseException, started: float
     ) -> Finish | None:
         """The verdict on a call that ended with `outcome` (None: the lease is no longer this
-        worker's), its duration observed."""
+        worker's), its duration gathered (`_observe_calls`)."""
         job = entry.job
         if entry.abort_reason in (ABORT_LEASE_LOST, ABORT_LEASE_EXPIRING):
             return None
         if entry.abort_reason == ABORT_OUTPUT_NOT_STORED:  # its answer would lack the output
             return self._verdicts.aborted(job, entry.abort_reason)
         verdict = self._verdicts.of_outcome(job, outcome)
-        metrics.PROVIDER_CALL_SECONDS.labels(
+        key = (
             job.provider,
             "succeeded"
             if verdict.state is JobState.SUCCEEDED
             else (verdict.error or {}).get("type", "error"),
-        ).observe(self._clock.monotonic() - started)
+        )
+        elapsed_s = self._clock.monotonic() - started
+        times = self._call_times.get(key)
+        if times is None:
+            self._call_times[key] = [elapsed_s]
+        else:
+            times.append(elapsed_s)
         return verdict
+
+    def _observe_calls(self) -> None:
+        """Observe the call durations gathered since the last time: one histogram update per
+        provider and outcome, however many calls."""
+        if self._call_times:
+            gathered, self._call_times = self._call_times, {}
+            for key, times in gathered.items():
+                metrics.observe_all(metrics.PROVIDER_CALL_SECONDS.labels(*key), times)
 
     def _time_left_s(self, entry: InFlight) -> float | None:
         """Seconds left before the job's execution deadline (None: it has none). Measured on
@@ -639,14 +798,6 @@ class Worker:
             return None
         since_claim_s = self._clock.monotonic() - entry.renewed_at
         return (job.deadline_at - job.updated_at).total_seconds() - since_claim_s
-
-    def _provider_call(
-        self, provider: Provider, call: ProviderCall, entry: InFlight
-    ) -> Coroutine[Any, Any, ProviderResult]:
-        """The call; for a job that asked for live output, streamed into its output log."""
-        if not output_stream.wants_stream(entry.job):
-            return provider.call(call)
-        return self._streamed(provider, call, entry)
 
     async def _streamed(
         self, provider: Provider, call: ProviderCall, entry: InFlight
@@ -742,33 +893,29 @@ class Worker:
             return dataclasses.replace(finish, retry_in_s=0.0)  # the next target is not limited
         return finish
 
-    async def _write(self, entry: InFlight, finish: Finish) -> Finished | None:
-        if not entry.writing:  # the slot is free for the next claim while the batch commits
-            entry.writing = True
-            self._writing += 1
-            self._wake.set()
-        delay_s = 0.05
-        outcome_unknown = False
-        while True:
-            try:
-                written = await self._batcher.finish(finish)
-                if written is None and outcome_unknown:
-                    # An earlier attempt may have committed with its reply lost: the fence
-                    # refusing this one proves nothing. Read back.
-                    written = await readback.verdict_written(
-                        self._storage, entry.job, actor=self.worker_id
-                    )
-                break
-            except errors.StorageUnavailable:
-                outcome_unknown = True
-                # Keep trying while our lease may still hold; after that the job is the
-                # reaper's, and writing would be wrong anyway (the fence would refuse it).
-                if self._clock.monotonic() - entry.renewed_at >= self._settings.lease_ttl_s:
-                    self._gave_up(entry, finish)
-                    return None
-                await self._clock.sleep(delay_s)
-                delay_s = min(delay_s * 2, 2.0)
-        return await self._written(entry, finish, written)
+    async def _account(
+        self,
+        entry: InFlight,
+        finish: Finish,
+        outcome: Finished | BaseException | None,
+        unknown: bool,
+        counts: collections.Counter[tuple[str, str, str]],
+    ) -> Finished | None:
+        """What was written for a verdict the batcher answered with `outcome` other than its
+        record (`unknown`: an earlier attempt at it may have committed, its reply lost)."""
+        if isinstance(outcome, BaseException):
+            log.error(
+                "could not record a verdict",
+                exc_info=outcome,
+                extra={"job_id": entry.job.id, "worker_id": self.worker_id},
+            )
+            return None
+        if outcome is None and unknown:
+            # The fence refusing this attempt proves nothing: read back.
+            outcome = await readback.verdict_written(self._storage, entry.job, actor=self.worker_id)
+        if outcome is None:
+            return await self._written(entry, finish, outcome, counts)
+        return self._counted(entry, finish, outcome, counts)
 
     def _gave_up(self, entry: InFlight, finish: Finish) -> None:
         log.warning(
@@ -855,25 +1002,6 @@ class Worker:
 
     # -- the long-running loop ---------------------------------------------------------------
 
-    def _spawn(self, job: Job) -> None:
-        task = asyncio.create_task(self.execute(job), name=f"job {job.id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _start(self, jobs: list[Job]) -> None:
-        """Run claimed jobs: the calls a provider answers at once here and now, their verdicts
-        handed over together (their slots free before the next claim, which then shares the
-        write's transaction), the others each in its own task."""
-        ready, each = self._split(jobs)
-        answered, later = self._answer(ready)
-        for job in [*each, *later]:
-            self._spawn(job)
-        if answered:
-            self._hand_over(answered)
-            task = asyncio.create_task(self._write_now(answered), name="verdicts answered at once")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
     def request_stop(self) -> None:
         """Stop claiming; `run` then drains in-flight work and returns."""
         self._stopping = True
@@ -911,7 +1039,7 @@ class Worker:
                 await self._wake.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
-            self._start(jobs)
+            await self._start(jobs).started  # slots answered at once are free again
             # A claim answered in full may have left more queued: claim again at once. One
             # answered short found all there was to take then (a job committed since has sent
             # a wake-up, which `clear` above did not miss), so the next claim waits for the
