@@ -90,16 +90,25 @@ def test_the_committed_page_holds_its_sources_text_and_no_diary() -> None:
     assert len(page.splitlines()) < 400
 
 
-def test_the_backlog_run_is_shown_as_it_was_written_before_the_machine(
+def test_the_backlog_and_history_runs_are_shown_as_they_were_written_before_the_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """bench/backlog.md (python -m bench.backlog --docs, on demand) keeps its own date and
-    command; every regenerated page shows it, before the machine it ran on."""
+    """bench/backlog.md (python -m bench.backlog --docs, on demand) and bench/history.md (the
+    last full run of the history section) keep their own dates and commands; every regenerated
+    page shows them, before the machine they ran on."""
     backlog = tmp_path / "backlog.md"
     backlog.write_text("## Status reads behind a backlog\n\nMeasured on then.\n")
+    history = tmp_path / "history.md"
+    history.write_text("## A history of millions of jobs against none\n\nMeasured later.\n")
     monkeypatch.setattr(report, "BACKLOG", backlog)
+    monkeypatch.setattr(report, "HISTORY", history)
     page = report.markdown(results("2030-01-02 03:04 UTC"), None)
-    assert "## Status reads behind a backlog\n\nMeasured on then.\n\n## Machine" in page
+    assert (
+        "## Status reads behind a backlog\n\nMeasured on then.\n\n"
+        "## A history of millions of jobs against none\n\nMeasured later.\n\n## Machine"
+    ) in page
     committed = (ROOT / "docs" / "benchmarks.md").read_text()
-    section = (ROOT / "bench" / "backlog.md").read_text().rstrip()
-    assert section + "\n\n## Machine" in committed
+    sections = [
+        (ROOT / "bench" / name).read_text().rstrip() for name in ("backlog.md", "history.md")
+    ]
+    assert "\n\n".join(sections) + "\n\n## Machine" in committed
