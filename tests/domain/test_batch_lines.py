@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobgate import errors
-from jobgate.domain import batches
 from jobgate.services.files import split_lines
+from jobgate.wire import openai_batches as batches
 
 json_values = st.recursive(
     st.none()

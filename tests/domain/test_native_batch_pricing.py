@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import orjson
 
-from jobgate.domain import batches, costs
+from jobgate.domain import costs
+from jobgate.wire import openai_batches as batches
 
 CHAT = "/v1/chat/completions"
 

@@ -12,11 +12,12 @@ from typing import Any
 import pydantic
 
 from jobgate import errors
-from jobgate.domain import batches, ranges, response_requests
+from jobgate.domain import ranges, response_requests
 from jobgate.http import bulk_submit_routes, problems
 from jobgate.http.responses_models import CreateResponseRequest
 from jobgate.services import responses as responses_service
 from jobgate.services.jobs import SubmitSpec
+from jobgate.wire import openai_batches as batches
 
 
 def check(endpoint: str, body: dict[str, Any]) -> SubmitSpec:

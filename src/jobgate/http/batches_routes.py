@@ -11,7 +11,6 @@ from starlette.responses import Response
 
 from jobgate import errors
 from jobgate.domain import waiting
-from jobgate.domain.batches import BatchStatus
 from jobgate.domain.waiting import Waiting
 from jobgate.http.context import AppContext, Caller, Ctx, CurrentCaller, CurrentTenant
 from jobgate.http.models import ProblemOut
@@ -20,6 +19,7 @@ from jobgate.http.strict_json import StrictJsonRoute
 from jobgate.services import presence
 from jobgate.services.batches import BatchService
 from jobgate.storage.records import BatchRecord
+from jobgate.wire.openai_batches import BatchStatus
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJsonRoute)
 

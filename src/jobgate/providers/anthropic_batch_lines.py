@@ -24,8 +24,8 @@ import orjson
 
 from jobgate import errors
 from jobgate.domain import anthropic_batch_results as ids
-from jobgate.domain import batches
 from jobgate.providers.base import JSONObject, Usage, anthropic_usage
+from jobgate.wire import openai_batches as batches
 from jobgate.wire import responses_messages, responses_objects
 
 TARGET = "Anthropic Message Batches"

@@ -20,13 +20,14 @@ import orjson
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.domain import anthropic_batch_results, batches, provider_batch_results
+from jobgate.domain import anthropic_batch_results, provider_batch_results
 from jobgate.domain.provider_batches import LIMITS, Limits, RequestCounts
 from jobgate.providers import anthropic_batch_lines, openai
 from jobgate.providers.anthropic_batches import AnthropicBatches
 from jobgate.providers.base import Usage, openai_usage
 from jobgate.providers.batch_parts import AnthropicParts, Line, OpenAIParts, PartApi
 from jobgate.providers.openai_batches import OpenAIBatches
+from jobgate.wire import openai_batches as batches
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

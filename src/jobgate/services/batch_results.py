@@ -17,12 +17,13 @@ from typing import Any
 
 import orjson
 
-from jobgate.domain import batches, responses
-from jobgate.domain.batches import BatchStatus
+from jobgate.domain import responses
 from jobgate.ids import IdGenerator
 from jobgate.services.files import ChunkWriter
 from jobgate.storage import protocol
 from jobgate.storage.records import BatchEnding, BatchItemResult, BatchRecord, ResultFile
+from jobgate.wire import openai_batches as batches
+from jobgate.wire.openai_batches import BatchStatus
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,7 @@ from typing import Any, Protocol
 import orjson
 
 from jobgate import errors, failpoints, wakeups
-from jobgate.domain import batches, events
-from jobgate.domain.batches import BatchStatus
+from jobgate.domain import events
 from jobgate.domain.job import NewJob
 from jobgate.services import batch_results
 from jobgate.services.jobs import JobService, SubmitSpec
@@ -29,6 +28,8 @@ from jobgate.services.native_dispatch import NativeBatches
 from jobgate.services.provider_batch_poll import PartFollower
 from jobgate.storage import protocol
 from jobgate.storage.records import BatchChunk, BatchRecord, FileChunk, NewBatchItem
+from jobgate.wire import openai_batches as batches
+from jobgate.wire.openai_batches import BatchStatus
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ from typing import Any
 from jobgate import errors
 from jobgate.clock import to_unix
 from jobgate.config import Settings
-from jobgate.domain import batches
-from jobgate.domain.batches import BatchStatus
 from jobgate.ids import IdGenerator
 from jobgate.services.batch_counts import RecentBatchCounts
 from jobgate.storage import protocol
 from jobgate.storage.records import BatchRecord, ProviderBatch
+from jobgate.wire import openai_batches as batches
+from jobgate.wire.openai_batches import BatchStatus
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from jobgate import errors, failpoints, metrics, tracing, wakeups
 from jobgate.clock import Clock, SystemClock, to_unix
 from jobgate.config import Settings
 from jobgate.domain import responses, webhooks
-from jobgate.domain.batches import BatchStatus
 from jobgate.services import output_progress
 from jobgate.services.poison_log import traceback_text
 from jobgate.services.webhook_guard import UrlGuard
@@ -34,6 +33,7 @@ from jobgate.storage.records import (
     DeliveryOutcome,
 )
 from jobgate.wire import standard_webhooks
+from jobgate.wire.openai_batches import BatchStatus
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import batches as batch_rules
 from jobgate.domain import provider_batch_results
-from jobgate.domain.batches import BatchStatus
 from jobgate.domain.provider_batches import RequestCounts
 from jobgate.providers import batch_parts
 from jobgate.providers.batch_apis import LineBack, NativeBatchApi, PartStatus
@@ -36,6 +34,8 @@ from jobgate.services.native_dispatch import (
 )
 from jobgate.storage.protocol import BatchRunnerStorage
 from jobgate.storage.records import BatchRecord, NativeResult, PartEnding, ProviderBatch
+from jobgate.wire import openai_batches as batch_rules
+from jobgate.wire.openai_batches import BatchStatus
 
 log = logging.getLogger(__name__)
 

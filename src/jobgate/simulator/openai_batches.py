@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.domain import batches
 from jobgate.simulator import model, wire
+from jobgate.wire import openai_batches as batches
 from jobgate.wire import openai_requests, sim
 from jobgate.wire.sim import Directives
 

@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.domain.batches import BatchStatus
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import (
@@ -26,6 +25,7 @@ from jobgate.storage.records import (
     QueueLimit,
 )
 from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite
+from jobgate.wire.openai_batches import BatchStatus
 
 # The batch columns batch_update sets as given (None: left as it is).
 _UPDATED = (
