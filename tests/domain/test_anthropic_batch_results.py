@@ -12,8 +12,9 @@ import orjson
 import pytest
 from hypothesis import strategies as st
 
-from jobgate.domain import anthropic_batch_results as ids
-from jobgate.domain.provider_batches import RequestCounts, part_key
+from jobgate.domain.provider_batches import part_key
+from jobgate.wire import anthropic_batch_results as ids
+from jobgate.wire.openai_batches import RequestCounts
 
 KEYS = st.text(min_size=1, max_size=300)
 INDEXES = st.integers(min_value=0, max_value=999_999)

@@ -9,10 +9,10 @@ import orjson
 import pytest
 from hypothesis import strategies as st
 
-from jobgate.domain import provider_batch_results as results
-from jobgate.domain.provider_batches import RequestCounts
 from jobgate.simulator.openai_batches import OpenAIBatches
+from jobgate.wire import openai_batch_results as results
 from jobgate.wire import sim
+from jobgate.wire.openai_batches import RequestCounts
 
 CHAT = "/v1/chat/completions"
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import strategies as st
 
 from jobgate.domain import costs, provider_batches
-from jobgate.domain.provider_batches import Limits, Line, RequestCounts
+from jobgate.domain.provider_batches import Limits, Line
+from jobgate.wire.openai_batches import RequestCounts
 
 KINDS = {"oa": "openai", "claude": "anthropic"}
 

@@ -17,11 +17,11 @@ import pytest
 from jobgate import errors
 from jobgate.clock import SystemClock
 from jobgate.config import ProviderConfig
-from jobgate.domain import anthropic_batch_results as ids
 from jobgate.domain.provider_batches import Part
 from jobgate.providers import anthropic_batch_lines
 from jobgate.providers.anthropic_batches import AnthropicBatches
 from jobgate.providers.batch_parts import AnthropicParts
+from jobgate.wire import anthropic_batch_results as ids
 from tests.support.processes import ProcessHarness, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

@@ -15,11 +15,11 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 from jobgate import errors
-from jobgate.domain import anthropic_batch_results as ids
 from jobgate.domain.provider_batches import part_key
 from jobgate.providers import anthropic_batch_lines as lines
 from jobgate.simulator import profiles
 from jobgate.simulator.anthropic_batches import MessageBatches
+from jobgate.wire import anthropic_batch_results as ids
 from jobgate.wire import sim
 from tests.providers.sdk import openai_strict, request_matches
 

@@ -14,13 +14,13 @@ import pytest
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.domain import anthropic_batch_results as ids
 from jobgate.domain.provider_batches import Part
 from jobgate.providers import anthropic_batches
 from jobgate.providers.anthropic_batches import AnthropicBatches
 from jobgate.providers.batch_parts import AnthropicParts
 from jobgate.simulator.server import Simulator
 from jobgate.testing import FakeClock
+from jobgate.wire import anthropic_batch_results as ids
 
 pytestmark = pytest.mark.asyncio
 

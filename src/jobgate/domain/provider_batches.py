@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
+from jobgate.wire.openai_batches import RequestCounts
+
 PART_KEY = "jobgate_part"  # the provider batch's metadata member that holds the part's key
 
 
@@ -114,23 +116,6 @@ def plan(
 def _part(batch_id: str, provider: str, made: list[Part], lines: list[int], size: int) -> Part:
     index = sum(1 for part in made if part.provider == provider)
     return Part(batch_id, provider, index, tuple(lines), size)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RequestCounts:
-    """OpenAI's `request_counts`: lines in all, succeeded, failed (a line cancelled or expired
-    before it ran counts as neither)."""
-
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
-
-    def __add__(self, other: RequestCounts) -> RequestCounts:
-        return RequestCounts(
-            self.total + other.total,
-            self.completed + other.completed,
-            self.failed + other.failed,
-        )
 
 
 def summed(counts: Iterable[RequestCounts]) -> RequestCounts:

@@ -5,7 +5,7 @@ Out: a `/v1/chat/completions` body is read as the Responses request it equals
 (`chat_as_responses`) and both endpoints become Messages params through the Responses ->
 Messages translation (wire.responses_messages), so one set of rules says what Anthropic
 can be asked; the request goes under the part's short custom_id
-(domain.anthropic_batch_results). A line's own `sim` travels in its params: the simulator
+(wire.anthropic_batch_results). A line's own `sim` travels in its params: the simulator
 reads it per request (a real provider refuses the member, like any it does not know).
 
 Back: a `succeeded` result becomes a 200 whose body is a `chat.completion` or a `response`, as
@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 
 from jobgate import errors
-from jobgate.domain import anthropic_batch_results as ids
 from jobgate.providers.base import JSONObject, Usage, anthropic_usage
+from jobgate.wire import anthropic_batch_results as ids
 from jobgate.wire import openai_batches as batches
 from jobgate.wire import responses_messages, responses_objects
 

@@ -6,7 +6,7 @@ errors.ProviderOutcomeUnknown.
 
 Finding a part's batch. A Message Batch has no metadata, and the list shows no requests: only
 ids, times and request counts. Every request of a part's batch carries the part's tag in its
-custom_id (domain.anthropic_batch_results), which the results file shows once the batch has
+custom_id (wire.anthropic_batch_results), which the results file shows once the batch has
 ended. So `find` walks the list newest first, down to the batches created before `since`, and
 takes as candidates those holding exactly the part's number of requests and not already
 recorded for another part (`known_ids`). An ended candidate is decided by its results'
@@ -31,9 +31,9 @@ import orjson
 from jobgate import errors
 from jobgate.clock import Clock, SystemClock
 from jobgate.config import ProviderConfig
-from jobgate.domain import anthropic_batch_results as ids
 from jobgate.providers import anthropic, calls
 from jobgate.providers.base import JSONObject
+from jobgate.wire import anthropic_batch_results as ids
 
 LIST_PAGE = 1000  # the list's largest page
 PATH = "v1/messages/batches"

@@ -20,14 +20,16 @@ import orjson
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.domain import anthropic_batch_results, provider_batch_results
-from jobgate.domain.provider_batches import LIMITS, Limits, RequestCounts
+from jobgate.domain.provider_batches import LIMITS, Limits
 from jobgate.providers import anthropic_batch_lines, openai
 from jobgate.providers.anthropic_batches import AnthropicBatches
 from jobgate.providers.base import Usage, openai_usage
 from jobgate.providers.batch_parts import AnthropicParts, Line, OpenAIParts, PartApi
 from jobgate.providers.openai_batches import OpenAIBatches
+from jobgate.wire import anthropic_batch_results
+from jobgate.wire import openai_batch_results as provider_batch_results
 from jobgate.wire import openai_batches as batches
+from jobgate.wire.openai_batches import RequestCounts
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ def _limits(kind: str, config: ProviderConfig) -> Limits:
 
 class OpenAIBatchApi:
     """OpenAI's Files and Batch API (providers.openai_batches), read back by
-    domain.provider_batch_results."""
+    wire.openai_batch_results."""
 
     def __init__(self, name: str, config: ProviderConfig, client: OpenAIBatches) -> None:
         self.name = name

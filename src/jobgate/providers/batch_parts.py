@@ -20,12 +20,12 @@ import orjson
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.domain import anthropic_batch_results as ids
 from jobgate.domain.provider_batches import Part
 from jobgate.providers import anthropic_batch_lines
 from jobgate.providers.anthropic_batches import AnthropicBatches
 from jobgate.providers.base import JSONObject
 from jobgate.providers.openai_batches import OpenAIBatches
+from jobgate.wire import anthropic_batch_results as ids
 
 Line = Mapping[str, Any]  # a caller's batch line: {"custom_id", "method", "url", "body"}
 

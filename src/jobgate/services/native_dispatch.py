@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 
 from jobgate import errors
 from jobgate.config import ProviderConfig
-from jobgate.domain import provider_batch_results
 from jobgate.domain.job import NewJob
 from jobgate.domain.provider_batches import Line, Part, plan
 from jobgate.providers import batch_apis, batch_parts
@@ -25,6 +24,7 @@ from jobgate.providers.batch_apis import NativeBatchApi
 from jobgate.services import batch_results, provider_batch_send
 from jobgate.storage.protocol import BatchRunnerStorage
 from jobgate.storage.records import BatchRecord, NativeResult, PartEnding, ProviderBatch
+from jobgate.wire import openai_batch_results as provider_batch_results
 
 log = logging.getLogger(__name__)
 

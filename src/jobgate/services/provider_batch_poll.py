@@ -20,8 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 from jobgate import errors
-from jobgate.domain import provider_batch_results
-from jobgate.domain.provider_batches import RequestCounts
 from jobgate.providers import batch_parts
 from jobgate.providers.batch_apis import LineBack, NativeBatchApi, PartStatus
 from jobgate.services import batch_results, provider_batch_send
@@ -34,8 +32,9 @@ from jobgate.services.native_dispatch import (
 )
 from jobgate.storage.protocol import BatchRunnerStorage
 from jobgate.storage.records import BatchRecord, NativeResult, PartEnding, ProviderBatch
+from jobgate.wire import openai_batch_results as provider_batch_results
 from jobgate.wire import openai_batches as batch_rules
-from jobgate.wire.openai_batches import BatchStatus
+from jobgate.wire.openai_batches import BatchStatus, RequestCounts
 
 log = logging.getLogger(__name__)
 

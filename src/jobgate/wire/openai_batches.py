@@ -174,6 +174,23 @@ class Validation:
         return self.errors
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """OpenAI's `request_counts`: lines in all, succeeded, failed (a line cancelled or expired
+    before it ran counts as neither)."""
+
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+    def __add__(self, other: RequestCounts) -> RequestCounts:
+        return RequestCounts(
+            self.total + other.total,
+            self.completed + other.completed,
+            self.failed + other.failed,
+        )
+
+
 def request_id(job_id: str) -> str:
     return f"req_{job_id}"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from jobgate.domain.provider_batches import RequestCounts
+from jobgate.wire.openai_batches import RequestCounts
 
 PROCESSING = ("in_progress", "canceling")
 ENDED = "ended"

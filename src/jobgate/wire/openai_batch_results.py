@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from jobgate.domain.provider_batches import RequestCounts
 from jobgate.wire import openai_batches as batches
+from jobgate.wire.openai_batches import RequestCounts
 
 LIVE = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
 ENDED = frozenset({"completed", "expired", "cancelled", "failed"})
