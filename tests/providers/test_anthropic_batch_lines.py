@@ -20,7 +20,7 @@ from jobgate.providers import anthropic_batch_lines as lines
 from jobgate.simulator import profiles
 from jobgate.simulator.anthropic_batches import MessageBatches
 from jobgate.wire import anthropic_batch_results as ids
-from jobgate.wire import sim
+from jobgate.wire import anthropic_batches, sim
 from tests.providers.sdk import openai_strict, request_matches
 
 KEY = part_key("batch_7", "claude", 0)
@@ -48,7 +48,9 @@ def responses_line(custom_id: str, text: str = "hello", **body: Any) -> dict[str
 
 
 def sent(line: dict[str, Any], index: int = 0) -> dict[str, Any]:
-    request = lines.to_request(line, custom_id=ids.request_custom_id(KEY, index), output_bound=4096)
+    request = anthropic_batches.to_request(
+        line, custom_id=ids.request_custom_id(KEY, index), output_bound=4096
+    )
     params = {k: v for k, v in request["params"].items() if k != "sim"}
     request_matches(MessageCreateParamsNonStreaming, params)
     request_matches(batch_create_params.Request, {**request, "params": params})
@@ -122,7 +124,7 @@ def test_a_responses_line_and_a_lines_sim_travel() -> None:
 )
 def test_what_anthropic_cannot_be_asked_is_refused_by_name(line: Any, param: str) -> None:
     with pytest.raises(errors.InvalidRequest) as refused:
-        lines.to_request(line, custom_id="x", output_bound=10)
+        anthropic_batches.to_request(line, custom_id="x", output_bound=10)
     assert refused.value.param == param
 
 

@@ -4,7 +4,7 @@ when none can be it) and `create_part` (from the caller's lines, in the part's o
 
 OpenAI uploads the lines as an input file, then creates the batch with the part's key in its
 metadata. Anthropic translates each line into a Messages request under the part's short
-custom_id (providers.anthropic_batch_lines) and creates the batch with them in its body; its
+custom_id (wire.anthropic_batches) and creates the batch with them in its body; its
 `find_part` may also raise errors.ProviderOutcomeUnknown while a batch that may be the part's
 is still processing (providers.anthropic_batches), which the send treats as it treats a lost
 create: nothing is created, and it looks again later.
@@ -21,11 +21,11 @@ import orjson
 from jobgate import errors
 from jobgate.config import ProviderConfig
 from jobgate.domain.provider_batches import Part
-from jobgate.providers import anthropic_batch_lines
 from jobgate.providers.anthropic_batches import AnthropicBatches
 from jobgate.providers.base import JSONObject
 from jobgate.providers.openai_batches import OpenAIBatches
 from jobgate.wire import anthropic_batch_results as ids
+from jobgate.wire import anthropic_batches
 
 Line = Mapping[str, Any]  # a caller's batch line: {"custom_id", "method", "url", "body"}
 
@@ -79,7 +79,7 @@ class AnthropicParts:
         model = body.get("model") if isinstance(body, dict) else None
         bound = self._config.output_bound(model if isinstance(model, str) else None)
         custom_id = ids.request_custom_id(part_key, index)
-        return anthropic_batch_lines.to_request(line, custom_id=custom_id, output_bound=bound)
+        return anthropic_batches.to_request(line, custom_id=custom_id, output_bound=bound)
 
     def check(self, line: Line) -> int:
         """The most bytes the line takes in a part's request body (for the planner), or
@@ -89,7 +89,7 @@ class AnthropicParts:
         body = line.get("body")
         model = body.get("model") if isinstance(body, dict) else None
         bound = self._config.output_bound(model if isinstance(model, str) else None)
-        request = anthropic_batch_lines.to_request(line, custom_id=longest, output_bound=bound)
+        request = anthropic_batches.to_request(line, custom_id=longest, output_bound=bound)
         return len(orjson.dumps(request))
 
     async def find_part(
