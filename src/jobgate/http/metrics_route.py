@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from jobgate import errors, metrics
+from jobgate.domain.states import JobState
 from jobgate.http import dashboard
 from jobgate.http.context import AppContext, Ctx
 from jobgate.http.models import ProblemOut
@@ -44,8 +45,8 @@ async def refresh_job_gauges(ctx: AppContext) -> None:
     for gauge in gauges:
         gauge.clear()
     for tenant in overview:
-        metrics.JOBS.labels(tenant.tenant_name, "queued").set(tenant.queued)
-        metrics.JOBS.labels(tenant.tenant_name, "running").set(tenant.running)
+        metrics.JOBS.labels(tenant.tenant_name, JobState.QUEUED.value).set(tenant.queued)
+        metrics.JOBS.labels(tenant.tenant_name, JobState.RUNNING.value).set(tenant.running)
         waited_s = 0.0
         if tenant.oldest_due_at is not None:
             waited_s = max(0.0, (now - tenant.oldest_due_at).total_seconds())

@@ -9,6 +9,7 @@ from typing import Any
 from jobgate import errors
 from jobgate.domain import frozen, idempotency
 from jobgate.domain.job import NewJob
+from jobgate.domain.states import JobState
 from jobgate.services.jobs import SUBMIT_ROUTE, JobService, SubmitSpec, chunk_spans
 from jobgate.services.limits import Admission
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
@@ -73,7 +74,12 @@ async def submit_bulk(
         jobs.limits.admitted(tenant_id, created)
     log.info(
         "jobs submitted",
-        extra={"tenant_id": tenant_id, "count": created, "to_state": "queued", "actor": "api"},
+        extra={
+            "tenant_id": tenant_id,
+            "count": created,
+            "to_state": JobState.QUEUED.value,
+            "actor": "api",
+        },
     )
     return [r for r in results if r is not None]
 

@@ -207,7 +207,7 @@ class JobService:
         self.limits.admitted(tenant_id, len(stored))
         log.info(
             "jobs submitted",
-            extra={"tenant_id": tenant_id, "count": len(stored), "to_state": "queued"},
+            extra={"tenant_id": tenant_id, "count": len(stored), "to_state": JobState.QUEUED.value},
         )
         return stored
 
@@ -527,8 +527,8 @@ class JobService:
             extra={
                 "job_id": job_id,
                 "tenant_id": tenant_id,
-                "from_state": "failed",
-                "to_state": "queued",
+                "from_state": JobState.FAILED.value,
+                "to_state": JobState.QUEUED.value,
                 "reason": "redrive",
                 "actor": actor,
             },

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from jobgate.clock import Clock
+from jobgate.domain.states import JobState
 
 log = logging.getLogger("jobgate.services.jobs")
 
@@ -27,7 +28,7 @@ class SubmitSummary:
                 extra={
                     "job_id": job_id,
                     "tenant_id": tenant_id,
-                    "to_state": "queued",
+                    "to_state": JobState.QUEUED.value,
                     "provider": provider,
                     "endpoint": endpoint,
                     "actor": "api",
@@ -41,7 +42,7 @@ class SubmitSummary:
                 extra={
                     "count": self._since_log,
                     "interval_s": round(now - self._logged_at, 3),
-                    "to_state": "queued",
+                    "to_state": JobState.QUEUED.value,
                 },
             )
             self._since_log = 0
