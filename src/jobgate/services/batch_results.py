@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from jobgate.domain import responses
+from jobgate.domain.states import JobState
 from jobgate.ids import IdGenerator
 from jobgate.services.files import ChunkWriter
 from jobgate.storage import protocol
@@ -105,7 +106,7 @@ async def _result_line(
             status_code=int(error.get("status", 400)),
             body={"error": {k: error.get(k) for k in ("message", "type", "code", "param")}},
         ), _FAILED
-    if item.state == "succeeded":
+    if item.state == JobState.SUCCEEDED:
         body = item.result
         if batch.endpoint == responses.ENDPOINT:
             job = await storage.job_get(job_id=item.job_id)
@@ -114,7 +115,7 @@ async def _result_line(
             line_id=line_id, custom_id=item.custom_id, job_id=item.job_id,
             status_code=200, body=body,
         ), _SUCCEEDED  # fmt: skip
-    if item.state == "failed":
+    if item.state == JobState.FAILED:
         error = item.error or {}
         status = batches.failed_status_code(error) or 500
         body = {"error": {k: error.get(k) for k in ("message", "type", "code")}}

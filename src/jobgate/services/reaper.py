@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from jobgate import errors, metrics
 from jobgate.config import Settings
 from jobgate.domain.backoff import full_jitter_s
+from jobgate.domain.states import JobState
 from jobgate.services.poison_log import log_poison
 from jobgate.services.retention import Retention
 from jobgate.storage import protocol
@@ -113,13 +114,14 @@ class Reaper:
     def _report(self, total: ReapPass) -> None:
         """The pass's metrics and log lines."""
         moved = {
-            "queued": total.reaped.requeued,
-            "failed": total.reaped.failed,
-            "cancelled": total.reaped.cancelled,
-            "expired": total.expired,
+            JobState.QUEUED.value: total.reaped.requeued,
+            JobState.FAILED.value: total.reaped.failed,
+            JobState.CANCELLED.value: total.reaped.cancelled,
+            JobState.EXPIRED.value: total.expired,
         }
         facts = {
-            "requeued" if state == "queued" else state: len(ids) for state, ids in moved.items()
+            "requeued" if state == JobState.QUEUED else state: len(ids)
+            for state, ids in moved.items()
         }
         metrics.REAPER_RECLAIMED.observe(total.reaped.total)
         if total.reaped.poisoned:  # each logged with its traceback above
@@ -138,7 +140,7 @@ class Reaper:
                 "job transition",
                 extra={
                     "job_id": job_id,
-                    "from_state": "running",
+                    "from_state": JobState.RUNNING.value,
                     "actor": "reaper",
                     "reason": "worker_lost",
                 },
