@@ -17,6 +17,7 @@ from openai.types.responses import Response
 from jobgate import errors
 from jobgate.domain.provider_batches import part_key
 from jobgate.providers import anthropic_batch_lines as lines
+from jobgate.providers.base import anthropic_usage
 from jobgate.simulator import profiles
 from jobgate.simulator.anthropic_batches import MessageBatches
 from jobgate.wire import anthropic_batch_results as ids
@@ -183,3 +184,26 @@ def test_canceled_requests_come_back_as_cancelled_lines() -> None:
     assert overloaded.line["response"]["status_code"] == 529
     odd = lines.line_back(line, {"type": "succeeded"}, line_id="batch_req_x_2", created_at=0)
     assert odd.line["error"]["code"] == "batch_line_missing"
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": 7, "output_tokens": 3},
+        {"input_tokens": 7, "output_tokens": 3, "cache_read_input_tokens": 5},
+        {"input_tokens": 7, "cache_creation_input_tokens": 11, "cache_read_input_tokens": 2},
+        {"input_tokens": -4, "output_tokens": True, "cache_read_input_tokens": "9"},
+        None,
+    ],
+)
+def test_a_chat_completion_counts_the_tokens_the_ledger_prices(usage: Any) -> None:
+    message = {"id": "msg_1", "model": "claude", "content": [], "usage": usage}
+    result = {"type": "succeeded", "message": message}
+    back = lines.line_back(chat_line("u"), result, line_id="batch_req_x_0", created_at=0)
+    shown = back.line["response"]["body"]["usage"]
+    priced = anthropic_usage(usage)
+    assert (shown["prompt_tokens"], shown["completion_tokens"]) == (
+        priced.input_tokens,
+        priced.output_tokens,
+    )
+    assert shown["prompt_tokens_details"]["cached_tokens"] == priced.cache_read_input_tokens

@@ -1,12 +1,18 @@
-"""A caller's OpenAI-format batch line as an Anthropic Message Batches request.
+"""A caller's OpenAI-format batch line as an Anthropic Message Batches request, and a result of
+that request as the caller's answer.
 
-A `/v1/chat/completions` body is read as the Responses request it equals
+Out: a `/v1/chat/completions` body is read as the Responses request it equals
 (`chat_as_responses`) and both endpoints become Messages params through the Responses ->
 Messages translation (wire.responses_messages), so one set of rules says what Anthropic can be
 asked; the request goes under the part's short custom_id (wire.anthropic_batch_results). A
 line's own `sim` travels in its params: the simulator reads it per request (a real provider
 refuses the member, like any it does not know). A body that cannot be expressed for Anthropic
 raises errors.InvalidRequest naming the parameter.
+
+Back: a `succeeded` result becomes a 200 whose body is a `chat.completion` or a `response`, as
+the caller's endpoint answers; `errored` becomes the provider's status and an OpenAI-shaped
+error body; `canceled` and `expired` (and a line the results file lacks) become error lines
+with the codes jobgate's own batches use.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from jobgate import errors
 from jobgate.wire import openai_batches as batches
-from jobgate.wire import responses_messages
+from jobgate.wire import responses_messages, responses_objects
 
 JSONObject = dict[str, Any]
 
@@ -174,3 +182,123 @@ def _text_format(response_format: Any) -> JSONObject | None:
         param="response_format",
         code="unsupported_parameter",
     )
+
+
+# -- a result back as the caller's answer --------------------------------------------------
+
+# An `errored` result's error type as the HTTP status the same error has on a Messages call.
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+_STOP = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+}
+NOT_RUN = {
+    "canceled": batches.NOT_RUN["cancelled"],
+    "expired": batches.NOT_RUN["expired"],
+    "missing": ("batch_line_missing", "The provider returned no result for this request."),
+}
+
+
+def answer_body(line: Mapping[str, Any], message: JSONObject, created_at: int) -> JSONObject:
+    """The body a succeeded result answers the caller's line with: a `response` for a
+    /v1/responses line, else a `chat.completion`."""
+    body = line.get("body") if isinstance(line.get("body"), dict) else {}
+    assert isinstance(body, dict)
+    if line.get("url") == batches.RESPONSES:
+        suffix = str(message.get("id") or "").removeprefix("msg_")
+        return responses_messages.from_message(
+            message,
+            request=body,
+            job_id=f"{responses_objects.ID_PREFIX}_{suffix}",
+            created_at=created_at,
+        )
+    return chat_completion(message, created_at=created_at)
+
+
+def chat_completion(message: Mapping[str, Any], *, created_at: int) -> JSONObject:
+    """The `chat.completion` an Anthropic `message` answers: its text as the content, its
+    tool_use blocks as tool calls, its usage with cache reads and writes inside
+    prompt_tokens (as OpenAI counts them)."""
+    raw = message.get("content")
+    content: list[Any] = raw if isinstance(raw, list) else []
+    text = "".join(
+        str(block.get("text") or "")
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text"
+    )
+    calls = [
+        {
+            "id": str(block.get("id") or ""),
+            "type": "function",
+            "function": {
+                "name": str(block.get("name") or ""),
+                "arguments": orjson.dumps(block.get("input") or {}).decode(),
+            },
+        }
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
+    reply: JSONObject = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+    if calls:
+        reply["tool_calls"] = calls
+    stop_reason = message.get("stop_reason")
+    prompt_tokens, completion_tokens, cached_tokens = _tokens(message.get("usage"))
+    return {
+        "id": f"chatcmpl-{str(message.get('id') or '').removeprefix('msg_')}",
+        "object": "chat.completion",
+        "created": created_at,
+        "model": message.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": reply,
+                "finish_reason": _STOP.get(str(stop_reason), "stop"),
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        },
+    }
+
+
+def error_answer(raw: Any) -> tuple[int, JSONObject]:
+    """An errored result's error (`{"type": "error", "error": {"type", "message"}}`) as the
+    status and OpenAI-shaped body the caller's error line carries."""
+    inner = raw.get("error") if isinstance(raw, dict) else None
+    error = inner if isinstance(inner, dict) else raw if isinstance(raw, dict) else {}
+    kind = error.get("type") if isinstance(error.get("type"), str) else "api_error"
+    message = error.get("message") if isinstance(error.get("message"), str) else kind
+    status = ERROR_STATUS.get(str(kind), 500)
+    body = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+    return status, body
+
+
+def _tokens(raw: Any) -> tuple[int, int, int]:
+    """An Anthropic `usage` as OpenAI counts it: (prompt tokens with cache reads and writes
+    inside, completion tokens, cache reads)."""
+    usage = raw if isinstance(raw, dict) else {}
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    cache_read = count("cache_read_input_tokens")
+    cache_write = count("cache_creation_input_tokens")
+    return count("input_tokens") + cache_read + cache_write, count("output_tokens"), cache_read
