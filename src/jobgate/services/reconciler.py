@@ -373,7 +373,7 @@ class Reconciler:
             extra={
                 "job_id": settled.id,
                 "tenant_id": settled.tenant_id,
-                "from_state": "running",
+                "from_state": JobState.RUNNING.value,
                 "to_state": str(settled.state),
                 "reason": settlement.reason,
                 "actor": ACTOR,
