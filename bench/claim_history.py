@@ -22,7 +22,7 @@ from tests.support.databases import admin_dsn, dsn_for
 
 from jobgate.config import Settings
 from jobgate.domain.job import NewJob
-from jobgate.services.retention import Retention
+from jobgate.roles.retention import Retention
 from jobgate.storage.postgres.store import PostgresStorage
 
 QUEUED = 2_000

@@ -45,7 +45,7 @@ from bench.jobgate_setup import new_tenant, open_runtime, submit_batches, submit
 from bench.longpoll import _wake
 from bench.results import Case
 from jobgate.config import Settings
-from jobgate.services.retention import Retention
+from jobgate.roles.retention import Retention
 from jobgate.storage.postgres.partitions import HISTORY_TABLES
 from jobgate.storage.postgres.store import PostgresStorage
 

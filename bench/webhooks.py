@@ -30,7 +30,7 @@ from jobgate.config import Settings
 from jobgate.domain.job import Lease, NewJob
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
-from jobgate.services.dispatcher import Dispatcher
+from jobgate.roles.dispatcher import Dispatcher
 from jobgate.services.tenants import new_webhook_secret
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage

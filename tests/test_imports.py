@@ -50,12 +50,22 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "simulator": _above("wire", "domain", "config"),
     "providers": _above("wire", "domain", "config", "simulator"),
     "testing": _above("wire", "domain", "config", "providers"),
-    # The worker reads the intake transports; the relay reads the services' limits.
+    "transports": _above("wire", "domain", "config", "storage", "providers"),
     "services": _above("wire", "domain", "config", "storage", "providers", "transports"),
-    "transports": _above("wire", "domain", "config", "storage", "providers", "services"),
+    # The roles' loops (worker, reaper, dispatcher, reconciler, batches, relay, intake) use the
+    # services; the API never reaches them, process/ starts them.
+    "roles": _above("wire", "domain", "config", "storage", "providers", "transports", "services"),
     "http": _above("wire", "domain", "config", "storage", "providers", "services", "transports"),
     "process": _above(
-        "wire", "domain", "config", "storage", "providers", "services", "transports", "http"
+        "wire",
+        "domain",
+        "config",
+        "storage",
+        "providers",
+        "services",
+        "transports",
+        "roles",
+        "http",
     ),
     "cli": _above(
         "wire",
@@ -65,6 +75,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "providers",
         "services",
         "transports",
+        "roles",
         "http",
         "process",
         "simulator",

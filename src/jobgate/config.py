@@ -316,7 +316,7 @@ class Settings(pydantic.BaseModel):
     log_format: Literal["auto", "human", "json"] = "auto"
     access_log: bool = False  # one line per HTTP request (method, path, status, latency)
     # Browser origins (`https://app.example.com`, or `*`) that may call the routes a job token
-    # reaches (http.cors); none by default: no other origin may.
+    # reaches (http.middleware.cors); none by default: no other origin may.
     cors_origins: tuple[str, ...] = ()
     credentials_path: str | None = None  # where `serve` saves the default tenant's key
     providers: dict[str, ProviderConfig] = pydantic.Field(default_factory=dict)

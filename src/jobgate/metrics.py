@@ -274,7 +274,7 @@ def observe_all(histogram: Any, amounts: Sequence[float]) -> None:
     one lock per bucket reached and one for the sum instead of two per amount: the worker
     observes two histograms per job, on its hottest path. Reads prometheus_client's
     histogram internals (`_upper_bounds`, `_buckets`, `_sum`, as `Histogram.observe` does);
-    tests/services/test_worker_metrics_batch.py holds it to `observe`."""
+    tests/roles/test_worker_metrics_batch.py holds it to `observe`."""
     if not amounts:
         return
     bounds = histogram._upper_bounds

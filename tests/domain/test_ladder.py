@@ -15,7 +15,7 @@ from jobgate.config import Settings
 from jobgate.domain import verdicts
 from jobgate.domain.states import JobState
 from jobgate.providers.background import Snapshot, Status
-from jobgate.services import settlements
+from jobgate.roles import settlements
 from tests.domain.test_verdicts import T0, make_job
 
 BOUND = verdicts.MAX_UNCOUNTED_RETRIES

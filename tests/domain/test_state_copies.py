@@ -12,7 +12,7 @@ from jobgate.cli import client_verbs
 from jobgate.client import models as client_models
 from jobgate.domain import states
 from jobgate.domain.states import JobState
-from jobgate.http import models as http_models
+from jobgate.http.schemas import native as http_models
 from tests.support import audit
 
 

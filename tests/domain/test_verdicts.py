@@ -18,7 +18,7 @@ from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.providers.background import Snapshot, Status
-from jobgate.services import settlements
+from jobgate.roles import settlements
 from jobgate.storage.records import Settlement
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,7 +13,7 @@ import openai
 import orjson
 import pytest
 
-from jobgate.services.batch_runner import BatchRunner
+from jobgate.roles.batch_runner import BatchRunner
 from jobgate.testing import FakeClock
 from tests.api_server import Api
 

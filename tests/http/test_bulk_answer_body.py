@@ -13,8 +13,8 @@ import pytest
 from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.http import bulk_submit_routes as routes
-from jobgate.services.bulk_submit import ItemResult
+from jobgate.http.routes import submit_many as routes
+from jobgate.services.submit_many import ItemResult
 from jobgate.storage.records import SubmitOutcome
 
 T0 = datetime(2026, 12, 3, 9, 0, 0, 123456, tzinfo=UTC)

@@ -11,8 +11,8 @@ import pydantic
 import pytest
 
 from jobgate import errors
-from jobgate.http import bulk_submit_routes as routes
-from jobgate.services.bulk_submit import BulkSubmit
+from jobgate.http.routes import submit_many as routes
+from jobgate.services.submit_many import SubmitManyItem
 
 CHAT = "/v1/chat/completions"
 BODY = {"model": "sim-echo", "messages": [{"role": "user", "content": "hi"}]}
@@ -76,7 +76,7 @@ def _refusal(exc: errors.JobgateError | None) -> tuple[Any, ...] | None:
     return (type(exc), str(exc), exc.code, vars(exc))
 
 
-def _as_model_parses(index: int, item: Any) -> BulkSubmit:
+def _as_model_parses(index: int, item: Any) -> SubmitManyItem:
     """The item through the model alone (no plain path)."""
     if not isinstance(item, dict):
         return routes._parse_item(index, item)
@@ -125,7 +125,7 @@ def test_the_models_still_check_only_what_the_plain_path_checks() -> None:
     """_plain_spec restates what SubmitJobRequest and ProviderBody check of endpoint, body and
     metadata. A validator, a setting or a field added to either changes that: this fails,
     and _plain_spec must learn it (or leave such items to the model)."""
-    from jobgate.http.models import ProviderBody, SubmitJobRequest
+    from jobgate.http.schemas.native import ProviderBody, SubmitJobRequest
 
     def checks(model: type[pydantic.BaseModel]) -> dict[str, list[str]]:
         kinds = ("validators", "field_validators", "root_validators", "model_validators")

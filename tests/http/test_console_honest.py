@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from jobgate.domain.states import JobState
-from jobgate.http import metrics_route
+from jobgate.http.routes import metrics
 from jobgate.storage.records import DeliveryOutcome
 from jobgate.testing import FakeClock
 from tests.api_server import Api
@@ -52,7 +52,7 @@ async def test_a_failing_endpoint_is_failing_on_the_console_when_metrics_say_so(
         moment += timedelta(seconds=2)
         [delivery] = await storage.delivery_claim_due(limit=5, lease_s=30, now=moment)
         assert await storage.delivery_record(delivery=delivery, outcome=REFUSED, now=moment)
-        monkeypatch.setattr(metrics_route._Gauges, "refreshed_at", -1e18)  # read afresh
+        monkeypatch.setattr(metrics._Gauges, "refreshed_at", -1e18)  # read afresh
         metric = samples(
             (await api.http.get("/metrics", headers=operator)).text,
             "jobgate_webhook_endpoints_failing",

@@ -11,7 +11,7 @@ import pytest
 
 from jobgate.domain import ranges
 from jobgate.domain.states import JobState
-from jobgate.http import console_routes
+from jobgate.http.console import routes
 from jobgate.testing import FakeClock
 from tests.api_server import Api
 from tests.http.test_dashboard import signed_in
@@ -163,7 +163,7 @@ async def test_bad_console_input_is_a_400(api: Api) -> None:
         assert response.status_code == 400, counted
     big = await api.http.post(
         "/dashboard/bulk",
-        content=b"action=cancel&q=" + b"a" * console_routes.MAX_FORM_BYTES,
+        content=b"action=cancel&q=" + b"a" * routes.MAX_FORM_BYTES,
         headers={"Origin": api.url, "Content-Type": "application/x-www-form-urlencoded"},
     )
     assert big.status_code == 400

@@ -11,8 +11,8 @@ import pytest
 from jobgate import errors
 from jobgate.domain.job import JobEvent
 from jobgate.domain.states import JobState
-from jobgate.http import console_charts as charts
-from jobgate.http import console_views as views
+from jobgate.http.console import charts as charts
+from jobgate.http.console import views as views
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Q, R = JobState.QUEUED, JobState.RUNNING

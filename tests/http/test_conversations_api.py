@@ -17,7 +17,7 @@ import pytest
 from openai.types.conversations import ConversationDeletedResource
 
 from jobgate.config import Settings
-from jobgate.services.retention import Retention
+from jobgate.roles.retention import Retention
 from jobgate.testing import Block, FakeClock, ScriptedProvider
 from tests.api_server import Api
 

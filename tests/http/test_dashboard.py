@@ -4,7 +4,7 @@ framing and sniffing headers."""
 from __future__ import annotations
 
 from jobgate.domain.states import JobState
-from jobgate.http import dashboard
+from jobgate.http.console import dashboard
 from tests.api_server import Api
 
 

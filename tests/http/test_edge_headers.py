@@ -1,5 +1,5 @@
-"""The request's header fields as http.edge_limits reads them (uvicorn's reading, inlined):
-names lower-cased, trailing whitespace dropped from values, order and repeats kept, and
+"""The request's header fields as http.middleware.edge_limits reads them (uvicorn's reading,
+inlined): names lower-cased, trailing whitespace dropped from values, order and repeats kept, and
 `Expect: 100-continue` noted in any case."""
 
 from __future__ import annotations

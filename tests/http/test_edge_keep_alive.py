@@ -1,7 +1,8 @@
-"""The keep-alive clock of http.edge_limits: an idle connection is closed `timeout_keep_alive`
-after its last answer, as uvicorn closes it, but with one timer per connection instead of one
-armed and cancelled per request: when it fires while the connection has answered since, it is
-re-armed for the rest; while a request is under way it waits for that request's answer."""
+"""The keep-alive clock of http.middleware.edge_limits: an idle connection is closed
+`timeout_keep_alive` after its last answer, as uvicorn closes it, but with one timer per connection
+instead of one armed and cancelled per request: when it fires while the connection has answered
+since, it is re-armed for the rest; while a request is under way it waits for that request's
+answer."""
 
 from __future__ import annotations
 

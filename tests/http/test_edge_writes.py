@@ -1,4 +1,4 @@
-"""The HTTP protocol's writes and clocks per request (http.edge_limits), over a recording
+"""The HTTP protocol's writes and clocks per request (http.middleware.edge_limits), over a recording
 transport: an answer with a Content-Length leaves in one write (head and body together), while
 chunked and HEAD answers are written as uvicorn writes them; a request that arrives whole in
 one read arms no timer, one that arrives in parts has its clocks running after the first."""
@@ -13,7 +13,7 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.server import ServerState
 
 from jobgate.config import Settings
-from jobgate.http import edge_limits
+from jobgate.http.middleware import edge_limits
 
 BODY = b'{"ok":true}'
 

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from jobgate.http import files_routes
+from jobgate.http.routes import files as files_routes
 from jobgate.services import files as files_service
 from tests.api_server import Api
 

@@ -1,5 +1,5 @@
-"""The hot routes' dispatch (http.hot_routes) and the server's front (http.front): their
-requests reach the routes' one handler (http.asgi_routes) without FastAPI's router or outer
+"""The hot routes' dispatch (http.routes.hot) and the server's front (http.front): their
+requests reach the routes' one handler (http.routes.asgi) without FastAPI's router or outer
 layers, whatever they carry; the declarations keep them in /openapi.json. What the routes
 answer, case by case, is tests/http/test_route_answers.py."""
 
@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from jobgate.http.app import create_app
-from jobgate.http.body_limit import BodyLimitMiddleware
 from jobgate.http.front import HotFront
+from jobgate.http.middleware.body_limit import BodyLimitMiddleware
 from jobgate.process.runtime import Runtime
 from tests.http.test_route_answers import answer, job_body
 

@@ -152,7 +152,7 @@ def test_the_origins_are_read_from_the_environment() -> None:
 
 
 def test_an_error_message_quoting_a_token_is_redacted() -> None:
-    from jobgate.http import request_id
+    from jobgate.http.middleware import request_id
 
     described = request_id.describe(ValueError("no job for jgt_MS4xLjE3OTY.-ekrB_aob here"))
     assert described == "ValueError: no job for [redacted] here"

@@ -17,7 +17,7 @@ import pytest
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.http import job_notes
-from jobgate.http.models import JobOut
+from jobgate.http.schemas.native import JobOut
 from jobgate.http.views import job_view
 
 # http.job_notes adds these on GET /v1/jobs/{id}: a queued job's place in line, a streaming

@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobgate import errors
-from jobgate.http import metrics_route
+from jobgate.http.routes import metrics
 from jobgate.storage.records import DeliveryOutcome, LimitOverrides
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
 from tests.api_server import Api
@@ -36,7 +36,7 @@ def samples(text: str, name: str) -> dict[str, float]:
 async def test_alert_series_after_a_scripted_scenario(
     api: Api, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(metrics_route._Gauges, "refreshed_at", -1e18)  # another test's refresh
+    monkeypatch.setattr(metrics._Gauges, "refreshed_at", -1e18)  # another test's refresh
     storage = api.runtime.storage
     operator = {"Authorization": f"Bearer {await api.runtime.operators.create('ops')}"}
     acme_key = await api.key("acme")

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobgate.config import ModelPrice, ProviderConfig, Settings
-from jobgate.http import metrics_route
+from jobgate.http.routes import metrics
 from tests.api_server import Api
 
 CHAT = "/v1/chat/completions"
@@ -31,7 +31,7 @@ def settings() -> Settings:
 
 
 async def test_spend_today_per_tenant(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metrics_route._Gauges, "refreshed_at", -1e18)  # another test's refresh
+    monkeypatch.setattr(metrics._Gauges, "refreshed_at", -1e18)  # another test's refresh
     operator = {"Authorization": f"Bearer {await api.runtime.operators.create('ops')}"}
     headers = {"Authorization": f"Bearer {await api.key('acme')}"}
     await api.key("idle")

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from jobgate.http import openapi_doc
-from jobgate.http.models import JobOut, SubmitJobRequest
-from jobgate.http.responses_models import CreateResponseRequest
-from jobgate.http.webhooks_models import CreateEndpointRequest
+from jobgate.http.schemas.native import JobOut, SubmitJobRequest
+from jobgate.http.schemas.responses import CreateResponseRequest
+from jobgate.http.schemas.webhooks import CreateEndpointRequest
 from tests.api_server import Api
 
 SQLITE = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

@@ -320,7 +320,7 @@ def no_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("no_tracer_provider")
 @pytest.mark.parametrize("served", ["front", "logged", "stack", "router"])
 async def test_each_case_answers_as_recorded(runtime: Runtime, served: str) -> None:
-    """`front`: what the server runs (http.front, then http.hot_routes' dispatch); `logged`:
+    """`front`: what the server runs (http.front, then http.routes.hot' dispatch); `logged`:
     the same with the access log and CORS on (no request here has an Origin: a CORS layer
     changes nothing of its answer); `stack`: the app itself (as while a tracer provider
     records); `router`: under a root path, where FastAPI's router matches the declared routes,

@@ -1,6 +1,7 @@
-"""jobgate's HTTP edge subclasses uvicorn's private httptools protocol (http/edge_limits.py,
-http/receipt_timeout.py): the uvicorn installed must be the pinned series and still have every
-private name the subclasses override or use, or this says which is gone."""
+"""jobgate's HTTP edge subclasses uvicorn's private httptools protocol
+(http/middleware/edge_limits.py, http/middleware/receipt_timeout.py): the uvicorn installed must be
+the pinned series and still have every private name the subclasses override or use, or this says
+which is gone."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from packaging.requirements import Requirement
 
 MODULE = "uvicorn.protocols.http.httptools_impl"
 PIN_HINT = (
-    "jobgate's HTTP edge (src/jobgate/http/edge_limits.py, receipt_timeout.py) subclasses "
+    "jobgate's HTTP edge (src/jobgate/http/middleware/edge_limits.py, receipt_timeout.py) "
+    "subclasses "
     f"uvicorn's private {MODULE}.HttpToolsProtocol; keep uvicorn at the release pyproject.toml "
     "pins, or adapt the subclasses and raise the pin together"
 )
@@ -69,7 +71,7 @@ def test_the_private_protocol_has_what_the_edge_subclasses_use() -> None:
 
 
 def test_the_edge_protocols_are_its_subclasses() -> None:
-    from jobgate.http import edge_limits, receipt_timeout
+    from jobgate.http.middleware import edge_limits, receipt_timeout
 
     cls = _protocol()
     assert issubclass(receipt_timeout.ReceiptTimeoutProtocol, cls)

@@ -18,7 +18,7 @@ from jobgate.http.app import create_app
 from jobgate.http.context import AppContext
 from jobgate.ids import RandomIds
 from jobgate.process.runtime import Runtime
-from jobgate.services.dispatcher import Dispatcher
+from jobgate.roles.dispatcher import Dispatcher
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import Reply, WebhookReceiver

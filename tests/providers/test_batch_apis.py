@@ -14,7 +14,7 @@ from jobgate.providers import batch_apis
 from jobgate.providers.base import Usage
 from jobgate.providers.batch_apis import LineBack, OpenAIBatchApi
 from jobgate.providers.openai_batches import OpenAIBatches
-from jobgate.services import provider_batch_poll
+from jobgate.roles import provider_batch_poll
 
 CHAT = "/v1/chat/completions"
 

@@ -9,7 +9,7 @@ import pytest
 from jobgate import errors
 from jobgate.config import ProviderConfig, Settings, TenantLimits
 from jobgate.process.runtime import Runtime
-from jobgate.services import bulk_submit
+from jobgate.services import submit_many
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import SubmitOutcome
 from jobgate.testing import FakeClock
@@ -53,11 +53,11 @@ async def test_a_bulk_call_reads_the_limits_once_and_judges_each_item(
     owner = (await runtime.tenants.create("toml")).tenant
     calls = count_calls(runtime, monkeypatch)
     items = [
-        bulk_submit.BulkSubmit(chat("a", max_tokens=5000)),
-        bulk_submit.BulkSubmit(chat("b", model="sim-big")),
-        bulk_submit.BulkSubmit(chat("c")),
+        submit_many.SubmitManyItem(chat("a", max_tokens=5000)),
+        submit_many.SubmitManyItem(chat("b", model="sim-big")),
+        submit_many.SubmitManyItem(chat("c")),
     ]
-    results = await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
+    results = await submit_many.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
     assert calls == [owner.id]
     first, refused, last = results
     assert isinstance(first, SubmitOutcome) and isinstance(last, SubmitOutcome)
@@ -76,11 +76,11 @@ async def test_a_full_queue_refuses_each_item_alone_after_its_own_limits(
     await runtime.jobs.submit_many(tenant_id=owner.id, specs=[chat("a"), chat("b")])
     clock.advance(1.1)  # queue counts are sampled once a second: the next one sees it full
     items = [
-        bulk_submit.BulkSubmit(chat("c")),
-        bulk_submit.BulkSubmit(chat("d", model="sim-big")),
-        bulk_submit.BulkSubmit(chat("e")),
+        submit_many.SubmitManyItem(chat("c")),
+        submit_many.SubmitManyItem(chat("d", model="sim-big")),
+        submit_many.SubmitManyItem(chat("e")),
     ]
-    full, disallowed, also_full = await bulk_submit.submit_bulk(
+    full, disallowed, also_full = await submit_many.submit_bulk(
         runtime.jobs, tenant_id=owner.id, items=items
     )
     assert isinstance(full, errors.QueueFull) and isinstance(also_full, errors.QueueFull)

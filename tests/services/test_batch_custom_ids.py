@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from jobgate.process.runtime import Runtime
 from jobgate.services.batches import BatchService
 from jobgate.services.files import FileService
-from tests.services.test_batch_runner import chunks_of
+from tests.roles.test_batch_runner import chunks_of
 
 CHAT = "/v1/chat/completions"
 

@@ -15,11 +15,11 @@ import pytest
 
 from jobgate import errors, failpoints
 from jobgate.process.runtime import Runtime
-from jobgate.services.batch_runner import BatchRunner
+from jobgate.roles.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.storage.records import BatchRecord
 from jobgate.testing import FakeClock
-from tests.services.test_batch_runner import make_batch, small_chunks
+from tests.roles.test_batch_runner import make_batch, small_chunks
 
 __all__ = ["small_chunks"]  # a fixture
 

@@ -10,8 +10,8 @@ import pytest
 
 from jobgate import errors
 from jobgate.process.runtime import Runtime
-from jobgate.services import batch_runner
-from tests.services.test_batch_runner import make_batch
+from jobgate.roles import batch_runner
+from tests.roles.test_batch_runner import make_batch
 
 
 async def test_a_batch_the_database_refuses_fails_alone_and_the_others_run(

@@ -15,11 +15,11 @@ import pytest
 from jobgate.client.webhooks import verify_webhook
 from jobgate.config import Settings
 from jobgate.process.runtime import Runtime
-from jobgate.services.dispatcher import Dispatcher
+from jobgate.roles.dispatcher import Dispatcher
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import Reply, WebhookReceiver
-from tests.services.test_batch_runner import make_batch
-from tests.services.test_dispatcher import replies
+from tests.roles.test_batch_runner import make_batch
+from tests.roles.test_dispatcher import replies
 from tests.storage.webhook_helpers import make_endpoint
 
 pytestmark = pytest.mark.asyncio

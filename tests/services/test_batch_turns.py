@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from jobgate.process.runtime import Runtime
-from jobgate.services import batch_runner
+from jobgate.roles import batch_runner
 from jobgate.wire.openai_batches import BatchStatus
-from tests.services.test_batch_runner import make_batch_of
+from tests.roles.test_batch_runner import make_batch_of
 
 CHAT = "/v1/chat/completions"
 

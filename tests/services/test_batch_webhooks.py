@@ -13,11 +13,11 @@ import pytest
 from jobgate.config import Settings
 from jobgate.domain import response_requests
 from jobgate.process.runtime import Runtime
-from jobgate.services.dispatcher import Dispatcher
+from jobgate.roles.dispatcher import Dispatcher
 from jobgate.services.responses import ResponsesService
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import WebhookReceiver
-from tests.services.test_batch_runner import make_batch, make_batch_of
+from tests.roles.test_batch_runner import make_batch, make_batch_of
 from tests.storage.webhook_helpers import make_endpoint
 
 

@@ -16,10 +16,10 @@ from jobgate.providers.base import ProviderCall, ProviderResult, Usage
 from jobgate.providers.openai import OpenAIProvider
 from jobgate.providers.simulated import SimProvider
 from jobgate.providers.streaming import DeltaSink
-from jobgate.services import output_stream
+from jobgate.roles import output_stream
 from jobgate.storage.records import OutputChunk
 from tests.domain.test_responses_domain import make_job
-from tests.services.test_output_stream import FakeLog, _batcher
+from tests.roles.test_output_stream import FakeLog, _batcher
 
 pytestmark = pytest.mark.asyncio
 CHAT = "/v1/chat/completions"

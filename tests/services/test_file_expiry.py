@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from jobgate.process.runtime import Runtime
+from jobgate.roles.retention import Retention
 from jobgate.services.files import FileService, file_view
-from jobgate.services.retention import Retention
 from jobgate.testing import FakeClock
-from tests.services.test_batch_runner import chunks_of, make_batch
+from tests.roles.test_batch_runner import chunks_of, make_batch
 
 DAYS_30 = 30 * 86400
 

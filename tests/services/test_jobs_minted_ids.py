@@ -7,7 +7,7 @@ import pytest
 
 from jobgate import errors
 from jobgate.process.runtime import Runtime
-from jobgate.services import bulk_submit
+from jobgate.services import submit_many
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import SubmitOutcome
 from jobgate.testing import SequentialIds
@@ -55,11 +55,11 @@ async def test_a_bulk_call_mints_ids_for_the_items_it_prepares(runtime: Runtime)
     runtime.jobs.ids = recording
     refused = errors.InvalidRequest("bad item", param="jobs")
     items = [
-        bulk_submit.BulkSubmit(chat("a")),
-        bulk_submit.BulkSubmit(None, refused=refused),  # refused at parse: no spec, no id
-        bulk_submit.BulkSubmit(chat("c"), idempotency_key="k"),
+        submit_many.SubmitManyItem(chat("a")),
+        submit_many.SubmitManyItem(None, refused=refused),  # refused at parse: no spec, no id
+        submit_many.SubmitManyItem(chat("c"), idempotency_key="k"),
     ]
-    results = await bulk_submit.submit_bulk(runtime.jobs, tenant_id=tenant.id, items=items)
+    results = await submit_many.submit_bulk(runtime.jobs, tenant_id=tenant.id, items=items)
     assert recording.calls == [("new_many", "job", 2)]
     first, second, third = results
     assert isinstance(first, SubmitOutcome) and first.job.id == "job_000001"

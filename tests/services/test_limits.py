@@ -16,8 +16,8 @@ from jobgate import errors
 from jobgate.config import ModelPrice, ProviderConfig, Settings, TenantLimits
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
-from jobgate.services import bulk_submit
 from jobgate.services import limits as limits_module
+from jobgate.services import submit_many
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import LimitOverrides, QueueCounts, Tenant
@@ -362,11 +362,11 @@ async def test_a_bulk_call_far_from_the_bounds_skips_the_exact_count_and_is_tall
     monkeypatch.setattr(limits_module, "_EXACT_ROOM", 10)
     owner = (await runtime.tenants.create("a")).tenant
     bounds = _queue_limits_passed(runtime, monkeypatch, "job_insert")
-    items = [bulk_submit.BulkSubmit(chat(str(n))) for n in range(40)]
-    await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
+    items = [submit_many.SubmitManyItem(chat(str(n))) for n in range(40)]
+    await submit_many.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items)
     assert bounds == [None]
     # The 40 stored count towards the bounds before the next count: the next call is near.
-    await bulk_submit.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items[:1])
+    await submit_many.submit_bulk(runtime.jobs, tenant_id=owner.id, items=items[:1])
     assert bounds[-1] is not None and bounds[-1].total_max == 50
 
 

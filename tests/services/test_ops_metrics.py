@@ -50,7 +50,7 @@ async def test_a_bulk_reclaim_is_counted_and_warned_about(
         )
         assert len(claimed) == crashed  # and the worker dies holding them
         before = bulk_reclaims()
-        with caplog.at_level(logging.WARNING, logger="jobgate.services.reaper"):
+        with caplog.at_level(logging.WARNING, logger="jobgate.roles.reaper"):
             caplog.clear()
             reaped = await reaper.reap_once(now=now + timedelta(seconds=61))
         assert reaped.reaped.total == crashed

@@ -16,13 +16,13 @@ from jobgate import errors
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
-from jobgate.services.dispatcher import Dispatcher
-from jobgate.services.reconciler import POISON_AFTER_FAILURES
+from jobgate.roles.dispatcher import Dispatcher
+from jobgate.roles.reconciler import POISON_AFTER_FAILURES
 from jobgate.storage import text_escape
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, ScriptedProvider, Succeed
-from tests.services.test_background_mode import DUE_S, make_rig
-from tests.services.test_dispatcher import dev_settings
+from tests.roles.test_dispatcher import dev_settings
+from tests.roles.test_worker_background import DUE_S, make_rig
 from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.poison_rows import far_future, poisons, poke
 from tests.storage.webhook_helpers import finish_job, make_endpoint

@@ -16,8 +16,8 @@ from jobgate.domain.job import NewJob
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
-from jobgate.services import bulk_submit
 from jobgate.services import limits as limits_service
+from jobgate.services import submit_many
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import SubmitOutcome
@@ -113,15 +113,15 @@ async def test_a_refusal_is_raised_for_every_item_it_concerns(runtime: Runtime) 
     """A routing refusal is not kept: each item that asks for it gets its own, as alone."""
     tenant = (await runtime.tenants.create("acme")).tenant
     items = [
-        bulk_submit.BulkSubmit(chat()),
-        bulk_submit.BulkSubmit(chat("gpt-nothing")),
-        bulk_submit.BulkSubmit(chat(provider="nobody")),
-        bulk_submit.BulkSubmit(chat("gpt-nothing")),
-        bulk_submit.BulkSubmit(chat(7)),
-        bulk_submit.BulkSubmit(chat(priority=99)),
-        bulk_submit.BulkSubmit(chat()),
+        submit_many.SubmitManyItem(chat()),
+        submit_many.SubmitManyItem(chat("gpt-nothing")),
+        submit_many.SubmitManyItem(chat(provider="nobody")),
+        submit_many.SubmitManyItem(chat("gpt-nothing")),
+        submit_many.SubmitManyItem(chat(7)),
+        submit_many.SubmitManyItem(chat(priority=99)),
+        submit_many.SubmitManyItem(chat()),
     ]
-    results = await bulk_submit.submit_bulk(runtime.jobs, tenant_id=tenant.id, items=items)
+    results = await submit_many.submit_bulk(runtime.jobs, tenant_id=tenant.id, items=items)
     for item, result in zip(items, results, strict=True):
         assert item.spec is not None
         try:

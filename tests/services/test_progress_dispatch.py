@@ -19,7 +19,7 @@ from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant, WebhookEndpoint
 from jobgate.testing import FakeClock
 from jobgate.testing.receiver import Reply, WebhookReceiver
-from tests.services.test_dispatcher import dev_settings, failed_count, make_dispatcher, replies
+from tests.roles.test_dispatcher import dev_settings, failed_count, make_dispatcher, replies
 from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
 

@@ -9,8 +9,8 @@ from jobgate.clock import to_unix
 from jobgate.domain import progress
 from jobgate.http.views import job_view
 from jobgate.storage.records import ReconcileDeferral
-from tests.services.test_background_mode import DUE_S, Rig
-from tests.services.test_background_mode import rig as rig  # the fixture
+from tests.roles.test_worker_background import DUE_S, Rig
+from tests.roles.test_worker_background import rig as rig  # the fixture
 
 __all__ = ["rig"]
 

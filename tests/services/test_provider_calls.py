@@ -17,8 +17,8 @@ from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
 from jobgate.providers import gates
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services.reconciler import Reconciler
-from jobgate.services.worker import Worker
+from jobgate.roles.reconciler import Reconciler
+from jobgate.roles.worker import Worker
 from jobgate.simulator.server import Simulator
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant

@@ -46,8 +46,8 @@ from jobgate.providers.background import ProviderJobRef, Snapshot, Status
 from jobgate.providers.base import ProviderCall, ProviderResult, Usage
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import RESPONSES, SimProvider
-from jobgate.services.reconciler import Reconciler
-from jobgate.services.worker import Worker
+from jobgate.roles.reconciler import Reconciler
+from jobgate.roles.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage

@@ -21,14 +21,14 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import RATE_LIMIT_MIN_WAIT_S, Finish
 from jobgate.providers.background import ProviderJobRef, Snapshot
 from jobgate.providers.registry import ProviderRegistry
+from jobgate.roles.reconciler import Reconciler
+from jobgate.roles.worker import Worker
 from jobgate.services.limits import LimitsService
-from jobgate.services.reconciler import Reconciler
-from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import LimitOverrides, Tenant
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
-from tests.services.test_background_mode import DUE_S, Rig, make_rig
+from tests.roles.test_worker_background import DUE_S, Rig, make_rig
 from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 from tests.support.clocked import ClockedStorage
 from tests.support.faults import FaultyStorage

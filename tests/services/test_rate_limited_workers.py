@@ -20,8 +20,8 @@ from jobgate.domain.rate_limits import PROVIDER_WIDE, Bucket
 from jobgate.domain.states import JobState
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
+from jobgate.roles.worker import Worker
 from jobgate.services import rate_limits
-from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from jobgate import errors
 from jobgate.config import load_settings
 from jobgate.process.runtime import Runtime
-from jobgate.services.supervisor import RoleSupervisor
+from jobgate.roles.supervisor import RoleSupervisor
 from jobgate.testing import FakeClock
 
 

@@ -17,8 +17,8 @@ from jobgate.domain.states import JobState
 from jobgate.providers import gates as gates_module
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
+from jobgate.roles.worker import Worker
 from jobgate.services import breaker_sync
-from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage

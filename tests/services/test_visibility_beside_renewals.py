@@ -12,7 +12,7 @@ import pytest
 
 from jobgate.config import Settings
 from jobgate.domain.job import Lease
-from jobgate.services.lease_keeper import InFlight, LeaseKeeper
+from jobgate.roles.lease_keeper import InFlight, LeaseKeeper
 from jobgate.storage.records import HeartbeatResult
 from jobgate.testing import FakeClock
 

@@ -1,4 +1,4 @@
-"""postgres.batch.insert_payload: a new job as the batch statements' JSON array takes it, one
+"""postgres.insert_many.insert_payload: a new job as the batch statements' JSON array takes it, one
 dict per job, a member the statements would read as a missing one left out (null; an empty
 metadata and a zero delay, which the insert coalesces): what the rows hold is pinned by
 test_insert_answers on every insert path."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from jobgate.storage.postgres.batch import insert_params, insert_payload
 from jobgate.storage.postgres.executor import PostgresCodec
+from jobgate.storage.postgres.insert_many import insert_params, insert_payload
 from jobgate.storage.records import Tenant
 from tests.storage.helpers import new_job
 

@@ -1,4 +1,4 @@
-"""postgres.batch.insert_payloads: the members every job of a batch has alike (SHARED: tenant,
+"""postgres.insert_many.insert_payloads: the members every job of a batch has alike (SHARED: tenant,
 api, provider, endpoint, model, priority, max_attempts, execution timeout) travel once, as the
 statement's :shared object, and only the rest per job; the statements coalesce the two. Pinned
 here: what is sent (each job's members, shared or its own, are exactly insert_payload's), and
@@ -13,8 +13,8 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.job import Job, NewJob
-from jobgate.storage.postgres.batch import SHARED, insert_payload, insert_payloads
 from jobgate.storage.postgres.executor import PostgresCodec
+from jobgate.storage.postgres.insert_many import SHARED, insert_payload, insert_payloads
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from tests.storage.helpers import insert_many, insert_streamed, make_tenant, new_job, queued

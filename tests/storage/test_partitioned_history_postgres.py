@@ -28,7 +28,7 @@ from jobgate.config import Settings
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
-from jobgate.services.retention import Retention
+from jobgate.roles.retention import Retention
 from jobgate.storage import migrations
 from jobgate.storage.postgres.executor import Q
 from jobgate.storage.postgres.partitions import history_days

@@ -12,7 +12,7 @@ import pytest
 
 from jobgate.config import Settings
 from jobgate.domain import rate_limits
-from jobgate.services.retention import Retention
+from jobgate.roles.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, Tenant, TenantShare
 from jobgate.testing import FakeClock

@@ -15,7 +15,7 @@ import pytest
 
 from jobgate.config import Settings
 from jobgate.domain.retention import Horizon, horizon
-from jobgate.services.retention import Retention
+from jobgate.roles.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BatchChunk, NativeResult, NewBatchItem, PartEnding
 from jobgate.testing import FakeClock

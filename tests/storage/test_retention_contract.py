@@ -16,9 +16,9 @@ from jobgate.domain.retention import Horizon
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.process.runtime import Runtime
+from jobgate.roles.reaper import Reaper
+from jobgate.roles.retention import Retention
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.reaper import Reaper
-from jobgate.services.retention import Retention
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import DeliveryOutcome, IdempotencyClaim, Tenant
 from jobgate.testing import FakeClock

@@ -14,9 +14,9 @@ import asyncpg
 import pytest
 
 from jobgate.domain.job import NewJob
-from jobgate.storage.postgres.batch import insert_payloads
 from jobgate.storage.postgres.executor import PostgresCodec
 from jobgate.storage.postgres.executor import Q as PG
+from jobgate.storage.postgres.insert_many import insert_payloads
 from jobgate.storage.records import Tenant
 from tests.storage.helpers import new_job, wait_until_blocked_by
 from tests.support.databases import PostgresTemplate

@@ -16,9 +16,9 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.job import NewJob
-from jobgate.storage.postgres.batch import insert_payloads
 from jobgate.storage.postgres.executor import PostgresCodec
 from jobgate.storage.postgres.executor import Q as PG
+from jobgate.storage.postgres.insert_many import insert_payloads
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from tests.storage.helpers import insert_many, make_tenant, new_job, queued, wait_until_blocked_by

@@ -16,13 +16,13 @@ import pytest
 from jobgate.config import Settings, TenantLimits
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
+from jobgate.roles.relay import Relay
+from jobgate.roles.worker import Worker
 from jobgate.services.jobs import SubmitSpec
-from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.store import SqliteStorage
 from jobgate.transports import status
-from jobgate.transports.relay import Relay
 from tests.support.databases import PostgresTemplate
 from tests.transports.brokers import Broker, open_broker
 

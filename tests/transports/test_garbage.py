@@ -26,7 +26,7 @@ async def test_garbage_on_the_broker_is_acked_and_counted_once(
     malformed = _count(metrics.TRANSPORT_RECEIVED, name, "malformed")
     garbage = await cluster.broker.publish_garbage()
     ids = await cluster.submit("acme", 5)
-    with caplog.at_level(logging.WARNING, logger="jobgate.transports.intake"):
+    with caplog.at_level(logging.WARNING, logger="jobgate.roles.intake"):
         await cluster.start_relay()
         await cluster.start_worker("w1")
         await cluster.wait_terminal(ids)

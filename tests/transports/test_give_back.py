@@ -16,14 +16,14 @@ from jobgate import errors, metrics
 from jobgate.clock import SystemClock
 from jobgate.domain.job import Job, Lease
 from jobgate.process.runtime import Runtime
+from jobgate.roles.intake import Intake
+from jobgate.roles.worker import Worker
 from jobgate.services.limits import LimitsService
-from jobgate.services.worker import Worker
 from jobgate.storage.postgres.store import PostgresStorage
 from jobgate.storage.protocol import Storage
 from jobgate.testing import eventually
 from jobgate.transports import status
 from jobgate.transports.base import Delivery, Transport
-from jobgate.transports.intake import Intake
 from tests.support.faults import FaultyStorage
 from tests.support.proxy import TcpProxy
 from tests.transports.conftest import LEASE_TTL_S, Cluster

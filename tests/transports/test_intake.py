@@ -15,12 +15,12 @@ from jobgate import errors, metrics
 from jobgate.config import Settings
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
+from jobgate.roles.intake import Intake
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from jobgate.testing import FakeClock
 from jobgate.transports import status
 from jobgate.transports.base import Delivery
-from jobgate.transports.intake import Intake
 from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.faults import FaultyStorage
 
@@ -183,7 +183,7 @@ async def test_messages_that_name_no_job_are_acked_counted_and_logged_once(
     transport = MemoryTransport([MALFORMED[0], ids[0], *MALFORMED[1:], ids[1]])
     intake = _intake(storage, transport, clock)
     malformed = _count("malformed")
-    with caplog.at_level(logging.WARNING, logger="jobgate.transports.intake"):
+    with caplog.at_level(logging.WARNING, logger="jobgate.roles.intake"):
         jobs = await intake.claim(count=20, providers=None, policy=None)
         assert await intake.claim(count=20, providers=None, policy=None) == []
     assert sorted(job.id for job in jobs) == sorted(ids)

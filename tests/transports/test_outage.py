@@ -17,9 +17,10 @@ from jobgate import errors, metrics, transports
 from jobgate.config import Settings, load_settings
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
+from jobgate.roles import intake
 from jobgate.services.jobs import SubmitSpec
 from jobgate.testing import FakeClock, eventually
-from jobgate.transports import intake, status
+from jobgate.transports import status
 from jobgate.transports.base import TransportUnavailable
 from jobgate.transports.redis_streams import RedisStreamsTransport
 from jobgate.transports.sqs import parse_url
@@ -150,7 +151,7 @@ async def _warned(read: Any, expected: list[str]) -> bool:
 async def test_a_failed_publish_is_retried_soon_not_lost(runtime: Runtime) -> None:
     """The ledger committed before the publish: a broker that refuses it leaves the jobs
     deferred by transport_defer_s (then published again), not waiting for the sweep."""
-    from jobgate.transports.relay import Relay
+    from jobgate.roles.relay import Relay
 
     _, ids = await _submit(runtime, 3)
     down = RedisStreamsTransport(DOWN_URL, consumer="relay", claim_idle_s=5)

@@ -14,11 +14,11 @@ from jobgate.config import ProviderConfig, Settings
 from jobgate.domain.job import Job
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
+from jobgate.roles.relay import Relay
+from jobgate.roles.worker import Worker
 from jobgate.services import rate_limits
-from jobgate.services.worker import Worker
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
-from jobgate.transports.relay import Relay
 from tests.services.test_rate_limited_workers import most_in_window, step
 from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.faults import FaultyStorage

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import pytest
 
 from jobgate.config import Settings
+from jobgate.roles.relay import Relay
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.transports.base import TransportUnavailable
-from jobgate.transports.relay import Relay
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = pytest.mark.asyncio

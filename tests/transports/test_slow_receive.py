@@ -10,7 +10,7 @@ import pytest
 from jobgate.config import ProviderConfig, Settings
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
-from jobgate.services.worker import Worker
+from jobgate.roles.worker import Worker
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock
 from jobgate.transports.base import Delivery

@@ -12,7 +12,7 @@ import pytest
 
 from jobgate import metrics
 from jobgate.config import Settings
-from jobgate.transports.relay import Relay
+from jobgate.roles.relay import Relay
 from jobgate.wakeups import ChangeHub
 
 pytestmark = pytest.mark.asyncio
@@ -65,7 +65,7 @@ async def test_the_sweep_holds_while_the_backlog_covers_the_window(
     await relay.relay_once()
     assert ledger.sweeps == [True, True] and _held() == 0
 
-    caplog.set_level(logging.INFO, logger="jobgate.transports.relay")
+    caplog.set_level(logging.INFO, logger="jobgate.roles.relay")
     broker.backlog = 100
     await relay.read_lag()
     await relay.relay_once()

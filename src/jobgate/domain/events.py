@@ -22,7 +22,7 @@ _RESPONSES = {
     # (the Response object says `expired: true`).
     JobState.EXPIRED: "response.cancelled",
 }
-# A batch's end, announced to webhook endpoints only (services.batch_runner: `batch.<status>`).
+# A batch's end, announced to webhook endpoints only (roles.batch_runner: `batch.<status>`).
 BATCH_EVENT_TYPES = frozenset(
     {"batch.completed", "batch.failed", "batch.cancelled", "batch.expired"}
 )

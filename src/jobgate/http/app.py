@@ -9,36 +9,35 @@ from starlette.types import ASGIApp
 
 import jobgate
 from jobgate import errors
-from jobgate.http import (
-    batches_routes,
-    bulk_routes,
-    bulk_submit_routes,
-    console_batches,
-    console_pauses,
-    console_routes,
-    conversations_routes,
-    dashboard,
-    files_routes,
-    health,
-    job_tokens_routes,
-    jobs_routes,
-    metrics_route,
-    openapi_doc,
-    pauses_routes,
-    problems,
-    provider_webhooks,
-    responses_routes,
-    schedules_routes,
-    stream_routes,
-    webhooks_routes,
-)
-from jobgate.http.access_log import AccessLogMiddleware
-from jobgate.http.body_limit import BodyLimitMiddleware
+from jobgate.http import openapi_doc, problems
+from jobgate.http.console import batches as console_batches
+from jobgate.http.console import dashboard
+from jobgate.http.console import pauses as console_pauses
+from jobgate.http.console import routes as console_routes
 from jobgate.http.context import AppContext
-from jobgate.http.cors import CorsMiddleware
 from jobgate.http.front import HotFront
-from jobgate.http.hot_routes import HotRoutesMiddleware
-from jobgate.http.request_id import RequestIdMiddleware
+from jobgate.http.middleware.access_log import AccessLogMiddleware
+from jobgate.http.middleware.body_limit import BodyLimitMiddleware
+from jobgate.http.middleware.cors import CorsMiddleware
+from jobgate.http.middleware.request_id import RequestIdMiddleware
+from jobgate.http.routes import (
+    batches,
+    bulk_actions,
+    conversations,
+    files,
+    health,
+    job_tokens,
+    jobs,
+    metrics,
+    pauses,
+    provider_webhooks,
+    responses,
+    schedules,
+    stream,
+    submit_many,
+    webhooks,
+)
+from jobgate.http.routes.hot import HotRoutesMiddleware
 
 
 def create_app(ctx: AppContext) -> FastAPI:
@@ -52,20 +51,20 @@ def create_app(ctx: AppContext) -> FastAPI:
         redoc_url=None,
     )
     app.state.ctx = ctx
-    app.include_router(bulk_submit_routes.router)  # before jobs_routes: /jobs/bulk is no job id
-    app.include_router(bulk_routes.router)  # /jobs/bulk_cancel etc., likewise
-    app.include_router(jobs_routes.router)
-    app.include_router(stream_routes.router)
-    app.include_router(job_tokens_routes.router)
-    app.include_router(files_routes.router)
-    app.include_router(batches_routes.router)
-    app.include_router(responses_routes.router)
-    app.include_router(conversations_routes.router)
-    app.include_router(schedules_routes.router)
-    app.include_router(pauses_routes.router)
-    app.include_router(webhooks_routes.router)
+    app.include_router(submit_many.router)  # before jobs: /jobs/bulk is no job id
+    app.include_router(bulk_actions.router)  # /jobs/bulk_cancel etc., likewise
+    app.include_router(jobs.router)
+    app.include_router(stream.router)
+    app.include_router(job_tokens.router)
+    app.include_router(files.router)
+    app.include_router(batches.router)
+    app.include_router(responses.router)
+    app.include_router(conversations.router)
+    app.include_router(schedules.router)
+    app.include_router(pauses.router)
+    app.include_router(webhooks.router)
     app.include_router(health.router)
-    app.include_router(metrics_route.router)
+    app.include_router(metrics.router)
     app.include_router(dashboard.root)
     app.include_router(dashboard.router)
     app.include_router(console_routes.router)
@@ -82,7 +81,7 @@ def create_app(ctx: AppContext) -> FastAPI:
     app.add_middleware(
         BodyLimitMiddleware,
         max_body_bytes=ctx.settings.max_body_bytes,
-        path_limits=files_routes.body_limits(ctx.settings),
+        path_limits=files.body_limits(ctx.settings),
     )
     if ctx.settings.cors_origins:  # inside the access log: preflights are logged too
         app.add_middleware(CorsMiddleware, origins=ctx.settings.cors_origins)

@@ -13,8 +13,9 @@ import pydantic
 
 from jobgate import errors
 from jobgate.domain import ranges, response_requests
-from jobgate.http import bulk_submit_routes, problems
-from jobgate.http.responses_models import CreateResponseRequest
+from jobgate.http import problems
+from jobgate.http.routes import submit_many
+from jobgate.http.schemas.responses import CreateResponseRequest
 from jobgate.services import responses as responses_service
 from jobgate.services.jobs import SubmitSpec
 from jobgate.wire import openai_batches as batches
@@ -28,7 +29,7 @@ def check(endpoint: str, body: dict[str, Any]) -> SubmitSpec:
         return _response(body)
     request = {"endpoint": endpoint, "body": body}  # POST /v1/jobs with the line's url and body
     ranges.check_json(request)  # the route's strict parse
-    return bulk_submit_routes.spec_of(request)
+    return submit_many.spec_of(request)
 
 
 def _response(body: dict[str, Any]) -> SubmitSpec:

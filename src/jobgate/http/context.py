@@ -62,7 +62,7 @@ async def authenticate(request: Request) -> Tenant:
 
 async def tenant_of(ctx: AppContext, authorization: str) -> Tenant:
     """The tenant an `Authorization` header's Bearer key names (errors.Unauthorized
-    otherwise); shared with the hot path (http.hot_routes)."""
+    otherwise); shared with the hot path (http.routes.hot)."""
     scheme, _, key = authorization.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise errors.Unauthorized("missing API key: send 'Authorization: Bearer <key>'")

@@ -1,7 +1,7 @@
 """What uvicorn serves: the FastAPI app, with the hot routes' requests sent past its outer
 layers.
 
-http.hot_routes sends `POST /v1/jobs`, `POST /v1/responses` and the status reads
+http.routes.hot sends `POST /v1/jobs`, `POST /v1/responses` and the status reads
 `GET /v1/jobs/{id}` and `GET /v1/responses/{id}` to their handlers inside jobgate's own
 middleware (request id, security headers, access log, body limit), but every request first
 went through FastAPI's and Starlette's outer layers: the native telemetry check (three
@@ -27,12 +27,14 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobgate import tracing
-from jobgate.http import hot_routes, problems, request_id
-from jobgate.http.asgi_routes import Answerer
-from jobgate.http.body_limit import BodyLimitMiddleware
-from jobgate.http.dashboard import SecurityHeadersMiddleware
-from jobgate.http.hot_routes import JOBS_PATH, RESPONSES_PATH, HotRoutesMiddleware
-from jobgate.http.request_id import RequestIdMiddleware
+from jobgate.http import problems
+from jobgate.http.console.dashboard import SecurityHeadersMiddleware
+from jobgate.http.middleware import request_id
+from jobgate.http.middleware.body_limit import BodyLimitMiddleware
+from jobgate.http.middleware.request_id import RequestIdMiddleware
+from jobgate.http.routes import hot
+from jobgate.http.routes.asgi import Answerer
+from jobgate.http.routes.hot import JOBS_PATH, RESPONSES_PATH, HotRoutesMiddleware
 
 _READ_PREFIXES = (JOBS_PATH + "/", RESPONSES_PATH + "/")
 _REQUEST_ID = request_id.HEADER.lower().encode("latin-1")
@@ -53,7 +55,7 @@ class HotFront:
             if ours is not None:
                 scope["app"] = self.app
                 if self._direct_reads and scope["method"] == "GET" and _bodiless(scope):
-                    answerer = hot_routes.handler_of(scope)
+                    answerer = hot.handler_of(scope)
                     if answerer is not None:
                         await _read(scope, receive, send, answerer)
                         return

@@ -15,7 +15,7 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from jobgate import errors
-from jobgate.http import request_id
+from jobgate.http.middleware import request_id
 
 log = logging.getLogger(__name__)
 MEDIA_TYPE = "application/problem+json"
@@ -78,7 +78,7 @@ def problem_body(
     status: int, *, code: str, title: str, detail: str, error_type: str, param: str | None = None
 ) -> dict[str, Any]:
     """An RFC 9457 problem with OpenAI's `error` member: every error answer's body, those the
-    HTTP protocol writes itself too (http.edge_limits)."""
+    HTTP protocol writes itself too (http.middleware.edge_limits)."""
     return {
         "type": f"/problems/{code}",
         "title": title,

@@ -8,9 +8,9 @@ import socket
 import uvicorn
 
 from jobgate.config import Settings
-from jobgate.http import edge_limits
 from jobgate.http.app import serve_app
 from jobgate.http.context import AppContext
+from jobgate.http.middleware import edge_limits
 
 
 class _Server(uvicorn.Server):

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from jobgate import errors, transports
 from jobgate.config import config_file
 from jobgate.process.api_server import ApiServer
+from jobgate.roles import relay as transport_relay
+from jobgate.roles.dispatcher import Dispatcher
+from jobgate.roles.supervisor import Role, RoleSupervisor
+from jobgate.roles.worker import default_worker_id
 from jobgate.services import config_reload, presence, rate_limits
-from jobgate.services.dispatcher import Dispatcher
-from jobgate.services.supervisor import Role, RoleSupervisor
-from jobgate.services.worker import default_worker_id
-from jobgate.transports import relay as transport_relay
 from jobgate.transports.base import Transport, TransportUnavailable
 
 if TYPE_CHECKING:

@@ -14,25 +14,26 @@ from jobgate.clock import Clock, SystemClock
 from jobgate.config import Settings
 from jobgate.ids import IdGenerator, RandomIds
 from jobgate.providers.registry import ProviderRegistry
-from jobgate.services import batch_runner, config_reload
+from jobgate.roles import batch_runner
+from jobgate.roles.batch_runner import BatchRunner
+from jobgate.roles.dispatcher import Dispatcher
+from jobgate.roles.reaper import Reaper
+from jobgate.roles.reconciler import Reconciler
+from jobgate.roles.supervisor import RoleSupervisor
+from jobgate.roles.worker import Worker
+from jobgate.services import config_reload
 from jobgate.services.batch_counts import RecentBatchCounts
-from jobgate.services.batch_runner import BatchRunner
-from jobgate.services.dispatcher import Dispatcher
 from jobgate.services.job_tokens import JobTokenService
 from jobgate.services.jobs import JobService
 from jobgate.services.limits import LimitsService
 from jobgate.services.live_feeds import LiveFeeds
 from jobgate.services.operators import OperatorService
 from jobgate.services.presence import Presence
-from jobgate.services.reaper import Reaper
-from jobgate.services.reconciler import Reconciler
 from jobgate.services.replica_reads import ReplicaReads
 from jobgate.services.schedules import ScheduleService
-from jobgate.services.supervisor import RoleSupervisor
 from jobgate.services.tenants import TenantService
 from jobgate.services.waiting import Waits
 from jobgate.services.webhooks import WebhookService
-from jobgate.services.worker import Worker
 from jobgate.storage.factory import storage_for_url
 from jobgate.storage.protocol import Storage
 from jobgate.transports.base import Transport

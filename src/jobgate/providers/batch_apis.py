@@ -59,7 +59,7 @@ class NativeBatchApi(Protocol):
 
     name: str
     limits: Limits  # one provider batch's bounds (the configured batch_max_requests applied)
-    parts: PartApi  # how a part is found and created (services.provider_batch_send)
+    parts: PartApi  # how a part is found and created (roles.provider_batch_send)
 
     def serves(self, endpoint: str) -> bool:
         """Whether a line of `endpoint` can go in this provider's batches."""

@@ -1,5 +1,5 @@
 """One interface for sending a part to either provider's batch API, so the crash-safe send
-(services.provider_batch_send) is written once: `find_part` (the part's provider batch, None
+(roles.provider_batch_send) is written once: `find_part` (the part's provider batch, None
 when none can be it) and `create_part` (from the caller's lines, in the part's order).
 
 OpenAI uploads the lines as an input file, then creates the batch with the part's key in its

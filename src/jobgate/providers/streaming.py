@@ -4,7 +4,7 @@ offers beside `call`, and the few helpers every streaming adapter shares.
 `stream(call, on_delta)` runs the same call as `call` but hands each piece of output text to
 `on_delta` as it arrives, and answers the same ProviderResult (the whole body, usage taken
 from the stream's final event). An adapter without it, or an endpoint it cannot stream, is
-called as usual and its whole text is one delta at completion (services.output_stream).
+called as usual and its whole text is one delta at completion (roles.output_stream).
 """
 
 from __future__ import annotations

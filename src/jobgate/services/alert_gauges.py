@@ -1,6 +1,6 @@
 """The scrape-time gauges the shipped alerts read beyond queue depth (alerts.py): failing
 webhook endpoints, and each tenant's usage today against its daily budgets. Cluster-wide,
-from the database, like the job gauges of http/metrics_route.py."""
+from the database, like the job gauges of http/routes/metrics.py."""
 
 from __future__ import annotations
 

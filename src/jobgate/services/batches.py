@@ -1,5 +1,5 @@
 """OpenAI's Batch API over jobs: create a batch from an uploaded JSONL file, read it with its
-live request counts, list, cancel. The batches role (services/batch_runner.py) does the rest."""
+live request counts, list, cancel. The batches role (roles/batch_runner.py) does the rest."""
 
 from __future__ import annotations
 

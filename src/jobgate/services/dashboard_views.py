@@ -11,7 +11,7 @@ from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, JobEvent
 from jobgate.domain.rollups import QueueDepth, Transition
 from jobgate.domain.states import JobState
-from jobgate.services import alert_gauges, bulk, console_window
+from jobgate.services import alert_gauges, bulk_actions, console_window
 from jobgate.services.batches import BatchService
 from jobgate.services.jobs import JobService, SubmitSpec
 from jobgate.storage.protocol import ApiStorage
@@ -182,24 +182,24 @@ class DashboardViews:
 
     async def bulk_count(self, *, operator: str, action: BulkAction, where: JobFilter) -> int:
         """How many jobs of any tenant the action would change now (the confirmation)."""
-        return await bulk.BulkService(storage=self.storage).count(
+        return await bulk_actions.BulkActions(storage=self.storage).count(
             caller=_operator(operator), action=action, where=where
         )
 
     async def bulk_apply(
         self, *, operator: str, action: BulkAction, where: JobFilter, after: str | None
-    ) -> bulk.BulkOutcome:
+    ) -> bulk_actions.BulkActionOutcome:
         """Apply the action to the jobs of any tenant, one call's worth after the cursor."""
-        return await bulk.BulkService(storage=self.storage).apply(
+        return await bulk_actions.BulkActions(storage=self.storage).apply(
             caller=_operator(operator),
             action=action,
             where=where,
             note="console",
             after=after,
-            max_jobs=bulk.MAX_JOBS_PER_CALL,
+            max_jobs=bulk_actions.MAX_JOBS_PER_CALL,
         )
 
 
-def _operator(name: str) -> bulk.Caller:
+def _operator(name: str) -> bulk_actions.Caller:
     """An operator acts on every tenant's jobs, logged as `operator:<name>`."""
-    return bulk.Caller(actor=f"operator:{name}", tenant_id=None)
+    return bulk_actions.Caller(actor=f"operator:{name}", tenant_id=None)

@@ -1,6 +1,6 @@
 """OpenAI-compatible files: a JSONL upload stored as it arrives, byte for byte, in chunks of
 whole lines (never held whole in memory); list, read back in chunks, delete. A batch checks
-its input's lines when it is validated (services/batch_runner.py), as OpenAI does."""
+its input's lines when it is validated (roles/batch_runner.py), as OpenAI does."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.breaker_sync import BreakerSync
 from jobgate.services.limits import LimitsService
 from jobgate.services.replica_reads import LaggingStore, ReplicaReads
-from jobgate.services.submit_batcher import SubmitBatcher
+from jobgate.services.submit_group_commit import SubmitGroupCommit
 from jobgate.services.submit_summary import SubmitSummary
 from jobgate.services.webhook_guard import UrlGuard
 from jobgate.storage.protocol import Storage
@@ -94,7 +94,7 @@ class JobService:
         self.settings = settings
         self.clock = clock
         self.ids = ids
-        self.batcher = SubmitBatcher(storage=storage, clock=clock)  # group commit of submits
+        self.batcher = SubmitGroupCommit(storage=storage, clock=clock)  # group commit of submits
         self.submits = SubmitSummary(clock=clock)  # the log of single submits
         self.webhook_guard = UrlGuard.from_settings(settings)  # the SSRF guard for webhook.url
         # A model route's first target skips providers whose breaker any worker opened.
@@ -144,7 +144,7 @@ class JobService:
             )
             if new_job.webhook is not None:  # resolve and vet the host (delivery does again)
                 await self.webhook_guard.resolve(new_job.webhook["url"], param="webhook.url")
-            try:  # committed with the submits that arrive with it (services.submit_batcher)
+            try:  # committed with the submits that arrive with it (services.submit_group_commit)
                 outcome = await self.batcher.insert(
                     BulkItem(job=new_job, idempotency=claim), queue_limit
                 )

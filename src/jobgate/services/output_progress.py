@@ -9,7 +9,6 @@ import dataclasses
 from jobgate.domain import progress
 from jobgate.domain.job import Job
 from jobgate.domain.states import JobState
-from jobgate.services.output_stream import wants_stream
 from jobgate.storage.protocol import OutputStreamStore
 
 
@@ -28,3 +27,8 @@ async def streamed_so_far(storage: OutputStreamStore, job: Job) -> Streamed | No
     chars = await storage.job_output_chars(job_id=job.id, generation=job.run_count)
     tokens, fraction = progress.streamed(chars, progress.output_cap(job.request))
     return Streamed(tokens, fraction)
+
+
+def wants_stream(job: Job) -> bool:
+    """Whether the job asked for live output (`"stream": true` on submit, kept in its body)."""
+    return isinstance(job.request, dict) and job.request.get("stream") is True

@@ -1,6 +1,6 @@
 """Single submits logged as one aggregated info line per interval, each job's own line at
 debug: at thousands of submits a second a line per job costs the API process a noticeable
-share of its CPU (the worker's finishes are summed the same way, services.finish_summary)."""
+share of its CPU (the worker's finishes are summed the same way, roles.finish_summary)."""
 
 from __future__ import annotations
 

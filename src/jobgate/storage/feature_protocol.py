@@ -425,7 +425,7 @@ class BatchesStore(BatchReadStore, Protocol):
         ...
 
 
-class BulkStore(Protocol):
+class BulkActionsStore(Protocol):
     """Bulk actions by filter, a chunk per transaction."""
 
     async def job_bulk_count(

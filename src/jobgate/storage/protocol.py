@@ -31,7 +31,7 @@ from jobgate.storage.feature_protocol import (
     AdminStore,
     BatchesStore,
     BatchReadStore,
-    BulkStore,
+    BulkActionsStore,
     ConsoleStore,
     ConversationStore,
     DeliveryStore,
@@ -856,7 +856,7 @@ class Storage(
     WaitStore,
     JobTokenStore,
     SessionStore,
-    BulkStore,
+    BulkActionsStore,
     RetentionStore,
     SignalStore,
     OutputStreamStore,
@@ -951,7 +951,7 @@ class ApiStorage(
     BatchesStore,
     BatchReadStore,
     ProviderBatchStore,  # a batch's provider batches, shown with it
-    BulkStore,  # bulk actions from the API and the console
+    BulkActionsStore,  # bulk actions from the API and the console
     AdminStore,
     ConsoleStore,
     SessionStore,

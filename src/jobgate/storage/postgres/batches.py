@@ -9,9 +9,9 @@ from typing import Any
 
 from jobgate import failpoints
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batch import insert_many_on
 from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
+from jobgate.storage.postgres.insert_many import insert_many_on
 from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite, Changed
 
 

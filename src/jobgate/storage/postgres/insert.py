@@ -1,6 +1,6 @@
 """The insert on PostgreSQL (Storage.job_insert). One job without bounds is one statement
 (job_insert, or job_insert_idempotent: ON CONFLICT binds its key); keyless jobs are one
-INSERT ... SELECT per chunk (postgres.batch), chunks pipelined while the next is made; keyed
+INSERT ... SELECT per chunk (postgres.insert_many), chunks pipelined while the next is made; keyed
 jobs one statement that binds the call's keys and inserts the jobs of the keys it bound, then
 the bindings it met are read and domain.idempotency.decide answers each item. With a queue
 limit, all of it under the admission locks (postgres.limits) in one transaction."""
@@ -20,7 +20,8 @@ from jobgate import errors
 from jobgate.domain.idempotency import Decision, Scope, decide
 from jobgate.domain.job import Job, NewJob
 from jobgate.storage.executor import Row
-from jobgate.storage.postgres.batch import (
+from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
+from jobgate.storage.postgres.insert_many import (
     answers,
     insert_keyless,
     insert_many_on,
@@ -28,7 +29,6 @@ from jobgate.storage.postgres.batch import (
     insert_payload,
     insert_payloads,
 )
-from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.limits import admit, check_bounds, lock_bounds
 from jobgate.storage.records import (
     BulkResult,

@@ -14,7 +14,7 @@ from jobgate.domain.verdicts import Finish, reap_verdict_or_poison
 from jobgate.storage.base import finish_payload
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.batches import PostgresBatchWrites
-from jobgate.storage.postgres.bulk import PostgresBulkWrites
+from jobgate.storage.postgres.bulk_actions import PostgresBulkWrites
 from jobgate.storage.postgres.claims import claimed
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor, Q
 from jobgate.storage.postgres.insert import insert

@@ -21,7 +21,7 @@ from jobgate.storage.executor import Row
 from jobgate.storage.records import ClaimRequest, Finished, Inserted
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.batches import SqliteBatchWrites
-from jobgate.storage.sqlite.bulk import SqliteBulkWrites
+from jobgate.storage.sqlite.bulk_actions import SqliteBulkWrites
 from jobgate.storage.sqlite.claims import (
     NOTHING_LEASED,
     KeyLimits,

@@ -10,7 +10,7 @@ from jobgate.storage.executor import Executor
 from jobgate.storage.rows import RowDecoder
 from jobgate.storage.store.admin import AdminQueries
 from jobgate.storage.store.batches import BatchesQueries
-from jobgate.storage.store.bulk import BulkQueries
+from jobgate.storage.store.bulk_actions import BulkActionQueries
 from jobgate.storage.store.console import ConsoleQueries
 from jobgate.storage.store.conversations import ConversationQueries
 from jobgate.storage.store.job_tokens import JobTokenQueries
@@ -44,7 +44,7 @@ class SqlStore(
     WebhookQueries,
     AdminQueries,
     ProviderQueries,
-    BulkQueries,
+    BulkActionQueries,
     RetentionQueries,
     StreamQueries,
     BatchesQueries,

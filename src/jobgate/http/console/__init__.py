@@ -1,0 +1,1 @@
+"""The operator console and dashboard: server-rendered pages over the dashboard's sign-in."""

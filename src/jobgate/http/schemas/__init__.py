@@ -1,0 +1,1 @@
+"""Request and response schemas of the API (validation and /openapi.json)."""

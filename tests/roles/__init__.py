@@ -1,0 +1,1 @@
+"""Tests of the roles' loops and the worker's internals."""
