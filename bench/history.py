@@ -325,16 +325,9 @@ async def _reads(
     directory = ctx.scratch(f"history-{label}")
     (directory / "jobgate.toml").write_text(UNBOUNDED_TOML)
     env = procs.jobgate_env(dsn, directory)
-    servers = [
-        procs.start_jobgate(
-            f"history-{label}-api{index}",
-            ["api", "--port", "0"],
-            env=env,
-            workdir=directory,
-            log_dir=ctx.log_dir,
-        )
-        for index in range(2)
-    ]
+    servers = procs.start_apis(
+        f"history-{label}", 2, env=env, workdir=directory, log_dir=ctx.log_dir
+    )
     try:
         urls = [await asyncio.to_thread(procs.wait_listening, s) for s in servers]
         await asyncio.sleep(1)

@@ -169,16 +169,9 @@ async def longpoll_postgres(ctx: RunContext) -> list[Case]:
     async with pg.fresh("longpoll") as dsn:
         api_key, job_ids = await _prepare(dsn, _hold_jobs(ctx))
         env = procs.jobgate_env(dsn, directory)
-        servers = [
-            procs.start_jobgate(
-                f"longpoll-pg-api{index}",
-                ["api", "--port", "0"],
-                env=env,
-                workdir=directory,
-                log_dir=ctx.log_dir,
-            )
-            for index in range(2)
-        ]
+        servers = procs.start_apis(
+            "longpoll-pg", 2, env=env, workdir=directory, log_dir=ctx.log_dir
+        )
         try:
             poll_url, cancel_url = [
                 await asyncio.to_thread(procs.wait_listening, server) for server in servers

@@ -156,6 +156,18 @@ def start_jobgate(
     return proc
 
 
+def start_apis(
+    name: str, count: int, *, env: Mapping[str, str], workdir: Path, log_dir: Path
+) -> list[Proc]:
+    """`count` `jobgate api` processes on free ports, named `{name}-api{index}`."""
+    return [
+        start_jobgate(
+            f"{name}-api{index}", ["api", "--port", "0"], env=env, workdir=workdir, log_dir=log_dir
+        )
+        for index in range(count)
+    ]
+
+
 def wait_listening(proc: Proc, timeout_s: float = 60) -> str:
     """The base URL a jobgate API process printed in its banner."""
     return proc.wait_for(_LISTENING, timeout_s).group(1)
