@@ -156,6 +156,11 @@ class ProviderConfig(pydantic.BaseModel):
         default=0.5, gt=0, le=1, allow_inf_nan=False
     )
     batch_max_requests: int | None = pydantic.Field(default=None, ge=1, le=100_000)
+    # The upstream reads `sim` directives in a native batch's lines (`jobgate simulator`, or
+    # another jobgate): each line keeps its body's `sim` object. A batch line has no header to
+    # move them to, and a real provider refuses a member it does not know, so by default a
+    # line goes without them.
+    sim_directives: bool = False
 
     def output_bound(self, model: str | None) -> int:
         """The largest output cap a request for `model` may ask of this provider."""

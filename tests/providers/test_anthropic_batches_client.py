@@ -43,7 +43,10 @@ async def simulator(clock: FakeClock) -> AsyncIterator[Simulator]:
 
 
 def config_for(simulator: Simulator, **extra: Any) -> ProviderConfig:
-    return ProviderConfig(kind="anthropic", base_url=simulator.anthropic_base_url, **extra)
+    """The simulator's Message Batches, each line's own `sim` directives sent along."""
+    return ProviderConfig(
+        kind="anthropic", base_url=simulator.anthropic_base_url, sim_directives=True, **extra
+    )
 
 
 @pytest.fixture

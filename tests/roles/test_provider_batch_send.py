@@ -23,6 +23,7 @@ from tests.storage.test_provider_batches_contract import _batch
 
 pytestmark = pytest.mark.asyncio
 CHAT = "/v1/chat/completions"
+LINES_AS_WRITTEN = ProviderConfig(kind="openai")  # the lines carry no `sim` to keep or drop
 
 
 def _lines(count: int) -> list[dict[str, object]]:
@@ -78,14 +79,18 @@ async def test_a_part_is_sent_once_and_its_id_recorded(
 ) -> None:
     part = _part(await _batch(storage, clock))
     api = _api(simulator, clock)
-    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
+    sent = await send_part(
+        storage, OpenAIParts(api, LINES_AS_WRITTEN), part, lines=_lines(2), now=clock.now()
+    )
     assert sent.provider_batch_id is not None and _batches_made(simulator) == [
         sent.provider_batch_id
     ]
     made = await api.retrieve(sent.provider_batch_id)
     assert made["metadata"] == {provider_batches.PART_KEY: part.key}
     requests = len(simulator.engine.requests)
-    again = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
+    again = await send_part(
+        storage, OpenAIParts(api, LINES_AS_WRITTEN), part, lines=_lines(2), now=clock.now()
+    )
     assert again == sent and len(simulator.engine.requests) == requests  # nothing sent
 
 
@@ -95,7 +100,9 @@ async def test_a_lost_create_answer_is_found_by_its_key(
     part = _part(await _batch(storage, clock))
     # The simulator makes the batch, then closes the connection without an answer.
     api = _api(simulator, clock, **{"x-jobgate-sim": '{"fail_with": "drop"}'})
-    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
+    sent = await send_part(
+        storage, OpenAIParts(api, LINES_AS_WRITTEN), part, lines=_lines(2), now=clock.now()
+    )
     assert _batches_made(simulator) == [sent.provider_batch_id]
 
 
@@ -106,10 +113,14 @@ async def test_a_create_lost_on_the_way_is_sent_on_the_next_pass_once(
     api = _api(simulator, clock)
     simulator.inject("POST", "/v1/batches", "drop")  # the connection drops, nothing made
     with pytest.raises(errors.ProviderOutcomeUnknown):
-        await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
+        await send_part(
+            storage, OpenAIParts(api, LINES_AS_WRITTEN), part, lines=_lines(2), now=clock.now()
+        )
     (intended,) = await storage.provider_batches_of(batch_id=part.batch_id)
     assert intended.provider_batch_id is None and _batches_made(simulator) == []
-    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
+    sent = await send_part(
+        storage, OpenAIParts(api, LINES_AS_WRITTEN), part, lines=_lines(2), now=clock.now()
+    )
     assert _batches_made(simulator) == [sent.provider_batch_id]
 
 
@@ -121,13 +132,17 @@ async def test_a_crash_between_the_steps_neither_loses_nor_doubles(
     api = _api(simulator, clock)
     failpoints.arm(f"{point}=error")
     with pytest.raises(failpoints.FailpointError):
-        await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
+        await send_part(
+            storage, OpenAIParts(api, LINES_AS_WRITTEN), part, lines=_lines(2), now=clock.now()
+        )
     failpoints.arm("")
     made_before = _batches_made(simulator)
     assert made_before == ([] if point == "provider_batch_intended" else made_before[:1])
     assert len(made_before) == (0 if point == "provider_batch_intended" else 1)
     clock.advance(30)  # the next pass of the batches role
-    sent = await send_part(storage, OpenAIParts(api), part, lines=_lines(2), now=clock.now())
+    sent = await send_part(
+        storage, OpenAIParts(api, LINES_AS_WRITTEN), part, lines=_lines(2), now=clock.now()
+    )
     assert _batches_made(simulator) == [sent.provider_batch_id]
     (only,) = await storage.provider_batches_of(batch_id=part.batch_id)
     assert only.provider_batch_id == sent.provider_batch_id

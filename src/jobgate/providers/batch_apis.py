@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-import orjson
-
 from jobgate import errors
 from jobgate.config import ProviderConfig
 from jobgate.domain.provider_batches import LIMITS, Limits
@@ -97,7 +95,8 @@ class OpenAIBatchApi:
         self.name = name
         self._config = config
         self._client = client
-        self.parts: PartApi = OpenAIParts(client)
+        self._parts = OpenAIParts(client, config)
+        self.parts: PartApi = self._parts
         self.limits = _limits("openai", config)
 
     def serves(self, endpoint: str) -> bool:
@@ -106,9 +105,7 @@ class OpenAIBatchApi:
         return endpoint in openai.ENDPOINTS
 
     def size(self, line: Line) -> int:
-        # The body goes as the job would hold it: a `sim` object (which a job's call moves to
-        # a header) has no header to go to in a batch, and the simulator reads it per line.
-        return len(orjson.dumps(dict(line)))
+        return self._parts.check(line)
 
     async def state(self, provider_batch_id: str) -> PartStatus:
         batch = await self._client.retrieve(provider_batch_id)

@@ -40,6 +40,7 @@ from jobgate.providers.rate_limit_waits import (
 from jobgate.providers.rate_limit_waits import (
     retry_after_s as retry_after_s,
 )
+from jobgate.wire import sim
 
 SIM_HEADER = "x-jobgate-sim"
 
@@ -108,7 +109,7 @@ def client(
 def wire_body(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """The body to send and extra headers: a `sim` object moves to the x-jobgate-sim header,
     so the same job is a valid request for the real provider and for the simulator."""
-    sent = {key: value for key, value in body.items() if key != "sim"}
+    sent = sim.without(body)
     headers = {}
     if body.get("sim") is not None:
         headers[SIM_HEADER] = orjson.dumps(body["sim"]).decode()

@@ -5,9 +5,10 @@ Out: a `/v1/chat/completions` body is read as the Responses request it equals
 (`chat_as_responses`) and both endpoints become Messages params through the Responses ->
 Messages translation (wire.responses_messages), so one set of rules says what Anthropic can be
 asked; the request goes under the part's short custom_id (wire.anthropic_batch_results). A
-line's own `sim` travels in its params: the simulator reads it per request (a real provider
-refuses the member, like any it does not know). A body that cannot be expressed for Anthropic
-raises errors.InvalidRequest naming the parameter.
+line's own `sim` travels in its params when the line still holds one: the simulator reads it
+per request (providers.batch_parts takes it out for a real provider, which refuses the
+member). A body that cannot be expressed for Anthropic raises errors.InvalidRequest naming
+the parameter.
 
 Back: a `succeeded` result becomes a 200 whose body is a `chat.completion` or a `response`, as
 the caller's endpoint answers; `errored` becomes the provider's status and an OpenAI-shaped

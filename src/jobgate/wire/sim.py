@@ -1,7 +1,8 @@
 """The `sim` directives: what a request body asks of the simulated model (the in-process `sim`
 provider and the `jobgate simulator` server both read them here). A body may carry a `sim`
 object; the provider adapters move it into the `x-jobgate-sim` header, so the body they send
-stays valid for the real providers. Its members:
+stays valid for the real providers (a native batch line, which has no header of its own, keeps
+it only for an upstream configured with `sim_directives`). Its members:
 
 - `latency_s`: how long the call (or, in background mode, the provider-side run) takes;
 - `fail_with`: `rate_limit`, `quota` (out of quota / over a spend limit: a 429 that is
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from jobgate import errors
@@ -100,6 +102,11 @@ class Directives:
 
 
 _PLAIN = Directives()  # a body without `sim` (frozen: one shared instance serves them all)
+
+
+def without(body: Mapping[str, Any]) -> JSONObject:
+    """`body` without its `sim` object: what a real provider is sent."""
+    return {key: value for key, value in body.items() if key != "sim"}
 
 
 def directives(body: JSONObject) -> Directives:
