@@ -13,22 +13,8 @@ from jobgate import errors
 from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.providers.base import ProviderCall, ProviderResult
-from jobgate.services.jobs import SubmitSpec
 from jobgate.testing import Block, Fail, ScriptedProvider, Succeed
-
-CHAT = "/v1/chat/completions"
-BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-
-
-async def _submit(runtime: Runtime, tenant_id: str) -> str:
-    outcome = await runtime.jobs.submit(
-        tenant_id=tenant_id, spec=SubmitSpec(endpoint=CHAT, body=BODY, provider="scripted")
-    )
-    return outcome.job.id
-
-
-def _job_tasks() -> list[str]:
-    return sorted(t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("job "))
+from tests.support.scripted_jobs import ScriptedTenant, call_tasks
 
 
 async def _states(runtime: Runtime, ids: list[str]) -> list[JobState]:
@@ -37,19 +23,18 @@ async def _states(runtime: Runtime, ids: list[str]) -> list[JobState]:
 
 
 async def test_calls_that_answer_at_once_and_calls_that_wait_both_finish(
-    runtime: Runtime, scripted: ScriptedProvider
+    runtime: Runtime, acme: ScriptedTenant, scripted: ScriptedProvider
 ) -> None:
     block = Block()
     refused = errors.ProviderFatal("no", code="invalid_request")
     scripted.script.extend([Succeed(), block, Succeed(), Fail(refused), Succeed()])
-    owner = (await runtime.tenants.create("acme")).tenant
-    ids = [await _submit(runtime, owner.id) for _ in range(5)]
+    ids = await acme.submit_jobs(5)
     worker = runtime.worker()
     jobs = await worker.claim()
     running = asyncio.create_task(worker.run_claimed(jobs))
     await asyncio.wait_for(block.started.wait(), 10)
     # Only the call that waits has a task of its own; the others were answered at once.
-    assert _job_tasks() == [f"job {ids[1]}"]
+    assert call_tasks() == [f"job {ids[1]}"]
     assert len(scripted.calls) == 5  # every call began, the one that waits included
     block.release.set()
     done = await asyncio.wait_for(running, 10)
@@ -65,17 +50,16 @@ async def test_calls_that_answer_at_once_and_calls_that_wait_both_finish(
 
 
 async def test_a_cancel_reaches_a_call_that_waits_after_others_answered(
-    runtime: Runtime, scripted: ScriptedProvider
+    runtime: Runtime, acme: ScriptedTenant, scripted: ScriptedProvider
 ) -> None:
     block = Block()
     scripted.script.extend([Succeed(), block, Succeed()])
-    owner = (await runtime.tenants.create("acme")).tenant
-    ids = [await _submit(runtime, owner.id) for _ in range(3)]
+    ids = await acme.submit_jobs(3)
     worker = runtime.worker()
     jobs = await worker.claim()
     running = asyncio.create_task(worker.run_claimed(jobs))
     await asyncio.wait_for(block.started.wait(), 10)
-    await runtime.jobs.cancel(tenant_id=owner.id, job_id=ids[1])
+    await runtime.jobs.cancel(tenant_id=acme.id, job_id=ids[1])
     worker.on_cancel_requested([ids[1]])
     done = await asyncio.wait_for(running, 10)
     assert block.cancelled
@@ -89,12 +73,11 @@ async def test_a_cancel_reaches_a_call_that_waits_after_others_answered(
 
 
 async def test_cancelling_the_caller_stops_a_call_that_waits_without_a_verdict(
-    runtime: Runtime, scripted: ScriptedProvider
+    runtime: Runtime, acme: ScriptedTenant, scripted: ScriptedProvider
 ) -> None:
     block = Block()
     scripted.script.extend([Succeed(), block])
-    owner = (await runtime.tenants.create("acme")).tenant
-    ids = [await _submit(runtime, owner.id) for _ in range(2)]
+    ids = await acme.submit_jobs(2)
     worker = runtime.worker()
     running = asyncio.create_task(worker.run_claimed(await worker.claim()))
     await asyncio.wait_for(block.started.wait(), 10)
@@ -102,10 +85,10 @@ async def test_cancelling_the_caller_stops_a_call_that_waits_without_a_verdict(
     with pytest.raises(asyncio.CancelledError):
         await running
     for _ in range(100):  # the job's own task ends once its cancellation is delivered
-        if not _job_tasks():
+        if not call_tasks():
             break
         await asyncio.sleep(0)
-    assert block.cancelled and not _job_tasks()
+    assert block.cancelled and not call_tasks()
     # No verdict for the stopped call: its lease is the reaper's to take back.
     assert (await _states(runtime, ids))[1] is JobState.RUNNING
     assert worker.inflight == 0
@@ -120,6 +103,7 @@ async def test_cancelling_the_caller_stops_a_call_that_waits_without_a_verdict(
 )
 async def test_an_error_raised_before_the_call_waits_is_judged_as_any(
     runtime: Runtime,
+    acme: ScriptedTenant,
     scripted: ScriptedProvider,
     monkeypatch: pytest.MonkeyPatch,
     raised: Exception,
@@ -139,8 +123,7 @@ async def test_an_error_raised_before_the_call_waits_is_judged_as_any(
 
     monkeypatch.setattr(scripted, "call", raising_first)
     scripted.script.extend([block])
-    owner = (await runtime.tenants.create("acme")).tenant
-    ids = [await _submit(runtime, owner.id) for _ in range(2)]
+    ids = await acme.submit_jobs(2)
     worker = runtime.worker()
     running = asyncio.create_task(worker.run_claimed(await worker.claim()))
     await asyncio.wait_for(block.started.wait(), 10)

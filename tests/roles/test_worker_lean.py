@@ -18,47 +18,28 @@ from jobgate.providers.base import ProviderCall, ProviderResult
 from jobgate.roles import finish_summary
 from jobgate.roles import worker as worker_module
 from jobgate.services import submit_summary
-from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import Finished
 from jobgate.testing import Block, FakeClock, ScriptedProvider, Succeed
-
-CHAT = "/v1/chat/completions"
-BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-
-
-async def _submit(runtime: Runtime, tenant_id: str) -> str:
-    outcome = await runtime.jobs.submit(
-        tenant_id=tenant_id, spec=SubmitSpec(endpoint=CHAT, body=BODY, provider="scripted")
-    )
-    return outcome.job.id
-
-
-def _job_tasks() -> list[str]:
-    return sorted(
-        task.get_name()
-        for task in asyncio.all_tasks()
-        if task.get_name().startswith(("job ", "call "))
-    )
+from tests.support.scripted_jobs import ScriptedTenant, call_tasks
 
 
 async def test_a_running_job_is_one_task_and_a_cancel_still_interrupts_it(
-    runtime: Runtime, scripted: ScriptedProvider
+    runtime: Runtime, acme: ScriptedTenant, scripted: ScriptedProvider
 ) -> None:
     blocks = [Block(), Block(), Block()]
     scripted.script.extend(blocks)
-    owner = (await runtime.tenants.create("acme")).tenant
-    ids = [await _submit(runtime, owner.id) for _ in blocks]
+    ids = await acme.submit_jobs(len(blocks))
     worker = runtime.worker(concurrency=8)
     loop_task = asyncio.create_task(worker.run())
     try:
         for block in blocks:
             await asyncio.wait_for(block.started.wait(), 10)
         # The provider call runs inside the job's task: no watcher or call task beside it.
-        assert _job_tasks() == sorted(f"job {job_id}" for job_id in ids)
+        assert call_tasks() == sorted(f"job {job_id}" for job_id in ids)
         first = scripted.calls[0].job_id
-        await runtime.jobs.cancel(tenant_id=owner.id, job_id=first)
+        await runtime.jobs.cancel(tenant_id=acme.id, job_id=first)
         cancelled = await runtime.jobs.wait(
-            tenant_id=owner.id, job_id=first, timeout_s=10, until_terminal=True
+            tenant_id=acme.id, job_id=first, timeout_s=10, until_terminal=True
         )
         assert cancelled.state is JobState.CANCELLED
         assert cancelled.cancel_outcome == "interrupted"
@@ -68,7 +49,7 @@ async def test_a_running_job_is_one_task_and_a_cancel_still_interrupts_it(
             if job_id == first:
                 continue
             done = await runtime.jobs.wait(
-                tenant_id=owner.id, job_id=job_id, timeout_s=10, until_terminal=True
+                tenant_id=acme.id, job_id=job_id, timeout_s=10, until_terminal=True
             )
             assert done.state is JobState.SUCCEEDED
         assert [b.cancelled for b in blocks].count(True) == 1
@@ -78,12 +59,11 @@ async def test_a_running_job_is_one_task_and_a_cancel_still_interrupts_it(
 
 
 async def test_cancelling_the_worker_itself_is_not_turned_into_a_verdict(
-    runtime: Runtime, scripted: ScriptedProvider
+    runtime: Runtime, acme: ScriptedTenant, scripted: ScriptedProvider
 ) -> None:
     block = Block()
     scripted.script.append(block)
-    owner = (await runtime.tenants.create("acme")).tenant
-    job_id = await _submit(runtime, owner.id)
+    job_id = await acme.submit()
     running = asyncio.create_task(runtime.worker().run_once())
     await asyncio.wait_for(block.started.wait(), 10)
     running.cancel()
@@ -94,21 +74,26 @@ async def test_cancelling_the_worker_itself_is_not_turned_into_a_verdict(
 
 
 async def test_an_adapter_raising_cancelled_error_itself_fails_the_attempt(
-    runtime: Runtime, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    acme: ScriptedTenant,
+    scripted: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     async def cancels_itself(call: ProviderCall) -> ProviderResult:
         raise asyncio.CancelledError  # nobody cancelled the job's task: a bug in the adapter
 
     monkeypatch.setattr(scripted, "call", cancels_itself)
-    owner = (await runtime.tenants.create("acme")).tenant
-    await _submit(runtime, owner.id)
+    await acme.submit()
     [done] = await runtime.worker().run_once()
     assert done is not None and done.state in (JobState.QUEUED, JobState.FAILED)
     assert done.error is not None and done.error["code"] == "internal_error"
 
 
 async def test_the_slot_is_free_while_the_verdict_waits_for_its_commit(
-    runtime: Runtime, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    acme: ScriptedTenant,
+    scripted: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     storage = runtime.storage
     real_finish_many = storage.job_finish_many
@@ -126,8 +111,7 @@ async def test_the_slot_is_free_while_the_verdict_waits_for_its_commit(
     monkeypatch.setattr(storage, "job_finish_many", slow_first_commit)
     second = Block()
     scripted.script.extend([Succeed(), second])
-    owner = (await runtime.tenants.create("acme")).tenant
-    ids = [await _submit(runtime, owner.id) for _ in range(2)]
+    ids = await acme.submit_jobs(2)
     worker = runtime.worker(concurrency=1)
     loop_task = asyncio.create_task(worker.run())
     try:
@@ -141,7 +125,7 @@ async def test_the_slot_is_free_while_the_verdict_waits_for_its_commit(
         release.set()
         for job_id in ids:
             done = await runtime.jobs.wait(
-                tenant_id=owner.id, job_id=job_id, timeout_s=10, until_terminal=True
+                tenant_id=acme.id, job_id=job_id, timeout_s=10, until_terminal=True
             )
             assert done.state is JobState.SUCCEEDED
     finally:
@@ -152,17 +136,16 @@ async def test_the_slot_is_free_while_the_verdict_waits_for_its_commit(
 
 
 async def test_transitions_are_debug_lines_and_an_info_summary(
-    runtime: Runtime, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    runtime: Runtime, acme: ScriptedTenant, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    owner = (await runtime.tenants.create("acme")).tenant
     worker = runtime.worker()
     with caplog.at_level(logging.INFO, logger=worker_module.__name__):
-        await _submit(runtime, owner.id)
+        await acme.submit()
         await worker.run_once()
         assert not [r for r in caplog.records if r.getMessage() == "job transition"]
         assert not [r for r in caplog.records if r.getMessage() == "jobs finished"]
         clock.advance(finish_summary.SUMMARY_INTERVAL_S + 1)
-        await _submit(runtime, owner.id)
+        await acme.submit()
         await worker.run_once()
     [summary] = [r for r in caplog.records if r.getMessage() == "jobs finished"]
     assert summary.levelno == logging.INFO
@@ -171,21 +154,20 @@ async def test_transitions_are_debug_lines_and_an_info_summary(
 
 
 async def test_single_submits_are_debug_lines_and_an_info_summary(
-    runtime: Runtime, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    acme: ScriptedTenant, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    owner = (await runtime.tenants.create("acme")).tenant
     with caplog.at_level(logging.INFO, logger=submit_summary.log.name):
-        await _submit(runtime, owner.id)
-        await _submit(runtime, owner.id)
+        await acme.submit()
+        await acme.submit()
         assert not [r for r in caplog.records if r.name == submit_summary.log.name]
         clock.advance(submit_summary.SUMMARY_INTERVAL_S + 1)
-        await _submit(runtime, owner.id)
+        await acme.submit()
     lines = [r for r in caplog.records if r.name == submit_summary.log.name]
     assert [(r.getMessage(), r.levelno, r.__dict__["count"]) for r in lines] == [
         ("jobs submitted", logging.INFO, 3)
     ]
     with caplog.at_level(logging.DEBUG, logger=submit_summary.log.name):
-        job_id = await _submit(runtime, owner.id)
+        job_id = await acme.submit()
     [line] = [r for r in caplog.records if r.getMessage() == "job transition"]
     assert (line.levelno, line.__dict__["job_id"], line.__dict__["to_state"]) == (
         logging.DEBUG,
@@ -209,16 +191,18 @@ def _claims_asked(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> list[int
 
 
 async def test_a_claim_answered_short_waits_for_a_wake_up_before_claiming_again(
-    runtime: Runtime, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    acme: ScriptedTenant,
+    scripted: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A claim that leased fewer jobs than it asked for took all there was: the next one waits
     for the next submit's wake-up (it used to run at once and find nothing, every other claim
     when jobs trickle in)."""
     blocks = [Block(), Block(), Block()]
     scripted.script.extend(blocks)
-    owner = (await runtime.tenants.create("acme")).tenant
     for _ in range(2):
-        await _submit(runtime, owner.id)
+        await acme.submit()
     asked = _claims_asked(runtime, monkeypatch)
     worker = runtime.worker(concurrency=8)
     loop_task = asyncio.create_task(worker.run())
@@ -226,7 +210,7 @@ async def test_a_claim_answered_short_waits_for_a_wake_up_before_claiming_again(
         for block in blocks[:2]:
             await asyncio.wait_for(block.started.wait(), 10)
         assert asked == [8]  # two of eight: not claimed again at once
-        await _submit(runtime, owner.id)  # the wake-up
+        await acme.submit()  # the wake-up
         await asyncio.wait_for(blocks[2].started.wait(), 10)
         assert asked == [8, 6]
         for block in blocks:
@@ -237,13 +221,15 @@ async def test_a_claim_answered_short_waits_for_a_wake_up_before_claiming_again(
 
 
 async def test_a_claim_answered_in_full_claims_again_at_once(
-    runtime: Runtime, scripted: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime,
+    acme: ScriptedTenant,
+    scripted: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     blocks = [Block(), Block(), Block()]
     scripted.script.extend(blocks)
-    owner = (await runtime.tenants.create("acme")).tenant
     for _ in blocks:
-        await _submit(runtime, owner.id)
+        await acme.submit()
     monkeypatch.setattr(worker_module, "CLAIM_BATCH_MAX", 2)
     asked = _claims_asked(runtime, monkeypatch)
     worker = runtime.worker(concurrency=8)
