@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from importlib import resources
 
 import pytest
 
@@ -76,11 +75,12 @@ def test_a_file_cannot_redefine_a_domain_fragment() -> None:
         sql.parse("-- fragment: live_states\n-- d\n'queued'\n\n-- name: q\n-- d\nSELECT 1")
 
 
-@pytest.mark.parametrize("package", ["jobgate.storage.sqlite", "jobgate.storage.postgres"])
+@pytest.mark.parametrize("package", [*sql.DIALECTS, "shared"])
 def test_no_statement_lists_job_states_by_hand(package: str) -> None:
     """A set of states (the live ones, the terminal ones) is the domain's fragment; only
     migrations, which are history and never change, keep theirs written out."""
-    for entry in resources.files(package).iterdir():
-        if entry.name.startswith("queries") and entry.name.endswith(".sql"):
-            found = _HAND_LIST.findall(entry.read_text())
-            assert not found, f"{entry.name}: {found}"
+    files = sql.shared_files() if package == "shared" else sql.dialect_files(package)
+    assert files
+    for name, text in files:
+        found = _HAND_LIST.findall(text)
+        assert not found, f"{name}: {found}"

@@ -1,4 +1,4 @@
-"""Named SQL blocks, one `.sql` file set per dialect.
+"""Named SQL blocks: a file set per dialect, and one set both dialects share.
 
 A block starts with `-- name: block_name`, then one `-- description` line, then the statement.
 Parameters are written `:name` in both dialects; for PostgreSQL they are rewritten to `$n`.
@@ -7,14 +7,25 @@ that must live in one place); a statement, or another fragment, includes it by w
 `{{fragment_name}}`. The fragments `live_states` and `terminal_states` are the domain's state
 sets (`jobgate.domain.states`) written out, so that no statement lists job states by hand:
 `WHERE j.state IN ({{terminal_states}})`.
+
+A dialect's statements are its own `queries*.sql` (in its package) and the shared set's
+(`sql_shared/queries*.sql`), which both dialects load. A statement the dialects agree on is
+written once, in the shared set; where they differ by a small recurring piece (the database's
+clock as a default, a parameter's type), the shared statement includes a dialect fragment
+(`{{now}}`) that each dialect defines in its `queries_dialect.sql`. The loader holds three rules:
+a name (statement or fragment) is defined in one place per dialect, shared or the dialect's,
+never both (a dialect's copy would be a silent twin); every shared block compiles for every
+dialect; so every fragment a shared block includes exists in every dialect.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from jobgate.domain import states
@@ -94,34 +105,105 @@ def _include(
     return _INCLUDE.sub(fragment, sql)
 
 
+# The dialects, by package, and the shared set's folder beside them.
+DIALECTS = ("jobgate.storage.postgres", "jobgate.storage.sqlite")
+SHARED = "sql_shared"
+
+Files = Sequence[tuple[str, str]]  # (source, text) of each file
+_Block = tuple[str, str, str, str, str]  # (source, kind, name, description, sql)
+
+
 def parse(text: str, *, source: str = "<sql>") -> dict[str, Query]:
     return _parse_files([(source, text)])
+
+
+def _file_blocks(files: Iterable[tuple[str, str]]) -> list[_Block]:
+    return [(source, *block) for source, text in files for block in _blocks(text, source)]
+
+
+def _defined_once(blocks: Sequence[_Block]) -> None:
+    """A name is defined in one place: one block among all the files a dialect loads."""
+    seen: dict[str, str] = {}
+    for source, kind, name, _, _ in blocks:
+        if kind == "fragment" and name in DOMAIN_FRAGMENTS:
+            raise ValueError(f"{source}: fragment {name} is the domain's, not a file's")
+        if name in seen:
+            raise ValueError(f"{source}: {name} is defined twice (also in {seen[name]})")
+        seen[name] = source
+
+
+def _fragments(blocks: Iterable[_Block]) -> dict[str, str]:
+    fragments = dict(DOMAIN_FRAGMENTS)
+    fragments.update((name, sql) for _, kind, name, _, sql in blocks if kind == "fragment")
+    return fragments
+
+
+def _compiled(blocks: Sequence[_Block]) -> dict[str, Query]:
+    fragments = _fragments(blocks)
+    return {
+        name: _compile(name, description, _include(sql, fragments, source))
+        for source, kind, name, description, sql in blocks
+        if kind == "name"
+    }
 
 
 def _parse_files(files: Iterable[tuple[str, str]]) -> dict[str, Query]:
     """Every statement of the (source, text) `files`; a fragment defined in any of them may be
     included by a statement of any other."""
-    blocks = [(source, *block) for source, text in files for block in _blocks(text, source)]
-    fragments = dict(DOMAIN_FRAGMENTS)
-    for source, kind, name, _, sql in blocks:
-        if kind == "fragment":
-            if name in DOMAIN_FRAGMENTS:
-                raise ValueError(f"{source}: fragment {name} is the domain's, not a file's")
-            fragments[name] = sql
-    queries: dict[str, Query] = {}
-    for source, kind, name, description, sql in blocks:
-        if kind == "fragment":
-            continue
-        if name in queries:
-            raise ValueError(f"{source}: query {name} is defined twice")
-        queries[name] = _compile(name, description, _include(sql, fragments, source))
-    return queries
+    blocks = _file_blocks(files)
+    _defined_once(blocks)
+    return _compiled(blocks)
+
+
+def compose(shared: Files, dialects: Mapping[str, Files]) -> dict[str, dict[str, Query]]:
+    """Each dialect's statements: its own files' and the `shared` files'. Raises ValueError
+    when a name is defined twice within what a dialect loads, or a shared block (statement
+    or fragment) does not compile for some dialect."""
+    shared_blocks = _file_blocks(shared)
+    composed = {}
+    for dialect, files in dialects.items():
+        blocks = shared_blocks + _file_blocks(files)
+        _defined_once(blocks)
+        fragments = _fragments(blocks)
+        for source, _, name, _, sql in shared_blocks:
+            try:
+                _include(sql, fragments, source)
+            except ValueError as exc:
+                raise ValueError(f"shared {name} does not compile for {dialect}: {exc}") from exc
+        composed[dialect] = _compiled(blocks)
+    return composed
+
+
+def statement_names(files: Files) -> set[str]:
+    """The statements (not fragments) the (source, text) `files` define."""
+    return {name for _, kind, name, _, _ in _file_blocks(files) if kind == "name"}
+
+
+def _files(folder: Traversable) -> list[tuple[str, str]]:
+    return [
+        (entry.name, entry.read_text())
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.startswith("queries") and entry.name.endswith(".sql")
+    ]
+
+
+def dialect_files(package: str) -> list[tuple[str, str]]:
+    """(name, text) of every `queries*.sql` file of the dialect `package`, the shared set's not
+    among them."""
+    return _files(resources.files(package))
+
+
+def shared_files() -> list[tuple[str, str]]:
+    """(name, text) of every `queries*.sql` file of the shared set."""
+    return _files(resources.files("jobgate.storage") / SHARED)
+
+
+@functools.cache
+def _every_dialect() -> dict[str, dict[str, Query]]:
+    return compose(shared_files(), {p: dialect_files(p) for p in DIALECTS})
 
 
 def load(package: str) -> dict[str, Query]:
-    """Every block of every `queries*.sql` file in `package` (e.g. jobgate.storage.sqlite)."""
-    return _parse_files(
-        (entry.name, entry.read_text())
-        for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name)
-        if entry.name.startswith("queries") and entry.name.endswith(".sql")
-    )
+    """Every statement of the dialect `package` (one of DIALECTS, e.g. jobgate.storage.sqlite):
+    its `queries*.sql` files' and the shared set's. A fresh dict: callers may not share it."""
+    return dict(_every_dialect()[package])

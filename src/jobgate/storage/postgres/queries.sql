@@ -13,10 +13,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 -- Serialise migrators across processes (released at the end of the transaction).
 SELECT pg_advisory_xact_lock(7146011)
 
--- name: migrations_applied
--- Versions already applied.
-SELECT version FROM schema_migrations ORDER BY version
-
 -- name: migration_record
 -- Record one applied migration.
 INSERT INTO schema_migrations (version, name) VALUES (:version, :name)
@@ -45,34 +41,12 @@ SELECT :id, :name, :webhook_secret, clock.now
 ON CONFLICT (name) DO NOTHING
 RETURNING *
 
--- name: tenant_by_id
--- One tenant by id.
-SELECT * FROM tenants WHERE id = :id
-
--- name: tenant_by_name
--- One tenant by name.
-SELECT * FROM tenants WHERE name = :name
-
--- name: tenant_list
--- Every tenant, oldest first.
-SELECT * FROM tenants ORDER BY created_at, id
-
 -- name: api_key_insert
 -- Store a key's hash.
 INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
 SELECT :id, :tenant_id, :key_hash, :key_prefix, clock.now
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
-
--- name: api_key_tenant
--- The tenant owning a live key with this hash.
-SELECT t.*
-  FROM api_keys AS k JOIN tenants AS t ON t.id = k.tenant_id
- WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL
-
--- name: api_key_list
--- A tenant's keys, oldest first.
-SELECT * FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id
 
 -- name: api_key_revoke
 -- Revoke a key (idempotent).
@@ -149,14 +123,6 @@ SELECT body_hash, job_id, status_code
   FROM idempotency_keys
  WHERE tenant_id = :tenant_id AND route = :route AND key = :key
    AND expires_at > coalesce(:now::timestamptz, now())
-
--- name: job_get
--- One job by id.
-SELECT * FROM jobs WHERE id = :id
-
--- name: job_get_for_tenant
--- One job by id, only if the tenant owns it.
-SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
 
 -- name: job_view_for_tenant
 -- One job by id, only if the tenant owns it, as its views show it (job_view_request).
@@ -622,10 +588,6 @@ SELECT j.*
  ORDER BY expired.lease_expires_at
  LIMIT :limit
 
--- name: usage_for_job
--- A job's ledger entries.
-SELECT * FROM usage_ledger WHERE job_id = :job_id ORDER BY created_at, kind
-
 -- name: job_cancel
 -- Cancel: a queued job at once, a running one by request (its lease holder confirms).
 UPDATE jobs AS j
@@ -740,7 +702,3 @@ SELECT *
    AND job_created_at = coalesce((SELECT j.created_at FROM jobs AS j WHERE j.id = :job_id),
                    (SELECT b.created_at FROM batches AS b WHERE b.id = :job_id))
  ORDER BY created_at, event_type, target
-
--- name: ping
--- A round trip: is the database there?
-SELECT 1

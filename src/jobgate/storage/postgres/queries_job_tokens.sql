@@ -1,9 +1,5 @@
 -- Job tokens (PostgreSQL): the secrets that sign them, one generation per rotation.
 
--- name: job_token_secret_list
--- Every stored secret, oldest generation first.
-SELECT generation, secret, revokes_older, created_at FROM job_token_secrets ORDER BY generation
-
 -- name: job_token_secret_first
 -- Store generation 1 unless a secret exists (a concurrent first store wins, this one is dropped).
 INSERT INTO job_token_secrets (generation, secret, revokes_older, created_at)

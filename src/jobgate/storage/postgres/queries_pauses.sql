@@ -13,10 +13,6 @@ INSERT INTO pauses (id, provider, model, tenant_id, reason, created_by, created_
 VALUES (:id, :provider, :model, :tenant_id, :reason, :created_by, coalesce(:now::timestamptz, now()))
 RETURNING *
 
--- name: pause_list
--- Every pause, oldest first.
-SELECT * FROM pauses ORDER BY created_at, id
-
 -- name: pause_delete
 -- Delete one pause (resume its scope), telling every worker to claim again.
 WITH gone AS (DELETE FROM pauses WHERE id = :id RETURNING *)

@@ -198,13 +198,6 @@ WITH clock AS (
 )
 SELECT id FROM stopped
 
--- name: job_by_provider_job
--- The newest job a provider id belongs to.
-SELECT * FROM jobs
- WHERE provider = :provider AND provider_job_id = :provider_job_id
- ORDER BY created_at DESC
- LIMIT 1
-
 -- name: provider_event_record
 -- Record an inbound provider event once; a first sighting makes its job due for a check now.
 WITH clock AS (
@@ -226,10 +219,6 @@ WITH clock AS (
     RETURNING j.id
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM due) AS due
-
--- name: provider_events_prune
--- Forget old provider events.
-DELETE FROM provider_events WHERE received_at < :before
 
 -- name: notify_reconcile
 -- Wake every reconciler: a background job is due now.

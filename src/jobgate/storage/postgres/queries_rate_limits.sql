@@ -97,10 +97,6 @@ VALUES (:provider,
 ON CONFLICT (provider) DO UPDATE SET open_until = excluded.open_until,
                                      opened_by = excluded.opened_by
 
--- name: breaker_close
--- A probe succeeded: the provider's breaker is closed for every process.
-DELETE FROM provider_breakers WHERE provider = :provider
-
 -- name: breaker_states
 -- Every open (or half-open: open_until passed) breaker, as seconds left by the database clock.
 SELECT provider,

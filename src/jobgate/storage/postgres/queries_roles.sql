@@ -16,24 +16,8 @@ DELETE FROM role_heartbeats
 SELECT extract(epoch FROM coalesce(:now::timestamptz, now()) - max(seen_at))::float8 AS age_s
   FROM role_heartbeats WHERE role = :role
 
--- name: role_heartbeat_forget
--- Forget one process of a role (it stopped): the role reads as missing at once if it was the last.
-DELETE FROM role_heartbeats WHERE role = :role AND instance = :instance
-
 -- name: role_heartbeat_ages
 -- Seconds since each role's freshest process was seen, for every role ever seen.
 SELECT role,
        extract(epoch FROM coalesce(:now::timestamptz, now()) - max(seen_at))::float8 AS age_s
   FROM role_heartbeats GROUP BY role
-
--- name: roles_with_work
--- Which roles have something to do now (each an indexed probe): a worker (queued jobs), the
--- batches role (live batches), a dispatcher (pending deliveries), a reaper (leases to watch,
--- schedules to fire; a background job at its provider holds no lease).
-SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') AS worker,
-       EXISTS (SELECT 1 FROM batches
-                WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling'))
-           AS batches,
-       EXISTS (SELECT 1 FROM outbox WHERE state = 'pending') AS dispatcher,
-       (EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_token IS NOT NULL)
-        OR EXISTS (SELECT 1 FROM schedules WHERE NOT paused)) AS reaper

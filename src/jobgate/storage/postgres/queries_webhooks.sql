@@ -10,14 +10,6 @@ SELECT :id, :tenant_id, :url, :description, :event_types, :include_result, :disa
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
 
--- name: webhook_endpoint_get
--- One endpoint by id.
-SELECT * FROM webhook_endpoints WHERE id = :id
-
--- name: webhook_endpoint_get_for_tenant
--- One endpoint by id, only if the tenant owns it.
-SELECT * FROM webhook_endpoints WHERE id = :id AND tenant_id = :tenant_id
-
 -- name: webhook_endpoint_list
 -- A page of a tenant's endpoints, oldest first.
 SELECT *

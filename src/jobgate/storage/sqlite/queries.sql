@@ -8,10 +8,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at REAL NOT NULL
 )
 
--- name: migrations_applied
--- Versions already applied.
-SELECT version FROM schema_migrations ORDER BY version
-
 -- name: migration_record
 -- Record one applied migration.
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :now)
@@ -23,33 +19,11 @@ VALUES (:id, :name, :webhook_secret, :now)
 ON CONFLICT (name) DO NOTHING
 RETURNING *
 
--- name: tenant_by_id
--- One tenant by id.
-SELECT * FROM tenants WHERE id = :id
-
--- name: tenant_by_name
--- One tenant by name.
-SELECT * FROM tenants WHERE name = :name
-
--- name: tenant_list
--- Every tenant, oldest first.
-SELECT * FROM tenants ORDER BY created_at, id
-
 -- name: api_key_insert
 -- Store a key's hash.
 INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
 VALUES (:id, :tenant_id, :key_hash, :key_prefix, :now)
 RETURNING *
-
--- name: api_key_tenant
--- The tenant owning a live key with this hash.
-SELECT t.*
-  FROM api_keys AS k JOIN tenants AS t ON t.id = k.tenant_id
- WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL
-
--- name: api_key_list
--- A tenant's keys, oldest first.
-SELECT * FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id
 
 -- name: api_key_revoke
 -- Revoke a key (idempotent).
@@ -82,14 +56,6 @@ INSERT INTO jobs (id, tenant_id, state, api, provider, endpoint, model, request,
 VALUES (:id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, :metadata,
         :webhook, :priority, :max_attempts, :run_at, :now, :now, :expires_at,
         :execution_timeout_s, 1, 'api', 'submitted', :concurrency_key, :model_route)
-
--- name: job_get
--- One job by id.
-SELECT * FROM jobs WHERE id = :id
-
--- name: job_get_for_tenant
--- One job by id, only if the tenant owns it.
-SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
 
 -- name: job_view_for_tenant
 -- One job by id, only if the tenant owns it, as its views show it. The request is read
@@ -352,10 +318,6 @@ UPDATE jobs AS j
    AND (:expired_only = 0 OR j.lease_expires_at < :now)
 RETURNING id, state, attempt
 
--- name: usage_for_job
--- A job's ledger entries.
-SELECT * FROM usage_ledger WHERE job_id = :job_id ORDER BY created_at, kind
-
 -- name: job_cancel
 -- Cancel: a queued job at once, a running one by request (its lease holder confirms).
 UPDATE jobs
@@ -451,7 +413,3 @@ RETURNING *
 -- name: outbox_for_job
 -- Every outbox row of a job.
 SELECT * FROM outbox WHERE job_id = :job_id ORDER BY created_at, event_type, target
-
--- name: ping
--- A round trip: is the database there?
-SELECT 1

@@ -21,12 +21,6 @@ SELECT :file_id, :seq, :first_line, :line_count, :data
 ON CONFLICT (file_id, seq) DO UPDATE
    SET first_line = excluded.first_line, line_count = excluded.line_count, data = excluded.data
 
--- name: file_finish
--- Mark an uploaded file processed, with its size.
-UPDATE files SET status = 'processed', bytes = :bytes, lines = :lines
- WHERE id = :id
-RETURNING *
-
 -- name: file_get
 -- A processed file by id, of one tenant unless :tenant_id is NULL, unless it expired.
 SELECT * FROM files
@@ -57,13 +51,6 @@ SELECT * FROM files
  ORDER BY created_at, id
  LIMIT :limit
 
--- name: file_chunks
--- Chunks of a file in order.
-SELECT seq, first_line, line_count, data FROM file_chunks
- WHERE file_id = :file_id AND seq >= :from_seq
- ORDER BY seq
- LIMIT :limit
-
 -- name: file_usage
 -- What a tenant keeps uploaded (its processed files of purpose batch): how many, their bytes.
 SELECT count(*) AS files, coalesce(sum(bytes), 0) AS bytes
@@ -88,13 +75,6 @@ RETURNING id
 -- A file of one tenant (unless :tenant_id is NULL), for its delete (the single writer holds
 -- it for the rest of the write; no row: none).
 SELECT id FROM files WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
-
--- name: file_input_of
--- The oldest live batch whose input is the file :id (none: the file may go).
-SELECT id FROM batches
- WHERE input_file_id = :id AND status IN ('validating', 'in_progress', 'finalizing', 'cancelling')
- ORDER BY created_at
- LIMIT 1
 
 -- name: file_delete
 -- Delete a file (its chunks go with it: ON DELETE CASCADE, foreign keys are on).
@@ -201,11 +181,6 @@ SELECT id FROM batches
  WHERE id = :id AND lease_token = :lease_token
    AND status = 'in_progress' AND final_status IS NULL
 
--- name: batch_cursor_move
--- Move a batch's expansion cursor (inside batch_chunk_insert's write, under its fence).
-UPDATE batches SET expanded_chunks = :expanded_chunks WHERE id = :id
-RETURNING *
-
 -- name: batch_finish_update
 -- End a finalizing batch while :lease_token holds it: its final status, counts and files.
 UPDATE batches
@@ -278,23 +253,6 @@ SELECT count(*) AS items,
                 + total(i.cached_tokens), 9.0e18) AS INTEGER) AS cached_tokens
   FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id
-
--- name: batch_items_page
--- Lines of a batch in order, with their jobs (custom_id: its JSON text).
-SELECT i.line, i.custom_id_json AS custom_id, i.job_id, i.error AS item_error, j.state,
-       j.result, j.error, i.provider, i.outcome, i.result_line
-  FROM batch_items AS i LEFT JOIN jobs AS j ON j.id = i.job_id
- WHERE i.batch_id = :batch_id AND i.line > :after_line
- ORDER BY i.line
- LIMIT :limit
-
--- name: batch_live_job_ids
--- The batch's jobs still queued or running.
-SELECT j.id
-  FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
- WHERE i.batch_id = :batch_id AND j.state IN ({{live_states}})
- ORDER BY i.line
- LIMIT :limit
 
 -- name: batch_cancel_pick
 -- The batch's jobs that a cancel changes (queued, or running with no cancel request yet);

@@ -7,16 +7,6 @@ INSERT INTO conversations (id, tenant_id, metadata, created_at)
 VALUES (:id, :tenant_id, :metadata, :now)
 RETURNING id, tenant_id, metadata, created_at
 
--- name: conversation_get
--- One conversation of a tenant.
-SELECT id, tenant_id, metadata, created_at
-  FROM conversations
- WHERE id = :id AND tenant_id = :tenant_id
-
--- name: conversation_delete
--- Delete a conversation of a tenant, its items and turns with it.
-DELETE FROM conversations WHERE id = :id AND tenant_id = :tenant_id RETURNING id
-
 -- name: conversation_item_append
 -- Add items (a JSON array, each with its `id`) after the last of a tenant's conversation, in
 -- their order; an item whose id the conversation has already is left out.
@@ -60,17 +50,6 @@ SELECT i.conversation_id, i.position, i.id, i.item, i.response_id, i.created_at
 INSERT INTO conversation_turns (conversation_id, response_id, created_at)
 VALUES (:conversation_id, :response_id, :now)
 ON CONFLICT DO NOTHING
-
--- name: conversation_turn_list
--- The responses whose turn a conversation has still to take, oldest first.
-SELECT response_id FROM conversation_turns
- WHERE conversation_id = :conversation_id
- ORDER BY created_at, response_id
-
--- name: conversation_turn_delete
--- Forget a turn (taken, or never to be taken).
-DELETE FROM conversation_turns
- WHERE conversation_id = :conversation_id AND response_id = :response_id
 
 -- name: conversation_turn_prune
 -- Forget the turns older than :grace_s whose response was never stored (a create that

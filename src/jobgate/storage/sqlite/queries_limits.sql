@@ -25,17 +25,9 @@ ON CONFLICT (tenant_id) DO UPDATE
        updated_at = excluded.updated_at
 RETURNING *
 
--- name: tenant_limits_all
--- Every tenant's stored overrides.
-SELECT * FROM tenant_limits
-
 -- name: queued_by_tenant
 -- Queued jobs per tenant (an index-only scan of jobs_claimable).
 SELECT tenant_id, count(*) AS queued FROM jobs WHERE state = 'queued' GROUP BY tenant_id
-
--- name: claimed_by_tenant
--- Claims per tenant so far.
-SELECT tenant_id, claimed_total FROM tenant_stats
 
 -- name: queued_count
 -- One tenant's queued jobs.

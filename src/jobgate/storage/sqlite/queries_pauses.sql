@@ -14,10 +14,6 @@ INSERT INTO pauses (id, provider, model, tenant_id, reason, created_by, created_
 VALUES (:id, :provider, :model, :tenant_id, :reason, :created_by, :now)
 RETURNING *
 
--- name: pause_list
--- Every pause, oldest first.
-SELECT * FROM pauses ORDER BY created_at, id
-
 -- name: pause_delete
 -- Delete one pause (resume its scope).
 DELETE FROM pauses WHERE id = :id RETURNING *

@@ -18,21 +18,6 @@ UPDATE provider_batches
 RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
           status, request_counts, collected_at
 
--- name: provider_batches_of
--- The parts of a batch, in the order they were planned.
-SELECT part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
-       status, request_counts, collected_at
-  FROM provider_batches
- WHERE batch_id = :batch_id
- ORDER BY created_at, part_key
-
--- name: batch_native_lines
--- A page of a batch's lines sent in provider batches, in order, with their provider and request.
-SELECT line, provider, request FROM batch_items
- WHERE batch_id = :batch_id AND provider IS NOT NULL AND line > :after_line
- ORDER BY line
- LIMIT :limit
-
 -- name: provider_batch_seen
 -- Keep a part's provider status and request counts as last read, while :lease_token holds its
 -- batch and the part has not been read back.

@@ -143,13 +143,6 @@ SELECT j.id, kind.value, j.tenant_id, j.provider, j.model,
  WHERE j.id = :id AND :usage IS NOT NULL
 ON CONFLICT (job_id, kind) DO NOTHING
 
--- name: job_by_provider_job
--- The newest job a provider id belongs to.
-SELECT * FROM jobs
- WHERE provider = :provider AND provider_job_id = :provider_job_id
- ORDER BY created_at DESC
- LIMIT 1
-
 -- name: provider_event_insert
 -- Record an inbound provider event once.
 INSERT INTO provider_events (provider, event_id, event_type, provider_job_id, received_at)
@@ -165,7 +158,3 @@ UPDATE jobs
    AND (state = 'running'
         OR (state = 'cancelled' AND cancel_outcome = 'not_supported' AND reconcile_at IS NOT NULL))
 RETURNING id
-
--- name: provider_events_prune
--- Forget old provider events.
-DELETE FROM provider_events WHERE received_at < :before

@@ -18,20 +18,12 @@ SELECT *
  ORDER BY created_at, id
  LIMIT :limit
 
--- name: schedule_get
--- One schedule of a tenant.
-SELECT * FROM schedules WHERE id = :id AND tenant_id = :tenant_id
-
 -- name: schedule_set_paused
 -- Pause or resume a schedule (a resume may move its next slot).
 UPDATE schedules
    SET paused = :paused, next_run_at = coalesce(:next_run_at, next_run_at)
  WHERE id = :id AND tenant_id = :tenant_id
 RETURNING *
-
--- name: schedule_delete
--- Delete a schedule.
-DELETE FROM schedules WHERE id = :id AND tenant_id = :tenant_id
 
 -- name: schedule_due
 -- Unpaused schedules whose next slot has come, fairly: every tenant's oldest slot, then every

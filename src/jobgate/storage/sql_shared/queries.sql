@@ -1,0 +1,43 @@
+-- Core queries both dialects write alike ({{now}}: the caller's :now, or the database's clock).
+
+-- name: migrations_applied
+-- Versions already applied.
+SELECT version FROM schema_migrations ORDER BY version
+
+-- name: tenant_by_id
+-- One tenant by id.
+SELECT * FROM tenants WHERE id = :id
+
+-- name: tenant_by_name
+-- One tenant by name.
+SELECT * FROM tenants WHERE name = :name
+
+-- name: tenant_list
+-- Every tenant, oldest first.
+SELECT * FROM tenants ORDER BY created_at, id
+
+-- name: api_key_tenant
+-- The tenant owning a live key with this hash.
+SELECT t.*
+  FROM api_keys AS k JOIN tenants AS t ON t.id = k.tenant_id
+ WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL
+
+-- name: api_key_list
+-- A tenant's keys, oldest first.
+SELECT * FROM api_keys WHERE tenant_id = :tenant_id ORDER BY created_at, id
+
+-- name: job_get
+-- One job by id.
+SELECT * FROM jobs WHERE id = :id
+
+-- name: job_get_for_tenant
+-- One job by id, only if the tenant owns it.
+SELECT * FROM jobs WHERE id = :id AND tenant_id = :tenant_id
+
+-- name: usage_for_job
+-- A job's ledger entries.
+SELECT * FROM usage_ledger WHERE job_id = :job_id ORDER BY created_at, kind
+
+-- name: ping
+-- A round trip: is the database there?
+SELECT 1
