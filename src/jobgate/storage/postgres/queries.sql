@@ -117,13 +117,6 @@ SELECT :id, :tenant_id, 'queued', :api, :provider, :endpoint, :model, :request, 
   FROM clock, bound
 RETURNING id, created_at, run_at, expires_at
 
--- name: idempotency_find
--- The live binding of an Idempotency-Key.
-SELECT body_hash, job_id, status_code
-  FROM idempotency_keys
- WHERE tenant_id = :tenant_id AND route = :route AND key = :key
-   AND expires_at > coalesce(:now::timestamptz, now())
-
 -- name: job_view_for_tenant
 -- One job by id, only if the tenant owns it, as its views show it (job_view_request).
 SELECT {{job_view_request}} AS request, {{job_columns_but_request}}

@@ -1,10 +1,5 @@
 -- What operators see across tenants (PostgreSQL).
 
--- name: operator_key_insert
--- Store an operator key's hash.
-INSERT INTO operator_keys (id, name, key_hash, key_prefix, created_at)
-VALUES (:id, :name, :key_hash, :key_prefix, coalesce(:now::timestamptz, now()))
-
 -- name: operator_key_count
 -- How many live operator keys exist.
 SELECT count(*)::integer AS keys FROM operator_keys WHERE revoked_at IS NULL
@@ -84,13 +79,3 @@ WITH key AS (
     RETURNING operator_key_id
 )
 SELECT key.name FROM opened JOIN key ON key.id = opened.operator_key_id
-
--- name: dashboard_session_operator
--- The operator of a live session (unexpired, its key not revoked).
-SELECT k.name FROM dashboard_sessions AS s JOIN operator_keys AS k ON k.id = s.operator_key_id
- WHERE s.id_hash = :id_hash AND s.expires_at > coalesce(:now::timestamptz, now())
-   AND k.revoked_at IS NULL
-
--- name: dashboard_session_sweep
--- Forget expired sessions.
-DELETE FROM dashboard_sessions WHERE expires_at <= coalesce(:now::timestamptz, now())

@@ -7,12 +7,6 @@
 -- leaves out matches anything.
 jobgate_pause_covers(p.provider, p.model, p.tenant_id, j.provider, j.model, j.tenant_id)
 
--- name: pause_insert
--- Store a pause (its time the database's).
-INSERT INTO pauses (id, provider, model, tenant_id, reason, created_by, created_at)
-VALUES (:id, :provider, :model, :tenant_id, :reason, :created_by, coalesce(:now::timestamptz, now()))
-RETURNING *
-
 -- name: pause_delete
 -- Delete one pause (resume its scope), telling every worker to claim again.
 WITH gone AS (DELETE FROM pauses WHERE id = :id RETURNING *)

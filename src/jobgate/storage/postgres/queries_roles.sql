@@ -1,11 +1,5 @@
 -- Role heartbeats (PostgreSQL).
 
--- name: role_heartbeat_upsert
--- Record that one process of a role is alive now.
-INSERT INTO role_heartbeats (role, instance, seen_at)
-VALUES (:role, :instance, coalesce(:now::timestamptz, now()))
-ON CONFLICT (role, instance) DO UPDATE SET seen_at = excluded.seen_at
-
 -- name: role_heartbeat_prune
 -- Forget processes of a role not seen for a day (restarted ones get a new instance id).
 DELETE FROM role_heartbeats

@@ -1,10 +1,5 @@
 -- Why queued jobs wait (PostgreSQL): what the claim reads about them, read the same way.
 
--- fragment: holds_slot
--- Whether job `r` holds a worker slot, as the claims count them (background jobs at a
--- provider hold none).
-(r.state = 'running' AND r.lease_token IS NOT NULL)
-
 -- name: job_wait_facts
 -- For a tenant's queued jobs: the database's time, the oldest pause covering each (the claims'
 -- pause_covers), and when asked the slots its tenant and its concurrency key hold and its

@@ -41,3 +41,10 @@ SELECT * FROM usage_ledger WHERE job_id = :job_id ORDER BY created_at, kind
 -- name: ping
 -- A round trip: is the database there?
 SELECT 1
+
+-- name: idempotency_find
+-- The live binding of an Idempotency-Key.
+SELECT body_hash, job_id, status_code
+  FROM idempotency_keys
+ WHERE tenant_id = :tenant_id AND route = :route AND key = :key
+   AND expires_at > {{now}}

@@ -20,3 +20,9 @@ SELECT response_id FROM conversation_turns
 -- Forget a turn (taken, or never to be taken).
 DELETE FROM conversation_turns
  WHERE conversation_id = :conversation_id AND response_id = :response_id
+
+-- name: conversation_turn_insert
+-- Remember a response whose turn the conversation takes once it finishes.
+INSERT INTO conversation_turns (conversation_id, response_id, created_at)
+VALUES (:conversation_id, :response_id, {{now}})
+ON CONFLICT DO NOTHING

@@ -14,3 +14,21 @@ SELECT line, provider, request FROM batch_items
  WHERE batch_id = :batch_id AND provider IS NOT NULL AND line > :after_line
  ORDER BY line
  LIMIT :limit
+
+-- name: provider_batch_record
+-- Name the provider batch of a part: once (the same id again is a no-op; another is refused).
+UPDATE provider_batches
+   SET provider_batch_id = :provider_batch_id,
+       recorded_at = coalesce(recorded_at, {{now}})
+ WHERE part_key = :part_key
+   AND (provider_batch_id IS NULL OR provider_batch_id = :provider_batch_id)
+RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+          status, request_counts, collected_at
+
+-- name: usage_ledger_part_insert
+-- Bill a part's usage once, at the batch price: a ledger row of kind 'batch' named by the key.
+INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
+                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
+VALUES (:part_key, 'batch', :tenant_id, :provider, :model, :input_tokens, :output_tokens,
+        :cache_read_tokens, 0, {{now}})
+ON CONFLICT (job_id, kind) DO NOTHING

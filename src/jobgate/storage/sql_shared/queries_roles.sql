@@ -15,3 +15,9 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') AS worker,
        EXISTS (SELECT 1 FROM outbox WHERE state = 'pending') AS dispatcher,
        (EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_token IS NOT NULL)
         OR EXISTS (SELECT 1 FROM schedules WHERE NOT paused)) AS reaper
+
+-- name: role_heartbeat_upsert
+-- Record that one process of a role is alive now.
+INSERT INTO role_heartbeats (role, instance, seen_at)
+VALUES (:role, :instance, {{now}})
+ON CONFLICT (role, instance) DO UPDATE SET seen_at = excluded.seen_at

@@ -7,3 +7,13 @@ SELECT * FROM schedules WHERE id = :id AND tenant_id = :tenant_id
 -- name: schedule_delete
 -- Delete a schedule.
 DELETE FROM schedules WHERE id = :id AND tenant_id = :tenant_id
+
+-- name: schedule_due
+-- Unpaused schedules whose next slot has come, fairly: every tenant's oldest slot, then every
+-- tenant's second, and so on (one tenant's thousands never hold another's back).
+SELECT id, tenant_id, cron, template, paused, next_run_at, created_at
+  FROM (SELECT s.*, row_number() OVER (PARTITION BY tenant_id ORDER BY next_run_at, id) AS turn
+          FROM schedules AS s
+         WHERE NOT paused AND next_run_at <= {{now}}) AS due
+ ORDER BY turn, next_run_at, id
+ LIMIT :limit

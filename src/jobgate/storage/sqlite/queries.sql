@@ -29,12 +29,6 @@ RETURNING *
 -- Revoke a key (idempotent).
 UPDATE api_keys SET revoked_at = coalesce(revoked_at, :now) WHERE id = :id RETURNING id
 
--- name: idempotency_find
--- A live idempotency key.
-SELECT body_hash, job_id, status_code
-  FROM idempotency_keys
- WHERE tenant_id = :tenant_id AND route = :route AND key = :key AND expires_at > :now
-
 -- name: idempotency_bind
 -- Bind a key to a new job, replacing an expired binding.
 INSERT INTO idempotency_keys

@@ -1,10 +1,5 @@
 -- What operators see across tenants (SQLite).
 
--- name: operator_key_insert
--- Store an operator key's hash.
-INSERT INTO operator_keys (id, name, key_hash, key_prefix, created_at)
-VALUES (:id, :name, :key_hash, :key_prefix, :now)
-
 -- name: operator_key_count
 -- How many live operator keys exist.
 SELECT count(*) AS keys FROM operator_keys WHERE revoked_at IS NULL
@@ -74,12 +69,3 @@ INSERT INTO dashboard_sessions (id_hash, operator_key_id, created_at, expires_at
 SELECT :id_hash, id, :now, :now + :ttl_s FROM operator_keys
  WHERE key_hash = :key_hash AND revoked_at IS NULL
 RETURNING (SELECT name FROM operator_keys WHERE id = operator_key_id) AS name
-
--- name: dashboard_session_operator
--- The operator of a live session (unexpired, its key not revoked).
-SELECT k.name FROM dashboard_sessions AS s JOIN operator_keys AS k ON k.id = s.operator_key_id
- WHERE s.id_hash = :id_hash AND s.expires_at > :now AND k.revoked_at IS NULL
-
--- name: dashboard_session_sweep
--- Forget expired sessions.
-DELETE FROM dashboard_sessions WHERE expires_at <= :now

@@ -45,12 +45,6 @@ SELECT i.conversation_id, i.position, i.id, i.item, i.response_id, i.created_at
  ORDER BY i.position DESC
  LIMIT :limit
 
--- name: conversation_turn_insert
--- Remember a response whose turn the conversation takes once it finishes.
-INSERT INTO conversation_turns (conversation_id, response_id, created_at)
-VALUES (:conversation_id, :response_id, :now)
-ON CONFLICT DO NOTHING
-
 -- name: conversation_turn_prune
 -- Forget the turns older than :grace_s whose response was never stored (a create that
 -- failed, or answered an earlier one's replay).

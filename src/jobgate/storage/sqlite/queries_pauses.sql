@@ -8,12 +8,6 @@
  AND (p.model IS NULL OR p.model = j.model)
  AND (p.tenant_id IS NULL OR p.tenant_id = j.tenant_id))
 
--- name: pause_insert
--- Store a pause.
-INSERT INTO pauses (id, provider, model, tenant_id, reason, created_by, created_at)
-VALUES (:id, :provider, :model, :tenant_id, :reason, :created_by, :now)
-RETURNING *
-
 -- name: pause_delete
 -- Delete one pause (resume its scope).
 DELETE FROM pauses WHERE id = :id RETURNING *

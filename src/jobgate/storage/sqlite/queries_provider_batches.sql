@@ -8,16 +8,6 @@ ON CONFLICT (part_key) DO UPDATE SET part_key = provider_batches.part_key
 RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
           status, request_counts, collected_at
 
--- name: provider_batch_record
--- Name the provider batch of a part: once (the same id again is a no-op; another is refused).
-UPDATE provider_batches
-   SET provider_batch_id = :provider_batch_id,
-       recorded_at = coalesce(recorded_at, :now)
- WHERE part_key = :part_key
-   AND (provider_batch_id IS NULL OR provider_batch_id = :provider_batch_id)
-RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
-          status, request_counts, collected_at
-
 -- name: provider_batch_seen
 -- Keep a part's provider status and request counts as last read, while :lease_token holds its
 -- batch and the part has not been read back.
@@ -50,11 +40,3 @@ UPDATE provider_batches
    SET status = :status, request_counts = :request_counts, collected_at = :now
  WHERE part_key = :part_key AND collected_at IS NULL
 RETURNING part_key
-
--- name: usage_ledger_part_insert
--- Bill a part's usage once, at the batch price: a ledger row of kind 'batch' named by the key.
-INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens,
-                          output_tokens, cache_read_tokens, cache_write_tokens, created_at)
-VALUES (:part_key, 'batch', :tenant_id, :provider, :model, :input_tokens, :output_tokens,
-        :cache_read_tokens, 0, :now)
-ON CONFLICT (job_id, kind) DO NOTHING

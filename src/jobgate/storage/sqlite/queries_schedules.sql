@@ -25,16 +25,6 @@ UPDATE schedules
  WHERE id = :id AND tenant_id = :tenant_id
 RETURNING *
 
--- name: schedule_due
--- Unpaused schedules whose next slot has come, fairly: every tenant's oldest slot, then every
--- tenant's second, and so on (one tenant's thousands never hold another's back).
-SELECT id, tenant_id, cron, template, paused, next_run_at, created_at
-  FROM (SELECT s.*, row_number() OVER (PARTITION BY tenant_id ORDER BY next_run_at, id) AS turn
-          FROM schedules AS s
-         WHERE NOT paused AND next_run_at <= :now) AS due
- ORDER BY turn, next_run_at, id
- LIMIT :limit
-
 -- name: schedule_advance
 -- Move a schedule past a fired slot, only if it is still there (compare-and-set).
 UPDATE schedules SET next_run_at = :next_run_at

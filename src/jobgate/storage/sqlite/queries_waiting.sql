@@ -1,11 +1,5 @@
 -- Why queued jobs wait (SQLite): what the claim reads about them, read the same way.
 
--- fragment: holds_slot
--- Whether job `r` holds a worker slot, as the claims count them (background jobs at a
--- provider hold none). Counts over it read jobs_running (INDEXED BY: left to itself the
--- planner may walk an index of every job of the tenant).
-(r.state = 'running' AND r.lease_token IS NOT NULL)
-
 -- fragment: covering_pause
 -- The oldest pause covering job `j` (the claims' pause_covers) as {"id", "reason"}, or NULL.
 (SELECT json_object('id', p.id, 'reason', p.reason) FROM pauses AS p WHERE {{pause_covers}}
