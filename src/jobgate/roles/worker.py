@@ -762,7 +762,7 @@ class Worker:
         verdict = self._verdicts.of_outcome(job, outcome)
         key = (
             job.provider,
-            "succeeded"
+            JobState.SUCCEEDED.value
             if verdict.state is JobState.SUCCEEDED
             else (verdict.error or {}).get("type", "error"),
         )
@@ -952,7 +952,7 @@ class Worker:
                 extra={
                     "job_id": written.job_id,
                     "tenant_id": job.tenant_id,
-                    "from_state": "running",
+                    "from_state": JobState.RUNNING.value,
                     "to_state": str(written.state),
                     "reason": finish.reason,
                     "attempt": written.attempt,

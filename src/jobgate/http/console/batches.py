@@ -9,6 +9,7 @@ import urllib.parse
 from fastapi import APIRouter
 from starlette.responses import HTMLResponse
 
+from jobgate.domain.states import JobState
 from jobgate.http.console.dashboard import Operator, render
 from jobgate.http.context import AppContext, Ctx
 from jobgate.storage.records import BatchRecord
@@ -36,7 +37,7 @@ class BatchRow:
 
     @property
     def failed_link(self) -> str:
-        query = {"q": f"batch_id={self.batch.id}", "status": "failed"}
+        query = {"q": f"batch_id={self.batch.id}", "status": JobState.FAILED.value}
         return "/dashboard/jobs?" + urllib.parse.urlencode(query)
 
 

@@ -96,7 +96,7 @@ def _charts(rolled: rollups.Rollup) -> list[Any]:
             "chart-throughput",
             "Throughput (jobs per minute)",
             [
-                charts.Line("succeeded", [float(v) for v in rolled.succeeded], "s1"),
+                charts.Line(JobState.SUCCEEDED.value, [float(v) for v in rolled.succeeded], "s1"),
                 charts.Line("errors", [float(v) for v in rolled.errors], "s3"),
             ],
             unit=charts.count,
@@ -104,7 +104,7 @@ def _charts(rolled: rollups.Rollup) -> list[Any]:
         charts.line_chart(
             "chart-depth",
             "Queue depth (peak per minute)",
-            [charts.Line("queued", [float(v) for v in rolled.depth], "s2")],
+            [charts.Line(JobState.QUEUED.value, [float(v) for v in rolled.depth], "s2")],
             unit=charts.count,
         ),
         charts.line_chart(

@@ -51,7 +51,7 @@ def attempts(events: Sequence[JobEvent]) -> list[Attempt]:
             number=len(rows) + 1,
             started_at=event.created_at,
             ended_at=None if ended is None else ended.created_at,
-            outcome="running" if ended is None else str(ended.to_state),
+            outcome=JobState.RUNNING.value if ended is None else str(ended.to_state),
             reason=None if ended is None else ended.reason,
             worker=event.actor,
             waited_s=None if queued_at is None else (event.created_at - queued_at).total_seconds(),
