@@ -1,9 +1,5 @@
 -- What operators see across tenants (PostgreSQL).
 
--- name: operator_key_count
--- How many live operator keys exist.
-SELECT count(*)::integer AS keys FROM operator_keys WHERE revoked_at IS NULL
-
 -- name: admin_overview
 -- Per tenant: queued (at most :counted entries of jobs_claimable walked: `queued_exact` when
 -- the walk reached the end of the line, else a floor), running, the longest-waiting claimable

@@ -26,12 +26,7 @@ WITH picked AS (
            sum(cache_write_tokens)
       FROM usage
      GROUP BY 1, 2, 3, 4
-    ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
-       SET parts = d.parts + excluded.parts,
-           input_tokens = d.input_tokens + excluded.input_tokens,
-           output_tokens = d.output_tokens + excluded.output_tokens,
-           cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
-           cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+        {{usage_daily_batches_add}}
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM usage)::integer AS usage_ledger,

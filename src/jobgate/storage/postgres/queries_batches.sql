@@ -11,24 +11,6 @@ SELECT :id, :tenant_id, :purpose, :filename, 'uploading', clock.now, :batch_id::
     OR EXISTS (SELECT 1 FROM batches AS b
                 WHERE b.id = :batch_id::text AND b.lease_token = :lease_token::text)
 
--- name: file_chunk_put
--- Store (or replace) one chunk of whole lines; of a batch's result file only while
--- :lease_token still holds the batch.
-INSERT INTO file_chunks (file_id, seq, first_line, line_count, data)
-SELECT :file_id, :seq, :first_line, :line_count, :data
- WHERE :lease_token::text IS NULL
-    OR EXISTS (SELECT 1 FROM files AS f JOIN batches AS b ON b.id = f.batch_id
-                WHERE f.id = :file_id AND b.lease_token = :lease_token::text)
-ON CONFLICT (file_id, seq) DO UPDATE
-   SET first_line = excluded.first_line, line_count = excluded.line_count, data = excluded.data
-
--- name: file_get
--- A processed file by id, of one tenant unless :tenant_id is NULL, unless it expired.
-SELECT * FROM files
- WHERE id = :id AND status = 'processed'
-   AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
-   AND (expires_at IS NULL OR expires_at > coalesce(:now::timestamptz, now()))
-
 -- name: file_list
 -- A page of a tenant's processed files that have not expired, newest first.
 SELECT * FROM files
@@ -80,12 +62,6 @@ SELECT id FROM files
  WHERE id = :id AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
    FOR UPDATE
 
--- name: file_delete
--- Delete a file (its chunks go with it).
-DELETE FROM files
- WHERE id = :id AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
-RETURNING id
-
 -- name: batch_create
 -- Insert a validating batch over the tenant's processed file :input_file_id (its lines the
 -- total), the file's row locked until commit: a delete of the file waits, then sees the batch.
@@ -99,22 +75,6 @@ SELECT :id, :tenant_id, 'validating', :endpoint, f.id, :completion_window,
    AND (f.expires_at IS NULL OR f.expires_at > clock.now)
    FOR SHARE OF f
 RETURNING *
-
--- name: batch_get
--- A batch by id, of one tenant unless :tenant_id is NULL.
-SELECT * FROM batches
- WHERE id = :id AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
-
--- name: batch_list
--- A page of a tenant's batches (of one status unless :status is NULL), newest first.
-SELECT * FROM batches
- WHERE tenant_id = :tenant_id
-   AND (:status::text IS NULL OR status = :status::text)
-   AND (:after_id::text IS NULL
-        OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
-                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
- ORDER BY created_at DESC, id DESC
- LIMIT :limit
 
 -- name: batch_list_all
 -- A page of every tenant's batches (of one status unless :status is NULL), newest first.

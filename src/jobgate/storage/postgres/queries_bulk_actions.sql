@@ -25,13 +25,6 @@ CASE :action::text
     ELSE j.purged_at IS NULL
 END
 
--- name: job_bulk_count
--- How many jobs match the filter and are eligible for the action.
-SELECT count(*)::bigint AS jobs
-  FROM jobs AS j
- WHERE {{job_filter}}
-   AND {{bulk_eligible}}
-
 -- name: job_bulk_pick
 -- Lock the next chunk of eligible jobs matching the filter after the cursor, in id order
 -- (waits for rows another transaction holds, then checks them again).

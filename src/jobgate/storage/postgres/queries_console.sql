@@ -52,12 +52,6 @@ SELECT tenant_id, provider, count(*)::integer AS queued,
   FROM walked
  GROUP BY tenant_id, provider
 
--- name: console_job_by_provider_job_id
--- Jobs carrying a provider's job id, newest first.
-SELECT * FROM jobs WHERE provider_job_id = :provider_job_id::text
- ORDER BY created_at DESC, id DESC
- LIMIT :limit
-
 -- name: console_job_search
 -- Jobs matching a filter (NULL: any), newest first, after a (created_at, id) cursor.
 SELECT *

@@ -1,9 +1,5 @@
 -- Tenant limits, queue accounting and retention (PostgreSQL).
 
--- name: queued_by_tenant
--- Queued jobs per tenant (an index-only scan of jobs_claimable).
-SELECT tenant_id, count(*)::integer AS queued FROM jobs WHERE state = 'queued' GROUP BY tenant_id
-
 -- name: queue_lock_tenant
 -- Serialise one tenant's admissions near its queue bound until commit, so that the count read
 -- after this lock and the insert that follows decide together (no overshoot).
@@ -12,14 +8,6 @@ SELECT pg_advisory_xact_lock(hashtextextended('jobgate.queue:' || :tenant_id::te
 -- name: queue_lock_total
 -- Serialise every admission near the global queue bound until commit (taken after any tenant's).
 SELECT pg_advisory_xact_lock(7146013)
-
--- name: queued_count
--- One tenant's queued jobs.
-SELECT count(*)::integer AS queued FROM jobs WHERE state = 'queued' AND tenant_id = :tenant_id
-
--- name: queued_total
--- Everyone's queued jobs.
-SELECT count(*)::integer AS queued FROM jobs WHERE state = 'queued'
 
 -- name: usage_tokens_since
 -- Tokens billed per tenant since a UTC midnight: completions minus refunds, in the ledger and

@@ -32,18 +32,10 @@ WITH picked AS (
                                   output_tokens, cache_read_tokens, cache_write_tokens)
     SELECT tenant_id, (created_at AT TIME ZONE 'UTC')::date, provider, coalesce(model, ''),
            count(*) FILTER (WHERE kind = 'completion'),
-           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens),
-           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens),
-           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens),
-           sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)
-      FROM usage
+           {{usage_signed_tokens}}
+      FROM usage AS u
      GROUP BY 1, 2, 3, 4
-    ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
-       SET jobs = d.jobs + excluded.jobs,
-           input_tokens = d.input_tokens + excluded.input_tokens,
-           output_tokens = d.output_tokens + excluded.output_tokens,
-           cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
-           cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+        {{usage_daily_add}}
     RETURNING 1
 ), rolled_keys AS (
     -- The usage of jobs with a concurrency key, per key too: the per-key budgets read it.
@@ -52,19 +44,12 @@ WITH picked AS (
                                        cache_write_tokens)
     SELECT (u.created_at AT TIME ZONE 'UTC')::date, u.tenant_id, p.concurrency_key, u.provider,
            coalesce(u.model, ''),
-           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens),
-           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens),
-           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens),
-           sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens)
+           {{usage_signed_tokens}}
       FROM usage AS u
       JOIN picked AS p ON p.id = u.job_id
      WHERE p.concurrency_key IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5
-    ON CONFLICT (day, tenant_id, concurrency_key, provider, model) DO UPDATE
-       SET input_tokens = d.input_tokens + excluded.input_tokens,
-           output_tokens = d.output_tokens + excluded.output_tokens,
-           cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
-           cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+        {{usage_daily_keys_add}}
     RETURNING 1
 ), events AS (
     DELETE FROM job_events_default AS e USING picked WHERE e.job_id = picked.id RETURNING e.seq
@@ -85,10 +70,3 @@ SELECT (SELECT count(*) FROM gone)::integer AS jobs,
        (SELECT count(*) FROM attempts)::integer AS webhook_attempts,
        (SELECT count(*) FROM usage)::integer AS usage_ledger,
        (SELECT count(*) FROM rolled)::integer AS rolled_up
-
--- name: usage_daily
--- The usage rollup, optionally of one tenant.
-SELECT *
-  FROM usage_daily
- WHERE (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
- ORDER BY tenant_id, day, provider, model

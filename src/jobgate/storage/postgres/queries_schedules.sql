@@ -14,17 +14,6 @@ SELECT :id::text, :tenant_id::text, :cron::text, :template::jsonb, :paused::bool
        < :max_per_tenant::bigint
 RETURNING *
 
--- name: schedule_list
--- A page of a tenant's schedules, oldest first, after the schedule :after_id (keyset).
-SELECT *
-  FROM schedules
- WHERE tenant_id = :tenant_id
-   AND (:after_id::text IS NULL
-        OR (created_at, id) > (SELECT a.created_at, a.id FROM schedules AS a
-                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
- ORDER BY created_at, id
- LIMIT :limit
-
 -- name: schedule_set_paused
 -- Pause or resume a schedule (a resume may move its next slot).
 UPDATE schedules

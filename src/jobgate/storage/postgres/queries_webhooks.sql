@@ -10,17 +10,6 @@ SELECT :id, :tenant_id, :url, :description, :event_types, :include_result, :disa
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
 
--- name: webhook_endpoint_list
--- A page of a tenant's endpoints, oldest first.
-SELECT *
-  FROM webhook_endpoints
- WHERE tenant_id = :tenant_id
-   AND (:after_id::text IS NULL
-        OR (created_at, id) > (SELECT a.created_at, a.id FROM webhook_endpoints AS a
-                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
- ORDER BY created_at, id
- LIMIT :limit
-
 -- name: webhook_endpoint_update
 -- Apply a partial update (NULL leaves a field); enabling clears the disabled reason.
 UPDATE webhook_endpoints AS e

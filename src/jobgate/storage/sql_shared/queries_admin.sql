@@ -22,3 +22,7 @@ SELECT k.name FROM dashboard_sessions AS s JOIN operator_keys AS k ON k.id = s.o
 -- name: dashboard_session_sweep
 -- Forget expired sessions.
 DELETE FROM dashboard_sessions WHERE expires_at <= {{now}}
+
+-- name: operator_key_count
+-- How many live operator keys exist.
+SELECT count(*) AS keys FROM operator_keys WHERE revoked_at IS NULL

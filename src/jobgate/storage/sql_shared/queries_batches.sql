@@ -41,3 +41,43 @@ SELECT j.id
 -- Move a batch's expansion cursor (inside batch_chunk_insert's transaction, under its fence).
 UPDATE batches SET expanded_chunks = :expanded_chunks WHERE id = :id
 RETURNING *
+
+-- name: batch_get
+-- A batch by id, of one tenant unless :tenant_id is NULL.
+SELECT * FROM batches
+ WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+
+-- name: file_delete
+-- Delete a file (its chunks go with it).
+DELETE FROM files
+ WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+RETURNING id
+
+-- name: file_get
+-- A processed file by id, of one tenant unless :tenant_id is NULL, unless it expired.
+SELECT * FROM files
+ WHERE id = :id AND status = 'processed'
+   AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+   AND (expires_at IS NULL OR expires_at > {{now}})
+
+-- name: file_chunk_put
+-- Store (or replace) one chunk of whole lines; of a batch's result file only while
+-- :lease_token still holds the batch.
+INSERT INTO file_chunks (file_id, seq, first_line, line_count, data)
+SELECT :file_id, :seq, :first_line, :line_count, :data
+ WHERE CAST(:lease_token AS text) IS NULL
+    OR EXISTS (SELECT 1 FROM files AS f JOIN batches AS b ON b.id = f.batch_id
+                WHERE f.id = :file_id AND b.lease_token = :lease_token)
+ON CONFLICT (file_id, seq) DO UPDATE
+   SET first_line = excluded.first_line, line_count = excluded.line_count, data = excluded.data
+
+-- name: batch_list
+-- A page of a tenant's batches (of one status unless :status is NULL), newest first.
+SELECT * FROM batches
+ WHERE tenant_id = :tenant_id
+   AND (CAST(:status AS text) IS NULL OR status = :status)
+   AND (CAST(:after_id AS text) IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit

@@ -32,3 +32,15 @@ ON CONFLICT (tenant_id) DO UPDATE
        daily_cost_budget_usd_per_key = excluded.daily_cost_budget_usd_per_key,
        updated_at = excluded.updated_at
 RETURNING *
+
+-- name: queued_by_tenant
+-- Queued jobs per tenant (an index-only scan of jobs_claimable).
+SELECT tenant_id, count(*) AS queued FROM jobs WHERE state = 'queued' GROUP BY tenant_id
+
+-- name: queued_count
+-- One tenant's queued jobs.
+SELECT count(*) AS queued FROM jobs WHERE state = 'queued' AND tenant_id = :tenant_id
+
+-- name: queued_total
+-- Everyone's queued jobs.
+SELECT count(*) AS queued FROM jobs WHERE state = 'queued'

@@ -17,3 +17,14 @@ SELECT id, tenant_id, cron, template, paused, next_run_at, created_at
          WHERE NOT paused AND next_run_at <= {{now}}) AS due
  ORDER BY turn, next_run_at, id
  LIMIT :limit
+
+-- name: schedule_list
+-- A page of a tenant's schedules, oldest first, after the schedule :after_id (keyset).
+SELECT *
+  FROM schedules
+ WHERE tenant_id = :tenant_id
+   AND (CAST(:after_id AS text) IS NULL
+        OR (created_at, id) > (SELECT a.created_at, a.id FROM schedules AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at, id
+ LIMIT :limit

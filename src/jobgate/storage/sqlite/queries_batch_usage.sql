@@ -20,12 +20,7 @@ SELECT tenant_id, date(created_at, 'unixepoch'), provider, coalesce(model, ''), 
   FROM usage_ledger
  WHERE kind = 'batch' AND job_id IN (SELECT value FROM json_each(:ids))
  GROUP BY 1, 2, 3, 4
-ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
-   SET parts = d.parts + excluded.parts,
-       input_tokens = d.input_tokens + excluded.input_tokens,
-       output_tokens = d.output_tokens + excluded.output_tokens,
-       cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
-       cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+{{usage_daily_batches_add}}
 
 -- name: retention_batch_usage_delete
 -- The picked rows (already summed).

@@ -28,13 +28,6 @@ CASE :action
     ELSE j.purged_at IS NULL
 END
 
--- name: job_bulk_count
--- How many jobs match the filter and are eligible for the action.
-SELECT count(*) AS jobs
-  FROM jobs AS j
- WHERE {{job_filter}}
-   AND {{bulk_eligible}}
-
 -- name: job_bulk_pick
 -- The next chunk of eligible jobs matching the filter after the cursor, in id order.
 SELECT j.id

@@ -29,12 +29,6 @@ SELECT t.id AS tenant_id, j.provider, count(*) AS queued,
                               LIMIT :counted)
  GROUP BY t.id, j.provider
 
--- name: console_job_by_provider_job_id
--- Jobs carrying a provider's job id, newest first.
-SELECT * FROM jobs WHERE provider_job_id = :provider_job_id
- ORDER BY created_at DESC, id DESC
- LIMIT :limit
-
 -- name: console_job_search
 -- Jobs matching a filter (NULL: any), newest first, after a (created_at, id) cursor.
 SELECT *

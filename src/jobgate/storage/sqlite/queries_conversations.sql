@@ -20,31 +20,6 @@ SELECT c.id,
 ON CONFLICT DO NOTHING
 RETURNING conversation_id, position, id, item, response_id, created_at
 
--- name: conversation_item_page_asc
--- Items of a tenant's conversation after the item `after` (None: from the first), oldest
--- first.
-SELECT i.conversation_id, i.position, i.id, i.item, i.response_id, i.created_at
-  FROM conversation_items AS i
-  JOIN conversations AS c ON c.id = i.conversation_id AND c.tenant_id = :tenant_id
- WHERE i.conversation_id = :conversation_id
-   AND i.position > coalesce((SELECT a.position FROM conversation_items AS a
-                               WHERE a.conversation_id = :conversation_id AND a.id = :after), 0)
- ORDER BY i.position
- LIMIT :limit
-
--- name: conversation_item_page_desc
--- Items of a tenant's conversation before the item `after` (None: from the last), newest
--- first.
-SELECT i.conversation_id, i.position, i.id, i.item, i.response_id, i.created_at
-  FROM conversation_items AS i
-  JOIN conversations AS c ON c.id = i.conversation_id AND c.tenant_id = :tenant_id
- WHERE i.conversation_id = :conversation_id
-   AND i.position < coalesce((SELECT a.position FROM conversation_items AS a
-                               WHERE a.conversation_id = :conversation_id AND a.id = :after),
-                             9223372036854775807)
- ORDER BY i.position DESC
- LIMIT :limit
-
 -- name: conversation_turn_prune
 -- Forget the turns older than :grace_s whose response was never stored (a create that
 -- failed, or answered an earlier one's replay).

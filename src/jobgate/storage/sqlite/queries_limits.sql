@@ -1,17 +1,5 @@
 -- Tenant limits, queue accounting and retention (SQLite).
 
--- name: queued_by_tenant
--- Queued jobs per tenant (an index-only scan of jobs_claimable).
-SELECT tenant_id, count(*) AS queued FROM jobs WHERE state = 'queued' GROUP BY tenant_id
-
--- name: queued_count
--- One tenant's queued jobs.
-SELECT count(*) AS queued FROM jobs WHERE state = 'queued' AND tenant_id = :tenant_id
-
--- name: queued_total
--- Everyone's queued jobs.
-SELECT count(*) AS queued FROM jobs WHERE state = 'queued'
-
 -- name: usage_tokens_since
 -- Tokens billed per tenant since a UTC midnight: completions minus refunds, in the ledger and
 -- in what retention rolled up of its deleted jobs and its native batches' parts (usage_daily,

@@ -21,19 +21,11 @@ INSERT INTO usage_daily AS d (tenant_id, day, provider, model, jobs, input_token
                               cache_read_tokens, cache_write_tokens)
 SELECT tenant_id, date(created_at, 'unixepoch'), provider, coalesce(model, ''),
        sum(kind = 'completion'),
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens),
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens),
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens),
-       sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)
-  FROM usage_ledger
+       {{usage_signed_tokens}}
+  FROM usage_ledger AS u
  WHERE job_id IN (SELECT value FROM json_each(:ids))
  GROUP BY 1, 2, 3, 4
-ON CONFLICT (tenant_id, day, provider, model) DO UPDATE
-   SET jobs = d.jobs + excluded.jobs,
-       input_tokens = d.input_tokens + excluded.input_tokens,
-       output_tokens = d.output_tokens + excluded.output_tokens,
-       cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
-       cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+{{usage_daily_add}}
 
 -- name: retention_rollup_keys
 -- Add the usage of the picked jobs that have a concurrency key to usage_daily_keys (per UTC
@@ -43,19 +35,12 @@ INSERT INTO usage_daily_keys AS d (day, tenant_id, concurrency_key, provider, mo
                                    cache_write_tokens)
 SELECT date(u.created_at, 'unixepoch'), u.tenant_id, j.concurrency_key, u.provider,
        coalesce(u.model, ''),
-       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens),
-       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens),
-       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens),
-       sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens)
+       {{usage_signed_tokens}}
   FROM usage_ledger AS u
   JOIN jobs AS j ON j.id = u.job_id
  WHERE u.job_id IN (SELECT value FROM json_each(:ids)) AND j.concurrency_key IS NOT NULL
  GROUP BY 1, 2, 3, 4, 5
-ON CONFLICT (day, tenant_id, concurrency_key, provider, model) DO UPDATE
-   SET input_tokens = d.input_tokens + excluded.input_tokens,
-       output_tokens = d.output_tokens + excluded.output_tokens,
-       cache_read_tokens = d.cache_read_tokens + excluded.cache_read_tokens,
-       cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens
+{{usage_daily_keys_add}}
 
 -- name: retention_delete_usage
 -- The picked jobs' usage ledger rows (already summed).
@@ -77,10 +62,3 @@ DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids))
 -- The picked jobs themselves.
 -- A job's output chunks go with it: migration 0010's trigger deletes them with the job row.
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids))
-
--- name: usage_daily
--- The usage rollup, optionally of one tenant.
-SELECT *
-  FROM usage_daily
- WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
- ORDER BY tenant_id, day, provider, model

@@ -9,17 +9,6 @@ VALUES (:id, :tenant_id, :url, :description, :event_types, :include_result, :dis
         :progress_interval_s, :now, :now)
 RETURNING *
 
--- name: webhook_endpoint_list
--- A page of a tenant's endpoints, oldest first.
-SELECT *
-  FROM webhook_endpoints
- WHERE tenant_id = :tenant_id
-   AND (:after_id IS NULL
-        OR (created_at, id) > (SELECT a.created_at, a.id FROM webhook_endpoints AS a
-                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
- ORDER BY created_at, id
- LIMIT :limit
-
 -- name: webhook_endpoint_update
 -- Apply a partial update (NULL leaves a field); enabling clears the disabled reason.
 UPDATE webhook_endpoints
