@@ -6,10 +6,10 @@ The hostile tenant: jobs asking the largest output cap the provider allows, each
 the provider (the bucket is charged, then given back), and one asking 10**15 (refused at
 submit); ten batches of slow lines (live for the whole test, more than a pass of the batches
 role takes); a streaming job followed by more readers than it may hold (the rest refused
-429); every-minute schedules up to its cap (one more refused 403); a 30 MB upload of one
-line and three 10 MB uploads at once. Meanwhile the quiet tenant's job on the same provider,
-its streamed job, its batch, its every-minute schedule and its upload each finish within a
-deadline a fair server meets on a loaded machine.
+429), held until the quiet tenant's work is done; every-minute schedules up to its cap (one
+more refused 403); a 30 MB upload of one line and three 10 MB uploads at once. Meanwhile the
+quiet tenant's job on the same provider, its streamed job, its batch, its every-minute
+schedule and its upload each finish within a deadline a fair server meets on a loaded machine.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ max_output_tokens = {BOUND}
 max_running = 40
 """
 READERS = 600  # the hostile tenant's stream readers; the bound lets 500 in
+# The hostile stream: longer than the quiet tenant's work takes, at five deltas a second to
+# each of its readers; the test cancels it once that work is done, which ends the readers.
+STREAM_S = 180
 SCHEDULES = 300  # the hostile tenant's cap of every-minute schedules (all of them made)
 CHAT = "/v1/chat/completions"
 
@@ -156,13 +159,18 @@ async def _crowd_the_batches_role(hostile: Tenant) -> None:
         await hostile.batch(lines)
 
 
-async def _crowd_the_streams(hostile: Tenant) -> list[int]:
+async def _long_stream(hostile: Tenant) -> str:
+    """A streaming job that outlives the quiet tenant's work; its id."""
     prompt = "a long answer, streamed in many pieces " * 40
-    streamed = _chat(prompt, sim={"latency_s": 60, "chunks": 300})
+    streamed = _chat(prompt, sim={"latency_s": STREAM_S, "chunks": 5 * STREAM_S})
     body = {"endpoint": CHAT, "stream": True, "body": streamed}
     submitted = await hostile.http.post("/v1/jobs", json=body)
     assert submitted.status_code == 202, submitted.text
-    path = f"/v1/jobs/{submitted.json()['id']}/stream"
+    return str(submitted.json()["id"])
+
+
+async def _crowd_the_stream(hostile: Tenant, job_id: str) -> list[int]:
+    path = f"/v1/jobs/{job_id}/stream"
     return list(
         await asyncio.gather(*(_raw_reader(hostile.url, hostile.key, path) for _ in range(READERS)))
     )
@@ -316,7 +324,8 @@ async def test_one_tenant_at_its_worst_does_not_hold_back_another(
         await _drain_the_bucket(hostile)
         await _crowd_the_batches_role(hostile)
         await _crowd_the_schedules(hostile)
-        readers = asyncio.create_task(_crowd_the_streams(hostile))
+        streamed = await _long_stream(hostile)
+        readers = asyncio.create_task(_crowd_the_stream(hostile, streamed))
         uploads = asyncio.create_task(_crowd_the_uploads(hostile))
         stop = asyncio.Event()
         reads = asyncio.create_task(_status_reads(quiet, stop))
@@ -334,7 +343,10 @@ async def test_one_tenant_at_its_worst_does_not_hold_back_another(
         took = await reads
         print(f"quiet tenant's status reads: p50 {1000 * statistics.median(took):.0f} ms")
         assert statistics.median(took) < 1.0
-        statuses = await readers
+        assert not readers.done()  # the 500 readers held their slots all along
+        cancelled = await hostile.http.post(f"/v1/jobs/{streamed}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        statuses = await asyncio.wait_for(readers, 60)
         assert statuses.count(200) == 500 and statuses.count(429) == READERS - 500, {
             s: statuses.count(s) for s in set(statuses)
         }
