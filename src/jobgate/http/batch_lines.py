@@ -13,8 +13,7 @@ import pydantic
 
 from jobgate import errors
 from jobgate.domain import ranges, response_requests
-from jobgate.http import problems
-from jobgate.http.routes import submit_many
+from jobgate.http import problems, submit_body
 from jobgate.http.schemas.responses import CreateResponseRequest
 from jobgate.services import responses as responses_service
 from jobgate.services.jobs import SubmitSpec
@@ -29,7 +28,7 @@ def check(endpoint: str, body: dict[str, Any]) -> SubmitSpec:
         return _response(body)
     request = {"endpoint": endpoint, "body": body}  # POST /v1/jobs with the line's url and body
     ranges.check_json(request)  # the route's strict parse
-    return submit_many.spec_of(request)
+    return submit_body.spec_of(request)
 
 
 def _response(body: dict[str, Any]) -> SubmitSpec:

@@ -148,9 +148,13 @@ def invalid_request_of(
     a parameter `at` `("query", "wait")`), named as FastAPI's validation error of a route's
     parameter is (handle_validation_error)."""
     first = exc.errors()[0]
-    param = ".".join(str(part) for part in (*at, *first.get("loc", ()))) or None
-    message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
-    return errors.InvalidRequest(message, param=param)
+    return invalid_request_named((*at, *first.get("loc", ())), str(first.get("msg")))
+
+
+def invalid_request_named(loc: tuple[Any, ...], message: str) -> errors.InvalidRequest:
+    """The refusal invalid_request_of words for a validation error `message` at `loc`."""
+    param = ".".join(str(part) for part in loc) or None
+    return errors.InvalidRequest(f"{param}: {message}" if param else message, param=param)
 
 
 async def handle_validation_error(_request: Request, exc: Exception) -> Response:

@@ -137,38 +137,57 @@ def parse_json(found: dict[bytes, bytes], body: bytes) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class JsonPost(Generic[_Model]):
-    """A JSON POST read, parsed and checked: its caller, headers, body as sent and model."""
+class JsonPost(Generic[_Value]):
+    """A JSON POST read, parsed and checked: its caller, headers, body as sent and payload
+    (its model, or what the route's check makes of the body)."""
 
     ctx: AppContext
     tenant: Tenant
     headers: dict[bytes, bytes]
     raw: Any
-    payload: _Model
+    payload: _Value
 
     def header(self, name: bytes) -> str | None:
         return text(self.headers.get(name))
 
 
+# A route's check of its body: (headers, body as sent, its strict parse) -> what it takes.
+BodyCheck = Callable[[dict[bytes, bytes], bytes, Any], _Value]
+
+
 async def json_post(scope: Scope, receive: Receive, model: type[_Model]) -> JsonPost[_Model]:
-    """A JSON POST as FastAPI takes a route's `model` body: the strict parse before the
-    caller is known (a refusal wins over a bad key), then the caller (a bad key wins over a
-    body the model refuses), then the model; a JobgateError for any refusal."""
+    """A JSON POST as FastAPI takes a route's `model` body (see json_post_checked)."""
+    return await json_post_checked(
+        scope, receive, lambda found, body, raw: body_of(model, found, body, raw)
+    )
+
+
+async def json_post_checked(
+    scope: Scope, receive: Receive, check: BodyCheck[_Value]
+) -> JsonPost[_Value]:
+    """A JSON POST as FastAPI takes a route's body: the strict parse before the caller is
+    known (a refusal wins over a bad key), then the caller (a bad key wins over a body the
+    check refuses), then `check`; a JobgateError for any refusal."""
     found = headers(scope)
     body = await read_body(receive)
     raw = parse_json(found, body)
     ctx = context(scope)
     tenant = await tenant_of(ctx, text(found.get(b"authorization")) or "")
-    return JsonPost(ctx, tenant, found, raw, body_of(model, found, body, raw))
+    return JsonPost(ctx, tenant, found, raw, check(found, body, raw))
+
+
+def body_value(found: dict[bytes, bytes], body: bytes, raw: Any) -> Any:
+    """What FastAPI validates of a request body `parse_json` read as `raw`: required, read as
+    JSON only when its content type says so (the bytes otherwise, which no model takes)."""
+    if not body:
+        raise errors.InvalidRequest("Field required")
+    return raw if _read_as_json(found.get(b"content-type")) else body
 
 
 def body_of(model: type[_Model], found: dict[bytes, bytes], body: bytes, raw: Any) -> _Model:
-    """`model` of a request body `parse_json` read as `raw`, checked as FastAPI checks a route's
-    body: required, read as JSON only when its content type says so (the bytes otherwise,
-    which no model takes), then validated."""
-    if not body:
-        raise errors.InvalidRequest("Field required")
-    value = raw if _read_as_json(found.get(b"content-type")) else body
+    """`model` of a request body `parse_json` read as `raw` (body_value), validated as
+    FastAPI validates a route's body."""
+    value = body_value(found, body, raw)
     try:
         if isinstance(value, dict):
             return model.model_validate(value)

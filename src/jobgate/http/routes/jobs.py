@@ -16,7 +16,7 @@ from jobgate import errors, failpoints
 from jobgate.domain import job_search, ranges
 from jobgate.domain.bulk import MAX_METADATA_KEYS
 from jobgate.domain.states import JobState
-from jobgate.http import job_access, job_notes, live_streams, problems
+from jobgate.http import job_access, job_notes, live_streams, problems, submit_body
 from jobgate.http.context import AppContext, Ctx, CurrentTenant
 from jobgate.http.disconnect import unless_disconnected
 from jobgate.http.job_access import JobCaller, JobCanceller, JobReader
@@ -52,37 +52,21 @@ def _job_headers(ctx: AppContext, job: Any) -> dict[str, str]:
     return {"Retry-After": str(ctx.jobs.retry_after_s(job))}
 
 
-def submit_spec(
-    payload: SubmitJobRequest, body: dict[str, Any], *, json_checked: bool = False
-) -> SubmitSpec:
-    """What to submit, from a checked submit body; `body` is the provider body as the client
-    sent it (the model only checked it). Shared by POST /v1/jobs and each item of a bulk.
-    `json_checked`: the whole request passed `strict_json.parse`, whose JSON limits the
-    service then does not check a second time."""
-    return SubmitSpec(
-        endpoint=payload.endpoint,
-        body=body,
-        provider=payload.provider,
-        metadata=payload.metadata,
-        webhook=None if payload.webhook is None else payload.webhook.model_dump(),
-        priority=payload.priority,
-        max_attempts=payload.max_attempts,
-        start_timeout_s=payload.start_timeout_s,
-        execution_timeout_s=payload.execution_timeout_s,
-        stream=payload.stream,
-        stall_timeout_s=payload.stall_timeout_s,
-        on_retry=payload.on_retry,
-        run_at=payload.run_at,
-        delay_s=payload.delay_s,
-        concurrency_key=payload.concurrency_key,
-        json_checked=json_checked,
-    )
+def submit_body_of(found: dict[bytes, bytes], body: bytes, raw: Any) -> SubmitSpec:
+    """POST /v1/jobs's body as its declared model (SubmitJobRequest) takes it, by the one
+    check of a submit body (http.submit_body); a body that is not an object is refused as the
+    model refuses it."""
+    value = asgi.body_value(found, body, raw)
+    if isinstance(value, dict):
+        return submit_body.spec_of(value)
+    asgi.body_of(SubmitJobRequest, found, body, raw)  # refuses it: the model takes objects
+    raise AssertionError("SubmitJobRequest took a body that is not an object")
 
 
 async def answer_submit(scope: Scope, receive: Receive) -> Response:
-    """POST /v1/jobs: the strict parse, the caller, the body's model, then `submit`."""
+    """POST /v1/jobs: the strict parse, the caller, the body's check, then `submit`."""
     try:
-        post = await asgi.json_post(scope, receive, SubmitJobRequest)
+        post = await asgi.json_post_checked(scope, receive, submit_body_of)
         return await submit(
             Request(scope, receive),
             post.ctx,
@@ -121,14 +105,13 @@ async def submit(
     request: Request,
     ctx: AppContext,
     tenant: Tenant,
-    payload: SubmitJobRequest,
+    spec: SubmitSpec,
     raw: dict[str, Any],
     idempotency_key: str | None,
     prefer: str | None,
 ) -> Response:
     """POST /v1/jobs once the body is parsed (by `strict_json.parse`, whose JSON limits the
     service then does not check again) and checked and the caller known."""
-    spec = submit_spec(payload, raw["body"], json_checked=True)
     outcome = await ctx.jobs.submit(
         tenant_id=tenant.id, spec=spec, raw_body=raw, idempotency_key=idempotency_key
     )

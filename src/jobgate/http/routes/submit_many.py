@@ -6,19 +6,16 @@ import operator
 from typing import Any
 
 import orjson
-import pydantic
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from jobgate import errors
 from jobgate.domain.job import Job
-from jobgate.http import problems, strict_json
+from jobgate.http import problems, strict_json, submit_body
 from jobgate.http.context import Ctx, CurrentTenant
-from jobgate.http.routes import jobs
-from jobgate.http.schemas.native import ProblemOut, ProviderBody, SubmitJobRequest
+from jobgate.http.schemas.native import ProblemOut
 from jobgate.http.views import job_view
 from jobgate.services import submit_many
-from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.records import SubmitOutcome
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -99,80 +96,11 @@ def _parse_item(index: int, item: Any) -> submit_many.SubmitManyItem:
             f"jobs[{index}].idempotency_key must be a string", param="idempotency_key"
         )
         return submit_many.SubmitManyItem(None, refused=refused)
-    spec = _plain_spec(fields)  # the usual item, without the model; None: any other
-    if spec is not None:
-        return submit_many.SubmitManyItem(spec, fields, key)
-    return _model_item(fields, key)
-
-
-def _model_item(fields: dict[str, Any], key: str | None) -> submit_many.SubmitManyItem:
-    """An item (minus its key) as SubmitJobRequest validates it: its spec or its refusal."""
     try:
-        spec = _model_spec(fields)
+        spec = submit_body.spec_of(fields)
     except errors.InvalidRequest as exc:
         return submit_many.SubmitManyItem(None, refused=exc)
-    return submit_many.SubmitManyItem(spec, raw_body=fields, idempotency_key=key)
-
-
-def spec_of(fields: dict[str, Any]) -> SubmitSpec:
-    """A POST /v1/jobs body whose JSON limits were checked, as the route takes it (the plain
-    path or the model, as a bulk item); errors.InvalidRequest as the route refuses it. Shared
-    with a batch line (http/batch_lines.py)."""
-    spec = _plain_spec(fields)
-    return _model_spec(fields) if spec is None else spec
-
-
-def _model_spec(fields: dict[str, Any]) -> SubmitSpec:
-    try:
-        payload = SubmitJobRequest.model_validate(fields)
-    except pydantic.ValidationError as exc:
-        raise problems.invalid_request_of(exc) from None
-    # The caller's strict parse checked the JSON limits of the whole body, these fields' too.
-    return jobs.submit_spec(payload, fields["body"], json_checked=True)
-
-
-# The members of the usual item, which _plain_spec reads without the model.
-_PLAIN_MEMBERS = frozenset(("endpoint", "body", "metadata"))
-_NO_METADATA: dict[str, Any] = {}
-
-
-def _length_bounds(model: type[pydantic.BaseModel], field: str) -> tuple[int, int]:
-    """A string field's (min_length, max_length), as the model declares them."""
-    bounds = {"min_length": 0, "max_length": 0}
-    for rule in model.model_fields[field].metadata:
-        for name in bounds:
-            bounds[name] = getattr(rule, name, bounds[name])
-    return bounds["min_length"], bounds["max_length"]
-
-
-_MIN_ENDPOINT, _MAX_ENDPOINT = _length_bounds(SubmitJobRequest, "endpoint")
-_MIN_MODEL, _MAX_MODEL = _length_bounds(ProviderBody, "model")
-_MAX_METADATA = _length_bounds(SubmitJobRequest, "metadata")[1]
-
-
-def _plain_spec(fields: dict[str, Any]) -> SubmitSpec | None:
-    """The spec of an item of only `endpoint`, `body` (without `sim`) and `metadata` whose
-    values SubmitJobRequest takes as they are: the spec submit_spec makes of the model, at a
-    fraction of its cost (the model is most of a bulk item's parse). None for any other item,
-    which the model then validates, so that every refusal is the model's own."""
-    endpoint = fields.get("endpoint")
-    body = fields.get("body")
-    metadata = fields.get("metadata", _NO_METADATA)
-    if (
-        type(endpoint) is not str
-        or not _MIN_ENDPOINT <= len(endpoint) <= _MAX_ENDPOINT
-        or type(body) is not dict
-        or type(metadata) is not dict
-        or len(metadata) > _MAX_METADATA
-        or not fields.keys() <= _PLAIN_MEMBERS
-        or "sim" in body
-    ):
-        return None
-    model = body.get("model")
-    if model is not None and (type(model) is not str or not _MIN_MODEL <= len(model) <= _MAX_MODEL):
-        return None
-    # A new dict, as the model's validation makes (the item's keys are JSON's: strings).
-    return SubmitSpec(endpoint, body, metadata=dict(metadata), json_checked=True)
+    return submit_many.SubmitManyItem(spec, fields, key)
 
 
 def answer_body(results: list[submit_many.ItemResult]) -> bytes:
