@@ -1,6 +1,7 @@
 """The CLI's admin commands (tenants, keys, jobs, webhooks...) open a Runtime without serving
 HTTP: they must not import the web application (FastAPI, its routes) or the process roles,
-about half of every such command's start-up (~0.5 s of CPU each) before this was guarded."""
+about half of every such command's start-up. `jobgate simulator` imports none of the server
+(no storage, no runtime, no web application): it starts in the time the simulator loads."""
 
 from __future__ import annotations
 
@@ -19,3 +20,22 @@ def test_the_admin_cli_imports_neither_the_web_app_nor_the_roles() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == ""
+
+
+def _loaded(modules: str) -> set[str]:
+    """The modules loaded in a new interpreter after importing `modules` (comma-separated)."""
+    probe = f"import sys, {modules}; print(','.join(sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(out.stdout.strip().split(","))
+
+
+def test_the_simulator_command_imports_none_of_the_server() -> None:
+    loaded = _loaded("jobgate.cli, jobgate.cli.providers")
+    server = ("jobgate.storage", "jobgate.process", "jobgate.http", "jobgate.services")
+    heavy = sorted(
+        m for m in loaded if m.startswith(server) or m.split(".")[0] in ("fastapi", "asyncpg")
+    )
+    assert heavy == []
+    assert "jobgate.simulator.server" in loaded  # the probe imported the command's module

@@ -16,10 +16,12 @@ from jobgate.cli import help_format
 # Command name -> the module defining it (in its COMMANDS). Modules load only when one of
 # their commands runs, so client verbs start without importing the server.
 COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(("serve", "api", "worker", "reaper", "migrate"), "jobgate.cli.server"),
+    **dict.fromkeys(
+        ("serve", "api", "worker", "reaper", "reconciler", "migrate"), "jobgate.cli.server"
+    ),
     **dict.fromkeys(("tenants", "keys", "operators"), "jobgate.cli.admin"),
     "dispatcher": "jobgate.cli.webhooks",
-    **dict.fromkeys(("simulator", "reconciler"), "jobgate.cli.providers"),
+    "simulator": "jobgate.cli.providers",
     "alerts": "jobgate.cli.ops",
     "batch": "jobgate.cli.batch",
     **dict.fromkeys(

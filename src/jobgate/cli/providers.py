@@ -1,5 +1,5 @@
-"""Provider commands: `jobgate simulator` (the provider simulator server) and `jobgate
-reconciler` (the role that asks providers about background jobs)."""
+"""`jobgate simulator`: the provider simulator server. It imports no server code, so it starts
+in the time the simulator itself takes to load (the reconciler role is in cli/server.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import sys
 import click
 
 from jobgate import logs
-from jobgate.cli import server
 from jobgate.simulator.enforcement import Limits
 from jobgate.simulator.server import Simulator
 
@@ -135,11 +134,4 @@ def simulator(
     asyncio.run(_simulate(instance, host, port))
 
 
-@click.command()
-@server._db
-def reconciler(database_url: str | None) -> None:
-    """Run only the reconciler: status checks, cancels and settlements of background jobs."""
-    server._start(("reconciler",), database_url=database_url)
-
-
-COMMANDS = (simulator, reconciler)
+COMMANDS = (simulator,)

@@ -228,4 +228,11 @@ def migrate(database_url: str | None) -> None:
         click.echo(f"schema up to date at {version}")
 
 
-COMMANDS = (serve, api, worker, reaper, migrate)
+@click.command()
+@_db
+def reconciler(database_url: str | None) -> None:
+    """Run only the reconciler: status checks, cancels and settlements of background jobs."""
+    _start(("reconciler",), database_url=database_url)
+
+
+COMMANDS = (serve, api, worker, reaper, reconciler, migrate)
