@@ -599,7 +599,7 @@ UPDATE jobs AS j
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now,
                coalesce(:now::timestamptz, clock_timestamp()) AS stamped) AS clock
  WHERE j.id = :id AND j.tenant_id = :tenant_id
-   AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
+   AND {{cancel_changes}}
 RETURNING j.*
 
 -- name: job_record_ignored

@@ -41,28 +41,6 @@ SELECT *
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
--- name: admin_endpoint_health
--- Webhook endpoints with their deliveries by state, whether one is failing (a delivery pending
--- after :min_attempts failures) and the last failure. Progress deliveries are best effort
--- (sent once, dropped when superseded): they count in none of these.
-SELECT e.id AS endpoint_id, t.name AS tenant_name, e.url, e.disabled, e.disabled_reason,
-       coalesce(bool_or({{delivery_failing}}), false) AS failing,
-       count(*) FILTER (WHERE o.state = 'pending')::integer AS pending,
-       count(*) FILTER (WHERE o.state = 'succeeded')::integer AS succeeded,
-       count(*) FILTER (WHERE o.state = 'failed')::integer AS failed,
-       (SELECT o2.last_status_code FROM outbox AS o2
-         WHERE o2.endpoint_id = e.id AND o2.attempts > 0 AND o2.event_type NOT IN ('job.progress', 'batch.progress')
-         ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_status_code,
-       (SELECT o2.last_error FROM outbox AS o2
-         WHERE o2.endpoint_id = e.id AND o2.last_error IS NOT NULL
-           AND o2.event_type NOT IN ('job.progress', 'batch.progress')
-         ORDER BY o2.next_attempt_at DESC LIMIT 1) AS last_error
-  FROM webhook_endpoints AS e
-  JOIN tenants AS t ON t.id = e.tenant_id
-  LEFT JOIN outbox AS o ON o.endpoint_id = e.id AND o.event_type NOT IN ('job.progress', 'batch.progress')
- GROUP BY e.id, t.name
- ORDER BY t.name, e.created_at
-
 -- name: dashboard_session_insert
 -- Open a dashboard session for a live operator key (no row: the key is not valid).
 WITH key AS (

@@ -19,8 +19,7 @@
 -- Whether a job j may take the bulk :action: a cancel a live job not yet asked to stop, a
 -- redrive a dead-lettered job not purged, a delete any job not purged.
 CASE :action::text
-    WHEN 'cancel' THEN j.state = 'queued'
-                       OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
+    WHEN 'cancel' THEN {{cancel_changes}}
     WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered AND j.purged_at IS NULL
     ELSE j.purged_at IS NULL
 END
@@ -51,7 +50,7 @@ UPDATE jobs AS j
        transition_reason = :reason
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
-   AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
+   AND {{cancel_changes}}
 RETURNING j.id, j.state
 
 -- name: job_bulk_redrive

@@ -43,13 +43,8 @@ SELECT tenant_id, NULL AS concurrency_key, provider, model, native_batch,
        sum(cache_read_tokens)::bigint AS cache_read_tokens,
        sum(cache_write_tokens)::bigint AS cache_write_tokens
   FROM (SELECT tenant_id, provider, model, kind = 'batch' AS native_batch,
-               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * input_tokens) AS input_tokens,
-               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * output_tokens) AS output_tokens,
-               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_read_tokens)
-                   AS cache_read_tokens,
-               sum(CASE kind WHEN 'refund' THEN -1 ELSE 1 END * cache_write_tokens)
-                   AS cache_write_tokens
-          FROM usage_ledger
+               {{usage_signed_tokens}}
+          FROM usage_ledger AS u
          WHERE created_at >= :since::timestamptz
          GROUP BY tenant_id, provider, model, kind = 'batch'
         UNION ALL
@@ -76,14 +71,7 @@ SELECT tenant_id, concurrency_key, provider, model, false AS native_batch,
        sum(cache_read_tokens)::bigint AS cache_read_tokens,
        sum(cache_write_tokens)::bigint AS cache_write_tokens
   FROM (SELECT u.tenant_id, j.concurrency_key, u.provider, u.model,
-               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens)
-                   AS input_tokens,
-               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens)
-                   AS output_tokens,
-               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens)
-                   AS cache_read_tokens,
-               sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens)
-                   AS cache_write_tokens
+               {{usage_signed_tokens}}
           FROM usage_ledger AS u
           JOIN jobs AS j ON j.id = u.job_id
          WHERE u.created_at >= :since::timestamptz

@@ -13,18 +13,7 @@ RETURNING j.id
 -- Fenced on the lease: record the provider's id, release the lease, schedule the first check
 -- (at once when an event about that id came first or a cancel is waiting).
 UPDATE jobs AS j
-   SET provider_job_id = :provider_job_id,
-       provider_status = :provider_status,
-       creation_outcome = 'accepted',
-       phase = 'awaiting_provider',
-       lease_owner = NULL,
-       lease_token = NULL,
-       lease_expires_at = NULL,
-       reconcile_checks = 0,
-       reconcile_failures = 0,
-       reconcile_error = NULL,
-       reconciled_at = NULL,
-       cancel_sent_at = NULL,
+   SET {{background_accepted}}
        reconcile_at = CASE
            WHEN j.cancel_requested_at IS NOT NULL
              OR EXISTS (SELECT 1 FROM provider_events AS e
@@ -127,14 +116,7 @@ WITH clock AS (
            run_at = CASE WHEN v.state = 'queued'
                          THEN clock.now + make_interval(secs => :retry_in_s::double precision)
                          ELSE j.run_at END,
-           -- A retry forgets the provider job (a new one is created); a cancellation keeps it.
-           creation_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
-                                   THEN NULL ELSE j.creation_outcome END,
-           provider_job_id = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
-                                  THEN NULL ELSE j.provider_job_id END,
-           provider_generation = j.provider_generation
-                                 + CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
-                                        THEN 1 ELSE 0 END,
+           {{retry_forgets_provider_job}}
            provider_status = coalesce(:provider_status, j.provider_status),
            phase = NULL,
            reconcile_at = CASE WHEN :watch_in_s::double precision IS NULL THEN NULL

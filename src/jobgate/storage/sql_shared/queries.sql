@@ -48,3 +48,7 @@ SELECT body_hash, job_id, status_code
   FROM idempotency_keys
  WHERE tenant_id = :tenant_id AND route = :route AND key = :key
    AND expires_at > {{now}}
+
+-- fragment: cancel_changes
+-- Whether a cancel changes job `j`: a queued job, or a running one not yet asked to stop.
+(j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))

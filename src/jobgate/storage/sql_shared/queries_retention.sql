@@ -8,11 +8,12 @@ SELECT *
  ORDER BY tenant_id, day, provider, model
 
 -- fragment: usage_signed_tokens
--- Ledger rows `u` summed into a day's usage: a refund counts against its completion.
-sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens),
-sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens),
-sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens),
-sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens)
+-- The tokens of ledger rows `u`, summed as billed (the budgets, retention's rollups): a refund
+-- counts against its completion.
+sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.input_tokens) AS input_tokens,
+sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.output_tokens) AS output_tokens,
+sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_read_tokens) AS cache_read_tokens,
+sum(CASE u.kind WHEN 'refund' THEN -1 ELSE 1 END * u.cache_write_tokens) AS cache_write_tokens
 
 -- fragment: usage_daily_add
 -- A day's rollup (into usage_daily AS d) adds to what an earlier pass rolled up of that day.

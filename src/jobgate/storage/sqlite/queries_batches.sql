@@ -222,7 +222,7 @@ SELECT count(*) AS items,
 SELECT j.id
   FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
  WHERE i.batch_id = :batch_id
-   AND (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
+   AND {{cancel_changes}}
  ORDER BY j.id
 
 -- name: batch_event_insert

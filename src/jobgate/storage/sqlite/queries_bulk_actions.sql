@@ -22,8 +22,7 @@
 -- Whether a job j may take the bulk :action: a cancel a live job not yet asked to stop, a
 -- redrive a dead-lettered job not purged, a delete any job not purged.
 CASE :action
-    WHEN 'cancel' THEN j.state = 'queued'
-                       OR (j.state = 'running' AND j.cancel_requested_at IS NULL)
+    WHEN 'cancel' THEN {{cancel_changes}}
     WHEN 'redrive' THEN j.state = 'failed' AND j.dead_lettered = 1 AND j.purged_at IS NULL
     ELSE j.purged_at IS NULL
 END
