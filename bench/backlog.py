@@ -35,7 +35,7 @@ import asyncpg
 
 from bench import pg
 from bench.results import percentile
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import PostgresStore, postgres_store
 
 TENANT = "ten_backlog"
 SECTION = Path(__file__).with_name("backlog.md")
@@ -79,7 +79,7 @@ class Line:
 
     size: int
     dsn: str
-    storage: PostgresStorage
+    storage: PostgresStore
     fill_s: float
     times: list[list[float]] = dataclasses.field(default_factory=list)  # ms, per round
     old_head_ms: float = 0.0
@@ -88,7 +88,7 @@ class Line:
 async def fill(size: int) -> Line:
     """A migrated database holding `size` queued jobs of one tenant, vacuumed and analysed."""
     dsn = await pg.create("backlog")
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     await storage.migrate()
     await storage.tenant_create(tenant_id=TENANT, name="backlog", webhook_secret="s")

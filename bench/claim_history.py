@@ -23,7 +23,7 @@ from tests.support.databases import admin_dsn, dsn_for
 from jobgate.config import Settings
 from jobgate.domain.job import NewJob
 from jobgate.roles.retention import Retention
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import PostgresStore, postgres_store
 
 QUEUED = 2_000
 CLAIM = 10
@@ -47,7 +47,7 @@ SELECT 'job_old_' || lpad(g::text, 9, '0'), s, 'queued', 'running', 'bench', 'hi
 """
 
 
-async def claim_timings(storage: PostgresStorage, tenant_ids: list[str]) -> list[float]:
+async def claim_timings(storage: PostgresStore, tenant_ids: list[str]) -> list[float]:
     """Milliseconds per claim of 10, draining 2,000 fresh queued jobs (then removed)."""
     jobs = [
         NewJob(
@@ -87,7 +87,7 @@ def summary(timings: list[float]) -> dict[str, float]:
     }
 
 
-async def claims(storage: PostgresStorage, tenant_ids: list[str]) -> dict[str, float]:
+async def claims(storage: PostgresStore, tenant_ids: list[str]) -> dict[str, float]:
     return summary(await claim_timings(storage, tenant_ids))
 
 
@@ -95,7 +95,7 @@ async def main(jobs: int, events_per_job: int) -> dict[str, Any]:
     name = f"jobgate_claim_history_{int(time.time())}"
     admin = await asyncpg.connect(admin_dsn())
     await admin.execute(f'CREATE DATABASE "{name}"')
-    storage = PostgresStorage(dsn_for(name), pool_size=3)
+    storage = postgres_store(dsn_for(name), pool_size=3)
     figures: dict[str, Any] = {"history_jobs": jobs, "history_events": jobs * events_per_job}
     try:
         await storage.open()

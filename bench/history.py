@@ -47,7 +47,7 @@ from bench.results import Case
 from jobgate.config import Settings
 from jobgate.roles.retention import Retention
 from jobgate.storage.postgres.partitions import HISTORY_TABLES
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 
 SECTION = Path(__file__).with_name("history.md")
 TITLE = "## A history of millions of jobs against none"
@@ -289,7 +289,7 @@ BACKLOG_COLUMNS = (
 
 
 async def _claims(dsn: str, tenant_id: str) -> dict[str, float]:
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     try:
         return claim_history.summary(await claim_history.claim_timings(storage, [tenant_id]))
@@ -346,7 +346,7 @@ async def _reads(
 async def _retention(dsn: str, days: list[date]) -> dict[str, Any]:
     """The oldest day past retention: the reaper's sweep (its jobs deleted in batches of 500,
     then its partitions dropped), timed whole and the drop alone."""
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     settings = Settings(database_url=dsn)
     drop = storage.history_partitions_drop

@@ -35,7 +35,7 @@ from tests.support.databases import admin_dsn, dsn_for
 from jobgate.domain.retention import Horizon
 from jobgate.storage import migrations, sql
 from jobgate.storage.postgres.executor import Q as AFTER
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 
 CONVERSION = 88
 QUEUED = 2_000
@@ -139,7 +139,7 @@ async def _database(name: str, jobs: int, *, convert: bool) -> tuple[str, float 
     migrations.pending = lambda package, applied: [
         m for m in real(package, applied) if m.version < CONVERSION
     ]
-    storage = PostgresStorage(dsn, pool_size=1)
+    storage = postgres_store(dsn, pool_size=1)
     await storage.open()
     try:
         await storage.migrate()
@@ -334,7 +334,7 @@ async def _retention_of_a_day(
             }
         finally:
             await conn.close()
-    storage = PostgresStorage(dsns["after"], pool_size=1)
+    storage = postgres_store(dsns["after"], pool_size=1)
     await storage.open()
     try:
         started = time.monotonic()

@@ -26,9 +26,9 @@ from jobgate.config import ProviderConfig, Settings
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock, ScriptedProvider, SequentialIds
 from tests.api_server import api  # noqa: F401  (the `api` fixture, for every folder)
 from tests.support import pgbouncer
@@ -82,7 +82,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("sqlite-template") / "jobgate.db"
 
     async def migrated() -> None:
-        store = SqliteStorage(str(path))
+        store = sqlite_store(str(path))
         await store.open()
         await store.migrate()
         await store.close()
@@ -128,7 +128,7 @@ async def storage(
 ) -> AsyncIterator[Storage]:
     if backend == "sqlite":
         copy_sqlite(request.getfixturevalue("sqlite_template"), tmp_path / "jobgate.db")
-        store: Storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+        store: Storage = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
         await store.open()
         await store.migrate()  # nothing left to apply: as every start of jobgate does
         yield store
@@ -138,9 +138,9 @@ async def storage(
     dsn = await template.clone()
     if backend == "postgres-pgbouncer":  # every call through the pooler, LISTEN direct
         bouncer: pgbouncer.PgBouncer = request.getfixturevalue("pg_bouncer")
-        store = PostgresStorage(bouncer.dsn_for(dsn), pool_size=4, listen_dsn=dsn)
+        store = postgres_store(bouncer.dsn_for(dsn), pool_size=4, listen_dsn=dsn)
     else:
-        store = PostgresStorage(dsn, pool_size=4)
+        store = postgres_store(dsn, pool_size=4)
     await store.open()
     yield store
     await store.close()

@@ -13,7 +13,7 @@ import httpx
 from jobgate.clock import SystemClock
 from jobgate.ids import RandomIds
 from jobgate.services.tenants import TenantService
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from tests.support import audit
 from tests.support.audit import JobFacts
 from tests.support.processes import wait_until
@@ -33,7 +33,7 @@ def create_tenant(dsn: str, name: str) -> str:
     """A tenant and its API key, created directly in the database (faster than the CLI)."""
 
     async def create() -> str:
-        storage = PostgresStorage(dsn, pool_size=1)
+        storage = postgres_store(dsn, pool_size=1)
         await storage.open()
         try:
             service = TenantService(storage=storage, ids=RandomIds(SystemClock()))

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from jobgate.services.tenants import TenantService
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.records import LimitOverrides
 from jobgate.testing import SequentialIds
 
@@ -42,7 +42,7 @@ async def bulk_insert(conn: asyncpg.Connection, tenant_id: str, count: int, pref
 
 
 async def test_flooding_tenant_cannot_starve_another(pg_dsn: str) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     tenants = TenantService(storage=storage, ids=SequentialIds())
     flood = (await tenants.create("flood")).tenant

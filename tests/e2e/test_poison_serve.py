@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from jobgate.domain.job import Job
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store_for_url
 from jobgate.testing.receiver import WebhookReceiver
 from tests.storage.helpers import new_job, submit_one
 from tests.storage.poison_rows import far_future, json_text, poke
@@ -31,8 +31,8 @@ TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
 
 def _storage(url: str) -> Storage:
     if url.startswith("sqlite:"):
-        return SqliteStorage.from_url(url)
-    return PostgresStorage(url, pool_size=2)
+        return sqlite_store_for_url(url)
+    return postgres_store(url, pool_size=2)
 
 
 async def _seed(url: str, tenant_name: str, receiver_url: str) -> dict[str, str]:

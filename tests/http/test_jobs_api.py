@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from jobgate.domain.states import JobState
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres, postgres_store
 from jobgate.testing import Block, ScriptedProvider, eventually
 from tests.api_server import Api
 
@@ -93,8 +93,8 @@ async def test_long_poll_wakes_on_a_change_made_by_another_process(api: Api) -> 
     tenant = await api.runtime.tenants.authenticate(key)
     poll = await _polling(api, job["id"], key)
     storage = api.runtime.storage
-    assert isinstance(storage, PostgresStorage)
-    other = PostgresStorage(storage.dsn, pool_size=1)  # its own hub: only NOTIFY links them
+    assert is_postgres(storage)
+    other = postgres_store(storage.engine.dsn, pool_size=1)  # its own hub: only NOTIFY links them
     await other.open()
     try:
         await other.job_cancel(job_id=job["id"], tenant_id=tenant.id, actor="other-process")

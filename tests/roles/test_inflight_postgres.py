@@ -21,7 +21,7 @@ from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.roles.worker import Worker
 from jobgate.services.jobs import SubmitSpec
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import PostgresStore, postgres_store
 from jobgate.testing import PacedClock
 from tests.support.proxy import TcpProxy
 
@@ -42,7 +42,7 @@ def _spec(index: int, latency_s: float) -> SubmitSpec:
 class Counted:
     """Counts the storage calls a worker makes (and the leases each heartbeat carries)."""
 
-    def __init__(self, storage: PostgresStorage, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, storage: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: collections.Counter[str] = collections.Counter()
         self.heartbeat_sizes: list[int] = []
         self.seconds: collections.defaultdict[str, list[float]] = collections.defaultdict(list)
@@ -84,8 +84,8 @@ async def _until(
 
 
 @pytest.fixture
-async def direct(pg_dsn: str) -> AsyncIterator[PostgresStorage]:
-    store = PostgresStorage(pg_dsn, pool_size=2)
+async def direct(pg_dsn: str) -> AsyncIterator[PostgresStore]:
+    store = postgres_store(pg_dsn, pool_size=2)
     await store.open()
     yield store
     await store.close()
@@ -93,7 +93,7 @@ async def direct(pg_dsn: str) -> AsyncIterator[PostgresStorage]:
 
 async def test_hundreds_in_flight_on_a_pool_of_two_connections(
     pg_dsn: str,
-    direct: PostgresStorage,
+    direct: PostgresStore,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -151,7 +151,7 @@ async def test_hundreds_in_flight_on_a_pool_of_two_connections(
             await asyncio.wait_for(loop, 30)
     assert await _states(pg_dsn) == {"succeeded": jobs}
     # Every call ran once, all at the same time, over two connections (the pool's cap).
-    pool = direct._sql._pool
+    pool = direct.engine.executor._pool
     assert pool is not None and pool.get_max_size() == 2
     assert connections[0] <= 2, connections
     # Batched: a few claims, one heartbeat statement per interval carrying every lease, and
@@ -168,7 +168,7 @@ async def test_hundreds_in_flight_on_a_pool_of_two_connections(
 # About 20 s (calls must outlast a lease on a link of 1.5 s round trips), and in CI: no other
 # test has a renewal slower than its interval.
 async def test_a_heartbeat_slower_than_its_interval_keeps_every_lease_postgres(
-    pg_dsn: str, direct: PostgresStorage, monkeypatch: pytest.MonkeyPatch
+    pg_dsn: str, direct: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each renewal takes longer than the heartbeat interval (a slow database link): it is
     waited for, not cancelled, so the leases of the calls still running are renewed, no job
@@ -186,7 +186,7 @@ async def test_a_heartbeat_slower_than_its_interval_keeps_every_lease_postgres(
     tenant = (await setup.tenants.create("acme")).tenant
     host, port = "127.0.0.1", int(pg_dsn.rsplit(":", 1)[1].split("/", 1)[0])
     with TcpProxy((host, port)) as proxy:
-        slow = PostgresStorage(
+        slow = postgres_store(
             pg_dsn.replace(f"{host}:{port}", f"127.0.0.1:{proxy.port}"), pool_size=1
         )
         await slow.open()  # connected (and its types set up) before the link slows down
@@ -237,7 +237,7 @@ async def test_a_heartbeat_slower_than_its_interval_keeps_every_lease_postgres(
 
 
 async def test_one_heartbeat_renews_thousands_of_leases_in_well_under_its_interval_postgres(
-    pg_dsn: str, direct: PostgresStorage
+    pg_dsn: str, direct: PostgresStore
 ) -> None:
     """A worker holding thousands of calls renews them in one statement whose cost is linear
     in the leases: the job trigger's join of its transition tables was a nested loop cached

@@ -28,7 +28,7 @@ from jobgate.roles import native_dispatch
 from jobgate.roles.batch_runner import BatchRunner
 from jobgate.services.batches import BatchService
 from jobgate.simulator.server import Simulator
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds
 from tests.roles.test_batch_runner import make_batch_of
@@ -138,7 +138,7 @@ async def run_until_ended(
 ) -> Any:
     for _ in range(60):
         await runner.batches_once(now=clock.now())
-        if isinstance(runtime.storage, PostgresStorage):
+        if is_postgres(runtime.storage):
             await real_time_reaches(clock)
         await runtime.worker().run_once(limit=50)
         clock.advance(1.0)

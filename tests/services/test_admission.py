@@ -16,10 +16,10 @@ from jobgate import errors
 from jobgate.config import Settings, TenantLimits
 from jobgate.process.runtime import Runtime
 from jobgate.services.jobs import SubmitSpec
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import QueueCounts
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from tests.storage.helpers import queued
 from tests.support.databases import PostgresTemplate
 
@@ -42,8 +42,8 @@ async def two_processes(
 
     def store() -> Storage:
         if dsn is not None:
-            return PostgresStorage(dsn, pool_size=8)
-        return SqliteStorage(str(tmp_path / "jobgate.db"))
+            return postgres_store(dsn, pool_size=8)
+        return sqlite_store(str(tmp_path / "jobgate.db"))
 
     settings = Settings(tenant_defaults=TenantLimits(max_queued=5), max_queued_total=1000)
     runtimes = [Runtime(settings, storage=store()) for _ in range(2)]

@@ -15,7 +15,7 @@ from jobgate.domain.states import JobState
 from jobgate.process.runtime import Runtime
 from jobgate.providers.registry import ProviderRegistry
 from jobgate.services.jobs import SubmitSpec
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres
 from jobgate.storage.protocol import Storage
 from jobgate.testing import FakeClock, SequentialIds
 
@@ -59,7 +59,7 @@ async def test_a_refused_first_target_moves_the_job_to_the_second(
     assert (first.provider, first.model) == ("sim", "sim-echo")
     assert first.request is not None and first.request["model"] == "sim-echo"
     clock.advance(1)  # past the retry's backoff (SQLite's clock; PostgreSQL's runs by itself)
-    if isinstance(storage, PostgresStorage):
+    if is_postgres(storage):
         await asyncio.sleep(0.1)
     (second,) = await worker.run_once()
     assert second is not None and second.state is JobState.SUCCEEDED

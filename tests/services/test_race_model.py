@@ -48,9 +48,9 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import RESPONSES, SimProvider
 from jobgate.roles.reconciler import Reconciler
 from jobgate.roles.worker import Worker
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.conftest import copy_sqlite, run_sync
 from tests.storage.helpers import make_tenant, new_job, submit_one
@@ -357,13 +357,13 @@ def test_cancel_settle_redrive_reclaim_with_skewed_clocks(
             path = tmp_path / f"races{next(files)}.db"
             assert migrated is not None
             copy_sqlite(migrated, path)  # a new database each example, migrated once per process
-            store = SqliteStorage(str(path), clock=clock)
+            store = sqlite_store(str(path), clock=clock)
             await store.open()
             await store.migrate()
             return store
         dsn = await template.clone()
         clones.append(dsn)
-        store = PostgresStorage(dsn, pool_size=2)
+        store = postgres_store(dsn, pool_size=2)
         await store.open()
         return store
 

@@ -24,7 +24,7 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.roles.reconciler import Reconciler
 from jobgate.roles.worker import Worker
 from jobgate.services.limits import LimitsService
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import LimitOverrides, Tenant
 from jobgate.testing import Fail, FakeClock, ScriptedProvider
@@ -109,7 +109,7 @@ async def test_a_lost_accept_reply_on_the_wire_is_read_back(pg_dsn: str, clock: 
     with TcpProxy((url.hostname or "127.0.0.1", url.port or 5432)) as proxy:
         userinfo = url.netloc.rpartition("@")[0]
         netloc = f"{userinfo}@127.0.0.1:{proxy.port}" if userinfo else f"127.0.0.1:{proxy.port}"
-        raw = PostgresStorage(urlunsplit(url._replace(netloc=netloc)), pool_size=2)
+        raw = postgres_store(urlunsplit(url._replace(netloc=netloc)), pool_size=2)
         await raw.open()
         try:
             faulty = FaultyStorage(raw)

@@ -22,9 +22,9 @@ from jobgate.providers.registry import ProviderRegistry
 from jobgate.providers.simulated import SimProvider
 from jobgate.roles.worker import Worker
 from jobgate.services import rate_limits
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres, postgres_store
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import is_sqlite, sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
@@ -43,11 +43,11 @@ def registry(clock: FakeClock, **limits: object) -> ProviderRegistry:
 async def second(storage: Storage, clock: FakeClock) -> AsyncIterator[Storage]:
     """Another storage on the same database, as a second worker process would have."""
     other: Storage
-    if isinstance(storage, PostgresStorage):
-        other = PostgresStorage(storage.dsn, pool_size=2)
+    if is_postgres(storage):
+        other = postgres_store(storage.engine.dsn, pool_size=2)
     else:
-        assert isinstance(storage, SqliteStorage)
-        other = SqliteStorage(storage.path, clock=clock)
+        assert is_sqlite(storage)
+        other = sqlite_store(storage.engine.path, clock=clock)
     await other.open()
     yield other
     await other.close()
@@ -55,7 +55,7 @@ async def second(storage: Storage, clock: FakeClock) -> AsyncIterator[Storage]:
 
 async def step(storage: Storage, clock: FakeClock) -> None:
     clock.advance(STEP_S)
-    if isinstance(storage, PostgresStorage):
+    if is_postgres(storage):
         await asyncio.sleep(STEP_S)
 
 

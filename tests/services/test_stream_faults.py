@@ -26,7 +26,7 @@ from jobgate.services import output_feed, rate_limits
 from jobgate.services.jobs import SubmitSpec
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import OutputChunk
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock, SequentialIds, eventually
 from jobgate.wire.content import output_text
 from tests.providers import upstreams
@@ -223,7 +223,7 @@ async def test_a_rate_limit_mid_stream_waits_for_the_reset_it_names(
 @pytest.fixture
 async def sqlite_storage(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Storage]:
     """SQLite alone, whose clock is the fake one: minutes of waits pass at once."""
-    store = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    store = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
     await store.open()
     await store.migrate()
     yield store

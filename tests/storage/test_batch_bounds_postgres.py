@@ -12,7 +12,7 @@ import pytest
 
 from jobgate import errors
 from jobgate.storage.postgres.executor import PostgresExecutor
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.records import QueueLimit
 from tests.storage.helpers import insert_many, make_tenant, new_job
 
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 async def test_a_bounded_batch_is_locks_then_one_insert(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage)
@@ -56,7 +56,7 @@ async def test_a_bounded_batch_is_locks_then_one_insert(
 
 
 async def test_two_batches_racing_for_the_last_places_do_not_both_get_in(pg_dsn: str) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=4)
+    storage = postgres_store(pg_dsn, pool_size=4)
     await storage.open()
     try:
         tenant = await make_tenant(storage)

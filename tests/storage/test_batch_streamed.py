@@ -15,7 +15,7 @@ import pytest
 from jobgate import errors
 from jobgate.domain.job import NewJob
 from jobgate.domain.states import JobState
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
@@ -89,7 +89,7 @@ async def test_each_chunk_is_in_the_database_while_the_next_is_made(pg_dsn: str)
     if chunk 1's statement left before chunk 2 was asked for (and ends once the holder lets
     go, both chunks stored). One pooled connection, warmed by a first batch: a statement's
     first use on a connection waits for its preparation before it is sent."""
-    storage = PostgresStorage(pg_dsn, pool_size=1)
+    storage = postgres_store(pg_dsn, pool_size=1)
     await storage.open()
     holder = await asyncpg.connect(pg_dsn)
     try:

@@ -12,6 +12,7 @@ from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
+from jobgate.storage.postgres.store import is_postgres
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.testing import FakeClock
@@ -342,7 +343,8 @@ async def test_a_chunk_that_loses_a_deadlock_runs_again(
     first, second = sorted(
         [await queued(storage, acme, clock) for _ in range(2)], key=lambda j: j.id
     )
-    other = await asyncpg.connect(storage.dsn)  # type: ignore[attr-defined]
+    assert is_postgres(storage)
+    other = await asyncpg.connect(storage.engine.dsn)
     try:
         # Only the chunk's backend may run the deadlock check, so that PostgreSQL aborts the
         # chunk and not this transaction (the check runs in whichever waiter's deadlock_timeout

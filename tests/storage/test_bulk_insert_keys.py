@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from jobgate import errors
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import BulkItem, IdempotencyClaim, SubmitOutcome
 from jobgate.testing import FakeClock
@@ -90,7 +90,7 @@ async def test_postgres_a_key_another_transaction_holds_is_in_progress(
     """A key bound by a transaction still open is waited for, up to lock_timeout: then the
     call is IdempotencyInProgress with nothing stored, and once the holder rolls back the same
     call binds the key."""
-    storage = PostgresStorage(pg_dsn, pool_size=2, lock_timeout_ms=200)
+    storage = postgres_store(pg_dsn, pool_size=2, lock_timeout_ms=200)
     await storage.open()
     holder = await asyncpg.connect(pg_dsn)
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from jobgate.domain.job import Job
 from jobgate.storage.postgres.executor import Q
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
@@ -34,7 +34,7 @@ async def test_the_claim_returns_exactly_the_columns_of_a_job(pg_dsn: str) -> No
 
 
 async def test_a_claimed_job_reads_as_the_stored_job(pg_dsn: str) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage)

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from jobgate.storage.postgres.claims import claim_params
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.records import ClaimPolicy, ClaimRequest
 from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
@@ -23,7 +23,7 @@ FINISHED = 300  # the oldest, as a drain leaves them
 
 
 async def test_a_drains_claims_do_not_walk_its_finished_jobs(pg_dsn: str) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage, "drained")

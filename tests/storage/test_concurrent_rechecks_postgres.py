@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import PostgresStore, postgres_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant
 from tests.support.databases import PostgresTemplate
@@ -27,9 +27,9 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-async def storage(pg_template: PostgresTemplate) -> AsyncIterator[PostgresStorage]:
+async def storage(pg_template: PostgresTemplate) -> AsyncIterator[PostgresStore]:
     dsn = await pg_template.clone()
-    store = PostgresStorage(dsn, pool_size=4)
+    store = postgres_store(dsn, pool_size=4)
     await store.open()
     yield store
     await store.close()
@@ -37,11 +37,11 @@ async def storage(pg_template: PostgresTemplate) -> AsyncIterator[PostgresStorag
 
 
 async def _after_a_concurrent_update(
-    storage: PostgresStorage, concurrent_update: str, row_id: str, statement: Awaitable[Any]
+    storage: PostgresStore, concurrent_update: str, row_id: str, statement: Awaitable[Any]
 ) -> Any:
     """Run `statement` while another transaction has updated the row `row_id` and not yet
     committed; commit it once the statement waits for the row, and answer the statement's."""
-    other = await asyncpg.connect(storage.dsn)
+    other = await asyncpg.connect(storage.engine.dsn)
     try:
         tx = other.transaction()
         await tx.start()
@@ -63,7 +63,7 @@ async def _after_a_concurrent_update(
 
 
 async def test_a_batch_release_after_a_concurrent_cancel_still_releases(
-    storage: PostgresStorage, clock: FakeClock
+    storage: PostgresStore, clock: FakeClock
 ) -> None:
     tenant = await make_tenant(storage)
     await storage.file_create(file_id="file_1", tenant_id=tenant.id, purpose="batch", filename="in")

@@ -14,7 +14,9 @@ from jobgate.domain.bulk import JobFilter
 from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
+from jobgate.storage.postgres.store import is_postgres
 from jobgate.storage.protocol import Storage
+from jobgate.storage.sqlite.store import is_sqlite
 from jobgate.testing import FakeClock
 from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
 
@@ -137,12 +139,12 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
     PostgreSQL, its first events implied by the job rows: test_implied_first_events_postgres);
     the provider's id is found through jobs_by_provider_job_id (migration 0016)."""
     since = clock.now()
-    if storage.dialect == "sqlite":
+    if is_sqlite(storage):
         from jobgate.storage.sqlite.executor import Q
 
         async def explain_sqlite(name: str, params: dict[str, object]) -> str:
             return str(
-                await storage._db.read(  # type: ignore[attr-defined]
+                await storage.engine.database.read(
                     lambda conn: " ".join(
                         str(tuple(r))
                         for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name].sql, params)
@@ -157,6 +159,7 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
             "console_job_by_provider_job_id", {"provider_job_id": "x", "limit": 10}
         )
     else:
+        assert is_postgres(storage)
         from jobgate.storage.postgres.executor import Q as PQ
 
         async def explain_postgres(name: str, *args: object) -> str:
@@ -168,7 +171,7 @@ async def test_the_charts_read_and_the_id_search_use_their_indexes(
                     await conn.execute("RESET enable_seqscan")
                 return " ".join(row[0] for row in rows)
 
-            return str(await storage._sql.run(run))  # type: ignore[attr-defined]
+            return str(await storage.engine.executor.run(run))
 
         transitions = await explain_postgres("console_transitions", since, 10)
         by_provider = await explain_postgres("console_job_by_provider_job_id", "x", 10)

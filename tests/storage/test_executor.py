@@ -12,7 +12,7 @@ import pytest
 from jobgate import errors
 from jobgate.storage.executor import Executor, SqlPart
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
@@ -101,17 +101,17 @@ async def test_a_closed_store_is_unavailable(storage: Storage) -> None:
 async def test_sqlite_writes_join_the_writers_group_commit(
     tmp_path: Any, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SqliteStorage(str(tmp_path / "g.db"), clock=clock)
+    store = sqlite_store(str(tmp_path / "g.db"), clock=clock)
     await store.open()
     await store.migrate()
     written: list[str] = []
-    real_write = store._db.write
+    real_write = store.engine.database.write
 
     async def counted(operation: Any) -> Any:
         written.append("write")
         return await real_write(operation)
 
-    monkeypatch.setattr(store._db, "write", counted)
+    monkeypatch.setattr(store.engine.database, "write", counted)
     sql = store._sql
     await sql.write_one(
         "tenant_insert", id="t", name="t", webhook_secret="s", now=sql.codec.now(None)

@@ -21,11 +21,11 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.postgres.claims import claim_params
 from jobgate.storage.postgres.executor import Q as PG
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, ClaimRequest
 from jobgate.storage.sqlite.executor import Q as LITE
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
@@ -78,7 +78,7 @@ async def _explain(
 
 
 async def _filled_postgres(dsn: str, *, finished: int) -> list[Lease]:
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     try:
         return await _fill(storage, finished=finished)
@@ -161,7 +161,7 @@ async def test_postgres_reaper_and_running_counts_read_jobs_running(pg_dsn: str)
 @pytest.mark.asyncio
 @pytest.mark.postgres
 async def test_postgres_reaper_locks_the_oldest_expired_leases_past_held_ones(pg_dsn: str) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage, "reaped")
@@ -198,7 +198,7 @@ async def test_sqlite_heartbeat_writes_no_index_and_readers_use_jobs_running(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     path = tmp_path / "jobgate.db"
-    storage = SqliteStorage(str(path), clock=clock)
+    storage = sqlite_store(str(path), clock=clock)
     await storage.open()
     await storage.migrate()
     try:

@@ -17,7 +17,7 @@ import pytest
 
 from jobgate.domain.job import JobEvent, NewJob
 from jobgate.domain.states import JobState
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.records import BulkItem, IdempotencyClaim
 from tests.storage.helpers import (
     insert_bulk,
@@ -54,7 +54,7 @@ def _first(event: JobEvent) -> tuple[Any, ...]:
 async def test_every_insert_path_implies_the_first_event_and_the_log_reads_it_once(
     pg_dsn: str,
 ) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage, "implied")
@@ -96,7 +96,7 @@ async def test_every_insert_path_implies_the_first_event_and_the_log_reads_it_on
 async def test_a_row_created_otherwise_stores_its_first_event_and_old_ones_read_once(
     pg_dsn: str,
 ) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage, "otherwise")
@@ -137,7 +137,7 @@ async def test_the_consoles_minute_reads_recent_jobs_not_every_first_event(pg_ds
     """20,000 jobs from before 0028 (stored first events) and 100 recent ones: the console's
     read of the last minute finds the recent jobs through jobs_by_creation and each one's
     stored first event (none) by primary key, never all 20,000 stored first events."""
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage, "console")

@@ -19,10 +19,10 @@ import pytest
 from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.storage import base
 from jobgate.storage.postgres.executor import Q as PG
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.sqlite.executor import Q as LITE
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.storage.store.jobs import _search_query
 from jobgate.testing import FakeClock
 from tests.storage.helpers import insert_many, make_tenant, new_job
@@ -86,7 +86,7 @@ def params(tenant_id: str, search: dict[str, Any], *, time: Any, json: Any) -> d
 @pytest.mark.asyncio
 @pytest.mark.postgres
 async def test_postgres_search_walks_a_bounded_stretch_of_the_tenant(pg_dsn: str) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant_id = await fill(storage)
@@ -132,7 +132,7 @@ def _json_text(value: Any) -> Any:
 @pytest.mark.asyncio
 async def test_sqlite_search_walks_a_bounded_stretch_of_the_tenant(tmp_path: Path) -> None:
     path = tmp_path / "jobgate.db"
-    storage = SqliteStorage(str(path), clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    storage = sqlite_store(str(path), clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
     await storage.open()
     await storage.migrate()
     try:

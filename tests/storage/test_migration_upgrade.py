@@ -23,10 +23,10 @@ from jobgate.domain.job import Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage import migrations
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import ClaimPolicy, TenantShare
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from tests.support.databases import PostgresTemplate, dsn_for
 
 OLD_VERSION = 21  # the schema jobs are written at by hand
@@ -61,7 +61,7 @@ async def old_database(
     newest = _old_migrations(monkeypatch)
     if backend == "sqlite":
         path = str(tmp_path / "old.db")
-        storage: Storage = SqliteStorage(path)
+        storage: Storage = sqlite_store(path)
         await storage.open()
         await storage.migrate()
         raw = sqlite3.connect(path, isolation_level=None)
@@ -87,7 +87,7 @@ async def old_database(
     await PostgresTemplate._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     await PostgresTemplate._admin(f'CREATE DATABASE "{name}"')
     dsn = dsn_for(name)
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     await storage.migrate()
     conn = await asyncpg.connect(dsn)

@@ -32,7 +32,7 @@ from jobgate.roles.retention import Retention
 from jobgate.storage import migrations
 from jobgate.storage.postgres.executor import Q
 from jobgate.storage.postgres.partitions import history_days
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import PostgresStore, postgres_store
 from jobgate.storage.records import DeliveryOutcome, IdempotencyClaim, Tenant
 from jobgate.testing import FakeClock
 from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
@@ -81,7 +81,7 @@ async def _rows(conn: asyncpg.Connection, table: str, order: str) -> list[dict[s
 
 
 async def _fill_old_schema(
-    storage: PostgresStorage, conn: asyncpg.Connection
+    storage: PostgresStore, conn: asyncpg.Connection
 ) -> tuple[Tenant, dict[str, datetime]]:
     """Jobs of today, of three days ago and of fifty days ago (each claimed, streamed, finished
     with a webhook delivered once), and a batch with a webhook row: every kind of history row.
@@ -174,7 +174,7 @@ async def test_the_conversion_keeps_every_row_key_and_trigger(
     old_dsn: tuple[str, Callable[[], None]],
 ) -> None:
     dsn, to_newest = old_dsn
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     conn = await asyncpg.connect(dsn)
     try:
@@ -297,7 +297,7 @@ async def test_the_conversion_keeps_every_row_key_and_trigger(
 
 
 async def test_days_ahead_exist_and_an_insert_outside_them_lands_in_default(pg_dsn: str) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     conn = await asyncpg.connect(pg_dsn)
     try:
@@ -347,7 +347,7 @@ async def test_days_ahead_exist_and_an_insert_outside_them_lands_in_default(pg_d
 async def test_reads_by_job_touch_its_partition_only(pg_dsn: str) -> None:
     """Each hot read by job id names its job's partition: the plan keeps one partition (the
     others pruned at start-up), read through that partition's index."""
-    storage = PostgresStorage(pg_dsn, pool_size=1)
+    storage = postgres_store(pg_dsn, pool_size=1)
     await storage.open()
     conn = await asyncpg.connect(pg_dsn)
     try:
@@ -391,7 +391,7 @@ async def test_reads_by_job_touch_its_partition_only(pg_dsn: str) -> None:
 async def test_recording_and_releasing_a_delivery_plan_one_partition(pg_dsn: str) -> None:
     """A claimed delivery carries its row's partition key: recording it and releasing it plan
     one partition of outbox and of webhook_attempts, not every day's."""
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     conn = await asyncpg.connect(pg_dsn)
     planned: dict[str, dict[str, int]] = {}
@@ -509,7 +509,7 @@ async def _exists(conn: asyncpg.Connection, relation: str) -> bool:
 
 
 async def _finished(
-    storage: PostgresStorage, tenant: Tenant, at: datetime, *, key_ttl_s: float | None = None
+    storage: PostgresStore, tenant: Tenant, at: datetime, *, key_ttl_s: float | None = None
 ) -> str:
     """A job created at `at`, streamed a chunk, finished a second later (its webhook pending)."""
     key = None if key_ttl_s is None else IdempotencyClaim("r", f"k-{at}", "h", 202, key_ttl_s)
@@ -525,7 +525,7 @@ async def _finished(
     return job.id
 
 
-async def _deliver(storage: PostgresStorage, at: datetime, *, skip: set[str]) -> None:
+async def _deliver(storage: PostgresStore, at: datetime, *, skip: set[str]) -> None:
     for delivery in await storage.delivery_claim_due(limit=100, lease_s=30, now=at):
         if delivery.entry.job_id in skip:
             assert await storage.delivery_release(delivery=delivery, delay_s=3600, now=at)
@@ -540,7 +540,7 @@ async def test_retention_drops_a_past_day_and_keeps_what_must_stay(
     must stay (a live idempotency key, a pending delivery) is kept while they are more than
     the pass may move, then dropped with their rows moved to DEFAULT, where the row-wise path
     deletes them with their jobs. Nothing a read can see changes but what retention deletes."""
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     conn = await asyncpg.connect(pg_dsn)
     try:
@@ -620,13 +620,13 @@ async def test_retention_drops_a_past_day_and_keeps_what_must_stay(
 
 
 async def test_each_pass_makes_the_days_ahead(pg_dsn: str, settings: Settings) -> None:
-    storage = PostgresStorage(pg_dsn, pool_size=1)
+    storage = postgres_store(pg_dsn, pool_size=1)
     await storage.open()
     try:
         ahead = settings.model_copy(update={"partitions_ahead_days": 6})
         now = datetime.now(UTC)
         await Retention(storage=storage, settings=ahead).sweep_once(now=now)
-        days = await history_days(storage._sql)
+        days = await history_days(storage.engine.executor)
         for table in HISTORY:
             for offset in range(7):
                 assert _today() + timedelta(days=offset) in days[table], (table, offset)
@@ -640,7 +640,7 @@ async def test_a_day_held_back_is_told_without_locking_its_jobs(pg_dsn: str) -> 
     them: no row lock is taken (a job locked by another transaction does not make the drop
     wait), and nothing changes; with room for them, that lock is waited for (at most the lock
     timeout) before the table is touched."""
-    storage = PostgresStorage(pg_dsn, pool_size=1)
+    storage = postgres_store(pg_dsn, pool_size=1)
     await storage.open()
     holder = await asyncpg.connect(pg_dsn)
     conn = await asyncpg.connect(pg_dsn)

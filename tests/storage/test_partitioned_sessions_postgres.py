@@ -17,7 +17,7 @@ import pytest
 
 from jobgate import errors
 from jobgate.domain.job import Job
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.records import ClaimPolicy, TenantShare
 from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.support.proxy import TcpProxy
@@ -48,10 +48,10 @@ async def _until(condition: Callable[[], bool]) -> None:
 async def test_a_claim_cut_off_inside_its_transaction_blocks_no_other_claim_postgres(
     pg_dsn: str,
 ) -> None:
-    direct = PostgresStorage(pg_dsn, pool_size=2, lock_timeout_ms=500)
+    direct = postgres_store(pg_dsn, pool_size=2, lock_timeout_ms=500)
     await direct.open()
     with TcpProxy(_address(pg_dsn)) as proxy:
-        cut_off = PostgresStorage(_via(pg_dsn, proxy), pool_size=1, idle_in_transaction_ms=1000)
+        cut_off = postgres_store(_via(pg_dsn, proxy), pool_size=1, idle_in_transaction_ms=1000)
         await cut_off.open()
         stranded: asyncio.Task[object] | None = None
         try:
@@ -88,13 +88,13 @@ async def test_every_session_is_ended_by_the_server_when_idle_inside_a_transacti
     pg_dsn: str,
 ) -> None:
     """The bound is on by default, for every pooled session (the one above is shortened)."""
-    storage = PostgresStorage(pg_dsn, pool_size=1)
+    storage = postgres_store(pg_dsn, pool_size=1)
     await storage.open()
     try:
 
         async def show(conn: object) -> str:
             return str(await conn.fetchval("SHOW idle_in_transaction_session_timeout"))  # type: ignore[attr-defined]
 
-        assert await storage._sql.run(show) == "10s"
+        assert await storage.engine.executor.run(show) == "10s"
     finally:
         await storage.close()

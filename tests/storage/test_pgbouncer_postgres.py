@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 from jobgate import errors
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import PostgresStore, postgres_store
 from tests.support import pgbouncer
 from tests.support.databases import PostgresTemplate, admin_dsn
 
@@ -30,8 +30,8 @@ async def direct_dsn(pg_template: PostgresTemplate) -> AsyncIterator[str]:
     await pg_template.drop_clone(dsn)
 
 
-async def _pooled(bouncer: pgbouncer.PgBouncer, dsn: str, **options: Any) -> PostgresStorage:
-    store = PostgresStorage(bouncer.dsn_for(dsn), listen_dsn=dsn, **options)
+async def _pooled(bouncer: pgbouncer.PgBouncer, dsn: str, **options: Any) -> PostgresStore:
+    store = postgres_store(bouncer.dsn_for(dsn), listen_dsn=dsn, **options)
     await store.open()
     return store
 
@@ -69,11 +69,11 @@ async def test_a_transaction_carries_its_bounds_and_leaves_none_behind(
         )
 
     try:
-        assert await store._sql.run(bounds, transaction=True) == ("1234ms", "5678ms")
+        assert await store.engine.executor.run(bounds, transaction=True) == ("1234ms", "5678ms")
         # The server sessions the pooler lends next keep their own defaults (SET LOCAL ended
         # with the transaction; a session SET would have stayed for the next client).
         for _ in range(5):
-            assert await store._sql.run(bounds) == ("0", "0")
+            assert await store.engine.executor.run(bounds) == ("0", "0")
     finally:
         await store.close()
 
@@ -88,10 +88,10 @@ async def test_a_lock_wait_through_the_pooler_ends_at_the_lock_timeout(
             await holder.execute("SELECT pg_advisory_xact_lock(7146013)")
 
             async def admit(conn: Any) -> None:
-                await store._sql.fetch(conn, "queue_lock_total")
+                await store.engine.executor.fetch(conn, "queue_lock_total")
 
             with pytest.raises(errors.StorageUnavailable, match="LockNotAvailable"):
-                await asyncio.wait_for(store._sql.run(admit, transaction=True), 30)
+                await asyncio.wait_for(store.engine.executor.run(admit, transaction=True), 30)
     finally:
         await holder.close()
         await store.close()
@@ -107,7 +107,7 @@ async def test_wakeups_come_through_the_listen_url_not_the_pooler(
         store = await _pooled(bouncer, direct_dsn)
         try:
             await store.listen()
-            assert store._listening.is_set()
+            assert store.engine.listening
             bouncer.close()
             with store.changes.watch_job("job_x") as changed:
                 notifier = await asyncpg.connect(direct_dsn)
@@ -123,7 +123,7 @@ async def test_wakeups_come_through_the_listen_url_not_the_pooler(
 async def test_a_pooler_without_a_listen_url_is_named_at_start(
     pg_bouncer: pgbouncer.PgBouncer, direct_dsn: str
 ) -> None:
-    store = PostgresStorage(pg_bouncer.dsn_for(direct_dsn))
+    store = postgres_store(pg_bouncer.dsn_for(direct_dsn))
     with pytest.raises(errors.ConfigError, match="JOBGATE_LISTEN_DATABASE_URL"):
         await store.open()
     await store.close()

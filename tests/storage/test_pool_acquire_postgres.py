@@ -16,7 +16,7 @@ import pytest
 
 from jobgate import errors
 from jobgate.storage.postgres import executor
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import PostgresStore, postgres_store
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.postgres]
 BOUND_S = 0.3
@@ -47,15 +47,15 @@ class Recorded:
         monkeypatch.setattr(asyncpg.Pool, "release", recording_release)
 
 
-async def _pid(storage: PostgresStorage) -> int:
+async def _pid(storage: PostgresStore) -> int:
     async def pid(conn: Any) -> int:
         value: int = await conn.fetchval("SELECT pg_backend_pid()")
         return value
 
-    return await storage._sql.run(pid)
+    return await storage.engine.executor.run(pid)
 
 
-async def _held(storage: PostgresStorage, started: asyncio.Event, done: asyncio.Event) -> int:
+async def _held(storage: PostgresStore, started: asyncio.Event, done: asyncio.Event) -> int:
     """Hold one connection until `done`; its backend's pid."""
 
     async def hold(conn: Any) -> int:
@@ -64,22 +64,22 @@ async def _held(storage: PostgresStorage, started: asyncio.Event, done: asyncio.
         value: int = await conn.fetchval("SELECT pg_backend_pid()")
         return value
 
-    return await storage._sql.run(hold)
+    return await storage.engine.executor.run(hold)
 
 
-async def _two_kept(storage: PostgresStorage) -> None:
+async def _two_kept(storage: PostgresStore) -> None:
     """Two connections kept: one held while a second call opens and gives back another."""
     started, done = asyncio.Event(), asyncio.Event()
     holder = asyncio.create_task(_held(storage, started, done))
     await asyncio.wait_for(started.wait(), 10)
-    assert await storage._sql.read("tenant_list") == []
+    assert await storage.engine.executor.read("tenant_list") == []
     done.set()
     await holder
-    assert len(storage._sql._kept) == 2
+    assert len(storage.engine.executor._kept) == 2
 
 
-async def _opened(pg_dsn: str, **options: Any) -> PostgresStorage:
-    storage = PostgresStorage(pg_dsn, **options)
+async def _opened(pg_dsn: str, **options: Any) -> PostgresStore:
+    storage = postgres_store(pg_dsn, **options)
     await storage.open()
     return storage
 
@@ -91,8 +91,8 @@ async def test_a_connection_given_back_cleanly_serves_the_next_call(
     try:
         first = await _pid(storage)
         recorded = Recorded(monkeypatch)
-        assert await storage._sql.read("tenant_list") == []
-        assert await storage._sql.write_count("api_key_revoke", id="k", now=None) == 0
+        assert await storage.engine.executor.read("tenant_list") == []
+        assert await storage.engine.executor.write_count("api_key_revoke", id="k", now=None) == 0
         assert await _pid(storage) == first
         assert recorded.acquired == [] and recorded.released == []  # no pass through the pool
     finally:
@@ -107,13 +107,13 @@ async def test_a_failed_calls_connection_goes_back_to_the_pool(
         await _pid(storage)
         recorded = Recorded(monkeypatch)
         with pytest.raises(errors.StorageError):  # a foreign key refuses the row
-            await storage._sql.write_one(
+            await storage.engine.executor.write_one(
                 "api_key_insert", id="k", tenant_id="ten_missing", key_hash="h",
                 key_prefix="jg_", now=None,
             )  # fmt: skip
         assert recorded.released == [BOUND_S]
-        assert storage._sql._kept == []
-        assert await storage._sql.read("tenant_list") == []  # from the pool, an idle one
+        assert storage.engine.executor._kept == []
+        assert await storage.engine.executor.read("tenant_list") == []  # from the pool, an idle one
         assert recorded.acquired == [None]  # no timer: asyncpg hands an idle one out at once
     finally:
         await storage.close()
@@ -128,7 +128,7 @@ async def test_a_busy_pool_still_bounds_the_wait(
     try:
         await asyncio.wait_for(started.wait(), 10)
         recorded = Recorded(monkeypatch)
-        waits = [storage._sql.read("tenant_list") for _ in range(3)]
+        waits = [storage.engine.executor.read("tenant_list") for _ in range(3)]
         outcomes = await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), 10)
         assert all(isinstance(o, errors.StorageUnavailable) for o in outcomes), outcomes
         assert recorded.acquired == [BOUND_S] * 3
@@ -147,7 +147,7 @@ async def test_a_caller_waiting_in_the_pool_gets_the_next_connection_given_back(
     try:
         await asyncio.wait_for(started.wait(), 10)
         waiter = asyncio.create_task(_pid(storage))
-        while storage._sql._waiting == 0:  # noqa: ASYNC110 (the waiter's own task)
+        while storage.engine.executor._waiting == 0:  # noqa: ASYNC110 (the waiter's own task)
             await asyncio.sleep(0)
         done.set()
         held_pid = await holder
@@ -177,7 +177,7 @@ async def test_a_connection_still_to_open_is_waited_for_within_the_bound(
         monkeypatch.setattr(asyncpg.Pool, "_get_new_connection", hanging_connect)
         recorded = Recorded(monkeypatch)
         with pytest.raises(errors.StorageUnavailable):
-            await asyncio.wait_for(storage._sql.read("tenant_list"), 10)
+            await asyncio.wait_for(storage.engine.executor.read("tenant_list"), 10)
         assert recorded.acquired == [BOUND_S]
     finally:
         done.set()
@@ -189,7 +189,7 @@ async def test_a_kept_connection_lost_is_replaced(pg_dsn: str) -> None:
     storage = await _opened(pg_dsn, pool_size=2, acquire_timeout_s=5)
     try:
         first = await _pid(storage)
-        [(kept, _, _)] = storage._sql._kept
+        [(kept, _, _)] = storage.engine.executor._kept
         proxied: Any = kept  # asyncpg's proxy: its connection, until asyncpg takes it back
         admin = await asyncpg.connect(pg_dsn)
         try:
@@ -200,7 +200,7 @@ async def test_a_kept_connection_lost_is_replaced(pg_dsn: str) -> None:
             while proxied._con is not None and not proxied._con.is_closed():  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
         assert await _pid(storage) != first
-        assert await storage._sql.read("tenant_list") == []
+        assert await storage.engine.executor.read("tenant_list") == []
     finally:
         await storage.close()
 
@@ -212,12 +212,12 @@ async def test_kept_connections_unused_for_a_while_go_back_to_the_pool(
     storage = await _opened(pg_dsn, pool_size=4, acquire_timeout_s=5)
     try:
         await _two_kept(storage)
-        pool = storage._sql._pool
+        pool = storage.engine.executor._pool
         assert pool is not None and pool.get_idle_size() == 0
         async with asyncio.timeout(10):  # the next look finds both stale
-            while storage._sql._kept or pool.get_idle_size() < 2:  # noqa: ASYNC110
+            while storage.engine.executor._kept or pool.get_idle_size() < 2:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
-        assert storage._sql._trimming is None  # none kept: no timer
+        assert storage.engine.executor._trimming is None  # none kept: no timer
     finally:
         await storage.close()
 
@@ -230,7 +230,7 @@ async def test_a_kept_connection_goes_back_to_the_pool_after_many_uses(
     try:
         recorded = Recorded(monkeypatch)
         for _ in range(7):
-            await storage._sql.read("tenant_list")
+            await storage.engine.executor.read("tenant_list")
         # Taken from the pool, kept for 3 calls, back to the pool at the 4th's end, again.
         assert recorded.acquired == [None, None] and len(recorded.released) == 1
     finally:
@@ -258,9 +258,10 @@ async def test_many_callers_on_a_small_pool_all_get_their_rows(pg_dsn: str) -> N
     try:
         for _ in range(3):
             answers = await asyncio.wait_for(
-                asyncio.gather(*(storage._sql.read("tenant_list") for _ in range(40))), 30
+                asyncio.gather(*(storage.engine.executor.read("tenant_list") for _ in range(40))),
+                30,
             )
             assert answers == [[]] * 40
-        assert len(storage._sql._kept) <= 2
+        assert len(storage.engine.executor._kept) <= 2
     finally:
         await storage.close()

@@ -12,7 +12,7 @@ import pytest
 
 from jobgate.storage.postgres.executor import Q as PG
 from jobgate.storage.sqlite.executor import Q as LITE
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 
 # The purge's selection (job_purge_expired picks its jobs with it, in both dialects).
@@ -26,7 +26,7 @@ def test_the_purge_queries_pick_jobs_by_completion() -> None:
 @pytest.mark.asyncio
 async def test_sqlite_purge_uses_the_completed_only_index(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "jobgate.db"
-    storage = SqliteStorage(str(path), clock=clock)
+    storage = sqlite_store(str(path), clock=clock)
     await storage.open()
     await storage.migrate()
     await storage.close()

@@ -17,11 +17,11 @@ import pytest
 from jobgate.domain import ranges
 from jobgate.domain.job import NewJob
 from jobgate.storage.postgres.executor import Q as PG
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.storage.sqlite.executor import Q as SQ
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import insert_many, make_tenant, new_job
 
@@ -140,7 +140,7 @@ async def test_each_count_reads_a_bounded_part_of_the_line_postgres(pg_dsn: str)
     indexes (as the transaction's statistics count them), whatever the backlog: the same
     with 2,000 and with 4,000 queued jobs, at most two per entry walked and one per priority
     probed. The counts they replace read every queued row."""
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage)
@@ -181,7 +181,7 @@ async def test_each_count_runs_the_same_steps_whatever_the_backlog_sqlite(
     steps: dict[int, list[int]] = {}
     for size in (10, 1_000):
         path = tmp_path / f"q{size}.db"
-        store = SqliteStorage(str(path), clock=clock)
+        store = sqlite_store(str(path), clock=clock)
         await store.open()
         await store.migrate()
         try:
@@ -219,13 +219,13 @@ async def test_jobgate_sessions_never_compile_a_statement_postgres(pg_dsn: str) 
     """A bounded walk is estimated at its bound (10,000 rows a tenant): past jit_above_cost the
     server would compile the statement before running it, ~0.3 s for a read of milliseconds
     at 1,000,000 queued. jobgate's sessions turn JIT off."""
-    storage = PostgresStorage(pg_dsn, pool_size=1)
+    storage = postgres_store(pg_dsn, pool_size=1)
     await storage.open()
     try:
 
         async def show(conn: object) -> str:
             return str(await conn.fetchval("SHOW jit"))  # type: ignore[attr-defined]
 
-        assert await storage._sql.run(show) == "off"
+        assert await storage.engine.executor.run(show) == "off"
     finally:
         await storage.close()

@@ -16,11 +16,11 @@ from jobgate.domain import ranges, verdicts
 from jobgate.domain.job import NewJob
 from jobgate.domain.states import JobState
 from jobgate.storage.postgres.executor import Q as PG
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Tenant
 from jobgate.storage.sqlite.executor import Q as SQ
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import insert_many, make_tenant, new_job, submit_one
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
@@ -94,7 +94,7 @@ async def test_a_status_read_plans_no_count_for_a_job_that_is_not_queued(
     """PostgreSQL: the count is a function called for a queued job only (migration 0053). As
     an inline subquery it was a subplan that every status read initialised (an index scan on
     jobs_claimable opened for a finished job too: ~15 us of backend CPU per read)."""
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage)
@@ -199,7 +199,7 @@ async def test_a_status_read_walks_a_bounded_part_of_the_line_postgres(pg_dsn: s
     whatever the backlog behind the job. The forward count it replaces walked every job of the
     tenant's priority behind the first one (a row comparison is a scan bound on its first
     column only), ~50 ms at 1,000,000 queued."""
-    storage = PostgresStorage(pg_dsn, pool_size=2)
+    storage = postgres_store(pg_dsn, pool_size=2)
     await storage.open()
     try:
         tenant = await make_tenant(storage)
@@ -234,7 +234,7 @@ async def test_a_status_read_runs_the_same_steps_whatever_the_backlog_sqlite(
     steps = []
     for size in (10, 1_000):
         path = tmp_path / f"q{size}.db"
-        store = SqliteStorage(str(path), clock=clock)
+        store = sqlite_store(str(path), clock=clock)
         await store.open()
         await store.migrate()
         try:

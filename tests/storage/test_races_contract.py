@@ -16,7 +16,7 @@ from jobgate.domain.job import CancelOutcome, Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage import sql
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import Settlement, Tenant
 from jobgate.testing import FakeClock
@@ -213,11 +213,11 @@ async def test_redriving_a_purged_job_is_refused(
 async def test_a_cancel_begun_before_a_reconcile_claim_is_still_due_at_once(
     storage: Storage, clock: FakeClock, tenant: Tenant
 ) -> None:
-    if not isinstance(storage, PostgresStorage):
+    if not is_postgres(storage):
         pytest.skip("SQLite has one writer: a cancel cannot straddle a claim")
     job = await _at_provider(storage, clock, tenant)
     await storage.job_reconcile_refresh()  # due now, by the database's clock
-    canceller = await asyncpg.connect(storage.listen_dsn)  # a session of its own
+    canceller = await asyncpg.connect(storage.engine.listen_dsn)  # a session of its own
     try:
         tx = canceller.transaction()
         await tx.start()
@@ -241,11 +241,11 @@ async def test_a_provider_event_that_overlaps_the_accept_makes_the_job_due(
     """READ COMMITTED: the accept's statement began before the event committed (its EXISTS
     misses the event) and the event's UPDATE ran before the accept committed (it misses the
     job). The re-check after the later commit must still make the job due at once."""
-    if not isinstance(storage, PostgresStorage):
+    if not is_postgres(storage):
         pytest.skip("SQLite has one writer: the two cannot overlap")
     await submit_one(storage, job=new_job(tenant), now=clock.now())
     claimed = await _claim(storage, clock)
-    blocker = await asyncpg.connect(storage.listen_dsn)  # a session of its own
+    blocker = await asyncpg.connect(storage.engine.listen_dsn)  # a session of its own
     try:
         tx = blocker.transaction()
         await tx.start()

@@ -10,9 +10,9 @@ import asyncpg
 import pytest
 
 from jobgate.domain.rate_limits import PROVIDER_WIDE, Bucket
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import is_sqlite
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
@@ -140,8 +140,8 @@ async def test_a_give_back_returns_only_its_own_buckets_last_slot(
 
 async def raw_sql(storage: Storage, *statements: str) -> None:
     """Run statements through a connection of the test's own, behind the store's back."""
-    if isinstance(storage, SqliteStorage):
-        conn = sqlite3.connect(storage.path)
+    if is_sqlite(storage):
+        conn = sqlite3.connect(storage.engine.path)
         try:
             for statement in statements:
                 conn.execute(statement)
@@ -149,8 +149,8 @@ async def raw_sql(storage: Storage, *statements: str) -> None:
         finally:
             conn.close()
         return
-    assert isinstance(storage, PostgresStorage)
-    pg = await asyncpg.connect(storage.dsn)
+    assert is_postgres(storage)
+    pg = await asyncpg.connect(storage.engine.dsn)
     try:
         for statement in statements:
             await pg.execute(statement)

@@ -18,7 +18,7 @@ import pytest
 
 from jobgate.domain import verdicts
 from jobgate.storage.postgres.claims import claim_params
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.records import ClaimPolicy, ClaimRequest, TenantShare
 from tests.storage.helpers import insert_many, make_tenant, new_job
 from tests.storage.pg_plans import PLAN_MODES, explained, nodes
@@ -41,7 +41,7 @@ async def _churned(dsn: str, tenants: int = 1) -> list[tuple[str, str]]:
     """A queue as a busy hour leaves it, analysed while it only held queued jobs: FINISHED
     jobs have been through 'running', LEFT_RUNNING still run, QUEUED per tenant wait. Answers
     the running jobs' (id, lease token)."""
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     try:
         first = await make_tenant(storage, "churned")
@@ -157,7 +157,7 @@ async def test_a_claim_by_id_counts_running_jobs_only_under_a_cap(pg_dsn: str) -
 
 
 async def _claimed(dsn: str, limit: int) -> dict[str, int]:
-    storage = PostgresStorage(dsn, pool_size=2)
+    storage = postgres_store(dsn, pool_size=2)
     await storage.open()
     try:
         jobs = await storage.job_claim(worker_id="w3", limit=limit, lease_ttl_s=60)

@@ -11,7 +11,7 @@ from typing import Any
 from jobgate.domain.fairness import Candidate
 from jobgate.storage.rows import unix_time
 from jobgate.storage.sqlite import claims
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
@@ -20,7 +20,7 @@ async def test_candidates_read_by_position_share_their_decoded_times(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     path = tmp_path / "jobgate.db"
-    storage = SqliteStorage(str(path), clock=clock)
+    storage = sqlite_store(str(path), clock=clock)
     await storage.open()
     await storage.migrate()
     try:

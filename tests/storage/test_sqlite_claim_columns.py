@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jobgate.domain.job import Job
 from jobgate.storage.sqlite.executor import Q
-from jobgate.storage.sqlite.store import SqliteStorage, register_functions
+from jobgate.storage.sqlite.store import register_functions, sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
@@ -18,7 +18,7 @@ async def test_the_claim_returns_exactly_the_columns_of_a_job(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     path = tmp_path / "jobgate.db"
-    storage = SqliteStorage(str(path), clock=clock)
+    storage = sqlite_store(str(path), clock=clock)
     await storage.open()
     await storage.migrate()
     await storage.close()
@@ -38,7 +38,7 @@ async def test_the_claim_returns_exactly_the_columns_of_a_job(
 
 
 async def test_a_claimed_job_reads_as_the_stored_job(tmp_path: Path, clock: FakeClock) -> None:
-    storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    storage = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
     await storage.open()
     await storage.migrate()
     try:

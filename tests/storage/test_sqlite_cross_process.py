@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
 async def test_a_commit_by_another_process_wakes_waiters(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.db")
-    here, there = SqliteStorage(path), SqliteStorage(path)  # two writers: two "processes"
+    here, there = sqlite_store(path), sqlite_store(path)  # two writers: two "processes"
     for storage in (here, there):
         await storage.open()
     await here.migrate()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
 
@@ -27,7 +27,7 @@ def mode(path: Path) -> int:
 
 async def test_database_wal_and_shm_are_created_0600(tmp_path: Path, open_umask: None) -> None:
     path = tmp_path / "data" / "jobgate.db"
-    storage = SqliteStorage(str(path))
+    storage = sqlite_store(str(path))
     await storage.open()
     try:
         await storage.migrate()
@@ -44,7 +44,7 @@ async def test_an_existing_file_keeps_its_mode(tmp_path: Path, open_umask: None)
     path = tmp_path / "jobgate.db"
     path.touch(mode=0o640)
     os.chmod(path, 0o640)
-    storage = SqliteStorage(str(path))
+    storage = sqlite_store(str(path))
     await storage.open()
     try:
         await storage.migrate()

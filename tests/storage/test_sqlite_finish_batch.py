@@ -15,7 +15,7 @@ from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
 from jobgate.storage.records import Finished
 from jobgate.storage.sqlite import transactions
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import SqliteStore, sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
@@ -23,7 +23,7 @@ from tests.storage.helpers import make_tenant, new_job, submit_one
 async def test_a_job_twice_in_one_batch_meets_its_verdicts_in_order(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    storage = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
     await storage.open()
     await storage.migrate()
     try:
@@ -72,7 +72,7 @@ async def test_a_failed_finish_leaves_no_verdict_for_the_next_one(
     """The verdicts are bound into a temp table of the writer's connection: a finish that
     fails takes its verdicts with it, so the next finish of the same lease applies its own,
     once (were the first one's left behind, the join would meet two verdicts for the job)."""
-    storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    storage = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
     await storage.open()
     await storage.migrate()
     try:
@@ -115,7 +115,7 @@ async def test_only_the_verdicts_the_fence_lets_through_are_billed(
     """The ledger rows are written by one INSERT before the UPDATE: it bills a success with
     usage only where the UPDATE then applies it (the lease token, a running job), with the
     verdict's tokens, cache tokens included, and nothing for a failure with usage."""
-    storage = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    storage = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
     await storage.open()
     await storage.migrate()
     try:
@@ -160,7 +160,7 @@ async def test_only_the_verdicts_the_fence_lets_through_are_billed(
         await storage.close()
 
 
-async def _succeeded_once(storage: SqliteStorage, job_id: str) -> None:
+async def _succeeded_once(storage: SqliteStore, job_id: str) -> None:
     """Succeeded, billed once, and its log queued -> running -> succeeded."""
     stored = await storage.job_get(job_id=job_id)
     assert stored is not None and stored.state is JobState.SUCCEEDED

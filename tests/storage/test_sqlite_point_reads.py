@@ -16,7 +16,7 @@ import pytest
 
 from jobgate import errors
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 
@@ -24,7 +24,7 @@ from tests.storage.helpers import make_tenant, new_job, submit_one
 async def test_job_key_and_position_reads_never_use_a_reader_thread(
     tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SqliteStorage(str(tmp_path / "jobgate.db"), clock=clock)
+    store = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
     await store.open()
     await store.migrate()
     try:
@@ -38,7 +38,7 @@ async def test_job_key_and_position_reads_never_use_a_reader_thread(
         def no_reader_thread(operation: Callable[[sqlite3.Connection], Any]) -> Any:
             raise AssertionError("a point read went to a reader thread")
 
-        monkeypatch.setattr(store._db, "read", no_reader_thread)
+        monkeypatch.setattr(store.engine.database, "read", no_reader_thread)
         for _ in range(2):  # the connection's first use and a later one
             found = await store.job_get(job_id=job.id, tenant_id=tenant.id)
             assert found is not None and found.id == job.id

@@ -11,7 +11,7 @@ import orjson
 
 from jobgate.domain import events
 from jobgate.domain.states import JobState
-from jobgate.storage.sqlite.store import SqliteStorage, register_functions
+from jobgate.storage.sqlite.store import register_functions, sqlite_store
 from jobgate.testing import FakeClock
 from tests.storage.helpers import make_tenant, new_job, submit_one
 from tests.storage.webhook_helpers import make_endpoint
@@ -29,7 +29,7 @@ EVERY_EVENT_TYPE = sorted(
 
 async def test_trigger_event_type_agrees_with_the_domain(tmp_path: Path, clock: FakeClock) -> None:
     path = str(tmp_path / "jobgate.db")
-    storage = SqliteStorage(path, clock=clock)
+    storage = sqlite_store(path, clock=clock)
     await storage.open()
     await storage.migrate()
     cases = list(
@@ -81,7 +81,7 @@ async def test_trigger_event_type_agrees_with_the_domain(tmp_path: Path, clock: 
 
 
 async def test_migrated_trigger_calls_no_python_event_type(tmp_path: Path) -> None:
-    storage = SqliteStorage(str(tmp_path / "jobgate.db"))
+    storage = sqlite_store(str(tmp_path / "jobgate.db"))
     await storage.open()
     await storage.migrate()
     await storage.close()
@@ -101,7 +101,7 @@ async def test_the_outbox_branch_runs_only_where_a_webhook_can_be_sent(tmp_path:
     drain) runs the event insert alone. What the outbox receives is unchanged
     (test_trigger_event_type_agrees_with_the_domain above, tests/storage/
     test_outbox_fanout.py)."""
-    storage = SqliteStorage(str(tmp_path / "jobgate.db"))
+    storage = sqlite_store(str(tmp_path / "jobgate.db"))
     await storage.open()
     await storage.migrate()
     await storage.close()

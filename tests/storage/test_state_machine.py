@@ -36,10 +36,10 @@ from jobgate.domain import idempotency
 from jobgate.domain.job import Lease
 from jobgate.domain.states import TRANSITIONS, JobState
 from jobgate.domain.verdicts import Finish
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.storage.records import IdempotencyClaim
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 from tests.conftest import copy_sqlite, run_sync
 from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
@@ -318,11 +318,11 @@ def test_job_lifecycle_state_machine(backend: str, tmp_path: Path, request: Any)
             path = tmp_path / f"model{next(files)}.db"
             assert migrated is not None
             copy_sqlite(migrated, path)  # a new database each example, migrated once per process
-            store = SqliteStorage(str(path), clock=clock)
+            store = sqlite_store(str(path), clock=clock)
             await store.open()
             await store.migrate()
         else:
-            store = PostgresStorage(dsn, pool_size=2)
+            store = postgres_store(dsn, pool_size=2)
             await store.open()
         return store
 

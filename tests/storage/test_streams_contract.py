@@ -13,9 +13,9 @@ from jobgate.domain.bulk import BulkAction, JobFilter
 from jobgate.domain.job import Job, Lease
 from jobgate.domain.states import JobState
 from jobgate.domain.verdicts import Finish
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres, postgres_store
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import is_sqlite, sqlite_store
 from jobgate.testing import FakeClock
 from jobgate.wakeups import wait_for
 from tests.storage.helpers import finish_one, make_tenant, new_job, submit_one
@@ -119,11 +119,11 @@ async def test_other_processes_hear_of_appends(storage: Storage, clock: FakeCloc
     """Another process's reader wakes: by NOTIFY on PostgreSQL, by data_version polling
     (about a second) on SQLite."""
     other: Storage
-    if isinstance(storage, PostgresStorage):
-        other = PostgresStorage(storage.listen_dsn, pool_size=1)  # direct, not pooled
+    if is_postgres(storage):
+        other = postgres_store(storage.engine.listen_dsn, pool_size=1)  # direct, not pooled
     else:
-        assert isinstance(storage, SqliteStorage)
-        other = SqliteStorage(storage.path, clock=clock)
+        assert is_sqlite(storage)
+        other = sqlite_store(storage.engine.path, clock=clock)
     await other.open()
     try:
         await other.listen()

@@ -160,15 +160,15 @@ async def test_two_processes_claiming_never_pass_a_keys_cap(
     storage: Storage, clock: FakeClock
 ) -> None:
     """Two storages on one database, as two worker processes have."""
-    from jobgate.storage.postgres.store import PostgresStorage
-    from jobgate.storage.sqlite.store import SqliteStorage
+    from jobgate.storage.postgres.store import is_postgres, postgres_store
+    from jobgate.storage.sqlite.store import is_sqlite, sqlite_store
 
     other: Storage
-    if isinstance(storage, PostgresStorage):
-        other = PostgresStorage(storage.dsn, pool_size=2)
+    if is_postgres(storage):
+        other = postgres_store(storage.engine.dsn, pool_size=2)
     else:
-        assert isinstance(storage, SqliteStorage)
-        other = SqliteStorage(storage.path, clock=clock)
+        assert is_sqlite(storage)
+        other = sqlite_store(storage.engine.path, clock=clock)
     await other.open()
     try:
         tenant = await make_tenant(storage)

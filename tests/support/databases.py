@@ -20,7 +20,7 @@ import urllib.parse
 
 import asyncpg
 
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 
 DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 _OWNED_NAME = re.compile(r"jobgate_(?:t|tmpl)_(\d+)_[0-9a-f]+")
@@ -100,7 +100,7 @@ class PostgresTemplate:
     async def create(self) -> None:
         await self.drop_orphans()
         await self._admin(f'CREATE DATABASE "{self.name}"')
-        storage = PostgresStorage(dsn_for(self.name), pool_size=1)
+        storage = postgres_store(dsn_for(self.name), pool_size=1)
         await storage.open()
         try:
             await storage.migrate()

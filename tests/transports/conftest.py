@@ -19,9 +19,9 @@ from jobgate.process.runtime import Runtime
 from jobgate.roles.relay import Relay
 from jobgate.roles.worker import Worker
 from jobgate.services.jobs import SubmitSpec
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import postgres_store
 from jobgate.storage.protocol import Storage
-from jobgate.storage.sqlite.store import SqliteStorage
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.transports import status
 from tests.support.databases import PostgresTemplate
 from tests.transports.brokers import Broker, open_broker
@@ -51,7 +51,7 @@ async def real_storage(
 ) -> AsyncIterator[Storage]:
     """Storage on the real clock: relays, sweeps and reapers act on their own here."""
     if backend == "sqlite":
-        store: Storage = SqliteStorage(str(tmp_path / "jobgate.db"))
+        store: Storage = sqlite_store(str(tmp_path / "jobgate.db"))
         await store.open()
         await store.migrate()
         yield store
@@ -59,7 +59,7 @@ async def real_storage(
         return
     template: PostgresTemplate = request.getfixturevalue("pg_template")
     dsn = await template.clone()
-    store = PostgresStorage(dsn, pool_size=6)
+    store = postgres_store(dsn, pool_size=6)
     await store.open()
     yield store
     await store.close()

@@ -19,7 +19,7 @@ from jobgate.process.runtime import Runtime
 from jobgate.roles.intake import Intake
 from jobgate.roles.worker import Worker
 from jobgate.services.limits import LimitsService
-from jobgate.storage.postgres.store import PostgresStorage
+from jobgate.storage.postgres.store import is_postgres, postgres_store
 from jobgate.storage.protocol import Storage
 from jobgate.testing import eventually
 from jobgate.transports import status
@@ -145,12 +145,12 @@ async def test_jobs_succeed_after_a_database_outage_without_a_restart(cluster: C
     while messages are delivered; the relay and the reaper keep theirs. Once the link is back
     every job succeeds, without restarting anything."""
     direct = cluster.storage
-    assert isinstance(direct, PostgresStorage)
-    url = urllib.parse.urlsplit(direct.dsn)
+    assert is_postgres(direct)
+    url = urllib.parse.urlsplit(direct.engine.dsn)
     with TcpProxy((url.hostname or "127.0.0.1", url.port or 5432)) as proxy:
         userinfo = url.netloc.rpartition("@")[0]
         netloc = (f"{userinfo}@" if userinfo else "") + f"127.0.0.1:{proxy.port}"
-        cut_off = PostgresStorage(urllib.parse.urlunsplit(url._replace(netloc=netloc)))
+        cut_off = postgres_store(urllib.parse.urlunsplit(url._replace(netloc=netloc)))
         await cut_off.open()
         try:
             worker_runtime = Runtime(cluster.runtime.settings, storage=cut_off)

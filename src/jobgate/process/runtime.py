@@ -197,13 +197,15 @@ def replica_reads(settings: Settings, primary: Storage, clock: Clock) -> Replica
     (its pool as large as the primary's), else every read to the primary."""
     if not settings.read_database_url:
         return ReplicaReads(primary=primary, clock=clock)
-    from jobgate.storage.postgres.store import PostgresStorage
+    from jobgate.storage.postgres import store as postgres
 
-    if not isinstance(primary, PostgresStorage):
+    if not postgres.is_postgres(primary):
         raise errors.ConfigError(
             "JOBGATE_READ_DATABASE_URL", "a read replica needs a PostgreSQL JOBGATE_DATABASE_URL"
         )
-    replica = PostgresStorage(settings.read_database_url, pool_size=settings.database_pool_size)
+    replica = postgres.postgres_store(
+        settings.read_database_url, pool_size=settings.database_pool_size
+    )
     return ReplicaReads(
         primary=primary,
         clock=clock,

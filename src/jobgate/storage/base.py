@@ -5,8 +5,6 @@ hub, and a bulk filter's parameters."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -101,17 +99,8 @@ def finish_payload(finish: Finish, codec: Codec) -> dict[str, Any]:
 
 
 class SqlStorageBase(SqlPart):
-    _wakeups: asyncio.Task[None] | None = None  # listen()'s task: other processes' commits
-
     async def ping(self) -> None:
         await self._sql.read("ping")
-
-    async def _stop_wakeups(self) -> None:
-        task, self._wakeups = self._wakeups, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     # -- the entry points, which publish what they committed -------------------------------
 

@@ -11,15 +11,15 @@ def storage_for_url(
     url: str, *, clock: Clock | None = None, pool_size: int = 10, listen_url: str | None = None
 ) -> Storage:
     """`sqlite:///path` or `postgresql://…` (also `postgres://…`); `listen_url`: PostgreSQL's
-    LISTEN connection when `url` is a transaction-mode pooler (postgres.store.PostgresStorage)."""
+    LISTEN connection when `url` is a transaction-mode pooler (postgres.store.postgres_store)."""
     if url.startswith("sqlite:"):
-        from jobgate.storage.sqlite.store import SqliteStorage
+        from jobgate.storage.sqlite import store as sqlite
 
-        return SqliteStorage.from_url(url, clock=clock)
+        return sqlite.sqlite_store_for_url(url, clock=clock)
     if url.startswith(("postgresql://", "postgres://")):
-        from jobgate.storage.postgres.store import PostgresStorage
+        from jobgate.storage.postgres import store as postgres
 
-        return PostgresStorage(url, pool_size=pool_size, listen_dsn=listen_url)
+        return postgres.postgres_store(url, pool_size=pool_size, listen_dsn=listen_url)
     raise errors.ConfigError(
         "JOBGATE_DATABASE_URL", f"unsupported database URL {url!r} (sqlite:/// or postgresql://)"
     )

@@ -113,7 +113,8 @@ class LifecycleStore(DatabaseClock, ChangeFeed, Protocol):
         ...
 
     async def listen(self) -> None:
-        """Start feeding `changes` from other processes (PostgreSQL LISTEN); no-op on SQLite."""
+        """Start feeding `changes` with other processes' commits (PostgreSQL: LISTEN; SQLite: a
+        poll of the file's data version). Idempotent."""
         ...
 
 

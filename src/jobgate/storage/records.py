@@ -368,7 +368,7 @@ class UsageDay:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class WalPosition:
-    """Where a PostgreSQL server's write-ahead log stands (PostgresStorage.wal_position)."""
+    """Where a PostgreSQL server's write-ahead log stands (postgres.engine: wal_position)."""
 
     in_recovery: bool  # a standby (a streaming replica)
     lsn: int | None  # bytes from 0/0: replayed (standby) or the insert position (primary)

@@ -2,27 +2,26 @@
 
 SQLite is one writer by design; the writer thread in `database` groups concurrent writes into
 one commit. Several jobgate processes may share the file (busy_timeout waits for the lock),
-but wake-ups then cross processes only by polling: scale out on PostgreSQL.
+but wake-ups then cross processes only by polling: scale out on PostgreSQL. This module
+assembles the store: SqlStore over SQLite's executor, transactions and engine.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from jobgate import errors, ids
 from jobgate.clock import Clock, SystemClock
 from jobgate.domain import events as domain_events
 from jobgate.domain.states import JobState
-from jobgate.storage import migrations
 from jobgate.storage.sqlite.database import SqliteDatabase
-from jobgate.storage.sqlite.executor import Q, SqliteExecutor
+from jobgate.storage.sqlite.engine import SqliteEngine
+from jobgate.storage.sqlite.executor import SqliteExecutor
 from jobgate.storage.sqlite.transactions import SqliteTransactions
 from jobgate.storage.store.sql_store import SqlStore
 
-FOREIGN_COMMIT_CHECK_S = 1.0
+SqliteStore = SqlStore[SqliteEngine]
 
 
 def _event_type(api: str, state: str, result_status: Any = None) -> str | None:
@@ -51,91 +50,20 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStorage(SqlStore):
-    dialect = "sqlite"
-    _sql: SqliteExecutor
-
-    def __init__(self, path: str, *, clock: Clock | None = None) -> None:
-        self.path = path
-        self._clock = clock or SystemClock()
-        self._db = SqliteDatabase(path, configure=register_functions)
-        sql = SqliteExecutor(self._db, self._clock)
-        super().__init__(sql, SqliteTransactions(self._db, sql, self._clock))
-
-    @classmethod
-    def from_url(cls, url: str, *, clock: Clock | None = None) -> SqliteStorage:
-        return cls(path_from_url(url), clock=clock)
-
-    # -- lifecycle ---------------------------------------------------------------------
-
-    async def open(self) -> None:
-        self._db.open()
-
-    async def close(self) -> None:
-        await self._stop_wakeups()
-        await self._db.close()
-
-    async def migrate(self) -> list[int]:
-        """Statement by statement (a CREATE TRIGGER holds semicolons) on the writer thread."""
-        now = self._sql.codec.now(None)
-
-        def apply(conn: sqlite3.Connection) -> list[int]:
-            applied = []
-            for migration in migrations.pending("jobgate.storage.sqlite", _applied_versions(conn)):
-                for statement in _statements(migration.sql):
-                    conn.execute(statement)
-                conn.execute(
-                    Q["migration_record"].sql,
-                    {"version": migration.version, "name": migration.name, "now": now},
-                )
-                applied.append(migration.version)
-            return applied
-
-        return await self._db.write(apply)
-
-    async def schema_version(self) -> int:
-        return await self._db.read(lambda conn: max(_applied_versions(conn), default=0))
-
-    async def listen(self) -> None:
-        """Notice commits made by other processes sharing the file (there is no NOTIFY on
-        SQLite): once a second, and only then wake every waiter to re-read."""
-        if self._wakeups is None:
-            self._wakeups = asyncio.create_task(
-                self._watch_foreign_commits(), name="jobgate-sqlite-watch"
-            )
-
-    async def _watch_foreign_commits(self) -> None:
-        seen: int | None = None
-        while True:
-            try:
-                version = await self._db.foreign_commits()
-            except errors.StorageError:
-                version = None
-            if version is not None and seen is not None and version != seen:
-                self.changes.everything_changed()
-            seen = version if version is not None else seen
-            await asyncio.sleep(FOREIGN_COMMIT_CHECK_S)
-
-    async def database_now(self) -> datetime:
-        return self._clock.now()
+def sqlite_store(path: str, *, clock: Clock | None = None) -> SqliteStore:
+    """A store on the SQLite file `path` (not opened yet); `clock` is the database's clock."""
+    clock = clock or SystemClock()
+    database = SqliteDatabase(path, configure=register_functions)
+    sql = SqliteExecutor(database, clock)
+    transactions = SqliteTransactions(database, sql, clock)
+    return SqlStore(sql, transactions, SqliteEngine(database, sql, clock))
 
 
-def _applied_versions(conn: sqlite3.Connection) -> set[int]:
-    conn.execute(Q["migrations_table"].sql)
-    return {row[0] for row in conn.execute(Q["migrations_applied"].sql)}
+def sqlite_store_for_url(url: str, *, clock: Clock | None = None) -> SqliteStore:
+    """A store on the file a `sqlite:///path` URL names."""
+    return sqlite_store(path_from_url(url), clock=clock)
 
 
-def _statements(script: str) -> list[str]:
-    """Split a migration into statements; CREATE TRIGGER bodies hold semicolons of their own."""
-    statements: list[str] = []
-    current: list[str] = []
-    for line in script.splitlines():
-        current.append(line)
-        candidate = "\n".join(current).strip()
-        if candidate.endswith(";") and sqlite3.complete_statement(candidate):
-            statements.append(candidate)
-            current = []
-    tail = "\n".join(current).strip()
-    if tail and not all(line.strip().startswith("--") or not line.strip() for line in current):
-        statements.append(tail)
-    return statements
+def is_sqlite(store: object) -> TypeGuard[SqliteStore]:
+    """Whether `store` is a store on SQLite (its engine: the file's path and connections)."""
+    return isinstance(store, SqlStore) and isinstance(store.engine, SqliteEngine)
