@@ -6,13 +6,19 @@ a failed replica is left alone for DOWN_S."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 import pytest
 
+from jobgate import errors
+from jobgate.config import Settings
+from jobgate.process import runtime
 from jobgate.services import replica_reads
 from jobgate.services.replica_reads import LaggingStore, Replica, ReplicaReads, WalStore
+from jobgate.storage.postgres.store import is_postgres, postgres_store
 from jobgate.storage.records import WalPosition
+from jobgate.storage.sqlite.store import sqlite_store
 from jobgate.testing import FakeClock
 
 pytestmark = pytest.mark.asyncio
@@ -168,3 +174,21 @@ async def test_a_server_that_is_not_a_standby_is_never_read(clock: FakeClock) ->
     await reads.sample_once()
     assert await reads.read("ten_b", _answer) == "primary"
     assert replica.reads == 0
+
+
+async def test_the_runtime_reads_from_a_replica_only_beside_a_postgres_primary(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A store on PostgreSQL gets a replica store on JOBGATE_READ_DATABASE_URL (built, not
+    opened); a store on SQLite is refused."""
+    settings = Settings(
+        database_url="postgresql://u@primary/d", read_database_url="postgresql://u@replica/d"
+    )
+    primary = postgres_store(settings.database_url)
+    reads = runtime.replica_reads(settings, primary, clock)
+    assert is_postgres(reads.replica) and reads.replica.engine.dsn == "postgresql://u@replica/d"
+    on_sqlite = sqlite_store(str(tmp_path / "jobgate.db"), clock=clock)
+    with pytest.raises(errors.ConfigError, match="read replica needs a PostgreSQL"):
+        runtime.replica_reads(settings, on_sqlite, clock)
+    unset = Settings(database_url=f"sqlite:///{tmp_path / 'jobgate.db'}")
+    assert runtime.replica_reads(unset, on_sqlite, clock).replica is None
