@@ -4,3 +4,11 @@
 -- fragment: now
 -- the time a statement runs at: the caller's :now, or the database's clock when it passes none
 coalesce(:now::timestamptz, now())
+
+-- fragment: since_day
+-- The UTC day of :since (a UTC midnight), as the daily rollups key their rows
+(:since::timestamptz AT TIME ZONE 'UTC')::date
+
+-- fragment: tenant_ids
+-- The tenants named in :tenant_ids (a JSON array of ids), as a one-column set
+SELECT jsonb_array_elements_text(:tenant_ids::jsonb)
