@@ -48,13 +48,6 @@ SELECT :id, :tenant_id, :key_hash, :key_prefix, clock.now
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
 RETURNING *
 
--- name: api_key_revoke
--- Revoke a key (idempotent).
-UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock.now)
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE id = :id
-RETURNING id
-
 -- name: job_insert
 -- Insert a queued job (its first event is implied by its row: job_event_log); answers
 -- only what the database decided (NewJob.queued builds the job).
@@ -676,15 +669,6 @@ UPDATE jobs AS j
   FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
  WHERE j.id = :id AND j.tenant_id = :tenant_id AND j.state = 'failed' AND j.dead_lettered
    AND j.purged_at IS NULL  -- a purged job has no input left to send
-RETURNING j.*
-
--- name: job_purge
--- Erase a job's input and result, leaving the row as a tombstone.
-UPDATE jobs AS j
-   SET request = NULL, result = NULL, purged_at = coalesce(j.purged_at, clock.now),
-       updated_at = clock.now
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE j.id = :id AND j.tenant_id = :tenant_id
 RETURNING j.*
 
 -- name: outbox_for_job

@@ -11,30 +11,6 @@ SELECT :id, :tenant_id, :purpose, :filename, 'uploading', clock.now, :batch_id::
     OR EXISTS (SELECT 1 FROM batches AS b
                 WHERE b.id = :batch_id::text AND b.lease_token = :lease_token::text)
 
--- name: file_list
--- A page of a tenant's processed files that have not expired, newest first.
-SELECT * FROM files
- WHERE tenant_id = :tenant_id AND status = 'processed'
-   AND (expires_at IS NULL OR expires_at > coalesce(:now::timestamptz, now()))
-   AND (:purpose::text IS NULL OR purpose = :purpose::text)
-   AND (:after_id::text IS NULL
-        OR (created_at, id) < (SELECT a.created_at, a.id FROM files AS a
-                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
- ORDER BY created_at DESC, id DESC
- LIMIT :limit
-
--- name: file_list_oldest_first
--- A page of a tenant's processed files that have not expired, oldest first (order=asc).
-SELECT * FROM files
- WHERE tenant_id = :tenant_id AND status = 'processed'
-   AND (expires_at IS NULL OR expires_at > coalesce(:now::timestamptz, now()))
-   AND (:purpose::text IS NULL OR purpose = :purpose::text)
-   AND (:after_id::text IS NULL
-        OR (created_at, id) > (SELECT a.created_at, a.id FROM files AS a
-                                WHERE a.id = :after_id::text AND a.tenant_id = :tenant_id))
- ORDER BY created_at, id
- LIMIT :limit
-
 -- name: file_usage
 -- What a tenant keeps uploaded (its processed files of purpose batch): how many, their bytes.
 SELECT count(*)::integer AS files, coalesce(sum(bytes), 0)::bigint AS bytes
@@ -75,16 +51,6 @@ SELECT :id, :tenant_id, 'validating', :endpoint, f.id, :completion_window,
    AND (f.expires_at IS NULL OR f.expires_at > clock.now)
    FOR SHARE OF f
 RETURNING *
-
--- name: batch_list_all
--- A page of every tenant's batches (of one status unless :status is NULL), newest first.
-SELECT * FROM batches
- WHERE (:status::text IS NULL OR status = :status::text)
-   AND (:after_id::text IS NULL
-        OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
-                                WHERE a.id = :after_id::text))
- ORDER BY created_at DESC, id DESC
- LIMIT :limit
 
 -- name: batch_claim_live
 -- Lease live batches no batches role holds, each with a new token (SKIP LOCKED: racing

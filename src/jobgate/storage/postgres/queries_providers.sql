@@ -1,14 +1,6 @@
 -- Background mode, the reconciler and inbound provider events, for PostgreSQL. :now may be
 -- NULL, meaning the database's clock. A reconciler wakes on NOTIFY `r:` (a job is due now).
 
--- name: job_provider_submitting
--- Fenced on the lease: a create is about to leave for the provider.
-UPDATE jobs AS j
-   SET phase = 'submitting', creation_outcome = 'sending', updated_at = clock.now
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
- WHERE j.id = :id AND j.lease_token = :token AND j.state = 'running'
-RETURNING j.id
-
 -- name: job_background_accept
 -- Fenced on the lease: record the provider's id, release the lease, schedule the first check
 -- (at once when an event about that id came first or a cancel is waiting).

@@ -52,3 +52,14 @@ SELECT body_hash, job_id, status_code
 -- fragment: cancel_changes
 -- Whether a cancel changes job `j`: a queued job, or a running one not yet asked to stop.
 (j.state = 'queued' OR (j.state = 'running' AND j.cancel_requested_at IS NULL))
+
+-- name: api_key_revoke
+-- Revoke a key (idempotent).
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, {{now}}) WHERE id = :id RETURNING id
+
+-- name: job_purge
+-- Erase a job's input and result, leaving the row as a tombstone.
+UPDATE jobs
+   SET request = NULL, result = NULL, purged_at = coalesce(purged_at, {{now}}), updated_at = {{now}}
+ WHERE id = :id AND tenant_id = :tenant_id
+RETURNING *

@@ -81,3 +81,37 @@ SELECT * FROM batches
                                 WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
+
+-- name: file_list
+-- A page of a tenant's processed files that have not expired, newest first.
+SELECT * FROM files
+ WHERE tenant_id = :tenant_id AND status = 'processed'
+   AND (expires_at IS NULL OR expires_at > {{now}})
+   AND (CAST(:purpose AS text) IS NULL OR purpose = :purpose)
+   AND (CAST(:after_id AS text) IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM files AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit
+
+-- name: file_list_oldest_first
+-- A page of a tenant's processed files that have not expired, oldest first (order=asc).
+SELECT * FROM files
+ WHERE tenant_id = :tenant_id AND status = 'processed'
+   AND (expires_at IS NULL OR expires_at > {{now}})
+   AND (CAST(:purpose AS text) IS NULL OR purpose = :purpose)
+   AND (CAST(:after_id AS text) IS NULL
+        OR (created_at, id) > (SELECT a.created_at, a.id FROM files AS a
+                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
+ ORDER BY created_at, id
+ LIMIT :limit
+
+-- name: batch_list_all
+-- A page of every tenant's batches (of one status unless :status is NULL), newest first.
+SELECT * FROM batches
+ WHERE (CAST(:status AS text) IS NULL OR status = :status)
+   AND (CAST(:after_id AS text) IS NULL
+        OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
+                                WHERE a.id = :after_id))
+ ORDER BY created_at DESC, id DESC
+ LIMIT :limit

@@ -37,3 +37,10 @@ provider_job_id = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
 provider_generation = j.provider_generation
                       + CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
                              THEN 1 ELSE 0 END,
+
+-- name: job_provider_submitting
+-- Fenced on the lease: a create is about to leave for the provider.
+UPDATE jobs
+   SET phase = 'submitting', creation_outcome = 'sending', updated_at = {{now}}
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING id

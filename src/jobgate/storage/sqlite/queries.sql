@@ -25,10 +25,6 @@ INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
 VALUES (:id, :tenant_id, :key_hash, :key_prefix, :now)
 RETURNING *
 
--- name: api_key_revoke
--- Revoke a key (idempotent).
-UPDATE api_keys SET revoked_at = coalesce(revoked_at, :now) WHERE id = :id RETURNING id
-
 -- name: idempotency_bind
 -- Bind a key to a new job, replacing an expired binding.
 INSERT INTO idempotency_keys
@@ -395,13 +391,6 @@ UPDATE jobs
        transition_reason = 'redrive'
  WHERE id = :id AND tenant_id = :tenant_id AND state = 'failed' AND dead_lettered = 1
    AND purged_at IS NULL  -- a purged job has no input left to send
-RETURNING *
-
--- name: job_purge
--- Erase a job's input and result, leaving the row as a tombstone.
-UPDATE jobs
-   SET request = NULL, result = NULL, purged_at = coalesce(purged_at, :now), updated_at = :now
- WHERE id = :id AND tenant_id = :tenant_id
 RETURNING *
 
 -- name: outbox_for_job

@@ -10,30 +10,6 @@ SELECT :id, :tenant_id, :purpose, :filename, 'uploading', :now, :batch_id,
     OR EXISTS (SELECT 1 FROM batches AS b
                 WHERE b.id = :batch_id AND b.lease_token = :lease_token)
 
--- name: file_list
--- A page of a tenant's processed files that have not expired, newest first.
-SELECT * FROM files
- WHERE tenant_id = :tenant_id AND status = 'processed'
-   AND (expires_at IS NULL OR expires_at > :now)
-   AND (:purpose IS NULL OR purpose = :purpose)
-   AND (:after_id IS NULL
-        OR (created_at, id) < (SELECT a.created_at, a.id FROM files AS a
-                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
- ORDER BY created_at DESC, id DESC
- LIMIT :limit
-
--- name: file_list_oldest_first
--- A page of a tenant's processed files that have not expired, oldest first (order=asc).
-SELECT * FROM files
- WHERE tenant_id = :tenant_id AND status = 'processed'
-   AND (expires_at IS NULL OR expires_at > :now)
-   AND (:purpose IS NULL OR purpose = :purpose)
-   AND (:after_id IS NULL
-        OR (created_at, id) > (SELECT a.created_at, a.id FROM files AS a
-                                WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
- ORDER BY created_at, id
- LIMIT :limit
-
 -- name: file_usage
 -- What a tenant keeps uploaded (its processed files of purpose batch): how many, their bytes.
 SELECT count(*) AS files, coalesce(sum(bytes), 0) AS bytes
@@ -70,16 +46,6 @@ SELECT :id, :tenant_id, 'validating', :endpoint, f.id, :completion_window,
  WHERE f.id = :input_file_id AND f.tenant_id = :tenant_id AND f.status = 'processed'
    AND (f.expires_at IS NULL OR f.expires_at > :now)
 RETURNING *
-
--- name: batch_list_all
--- A page of every tenant's batches (of one status unless :status is NULL), newest first.
-SELECT * FROM batches
- WHERE (:status IS NULL OR status = :status)
-   AND (:after_id IS NULL
-        OR (created_at, id) < (SELECT a.created_at, a.id FROM batches AS a
-                                WHERE a.id = :after_id))
- ORDER BY created_at DESC, id DESC
- LIMIT :limit
 
 -- name: batch_claim_live
 -- Lease live batches no batches role holds, each with a new token (one writer: no race to

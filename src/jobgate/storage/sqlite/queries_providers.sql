@@ -1,13 +1,6 @@
 -- Background mode, the reconciler and inbound provider events, for SQLite. Times are REAL Unix
 -- seconds; :now is always supplied by the caller.
 
--- name: job_provider_submitting
--- Fenced on the lease: a create is about to leave for the provider.
-UPDATE jobs
-   SET phase = 'submitting', creation_outcome = 'sending', updated_at = :now
- WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id
-
 -- name: job_background_accept
 -- Fenced on the lease: record the provider's id, release the lease, schedule the first check
 -- (at once when an event about that id came first or a cancel is waiting).
