@@ -33,21 +33,6 @@ SELECT pg_is_in_recovery() AS in_recovery,
 -- Through a transaction-mode pooler: a transaction's lock wait and idle bounds, set inside it (the executor fills in the two integers; SET LOCAL ends with the transaction).
 SET LOCAL lock_timeout = {lock_timeout_ms}; SET LOCAL idle_in_transaction_session_timeout = {idle_in_transaction_ms}
 
--- name: tenant_insert
--- Create a tenant (nothing when the name is taken).
-INSERT INTO tenants (id, name, webhook_secret, created_at)
-SELECT :id, :name, :webhook_secret, clock.now
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
-ON CONFLICT (name) DO NOTHING
-RETURNING *
-
--- name: api_key_insert
--- Store a key's hash.
-INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
-SELECT :id, :tenant_id, :key_hash, :key_prefix, clock.now
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
-RETURNING *
-
 -- name: job_insert
 -- Insert a queued job (its first event is implied by its row: job_event_log); answers
 -- only what the database decided (NewJob.queued builds the job).

@@ -2,12 +2,6 @@
 -- append takes its positions by raising the conversation's `item_count`, which locks its row
 -- until the append commits: appends to one conversation queue behind each other.
 
--- name: conversation_insert
--- Store a conversation (its time the database's).
-INSERT INTO conversations (id, tenant_id, metadata, created_at)
-VALUES (:id, :tenant_id, :metadata::jsonb, coalesce(:now::timestamptz, now()))
-RETURNING id, tenant_id, metadata, created_at
-
 -- name: conversation_item_append
 -- Add items (a JSON array, each with its `id`) after the last of a tenant's conversation, in
 -- their order; an item whose id the conversation has already is left out.

@@ -1,13 +1,5 @@
 -- Provider-native batches (PostgreSQL): the parts of a batch sent as provider batches.
 
--- name: provider_batch_intend
--- Record a part before its create is sent; a part already recorded is answered as it stands.
-INSERT INTO provider_batches (part_key, batch_id, provider, lines, created_at)
-VALUES (:part_key, :batch_id, :provider, :lines::jsonb, coalesce(:now::timestamptz, now()))
-ON CONFLICT (part_key) DO UPDATE SET part_key = provider_batches.part_key
-RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
-          status, request_counts, collected_at
-
 -- name: provider_batch_seen
 -- Keep a part's provider status and request counts as last read, while :lease_token holds its
 -- batch and the part has not been read back.
@@ -34,11 +26,3 @@ UPDATE batch_items AS i
                                                  cached_tokens bigint)
  WHERE i.batch_id = :batch_id AND i.line = v.line AND i.provider IS NOT NULL
    AND i.outcome IS NULL
-
--- name: provider_batch_collected
--- Mark a part read back, with the provider's last status and counts (once).
-UPDATE provider_batches
-   SET status = :status, request_counts = :request_counts::jsonb,
-       collected_at = coalesce(:now::timestamptz, now())
- WHERE part_key = :part_key AND collected_at IS NULL
-RETURNING part_key

@@ -1,15 +1,6 @@
 -- Webhook queries for PostgreSQL: endpoints, and the outbox as a leased delivery queue.
 -- :now may be NULL, meaning the database's clock.
 
--- name: webhook_endpoint_insert
--- Create an endpoint.
-INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, include_result,
-                               disabled, secret, progress_interval_s, created_at, updated_at)
-SELECT :id, :tenant_id, :url, :description, :event_types, :include_result, :disabled, :secret,
-       :progress_interval_s, clock.now, clock.now
-  FROM (SELECT coalesce(:now::timestamptz, now()) AS now) AS clock
-RETURNING *
-
 -- name: webhook_endpoint_update
 -- Apply a partial update (NULL leaves a field); enabling clears the disabled reason.
 UPDATE webhook_endpoints AS e

@@ -63,3 +63,16 @@ UPDATE jobs
    SET request = NULL, result = NULL, purged_at = coalesce(purged_at, {{now}}), updated_at = {{now}}
  WHERE id = :id AND tenant_id = :tenant_id
 RETURNING *
+
+-- name: tenant_insert
+-- Create a tenant (nothing when the name is taken).
+INSERT INTO tenants (id, name, webhook_secret, created_at)
+VALUES (:id, :name, :webhook_secret, {{now}})
+ON CONFLICT (name) DO NOTHING
+RETURNING *
+
+-- name: api_key_insert
+-- Store a key's hash.
+INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
+VALUES (:id, :tenant_id, :key_hash, :key_prefix, {{now}})
+RETURNING *

@@ -52,3 +52,9 @@ SELECT i.conversation_id, i.position, i.id, i.item, i.response_id, i.created_at
                                  AND a.id = :after), 9223372036854775807)
  ORDER BY i.position DESC
  LIMIT :limit
+
+-- name: conversation_insert
+-- Store a conversation.
+INSERT INTO conversations (id, tenant_id, metadata, created_at)
+VALUES (:id, :tenant_id, :metadata, {{now}})
+RETURNING id, tenant_id, metadata, created_at

@@ -32,3 +32,18 @@ INSERT INTO usage_ledger (job_id, kind, tenant_id, provider, model, input_tokens
 VALUES (:part_key, 'batch', :tenant_id, :provider, :model, :input_tokens, :output_tokens,
         :cache_read_tokens, 0, {{now}})
 ON CONFLICT (job_id, kind) DO NOTHING
+
+-- name: provider_batch_intend
+-- Record a part before its create is sent; a part already recorded is answered as it stands.
+INSERT INTO provider_batches (part_key, batch_id, provider, lines, created_at)
+VALUES (:part_key, :batch_id, :provider, :lines, {{now}})
+ON CONFLICT (part_key) DO UPDATE SET part_key = provider_batches.part_key
+RETURNING part_key, batch_id, provider, lines, provider_batch_id, created_at, recorded_at,
+          status, request_counts, collected_at
+
+-- name: provider_batch_collected
+-- Mark a part read back, with the provider's last status and counts (once).
+UPDATE provider_batches
+   SET status = :status, request_counts = :request_counts, collected_at = {{now}}
+ WHERE part_key = :part_key AND collected_at IS NULL
+RETURNING part_key

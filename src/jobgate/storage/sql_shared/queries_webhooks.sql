@@ -18,3 +18,11 @@ SELECT *
                                 WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
  ORDER BY created_at, id
  LIMIT :limit
+
+-- name: webhook_endpoint_insert
+-- Create an endpoint.
+INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, include_result,
+                               disabled, secret, progress_interval_s, created_at, updated_at)
+VALUES (:id, :tenant_id, :url, :description, :event_types, :include_result, :disabled, :secret,
+        :progress_interval_s, {{now}}, {{now}})
+RETURNING *

@@ -12,19 +12,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 -- Record one applied migration.
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :now)
 
--- name: tenant_insert
--- Create a tenant (nothing when the name is taken).
-INSERT INTO tenants (id, name, webhook_secret, created_at)
-VALUES (:id, :name, :webhook_secret, :now)
-ON CONFLICT (name) DO NOTHING
-RETURNING *
-
--- name: api_key_insert
--- Store a key's hash.
-INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
-VALUES (:id, :tenant_id, :key_hash, :key_prefix, :now)
-RETURNING *
-
 -- name: idempotency_bind
 -- Bind a key to a new job, replacing an expired binding.
 INSERT INTO idempotency_keys

@@ -1,12 +1,6 @@
 -- Conversations (SQLite): a tenant's ordered items and the turns still to add to them. The one
 -- writer runs each append alone, so a position is one past the largest.
 
--- name: conversation_insert
--- Store a conversation.
-INSERT INTO conversations (id, tenant_id, metadata, created_at)
-VALUES (:id, :tenant_id, :metadata, :now)
-RETURNING id, tenant_id, metadata, created_at
-
 -- name: conversation_item_append
 -- Add items (a JSON array, each with its `id`) after the last of a tenant's conversation, in
 -- their order; an item whose id the conversation has already is left out.

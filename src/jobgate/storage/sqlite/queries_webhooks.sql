@@ -1,14 +1,6 @@
 -- Webhook queries for SQLite: endpoints, and the outbox as a leased delivery queue.
 -- Times are REAL Unix seconds; :now is always given (the host's clock is the database's).
 
--- name: webhook_endpoint_insert
--- Create an endpoint.
-INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, include_result,
-                               disabled, secret, progress_interval_s, created_at, updated_at)
-VALUES (:id, :tenant_id, :url, :description, :event_types, :include_result, :disabled, :secret,
-        :progress_interval_s, :now, :now)
-RETURNING *
-
 -- name: webhook_endpoint_update
 -- Apply a partial update (NULL leaves a field); enabling clears the disabled reason.
 UPDATE webhook_endpoints
