@@ -72,7 +72,7 @@ async def claim_timings(storage: PostgresStore, tenant_ids: list[str]) -> list[f
             break
     timings.pop()  # the empty one
     ids = [job.id for job in jobs]  # by id: a LIKE would read every row of a long history
-    async with storage._sql._pool.acquire() as conn:  # type: ignore[union-attr]
+    async with storage.engine.executor._pool.acquire() as conn:  # type: ignore[union-attr]
         await conn.execute("DELETE FROM job_events WHERE job_id = ANY($1::text[])", ids)
         await conn.execute("DELETE FROM jobs WHERE id = ANY($1::text[])", ids)
     return timings
@@ -107,7 +107,7 @@ async def main(jobs: int, events_per_job: int) -> dict[str, Any]:
             )
             tenant_ids.append(tenant.id)
         figures["empty"] = await claims(storage, tenant_ids)
-        async with storage._sql._pool.acquire() as conn:  # type: ignore[union-attr]
+        async with storage.engine.executor._pool.acquire() as conn:  # type: ignore[union-attr]
             began = time.perf_counter()
             await conn.execute(HISTORY, jobs, TENANTS, events_per_job)  # 1 event by trigger
             await conn.execute(EVENTS, jobs, events_per_job)
@@ -143,7 +143,7 @@ async def main(jobs: int, events_per_job: int) -> dict[str, Any]:
             "jobs_per_s": round(deleted["jobs"] / elapsed),
             "rows_per_s": round(sum(deleted.values()) / elapsed),
         }
-        async with storage._sql._pool.acquire() as conn:  # type: ignore[union-attr]
+        async with storage.engine.executor._pool.acquire() as conn:  # type: ignore[union-attr]
             await conn.execute("VACUUM ANALYZE jobs")
             await conn.execute("VACUUM ANALYZE job_events")
         figures["after_retention"] = await claims(storage, tenant_ids)
