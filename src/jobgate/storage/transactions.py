@@ -14,8 +14,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Generic, Protocol, TypeVar
 
+from jobgate.domain import frozen
 from jobgate.domain.bulk import BulkAction
 from jobgate.domain.job import Job, NewJob
 from jobgate.domain.rate_limits import Bucket, BucketState
@@ -38,6 +40,12 @@ A = TypeVar("A")
 # Given the locked buckets with their states and the database's time (Unix seconds): the new
 # states to write (None: write nothing) and the answer.
 Change = Callable[[Held, float], tuple[list[BucketState] | None, A]]
+
+# Values the store encoded with its dialect's codec (storage.executor.Codec) for the SQL to bind:
+# they differ by dialect (PostgreSQL's pass through, SQLite's are text and numbers).
+EncodedTime = Any  # codec.time or codec.now
+EncodedJson = Any  # codec.json
+EncodedFlag = Any  # codec.flag
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,6 +155,220 @@ class PartitionsDrop:
     max_kept: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchFailWrite:
+    """A batch's failure, fenced on its lease token: batch_fail's named parameters."""
+
+    id: str
+    lease_token: str
+    errors: EncodedJson
+    failures: int | None
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchFinishWrite:
+    """A batch's end, fenced on its lease token: batch_finish's named parameters (and the
+    tenant its event is for)."""
+
+    id: str
+    tenant_id: str
+    lease_token: str
+    status: str
+    event_type: str
+    completed_count: int
+    failed_count: int
+    output_file_id: str | None
+    output_bytes: int
+    output_lines: int
+    error_file_id: str | None
+    error_bytes: int
+    error_lines: int
+    usage: EncodedJson
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartEndWrite:
+    """A provider batch's part read back, fenced on the batch's lease token: provider_batch_end's
+    named parameters (`results`: its lines' results, a JSON array; the token counts: their sums,
+    billed once)."""
+
+    part_key: str
+    batch_id: str
+    tenant_id: str
+    lease_token: str
+    status: str
+    request_counts: EncodedJson
+    results: EncodedJson
+    provider: str
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileDeleteWrite:
+    """A file to delete (of any tenant when `tenant_id` is None): file_delete's parameters."""
+
+    id: str
+    tenant_id: str | None
+
+
+@frozen.record  # one per settled provider job: built without a call per field
+class SettleWrite:
+    """A provider's verdict on a background job, fenced on its provider job id: job_settle's
+    named parameters."""
+
+    id: str
+    provider_job_id: str
+    state: str
+    result: EncodedJson
+    error: EncodedJson
+    usage: EncodedJson
+    refund_attempt: int  # 1: the attempt does not count
+    dead_lettered: EncodedFlag
+    retry_in_s: float
+    cancel_outcome: str | None
+    provider_status: str | None
+    watch_in_s: float | None
+    actor: str
+    reason: str
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DiscardWrite:
+    """A late result to discard and refund: job_discard_late_result's named parameters."""
+
+    id: str
+    provider_job_id: str
+    to_state: str
+    usage: EncodedJson
+    actor: str
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProviderEventWrite:
+    """A provider's event to record once: provider_event_record's named parameters."""
+
+    provider: str
+    event_id: str
+    event_type: str
+    provider_job_id: str | None
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetentionWrite:
+    """One batch of finished jobs past the horizon: retention_delete's named parameters."""
+
+    completed_before: EncodedTime
+    now: EncodedTime
+    limit: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchUsageWrite:
+    """One batch of provider batch parts' ledger rows past the horizon: retention_batch_usage's
+    named parameters."""
+
+    completed_before: EncodedTime
+    limit: int
+
+
+@frozen.record  # one per webhook delivery: built without a call per field
+class DeliveryWrite:
+    """A delivery's attempt and new state, fenced on its lease token: delivery_record's named
+    parameters (`disable_reason`: disable the endpoint, for this reason)."""
+
+    id: str
+    token: str
+    event_id: str
+    tenant_id: str
+    job_id: str
+    job_created_at: EncodedTime
+    target: str
+    attempt: int
+    attempted: EncodedFlag
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+    state: str
+    retry_in_s: float
+    endpoint_id: str | None
+    disable_reason: str | None
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EndpointDeleteWrite:
+    """A tenant's webhook endpoint to delete: webhook_endpoint_delete's named parameters."""
+
+    id: str
+    tenant_id: str
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleInsertWrite:
+    """A schedule to create unless its tenant has `max_per_tenant`: schedule_insert's named
+    parameters."""
+
+    id: str
+    tenant_id: str
+    cron: str
+    template: EncodedJson
+    paused: EncodedFlag
+    next_run_at: EncodedTime
+    created_at: EncodedTime
+    max_per_tenant: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordIgnoredWrite:
+    """A refused transition to log on the job: job_record_ignored's named parameters."""
+
+    id: str
+    to_state: str
+    actor: str
+    reason: str
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeyPurgeWrite:
+    """Idle per-key rate-limit rows to delete: rate_limit_key_purge's named parameters."""
+
+    limit: int
+    now: EncodedTime
+
+
+# A record's field names and the reader of their values, made once per record type.
+_READERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def record_params(request: Any) -> dict[str, Any]:
+    """A request record whose fields are its SQL's named parameters, as the mapping the SQL
+    binds: one attribute read per field (no reflection per call, unlike dataclasses.asdict,
+    which also copies the values)."""
+    reader = _READERS.get(type(request))
+    if reader is None:
+        names = tuple(field.name for field in dataclasses.fields(request))
+        reader = _READERS[type(request)] = names, _read_all(names)
+    names, read = reader
+    return dict(zip(names, read(request), strict=True))
+
+
+def _read_all(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A reader of the attributes `names`, as a tuple even of one."""
+    one = attrgetter(*names)
+    return one if len(names) > 1 else lambda record: (one(record),)
+
+
 # (job id, its state after the change), by job id.
 Changed = list[tuple[str, str]]
 
@@ -198,18 +420,18 @@ class Transactions(Protocol):
         row and the changed jobs."""
         ...
 
-    async def batch_fail_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_fail_write(self, request: BatchFailWrite) -> Row | None:
         """batch_fail (its named parameters) in one transaction, its event with it; None when
         the lease token no longer holds the live batch (and nothing written)."""
         ...
 
-    async def batch_finish_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_finish_write(self, request: BatchFinishWrite) -> Row | None:
         """batch_finish (its named parameters) in one transaction: the final status, the result
         files shown and the others dropped, its event; None when the lease token no longer
         holds the finalizing batch (and nothing written)."""
         ...
 
-    async def part_end_write(self, params: dict[str, Any]) -> bool:
+    async def part_end_write(self, request: PartEndWrite) -> bool:
         """provider_batch_end (its named parameters) in one transaction, only while the lease
         token holds the batch in progress or cancelling (provider_batch_fence_lock): the lines'
         results (batch_items_native_end), the part marked read back (provider_batch_collected)
@@ -217,24 +439,24 @@ class Transactions(Protocol):
         fence did not hold, nothing written; True also when the part was read back already."""
         ...
 
-    async def file_delete_write(self, params: dict[str, Any]) -> bool | str:
+    async def file_delete_write(self, request: FileDeleteWrite) -> bool | str:
         """file_delete (its named parameters) in one transaction: True (deleted), False (no such
         file), or the id of a live batch whose input the file is (and nothing deleted)."""
         ...
 
-    async def settle_write(self, params: dict[str, Any]) -> Row | None:
+    async def settle_write(self, request: SettleWrite) -> Row | None:
         """job_settle (its named parameters): settle the job and bill a final verdict's usage
         once, in one transaction; the job's row, or None when it was not running at that
         provider job."""
         ...
 
-    async def discard_write(self, params: dict[str, Any]) -> bool:
+    async def discard_write(self, request: DiscardWrite) -> bool:
         """job_discard_late_result (its named parameters): stop watching the job, log the
         discarded result and bill its usage with a matching refund, in one transaction; False
         when the job was not being watched."""
         ...
 
-    async def provider_event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
+    async def provider_event_write(self, request: ProviderEventWrite) -> tuple[bool, bool]:
         """provider_event_record (its named parameters): record the event once and, at its
         first sighting, make its job due for a check now, in one transaction: (the event is
         new, a job became due)."""
@@ -251,35 +473,35 @@ class Transactions(Protocol):
         Nothing to do with one writer."""
         ...
 
-    async def retention_write(self, params: dict[str, Any]) -> RetentionBatch:
+    async def retention_write(self, request: RetentionWrite) -> RetentionBatch:
         """retention_delete (its named parameters): pick the batch of finished jobs past the
         horizon, roll their usage up into usage_daily (and usage_daily_keys) and delete them
         with every row hanging off them, in one transaction."""
         ...
 
-    async def batch_usage_write(self, params: dict[str, Any]) -> int:
+    async def batch_usage_write(self, request: BatchUsageWrite) -> int:
         """retention_batch_usage (its named parameters): pick the provider batch parts' ledger
         rows past the horizon, roll them into usage_daily_batches and delete them, in one
         transaction; how many."""
         ...
 
-    async def delivery_write(self, params: dict[str, Any]) -> bool:
+    async def delivery_write(self, request: DeliveryWrite) -> bool:
         """delivery_record (its named parameters): the attempt (if made), the endpoint's
         disabling (if asked) and the delivery's new state, in one transaction; True when the
         lease fence held."""
         ...
 
-    async def endpoint_delete_write(self, params: dict[str, Any]) -> bool:
+    async def endpoint_delete_write(self, request: EndpointDeleteWrite) -> bool:
         """webhook_endpoint_delete (its named parameters): delete the endpoint and give up its
         pending deliveries, in one transaction; False when there was no such endpoint."""
         ...
 
-    async def schedule_insert_write(self, params: dict[str, Any]) -> Row | None:
+    async def schedule_insert_write(self, request: ScheduleInsertWrite) -> Row | None:
         """schedule_insert (its named parameters), counting the tenant's schedules in the
         same transaction so that concurrent creates never pass the cap; None at the cap."""
         ...
 
-    async def record_ignored_write(self, params: dict[str, Any]) -> None:
+    async def record_ignored_write(self, request: RecordIgnoredWrite) -> None:
         """job_record_ignored (its named parameters): bump the job's event sequence and write
         the refused transition, in one transaction."""
         ...
@@ -290,7 +512,7 @@ class Transactions(Protocol):
         answers."""
         ...
 
-    async def key_purge_write(self, params: dict[str, Any]) -> int:
+    async def key_purge_write(self, request: KeyPurgeWrite) -> int:
         """rate_limit_key_purge (its named parameters), with no claim between its check and
         its delete; how many rows it deleted."""
         ...

@@ -5,26 +5,33 @@ locks), its cancel, a provider batch's lines read back (behind the fence), and a
 
 from __future__ import annotations
 
-from typing import Any
-
 from jobgate import failpoints
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.postgres.insert_many import insert_many_on
-from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite, Changed
+from jobgate.storage.transactions import (
+    BatchCancelWrite,
+    BatchChunkWrite,
+    BatchFailWrite,
+    BatchFinishWrite,
+    Changed,
+    FileDeleteWrite,
+    PartEndWrite,
+    record_params,
+)
 
 
 class PostgresBatchWrites:
     _sql: PostgresExecutor
 
-    async def batch_fail_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_fail_write(self, request: BatchFailWrite) -> Row | None:
         """One statement (its event written by a CTE)."""
-        return await self._sql.write_one("batch_fail", **params)
+        return await self._sql.write_one("batch_fail", **record_params(request))
 
-    async def batch_finish_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_finish_write(self, request: BatchFinishWrite) -> Row | None:
         """One statement of data-modifying CTEs."""
-        return await self._sql.write_one("batch_finish", **params)
+        return await self._sql.write_one("batch_finish", **record_params(request))
 
     async def batch_chunk_write(self, request: BatchChunkWrite) -> Row | None:
         chunk, params, queue_limit, now = (
@@ -69,8 +76,8 @@ class PostgresBatchWrites:
 
         return await retry_deadlocks(lambda: sql.run(cancel, transaction=True), "batch cancel")
 
-    async def part_end_write(self, params: dict[str, Any]) -> bool:
-        sql = self._sql
+    async def part_end_write(self, request: PartEndWrite) -> bool:
+        sql, params = self._sql, record_params(request)
 
         async def end(conn: Conn) -> bool:
             if not await sql.fetch(conn, "provider_batch_fence_lock", **params):
@@ -82,8 +89,8 @@ class PostgresBatchWrites:
 
         return await sql.run(end, transaction=True)
 
-    async def file_delete_write(self, params: dict[str, Any]) -> bool | str:
-        sql = self._sql
+    async def file_delete_write(self, request: FileDeleteWrite) -> bool | str:
+        sql, params = self._sql, record_params(request)
 
         async def delete(conn: Conn) -> bool | str:
             # The file's row first: a batch being created over it (batch_create locks it too)

@@ -4,24 +4,29 @@ READ COMMITTED needs (see job_reconcile_if_event)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import PostgresExecutor
-from jobgate.storage.transactions import DueRecheck
+from jobgate.storage.transactions import (
+    DiscardWrite,
+    DueRecheck,
+    ProviderEventWrite,
+    SettleWrite,
+    record_params,
+)
 
 
 class PostgresProviderWrites:
     _sql: PostgresExecutor
 
-    async def settle_write(self, params: dict[str, Any]) -> Row | None:
-        return await self._sql.write_one("job_settle", **params)
+    async def settle_write(self, request: SettleWrite) -> Row | None:
+        return await self._sql.write_one("job_settle", **record_params(request))
 
-    async def discard_write(self, params: dict[str, Any]) -> bool:
+    async def discard_write(self, request: DiscardWrite) -> bool:
+        params = record_params(request)
         return await self._sql.write_one("job_discard_late_result", **params) is not None
 
-    async def provider_event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
-        row = await self._sql.write_one("provider_event_record", **params)
+    async def provider_event_write(self, request: ProviderEventWrite) -> tuple[bool, bool]:
+        row = await self._sql.write_one("provider_event_record", **record_params(request))
         assert row is not None
         return bool(row["inserted"]), bool(row["due"])
 

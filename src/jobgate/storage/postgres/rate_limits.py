@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.store.rate_limits import held_states
-from jobgate.storage.transactions import A, BucketChange, Change, Reroute
+from jobgate.storage.transactions import (
+    A,
+    BucketChange,
+    Change,
+    KeyPurgeWrite,
+    Reroute,
+    record_params,
+)
 
 
 def _keys(buckets: Sequence[Bucket]) -> dict[str, list[str]]:
@@ -58,9 +64,10 @@ class PostgresRateLimitWrites:
         params = {**request.move, **request.event}
         return await self._sql.write_one("job_reroute", **params) is not None
 
-    async def key_purge_write(self, params: dict[str, Any]) -> int:
+    async def key_purge_write(self, request: KeyPurgeWrite) -> int:
         async def purge(conn: Conn) -> int:
             await self._sql.fetch(conn, "job_claim_lock")  # no claim between check and take
-            return len(await self._sql.fetch(conn, "rate_limit_key_purge", **params))
+            rows = await self._sql.fetch(conn, "rate_limit_key_purge", **record_params(request))
+            return len(rows)
 
         return await self._sql.run(purge, transaction=True)

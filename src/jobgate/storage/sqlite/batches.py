@@ -8,7 +8,6 @@ data-modifying CTEs."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from jobgate import failpoints
 from jobgate.storage.executor import Row
@@ -16,7 +15,16 @@ from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.insert import insert_items
-from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite, Changed
+from jobgate.storage.transactions import (
+    BatchCancelWrite,
+    BatchChunkWrite,
+    BatchFailWrite,
+    BatchFinishWrite,
+    Changed,
+    FileDeleteWrite,
+    PartEndWrite,
+    record_params,
+)
 
 
 class SqliteBatchWrites:
@@ -62,7 +70,9 @@ class SqliteBatchWrites:
 
         return await self._db.write(cancel)
 
-    async def part_end_write(self, params: dict[str, Any]) -> bool:
+    async def part_end_write(self, request: PartEndWrite) -> bool:
+        params = record_params(request)
+
         def end(conn: sqlite3.Connection) -> bool:
             if conn.execute(Q["provider_batch_fence_lock"].sql, params).fetchone() is None:
                 return False
@@ -73,16 +83,27 @@ class SqliteBatchWrites:
 
         return await self._db.write(end)
 
-    async def batch_fail_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_fail_write(self, request: BatchFailWrite) -> Row | None:
+        params = record_params(request)
+
         def fail(conn: sqlite3.Connection) -> Row | None:
             row: Row | None = conn.execute(Q["batch_fail_update"].sql, params).fetchone()
             if row is not None:
-                conn.execute(Q["batch_event_insert"].sql, {**params, "tenant_id": row["tenant_id"]})
+                event = {
+                    "batch_id": request.id,
+                    "tenant_id": row["tenant_id"],
+                    "status": "failed",
+                    "event_type": "batch.failed",
+                    "now": request.now,
+                }
+                conn.execute(Q["batch_event_insert"].sql, event)
             return row
 
         return await self._db.write(fail)
 
-    async def batch_finish_write(self, params: dict[str, Any]) -> Row | None:
+    async def batch_finish_write(self, request: BatchFinishWrite) -> Row | None:
+        params = {**record_params(request), "batch_id": request.id}  # batch_event_insert's name
+
         def finish(conn: sqlite3.Connection) -> Row | None:
             row: Row | None = conn.execute(Q["batch_finish_update"].sql, params).fetchone()
             if row is None:
@@ -94,7 +115,9 @@ class SqliteBatchWrites:
 
         return await self._db.write(finish)
 
-    async def file_delete_write(self, params: dict[str, Any]) -> bool | str:
+    async def file_delete_write(self, request: FileDeleteWrite) -> bool | str:
+        params = record_params(request)
+
         def delete(conn: sqlite3.Connection) -> bool | str:
             if conn.execute(Q["file_lock"].sql, params).fetchone() is None:
                 return False

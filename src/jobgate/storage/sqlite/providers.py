@@ -5,13 +5,18 @@ statement); other processes poll, and one writer needs no re-check."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from jobgate.domain.states import JobState
 from jobgate.storage.executor import Row
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q
-from jobgate.storage.transactions import DueRecheck
+from jobgate.storage.transactions import (
+    DiscardWrite,
+    DueRecheck,
+    ProviderEventWrite,
+    SettleWrite,
+    record_params,
+)
 
 _COMPLETION = '["completion"]'
 _COMPLETION_AND_REFUND = '["completion", "refund"]'
@@ -27,8 +32,9 @@ class SqliteProviderWrites:
         """One writer: the first write saw everything."""
         return False
 
-    async def settle_write(self, params: dict[str, Any]) -> Row | None:
+    async def settle_write(self, request: SettleWrite) -> Row | None:
         """Settle, then bill a final verdict's usage."""
+        params = record_params(request)
 
         def settle(conn: sqlite3.Connection) -> Row | None:
             row: Row | None = conn.execute(Q["job_settle"].sql, params).fetchone()
@@ -38,8 +44,9 @@ class SqliteProviderWrites:
 
         return await self._db.write(settle)
 
-    async def discard_write(self, params: dict[str, Any]) -> bool:
+    async def discard_write(self, request: DiscardWrite) -> bool:
         """Stop watching, log the discarded result, then bill its usage and refund it."""
+        params = record_params(request)
 
         def discard(conn: sqlite3.Connection) -> bool:
             if conn.execute(Q["job_discard_late_result"].sql, params).fetchone() is None:
@@ -50,8 +57,9 @@ class SqliteProviderWrites:
 
         return await self._db.write(discard)
 
-    async def provider_event_write(self, params: dict[str, Any]) -> tuple[bool, bool]:
+    async def provider_event_write(self, request: ProviderEventWrite) -> tuple[bool, bool]:
         """Record the event, then (a first sighting) make its job due now."""
+        params = record_params(request)
 
         def record(conn: sqlite3.Connection) -> tuple[bool, bool]:
             if conn.execute(Q["provider_event_insert"].sql, params).fetchone() is None:

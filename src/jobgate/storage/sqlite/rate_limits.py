@@ -5,13 +5,19 @@ since SQLite's DML cannot write the event in the same statement as PostgreSQL's 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor, json_text
 from jobgate.storage.store.rate_limits import held_states
-from jobgate.storage.transactions import A, BucketChange, Change, Reroute
+from jobgate.storage.transactions import (
+    A,
+    BucketChange,
+    Change,
+    KeyPurgeWrite,
+    Reroute,
+    record_params,
+)
 
 
 def buckets_changed(
@@ -42,7 +48,8 @@ class SqliteRateLimitWrites:
         at, buckets, change = self._sql.codec.now(request.now), request.buckets, request.change
         return await self._db.write(lambda conn: buckets_changed(conn, buckets, at, change))
 
-    async def key_purge_write(self, params: dict[str, Any]) -> int:
+    async def key_purge_write(self, request: KeyPurgeWrite) -> int:
+        params = record_params(request)
         return await self._db.write(
             lambda conn: conn.execute(Q["rate_limit_key_purge"].sql, params).rowcount
         )

@@ -4,20 +4,26 @@ data-modifying CTE (PostgreSQL deletes a batch in one statement, store/retention
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from jobgate.storage.records import PartitionDrops, RetentionBatch
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, json_text
-from jobgate.storage.transactions import PartitionsDrop, PartitionsEnsure
+from jobgate.storage.transactions import (
+    BatchUsageWrite,
+    PartitionsDrop,
+    PartitionsEnsure,
+    RetentionWrite,
+    record_params,
+)
 
 
 class SqliteRetentionWrites:
     _db: SqliteDatabase
 
-    async def retention_write(self, params: dict[str, Any]) -> RetentionBatch:
+    async def retention_write(self, request: RetentionWrite) -> RetentionBatch:
         """Pick the jobs, sum their usage into usage_daily (and, of jobs
         with a concurrency key, usage_daily_keys), then delete them and their rows."""
+        params = record_params(request)
 
         def delete(conn: sqlite3.Connection) -> RetentionBatch:
             ids = [row["id"] for row in conn.execute(Q["retention_pick"].sql, params)]
@@ -40,8 +46,9 @@ class SqliteRetentionWrites:
 
         return await self._db.write(delete)
 
-    async def batch_usage_write(self, params: dict[str, Any]) -> int:
+    async def batch_usage_write(self, request: BatchUsageWrite) -> int:
         """Pick the rows, sum them into usage_daily_batches, then delete them."""
+        params = record_params(request)
 
         def roll(conn: sqlite3.Connection) -> int:
             ids = [

@@ -39,7 +39,15 @@ from jobgate.storage.sqlite.providers import SqliteProviderWrites
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimitWrites
 from jobgate.storage.sqlite.retention import SqliteRetentionWrites
 from jobgate.storage.sqlite.webhooks import SqliteWebhookWrites
-from jobgate.storage.transactions import FinishRequest, InsertRequest, Reaped, ReapRequest
+from jobgate.storage.transactions import (
+    FinishRequest,
+    InsertRequest,
+    Reaped,
+    ReapRequest,
+    RecordIgnoredWrite,
+    ScheduleInsertWrite,
+    record_params,
+)
 
 
 class SqliteTransactions(
@@ -75,29 +83,33 @@ class SqliteTransactions(
             lambda conn: insert_items(conn, jobs, keys, limit, at, self._decode)
         )
 
-    async def record_ignored_write(self, params: dict[str, Any]) -> None:
+    async def record_ignored_write(self, request: RecordIgnoredWrite) -> None:
         """Two statements (bump the sequence, write the event): SQLite cannot put an UPDATE
         inside an INSERT as PostgreSQL's one statement does."""
+        r = request
 
         def record(conn: sqlite3.Connection) -> None:
-            row = conn.execute(Q["job_bump_seq"].sql, {"id": params["id"]}).fetchone()
+            row = conn.execute(Q["job_bump_seq"].sql, {"id": r.id}).fetchone()
             if row is not None:
                 conn.execute(
                     Q["job_event_insert"].sql,
                     {
-                        **params,
-                        "job_id": params["id"],
+                        "job_id": r.id,
                         "seq": row["event_seq"],
                         "from_state": row["state"],
+                        "to_state": r.to_state,
+                        "actor": r.actor,
+                        "reason": r.reason,
                         "applied": 0,
+                        "now": r.now,
                     },
                 )
 
         await self._db.write(record)
 
-    async def schedule_insert_write(self, params: dict[str, Any]) -> Row | None:
+    async def schedule_insert_write(self, request: ScheduleInsertWrite) -> Row | None:
         """One statement: the one writer makes its count exact."""
-        return await self._sql.write_one("schedule_insert", **params)
+        return await self._sql.write_one("schedule_insert", **record_params(request))
 
     async def claim(self, claim: ClaimRequest) -> list[Job]:
         """Fair order is computed in Python (domain.fairness) inside the one writer's operation,

@@ -24,7 +24,13 @@ from jobgate.storage.records import (
     NewBatchItem,
     QueueLimit,
 )
-from jobgate.storage.transactions import BatchCancelWrite, BatchChunkWrite
+from jobgate.storage.transactions import (
+    BatchCancelWrite,
+    BatchChunkWrite,
+    BatchFailWrite,
+    BatchFinishWrite,
+    FileDeleteWrite,
+)
 from jobgate.wire.openai_batches import BatchStatus
 
 # The batch columns batch_update sets as given (None: left as it is).
@@ -125,7 +131,7 @@ class BatchesQueries(SqlPart):
         return [self._decode.record(FileChunk, row) for row in rows]
 
     async def file_delete(self, *, file_id: str, tenant_id: str | None = None) -> bool:
-        outcome = await self._tx.file_delete_write({"id": file_id, "tenant_id": tenant_id})
+        outcome = await self._tx.file_delete_write(FileDeleteWrite(file_id, tenant_id))
         if isinstance(outcome, str):
             raise errors.Conflict(
                 f"file {file_id!r} is the input of batch {outcome!r}, which has not ended: "
@@ -294,25 +300,24 @@ class BatchesQueries(SqlPart):
         self, *, ending: BatchEnding, now: datetime | None = None
     ) -> BatchRecord | None:
         output, error = ending.output, ending.error
-        params = {
-            "id": ending.batch_id,
-            "batch_id": ending.batch_id,
-            "tenant_id": ending.tenant_id,
-            "lease_token": ending.lease_token,
-            "status": ending.status,
-            "event_type": f"batch.{ending.status}",
-            "completed_count": ending.completed_count,
-            "failed_count": ending.failed_count,
-            "output_file_id": None if output is None else output.id,
-            "output_bytes": 0 if output is None else output.bytes,
-            "output_lines": 0 if output is None else output.lines,
-            "error_file_id": None if error is None else error.id,
-            "error_bytes": 0 if error is None else error.bytes,
-            "error_lines": 0 if error is None else error.lines,
-            "usage": self._sql.codec.json(ending.usage),
-            "now": self._sql.codec.now(now),
-        }
-        row = await self._tx.batch_finish_write(params)
+        request = BatchFinishWrite(
+            id=ending.batch_id,
+            tenant_id=ending.tenant_id,
+            lease_token=ending.lease_token,
+            status=ending.status,
+            event_type=f"batch.{ending.status}",
+            completed_count=ending.completed_count,
+            failed_count=ending.failed_count,
+            output_file_id=None if output is None else output.id,
+            output_bytes=0 if output is None else output.bytes,
+            output_lines=0 if output is None else output.lines,
+            error_file_id=None if error is None else error.id,
+            error_bytes=0 if error is None else error.bytes,
+            error_lines=0 if error is None else error.lines,
+            usage=self._sql.codec.json(ending.usage),
+            now=self._sql.codec.now(now),
+        )
+        row = await self._tx.batch_finish_write(request)
         if row is None:
             return None
         self.changes.outbox_available()
@@ -328,16 +333,13 @@ class BatchesQueries(SqlPart):
         now: datetime | None = None,
     ) -> BatchRecord | None:
         row = await self._tx.batch_fail_write(
-            {
-                "id": batch_id,
-                "batch_id": batch_id,
-                "lease_token": lease_token,
-                "errors": self._sql.codec.json(errors),
-                "failures": failures,
-                "event_type": "batch.failed",
-                "status": "failed",
-                "now": self._sql.codec.now(now),
-            }
+            BatchFailWrite(
+                id=batch_id,
+                lease_token=lease_token,
+                errors=self._sql.codec.json(errors),
+                failures=failures,
+                now=self._sql.codec.now(now),
+            )
         )
         if row is None:
             return None

@@ -28,6 +28,7 @@ from jobgate.storage.records import (
     UsageEntry,
     WaitRead,
 )
+from jobgate.storage.transactions import RecordIgnoredWrite
 
 
 class JobQueries(SqlPart):
@@ -248,8 +249,8 @@ class JobQueries(SqlPart):
         now: datetime | None = None,
     ) -> None:
         at = self._sql.codec.now(now)
-        event = {"id": job_id, "to_state": str(to_state), "actor": actor, "reason": reason}
-        await self._tx.record_ignored_write({**event, "now": at})
+        ignored = RecordIgnoredWrite(job_id, str(to_state), actor, reason, at)
+        await self._tx.record_ignored_write(ignored)
 
     async def job_expire_due(self, *, limit: int, now: datetime | None = None) -> list[str]:
         rows = await self._sql.write("job_expire_due", limit=limit, now=self._sql.codec.now(now))

@@ -10,6 +10,7 @@ from typing import Any
 
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import NativeLine, PartEnding, ProviderBatch
+from jobgate.storage.transactions import PartEndWrite
 
 
 class ProviderBatchQueries(SqlPart):
@@ -82,19 +83,19 @@ class ProviderBatchQueries(SqlPart):
             }
             for r in ending.results
         ]
-        params = {
-            "part_key": ending.part_key,
-            "batch_id": ending.batch_id,
-            "tenant_id": ending.tenant_id,
-            "lease_token": ending.lease_token,
-            "status": ending.status,
-            "request_counts": codec.json(ending.request_counts),
-            "results": codec.json(results),
-            "provider": ending.provider,
-            "model": ending.model,
-            "input_tokens": sum(r.input_tokens for r in ending.results),
-            "output_tokens": sum(r.output_tokens for r in ending.results),
-            "cache_read_tokens": sum(r.cached_tokens for r in ending.results),
-            "now": codec.now(now),
-        }
-        return await self._tx.part_end_write(params)
+        request = PartEndWrite(
+            part_key=ending.part_key,
+            batch_id=ending.batch_id,
+            tenant_id=ending.tenant_id,
+            lease_token=ending.lease_token,
+            status=ending.status,
+            request_counts=codec.json(ending.request_counts),
+            results=codec.json(results),
+            provider=ending.provider,
+            model=ending.model,
+            input_tokens=sum(r.input_tokens for r in ending.results),
+            output_tokens=sum(r.output_tokens for r in ending.results),
+            cache_read_tokens=sum(r.cached_tokens for r in ending.results),
+            now=codec.now(now),
+        )
+        return await self._tx.part_end_write(request)

@@ -17,7 +17,12 @@ from jobgate.storage.records import (
     ReconcileDeferral,
     Settlement,
 )
-from jobgate.storage.transactions import DueRecheck
+from jobgate.storage.transactions import (
+    DiscardWrite,
+    DueRecheck,
+    ProviderEventWrite,
+    SettleWrite,
+)
 
 
 class ProviderQueries(SqlPart):
@@ -142,23 +147,23 @@ class ProviderQueries(SqlPart):
         codec = self._sql.codec
         s = settlement
         row = await self._tx.settle_write(
-            {
-                "id": s.job_id,
-                "provider_job_id": s.provider_job_id,
-                "state": str(s.state),
-                "result": codec.json(s.result),
-                "error": codec.json(s.error),
-                "usage": codec.json(s.usage),
-                "refund_attempt": 0 if s.count_attempt else 1,
-                "dead_lettered": codec.flag(s.dead_lettered),
-                "retry_in_s": s.retry_in_s,
-                "cancel_outcome": s.cancel_outcome,
-                "provider_status": s.provider_status,
-                "watch_in_s": s.watch_in_s,
-                "actor": s.actor,
-                "reason": s.reason,
-                "now": codec.now(now),
-            }
+            SettleWrite(
+                id=s.job_id,
+                provider_job_id=s.provider_job_id,
+                state=str(s.state),
+                result=codec.json(s.result),
+                error=codec.json(s.error),
+                usage=codec.json(s.usage),
+                refund_attempt=0 if s.count_attempt else 1,
+                dead_lettered=codec.flag(s.dead_lettered),
+                retry_in_s=s.retry_in_s,
+                cancel_outcome=s.cancel_outcome,
+                provider_status=s.provider_status,
+                watch_in_s=s.watch_in_s,
+                actor=s.actor,
+                reason=s.reason,
+                now=codec.now(now),
+            )
         )
         if row is None:
             return None
@@ -181,14 +186,14 @@ class ProviderQueries(SqlPart):
     ) -> bool:
         codec = self._sql.codec
         return await self._tx.discard_write(
-            {
-                "id": job_id,
-                "provider_job_id": provider_job_id,
-                "to_state": str(to_state),
-                "usage": codec.json(usage),
-                "actor": actor,
-                "now": codec.now(now),
-            }
+            DiscardWrite(
+                id=job_id,
+                provider_job_id=provider_job_id,
+                to_state=str(to_state),
+                usage=codec.json(usage),
+                actor=actor,
+                now=codec.now(now),
+            )
         )
 
     async def job_by_provider_job(
@@ -209,13 +214,13 @@ class ProviderQueries(SqlPart):
         now: datetime | None = None,
     ) -> ProviderEventOutcome:
         inserted, due = await self._tx.provider_event_write(
-            {
-                "provider": provider,
-                "event_id": event_id,
-                "event_type": event_type,
-                "provider_job_id": provider_job_id,
-                "now": self._sql.codec.now(now),
-            }
+            ProviderEventWrite(
+                provider=provider,
+                event_id=event_id,
+                event_type=event_type,
+                provider_job_id=provider_job_id,
+                now=self._sql.codec.now(now),
+            )
         )
         if due:
             await self._wake_reconcilers()

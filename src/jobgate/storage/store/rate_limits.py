@@ -14,7 +14,7 @@ from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket, BucketState, Take
 from jobgate.storage.executor import Row, SqlPart
 from jobgate.storage.records import ClaimPolicy
-from jobgate.storage.transactions import BucketChange, Held, Reroute
+from jobgate.storage.transactions import BucketChange, Held, KeyPurgeWrite, Reroute
 
 
 def _ordered(buckets: Sequence[Bucket]) -> list[Bucket]:
@@ -129,7 +129,7 @@ class RateLimitQueries(SqlPart):
         return {(r["provider"], r["model"]): int(r["queued"]) for r in rows}
 
     async def rate_limit_key_purge(self, *, limit: int, now: datetime | None = None) -> int:
-        return await self._tx.key_purge_write({"limit": limit, "now": self._sql.codec.now(now)})
+        return await self._tx.key_purge_write(KeyPurgeWrite(limit, self._sql.codec.now(now)))
 
     async def job_reroute(
         self,

@@ -9,25 +9,28 @@ from datetime import datetime
 from jobgate.domain.retention import Horizon
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import PartitionDrops, RetentionBatch, UsageDay
-from jobgate.storage.transactions import PartitionsDrop, PartitionsEnsure
+from jobgate.storage.transactions import (
+    BatchUsageWrite,
+    PartitionsDrop,
+    PartitionsEnsure,
+    RetentionWrite,
+)
 
 
 class RetentionQueries(SqlPart):
     async def retention_delete(self, *, horizon: Horizon, limit: int) -> RetentionBatch:
         codec = self._sql.codec
         return await self._tx.retention_write(
-            {
-                "completed_before": codec.time(horizon.completed_before),
-                "now": codec.time(horizon.now),
-                "limit": limit,
-            }
+            RetentionWrite(
+                completed_before=codec.time(horizon.completed_before),
+                now=codec.time(horizon.now),
+                limit=limit,
+            )
         )
 
     async def retention_batch_usage(self, *, horizon: Horizon, limit: int) -> int:
         completed_before = self._sql.codec.time(horizon.completed_before)
-        return await self._tx.batch_usage_write(
-            {"completed_before": completed_before, "limit": limit}
-        )
+        return await self._tx.batch_usage_write(BatchUsageWrite(completed_before, limit))
 
     async def history_partitions_ensure(self, *, days_ahead: int, now: datetime) -> int:
         return await self._tx.partitions_ensure(PartitionsEnsure(days_ahead, now))

@@ -6,22 +6,23 @@ from datetime import datetime
 
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import Schedule
+from jobgate.storage.transactions import ScheduleInsertWrite
 
 
 class ScheduleQueries(SqlPart):
     async def schedule_insert(self, *, schedule: Schedule, max_per_tenant: int) -> Schedule | None:
         codec = self._sql.codec
         row = await self._tx.schedule_insert_write(
-            {
-                "id": schedule.id,
-                "tenant_id": schedule.tenant_id,
-                "cron": schedule.cron,
-                "template": codec.json(schedule.template),
-                "paused": codec.flag(schedule.paused),
-                "next_run_at": codec.time(schedule.next_run_at),
-                "created_at": codec.time(schedule.created_at),
-                "max_per_tenant": max_per_tenant,
-            }
+            ScheduleInsertWrite(
+                id=schedule.id,
+                tenant_id=schedule.tenant_id,
+                cron=schedule.cron,
+                template=codec.json(schedule.template),
+                paused=codec.flag(schedule.paused),
+                next_run_at=codec.time(schedule.next_run_at),
+                created_at=codec.time(schedule.created_at),
+                max_per_tenant=max_per_tenant,
+            )
         )
         return None if row is None else self._decode.record(Schedule, row)
 

@@ -16,6 +16,7 @@ from jobgate.storage.records import (
     NewWebhookEndpoint,
     WebhookEndpoint,
 )
+from jobgate.storage.transactions import DeliveryWrite, EndpointDeleteWrite
 
 
 class WebhookQueries(SqlPart):
@@ -93,8 +94,8 @@ class WebhookQueries(SqlPart):
         self, *, endpoint_id: str, tenant_id: str, now: datetime | None = None
     ) -> bool:
         """Deletes the endpoint and gives up its pending deliveries, in one transaction."""
-        params = {"id": endpoint_id, "tenant_id": tenant_id, "now": self._sql.codec.now(now)}
-        return await self._tx.endpoint_delete_write(params)
+        at = self._sql.codec.now(now)
+        return await self._tx.endpoint_delete_write(EndpointDeleteWrite(endpoint_id, tenant_id, at))
 
     async def webhook_endpoint_rotate_secret(
         self,
@@ -157,25 +158,25 @@ class WebhookQueries(SqlPart):
         codec = self._sql.codec
         entry = delivery.entry
         return await self._tx.delivery_write(
-            {
-                "id": entry.id,
-                "token": delivery.lease_token,
-                "event_id": entry.event_id,
-                "tenant_id": entry.tenant_id,
-                "job_id": entry.job_id,
-                "job_created_at": codec.time(delivery.job_created_at),
-                "target": entry.target,
-                "attempt": entry.attempts,
-                "attempted": codec.flag(outcome.attempted),
-                "status_code": outcome.status_code,
-                "latency_ms": outcome.latency_ms,
-                "error": outcome.error,
-                "state": outcome.state,
-                "retry_in_s": float(outcome.retry_in_s),
-                "endpoint_id": entry.endpoint_id,
-                "disable_reason": outcome.disable_endpoint,
-                "now": codec.now(now),
-            }
+            DeliveryWrite(
+                id=entry.id,
+                token=delivery.lease_token,
+                event_id=entry.event_id,
+                tenant_id=entry.tenant_id,
+                job_id=entry.job_id,
+                job_created_at=codec.time(delivery.job_created_at),
+                target=entry.target,
+                attempt=entry.attempts,
+                attempted=codec.flag(outcome.attempted),
+                status_code=outcome.status_code,
+                latency_ms=outcome.latency_ms,
+                error=outcome.error,
+                state=outcome.state,
+                retry_in_s=float(outcome.retry_in_s),
+                endpoint_id=entry.endpoint_id,
+                disable_reason=outcome.disable_endpoint,
+                now=codec.now(now),
+            )
         )
 
     async def delivery_release(
