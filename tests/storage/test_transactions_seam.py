@@ -1,6 +1,7 @@
 """The storage seam's shape: every Transactions method takes at most one request record, a
-slotted dataclass of typed fields, never a dict or a mapping of named parameters; and
-record_params turns a record into its SQL's named parameters."""
+slotted dataclass of typed fields, never a dict or a mapping of named parameters (nor a field
+that is one, but for the two mappings whose keys the SQL names); and record_params turns a
+record into its SQL's named parameters."""
 
 from __future__ import annotations
 
@@ -58,6 +59,20 @@ def test_each_request_is_a_slotted_record_not_a_mapping(method: str) -> None:
     assert not issubclass(request, Mapping), f"{method} takes a mapping: name its parameters"
     assert dataclasses.is_dataclass(request), f"{method}'s {request.__name__} is not a record"
     assert "__slots__" in vars(request), f"{method}'s {request.__name__} is not slotted"
+
+
+# Mappings whose keys the SQL names (see each record's docstring for why).
+_NAMED_BY_SQL = {("BulkChunkRequest", "pick"), ("BatchCancelWrite", "update")}
+
+
+@pytest.mark.parametrize("method", [m for m in _METHODS if _params(m)])
+def test_each_request_names_its_fields(method: str) -> None:
+    request = _request_type(method)
+    for field, hint in typing.get_type_hints(request).items():
+        kinds = [typing.get_origin(arg) or arg for arg in typing.get_args(hint) or (hint,)]
+        if (request.__name__, field) not in _NAMED_BY_SQL:
+            mappings = [kind for kind in kinds if kind in (dict, Mapping, MutableMapping)]
+            assert not mappings, f"{request.__name__}.{field} is a mapping: name its fields"
 
 
 def test_record_params_are_its_fields_by_name() -> None:

@@ -86,33 +86,57 @@ class Reaped:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ChangedBy:
+    """Who changes jobs by id, why and when: a bulk change's named parameters besides the ids
+    (job_bulk_cancel, job_bulk_redrive, job_bulk_delete)."""
+
+    actor: str
+    reason: str
+    now: EncodedTime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BulkChunkRequest:
-    """One chunk of a bulk action: `pick` (job_bulk_pick's parameters) picks the jobs,
-    `change` (the action's query's, less the ids) changes them."""
+    """One chunk of a bulk action: `pick` (job_bulk_pick's parameters) picks the jobs, `change`
+    changes them. `pick` stays a mapping: it is the job_filter fragment's parameters, made by
+    storage.base.bulk_filter_params for the count (a plain read) as well, and named by the
+    fragment's SQL."""
 
     action: BulkAction
     pick: dict[str, Any]
-    change: dict[str, Any]
+    change: ChangedBy
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BatchChunkWrite:
-    """A batch's chunk to store: its jobs (within `queue_limit`), and `params` (batch_items_put's
-    and batch_cursor_move's parameters, the batch's fence among them)."""
+    """A batch's chunk to store: its jobs (within `queue_limit`) and its lines (`items`, as
+    batch_items_put binds them), behind the batch's fence (the chunk's lease token)."""
 
     chunk: BatchChunk
-    params: dict[str, Any]
+    items: EncodedJson
     queue_limit: QueueLimit | None
     now: datetime | None
+
+    def params(self) -> dict[str, Any]:
+        """The named parameters of batch_fence_lock, batch_items_put and batch_cursor_move."""
+        batch_id = self.chunk.batch_id
+        return {
+            "id": batch_id,
+            "batch_id": batch_id,
+            "lease_token": self.chunk.lease_token,
+            "items": self.items,
+            "expanded_chunks": self.chunk.expanded_chunks,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BatchCancelWrite:
     """A batch's cancel: `update` (batch_update's parameters), `change` (job_bulk_cancel's, less
-    the ids)."""
+    the ids). `update` stays a mapping: batch_update sets whichever batch columns its caller
+    names (None: left as it is), for every batch update (store/batches.py's _update_params)."""
 
     update: dict[str, Any]
-    change: dict[str, Any]
+    change: ChangedBy
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -136,11 +160,16 @@ class BucketChange(Generic[A]):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Reroute:
-    """A job moved to another provider and model, fenced on its lease (`move`), and the event
-    logged for it (`event`): job_reroute's named parameters."""
+    """A job moved to another provider and model, fenced on its lease (`id`, `token`), and the
+    event logged for it: job_reroute's named parameters."""
 
-    move: dict[str, Any]
-    event: dict[str, Any]
+    id: str
+    token: str
+    provider: str
+    model: str
+    actor: str
+    reason: str
+    now: EncodedTime
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -360,7 +389,7 @@ def record_params(request: Any) -> dict[str, Any]:
         names = tuple(field.name for field in dataclasses.fields(request))
         reader = _READERS[type(request)] = names, _read_all(names)
     names, read = reader
-    return dict(zip(names, read(request), strict=True))
+    return dict(zip(names, read(request)))  # noqa: B905 (one field list made both)
 
 
 def _read_all(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:

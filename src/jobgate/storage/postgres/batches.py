@@ -34,13 +34,8 @@ class PostgresBatchWrites:
         return await self._sql.write_one("batch_finish", **record_params(request))
 
     async def batch_chunk_write(self, request: BatchChunkWrite) -> Row | None:
-        chunk, params, queue_limit, now = (
-            request.chunk,
-            request.params,
-            request.queue_limit,
-            request.now,
-        )
-        sql = self._sql
+        chunk, queue_limit, now = request.chunk, request.queue_limit, request.now
+        sql, params = self._sql, request.params()
 
         async def write(conn: Conn) -> Row | None:
             # The batch's row first, locked: a cancel waits for this chunk, or this chunk
@@ -57,10 +52,10 @@ class PostgresBatchWrites:
         return await sql.run(write, transaction=True)
 
     async def batch_cancel_write(self, request: BatchCancelWrite) -> tuple[Row, Changed] | None:
-        update, change = request.update, request.change
         """The batch's row first (a chunk being stored commits before, and its jobs are then
         seen here), then its jobs locked in id order as a bulk chunk locks them; run again
         if PostgreSQL aborts it to break a deadlock with a worker's heartbeat."""
+        update, change = request.update, record_params(request.change)
         sql = self._sql
 
         async def cancel(conn: Conn) -> tuple[Row, list[tuple[str, str]]] | None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.store.bulk_actions import BULK_UPDATE
-from jobgate.storage.transactions import BulkChunkRequest, Changed
+from jobgate.storage.transactions import BulkChunkRequest, Changed, record_params
 
 
 class PostgresBulkWrites:
     _sql: PostgresExecutor
 
     async def bulk_chunk(self, request: BulkChunkRequest) -> Changed:
-        action, pick, change = request.action, request.pick, request.change
+        action, pick, change = request.action, request.pick, record_params(request.change)
         fetch = self._sql.fetch
 
         async def apply(conn: Conn) -> Changed:

@@ -61,8 +61,7 @@ class PostgresRateLimitWrites:
 
     async def reroute_write(self, request: Reroute) -> bool:
         """One statement: its DML writes the event too."""
-        params = {**request.move, **request.event}
-        return await self._sql.write_one("job_reroute", **params) is not None
+        return await self._sql.write_one("job_reroute", **record_params(request)) is not None
 
     async def key_purge_write(self, request: KeyPurgeWrite) -> int:
         async def purge(conn: Conn) -> int:

@@ -33,14 +33,9 @@ class SqliteBatchWrites:
     _decode: RowDecoder
 
     async def batch_chunk_write(self, request: BatchChunkWrite) -> Row | None:
-        chunk, params, queue_limit, now = (
-            request.chunk,
-            request.params,
-            request.queue_limit,
-            request.now,
-        )
-        at = self._sql.codec.now(now)
-        jobs = chunk.jobs
+        params, queue_limit = request.params(), request.queue_limit
+        at = self._sql.codec.now(request.now)
+        jobs = request.chunk.jobs
 
         def write(conn: sqlite3.Connection) -> Row | None:
             if conn.execute(Q["batch_fence_lock"].sql, params).fetchone() is None:
@@ -54,7 +49,7 @@ class SqliteBatchWrites:
         return await self._db.write(write)
 
     async def batch_cancel_write(self, request: BatchCancelWrite) -> tuple[Row, Changed] | None:
-        update, change = request.update, request.change
+        update, change = request.update, record_params(request.change)
         json = self._sql.codec.json
 
         def cancel(conn: sqlite3.Connection) -> tuple[Row, list[tuple[str, str]]] | None:

@@ -11,7 +11,7 @@ from jobgate.domain.bulk import BulkAction
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.store.bulk_actions import BULK_UPDATE
-from jobgate.storage.transactions import BulkChunkRequest, Changed
+from jobgate.storage.transactions import BulkChunkRequest, Changed, record_params
 
 
 class SqliteBulkWrites:
@@ -19,7 +19,7 @@ class SqliteBulkWrites:
     _sql: SqliteExecutor
 
     async def bulk_chunk(self, request: BulkChunkRequest) -> Changed:
-        action, pick, change = request.action, request.pick, request.change
+        action, pick, change = request.action, request.pick, record_params(request.change)
         json = self._sql.codec.json
 
         def apply(conn: sqlite3.Connection) -> Changed:

@@ -56,14 +56,13 @@ class SqliteRateLimitWrites:
 
     async def reroute_write(self, request: Reroute) -> bool:
         """Two statements in one write: SQLite's UPDATE cannot also insert the event."""
-        move, event = request.move, request.event
+        params = record_params(request)
 
         def run(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(Q["job_reroute"].sql, {**move, **event}).fetchone()
+            row = conn.execute(Q["job_reroute"].sql, params).fetchone()
             if row is None:
                 return False
-            logged = {**event, "id": move["id"], "seq": row["event_seq"]}
-            conn.execute(Q["job_reroute_event"].sql, logged)
+            conn.execute(Q["job_reroute_event"].sql, {**params, "seq": row["event_seq"]})
             return True
 
         return await self._db.write(run)

@@ -29,6 +29,7 @@ from jobgate.storage.transactions import (
     BatchChunkWrite,
     BatchFailWrite,
     BatchFinishWrite,
+    ChangedBy,
     FileDeleteWrite,
 )
 from jobgate.wire.openai_batches import BatchStatus
@@ -262,7 +263,7 @@ class BatchesQueries(SqlPart):
             unsettled=True,
             now=now,
         )
-        change = {"actor": actor, "reason": "batch cancelled", "now": update["now"]}
+        change = ChangedBy(actor, "batch cancelled", update["now"])
         found = await self._tx.batch_cancel_write(BatchCancelWrite(update, change))
         if found is None:
             return None
@@ -282,14 +283,8 @@ class BatchesQueries(SqlPart):
         queue_limit: QueueLimit | None = None,
         now: datetime | None = None,
     ) -> BatchRecord | None:
-        params = {
-            "id": chunk.batch_id,
-            "batch_id": chunk.batch_id,
-            "lease_token": chunk.lease_token,
-            "items": self._sql.codec.json([_item_row(item) for item in chunk.items]),
-            "expanded_chunks": chunk.expanded_chunks,
-        }
-        row = await self._tx.batch_chunk_write(BatchChunkWrite(chunk, params, queue_limit, now))
+        items = self._sql.codec.json([_item_row(item) for item in chunk.items])
+        row = await self._tx.batch_chunk_write(BatchChunkWrite(chunk, items, queue_limit, now))
         if row is None:
             return None
         if chunk.jobs:

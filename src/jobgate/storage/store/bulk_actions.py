@@ -13,7 +13,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import BulkChunk
-from jobgate.storage.transactions import BulkChunkRequest
+from jobgate.storage.transactions import BulkChunkRequest, ChangedBy
 
 # The picked chunk's (job id, new state), sorted by id.
 
@@ -42,7 +42,7 @@ class BulkActionQueries(SqlPart):
         now: datetime | None = None,
     ) -> BulkChunk:
         pick = {**self._job_filter(where, action), "after_id": after_id, "limit": limit}
-        change = {"actor": actor, "reason": reason, "now": self._sql.codec.now(now)}
+        change = ChangedBy(actor, reason, self._sql.codec.now(now))
         changed = await self._tx.bulk_chunk(BulkChunkRequest(action, pick, change))
         self._bulk_published(action, changed)
         return BulkChunk([job_id for job_id, _ in changed], changed[-1][0] if changed else None)

@@ -141,9 +141,9 @@ class RateLimitQueries(SqlPart):
         reason: str,
         now: datetime | None = None,
     ) -> bool:
-        move = {"id": lease.job_id, "token": lease.token, "provider": provider, "model": model}
-        event = {"actor": actor, "reason": reason, "now": self._sql.codec.now(now)}
-        return await self._tx.reroute_write(Reroute(move, event))
+        at = self._sql.codec.now(now)
+        reroute = Reroute(lease.job_id, lease.token, provider, model, actor, reason, at)
+        return await self._tx.reroute_write(reroute)
 
     async def job_queue_position(self, *, job: Job, now: datetime | None = None) -> int:
         codec = self._sql.codec
