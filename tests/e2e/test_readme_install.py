@@ -60,6 +60,9 @@ def test_a_wheel_of_this_checkout_installs_and_serves(tmp_path: Path) -> None:
             (doc_blocks.ROOT / f"src/jobgate/storage/{dialect}/migrations").glob("*.sql")
         )
         assert {f"jobgate/storage/{dialect}/migrations/{p.name}" for p in shipped} == migrations
+    shared_sql = sorted((doc_blocks.ROOT / "src/jobgate/storage/sql_shared").glob("*.sql"))
+    assert shared_sql  # the statements both dialects load ship with them
+    assert {f"jobgate/storage/sql_shared/{p.name}" for p in shared_sql} <= names
     assert "jobgate/http/templates/login.html" in names
 
     venv = tmp_path / "venv"

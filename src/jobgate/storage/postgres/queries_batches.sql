@@ -241,11 +241,7 @@ SELECT count(*)::integer AS items,
 -- name: batch_cancel_pick
 -- Lock the batch's jobs that a cancel changes (queued, or running with no cancel request yet),
 -- in id order as a bulk chunk locks them (job_bulk_cancel then cancels them by id).
-SELECT j.id
-  FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
- WHERE i.batch_id = :batch_id
-   AND {{cancel_changes}}
- ORDER BY j.id
+{{batch_cancel_jobs}}
    FOR UPDATE OF j
 
 -- name: batch_event_insert

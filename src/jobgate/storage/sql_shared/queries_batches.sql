@@ -115,3 +115,12 @@ SELECT * FROM batches
                                 WHERE a.id = :after_id))
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
+
+-- fragment: batch_cancel_jobs
+-- The batch's jobs that a cancel changes, in id order as a bulk chunk takes them (PostgreSQL's
+-- batch_cancel_pick locks them; SQLite's one writer holds them already).
+SELECT j.id
+  FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
+ WHERE i.batch_id = :batch_id
+   AND {{cancel_changes}}
+ ORDER BY j.id

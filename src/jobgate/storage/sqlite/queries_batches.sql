@@ -185,11 +185,7 @@ SELECT count(*) AS items,
 -- name: batch_cancel_pick
 -- The batch's jobs that a cancel changes (queued, or running with no cancel request yet);
 -- job_bulk_cancel then cancels them by id, in the same write.
-SELECT j.id
-  FROM batch_items AS i JOIN jobs AS j ON j.id = i.job_id
- WHERE i.batch_id = :batch_id
-   AND {{cancel_changes}}
- ORDER BY j.id
+{{batch_cancel_jobs}}
 
 -- name: batch_event_insert
 -- Queue a batch's webhook event for each of the tenant's endpoints that wants it (idempotent).
