@@ -13,15 +13,3 @@ SELECT :id::text, :tenant_id::text, :cron::text, :template::jsonb, :paused::bool
  WHERE (SELECT count(*) FROM schedules WHERE tenant_id = :tenant_id::text)
        < :max_per_tenant::bigint
 RETURNING *
-
--- name: schedule_set_paused
--- Pause or resume a schedule (a resume may move its next slot).
-UPDATE schedules
-   SET paused = :paused, next_run_at = coalesce(:next_run_at::timestamptz, next_run_at)
- WHERE id = :id AND tenant_id = :tenant_id
-RETURNING *
-
--- name: schedule_advance
--- Move a schedule past a fired slot, only if it is still there (compare-and-set).
-UPDATE schedules SET next_run_at = :next_run_at::timestamptz
- WHERE id = :id AND next_run_at = :slot::timestamptz AND NOT paused

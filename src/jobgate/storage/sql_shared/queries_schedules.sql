@@ -28,3 +28,15 @@ SELECT *
                                 WHERE a.id = :after_id AND a.tenant_id = :tenant_id))
  ORDER BY created_at, id
  LIMIT :limit
+
+-- name: schedule_set_paused
+-- Pause or resume a schedule (a resume may move its next slot).
+UPDATE schedules
+   SET paused = :paused, next_run_at = coalesce(:next_run_at, next_run_at)
+ WHERE id = :id AND tenant_id = :tenant_id
+RETURNING *
+
+-- name: schedule_advance
+-- Move a schedule past a fired slot, only if it is still there (compare-and-set).
+UPDATE schedules SET next_run_at = :next_run_at
+ WHERE id = :id AND next_run_at = :slot AND NOT paused
