@@ -37,7 +37,7 @@ def test_a_dialect_keeps_its_own_statements() -> None:
 
 
 def test_a_statement_in_the_shared_set_and_a_dialect_is_an_error() -> None:
-    with pytest.raises(ValueError, match="q is defined twice"):
+    with pytest.raises(ValueError, match=r"queries\.sql: q is defined twice \(also in queries_x"):
         sql.compose(
             _shared("-- name: q\n-- d\nSELECT 1"),
             {"pg": _PG, "lite": [*_LITE, ("queries.sql", "-- name: q\n-- d\nSELECT 1")]},
@@ -66,6 +66,13 @@ def test_a_shared_statement_needing_a_fragment_one_dialect_lacks_is_an_error() -
 def test_a_shared_fragment_is_checked_even_when_no_statement_includes_it() -> None:
     with pytest.raises(ValueError, match="shared f does not compile for lite"):
         sql.compose(_shared("-- fragment: f\n-- d\n{{now}}"), {"pg": _PG, "lite": [("x.sql", "")]})
+
+
+def test_the_loaded_files_are_named_by_their_folder() -> None:
+    assert all(source.startswith("sql_shared/queries") for source, _ in sql.shared_files())
+    assert all(
+        source.startswith("sqlite/queries") for source, _ in sql.dialect_files(sql.DIALECTS[1])
+    )
 
 
 def test_every_dialect_loads_every_shared_statement() -> None:

@@ -179,23 +179,23 @@ def statement_names(files: Files) -> set[str]:
     return {name for _, kind, name, _, _ in _file_blocks(files) if kind == "name"}
 
 
-def _files(folder: Traversable) -> list[tuple[str, str]]:
+def _files(folder: Traversable, label: str) -> list[tuple[str, str]]:
     return [
-        (entry.name, entry.read_text())
+        (f"{label}/{entry.name}", entry.read_text())
         for entry in sorted(folder.iterdir(), key=lambda e: e.name)
         if entry.name.startswith("queries") and entry.name.endswith(".sql")
     ]
 
 
 def dialect_files(package: str) -> list[tuple[str, str]]:
-    """(name, text) of every `queries*.sql` file of the dialect `package`, the shared set's not
-    among them."""
-    return _files(resources.files(package))
+    """(source, text) of every `queries*.sql` file of the dialect `package` (source: e.g.
+    `sqlite/queries.sql`), the shared set's not among them."""
+    return _files(resources.files(package), package.rpartition(".")[2])
 
 
 def shared_files() -> list[tuple[str, str]]:
-    """(name, text) of every `queries*.sql` file of the shared set."""
-    return _files(resources.files("jobgate.storage") / SHARED)
+    """(source, text) of every `queries*.sql` file of the shared set (`sql_shared/…`)."""
+    return _files(resources.files("jobgate.storage") / SHARED, SHARED)
 
 
 @functools.cache
@@ -205,5 +205,5 @@ def _every_dialect() -> dict[str, dict[str, Query]]:
 
 def load(package: str) -> dict[str, Query]:
     """Every statement of the dialect `package` (one of DIALECTS, e.g. jobgate.storage.sqlite):
-    its `queries*.sql` files' and the shared set's. A fresh dict: callers may not share it."""
+    its `queries*.sql` files' and the shared set's, in a dict of the caller's own."""
     return dict(_every_dialect()[package])
