@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from jobgate.storage import transactions
-from jobgate.storage.transactions import KeyPurgeWrite, Transactions, record_params
+from jobgate.storage.transaction_requests import KeyPurgeWrite, record_params
+from jobgate.storage.transactions import Transactions
 
 _METHODS = sorted(
     name

@@ -23,11 +23,7 @@ from jobgate.storage.records import (
     QueueLimit,
     ReapResult,
 )
-from jobgate.storage.transactions import (
-    FinishRequest,
-    InsertRequest,
-    ReapRequest,
-)
+from jobgate.storage.transaction_requests import FinishRequest, InsertRequest, ReapRequest
 from jobgate.wakeups import ChangeHub
 
 

@@ -10,16 +10,16 @@ from jobgate.storage.executor import Row
 from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.postgres.insert_many import insert_many_on
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     BatchCancelWrite,
     BatchChunkWrite,
     BatchFailWrite,
     BatchFinishWrite,
-    Changed,
     FileDeleteWrite,
     PartEndWrite,
     record_params,
 )
+from jobgate.storage.transactions import Changed
 
 
 class PostgresBatchWrites:

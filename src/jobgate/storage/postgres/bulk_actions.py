@@ -7,7 +7,8 @@ from __future__ import annotations
 from jobgate.storage.postgres.deadlocks import retry_deadlocks
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.store.bulk_actions import BULK_UPDATE
-from jobgate.storage.transactions import BulkChunkRequest, Changed, record_params
+from jobgate.storage.transaction_requests import BulkChunkRequest, record_params
+from jobgate.storage.transactions import Changed
 
 
 class PostgresBulkWrites:

@@ -9,7 +9,7 @@ from datetime import UTC, date, timedelta
 
 from jobgate.storage.postgres.executor import PostgresExecutor
 from jobgate.storage.records import PartitionDrops
-from jobgate.storage.transactions import PartitionsDrop, PartitionsEnsure
+from jobgate.storage.transaction_requests import PartitionsDrop, PartitionsEnsure
 
 HISTORY_TABLES = ("job_events", "job_output_chunks", "outbox", "webhook_attempts")
 # Making a partition waits this long for DEFAULT's lock; detaching one for its table's, which

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import PostgresExecutor
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     DiscardWrite,
     DueRecheck,
     ProviderEventWrite,

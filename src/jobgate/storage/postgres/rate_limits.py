@@ -10,7 +10,7 @@ from datetime import datetime
 from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.store.rate_limits import held_states
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     A,
     BucketChange,
     Change,

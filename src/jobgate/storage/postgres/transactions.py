@@ -24,7 +24,7 @@ from jobgate.storage.postgres.rate_limits import PostgresRateLimitWrites
 from jobgate.storage.postgres.writes import PostgresWrites
 from jobgate.storage.records import ClaimRequest, Finished, Inserted
 from jobgate.storage.rows import RowDecoder
-from jobgate.storage.transactions import FinishRequest, InsertRequest, Reaped, ReapRequest
+from jobgate.storage.transaction_requests import FinishRequest, InsertRequest, Reaped, ReapRequest
 
 
 class PostgresTransactions(

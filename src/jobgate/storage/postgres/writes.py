@@ -8,7 +8,7 @@ from jobgate.storage.executor import Row
 from jobgate.storage.postgres.executor import Conn, PostgresExecutor
 from jobgate.storage.records import RetentionBatch
 from jobgate.storage.rows import RowDecoder
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     BatchUsageWrite,
     DeliveryWrite,
     EndpointDeleteWrite,

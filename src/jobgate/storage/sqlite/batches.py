@@ -15,16 +15,16 @@ from jobgate.storage.rows import RowDecoder
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.sqlite.insert import insert_items
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     BatchCancelWrite,
     BatchChunkWrite,
     BatchFailWrite,
     BatchFinishWrite,
-    Changed,
     FileDeleteWrite,
     PartEndWrite,
     record_params,
 )
+from jobgate.storage.transactions import Changed
 
 
 class SqliteBatchWrites:

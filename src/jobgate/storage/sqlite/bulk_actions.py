@@ -11,7 +11,8 @@ from jobgate.domain.bulk import BulkAction
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor
 from jobgate.storage.store.bulk_actions import BULK_UPDATE
-from jobgate.storage.transactions import BulkChunkRequest, Changed, record_params
+from jobgate.storage.transaction_requests import BulkChunkRequest, record_params
+from jobgate.storage.transactions import Changed
 
 
 class SqliteBulkWrites:

@@ -10,7 +10,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage.executor import Row
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     DiscardWrite,
     DueRecheck,
     ProviderEventWrite,

@@ -10,7 +10,7 @@ from jobgate.domain.rate_limits import Bucket
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, SqliteExecutor, json_text
 from jobgate.storage.store.rate_limits import held_states
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     A,
     BucketChange,
     Change,

@@ -8,7 +8,7 @@ import sqlite3
 from jobgate.storage.records import PartitionDrops, RetentionBatch
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q, json_text
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     BatchUsageWrite,
     PartitionsDrop,
     PartitionsEnsure,

@@ -39,7 +39,7 @@ from jobgate.storage.sqlite.providers import SqliteProviderWrites
 from jobgate.storage.sqlite.rate_limits import SqliteRateLimitWrites
 from jobgate.storage.sqlite.retention import SqliteRetentionWrites
 from jobgate.storage.sqlite.webhooks import SqliteWebhookWrites
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     FinishRequest,
     InsertRequest,
     Reaped,

@@ -7,7 +7,7 @@ import sqlite3
 
 from jobgate.storage.sqlite.database import SqliteDatabase
 from jobgate.storage.sqlite.executor import Q
-from jobgate.storage.transactions import DeliveryWrite, EndpointDeleteWrite, record_params
+from jobgate.storage.transaction_requests import DeliveryWrite, EndpointDeleteWrite, record_params
 
 
 class SqliteWebhookWrites:

@@ -24,7 +24,7 @@ from jobgate.storage.records import (
     NewBatchItem,
     QueueLimit,
 )
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     BatchCancelWrite,
     BatchChunkWrite,
     BatchFailWrite,

@@ -13,7 +13,7 @@ from jobgate.domain.states import JobState
 from jobgate.storage import base
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import BulkChunk
-from jobgate.storage.transactions import BulkChunkRequest, ChangedBy
+from jobgate.storage.transaction_requests import BulkChunkRequest, ChangedBy
 
 # The picked chunk's (job id, new state), sorted by id.
 

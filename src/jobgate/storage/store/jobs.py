@@ -28,7 +28,7 @@ from jobgate.storage.records import (
     UsageEntry,
     WaitRead,
 )
-from jobgate.storage.transactions import RecordIgnoredWrite
+from jobgate.storage.transaction_requests import RecordIgnoredWrite
 
 
 class JobQueries(SqlPart):

@@ -10,7 +10,7 @@ from typing import Any
 
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import NativeLine, PartEnding, ProviderBatch
-from jobgate.storage.transactions import PartEndWrite
+from jobgate.storage.transaction_requests import PartEndWrite
 
 
 class ProviderBatchQueries(SqlPart):

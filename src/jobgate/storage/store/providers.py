@@ -17,7 +17,7 @@ from jobgate.storage.records import (
     ReconcileDeferral,
     Settlement,
 )
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     DiscardWrite,
     DueRecheck,
     ProviderEventWrite,

@@ -14,7 +14,7 @@ from jobgate.domain.job import Job, Lease
 from jobgate.domain.rate_limits import Bucket, BucketState, Take
 from jobgate.storage.executor import Row, SqlPart
 from jobgate.storage.records import ClaimPolicy
-from jobgate.storage.transactions import BucketChange, Held, KeyPurgeWrite, Reroute
+from jobgate.storage.transaction_requests import BucketChange, Held, KeyPurgeWrite, Reroute
 
 
 def _ordered(buckets: Sequence[Bucket]) -> list[Bucket]:

@@ -9,7 +9,7 @@ from datetime import datetime
 from jobgate.domain.retention import Horizon
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import PartitionDrops, RetentionBatch, UsageDay
-from jobgate.storage.transactions import (
+from jobgate.storage.transaction_requests import (
     BatchUsageWrite,
     PartitionsDrop,
     PartitionsEnsure,

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from jobgate.storage.executor import SqlPart
 from jobgate.storage.records import Schedule
-from jobgate.storage.transactions import ScheduleInsertWrite
+from jobgate.storage.transaction_requests import ScheduleInsertWrite
 
 
 class ScheduleQueries(SqlPart):

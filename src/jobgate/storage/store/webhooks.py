@@ -16,7 +16,7 @@ from jobgate.storage.records import (
     NewWebhookEndpoint,
     WebhookEndpoint,
 )
-from jobgate.storage.transactions import DeliveryWrite, EndpointDeleteWrite
+from jobgate.storage.transaction_requests import DeliveryWrite, EndpointDeleteWrite
 
 
 class WebhookQueries(SqlPart):
