@@ -460,21 +460,6 @@ UPDATE jobs AS j
  WHERE j.id = held.id AND j.lease_token = held.token AND j.state = 'running'
 RETURNING j.id, j.cancel_requested_at
 
--- fragment: retry_unless_cancelled
--- THE rule for a verdict that would send a job back to the queue (a worker's, the reaper's or
--- the provider's via the reconciler): once a cancel was requested, a retry becomes the
--- cancellation instead (`interrupted`), so nothing is started again after a cancel arrived.
--- Sets state, completed_at, cancel_outcome and transition_reason from the verdict `v` (state,
--- reason, cancel_outcome) and the row `j` as locked by the statement, at `clock.now`.
-state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-             THEN 'cancelled' ELSE v.state END,
-completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
-                    THEN NULL ELSE clock.now END,
-cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                      THEN 'interrupted' ELSE coalesce(v.cancel_outcome, j.cancel_outcome) END,
-transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                         THEN 'cancel_requested' ELSE v.reason END
-
 -- name: job_finish
 -- Apply lease holders' verdicts, fenced on each lease token, and bill each success once. A
 -- retry of a job whose cancel was requested becomes the cancellation instead. Answers only
@@ -495,25 +480,7 @@ WITH clock AS (
            actor text, reason text, provider_request_id text)
 ), finished AS (
     UPDATE jobs AS j
-       SET {{retry_unless_cancelled}},
-           result = CASE WHEN j.purged_at IS NULL THEN v.result END,
-           error = v.error,
-           usage = coalesce(v.usage, j.usage),
-           attempt = j.attempt - v.refund_attempt,
-           lost_count = j.lost_count + v.lost,
-           dead_lettered = v.dead_lettered,
-           run_at = CASE WHEN v.state = 'queued'
-                         THEN clock.now + make_interval(secs => v.retry_in_s)
-                         ELSE j.run_at END,
-           creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
-           provider_request_id = coalesce(v.provider_request_id, j.provider_request_id),
-           phase = NULL,
-           lease_owner = NULL,
-           lease_token = NULL,
-           lease_expires_at = NULL,
-           updated_at = clock.now,
-           event_seq = j.event_seq + 1,
-           transition_actor = v.actor
+       SET {{verdict_writes}}
       FROM verdict AS v, clock
      -- Found by primary key: with `state = 'running'` as written elsewhere, the planner
      -- (estimating few running jobs) read every running job through jobs_running instead, a

@@ -76,3 +76,39 @@ RETURNING *
 INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, created_at)
 VALUES (:id, :tenant_id, :key_hash, :key_prefix, {{now}})
 RETURNING *
+
+-- fragment: retry_unless_cancelled
+-- THE rule for a verdict that would send a job back to the queue (a worker's, the reaper's or
+-- the provider's via the reconciler): once a cancel was requested, a retry becomes the
+-- cancellation instead (`interrupted`), so nothing is started again after a cancel arrived.
+-- Sets state, completed_at, cancel_outcome and transition_reason from the verdict `v` (state,
+-- reason, cancel_outcome) and the row `j` as the statement sees it, at {{statement_clock}}.
+state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+             THEN 'cancelled' ELSE v.state END,
+completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
+                    THEN NULL ELSE {{statement_clock}} END,
+cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                      THEN 'interrupted' ELSE coalesce(v.cancel_outcome, j.cancel_outcome) END,
+transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
+                         THEN 'cancel_requested' ELSE v.reason END
+
+-- fragment: verdict_writes
+-- What a lease holder's verdict `v` (job_finish's row of verdicts) writes to its job `j`: the
+-- retry rule, the outcome, the attempt refunded, the lease released, the next event number.
+{{retry_unless_cancelled}},
+result = CASE WHEN j.purged_at IS NULL THEN v.result END,
+error = v.error,
+usage = coalesce(v.usage, j.usage),
+attempt = j.attempt - v.refund_attempt,
+lost_count = j.lost_count + v.lost,
+dead_lettered = v.dead_lettered,
+run_at = CASE WHEN v.state = 'queued' THEN {{retry_at}} ELSE j.run_at END,
+creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
+provider_request_id = coalesce(v.provider_request_id, j.provider_request_id),
+phase = NULL,
+lease_owner = NULL,
+lease_token = NULL,
+lease_expires_at = NULL,
+updated_at = {{statement_clock}},
+event_seq = j.event_seq + 1,
+transition_actor = v.actor

@@ -216,21 +216,6 @@ UPDATE jobs
  WHERE jobs.id = held.id AND jobs.lease_token = held.token AND jobs.state = 'running'
 RETURNING jobs.id, jobs.cancel_requested_at
 
--- fragment: retry_unless_cancelled
--- THE rule for a verdict that would send a job back to the queue (a worker's, the reaper's or
--- the provider's via the reconciler): once a cancel was requested, a retry becomes the
--- cancellation instead (`interrupted`), so nothing is started again after a cancel arrived.
--- Sets state, completed_at, cancel_outcome and transition_reason from the verdict `v` (state,
--- reason, cancel_outcome) and the row `j` as the statement sees it, at `:now`.
-state = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-             THEN 'cancelled' ELSE v.state END,
-completed_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
-                    THEN NULL ELSE :now END,
-cancel_outcome = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                      THEN 'interrupted' ELSE coalesce(v.cancel_outcome, j.cancel_outcome) END,
-transition_reason = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NOT NULL
-                         THEN 'cancel_requested' ELSE v.reason END
-
 -- name: finish_verdicts_table
 -- The writer connection's scratch table of verdicts for job_finish: bound row by row from
 -- Python (executemany), they cost no JSON encoding and no JSON path per field and row. The
@@ -273,23 +258,7 @@ DELETE FROM temp.finish_verdicts
 -- `error` and `usage` arrive as JSON text. Answers what the caller reports (the ledger rows
 -- were written by finish_verdicts_bill).
 UPDATE jobs AS j
-   SET {{retry_unless_cancelled}},
-       result = CASE WHEN j.purged_at IS NULL THEN v.result END,
-       error = v.error,
-       usage = coalesce(v.usage, j.usage),
-       attempt = j.attempt - v.refund_attempt,
-       lost_count = j.lost_count + v.lost,
-       dead_lettered = v.dead_lettered,
-       run_at = CASE WHEN v.state = 'queued' THEN :now + v.retry_in_s ELSE j.run_at END,
-       creation_outcome = coalesce(v.creation_outcome, j.creation_outcome),
-       provider_request_id = coalesce(v.provider_request_id, j.provider_request_id),
-       phase = NULL,
-       lease_owner = NULL,
-       lease_token = NULL,
-       lease_expires_at = NULL,
-       updated_at = :now,
-       event_seq = j.event_seq + 1,
-       transition_actor = v.actor
+   SET {{verdict_writes}}
   FROM temp.finish_verdicts AS v
  WHERE j.id = v.id AND j.lease_token = v.token AND j.state = 'running'
    AND (:expired_only = 0 OR j.lease_expires_at < :now)

@@ -12,3 +12,11 @@ date(:since, 'unixepoch')
 -- fragment: tenant_ids
 -- The tenants named in :tenant_ids (a JSON array of ids), as a one-column set
 SELECT value FROM json_each(:tenant_ids)
+
+-- fragment: statement_clock
+-- The time inside a statement: the caller's :now (SQLite's statements read it where they need it)
+:now
+
+-- fragment: retry_at
+-- When a verdict `v` that sends its job back to the queue runs it again: v.retry_in_s from now
+:now + v.retry_in_s
