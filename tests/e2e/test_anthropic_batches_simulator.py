@@ -75,7 +75,8 @@ async def flow(url: str) -> None:
     clock = SystemClock()
     drop = orjson.dumps({"fail_with": "drop", "latency_s": 1}).decode()
     lossy_config = ProviderConfig(kind="anthropic", base_url=url, headers={"x-jobgate-sim": drop})
-    config = ProviderConfig(kind="anthropic", base_url=url)
+    # The simulator reads each line's `sim` directives: only a provider configured so sends them.
+    config = ProviderConfig(kind="anthropic", base_url=url, sim_directives=True)
     lossy = AnthropicParts(AnthropicBatches("claude", lossy_config), lossy_config)
     parts = AnthropicParts(AnthropicBatches("claude", config), config)
     try:
