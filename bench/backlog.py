@@ -1,5 +1,5 @@
 """Status reads behind a backlog: what `GET /v1/jobs/{id}` of a queued job costs the database
-at 1,000, 100,000 and 1,000,000 queued jobs of one tenant (issue 45: the same).
+at 1,000, 100,000 and 1,000,000 queued jobs of one tenant.
 
 For each size a throwaway PostgreSQL database is migrated and filled with N queued jobs of
 one tenant in one `INSERT ... SELECT generate_series` (one priority, run_at a microsecond

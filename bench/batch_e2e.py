@@ -1,4 +1,4 @@
-"""A batch end to end on the simulator (issue 17): one `jobgate serve` process (api, worker,
+"""A batch end to end on the simulator: one `jobgate serve` process (api, worker,
 reaper, batches) on a fresh SQLite file (--postgres: a throwaway PostgreSQL database); upload an
 N-line JSONL through POST /v1/files, create the batch, poll until it completes, download the
 output. Prints the wall time of each phase and the serve process's peak RSS per phase: while

@@ -1,4 +1,4 @@
-"""Claim latency with a large history vs none, and what retention does to it (issue 20).
+"""Claim latency with a large history vs none, and what retention does to it.
 
 `python -m bench.claim_history [--jobs N] [--events-per-job K]` on a throwaway PostgreSQL
 database (JOBGATE_TEST_DATABASE_URL's server): claims of 10 from 2,000 queued jobs on an

@@ -1,4 +1,4 @@
-"""Limit accuracy over a long run (issue 19): 2 `jobgate worker` processes on PostgreSQL
+"""Limit accuracy over a long run: 2 `jobgate worker` processes on PostgreSQL
 against a `jobgate simulator` that enforces rpm and tpm per model the way the providers do
 (429 with their headers when over), jobgate configured with the same limits. Two models run
 side by side, each bound by one limit:

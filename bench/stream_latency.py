@@ -1,4 +1,4 @@
-"""Live output streaming overhead (issue 16): time to first delta through jobgate minus time
+"""Live output streaming overhead: time to first delta through jobgate minus time
 to first delta calling the simulator server directly (p50 and p99), and database writes per
 streamed token. One process: the simulator server, and jobgate's API and worker roles on
 SQLite (a temporary file) or PostgreSQL (`--database-url`, a migrated scratch database).

@@ -67,7 +67,7 @@ def ratios(cases: Sequence[Case]) -> list[Ratio]:
             if mine is None and any(c.error for c in gap):
                 ratio.detail = "n/a: jobgate has no batched path"
             rows.append(ratio)
-    # The batched enqueue through POST /v1/jobs/bulk (issue 15 item 6), beside the peer's.
+    # The batched enqueue through POST /v1/jobs/bulk, beside the peer's.
     bulk = enqueue_best(cases, "jobgate", "bulk http")
     rows.append(
         _ratio(

@@ -1,4 +1,4 @@
-"""Drain through each transport (issue 18): N queued no-op jobs, then M jobs whose provider
+"""Drain through each transport: N queued no-op jobs, then M jobs whose provider
 call takes `--latency-s` (the simulator's wait), 2 `jobgate worker` processes against one
 PostgreSQL database, with JOBGATE_TRANSPORT = database, redis://, amqp:// and sqs:// (moto's
 server); PgQueuer beside them in the same run (`--pgqueuer`: 2 processes draining the same

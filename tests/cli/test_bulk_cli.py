@@ -1,4 +1,4 @@
-"""`jobgate jobs cancel|redrive|delete --where …` against a real server (issue 20): the dry
+"""`jobgate jobs cancel|redrive|delete --where …` against a real server: the dry
 run's count, the confirmation, chunked calls with progress, and usage errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pure rules of issue 20: the retention horizon and the bulk audit reason."""
+"""Pure rules: the retention horizon and the bulk audit reason."""
 
 from __future__ import annotations
 

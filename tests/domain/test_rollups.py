@@ -1,4 +1,4 @@
-"""Per-minute rollups of the last hour for the console's charts (issue 20): throughput,
+"""Per-minute rollups of the last hour for the console's charts: throughput,
 errors, queue depth walked back from the depth now, and queue waits (p50/p95)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A streaming job's progress (issue 19): tokens streamed so far as characters / 4, and their
+"""A streaming job's progress: tokens streamed so far as characters / 4, and their
 fraction of the request's output cap, below 1 while it runs."""
 
 from __future__ import annotations

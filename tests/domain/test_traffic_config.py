@@ -1,4 +1,4 @@
-"""jobgate.toml's traffic control tables (issue 19): rate limits, per-model limits, routes and
+"""jobgate.toml's traffic control tables: rate limits, per-model limits, routes and
 per-key caps load; a misspelt key is refused with the closest name."""
 
 from __future__ import annotations

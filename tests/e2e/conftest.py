@@ -92,7 +92,7 @@ class TransportUnderTest:
 
 @pytest.fixture(params=["database", "redis", "amqp", "sqs"])
 async def transport(request: pytest.FixtureRequest) -> AsyncIterator[TransportUnderTest]:
-    """The workers' JOBGATE_TRANSPORT (issue 18): a scenario that takes this fixture (or
+    """The workers' JOBGATE_TRANSPORT: a scenario that takes this fixture (or
     `transport_env`) runs with the database claims and with each broker (a stream or queue of
     its own)."""
     if request.param == "database":

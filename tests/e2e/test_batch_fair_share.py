@@ -1,7 +1,7 @@
-"""A tenant's 10,000-line batch and another tenant's interactive jobs at once (issue 17): a real
+"""A tenant's 10,000-line batch and another tenant's interactive jobs at once: a real
 `jobgate serve --roles batches` expands the batch, then `serve --roles worker,reaper,batches`
 runs it, and the other tenant submits while 9,800 of its jobs are still queued; each
-interactive job's queue wait (started_at - run_at) stays within the bound of issue 7's fairness
+interactive job's queue wait (started_at - run_at) stays within the bound of the fairness
 test (tests/e2e/test_fairness.py: 3 s). No provider latency, so the batch
 moves as fast as the workers claim. On SQLite and PostgreSQL."""
 

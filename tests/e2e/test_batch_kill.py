@@ -1,5 +1,5 @@
 """A real `jobgate serve --roles worker,reaper,batches` process is SIGKILLed while a batch
-expands and runs, then started again (issue 17): every line ends exactly once, in the output
+expands and runs, then started again: every line ends exactly once, in the output
 file, with one job per line. On SQLite and PostgreSQL."""
 
 from __future__ import annotations

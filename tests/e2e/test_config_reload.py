@@ -1,4 +1,4 @@
-"""Hot reload of limits (issue 19): a running `jobgate serve` picks up a changed rpm from its
+"""Hot reload of limits: a running `jobgate serve` picks up a changed rpm from its
 configuration file (its mtime, checked every second) without a restart, and refuses a
 broken file while keeping the limits it runs with."""
 

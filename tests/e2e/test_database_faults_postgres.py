@@ -2,7 +2,7 @@
 on the shared one (only this test's database), and a TCP proxy that delays, blackholes and
 resets the database link. The API answers 503 meanwhile and recovers by itself; no accepted job
 is lost or completed twice. The crash restart and the terminated backends run with every
-transport (issue 18: the `transport_env` fixture of tests/e2e/conftest.py)."""
+transport (the `transport_env` fixture of tests/e2e/conftest.py)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _wait_for_status(url: str, key: str, wanted: int, *, timeout_s: float = 60) 
 def test_postgres_crash_restart_during_load_api_503_then_recovers(
     harness: ProcessHarness, private_pg: PrivateCluster, transport_env: dict[str, str]
 ) -> None:
-    """With each transport (issue 18): the relay and the intake ride through the restart."""
+    """With each transport: the relay and the intake ride through the restart."""
     dsn = private_pg.create_database("jobgate")
     harness.env.update(transport_env)
     url = _start_roles(harness, dsn, "api", "worker", "reaper")

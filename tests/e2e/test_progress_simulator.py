@@ -1,4 +1,4 @@
-"""Honest progress against the simulator server (issue 19): a background job whose provider
+"""Honest progress against the simulator server: a background job whose provider
 reports a `progress` fraction (`sim.progress`) shows it on GET /v1/jobs/{id} while it runs,
 and still succeeds; one whose provider reports none shows `null` (OpenAI's background mode)."""
 

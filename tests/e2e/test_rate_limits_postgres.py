@@ -1,4 +1,4 @@
-"""Shared rate limits across real worker processes (issue 19): two `jobgate worker` processes
+"""Shared rate limits across real worker processes: two `jobgate worker` processes
 on PostgreSQL with `rpm = 600` for the simulator start at most 10 calls a second together (+1
 on a window's edge), not 10 each; and against a simulator process that enforces the same rpm
 or tpm the way the providers do, it never answers 429."""
@@ -66,7 +66,7 @@ def test_two_worker_processes_share_one_rpm(
     assert times[-1] - times[0] >= 2.5  # 30 calls at 10 a second, not all at once
 
 
-# -- against a simulator that enforces the same limits (issue 19) -----------------------------
+# -- against a simulator that enforces the same limits -----------------------------
 
 UPSTREAM = """
 [providers.upstream]

@@ -1,6 +1,6 @@
 """Issue 2's real-process guarantees on PostgreSQL, with separate api, worker and reaper
 processes: a worker killed mid-call, a frozen worker resumed after its job was reclaimed,
-a graceful SIGTERM that gives leases back at once, and (issue 18) duplicated deliveries; the
+a graceful SIGTERM that gives leases back at once, and duplicated deliveries; the
 scenarios that take `transport` run with every transport."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""OpenAI's Batch API through the official `openai` SDK in strict mode, on both backends
-(issue 17): files.create -> batches.create -> batches.retrieve until done -> files.content;
+"""OpenAI's Batch API through the official `openai` SDK in strict mode, on both backends:
+files.create -> batches.create -> batches.retrieve until done -> files.content;
 failing lines in the error file, cancel mid-way, expiry."""
 
 from __future__ import annotations

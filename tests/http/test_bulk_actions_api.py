@@ -1,4 +1,4 @@
-"""Bulk actions by filter over real HTTP (issue 20): tenant isolation, operators across
+"""Bulk actions by filter over real HTTP: tenant isolation, operators across
 tenants, dry runs, the cursor, and the audit trail, on both backends."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The console's routes over real HTTP (issue 20): live fragments and bulk actions need a
+"""The console's routes over real HTTP: live fragments and bulk actions need a
 session, a bulk action is a same-origin POST after a count that changes nothing, the script
 is jobgate's own (no inline script, no CDN), and bad input is a 400, never a 5xx."""
 

@@ -1,5 +1,5 @@
 """JOBGATE_DASHBOARD_SHOW_CONTENT: the job page shows a request's text only when the
-operator setting allows it (issue 20); by default it shows the shape."""
+operator setting allows it; by default it shows the shape."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The charts' window (issue 20): the hour is read in full once a minute; polls in between
+"""The charts' window: the hour is read in full once a minute; polls in between
 read only since the last settled minute, and together they give the same transitions."""
 
 from __future__ import annotations

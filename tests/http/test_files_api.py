@@ -1,4 +1,4 @@
-"""OpenAI's Files API over real HTTP, on both backends (issue 17): uploads checked line by
+"""OpenAI's Files API over real HTTP, on both backends: uploads checked line by
 line and stored in chunks; list, get, content, delete."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The upload size limit, both where it bites: the edge cuts off a body past the route's limit
 (files_max_bytes plus the form's slack) and the line reader refuses a file past
-files_max_bytes; neither keeps anything (issue 17, both backends)."""
+files_max_bytes; neither keeps anything (both backends)."""
 
 from __future__ import annotations
 

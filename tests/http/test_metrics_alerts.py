@@ -1,4 +1,4 @@
-"""The series the shipped alerts read (issue 20), as /metrics reports them after a scripted
+"""The series the shipped alerts read, as /metrics reports them after a scripted
 scenario: failing webhook endpoints, tokens today against budgets, the queue-wait histogram
 by tenant, redrives."""
 

@@ -1,4 +1,4 @@
-"""Recurring schedules over real HTTP (issue 19): create, list, read, pause, resume, delete;
+"""Recurring schedules over real HTTP: create, list, read, pause, resume, delete;
 another tenant's schedule is not found; bad input is 400, never 5xx."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Native bulk submission over real HTTP, on both backends: POST /v1/jobs/bulk (issue 17)."""
+"""Native bulk submission over real HTTP, on both backends: POST /v1/jobs/bulk."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Traffic control over real HTTP (issue 19): `run_at`, `delay_s` and `concurrency_key` on
+"""Traffic control over real HTTP: `run_at`, `delay_s` and `concurrency_key` on
 POST /v1/jobs (ranges refused with 400), `metadata.concurrency_key` on /v1/responses, and the
 worker honouring both."""
 

@@ -1,4 +1,4 @@
-"""The alerting rules `jobgate alerts` prints (issue 20): they use only metrics jobgate
+"""The alerting rules `jobgate alerts` prints: they use only metrics jobgate
 exports, and `promtool test rules` shows each firing on a scripted bad scenario and every
 one silent on a healthy one."""
 

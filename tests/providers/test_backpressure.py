@@ -1,4 +1,4 @@
-"""Latency-aware backpressure (issue 19), on a fake clock: a provider whose recent calls grow
+"""Latency-aware backpressure, on a fake clock: a provider whose recent calls grow
 slow or fail often gets fewer claims from this process before its breaker opens, and its full
 concurrency back once they recover."""
 

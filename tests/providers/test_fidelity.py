@@ -1,5 +1,5 @@
 """Behaviours of the real OpenAI and Anthropic APIs that are less kind than a simulator would be
-(issue 23), with hand-made answers (httpx.MockTransport): quota 429s, rate-limit reset headers,
+with hand-made answers (httpx.MockTransport): quota 429s, rate-limit reset headers,
 `x-should-retry`, request ids, prompt-cache usage and its prices. Each source is listed in
 docs/providers.md."""
 

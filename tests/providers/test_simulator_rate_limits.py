@@ -1,4 +1,4 @@
-"""The simulator as a rate-limited account (issue 19): rpm and tpm per model, enforced with
+"""The simulator as a rate-limited account: rpm and tpm per model, enforced with
 token buckets on the simulator's clock, answered with 429s carrying the providers' headers,
 which jobgate's classification reads as a rate limit with the right wait."""
 

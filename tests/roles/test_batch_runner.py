@@ -1,4 +1,4 @@
-"""The batches role's expansion under crashes, on both backends (issue 17): a pass that dies
+"""The batches role's expansion under crashes, on both backends: a pass that dies
 after storing jobs but before recording them, or before moving its cursor, neither loses nor
 doubles a line when the next pass redoes the chunk."""
 

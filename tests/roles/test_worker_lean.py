@@ -1,4 +1,4 @@
-"""The worker's lean hot path (issue 15): one task per job, the slot freed when the verdict
+"""The worker's lean hot path: one task per job, the slot freed when the verdict
 reaches the finish batcher, and transitions summarised at info level instead of logged one by
 one. Both stores."""
 

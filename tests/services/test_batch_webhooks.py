@@ -1,4 +1,4 @@
-"""Batch webhooks (issue 17): `batch.completed` / `batch.cancelled` / `batch.expired` are
+"""Batch webhooks: `batch.completed` / `batch.cancelled` / `batch.expired` are
 queued once per endpoint when a batch ends, delivered signed, and unwrap with the official
 SDK's `webhooks.unwrap()` as OpenAI's typed events. Both backends."""
 

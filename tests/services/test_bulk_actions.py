@@ -1,4 +1,4 @@
-"""The bulk service (issue 20): a call is many short transactions of at most chunk_size jobs,
+"""The bulk service: a call is many short transactions of at most chunk_size jobs,
 stops at max_jobs with a cursor, and is scoped to the caller's tenant."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hot reload of traffic settings (issue 19): what a changed file changes in a running
+"""Hot reload of traffic settings: what a changed file changes in a running
 process (rate limits, concurrency caps, routes, tenant limits), what waits for a restart,
 and a broken file refused with the running settings kept."""
 

@@ -1,4 +1,4 @@
-"""The worker's per-tick lease-expiry check while long calls wait (issue 15's in-flight
+"""The worker's per-tick lease-expiry check while long calls wait (the in-flight
 measurement): one comparison while every lease is fresh, however many calls are held, and
 still every call stopped once its own lease is about to run out. Both stores."""
 

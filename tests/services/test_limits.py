@@ -220,7 +220,7 @@ async def test_reaper_applies_retention(runtime: Runtime, clock: FakeClock) -> N
     reaper = runtime.reaper()
     assert (await reaper.reap_once(now=clock.now())).purged == 0
     later = clock.advance(runtime.settings.retention_s + 120)  # past PostgreSQL's own clock too
-    # Past the retention period the finished job is deleted with its log (issue 20), before
+    # Past the retention period the finished job is deleted with its log, before
     # the purge would rewrite it: nothing is left to purge.
     reaped = await reaper.reap_once(now=later)
     assert (reaped.deleted, reaped.purged) == (1, 0)

@@ -1,4 +1,4 @@
-"""Model routes (issue 19), on both backends: a job for `[routes."ALIAS"]` runs on the first
+"""Model routes, on both backends: a job for `[routes."ALIAS"]` runs on the first
 healthy target and its next attempt moves to the next target after a retryable failure; the
 events record each attempt's provider and model, and the job shows what finally ran."""
 

@@ -1,4 +1,4 @@
-"""Counters and labels the shipped alerts need (issue 20): a bulk reclaim is counted and
+"""Counters and labels the shipped alerts need: a bulk reclaim is counted and
 warned about; the queue-wait histogram's tenant label is bounded."""
 
 from __future__ import annotations

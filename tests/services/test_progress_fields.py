@@ -1,4 +1,4 @@
-"""Honest progress (issue 19): a background job shows when the reconciler last asked its
+"""Honest progress: a background job shows when the reconciler last asked its
 provider (`last_checked_at`) and the progress its provider reported, on both backends."""
 
 from __future__ import annotations

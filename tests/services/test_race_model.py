@@ -1,10 +1,10 @@
-"""A model-based race test (issue 24): hypothesis interleaves submit, a worker's claim and
+"""A model-based race test: hypothesis interleaves submit, a worker's claim and
 background create (non-idempotent creates), the provider finishing each job its own way,
 cancel (also in the middle of a reconciler's check), reconciler sweeps, lease expiry and
 re-claim, operator redrive, replies lost after commit, and the clocks moving, with the worker's
 and the reconciler's host clocks skewed up to 70 minutes either way from the database's.
 
-After every step it checks the invariants that the races of issue 24 broke:
+After every step it checks the invariants those races would break:
 - the applied events form one path through the transition table, a terminal job never moves
   again except by an operator's redrive of a dead letter;
 - after a cancel request, nothing starts the job again in that series (no claim), and no job

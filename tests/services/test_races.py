@@ -1,4 +1,4 @@
-"""Races of issue 24 at the service level, on both backends: a cancel that arrives while the
+"""Races at the service level, on both backends: a cancel that arrives while the
 reconciler checks a job, replies lost after a commit (accept, verdict), a worker that re-claims
 the job it just requeued, and a host clock that disagrees with the database's.
 

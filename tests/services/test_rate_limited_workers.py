@@ -1,4 +1,4 @@
-"""Shared rate limits through the worker (issue 19), on both backends: two workers with
+"""Shared rate limits through the worker, on both backends: two workers with
 separate storage connections draw on one budget; a job that must wait stays queued with no
 lease and no attempt spent; token estimates are charged before the call and corrected by the
 reported usage after it. SQLite runs on the fake clock; PostgreSQL on its own clock (real

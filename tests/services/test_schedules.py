@@ -1,4 +1,4 @@
-"""Recurring schedules (issue 19), on both backends: each slot fires one ordinary job; a crash
+"""Recurring schedules, on both backends: each slot fires one ordinary job; a crash
 between the submit and the advance (a restart) fires the same slot again and gets the same job;
 slots behind are fired one at a time, none skipped; paused schedules fire nothing."""
 

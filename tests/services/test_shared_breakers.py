@@ -1,4 +1,4 @@
-"""Circuit breakers shared across worker processes (issue 19), on both backends: a breaker one
+"""Circuit breakers shared across worker processes, on both backends: a breaker one
 worker opens (written at its next claim) keeps every other worker, with its own storage
 connection and its own gates, from claiming that provider's jobs; the half-open probe that
 succeeds closes it for all."""

@@ -1,4 +1,4 @@
-"""Shared circuit breakers (issue 19), the storage contract on SQLite and PostgreSQL alike: an
+"""Shared circuit breakers, the storage contract on SQLite and PostgreSQL alike: an
 open breaker's time left is measured by the database's clock, reopening replaces it, closing
 removes it."""
 

@@ -1,4 +1,4 @@
-"""Bulk actions by filter (issue 20), a chunk per call, on SQLite and PostgreSQL alike."""
+"""Bulk actions by filter, a chunk per call, on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the console reads (issue 20): recent transitions with queue waits, queue depth by
+"""What the console reads: recent transitions with queue waits, queue depth by
 tenant and provider, and job search, on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations

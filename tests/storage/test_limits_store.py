@@ -229,7 +229,7 @@ async def test_expired_idempotency_keys_are_forgotten(storage: Storage, clock: F
     assert await storage.idempotency_purge_expired(limit=10, now=clock.now()) == 0
 
 
-# -- prompt-cache tokens in the ledger (issue 23) ----------------------------------------------
+# -- prompt-cache tokens in the ledger ----------------------------------------------
 
 # Anthropic's usage with prompt caching, as anthropic_usage() counts it: input_tokens counts
 # every input token, the cache reads and writes among them.

@@ -37,7 +37,7 @@ async def test_a_claim_clamps_any_stored_execution_timeout(
     tenant = await make_tenant(storage)
     job = (await submit_one(storage, job=new_job(tenant), now=clock.now())).job
     await poke(storage, "jobs", job.id, execution_timeout_s=value)
-    if by_id:  # a broker transport's claim (issue 18)
+    if by_id:  # a broker transport's claim
         got = await storage.job_claim_by_id(
             worker_id="w", job_ids=[job.id], lease_ttl_s=60, now=clock.now()
         )

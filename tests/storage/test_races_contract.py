@@ -1,4 +1,4 @@
-"""Races and edge cases of issue 24 in the storage contract, on both backends: a provider's
+"""Races and edge cases in the storage contract, on both backends: a provider's
 retry of a job whose cancel was requested, redrive (old cancel request, old start deadline,
 purged input), a claim past the start deadline, and (PostgreSQL) a cancel whose transaction
 began before a reconciler's claim."""

@@ -1,4 +1,4 @@
-"""Shared rate limit buckets (issue 19) on both backends: requests spaced by 60 / rpm, token
+"""Shared rate limit buckets on both backends: requests spaced by 60 / rpm, token
 debt from estimates corrected by usage, and concurrent takers that never pass a limit."""
 
 from __future__ import annotations

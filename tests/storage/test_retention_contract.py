@@ -1,4 +1,4 @@
-"""Retention (issue 20): finished jobs past the horizon are deleted with their events, outbox
+"""Retention: finished jobs past the horizon are deleted with their events, outbox
 rows, delivery attempts and usage rows (the usage summed per tenant and day first), on both
 backends, and nothing else is; also while a worker runs."""
 

@@ -1,6 +1,6 @@
 """SQLite group commit when SQLite itself rolls the transaction back (SQLITE_FULL here, via
 `PRAGMA max_page_count`; IOERR behaves alike): every caller's answer must match the file. A
-caller told "written" finds its row; a caller told "failed" finds none (issue 24, item 7)."""
+caller told "written" finds its row; a caller told "failed" finds none (item 7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Traffic control in the claim (issue 19), on both backends: scheduled jobs (`run_at`,
+"""Traffic control in the claim, on both backends: scheduled jobs (`run_at`,
 `delay_s`) wait in the queue until their time; concurrency keys cap a tenant's running jobs
 per key, also under concurrent claims."""
 

@@ -1,4 +1,4 @@
-"""The transport part of the Storage contract (issue 18), on both backends: claims by id keep
+"""The transport part of the Storage contract, on both backends: claims by id keep
 the meaning of job_claim (caps, blocks, cancel, start deadlines, fencing), and the publication
 ledger publishes each ready transition once, again after a move or past its republish time."""
 

@@ -1,4 +1,4 @@
-"""Real `jobgate serve --roles worker,reaper` processes fed by each transport (issue 18): one
+"""Real `jobgate serve --roles worker,reaper` processes fed by each transport: one
 of two is SIGKILLed while it holds jobs and unacked messages; every job still ends exactly
 once (the reaper takes the leases back, the relay publishes again, a redelivery is dropped)."""
 

@@ -1,4 +1,4 @@
-"""Shared rate limits behind a broker transport (issue 18 with issue 19), on both backends and
+"""Shared rate limits behind a broker transport, on both backends and
 the real Redis: a rate-limited provider is never published, a stray message for it is not
 claimed by id, and its jobs start from the table one request at a time, never faster than the
 limit; the other providers still come through the broker. SQLite runs on the fake clock;

@@ -1,4 +1,4 @@
-"""Every transport against a real broker (issue 18): jobs end exactly once with two workers; a
+"""Every transport against a real broker: jobs end exactly once with two workers; a
 consumer that dies with unacked messages, a lost message, a flushed broker, a cancelled job and
 a tenant's cap all keep their meaning. Parametrized over SQLite and PostgreSQL storage."""
 
